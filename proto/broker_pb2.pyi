@@ -216,18 +216,20 @@ class MetadataRequest(_message.Message):
     def __init__(self, topics: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class MetadataResponse(_message.Message):
-    __slots__ = ("cluster_id", "brokers", "topics", "metadata_offset", "answering_broker_id")
+    __slots__ = ("cluster_id", "brokers", "topics", "metadata_offset", "answering_broker_id", "controllers")
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     BROKERS_FIELD_NUMBER: _ClassVar[int]
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     METADATA_OFFSET_FIELD_NUMBER: _ClassVar[int]
     ANSWERING_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLERS_FIELD_NUMBER: _ClassVar[int]
     cluster_id: str
     brokers: _containers.RepeatedCompositeFieldContainer[_common_pb2.BrokerEndpoint]
     topics: _containers.RepeatedCompositeFieldContainer[TopicMetadata]
     metadata_offset: int
     answering_broker_id: int
-    def __init__(self, cluster_id: _Optional[str] = ..., brokers: _Optional[_Iterable[_Union[_common_pb2.BrokerEndpoint, _Mapping]]] = ..., topics: _Optional[_Iterable[_Union[TopicMetadata, _Mapping]]] = ..., metadata_offset: _Optional[int] = ..., answering_broker_id: _Optional[int] = ...) -> None: ...
+    controllers: _containers.RepeatedCompositeFieldContainer[_common_pb2.BrokerEndpoint]
+    def __init__(self, cluster_id: _Optional[str] = ..., brokers: _Optional[_Iterable[_Union[_common_pb2.BrokerEndpoint, _Mapping]]] = ..., topics: _Optional[_Iterable[_Union[TopicMetadata, _Mapping]]] = ..., metadata_offset: _Optional[int] = ..., answering_broker_id: _Optional[int] = ..., controllers: _Optional[_Iterable[_Union[_common_pb2.BrokerEndpoint, _Mapping]]] = ...) -> None: ...
 
 class TopicMetadata(_message.Message):
     __slots__ = ("name", "topic_id", "error_code", "error_message", "partitions")
