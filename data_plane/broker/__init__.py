@@ -1,0 +1,1 @@
+"""The broker process: storage, partition leadership and the gRPC data plane."""

@@ -1,0 +1,101 @@
+"""Broker settings: every key with its default, parsed from the command line.
+
+Names follow Kafka's broker configs (with dots turned into dashes on the command line);
+``docs/operations.md`` lists them all.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from pathlib import Path
+
+MIB = 1 << 20
+
+
+@dataclass(frozen=True)
+class ControllerEndpoint:
+    node_id: int
+    host: str
+    raft_port: int
+    grpc_port: int
+
+    @property
+    def grpc_address(self) -> str:
+        return f"{self.host}:{self.grpc_port}"
+
+
+def parse_quorum(spec: str) -> list[ControllerEndpoint]:
+    """Parse ``id@host:raft_port:grpc_port,...`` (the controller quorum, as every node is told it)."""
+    endpoints: list[ControllerEndpoint] = []
+    for item in filter(None, (part.strip() for part in spec.split(","))):
+        try:
+            node, address = item.split("@", 1)
+            host, raft_port, grpc_port = address.rsplit(":", 2)
+            endpoints.append(ControllerEndpoint(int(node), host, int(raft_port), int(grpc_port)))
+        except ValueError:
+            raise ValueError(
+                f"cannot read controller '{item}': write each controller as id@host:raft_port:grpc_port, "
+                "for example 1@127.0.0.1:19091:19191"
+            ) from None
+    if not endpoints:
+        raise ValueError("the controller quorum is empty: pass --controllers id@host:raft_port:grpc_port[,...]")
+    return endpoints
+
+
+def parse_host_port(value: str) -> tuple[str, int]:
+    host, _, port = value.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"'{value}' is not host:port (for example 127.0.0.1:9092)")
+    return host, int(port)
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    broker_id: int
+    host: str
+    port: int
+    data_dir: Path
+    controllers: list[ControllerEndpoint]
+    rack: str = ""
+    request_max_bytes: int = 64 * MIB
+    heartbeat_interval_ms: int = 500
+    session_timeout_ms: int = 9000
+    replica_lag_time_max_ms: int = 30000
+    hw_checkpoint_interval_ms: int = 5000
+    retention_check_interval_ms: int = 30000
+    flush_check_interval_ms: int = 1000
+    fetch_max_wait_ms_cap: int = 30000
+    controlled_shutdown_timeout_s: float = 30.0
+    topic_defaults: dict[str, str] = field(default_factory=dict)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--broker-id", type=int, required=True, help="this broker's id (unique, >= 1)")
+    parser.add_argument("--listen", required=True, help="host:port for the gRPC data plane")
+    parser.add_argument("--data-dir", type=Path, required=True, help="where partition logs live")
+    parser.add_argument("--controllers", required=True, help="controller quorum: id@host:raft_port:grpc_port,...")
+    parser.add_argument("--rack", default="", help="rack label (informational)")
+    parser.add_argument("--request-max-bytes", type=int, default=64 * MIB, help="largest gRPC request or response")
+    parser.add_argument("--heartbeat-interval-ms", type=int, default=500)
+    parser.add_argument("--session-timeout-ms", type=int, default=9000)
+    parser.add_argument("--replica-lag-time-max-ms", type=int, default=30000)
+    parser.add_argument("--retention-check-interval-ms", type=int, default=30000)
+    parser.add_argument("--log-format", choices=["console", "json"], default="console")
+
+
+def from_args(args: argparse.Namespace) -> BrokerConfig:
+    host, port = parse_host_port(args.listen)
+    return BrokerConfig(
+        broker_id=args.broker_id,
+        host=host,
+        port=port,
+        data_dir=args.data_dir,
+        controllers=parse_quorum(args.controllers),
+        rack=args.rack,
+        request_max_bytes=args.request_max_bytes,
+        heartbeat_interval_ms=args.heartbeat_interval_ms,
+        session_timeout_ms=args.session_timeout_ms,
+        replica_lag_time_max_ms=args.replica_lag_time_max_ms,
+        retention_check_interval_ms=args.retention_check_interval_ms,
+    )

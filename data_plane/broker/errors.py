@@ -1,0 +1,56 @@
+"""Errors the broker answers with, as values: a code from ``proto/common.proto``'s ErrorCode and a
+message that tells the client what to do next.
+
+The broker never raises these through gRPC; they become per-partition error fields. Only a
+malformed request (one no correct client would send) becomes a gRPC INVALID_ARGUMENT.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class PartitionError(Exception):
+    """A per-partition failure: ``code`` is an ErrorCode name, ``message`` says what to do next."""
+
+    code: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.message}"
+
+
+class MalformedRequest(ValueError):
+    """The request breaks the protocol; answered with INVALID_ARGUMENT and this message."""
+
+
+def not_leader(topic: str, partition: int, leader: int) -> PartitionError:
+    where = f"broker {leader}" if leader >= 0 else "no broker (the partition is offline)"
+    return PartitionError(
+        "NOT_LEADER_OR_FOLLOWER",
+        f"this broker does not lead {topic}-{partition}; its leader is {where}: refresh metadata and retry there",
+    )
+
+
+def unknown_partition(topic: str, partition: int) -> PartitionError:
+    return PartitionError(
+        "UNKNOWN_TOPIC_OR_PARTITION",
+        f"{topic}-{partition} does not exist on this cluster; create the topic first (kraftlog topics create {topic}) "
+        "or check the name and partition count (kraftlog topics list)",
+    )
+
+
+def check_leader_epoch(topic: str, partition: int, requested: int, current: int) -> None:
+    """Fence requests that name another leader epoch (-1 means the client does not check)."""
+    if requested < 0 or requested == current:
+        return
+    if requested < current:
+        raise PartitionError(
+            "FENCED_LEADER_EPOCH",
+            f"leader epoch {requested} for {topic}-{partition} is stale (current {current}): refresh metadata and retry",
+        )
+    raise PartitionError(
+        "UNKNOWN_LEADER_EPOCH",
+        f"leader epoch {requested} for {topic}-{partition} is newer than this broker knows ({current}): retry shortly",
+    )

@@ -1,0 +1,186 @@
+"""The broker process: wires storage, metadata, the lifecycle with the controller and the gRPC
+server together, runs housekeeping timers, and shuts down cleanly on SIGTERM/SIGINT.
+
+Startup order matters: logs are recovered before the broker registers, and the data plane
+listens before metadata arrives (requests for partitions not yet known get retriable errors).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import time
+
+import grpc
+import structlog
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from data_plane.broker.config import BrokerConfig, add_arguments, from_args
+from data_plane.broker.replica_manager import ReplicaManager
+from data_plane.broker.service import BrokerService
+from data_plane.storage import LogManager
+from metadata_quorum.broker_link import BrokerLifecycleManager, MetadataFollower
+from proto import broker_pb2, broker_pb2_grpc, common_pb2
+
+log = structlog.get_logger("broker")
+
+
+class BrokerServer:
+    """One broker process's moving parts."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self._log = log.bind(broker_id=config.broker_id)
+        config.data_dir.mkdir(parents=True, exist_ok=True)
+        self.logs = LogManager(config.data_dir, now_ms=int(time.time() * 1000))
+        self.replicas = ReplicaManager(config, self.logs)
+        endpoints = [(c.node_id, c.host, c.grpc_port) for c in config.controllers]
+        self.metadata = MetadataFollower(endpoints, self._on_metadata)
+        self.lifecycle = BrokerLifecycleManager(
+            broker_id=config.broker_id,
+            host=config.host,
+            port=config.port,
+            rack=config.rack,
+            controller_endpoints=endpoints,
+            current_metadata_offset=lambda: self.metadata.image.offset,
+            heartbeat_interval_ms=config.heartbeat_interval_ms,
+        )
+        self._producer_ids: list[int] = []
+        self._server: grpc.aio.Server | None = None
+        self._timers: list[asyncio.Task] = []
+
+    def _on_metadata(self, previous, image) -> None:
+        self.replicas.on_metadata(previous, image)
+
+    def metadata_response(self, topics: list[str]) -> broker_pb2.MetadataResponse:
+        image = self.metadata.image
+        response = broker_pb2.MetadataResponse(
+            cluster_id=image.cluster_id or "", metadata_offset=image.offset, answering_broker_id=self.config.broker_id
+        )
+        for c in self.config.controllers:
+            response.controllers.add(broker_id=c.node_id, host=c.host, port=c.grpc_port)
+        for broker in sorted(image.brokers.values(), key=lambda b: b.broker_id):
+            response.brokers.add(broker_id=broker.broker_id, host=broker.host, port=broker.port, rack=broker.rack, fenced=broker.fenced)
+        names = topics or sorted(image.topics)
+        for name in names:
+            topic = image.topics.get(name)
+            if topic is None:
+                response.topics.add(
+                    name=name,
+                    error_code=common_pb2.UNKNOWN_TOPIC_OR_PARTITION,
+                    error_message=f"topic '{name}' does not exist: create it with kraftlog topics create {name}",
+                )
+                continue
+            out = response.topics.add(name=name, topic_id=str(topic.topic_id))
+            for index in sorted(topic.partitions):
+                p = topic.partitions[index]
+                offline = [r for r in p.replicas if r not in image.brokers or image.brokers[r].fenced]
+                out.partitions.add(
+                    partition=index,
+                    error_code=common_pb2.NONE if p.leader >= 0 else common_pb2.LEADER_NOT_AVAILABLE,
+                    leader_id=p.leader,
+                    leader_epoch=p.leader_epoch,
+                    partition_epoch=p.partition_epoch,
+                    replicas=list(p.replicas),
+                    isr=list(p.isr),
+                    offline_replicas=offline,
+                )
+        return response
+
+    async def init_producer_id(self) -> broker_pb2.InitProducerIdResponse:
+        if not self._producer_ids:
+            try:
+                first, count = await self.lifecycle.allocate_producer_ids()
+            except Exception as exc:  # the controller may be unreachable: a retriable answer
+                return broker_pb2.InitProducerIdResponse(
+                    error_code=common_pb2.BROKER_NOT_AVAILABLE,
+                    error_message=f"could not allocate producer ids from the controller ({exc}): retry shortly",
+                )
+            self._producer_ids = list(range(first + count - 1, first - 1, -1))
+        return broker_pb2.InitProducerIdResponse(producer_id=self._producer_ids.pop(), producer_epoch=0)
+
+    async def start(self) -> None:
+        options = [
+            ("grpc.max_receive_message_length", self.config.request_max_bytes),
+            ("grpc.max_send_message_length", self.config.request_max_bytes),
+            ("grpc.so_reuseport", 0),
+        ]
+        server = grpc.aio.server(options=options)
+        broker_pb2_grpc.add_BrokerServicer_to_server(
+            BrokerService(self.replicas, self.metadata_response, self.init_producer_id), server
+        )
+        health_servicer = health.aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+        reflection.enable_server_reflection(
+            [broker_pb2.DESCRIPTOR.services_by_name["Broker"].full_name, health.SERVICE_NAME, reflection.SERVICE_NAME], server
+        )
+        bound = server.add_insecure_port(f"{self.config.host}:{self.config.port}")
+        if bound == 0:
+            raise SystemExit(f"cannot listen on {self.config.host}:{self.config.port}: is another process using the port?")
+        await server.start()
+        self._server = server
+        await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+        await self.metadata.start()
+        await self.lifecycle.start()
+        self._timers = [
+            asyncio.create_task(self._every(self.config.hw_checkpoint_interval_ms, self._checkpoint)),
+            asyncio.create_task(self._every(self.config.retention_check_interval_ms, self.replicas.run_retention)),
+            asyncio.create_task(self._every(self.config.flush_check_interval_ms, self.replicas.run_flush)),
+        ]
+        self._log.info("broker started", listen=f"{self.config.host}:{bound}", broker_epoch=self.lifecycle.broker_epoch)
+
+    def _checkpoint(self) -> None:
+        self.logs.checkpoint_high_watermarks(self.replicas.high_watermarks())
+        self.logs.checkpoint()
+
+    async def _every(self, interval_ms: int, action) -> None:
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                action()
+            except Exception:  # a timer must never die silently: log and keep going
+                self._log.exception("periodic task failed", task=getattr(action, "__name__", str(action)))
+
+    async def stop(self, controlled: bool) -> None:
+        if controlled:
+            await self.lifecycle.controlled_shutdown(self.config.controlled_shutdown_timeout_s)
+        for task in self._timers:
+            task.cancel()
+        if self._server is not None:
+            await self._server.stop(grace=1.0)
+        await self.metadata.stop()
+        await self.lifecycle.stop()
+        self.logs.checkpoint_high_watermarks(self.replicas.high_watermarks())
+        self.logs.close()
+        self._log.info("broker stopped cleanly")
+
+
+async def serve(config: BrokerConfig) -> None:
+    broker = BrokerServer(config)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await broker.start()
+    await stop.wait()
+    await broker.stop(controlled=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    from cli.logging_setup import configure_logging
+
+    configure_logging(args.log_format)
+    try:
+        config = from_args(args)
+    except ValueError as exc:
+        raise SystemExit(f"kraftlog broker: {exc}") from None
+    asyncio.run(serve(config))
+    return 0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="kraftlog broker", description="Run one kraftlog broker.")
+    add_arguments(parser)
+    raise SystemExit(run(parser.parse_args()))

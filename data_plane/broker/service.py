@@ -1,0 +1,215 @@
+"""The ``kraftlog.v1.Broker`` gRPC service: translates protobuf messages to ReplicaManager calls.
+
+Validation of the request's shape happens here (malformed → INVALID_ARGUMENT with a message);
+everything about partitions is answered per partition with an ErrorCode and a hint.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import grpc
+
+from data_plane import record_batch
+from data_plane.broker.errors import MalformedRequest
+from data_plane.broker.replica_manager import FetchItem, LeaderHint, ProduceItem, ReplicaManager
+from proto import broker_pb2, broker_pb2_grpc, common_pb2
+
+VALID_ACKS = (-1, 0, 1)
+
+
+def _code(name: str) -> int:
+    return common_pb2.ErrorCode.Value(name)
+
+
+def _hint(hint: LeaderHint) -> common_pb2.LeaderHint:
+    return common_pb2.LeaderHint(leader_id=hint.leader_id, leader_epoch=hint.leader_epoch)
+
+
+def records_to_batch(records, compression: str, now_ms: int) -> bytes:
+    """Encode simple-path records into one batch (the only place the broker encodes records)."""
+    if not records:
+        raise MalformedRequest("a partition in the request carries neither batches nor records: send at least one record")
+    return record_batch.encode_batch(
+        [r.value if r.HasField("value") else None for r in records],
+        keys=[r.key if r.HasField("key") else None for r in records],
+        headers=[[(h.key, h.value if h.HasField("value") else None) for h in r.headers] for r in records],
+        timestamps_ms=[r.timestamp_ms or now_ms for r in records],
+        compression=compression,
+    )
+
+
+def batches_to_records(data: bytes, from_offset: int) -> list[common_pb2.Record]:
+    """Decode whole batches for the simple path, skipping records before the requested offset."""
+    out: list[common_pb2.Record] = []
+    for batch in record_batch.decode_batches(data):
+        ts_type = batch.header.timestamp_type
+        for rec in batch.records():
+            if rec.offset < from_offset:
+                continue
+            msg = common_pb2.Record(offset=rec.offset, timestamp_ms=rec.timestamp_ms, timestamp_type=ts_type)
+            if rec.key is not None:
+                msg.key = rec.key
+            if rec.value is not None:
+                msg.value = rec.value
+            for hk, hv in rec.headers:
+                header = msg.headers.add(key=hk)
+                if hv is not None:
+                    header.value = hv
+            out.append(msg)
+    return out
+
+
+class BrokerService(broker_pb2_grpc.BrokerServicer):
+    """gRPC front of one broker."""
+
+    def __init__(
+        self,
+        replicas: ReplicaManager,
+        metadata_response: Callable[[list[str]], broker_pb2.MetadataResponse],
+        init_producer_id: Callable[[], "object"],
+    ) -> None:
+        self.replicas = replicas
+        self._metadata_response = metadata_response
+        self._init_producer_id = init_producer_id
+
+    async def Produce(self, request: broker_pb2.ProduceRequest, context: grpc.aio.ServicerContext) -> broker_pb2.ProduceResponse:
+        try:
+            items = self._produce_items(request)
+        except MalformedRequest as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        results = await self.replicas.produce(request.acks, request.timeout_ms, items)
+        response = broker_pb2.ProduceResponse()
+        by_topic: dict[str, broker_pb2.TopicProduceResponse] = {}
+        for r in results:
+            topic = by_topic.get(r.topic)
+            if topic is None:
+                topic = by_topic[r.topic] = response.topics.add(topic=r.topic)
+            topic.partitions.add(
+                partition=r.partition,
+                error_code=_code(r.error),
+                error_message=r.message,
+                base_offset=r.base_offset,
+                log_append_time_ms=r.log_append_time_ms,
+                log_start_offset=r.log_start_offset,
+                current_leader=_hint(r.leader),
+            )
+        self._add_endpoints(response, [r.leader.leader_id for r in results if r.error != "NONE"])
+        return response
+
+    def _produce_items(self, request: broker_pb2.ProduceRequest) -> list[ProduceItem]:
+        if request.acks not in VALID_ACKS:
+            raise MalformedRequest(f"acks must be -1 (all), 0 or 1, got {request.acks}")
+        if request.timeout_ms < 0:
+            raise MalformedRequest(f"timeout_ms must be >= 0, got {request.timeout_ms}")
+        items: list[ProduceItem] = []
+        seen: set[tuple[str, int]] = set()
+        now = self.replicas.clock_ms()
+        for topic in request.topics:
+            if not topic.topic:
+                raise MalformedRequest("a topic entry has an empty name")
+            for part in topic.partitions:
+                if (topic.topic, part.partition) in seen:
+                    raise MalformedRequest(f"{topic.topic}-{part.partition} appears twice in one request: merge its batches")
+                seen.add((topic.topic, part.partition))
+                if part.batches and len(part.records):
+                    raise MalformedRequest(f"{topic.topic}-{part.partition} carries both batches and records: use one path")
+                data = part.batches or records_to_batch(part.records, self._compression(topic.topic), now)
+                items.append(ProduceItem(topic.topic, part.partition, data, part.current_leader_epoch or -1))
+        return items
+
+    def _compression(self, topic: str) -> str:
+        image = self.replicas.image
+        configured = image.configs.get(topic, {}).get("compression.type", "producer") if image else "producer"
+        return "lz4" if configured == "lz4" else "none"
+
+    async def Fetch(self, request: broker_pb2.FetchRequest, context: grpc.aio.ServicerContext) -> broker_pb2.FetchResponse:
+        if request.max_bytes < 0 or request.min_bytes < 0 or request.max_wait_ms < 0:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "max_bytes, min_bytes and max_wait_ms must be >= 0")
+        max_bytes = request.max_bytes or 50 << 20
+        items = [
+            FetchItem(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch or -1)
+            for t in request.topics
+            for p in t.partitions
+        ]
+        results = await self.replicas.fetch(request.max_wait_ms, request.min_bytes, max_bytes, items)
+        response = broker_pb2.FetchResponse()
+        by_topic: dict[str, broker_pb2.FetchTopicResponse] = {}
+        for item, r in zip(items, results):
+            topic = by_topic.get(r.topic)
+            if topic is None:
+                topic = by_topic[r.topic] = response.topics.add(topic=r.topic)
+            out = topic.partitions.add(
+                partition=r.partition,
+                error_code=_code(r.error),
+                error_message=r.message,
+                high_watermark=r.high_watermark,
+                log_start_offset=r.log_start_offset,
+                current_leader=_hint(r.leader),
+            )
+            if request.format == broker_pb2.RECORDS:
+                out.records.extend(batches_to_records(r.data, item.offset))
+            else:
+                out.batches = r.data
+        self._add_endpoints(response, [r.leader.leader_id for r in results if r.error != "NONE"])
+        return response
+
+    async def ListOffsets(self, request, context):
+        items = [(t.topic, p.partition, p.timestamp, p.current_leader_epoch or -1) for t in request.topics for p in t.partitions]
+        response = broker_pb2.ListOffsetsResponse()
+        by_topic: dict[str, broker_pb2.ListOffsetsTopicResponse] = {}
+        for r in self.replicas.list_offsets(items):
+            topic = by_topic.get(r.topic)
+            if topic is None:
+                topic = by_topic[r.topic] = response.topics.add(topic=r.topic)
+            topic.partitions.add(
+                partition=r.partition,
+                error_code=_code(r.error),
+                error_message=r.message,
+                offset=r.offset,
+                timestamp=r.timestamp,
+                leader_epoch=r.leader_epoch,
+                current_leader=_hint(r.leader),
+            )
+        return response
+
+    async def Metadata(self, request, context):
+        return self._metadata_response(list(request.topics))
+
+    async def InitProducerId(self, request, context):
+        return await self._init_producer_id()
+
+    async def DescribeLogs(self, request, context):
+        wanted = set(request.topics)
+        response = broker_pb2.DescribeLogsResponse(broker_id=self.replicas.config.broker_id)
+        for (topic, index), p in sorted(self.replicas.partitions.items()):
+            if wanted and topic not in wanted:
+                continue
+            state = response.partitions.add(
+                topic=topic,
+                partition=index,
+                is_leader=p.is_leader,
+                leader_epoch=p.state.leader_epoch,
+                log_start_offset=p.log.log_start_offset,
+                log_end_offset=p.log.log_end_offset,
+                high_watermark=p.high_watermark,
+                size_bytes=p.log.size_bytes,
+                latest_epoch=p.log.leader_epoch_cache.latest_epoch,
+                error_code=_code("STORAGE_ERROR" if p.offline_reason else "NONE"),
+            )
+            if request.include_checksums and p.offline_reason is None:
+                state.checksum_below_hw = p.log.checksum(p.high_watermark)
+            if p.is_leader:
+                for replica in p.state.replicas:
+                    leo = p.log.log_end_offset if replica == p.broker_id else p.follower_leo.get(replica, 0)
+                    state.replicas.add(broker_id=replica, log_end_offset=leo, in_sync=replica in p.state.isr)
+        return response
+
+    def _add_endpoints(self, response, leader_ids: list[int]) -> None:
+        image = self.replicas.image
+        if image is None:
+            return
+        for broker_id in sorted(set(leader_ids)):
+            broker = image.brokers.get(broker_id)
+            if broker is not None:
+                response.node_endpoints.add(broker_id=broker_id, host=broker.host, port=broker.port, rack=broker.rack, fenced=broker.fenced)

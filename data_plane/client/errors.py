@@ -1,0 +1,133 @@
+"""The one exception the client raises, and which broker answers are worth retrying.
+
+Brokers answer with `ErrorCode` values (proto/common.proto) and gRPC status codes; the
+client turns both into `KraftlogError` so callers catch one type, read a stable `code`
+string, and learn from `retriable` whether waiting and trying again can help. Each code
+carries advice in its message, because "NOT_ENOUGH_REPLICAS" alone does not tell a user
+what to do next.
+"""
+
+from __future__ import annotations
+
+import grpc
+
+from proto import common_pb2
+
+# Conditions that clear up by themselves: a leader moved, a replica caught up, a broker
+# restarted. The producer and consumer retry these (bounded by their timeouts).
+RETRIABLE_CODES: frozenset[str] = frozenset(
+    {
+        "NOT_LEADER_OR_FOLLOWER",
+        "UNKNOWN_LEADER_EPOCH",
+        "FENCED_LEADER_EPOCH",
+        "LEADER_NOT_AVAILABLE",
+        "NOT_ENOUGH_REPLICAS",
+        "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
+        "REQUEST_TIMED_OUT",
+        "UNKNOWN_TOPIC_OR_PARTITION",  # a topic just created is not yet on every broker
+        "BROKER_NOT_AVAILABLE",
+        "REPLICA_NOT_AVAILABLE",
+        "STORAGE_ERROR",  # the partition moves to another replica
+        "NOT_CONTROLLER",
+    }
+)
+
+# Retriable codes that mean our picture of the cluster is stale: refresh metadata before
+# the next attempt, or the retry goes to the same wrong place.
+METADATA_REFRESH_CODES: frozenset[str] = frozenset(
+    {
+        "NOT_LEADER_OR_FOLLOWER",
+        "UNKNOWN_LEADER_EPOCH",
+        "FENCED_LEADER_EPOCH",
+        "LEADER_NOT_AVAILABLE",
+        "UNKNOWN_TOPIC_OR_PARTITION",
+        "BROKER_NOT_AVAILABLE",
+        "REPLICA_NOT_AVAILABLE",
+        "STORAGE_ERROR",
+    }
+)
+
+_ADVICE: dict[str, str] = {
+    "NOT_LEADER_OR_FOLLOWER": "leadership moved; the client refreshes metadata and retries",
+    "UNKNOWN_LEADER_EPOCH": "the broker has not caught up with the latest leader epoch yet; retry shortly",
+    "FENCED_LEADER_EPOCH": "the client's leader epoch is stale; it refreshes metadata and retries",
+    "LEADER_NOT_AVAILABLE": "no live in-sync replica can lead the partition; restart its replicas' brokers",
+    "NOT_ENOUGH_REPLICAS": "the ISR is smaller than min.insync.replicas; bring followers back or lower min.insync.replicas",
+    "NOT_ENOUGH_REPLICAS_AFTER_APPEND": "the batch was appended but not replicated to min.insync.replicas; it may be duplicated if retried",
+    "REQUEST_TIMED_OUT": "the outcome is unknown (the batch may be committed); raise request_timeout_ms or check broker load",
+    "UNKNOWN_TOPIC_OR_PARTITION": "create the topic first, or check its name and partition count",
+    "BROKER_NOT_AVAILABLE": "check that the broker is running and reachable at the address in the bootstrap list or metadata",
+    "OFFSET_OUT_OF_RANGE": "the offset was deleted by retention or is past the end; seek_to_beginning/seek_to_end or set auto_offset_reset",
+    "MESSAGE_TOO_LARGE": "split the batch, or raise the topic's max.message.bytes and the client's batch_size",
+    "CORRUPT_MESSAGE": "the batch failed its CRC check; this is a client or network bug, please report it",
+    "INVALID_REQUEST": "the broker rejected the request as malformed; check client and broker versions",
+    "INVALID_REQUIRED_ACKS": "use acks=0, 1 or 'all'",
+    "INVALID_TIMESTAMP": "the record timestamp is outside the topic's allowed range (message.timestamp.*.ms)",
+    "BUFFER_EXHAUSTED": "records are produced faster than brokers accept them; raise buffer_memory or max_block_ms, or slow down",
+    "DELIVERY_TIMEOUT": "the batch could not be delivered within delivery_timeout_ms; check broker health and the last error",
+    "PRODUCER_CLOSED": "the producer was closed; create a new one",
+    "NO_BROKER_REACHABLE": "none of the bootstrap or known brokers answered; check the bootstrap list and that brokers run",
+    "OUT_OF_ORDER_SEQUENCE": "the broker lost track of this idempotent producer's sequence; recreate the producer",
+    "UNKNOWN_PRODUCER_ID": "the broker forgot this producer id (expired); recreate the producer",
+    "INVALID_PRODUCER_EPOCH": "a newer producer with the same id fenced this one; stop using it",
+    "UNKNOWN_SERVER_ERROR": "see the broker's log for details",
+    "NO_POSITION": "call seek(), seek_to_beginning() or seek_to_end(), or set auto_offset_reset",
+    "NOT_ASSIGNED": "call assign() with this partition first",
+}
+
+
+class KraftlogError(Exception):
+    """An error the client reports to its caller.
+
+    `code` is the proto `ErrorCode` name (or a client-side name such as
+    `DELIVERY_TIMEOUT`); `retriable` says whether trying again later may succeed;
+    `refresh_metadata` says the client's view of leaders was stale.
+    """
+
+    def __init__(self, code: str, message: str = "", *, retriable: bool | None = None) -> None:
+        self.code = code
+        self.detail = message
+        self.retriable = code in RETRIABLE_CODES if retriable is None else retriable
+        self.refresh_metadata = code in METADATA_REFRESH_CODES
+        advice = _ADVICE.get(code)
+        text = f"{code}: {message}" if message else code
+        super().__init__(f"{text} ({advice})" if advice else text)
+
+
+def error_code_name(code: int) -> str:
+    """The ErrorCode enum name for a wire value; unknown values stay visible as numbers."""
+    try:
+        return common_pb2.ErrorCode.Name(code)
+    except ValueError:
+        return f"ERROR_CODE_{code}"
+
+
+def from_error_code(code: int, message: str, where: str) -> KraftlogError:
+    """Wraps a per-partition error answer; `where` names the partition or broker."""
+    detail = f"{where}: {message}" if message else where
+    return KraftlogError(error_code_name(code), detail)
+
+
+# gRPC status codes that mean "the broker or the path to it is unwell": retry elsewhere
+# or later. Anything else (INVALID_ARGUMENT, RESOURCE_EXHAUSTED, UNIMPLEMENTED) is a bug
+# or a limit that retrying will not fix.
+_GRPC_RETRIABLE = {
+    grpc.StatusCode.UNAVAILABLE: "BROKER_NOT_AVAILABLE",
+    grpc.StatusCode.DEADLINE_EXCEEDED: "REQUEST_TIMED_OUT",
+    grpc.StatusCode.CANCELLED: "BROKER_NOT_AVAILABLE",
+    grpc.StatusCode.ABORTED: "BROKER_NOT_AVAILABLE",
+}
+_GRPC_FATAL = {
+    grpc.StatusCode.RESOURCE_EXHAUSTED: "MESSAGE_TOO_LARGE",
+    grpc.StatusCode.INVALID_ARGUMENT: "INVALID_REQUEST",
+}
+
+
+def from_rpc_error(err: grpc.RpcError, address: str) -> KraftlogError:
+    """Wraps a failed gRPC call to the broker at `address`."""
+    status = err.code() if hasattr(err, "code") else grpc.StatusCode.UNKNOWN
+    details = err.details() if hasattr(err, "details") else str(err)
+    message = f"broker {address}: gRPC {status.name}: {details}"
+    if status in _GRPC_RETRIABLE:
+        return KraftlogError(_GRPC_RETRIABLE[status], message)
+    return KraftlogError(_GRPC_FATAL.get(status, "UNKNOWN_SERVER_ERROR"), message, retriable=False)

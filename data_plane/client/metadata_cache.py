@@ -1,0 +1,283 @@
+"""The client's view of the cluster: which broker leads each partition, and where brokers are.
+
+Filled from Metadata answers (any broker gives them) and corrected between refreshes by the
+leader hints that NOT_LEADER_OR_FOLLOWER answers carry. Readers get an immutable
+`ClusterSnapshot`, replaced whole under a lock, so the producer's application thread and
+its sender thread never see a half-applied update. The refresh functions at the bottom are
+the only I/O here: they ask the known brokers, then the bootstrap list, one at a time.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import NamedTuple
+
+import grpc
+
+from data_plane.client.errors import KraftlogError, error_code_name, from_rpc_error
+from proto import broker_pb2, common_pb2
+
+TopicPartition = tuple[str, int]
+
+NO_LEADER = -1
+
+
+class PartitionInfo(NamedTuple):
+    """A partition's leadership as of some Metadata answer or leader hint."""
+
+    leader_id: int
+    leader_epoch: int
+    replicas: tuple[int, ...] = ()
+    isr: tuple[int, ...] = ()
+
+
+class LeaderEndpoint(NamedTuple):
+    """Where to send produce and fetch requests for a partition, and the epoch to send."""
+
+    broker_id: int
+    address: str
+    leader_epoch: int
+
+
+class ClusterSnapshot(NamedTuple):
+    """An immutable view of the cluster; a refresh builds a new one."""
+
+    brokers: dict[int, str]  # broker id -> "host:port"
+    partitions: dict[TopicPartition, PartitionInfo]
+    partition_counts: dict[str, int]
+    topic_ids: dict[str, str]
+    topic_errors: dict[str, str]  # topic -> ErrorCode name, for topics the cluster refused
+    controllers: tuple[str, ...]
+    cluster_id: str
+    metadata_offset: int
+
+
+EMPTY_SNAPSHOT = ClusterSnapshot({}, {}, {}, {}, {}, (), "", -1)
+
+
+def parse_bootstrap(bootstrap: str | Iterable[str]) -> list[str]:
+    """Splits "host:port,host:port" (or takes a list) into addresses, checking each has a port."""
+    items = bootstrap.split(",") if isinstance(bootstrap, str) else list(bootstrap)
+    addresses = [item.strip() for item in items if item.strip()]
+    if not addresses:
+        raise ValueError("bootstrap is empty: pass 'host:port[,host:port...]' of one or more brokers")
+    for address in addresses:
+        host, sep, port = address.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise ValueError(f"bootstrap address {address!r} is not host:port")
+    return addresses
+
+
+def endpoint_address(endpoint: common_pb2.BrokerEndpoint) -> str:
+    """"host:port" for a BrokerEndpoint (brackets IPv6 hosts for gRPC)."""
+    host = f"[{endpoint.host}]" if ":" in endpoint.host else endpoint.host
+    return f"{host}:{endpoint.port}"
+
+
+class MetadataCache:
+    """Thread-safe holder of the current `ClusterSnapshot` plus what needs refreshing.
+
+    `wanted_topics` are the topics this client produces to or consumes from; refreshes ask
+    only for them (an empty set asks for every topic). `stale` turns on when an answer
+    says the view is wrong; whoever drives I/O refreshes and clears it.
+    """
+
+    def __init__(self, bootstrap: str | Iterable[str]) -> None:
+        self.bootstrap: list[str] = parse_bootstrap(bootstrap)
+        self.snapshot: ClusterSnapshot = EMPTY_SNAPSHOT
+        self.wanted_topics: set[str] = set()
+        self.stale = True
+        self.last_refresh_ms = 0.0
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------ reads
+
+    def partition_count(self, topic: str) -> int | None:
+        """Number of partitions, or None when the topic is not (yet) known."""
+        return self.snapshot.partition_counts.get(topic)
+
+    def leader(self, tp: TopicPartition) -> LeaderEndpoint | None:
+        """The partition leader's id, address and epoch; None when unknown or offline."""
+        snapshot = self.snapshot
+        info = snapshot.partitions.get(tp)
+        if info is None or info.leader_id == NO_LEADER:
+            return None
+        address = snapshot.brokers.get(info.leader_id)
+        if address is None:
+            return None
+        return LeaderEndpoint(info.leader_id, address, info.leader_epoch)
+
+    def leader_epoch(self, tp: TopicPartition) -> int:
+        """The epoch to put in requests for `tp`; -1 (unchecked) when unknown."""
+        info = self.snapshot.partitions.get(tp)
+        return -1 if info is None else info.leader_epoch
+
+    def topic_error(self, topic: str) -> str | None:
+        """The error the cluster gave for `topic` in the last answer, if any."""
+        return self.snapshot.topic_errors.get(topic)
+
+    def refresh_addresses(self) -> Iterator[str]:
+        """Brokers to ask for metadata: known ones first (they are current), then bootstrap."""
+        seen: set[str] = set()
+        for address in [*self.snapshot.brokers.values(), *self.bootstrap]:
+            if address not in seen:
+                seen.add(address)
+                yield address
+
+    def request(self) -> broker_pb2.MetadataRequest:
+        """The Metadata request for the topics this client cares about."""
+        return broker_pb2.MetadataRequest(topics=sorted(self.wanted_topics))
+
+    # ------------------------------------------------------------ writes
+
+    def want(self, topics: Iterable[str]) -> None:
+        """Adds topics to refresh; marks the cache stale when a topic is new to it."""
+        with self._lock:
+            for topic in topics:
+                if topic not in self.wanted_topics:
+                    self.wanted_topics.add(topic)
+                    self.stale = True
+
+    def update(self, response: broker_pb2.MetadataResponse, now_ms: float) -> None:
+        """Merges a Metadata answer.
+
+        Topics absent from the answer keep their entries (the request may have named
+        only some). A partition entry is replaced only by one with an equal or newer
+        leader epoch, so an answer from a broker that lags in metadata cannot move a
+        leader backwards; a new topic id (topic recreated) resets that rule.
+        """
+        with self._lock:
+            old = self.snapshot
+            brokers = {b.broker_id: endpoint_address(b) for b in response.brokers if not b.fenced}
+            partitions = dict(old.partitions)
+            counts = dict(old.partition_counts)
+            topic_ids = dict(old.topic_ids)
+            topic_errors = dict(old.topic_errors)
+            for topic in response.topics:
+                if topic.error_code != common_pb2.NONE:
+                    topic_errors[topic.name] = error_code_name(topic.error_code)
+                    continue
+                topic_errors.pop(topic.name, None)
+                recreated = topic_ids.get(topic.name, topic.topic_id) != topic.topic_id
+                if recreated or counts.get(topic.name, 0) > len(topic.partitions):
+                    for p in range(counts.get(topic.name, 0)):
+                        partitions.pop((topic.name, p), None)
+                topic_ids[topic.name] = topic.topic_id
+                counts[topic.name] = len(topic.partitions)
+                for p in topic.partitions:
+                    tp = (topic.name, p.partition)
+                    current = partitions.get(tp)
+                    if current is not None and current.leader_epoch > p.leader_epoch:
+                        continue
+                    leader = p.leader_id if p.error_code == common_pb2.NONE else NO_LEADER
+                    partitions[tp] = PartitionInfo(leader, p.leader_epoch, tuple(p.replicas), tuple(p.isr))
+            self.snapshot = ClusterSnapshot(
+                brokers=brokers,
+                partitions=partitions,
+                partition_counts=counts,
+                topic_ids=topic_ids,
+                topic_errors=topic_errors,
+                controllers=tuple(endpoint_address(c) for c in response.controllers),
+                cluster_id=response.cluster_id,
+                metadata_offset=response.metadata_offset,
+            )
+            self.stale = any(
+                info.leader_id == NO_LEADER or info.leader_id not in brokers
+                for (topic, _), info in partitions.items()
+                if topic in self.wanted_topics
+            ) or any(t not in counts for t in self.wanted_topics)
+            self.last_refresh_ms = now_ms
+
+    def apply_leader_hint(
+        self,
+        tp: TopicPartition,
+        hint: common_pb2.LeaderHint | None,
+        endpoints: Iterable[common_pb2.BrokerEndpoint] = (),
+    ) -> None:
+        """Takes a NOT_LEADER answer's hint so the retry goes to the new leader without
+        waiting for a refresh; with no usable hint, forgets the leader and marks stale."""
+        with self._lock:
+            old = self.snapshot
+            brokers = dict(old.brokers)
+            for endpoint in endpoints:
+                brokers[endpoint.broker_id] = endpoint_address(endpoint)
+            partitions = dict(old.partitions)
+            current = partitions.get(tp)
+            usable = (
+                hint is not None
+                and hint.leader_id != NO_LEADER
+                and hint.leader_id in brokers
+                and (current is None or hint.leader_epoch > current.leader_epoch)
+            )
+            if usable:
+                replicas, isr = (current.replicas, current.isr) if current else ((), ())
+                partitions[tp] = PartitionInfo(hint.leader_id, hint.leader_epoch, replicas, isr)
+            elif current is not None:
+                partitions[tp] = current._replace(leader_id=NO_LEADER)
+                self.stale = True
+            self.snapshot = old._replace(brokers=brokers, partitions=partitions)
+
+    def invalidate(self, tp: TopicPartition | None = None) -> None:
+        """Forgets the leader of `tp` (or just marks everything stale) after a failure."""
+        with self._lock:
+            self.stale = True
+            if tp is None:
+                return
+            old = self.snapshot
+            current = old.partitions.get(tp)
+            if current is not None and current.leader_id != NO_LEADER:
+                partitions = dict(old.partitions)
+                partitions[tp] = current._replace(leader_id=NO_LEADER)
+                self.snapshot = old._replace(partitions=partitions)
+
+
+def now_ms() -> float:
+    """Wall-clock milliseconds, the unit every client timeout is expressed in."""
+    return time.monotonic() * 1000.0
+
+
+def refresh_sync(
+    cache: MetadataCache,
+    stub_for: Callable[[str], object],
+    timeout_s: float,
+    request: broker_pb2.MetadataRequest | None = None,
+) -> broker_pb2.MetadataResponse:
+    """Asks brokers one after another for metadata until one answers within `timeout_s` total."""
+    deadline = time.monotonic() + timeout_s
+    request = cache.request() if request is None else request
+    errors: list[str] = []
+    for address in cache.refresh_addresses():
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        try:
+            response = stub_for(address).Metadata(request, timeout=min(remaining, 5.0))
+        except grpc.RpcError as err:
+            errors.append(str(from_rpc_error(err, address)))
+            continue
+        cache.update(response, now_ms())
+        return response
+    raise KraftlogError("NO_BROKER_REACHABLE", "; ".join(errors) or "metadata refresh timed out")
+
+
+async def refresh_async(
+    cache: MetadataCache, stub_for: Callable[[str], object], timeout_s: float
+) -> broker_pb2.MetadataResponse:
+    """`refresh_sync` for `grpc.aio` stubs (the producer's sender loop)."""
+    deadline = time.monotonic() + timeout_s
+    request = cache.request()
+    errors: list[str] = []
+    for address in cache.refresh_addresses():
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        try:
+            response = await stub_for(address).Metadata(request, timeout=min(remaining, 5.0))
+        except grpc.RpcError as err:
+            errors.append(str(from_rpc_error(err, address)))
+            continue
+        cache.update(response, now_ms())
+        return response
+    raise KraftlogError("NO_BROKER_REACHABLE", "; ".join(errors) or "metadata refresh timed out")
