@@ -36,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import random
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, AsyncIterator, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, AsyncIterator, ClassVar, Coroutine, Protocol
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -167,6 +167,7 @@ class Toxic:
         self.conn = conn
         self.removed = asyncio.Event()
         self.active = False
+        self._tasks: set[asyncio.Task[None]] = set()
 
     @classmethod
     def validate(cls, attributes: Mapping[str, int]) -> None:
@@ -186,6 +187,19 @@ class Toxic:
     def detach(self) -> None:
         """The toxic leaves the proxy: release anything still waiting on it."""
         self.removed.set()
+
+    def close(self) -> None:
+        """The connection is gone: stop this toxic's timers."""
+        self.removed.set()
+        for task in self._tasks:
+            task.cancel()
+
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        """Run a timer for this toxic; it is cancelled with the connection."""
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
 
     async def pause(self, seconds: float) -> bool:
         """Sleep ``seconds``, or less if the toxic is removed meanwhile; True if removed."""
@@ -327,7 +341,7 @@ class Timeout(Toxic):
             self._timer.cancel()
             self._timer = None
         if self.active and self.attr("timeout") > 0:
-            self._timer = asyncio.get_running_loop().create_task(self._expire())
+            self._timer = self.spawn(self._expire())
 
     async def _expire(self) -> None:
         if not await self.pause(self.attr("timeout") / 1000):
@@ -348,7 +362,7 @@ class ResetPeer(Toxic):
 
     def _trigger(self) -> None:
         if self._reset is None:
-            self._reset = asyncio.get_running_loop().create_task(self._fire())
+            self._reset = self.spawn(self._fire())
 
     async def _fire(self) -> None:
         await asyncio.sleep(self.attr("timeout") / 1000)

@@ -234,7 +234,7 @@ class MetadataCache:
 
 
 def now_ms() -> float:
-    """Wall-clock milliseconds, the unit every client timeout is expressed in."""
+    """Monotonic milliseconds: every client deadline and linger is measured on this clock."""
     return time.monotonic() * 1000.0
 
 

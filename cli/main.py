@@ -1,0 +1,157 @@
+"""The ``kraftlog`` command: run nodes, manage a local cluster, administer topics, produce,
+consume, inspect the quorum, measure performance and run chaos scenarios.
+
+Every client command takes ``--bootstrap`` (see ``cli/bootstrap.py``) and exits non-zero with
+a one-line message on any error a user can cause; tracebacks are for bugs only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Callable
+
+from cli.bootstrap import BootstrapError
+
+
+def _client_options(parser: argparse.ArgumentParser, json_flag: bool = True) -> None:
+    parser.add_argument("--bootstrap", help="broker addresses host:port[,...] (default: $KRAFTLOG_BOOTSTRAP, then the local cluster)")
+    parser.add_argument("--data-dir", type=Path, help="local cluster directory holding cluster.json (default ./kraftlog-data)")
+    if json_flag:
+        parser.add_argument("--json", action="store_true", help="print JSON for scripts instead of a table")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from cli import cluster_cmd, data_cmd, perf_cmd, topics_cmd
+    from data_plane.broker import config as broker_config
+    from metadata_quorum import controller_main
+
+    parser = argparse.ArgumentParser(prog="kraftlog", description="A replicated commit log with a Raft metadata quorum.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    controller = sub.add_parser("controller", help="run one controller (a metadata quorum voter)")
+    controller_main.add_arguments(controller)
+    controller.set_defaults(func=controller_main.run)
+
+    broker = sub.add_parser("broker", help="run one broker")
+    broker_config.add_arguments(broker)
+    broker.set_defaults(func=_run_broker)
+
+    cluster = sub.add_parser("cluster", help="start, stop and inspect a local cluster").add_subparsers(dest="action", required=True)
+    up = cluster.add_parser("up", help="start a local cluster (and, unless --detach, a live demo workload)")
+    up.add_argument("--controllers", type=int, default=3)
+    up.add_argument("--brokers", type=int, default=3)
+    up.add_argument("--data-dir", type=Path)
+    up.add_argument("--detach", action="store_true", help="start the processes in the background and return")
+    up.add_argument("--no-workload", action="store_true", help="run the cluster without the demo workload")
+    up.set_defaults(func=cluster_cmd.up)
+    down = cluster.add_parser("down", help="stop a local cluster started with --detach")
+    down.add_argument("--data-dir", type=Path)
+    down.set_defaults(func=cluster_cmd.down)
+    status = cluster.add_parser("status", help="processes of a local cluster and whether they run")
+    status.add_argument("--data-dir", type=Path)
+    status.add_argument("--json", action="store_true")
+    status.set_defaults(func=cluster_cmd.status)
+
+    topics = sub.add_parser("topics", help="create, list, describe, alter and delete topics").add_subparsers(dest="action", required=True)
+    create = topics.add_parser("create", help="create a topic")
+    create.add_argument("name")
+    create.add_argument("--partitions", type=int, default=1)
+    create.add_argument("--replication-factor", type=int, default=1)
+    create.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
+    _client_options(create)
+    create.set_defaults(func=topics_cmd.create)
+    listing = topics.add_parser("list", help="list topics")
+    _client_options(listing)
+    listing.set_defaults(func=topics_cmd.list_topics)
+    describe = topics.add_parser("describe", help="partitions with leader, epochs, replicas, ISR, HW, LEO and lag")
+    describe.add_argument("name", nargs="?", help="topic (default: every topic)")
+    describe.add_argument("--under-replicated", action="store_true", help="only partitions whose ISR is smaller than the replicas")
+    describe.add_argument("--offline", action="store_true", help="only partitions without a leader")
+    _client_options(describe)
+    describe.set_defaults(func=topics_cmd.describe)
+    delete = topics.add_parser("delete", help="delete a topic and its data")
+    delete.add_argument("name")
+    _client_options(delete)
+    delete.set_defaults(func=topics_cmd.delete)
+    alter = topics.add_parser("alter", help="add partitions or change configs")
+    alter.add_argument("name")
+    alter.add_argument("--partitions", type=int, help="new total partition count (can only grow)")
+    alter.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="set a config (KEY= removes it)")
+    _client_options(alter)
+    alter.set_defaults(func=topics_cmd.alter)
+
+    produce = sub.add_parser("produce", help="send stdin lines as records")
+    produce.add_argument("topic")
+    produce.add_argument("--acks", choices=["all", "1", "0"], default="all")
+    produce.add_argument("--key-separator", help="split each line into key and value at the first SEP")
+    produce.add_argument("--partition", type=int, help="send every record to this partition")
+    _client_options(produce, json_flag=False)
+    produce.set_defaults(func=data_cmd.produce)
+
+    consume = sub.add_parser("consume", help="print record values, one per line")
+    consume.add_argument("topic")
+    consume.add_argument("--from-beginning", action="store_true")
+    consume.add_argument("--partition", type=int)
+    consume.add_argument("--offset", type=int, help="start offset (with --partition)")
+    consume.add_argument("--max-messages", type=int)
+    consume.add_argument("--timeout-ms", type=int, help="exit when no record arrives for this long")
+    consume.add_argument("--print-key", action="store_true")
+    _client_options(consume, json_flag=False)
+    consume.set_defaults(func=data_cmd.consume)
+
+    quorum = sub.add_parser("quorum", help="the controller quorum").add_subparsers(dest="action", required=True)
+    qdescribe = quorum.add_parser("describe", help="controllers, active controller, term, commit index, lag")
+    _client_options(qdescribe)
+    qdescribe.set_defaults(func=topics_cmd.quorum_describe)
+
+    perf = sub.add_parser("perf", help="measure throughput and latency").add_subparsers(dest="action", required=True)
+    pprod = perf.add_parser("produce", help="producer throughput and latency")
+    pprod.add_argument("--topic", required=True)
+    pprod.add_argument("--num-records", type=int, default=1_000_000)
+    pprod.add_argument("--record-size", type=int, default=100)
+    pprod.add_argument("--acks", choices=["all", "1", "0"], default="1")
+    pprod.add_argument("--batch-records", type=int, default=16384, help="records per batch")
+    pprod.add_argument("--compression", choices=["none", "lz4"], default="none")
+    _client_options(pprod)
+    pprod.set_defaults(func=perf_cmd.produce)
+    pcons = perf.add_parser("consume", help="consumer throughput from the earliest offset")
+    pcons.add_argument("--topic", required=True)
+    pcons.add_argument("--num-records", type=int, default=1_000_000)
+    pcons.add_argument("--timeout-ms", type=int, default=30000)
+    _client_options(pcons)
+    pcons.set_defaults(func=perf_cmd.consume)
+    return parser
+
+
+def _run_broker(args: argparse.Namespace) -> int:
+    from data_plane.broker.server import run
+
+    return run(args)
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    """Errors a user can cause: shown as one line, never as a traceback."""
+    from data_plane.client.errors import KraftlogError
+    from metadata_quorum.controller_client import ControllerError
+    from metadata_quorum.topic_config import InvalidConfigError
+
+    return (BootstrapError, KraftlogError, ControllerError, InvalidConfigError, FileNotFoundError, TimeoutError, ValueError)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func: Callable[[argparse.Namespace], int] = args.func
+    try:
+        return func(args) or 0
+    except KeyboardInterrupt:
+        return 130
+    except _user_errors() as exc:
+        print(f"kraftlog {args.command}: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,196 @@
+"""Metadata records: the vocabulary of the metadata log.
+
+Every change to cluster metadata is one of these frozen dataclasses. Records that belong
+together are committed as one Raft entry, and the same protobuf encoding (``MetadataRecord``
+in ``proto/controller.proto``) is used in Raft entries, in the controller's snapshots and in
+the metadata stream to brokers, so controllers and brokers replay identical bytes.
+
+Field names match the protobuf fields one to one; the conversion is generic over the
+dataclass fields so a new field cannot be forgotten on one side.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Union
+
+from proto import controller_pb2
+
+BrokerIds = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class TopicRecord:
+    name: str
+    topic_id: str
+
+
+@dataclass(frozen=True)
+class PartitionRecord:
+    topic_id: str
+    partition: int
+    replicas: BrokerIds
+    isr: BrokerIds
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+    adding_replicas: BrokerIds = ()
+    removing_replicas: BrokerIds = ()
+
+
+@dataclass(frozen=True)
+class PartitionChangeRecord:
+    """Changes the fields that are not None. Applying it bumps the partition epoch, and the
+    leader epoch when the leader changes; ``base_partition_epoch`` is the compare-and-set
+    precondition (the epoch the change was computed from)."""
+
+    topic_id: str
+    partition: int
+    base_partition_epoch: int
+    leader: int | None = None
+    isr: BrokerIds | None = None
+    replicas: BrokerIds | None = None
+    adding_replicas: BrokerIds | None = None
+    removing_replicas: BrokerIds | None = None
+
+
+NEW_BROKER_EPOCH = -1  # in a proposal: the broker epoch is the record's own metadata offset
+
+
+@dataclass(frozen=True)
+class RegisterBrokerRecord:
+    broker_id: int
+    broker_epoch: int
+    host: str
+    port: int
+    rack: str
+    incarnation_id: str
+    fenced: bool = True
+    in_controlled_shutdown: bool = False
+
+
+@dataclass(frozen=True)
+class UnregisterBrokerRecord:
+    broker_id: int
+    broker_epoch: int
+
+
+@dataclass(frozen=True)
+class FenceBrokerRecord:
+    broker_id: int
+    epoch: int
+
+
+@dataclass(frozen=True)
+class UnfenceBrokerRecord:
+    broker_id: int
+    epoch: int
+
+
+@dataclass(frozen=True)
+class BrokerRegistrationChangeRecord:
+    broker_id: int
+    broker_epoch: int
+    in_controlled_shutdown: bool
+
+
+@dataclass(frozen=True)
+class ConfigRecord:
+    topic: str
+    key: str
+    value: str | None  # None removes the override
+
+
+@dataclass(frozen=True)
+class RemoveTopicRecord:
+    topic_id: str
+
+
+@dataclass(frozen=True)
+class ProducerIdsRecord:
+    broker_id: int
+    broker_epoch: int
+    next_producer_id: int
+
+
+Record = Union[
+    TopicRecord,
+    PartitionRecord,
+    PartitionChangeRecord,
+    RegisterBrokerRecord,
+    UnregisterBrokerRecord,
+    FenceBrokerRecord,
+    UnfenceBrokerRecord,
+    BrokerRegistrationChangeRecord,
+    ConfigRecord,
+    RemoveTopicRecord,
+    ProducerIdsRecord,
+]
+
+# dataclass -> name of its field in the MetadataRecord oneof
+_ONEOF_FIELD: dict[type, str] = {
+    TopicRecord: "topic",
+    PartitionRecord: "partition",
+    PartitionChangeRecord: "partition_change",
+    RegisterBrokerRecord: "register_broker",
+    UnregisterBrokerRecord: "unregister_broker",
+    FenceBrokerRecord: "fence_broker",
+    UnfenceBrokerRecord: "unfence_broker",
+    BrokerRegistrationChangeRecord: "broker_registration_change",
+    ConfigRecord: "config",
+    RemoveTopicRecord: "remove_topic",
+    ProducerIdsRecord: "producer_ids",
+}
+_CLASS_BY_FIELD: dict[str, type] = {name: cls for cls, name in _ONEOF_FIELD.items()}
+assert set(_ONEOF_FIELD.values()) == {f.name for f in controller_pb2.MetadataRecord.DESCRIPTOR.oneofs_by_name["record"].fields}
+
+
+def to_proto(record: Record) -> controller_pb2.MetadataRecord:
+    """The protobuf form of ``record``."""
+    message = controller_pb2.MetadataRecord()
+    body = getattr(message, _ONEOF_FIELD[type(record)])
+    body.SetInParent()
+    for f in fields(record):
+        value = getattr(record, f.name)
+        if value is None:
+            continue
+        descriptor = body.DESCRIPTOR.fields_by_name[f.name]
+        if descriptor.message_type is not None:  # BrokerIdList: a list with presence
+            getattr(body, f.name).SetInParent()
+            getattr(body, f.name).ids.extend(value)
+        elif isinstance(value, tuple):
+            getattr(body, f.name).extend(value)
+        else:
+            setattr(body, f.name, value)
+    return message
+
+
+def from_proto(message: controller_pb2.MetadataRecord) -> Record:
+    """The dataclass form of ``message``; raises ValueError for an empty oneof."""
+    kind = message.WhichOneof("record")
+    if kind is None:
+        raise ValueError("metadata record has no body; the sender and this node disagree on controller.proto")
+    cls = _CLASS_BY_FIELD[kind]
+    body = getattr(message, kind)
+    values: dict[str, object] = {}
+    for f in fields(cls):
+        descriptor = body.DESCRIPTOR.fields_by_name[f.name]
+        if descriptor.message_type is not None:
+            values[f.name] = tuple(getattr(body, f.name).ids) if body.HasField(f.name) else None
+        elif descriptor.is_repeated:
+            values[f.name] = tuple(getattr(body, f.name))
+        elif descriptor.has_presence and not body.HasField(f.name):
+            values[f.name] = None
+        else:
+            values[f.name] = getattr(body, f.name)
+    return cls(**values)
+
+
+def encode(record: Record) -> bytes:
+    """The bytes stored in Raft entries."""
+    return to_proto(record).SerializeToString()
+
+
+def decode(data: bytes) -> Record:
+    """Inverse of :func:`encode`."""
+    return from_proto(controller_pb2.MetadataRecord.FromString(data))
