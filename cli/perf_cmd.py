@@ -1,0 +1,139 @@
+"""``kraftlog perf produce|consume``: throughput and latency, like Kafka's perf-test tools.
+
+Produce sends ``--num-records`` records of ``--record-size`` bytes through the producer's bulk
+path (``send_batch``: one encoded batch per call, spread round-robin over the topic's
+partitions). Latency is measured per batch, from the call to its acknowledgement; every
+record in a batch is counted with its batch's latency.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from concurrent.futures import Future
+
+from cli.bootstrap import resolve_bootstrap
+from cli.output import emit
+
+ACKS = {"all": "all", "1": 1, "0": 0}
+PROGRESS_INTERVAL_S = 2.0
+
+
+def percentiles(samples_ms: list[float], weights: list[int]) -> dict[str, float]:
+    """Weighted p50/p99/p99.9 (each sample stands for ``weight`` records)."""
+    if not samples_ms:
+        return {"p50": 0.0, "p99": 0.0, "p999": 0.0}
+    pairs = sorted(zip(samples_ms, weights))
+    total = sum(weights)
+    result: dict[str, float] = {}
+    for name, q in (("p50", 0.5), ("p99", 0.99), ("p999", 0.999)):
+        threshold = q * total
+        running = 0
+        for value, weight in pairs:
+            running += weight
+            if running >= threshold:
+                result[name] = round(value, 3)
+                break
+    return result
+
+
+def _report(args: argparse.Namespace, records: int, total_bytes: int, elapsed_s: float, latency: dict[str, float]) -> None:
+    document = {
+        "records": records,
+        "elapsed_s": round(elapsed_s, 3),
+        "records_per_sec": round(records / elapsed_s, 1) if elapsed_s else 0.0,
+        "mb_per_sec": round(total_bytes / elapsed_s / 1e6, 2) if elapsed_s else 0.0,
+        "latency_ms": latency,
+    }
+    human = (
+        f"{records:,} records in {elapsed_s:.2f}s: {document['records_per_sec']:,.0f} records/s, "
+        f"{document['mb_per_sec']:.1f} MB/s, latency p50 {latency['p50']} ms, p99 {latency['p99']} ms, p99.9 {latency['p999']} ms"
+    )
+    emit(args.json, document, human)
+
+
+def _progress(done: int, total: int, started: float) -> None:
+    elapsed = time.monotonic() - started
+    print(f"  {done:,}/{total:,} records, {done / elapsed:,.0f} records/s", file=sys.stderr, flush=True)
+
+
+def produce(args: argparse.Namespace) -> int:
+    from data_plane.client import Admin, Producer
+
+    if args.num_records < 1 or args.record_size < 1 or args.batch_records < 1:
+        raise ValueError("--num-records, --record-size and --batch-records must be positive")
+    bootstrap = resolve_bootstrap(args.bootstrap, args.data_dir)
+    with Admin(bootstrap) as admin:
+        partitions = sorted(admin.describe_topics([args.topic])[args.topic].partitions)
+    value = os.urandom(args.record_size)
+    batch = [value] * args.batch_records
+    latencies: list[float] = []
+    weights: list[int] = []
+    futures: list[Future] = []
+
+    def record_latency(sent_at: float, count: int):
+        def done(_: Future) -> None:
+            latencies.append((time.perf_counter() - sent_at) * 1000)
+            weights.append(count)
+
+        return done
+
+    with Producer(bootstrap, acks=ACKS[args.acks], compression=args.compression) as producer:
+        started = time.monotonic()
+        last_progress = started
+        sent = 0
+        i = 0
+        while sent < args.num_records:
+            count = min(args.batch_records, args.num_records - sent)
+            future = producer.send_batch(args.topic, partitions[i % len(partitions)], batch[:count] if count < len(batch) else batch)
+            future.add_done_callback(record_latency(time.perf_counter(), count))
+            futures.append(future)
+            sent += count
+            i += 1
+            if time.monotonic() - last_progress >= PROGRESS_INTERVAL_S:
+                _progress(sent, args.num_records, started)
+                last_progress = time.monotonic()
+        producer.flush()
+        elapsed = time.monotonic() - started
+    failed = [f.exception() for f in futures if f.exception() is not None]
+    if failed:
+        raise ValueError(f"{len(failed)} of {len(futures)} batches failed; first error: {failed[0]}")
+    _report(args, sent, sent * args.record_size, elapsed, percentiles(latencies, weights))
+    return 0
+
+
+def consume(args: argparse.Namespace) -> int:
+    from data_plane.client import Admin, Consumer
+
+    bootstrap = resolve_bootstrap(args.bootstrap, args.data_dir)
+    with Admin(bootstrap) as admin:
+        partitions = sorted(admin.describe_topics([args.topic])[args.topic].partitions)
+    received = total_bytes = 0
+    latencies: list[float] = []
+    weights: list[int] = []
+    with Consumer(bootstrap) as consumer:
+        tps = [(args.topic, p) for p in partitions]
+        consumer.assign(tps)
+        consumer.seek_to_beginning(tps)
+        started = time.monotonic()
+        last_progress = last_data = started
+        while received < args.num_records:
+            poll_started = time.perf_counter()
+            batches = consumer.poll_batches(timeout_ms=500)
+            count = sum(b.header.record_count for bs in batches.values() for b in bs)
+            if count:
+                latencies.append((time.perf_counter() - poll_started) * 1000)
+                weights.append(count)
+                received += count
+                total_bytes += sum(len(v or b"") for bs in batches.values() for b in bs for v in b.values)
+                last_data = time.monotonic()
+            elif (time.monotonic() - last_data) * 1000 > args.timeout_ms:
+                raise TimeoutError(f"only {received:,} of {args.num_records:,} records arrived within {args.timeout_ms} ms of the last data: is the topic that full?")
+            if time.monotonic() - last_progress >= PROGRESS_INTERVAL_S:
+                _progress(received, args.num_records, started)
+                last_progress = time.monotonic()
+        elapsed = time.monotonic() - started
+    _report(args, received, total_bytes, elapsed, percentiles(latencies, weights))
+    return 0

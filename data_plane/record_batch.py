@@ -1,0 +1,416 @@
+"""The record batch: kraftlog's unit of storage, replication and transfer.
+
+One format serves the producer (encode), the broker (validate, stamp offsets, store and send
+the bytes untouched) and the consumer (decode). A batch is a fixed little-endian header and
+a columnar body, so that n records are encoded and decoded with a handful of C-level calls
+(``struct.pack`` over a length array, ``b"".join``, slicing driven by
+``itertools.accumulate``) rather than n rounds of per-record varint code.
+
+Header (``HEADER_SIZE`` = 61 bytes)::
+
+    base_offset int64 | batch_length int32 | leader_epoch int32 | magic int8 | crc uint32   <- prefix
+    attributes int16 | last_offset_delta int32 | first_timestamp int64 | max_timestamp int64
+    producer_id int64 | producer_epoch int16 | base_sequence int32 | record_count int32
+
+The CRC (``zlib.crc32``) covers everything after the crc field to the end of the batch. The
+prefix stays outside it so the leader can stamp ``base_offset`` and ``leader_epoch`` without
+touching the CRC. The one exception is LogAppendTime: the broker sets attribute bit 3 and
+``max_timestamp`` (both covered) and recomputes the CRC (``set_log_append_time``). Readers
+of a LogAppendTime batch see every record stamped with ``max_timestamp``.
+
+Attributes: bits 0-2 compression (0 none, 1 lz4), bit 3 timestamp type (0 CreateTime,
+1 LogAppendTime), bit 4 transactional, bit 5 control.
+
+Body (lz4 *frame* compressed as a whole when compression is lz4), n records, h headers::
+
+    n x int32 timestamp delta from first_timestamp | n x int32 key length (-1 = null)
+    n x int32 value length (-1 = null)             | n x int32 header count
+    h x int32 header-key length                    | h x int32 header-value length (-1 = null)
+    key bytes | value bytes | header keys (utf-8) | header values
+"""
+
+from __future__ import annotations
+
+import struct
+import sys
+import time
+import zlib
+from array import array
+from dataclasses import dataclass
+from itertools import accumulate, chain, islice, repeat
+from operator import add, sub
+from typing import Iterator, NamedTuple, Sequence
+
+import lz4.frame
+
+MAGIC = 2
+
+_HEADER = struct.Struct("<qiibIhiqqqhii")
+HEADER_SIZE = _HEADER.size
+_CRC_FIELD = struct.Struct("<I")
+_CRC_POS = 17  # offset of the crc field inside the header
+_CRC_START = 21  # first byte covered by the CRC
+_ATTRIBUTES = struct.Struct("<h")
+_MAX_TIMESTAMP = struct.Struct("<q")
+_MAX_TIMESTAMP_POS = 35
+_BASE_OFFSET = struct.Struct("<q")
+_LEADER_EPOCH = struct.Struct("<i")
+_LEADER_EPOCH_POS = 12
+assert HEADER_SIZE == 61 and array("i").itemsize == 4
+
+COMPRESSION_MASK = 0x07
+COMPRESSION_CODES = {"none": 0, "lz4": 1}
+COMPRESSION_NAMES = {code: name for name, code in COMPRESSION_CODES.items()}
+TIMESTAMP_TYPE_BIT = 0x08
+TRANSACTIONAL_BIT = 0x10
+CONTROL_BIT = 0x20
+CREATE_TIME = 0
+LOG_APPEND_TIME = 1
+
+_NULL_LENGTH = struct.pack("<i", -1)
+_INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
+_LITTLE_ENDIAN_HOST = sys.byteorder == "little"
+
+
+class CorruptBatchError(ValueError):
+    """Bytes that are not a valid record batch; the message says what is wrong and where."""
+
+
+class BatchHeader(NamedTuple):
+    base_offset: int
+    batch_length: int
+    leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    first_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        """The offset right after this batch's last record."""
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def compression(self) -> str:
+        """``"none"`` or ``"lz4"`` (the names ``encode_batch`` takes)."""
+        return COMPRESSION_NAMES.get(self.attributes & COMPRESSION_MASK, "unknown")
+
+    @property
+    def timestamp_type(self) -> int:
+        """``CREATE_TIME`` (0) or ``LOG_APPEND_TIME`` (1), as in the protocol's ``timestamp_type``."""
+        return LOG_APPEND_TIME if self.attributes & TIMESTAMP_TYPE_BIT else CREATE_TIME
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_BIT)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_BIT)
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    offset: int
+    timestamp_ms: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+
+
+@dataclass(slots=True)
+class DecodedBatch:
+    """One batch's header and its records as parallel columns (one list per field)."""
+
+    header: BatchHeader
+    offsets: list[int]
+    timestamps: list[int]
+    keys: list[bytes | None]
+    values: list[bytes | None]
+    headers: list[tuple[tuple[str, bytes | None], ...]]
+
+    def records(self) -> list[Record]:
+        return list(map(Record, self.offsets, self.timestamps, self.keys, self.values, self.headers))
+
+
+# ---------------------------------------------------------------------------------- encode
+
+
+def encode_batch(
+    values: Sequence[bytes | None],
+    keys: Sequence[bytes | None] | None = None,
+    headers: Sequence[Sequence[tuple[str, bytes | None]] | None] | None = None,
+    timestamps_ms: Sequence[int] | int | None = None,
+    *,
+    compression: str = "none",
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    now_ms: int | None = None,
+) -> bytes:
+    """Encode records into one batch with base offset 0 and leader epoch -1 (the leader stamps both).
+
+    ``timestamps_ms`` is one timestamp per record, one for all, or None for ``now_ms``
+    (default: the wall clock). Raises ValueError for input that cannot be encoded.
+    """
+    n = len(values)
+    if n == 0:
+        raise ValueError("a record batch needs at least one record")
+    if compression not in COMPRESSION_CODES:
+        raise ValueError(f"unknown compression {compression!r}: use one of {', '.join(COMPRESSION_CODES)}")
+    first_ts, max_ts, ts_column = _timestamp_column(n, timestamps_ms, now_ms)
+    value_lengths, value_blob = _bytes_column(values)
+    key_lengths, key_blob = _key_column(n, keys)
+    header_columns = _header_columns(n, headers)
+    body = b"".join([ts_column, key_lengths, value_lengths, *header_columns[:3], key_blob, value_blob, *header_columns[3:]])
+    attributes = COMPRESSION_CODES[compression]
+    if attributes:
+        body = lz4.frame.compress(body)
+    covered = _HEADER.pack(
+        0, HEADER_SIZE + len(body), -1, MAGIC, 0,
+        attributes, n - 1, first_ts, max_ts, producer_id, producer_epoch, base_sequence, n,
+    )
+    crc = zlib.crc32(body, zlib.crc32(memoryview(covered)[_CRC_START:]))
+    return b"".join([covered[:_CRC_POS], _CRC_FIELD.pack(crc), covered[_CRC_START:], body])
+
+
+def _pack_int32s(ints: Sequence[int] | Iterator[int]) -> bytes:
+    """Little-endian int32 array; OverflowError when a value does not fit."""
+    packed = array("i", ints)
+    if not _LITTLE_ENDIAN_HOST:
+        packed.byteswap()
+    return packed.tobytes()
+
+
+def _timestamp_column(n: int, timestamps_ms: Sequence[int] | int | None, now_ms: int | None) -> tuple[int, int, bytes]:
+    if timestamps_ms is None:
+        timestamps_ms = now_ms if now_ms is not None else time.time_ns() // 1_000_000
+    if isinstance(timestamps_ms, int):
+        return timestamps_ms, timestamps_ms, bytes(4 * n)
+    if len(timestamps_ms) != n:
+        raise ValueError(f"got {len(timestamps_ms)} timestamps for {n} values: pass one per record, one int, or None")
+    first = timestamps_ms[0]
+    try:
+        column = _pack_int32s(map(sub, timestamps_ms, repeat(first)))
+    except OverflowError:
+        raise ValueError("timestamps in one batch must lie within about 24 days of the first record's: split the batch") from None
+    return first, max(timestamps_ms), column
+
+
+def _bytes_column(items: Sequence[bytes | None]) -> tuple[bytes, bytes]:
+    """(packed lengths with -1 for None, concatenated bytes)."""
+    if None in items:
+        lengths = [-1 if item is None else len(item) for item in items]
+        return _pack_int32s(lengths), b"".join([item for item in items if item is not None])
+    return _pack_int32s(map(len, items)), b"".join(items)
+
+
+def _key_column(n: int, keys: Sequence[bytes | None] | None) -> tuple[bytes, bytes]:
+    if keys is None:
+        return _NULL_LENGTH * n, b""
+    if len(keys) != n:
+        raise ValueError(f"got {len(keys)} keys for {n} values: pass one key (or None) per record")
+    return _bytes_column(keys)
+
+
+def _header_columns(n: int, headers: Sequence[Sequence[tuple[str, bytes | None]] | None] | None) -> list[bytes]:
+    """[counts, key lengths, value lengths, key blob, value blob]."""
+    if headers is None:
+        return [bytes(4 * n), b"", b"", b"", b""]
+    if len(headers) != n:
+        raise ValueError(f"got {len(headers)} header lists for {n} values: pass one (possibly empty) list per record")
+    per_record = [h or () for h in headers]
+    flat = list(chain.from_iterable(per_record))
+    names = [name.encode("utf-8") for name, _ in flat]
+    name_lengths, name_blob = _bytes_column(names)
+    value_lengths, value_blob = _bytes_column([value for _, value in flat])
+    return [_pack_int32s(map(len, per_record)), name_lengths, value_lengths, name_blob, value_blob]
+
+
+# ---------------------------------------------------------------------------------- header
+
+
+def read_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
+    """Unpack the header at ``pos`` without any check (the caller knows the bytes are whole)."""
+    return BatchHeader._make(_HEADER.unpack_from(buf, pos))
+
+
+def _checked_header(buf: bytes | bytearray | memoryview, pos: int, max_bytes: int | None) -> BatchHeader:
+    """Header at ``pos`` after the structural checks (length fits, magic, counts); no CRC."""
+    available = len(buf) - pos if max_bytes is None else min(max_bytes, len(buf) - pos)
+    if available < HEADER_SIZE:
+        raise CorruptBatchError(f"batch at position {pos}: only {available} bytes left, a batch header needs {HEADER_SIZE}")
+    header = read_header(buf, pos)
+    if header.magic != MAGIC:
+        raise CorruptBatchError(f"batch at position {pos}: magic {header.magic}, expected {MAGIC} (not a kraftlog batch or corrupt)")
+    if not HEADER_SIZE <= header.batch_length <= available:
+        raise CorruptBatchError(
+            f"batch at position {pos}: batch_length {header.batch_length} runs past the {available} bytes available (truncated?)"
+            if header.batch_length > available
+            else f"batch at position {pos}: batch_length {header.batch_length} is shorter than the {HEADER_SIZE}-byte header"
+        )
+    if header.record_count <= 0 or header.last_offset_delta != header.record_count - 1:
+        raise CorruptBatchError(
+            f"batch at position {pos}: record_count {header.record_count} and last_offset_delta "
+            f"{header.last_offset_delta} disagree (need record_count > 0 and last_offset_delta = record_count - 1)"
+        )
+    if header.compression == "unknown":
+        raise CorruptBatchError(f"batch at position {pos}: unknown compression code {header.attributes & COMPRESSION_MASK}")
+    return header
+
+
+def validate_batch(buf: bytes | bytearray | memoryview, pos: int = 0, max_bytes: int | None = None) -> BatchHeader:
+    """Check the batch at ``pos`` (within ``max_bytes`` of it, default: to the end of ``buf``).
+
+    Checks that the length fits, the magic, the record count, the compression code and the
+    CRC; raises CorruptBatchError saying which failed.
+    """
+    header = _checked_header(buf, pos, max_bytes)
+    crc = zlib.crc32(memoryview(buf)[pos + _CRC_START : pos + header.batch_length])
+    if crc != header.crc:
+        raise CorruptBatchError(f"batch at position {pos} (base offset {header.base_offset}): CRC {crc:#010x} does not match stored {header.crc:#010x}")
+    return header
+
+
+def iter_batches(buf: bytes | bytearray | memoryview) -> Iterator[tuple[int, BatchHeader]]:
+    """(position, header) of each of the concatenated batches in ``buf``, each fully validated."""
+    pos = 0
+    while pos < len(buf):
+        header = validate_batch(buf, pos)
+        yield pos, header
+        pos += header.batch_length
+
+
+def iter_headers(buf: bytes | bytearray | memoryview) -> Iterator[tuple[int, BatchHeader]]:
+    """Like ``iter_batches`` but without the CRC: for bytes already validated (read from our own log)."""
+    pos = 0
+    while pos < len(buf):
+        header = _checked_header(buf, pos, None)
+        yield pos, header
+        pos += header.batch_length
+
+
+# ---------------------------------------------------------------------------------- broker edits
+
+
+def stamp_batch(buf: bytearray | memoryview, pos: int, base_offset: int, leader_epoch: int) -> None:
+    """Write base offset and leader epoch into the batch at ``pos`` (outside the CRC's span)."""
+    _BASE_OFFSET.pack_into(buf, pos, base_offset)
+    _LEADER_EPOCH.pack_into(buf, pos + _LEADER_EPOCH_POS, leader_epoch)
+
+
+def set_log_append_time(buf: bytearray | memoryview, pos: int, ts_ms: int) -> None:
+    """Mark the batch at ``pos`` LogAppendTime with ``max_timestamp = ts_ms`` and recompute its CRC.
+
+    The only edit inside the CRC's span: the batch must already be validated.
+    """
+    header = read_header(buf, pos)
+    _ATTRIBUTES.pack_into(buf, pos + _CRC_START, header.attributes | TIMESTAMP_TYPE_BIT)
+    _MAX_TIMESTAMP.pack_into(buf, pos + _MAX_TIMESTAMP_POS, ts_ms)
+    crc = zlib.crc32(memoryview(buf)[pos + _CRC_START : pos + header.batch_length])
+    _CRC_FIELD.pack_into(buf, pos + _CRC_POS, crc)
+
+
+# ---------------------------------------------------------------------------------- decode
+
+
+def decode_batch(buf: bytes | bytearray | memoryview, pos: int = 0) -> DecodedBatch:
+    """Validate and decode the batch at ``pos`` into columns."""
+    header = validate_batch(buf, pos)
+    body = bytes(memoryview(buf)[pos + HEADER_SIZE : pos + header.batch_length])
+    if header.compression == "lz4":
+        try:
+            body = lz4.frame.decompress(body)
+        except RuntimeError as exc:
+            raise CorruptBatchError(f"batch at position {pos}: lz4 body does not decompress ({exc})") from None
+    try:
+        return _decode_body(header, body)
+    except CorruptBatchError as exc:
+        raise CorruptBatchError(f"batch at position {pos} (base offset {header.base_offset}): {exc}") from None
+
+
+def decode_batches(buf: bytes | bytearray | memoryview) -> Iterator[DecodedBatch]:
+    for pos, _ in iter_batches(buf):
+        yield decode_batch(buf, pos)
+
+
+def _unpack_int32s(body: bytes, start: int, count: int) -> array:
+    if start + 4 * count > len(body):
+        raise CorruptBatchError(f"body of {len(body)} bytes is too short for its length columns")
+    ints = array("i")
+    ints.frombytes(body[start : start + 4 * count])
+    if not _LITTLE_ENDIAN_HOST:
+        ints.byteswap()
+    return ints
+
+
+def _decode_body(header: BatchHeader, body: bytes) -> DecodedBatch:
+    n = header.record_count
+    fixed = _unpack_int32s(body, 0, 4 * n)
+    deltas, key_lengths, value_lengths, header_counts = fixed[:n], fixed[n : 2 * n], fixed[2 * n : 3 * n], fixed[3 * n :]
+    if min(header_counts) < 0:
+        raise CorruptBatchError("negative header count")
+    h = sum(header_counts)
+    header_lengths = _unpack_int32s(body, 16 * n, 2 * h)
+    keys, pos = _slice_column(body, key_lengths, 16 * n + 8 * h)
+    values, pos = _slice_column(body, value_lengths, pos)
+    names, pos = _slice_column(body, header_lengths[:h], pos)
+    header_values, pos = _slice_column(body, header_lengths[h:], pos)
+    if pos != len(body):
+        raise CorruptBatchError(f"lengths add up to {pos} bytes but the body holds {len(body)}")
+    if header.timestamp_type == LOG_APPEND_TIME:
+        timestamps = [header.max_timestamp] * n
+    else:
+        timestamps = list(map(add, deltas, repeat(header.first_timestamp)))
+    return DecodedBatch(
+        header=header,
+        offsets=list(range(header.base_offset, header.base_offset + n)),
+        timestamps=timestamps,
+        keys=keys,
+        values=values,
+        headers=_group_headers(n, header_counts, h, names, header_values),
+    )
+
+
+def _slice_column(body: bytes, lengths: array, start: int) -> tuple[list[bytes | None], int]:
+    """Cut ``len(lengths)`` items (-1 = None) out of ``body`` from ``start``; returns (items, end)."""
+    if not lengths:
+        return [], start
+    nulls = lengths.count(-1)
+    if nulls == len(lengths):
+        return [None] * nulls, start
+    if min(lengths) < -1:
+        raise CorruptBatchError("negative length other than -1 (null)")
+    sizes = map(max, lengths, repeat(0)) if nulls else lengths
+    ends = list(accumulate(sizes, initial=start))
+    if ends[-1] > len(body):
+        raise CorruptBatchError(f"lengths run past the end of the {len(body)}-byte body")
+    items: list[bytes | None] = list(map(body.__getitem__, map(slice, ends, islice(ends, 1, None))))
+    if nulls:
+        items = [None if length == -1 else item for length, item in zip(lengths, items)]
+    return items, ends[-1]
+
+
+def _group_headers(
+    n: int, counts: array, h: int, names: list[bytes | None], values: list[bytes | None]
+) -> list[tuple[tuple[str, bytes | None], ...]]:
+    if h == 0:
+        return [()] * n
+    if None in names:
+        raise CorruptBatchError("a header key is null")
+    try:
+        pairs = list(zip(map(bytes.decode, names), values))  # type: ignore[arg-type]
+    except UnicodeDecodeError as exc:
+        raise CorruptBatchError(f"a header key is not utf-8 ({exc})") from None
+    bounds = list(accumulate(counts, initial=0))
+    return list(map(tuple, map(pairs.__getitem__, map(slice, bounds, islice(bounds, 1, None)))))

@@ -1,0 +1,283 @@
+"""Pure controller decisions for topic administration: create and delete topics, add
+partitions, alter and describe configs, elect leaders, describe topics.
+
+Each function takes the current image and a request and returns a Decision: the records to
+commit together as one Raft entry and the response to send once they have. Validation
+errors are per topic, with text that says what to do next. No I/O, clock or randomness (the
+topic id factory is passed in).
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from typing import Callable, Iterable
+
+from metadata_quorum import topic_config
+from metadata_quorum.decision import Decision
+from metadata_quorum.election import Election, change_record, elect_leader, changes_electing_offline
+from metadata_quorum.image import NO_LEADER, MetadataImage, PartitionImage, TopicImage, apply_all
+from metadata_quorum.placement import assign_replicas
+from metadata_quorum.records import ConfigRecord, PartitionRecord, Record, RemoveTopicRecord, TopicRecord
+from proto import common_pb2 as common
+from proto import controller_pb2 as pb
+
+TOPIC_NAME_LENGTH_MAX = 249
+PARTITIONS_PER_TOPIC_MAX = 10_000
+_LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
+
+
+def topic_name_problem(name: str) -> str | None:
+    """Why ``name`` is not a legal topic name, or None."""
+    if not name:
+        return "topic name is empty; use 1-249 characters of a-z, A-Z, 0-9, '.', '_' and '-'"
+    if name in (".", ".."):
+        return f"topic name '{name}' is reserved; choose another name"
+    if len(name) > TOPIC_NAME_LENGTH_MAX:
+        return f"topic name is {len(name)} characters long; the limit is {TOPIC_NAME_LENGTH_MAX}"
+    if not _LEGAL_TOPIC_NAME.fullmatch(name):
+        bad = sorted({c for c in name if not _LEGAL_TOPIC_NAME.fullmatch(c)})
+        return f"topic name '{name}' contains illegal characters {bad}; use only a-z, A-Z, 0-9, '.', '_' and '-'"
+    return None
+
+
+def _result(name: str, code: int = common.NONE, message: str = "", topic_id: str = "") -> pb.TopicResult:
+    return pb.TopicResult(name=name, topic_id=topic_id, error_code=code, error_message=message)
+
+
+def _start_index(topic_id: str) -> int:
+    return zlib.crc32(topic_id.encode())
+
+
+def _placement_problem(image: MetadataImage, replication_factor: int) -> str | None:
+    usable = image.usable_broker_ids()
+    if replication_factor < 1:
+        return f"replication factor must be at least 1, got {replication_factor}"
+    if replication_factor > len(usable):
+        return (
+            f"replication factor {replication_factor} is larger than the {len(usable)} usable broker(s) "
+            f"(registered, unfenced, not shutting down: {usable}); start more brokers or lower the replication factor"
+        )
+    return None
+
+
+def _new_partitions(image: MetadataImage, topic_id: str, first: int, count: int, replication_factor: int) -> list[Record]:
+    assignment = assign_replicas(image.usable_broker_ids(), count, replication_factor, _start_index(topic_id), first)
+    return [PartitionRecord(topic_id, p, replicas, replicas, replicas[0], 0, 0) for p, replicas in assignment.items()]
+
+
+def create_topics(image: MetadataImage, request: pb.CreateTopicsRequest, new_topic_id: Callable[[], str]) -> Decision[pb.CreateTopicsResponse]:
+    """Validate each topic and place its partitions; all valid topics commit as one entry."""
+    records: list[Record] = []
+    results = []
+    seen: set[str] = set()
+    for t in request.topics:
+        problem = topic_name_problem(t.name)
+        code = common.INVALID_TOPIC
+        if problem is None and t.name in seen:
+            problem, code = f"topic '{t.name}' appears twice in the request; list it once", common.INVALID_REQUEST
+        if problem is None and t.name in image.topics:
+            problem, code = f"topic '{t.name}' already exists; choose another name or delete it first", common.TOPIC_ALREADY_EXISTS
+        if problem is None and not 1 <= t.num_partitions <= PARTITIONS_PER_TOPIC_MAX:
+            problem, code = f"number of partitions must be between 1 and {PARTITIONS_PER_TOPIC_MAX}, got {t.num_partitions}", common.INVALID_PARTITIONS
+        if problem is None:
+            problem, code = _placement_problem(image, t.replication_factor), common.INVALID_REPLICATION_FACTOR
+        configs: dict[str, str] = {}
+        if problem is None:
+            try:
+                configs = topic_config.validate(dict(t.configs))
+            except topic_config.InvalidConfigError as e:
+                problem, code = str(e), common.INVALID_CONFIG
+        seen.add(t.name)
+        if problem is not None:
+            results.append(_result(t.name, code, problem))
+            continue
+        topic_id = new_topic_id()
+        results.append(_result(t.name, topic_id=topic_id))
+        if request.validate_only:
+            continue
+        records.append(TopicRecord(t.name, topic_id))
+        records.extend(_new_partitions(image, topic_id, 0, t.num_partitions, t.replication_factor))
+        records.extend(ConfigRecord(t.name, k, v) for k, v in sorted(configs.items()))
+    return Decision(tuple(records), pb.CreateTopicsResponse(topics=results))
+
+
+def _unknown_topic(name: str) -> pb.TopicResult:
+    return _result(name, common.UNKNOWN_TOPIC_OR_PARTITION, f"topic '{name}' does not exist; list topics with `kraftlog topics list`")
+
+
+def delete_topics(image: MetadataImage, request: pb.DeleteTopicsRequest) -> Decision[pb.DeleteTopicsResponse]:
+    records: list[Record] = []
+    results = []
+    for name in dict.fromkeys(request.names):
+        topic = image.topics.get(name)
+        if topic is None:
+            results.append(_unknown_topic(name))
+            continue
+        records.append(RemoveTopicRecord(topic.topic_id))
+        results.append(_result(name, topic_id=topic.topic_id))
+    return Decision(tuple(records), pb.DeleteTopicsResponse(topics=results))
+
+
+def create_partitions(image: MetadataImage, request: pb.CreatePartitionsRequest) -> Decision[pb.CreatePartitionsResponse]:
+    """Grow topics to ``total_count`` partitions, placed like the topic's first ones."""
+    records: list[Record] = []
+    results = []
+    for t in request.topics:
+        topic = image.topics.get(t.name)
+        if topic is None:
+            results.append(_unknown_topic(t.name))
+            continue
+        current = len(topic.partitions)
+        replication_factor = len(topic.partitions[0].replicas)
+        problem, code = None, common.INVALID_PARTITIONS
+        if t.total_count <= current:
+            problem = f"topic '{t.name}' already has {current} partitions; ask for more than {current} (partitions can only be added)"
+        elif t.total_count > PARTITIONS_PER_TOPIC_MAX:
+            problem = f"at most {PARTITIONS_PER_TOPIC_MAX} partitions per topic, asked for {t.total_count}"
+        else:
+            problem, code = _placement_problem(image, replication_factor), common.INVALID_REPLICATION_FACTOR
+        if problem is not None:
+            results.append(_result(t.name, code, problem, topic.topic_id))
+            continue
+        results.append(_result(t.name, topic_id=topic.topic_id))
+        if not request.validate_only:
+            records.extend(_new_partitions(image, topic.topic_id, current, t.total_count - current, replication_factor))
+    return Decision(tuple(records), pb.CreatePartitionsResponse(topics=results))
+
+
+def alter_configs(image: MetadataImage, request: pb.AlterConfigsRequest) -> Decision[pb.AlterConfigsResponse]:
+    """Incremental alter: SET validates the value, DELETE returns a key to its default."""
+    records: list[Record] = []
+    results = []
+    for t in request.topics:
+        topic = image.topics.get(t.name)
+        if topic is None:
+            results.append(_unknown_topic(t.name))
+            continue
+        topic_records: list[Record] = []
+        try:
+            for op in t.ops:
+                if op.op == pb.AlterConfigsRequest.DELETE:
+                    topic_config.parse_value(op.key, str(topic_config.TOPIC_CONFIG_KEYS.get(op.key, topic_config.ConfigKey(op.key, str, "", "")).default))
+                    topic_records.append(ConfigRecord(t.name, op.key, None))
+                else:
+                    topic_records.append(ConfigRecord(t.name, op.key, topic_config.validate({op.key: op.value})[op.key]))
+        except topic_config.InvalidConfigError as e:
+            results.append(_result(t.name, common.INVALID_CONFIG, str(e), topic.topic_id))
+            continue
+        results.append(_result(t.name, topic_id=topic.topic_id))
+        if not request.validate_only:
+            records.extend(topic_records)
+    return Decision(tuple(records), pb.AlterConfigsResponse(topics=results))
+
+
+def describe_configs(image: MetadataImage, request: pb.DescribeConfigsRequest) -> pb.DescribeConfigsResponse:
+    out = []
+    for name in request.topics or sorted(image.topics):
+        if name not in image.topics:
+            unknown = _unknown_topic(name)
+            out.append(pb.DescribeConfigsResponse.Topic(name=name, error_code=unknown.error_code, error_message=unknown.error_message))
+            continue
+        overrides = image.configs.get(name, {})
+        entries = [
+            pb.ConfigEntry(key=key, value=overrides.get(key, _render(spec.default)), is_default=key not in overrides, doc=spec.doc)
+            for key, spec in sorted(topic_config.TOPIC_CONFIG_KEYS.items())
+        ]
+        out.append(pb.DescribeConfigsResponse.Topic(name=name, entries=entries))
+    return pb.DescribeConfigsResponse(topics=out, metadata_offset=image.offset)
+
+
+def _render(value: object) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def partition_state(topic: TopicImage, p: PartitionImage, code: int = common.NONE, message: str = "") -> pb.PartitionState:
+    return pb.PartitionState(
+        topic=topic.name,
+        topic_id=topic.topic_id,
+        partition=p.partition,
+        error_code=code,
+        error_message=message,
+        leader=p.leader,
+        leader_epoch=p.leader_epoch,
+        partition_epoch=p.partition_epoch,
+        isr=p.isr,
+        replicas=p.replicas,
+    )
+
+
+def describe_topics(image: MetadataImage) -> list[pb.TopicDescription]:
+    return [
+        pb.TopicDescription(
+            name=topic.name,
+            topic_id=topic.topic_id,
+            partitions=[partition_state(topic, topic.partitions[n]) for n in sorted(topic.partitions)],
+        )
+        for topic in (image.topics[name] for name in sorted(image.topics))
+    ]
+
+
+def _selected(image: MetadataImage, request: pb.ElectLeadersRequest) -> Iterable[tuple[str, int]]:
+    if not request.topics:
+        return [(name, n) for name in sorted(image.topics) for n in sorted(image.topics[name].partitions)]
+    out = []
+    for t in request.topics:
+        numbers = t.partitions or (sorted(image.topics[t.topic].partitions) if t.topic in image.topics else [0])
+        out.extend((t.topic, n) for n in numbers)
+    return out
+
+
+def elect_leaders(image: MetadataImage, request: pb.ElectLeadersRequest) -> Decision[pb.ElectLeadersResponse]:
+    """PREFERRED moves leadership back to the first replica when it is in sync and usable;
+    UNCLEAN elects a leader for partitions that have none, outside the ISR if it must."""
+    usable = set(image.usable_broker_ids())
+    records: list[Record] = []
+    results = []
+    for name, number in _selected(image, request):
+        topic = image.topics.get(name)
+        p = image.partition(name, number)
+        if topic is None or p is None:
+            results.append(pb.PartitionState(topic=name, partition=number, error_code=common.UNKNOWN_TOPIC_OR_PARTITION, error_message=f"{name}-{number} does not exist; check the topic and partition"))
+            continue
+        if request.election_type == pb.ElectLeadersRequest.PREFERRED:
+            preferred = p.replicas[0]
+            if p.leader == preferred:
+                results.append(partition_state(topic, p, common.ELECTION_NOT_NEEDED, f"broker {preferred} already leads {name}-{number}"))
+                continue
+            if preferred not in usable or preferred not in p.isr:
+                results.append(partition_state(topic, p, common.PREFERRED_LEADER_NOT_AVAILABLE, f"preferred leader {preferred} of {name}-{number} is not a usable in-sync replica; retry once it has caught up"))
+                continue
+            election = Election(preferred, p.isr, unclean=False)
+        else:
+            if p.leader != NO_LEADER:
+                results.append(partition_state(topic, p, common.ELECTION_NOT_NEEDED, f"{name}-{number} has leader {p.leader}"))
+                continue
+            election = elect_leader(p, usable, p.isr, unclean_allowed=True)
+            if election.leader == NO_LEADER:
+                results.append(partition_state(topic, p, common.LEADER_NOT_AVAILABLE, f"no replica of {name}-{number} ({list(p.replicas)}) is alive; start one of those brokers"))
+                continue
+        record = change_record(topic, p, election)
+        assert record is not None
+        records.append(record)
+        results.append(partition_state(topic, p))  # replaced below with the state after commit
+    after = apply_all(image, records)
+    final = [
+        partition_state(after.topics[r.topic], after.topics[r.topic].partitions[r.partition]) if r.error_code == common.NONE else r
+        for r in results
+    ]
+    return Decision(tuple(records), pb.ElectLeadersResponse(partitions=final))
+
+
+__all__ = [
+    "create_topics",
+    "delete_topics",
+    "create_partitions",
+    "alter_configs",
+    "describe_configs",
+    "describe_topics",
+    "elect_leaders",
+    "partition_state",
+    "topic_name_problem",
+    "changes_electing_offline",
+]
