@@ -15,7 +15,7 @@ from typing import Callable, Iterable
 
 from metadata_quorum import topic_config
 from metadata_quorum.decision import Decision
-from metadata_quorum.election import Election, change_record, elect_leader, changes_electing_offline
+from metadata_quorum.election import Election, change_record, elect_leader
 from metadata_quorum.image import NO_LEADER, MetadataImage, PartitionImage, TopicImage, apply_all
 from metadata_quorum.placement import assign_replicas
 from metadata_quorum.records import ConfigRecord, PartitionRecord, Record, RemoveTopicRecord, TopicRecord
@@ -159,7 +159,7 @@ def alter_configs(image: MetadataImage, request: pb.AlterConfigsRequest) -> Deci
         try:
             for op in t.ops:
                 if op.op == pb.AlterConfigsRequest.DELETE:
-                    topic_config.parse_value(op.key, str(topic_config.TOPIC_CONFIG_KEYS.get(op.key, topic_config.ConfigKey(op.key, str, "", "")).default))
+                    topic_config.check_key(op.key)
                     topic_records.append(ConfigRecord(t.name, op.key, None))
                 else:
                     topic_records.append(ConfigRecord(t.name, op.key, topic_config.validate({op.key: op.value})[op.key]))
@@ -268,16 +268,3 @@ def elect_leaders(image: MetadataImage, request: pb.ElectLeadersRequest) -> Deci
     ]
     return Decision(tuple(records), pb.ElectLeadersResponse(partitions=final))
 
-
-__all__ = [
-    "create_topics",
-    "delete_topics",
-    "create_partitions",
-    "alter_configs",
-    "describe_configs",
-    "describe_topics",
-    "elect_leaders",
-    "partition_state",
-    "topic_name_problem",
-    "changes_electing_offline",
-]

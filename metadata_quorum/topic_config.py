@@ -56,12 +56,18 @@ TOPIC_CONFIG_KEYS: dict[str, ConfigKey] = {
 }
 
 
-def parse_value(key: str, raw: str) -> object:
-    """Parse and validate one ``key=value`` from a user; raise InvalidConfigError with guidance."""
+def check_key(key: str) -> ConfigKey:
+    """The spec of ``key``; raise InvalidConfigError listing the known keys if there is none."""
     spec = TOPIC_CONFIG_KEYS.get(key)
     if spec is None:
         known = ", ".join(sorted(TOPIC_CONFIG_KEYS))
         raise InvalidConfigError(f"unknown topic config '{key}'; known keys: {known}")
+    return spec
+
+
+def parse_value(key: str, raw: str) -> object:
+    """Parse and validate one ``key=value`` from a user; raise InvalidConfigError with guidance."""
+    spec = check_key(key)
     value: object
     if spec.type is bool:
         lowered = raw.strip().lower()

@@ -75,8 +75,12 @@ class Link:
         except (ConnectionError, OSError) as exc:
             log.debug("link failed", proxy=self.conn.proxy.name, stream=self.stream, error=str(exc))
             self.conn.shutdown("close")
+        except Exception:  # a bug in a toxic must cost one connection, not the server
+            log.exception("link crashed", proxy=self.conn.proxy.name, stream=self.stream)
+            self.conn.shutdown("close")
         finally:
             reader.cancel()
+            self.conn.link_finished()
 
     async def _read(self) -> None:
         loop = asyncio.get_running_loop()
@@ -124,11 +128,18 @@ class Connection:
         self._client = (client_reader, client_writer)
         self._upstream_writer: asyncio.StreamWriter | None = None
         self._stop = asyncio.Event()
+        self._links_running = 2
 
     def shutdown(self, mode: str) -> None:
         """Ask for the connection to end: ``close``, ``abort`` or ``reset``; first ask wins."""
         if self.closing is None:
             self.closing = mode
+            self._stop.set()
+
+    def link_finished(self) -> None:
+        """Each direction reports its end; the connection ends when both have."""
+        self._links_running -= 1
+        if self._links_running == 0:
             self._stop.set()
 
     def add_toxic(self, spec: ToxicSpec) -> None:
@@ -167,15 +178,13 @@ class Connection:
         for spec in self.proxy.toxics.values():
             self.add_toxic(spec)
         loop = asyncio.get_running_loop()
-        both = asyncio.gather(*(loop.create_task(link.run()) for link in self.links.values()))
-        stop = loop.create_task(self._stop.wait())
+        tasks = [loop.create_task(link.run()) for link in self.links.values()]
         try:
-            await asyncio.wait([both, stop], return_when=asyncio.FIRST_COMPLETED)
-            if both.done() and both.exception() is not None:
-                log.error("link crashed", proxy=self.proxy.name, error=repr(both.exception()))
+            await self._stop.wait()
         finally:
-            both.cancel()
-            stop.cancel()
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
             for link in self.links.values():
                 for toxic in link.toxics.values():
                     toxic.close()
