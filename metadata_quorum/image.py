@@ -13,7 +13,7 @@ state machine rejects the whole entry (see ``apply_all``) and tells the proposer
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import reduce
 from types import MappingProxyType
 from typing import Callable, Iterable, Mapping, Sequence
@@ -92,10 +92,10 @@ _EMPTY: Mapping = MappingProxyType({})
 class MetadataImage:
     offset: int
     cluster_id: str
-    topics: Mapping[str, TopicImage] = _EMPTY
-    topics_by_id: Mapping[str, TopicImage] = _EMPTY
-    brokers: Mapping[int, BrokerImage] = _EMPTY
-    configs: Mapping[str, Mapping[str, str]] = _EMPTY
+    topics: Mapping[str, TopicImage] = field(default_factory=lambda: _EMPTY)
+    topics_by_id: Mapping[str, TopicImage] = field(default_factory=lambda: _EMPTY)
+    brokers: Mapping[int, BrokerImage] = field(default_factory=lambda: _EMPTY)
+    configs: Mapping[str, Mapping[str, str]] = field(default_factory=lambda: _EMPTY)
     next_producer_id: int = 0
 
     @staticmethod

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import re
 import zlib
-from typing import Callable, Iterable
+from dataclasses import dataclass
+from typing import Callable, Iterable, TypeVar
 
 from metadata_quorum import topic_config
 from metadata_quorum.decision import Decision
@@ -24,6 +25,7 @@ from proto import controller_pb2 as pb
 
 TOPIC_NAME_LENGTH_MAX = 249
 PARTITIONS_PER_TOPIC_MAX = 10_000
+T = TypeVar("T")
 _LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 
 
@@ -106,70 +108,80 @@ def _unknown_topic(name: str) -> pb.TopicResult:
     return _result(name, common.UNKNOWN_TOPIC_OR_PARTITION, f"topic '{name}' does not exist; list topics with `kraftlog topics list`")
 
 
-def delete_topics(image: MetadataImage, request: pb.DeleteTopicsRequest) -> Decision[pb.DeleteTopicsResponse]:
+@dataclass(frozen=True)
+class Refusal:
+    code: int
+    message: str
+
+
+def _for_existing_topics(
+    image: MetadataImage,
+    items: Iterable[T],
+    name_of: Callable[[T], str],
+    decide: Callable[[TopicImage, T], "list[Record] | Refusal"],
+    validate_only: bool = False,
+) -> tuple[tuple[Record, ...], list[pb.TopicResult]]:
+    """Run ``decide`` for each item that names an existing topic; collect records and results."""
     records: list[Record] = []
     results = []
-    for name in dict.fromkeys(request.names):
+    for item in items:
+        name = name_of(item)
         topic = image.topics.get(name)
         if topic is None:
             results.append(_unknown_topic(name))
             continue
-        records.append(RemoveTopicRecord(topic.topic_id))
+        outcome = decide(topic, item)
+        if isinstance(outcome, Refusal):
+            results.append(_result(name, outcome.code, outcome.message, topic.topic_id))
+            continue
         results.append(_result(name, topic_id=topic.topic_id))
-    return Decision(tuple(records), pb.DeleteTopicsResponse(topics=results))
+        if not validate_only:
+            records.extend(outcome)
+    return tuple(records), results
+
+
+def delete_topics(image: MetadataImage, request: pb.DeleteTopicsRequest) -> Decision[pb.DeleteTopicsResponse]:
+    records, results = _for_existing_topics(image, dict.fromkeys(request.names), lambda name: name, lambda topic, _: [RemoveTopicRecord(topic.topic_id)])
+    return Decision(records, pb.DeleteTopicsResponse(topics=results))
 
 
 def create_partitions(image: MetadataImage, request: pb.CreatePartitionsRequest) -> Decision[pb.CreatePartitionsResponse]:
     """Grow topics to ``total_count`` partitions, placed like the topic's first ones."""
-    records: list[Record] = []
-    results = []
-    for t in request.topics:
-        topic = image.topics.get(t.name)
-        if topic is None:
-            results.append(_unknown_topic(t.name))
-            continue
+
+    def grow(topic: TopicImage, t: pb.CreatePartitionsRequest.Topic) -> list[Record] | Refusal:
         current = len(topic.partitions)
         replication_factor = len(topic.partitions[0].replicas)
-        problem, code = None, common.INVALID_PARTITIONS
         if t.total_count <= current:
-            problem = f"topic '{t.name}' already has {current} partitions; ask for more than {current} (partitions can only be added)"
-        elif t.total_count > PARTITIONS_PER_TOPIC_MAX:
-            problem = f"at most {PARTITIONS_PER_TOPIC_MAX} partitions per topic, asked for {t.total_count}"
-        else:
-            problem, code = _placement_problem(image, replication_factor), common.INVALID_REPLICATION_FACTOR
+            return Refusal(common.INVALID_PARTITIONS, f"topic '{t.name}' already has {current} partitions; ask for more than {current} (partitions can only be added)")
+        if t.total_count > PARTITIONS_PER_TOPIC_MAX:
+            return Refusal(common.INVALID_PARTITIONS, f"at most {PARTITIONS_PER_TOPIC_MAX} partitions per topic, asked for {t.total_count}")
+        problem = _placement_problem(image, replication_factor)
         if problem is not None:
-            results.append(_result(t.name, code, problem, topic.topic_id))
-            continue
-        results.append(_result(t.name, topic_id=topic.topic_id))
-        if not request.validate_only:
-            records.extend(_new_partitions(image, topic.topic_id, current, t.total_count - current, replication_factor))
-    return Decision(tuple(records), pb.CreatePartitionsResponse(topics=results))
+            return Refusal(common.INVALID_REPLICATION_FACTOR, problem)
+        return _new_partitions(image, topic.topic_id, current, t.total_count - current, replication_factor)
+
+    records, results = _for_existing_topics(image, request.topics, lambda t: t.name, grow, request.validate_only)
+    return Decision(records, pb.CreatePartitionsResponse(topics=results))
 
 
 def alter_configs(image: MetadataImage, request: pb.AlterConfigsRequest) -> Decision[pb.AlterConfigsResponse]:
     """Incremental alter: SET validates the value, DELETE returns a key to its default."""
-    records: list[Record] = []
-    results = []
-    for t in request.topics:
-        topic = image.topics.get(t.name)
-        if topic is None:
-            results.append(_unknown_topic(t.name))
-            continue
-        topic_records: list[Record] = []
+
+    def alter(topic: TopicImage, t: pb.AlterConfigsRequest.Topic) -> list[Record] | Refusal:
+        out: list[Record] = []
         try:
             for op in t.ops:
                 if op.op == pb.AlterConfigsRequest.DELETE:
                     topic_config.check_key(op.key)
-                    topic_records.append(ConfigRecord(t.name, op.key, None))
+                    out.append(ConfigRecord(t.name, op.key, None))
                 else:
-                    topic_records.append(ConfigRecord(t.name, op.key, topic_config.validate({op.key: op.value})[op.key]))
+                    out.append(ConfigRecord(t.name, op.key, topic_config.validate({op.key: op.value})[op.key]))
         except topic_config.InvalidConfigError as e:
-            results.append(_result(t.name, common.INVALID_CONFIG, str(e), topic.topic_id))
-            continue
-        results.append(_result(t.name, topic_id=topic.topic_id))
-        if not request.validate_only:
-            records.extend(topic_records)
-    return Decision(tuple(records), pb.AlterConfigsResponse(topics=results))
+            return Refusal(common.INVALID_CONFIG, str(e))
+        return out
+
+    records, results = _for_existing_topics(image, request.topics, lambda t: t.name, alter, request.validate_only)
+    return Decision(records, pb.AlterConfigsResponse(topics=results))
 
 
 def describe_configs(image: MetadataImage, request: pb.DescribeConfigsRequest) -> pb.DescribeConfigsResponse:

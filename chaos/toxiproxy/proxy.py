@@ -97,6 +97,7 @@ class Link:
             await self._flow(chunk, self._active())
         for toxic in self._active():
             if not await toxic.on_eof():
+                await self.conn.stopped()  # swallowed: this direction ends with the connection
                 return
         if self.dest.can_write_eof():
             self.dest.write_eof()
@@ -135,6 +136,9 @@ class Connection:
         if self.closing is None:
             self.closing = mode
             self._stop.set()
+
+    async def stopped(self) -> None:
+        await self._stop.wait()
 
     def link_finished(self) -> None:
         """Each direction reports its end; the connection ends when both have."""

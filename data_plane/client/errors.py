@@ -65,7 +65,7 @@ _ADVICE: dict[str, str] = {
     "INVALID_TIMESTAMP": "the record timestamp is outside the topic's allowed range (message.timestamp.*.ms)",
     "BUFFER_EXHAUSTED": "records are produced faster than brokers accept them; raise buffer_memory or max_block_ms, or slow down",
     "DELIVERY_TIMEOUT": "the batch could not be delivered within delivery_timeout_ms; check broker health and the last error",
-    "PRODUCER_CLOSED": "the producer was closed; create a new one",
+    "CLIENT_CLOSED": "the client was closed; create a new one",
     "NO_BROKER_REACHABLE": "none of the bootstrap or known brokers answered; check the bootstrap list and that brokers run",
     "OUT_OF_ORDER_SEQUENCE": "the broker lost track of this idempotent producer's sequence; recreate the producer",
     "UNKNOWN_PRODUCER_ID": "the broker forgot this producer id (expired); recreate the producer",

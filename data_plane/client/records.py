@@ -26,6 +26,6 @@ class ConsumerRecord(NamedTuple):
     offset: int
     key: bytes | None
     value: bytes | None
-    headers: list[tuple[str, bytes | None]]
+    headers: tuple[tuple[str, bytes | None], ...]
     timestamp_ms: int
     timestamp_type: int

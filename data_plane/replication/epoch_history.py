@@ -38,13 +38,13 @@ class EpochEndOffset:
     end_offset: int
 
 
-def check_history(entries: Sequence[EpochEntry], log_end_offset: int) -> EpochHistory:
+def check_history(entries: Sequence[tuple[int, int]], log_end_offset: int) -> EpochHistory:
     """Return `entries` as a tuple after asserting the cache invariants.
 
     Epochs and start offsets both strictly increase (Kafka's `assign` removes entries that
     would break that), and no epoch starts beyond the log end.
     """
-    history = tuple(EpochEntry(*entry) for entry in entries)
+    history = as_history(entries)
     for earlier, later in zip(history, history[1:]):
         assert earlier.epoch < later.epoch, history
         assert earlier.start_offset < later.start_offset, history
@@ -53,34 +53,45 @@ def check_history(entries: Sequence[EpochEntry], log_end_offset: int) -> EpochHi
     return history
 
 
-def latest_epoch(entries: Sequence[EpochEntry]) -> int:
+def as_history(entries: Sequence[tuple[int, int]]) -> EpochHistory:
+    """Accept plain (epoch, start_offset) pairs wherever a history is expected."""
+    return tuple(EpochEntry(*entry) for entry in entries)
+
+
+def latest_epoch(entries: Sequence[tuple[int, int]]) -> int:
     """Epoch of the last entry, NO_EPOCH for an empty history."""
     return entries[-1].epoch if entries else NO_EPOCH
 
 
-def assign_epoch(entries: Sequence[EpochEntry], epoch: int, start_offset: int) -> EpochHistory:
+def assign_epoch(entries: Sequence[tuple[int, int]], epoch: int, start_offset: int) -> EpochHistory:
     """Record that `epoch` starts at `start_offset` (becoming leader, or appending a batch
     stamped with a newer epoch on a follower).
 
     As in Kafka's `LeaderEpochFileCache.assign`, entries with an epoch >= the new one or a
-    start offset >= the new one are dropped: a leader elected twice without appending
-    anything in between must not leave an empty epoch that would claim offsets.
+    start offset >= the new one are dropped. Such entries can only be empty: an epoch this
+    replica led without appending anything (elected twice in a row, or elected and then
+    demoted before writing), which must not claim offsets it never held. An entry for a newer
+    epoch that already covers records before `start_offset` would mean records' epochs go
+    backwards in the log, and is asserted against.
     """
     assert epoch >= 0 and start_offset >= 0, (epoch, start_offset)
+    entries = as_history(entries)
     if entries and entries[-1] == (epoch, start_offset):
-        return tuple(entries)
-    assert not entries or epoch >= entries[-1].epoch, ("epochs never go backwards", entries, epoch)
+        return entries
+    for entry in entries:
+        assert entry.epoch < epoch or entry.start_offset >= start_offset, (
+            "epochs never go backwards within a log", entries, epoch, start_offset)
     kept = [e for e in entries if e.epoch < epoch and e.start_offset < start_offset]
     return tuple(kept) + (EpochEntry(epoch, start_offset),)
 
 
-def truncate_from_end(entries: Sequence[EpochEntry], offset: int) -> EpochHistory:
+def truncate_from_end(entries: Sequence[tuple[int, int]], offset: int) -> EpochHistory:
     """The history after the log is truncated to `offset` (records >= offset removed)."""
-    return tuple(e for e in entries if e.start_offset < offset)
+    return tuple(e for e in as_history(entries) if e.start_offset < offset)
 
 
 def end_offset_for_epoch(
-    entries: Sequence[EpochEntry], log_end_offset: int, requested_epoch: int
+    entries: Sequence[tuple[int, int]], log_end_offset: int, requested_epoch: int
 ) -> EpochEndOffset | None:
     """Where `requested_epoch` ends in this log (Kafka's `LeaderEpochFileCache.endOffsetFor`).
 
@@ -95,6 +106,7 @@ def end_offset_for_epoch(
     None when the question has no answer: empty history, NO_EPOCH, or an epoch newer than
     anything this log has seen.
     """
+    entries = as_history(entries)
     if requested_epoch == NO_EPOCH or not entries:
         return None
     if requested_epoch == entries[-1].epoch:

@@ -1,0 +1,385 @@
+"""The consumer: reads assigned partitions from their leaders, in offset order.
+
+One Fetch per leader broker carries all its assigned partitions. Fetches are prefetched:
+when `poll` hands out a partition's data it immediately asks for the next, so the broker's
+long poll overlaps the application's processing. At most one fetch is outstanding per
+broker, and buffered data is at most one fetch response per partition, so memory stays
+bounded by fetch_max_bytes per broker. gRPC's future API gives that concurrency without
+threads of our own: completions land in a queue that `poll` waits on.
+"""
+
+from __future__ import annotations
+
+import bisect
+import queue
+import time
+from collections.abc import Iterable
+from typing import NamedTuple
+
+import grpc
+
+from data_plane import record_batch
+from data_plane.client.channels import MESSAGE_BYTES_MAX, ChannelPool
+from data_plane.client.errors import KraftlogError, from_error_code, from_rpc_error
+from data_plane.client.metadata_cache import MetadataCache, TopicPartition, refresh_sync
+from data_plane.client.offset_lookup import EARLIEST, LATEST, list_offsets
+from data_plane.client.records import ConsumerRecord
+from proto import broker_pb2, common_pb2
+
+_RESETS = ("none", "earliest", "latest")
+
+
+class _Fetched(NamedTuple):
+    fetch_offset: int
+    batches: list[record_batch.DecodedBatch]
+
+
+class Consumer:
+    """Reads records from manually assigned partitions.
+
+    Args:
+        bootstrap: "host:port,host:port" of any brokers.
+        fetch_max_wait_ms: how long a broker holds a fetch waiting for fetch_min_bytes.
+        fetch_min_bytes: the data a broker waits for before answering.
+        fetch_max_bytes: bytes per fetch response (per broker).
+        max_partition_fetch_bytes: bytes per partition in a fetch response.
+        auto_offset_reset: what to do when a position is missing or out of range:
+            "none" (raise), "earliest" or "latest".
+        request_timeout_ms: how long a request may take beyond fetch_max_wait_ms.
+    """
+
+    def __init__(
+        self,
+        bootstrap: str | Iterable[str],
+        *,
+        fetch_max_wait_ms: int = 500,
+        fetch_min_bytes: int = 1,
+        fetch_max_bytes: int = 50 * 1024 * 1024,
+        max_partition_fetch_bytes: int = 8 * 1024 * 1024,
+        auto_offset_reset: str = "none",
+        request_timeout_ms: int = 30_000,
+        retry_backoff_ms: int = 100,
+        client_id: str = "kraftlog-consumer",
+    ) -> None:
+        if auto_offset_reset not in _RESETS:
+            raise ValueError(f"auto_offset_reset={auto_offset_reset!r}: use one of {_RESETS}")
+        if not 0 < fetch_max_bytes <= MESSAGE_BYTES_MAX - 1024 * 1024:
+            raise ValueError(f"fetch_max_bytes must be in (0, {MESSAGE_BYTES_MAX - 1024 * 1024}]")
+        self._fetch_max_wait_ms = fetch_max_wait_ms
+        self._fetch_min_bytes = fetch_min_bytes
+        self._fetch_max_bytes = fetch_max_bytes
+        self._max_partition_fetch_bytes = min(max_partition_fetch_bytes, fetch_max_bytes)
+        self._auto_offset_reset = auto_offset_reset
+        self._request_timeout_s = request_timeout_ms / 1000.0
+        self._retry_backoff_s = retry_backoff_ms / 1000.0
+        self._client_id = client_id
+        self._metadata = MetadataCache(bootstrap)
+        self._pool = ChannelPool()
+        self._positions: dict[TopicPartition, int | None] = {}
+        self._high_watermarks: dict[TopicPartition, int] = {}
+        self._buffered: dict[TopicPartition, _Fetched] = {}
+        self._in_flight: dict[str, tuple[grpc.Future, dict[TopicPartition, int]]] = {}
+        self._completions: queue.SimpleQueue[str] = queue.SimpleQueue()
+        self._backoff_until: dict[str, float] = {}
+        self._pending_error: KraftlogError | None = None
+        self._closed = False
+
+    # ------------------------------------------------------------ assignment and positions
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Replaces the assignment. Kept partitions keep their position; new ones have none
+        until seek (or auto_offset_reset) gives one."""
+        wanted = [(str(t), int(p)) for t, p in partitions]
+        self._positions = {tp: self._positions.get(tp) for tp in wanted}
+        for tp in list(self._buffered):
+            if tp not in self._positions:
+                del self._buffered[tp]
+        self._metadata.want({tp[0] for tp in wanted})
+
+    def assignment(self) -> set[TopicPartition]:
+        """The assigned partitions."""
+        return set(self._positions)
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        """The next poll returns `tp` from `offset`."""
+        self._check_assigned(tp)
+        if offset < 0:
+            raise ValueError(f"offset {offset} < 0: use seek_to_beginning/seek_to_end for logical positions")
+        self._positions[tp] = offset
+        self._buffered.pop(tp, None)
+
+    def seek_to_beginning(self, tps: Iterable[TopicPartition] | None = None) -> None:
+        """Positions partitions (all assigned by default) at their log start offset."""
+        self._seek_to(EARLIEST, tps)
+
+    def seek_to_end(self, tps: Iterable[TopicPartition] | None = None) -> None:
+        """Positions partitions (all assigned by default) at their high watermark."""
+        self._seek_to(LATEST, tps)
+
+    def position(self, tp: TopicPartition) -> int:
+        """The offset of the next record poll returns for `tp` (resolving a reset if needed)."""
+        self._check_assigned(tp)
+        if self._positions[tp] is None:
+            self._reset_positions([tp])
+        return self._positions[tp]
+
+    def offsets_for_times(self, timestamps: dict[TopicPartition, int]) -> dict[TopicPartition, int | None]:
+        """For each partition, the first offset with a timestamp at or after the one given
+        (None when there is no such record)."""
+        answers = list_offsets(self._metadata, self._pool, timestamps, self._request_timeout_s, self._retry_backoff_s)
+        return {tp: (a.offset if a.offset >= 0 else None) for tp, a in answers.items()}
+
+    def high_watermark(self, tp: TopicPartition) -> int:
+        """The partition's high watermark: from the last fetch, or asked of the leader."""
+        hw = self._high_watermarks.get(tp)
+        if hw is None:
+            answer = list_offsets(self._metadata, self._pool, {tp: LATEST}, self._request_timeout_s)[tp]
+            hw = self._high_watermarks[tp] = answer.offset
+        return hw
+
+    # ------------------------------------------------------------ polling
+
+    def poll(self, timeout_ms: float = 0) -> list[ConsumerRecord]:
+        """Returns records from one or more fetch responses, in offset order per partition;
+        waits up to `timeout_ms` when none are buffered."""
+        records: list[ConsumerRecord] = []
+        for tp, batches in self.poll_batches(timeout_ms).items():
+            records.extend(_records(tp, batches))
+        return records
+
+    def poll_batches(self, timeout_ms: float = 0) -> dict[TopicPartition, list[record_batch.DecodedBatch]]:
+        """Like poll, but hands out decoded batches per partition (no per-record objects).
+
+        Every record returned is at or after the partition's position: a batch that
+        straddles it is cut, and its header's base_offset, last_offset_delta and
+        record_count describe the cut columns (its crc no longer matches, it is not bytes).
+        """
+        self._check_open()
+        self._reset_positions([tp for tp, pos in self._positions.items() if pos is None])
+        deadline = time.monotonic() + timeout_ms / 1000.0
+        self._collect_completions(0.0)
+        while not self._buffered:
+            self._send_fetches()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or self._pending_error is not None:
+                break
+            self._collect_completions(remaining)
+        self._raise_pending()
+        parts = self._take_buffered()
+        self._send_fetches()  # prefetch while the caller processes
+        return parts
+
+    def close(self) -> None:
+        """Cancels outstanding fetches and closes channels."""
+        if self._closed:
+            return
+        self._closed = True
+        for future, _ in self._in_flight.values():
+            future.cancel()
+        self._in_flight.clear()
+        self._pool.close()
+
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------ internals
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise KraftlogError("CLIENT_CLOSED", "consumer used after close(); create a new one", retriable=False)
+
+    def _check_assigned(self, tp: TopicPartition) -> None:
+        if tp not in self._positions:
+            raise KraftlogError("NOT_ASSIGNED", f"{tp[0]}-{tp[1]} is not assigned", retriable=False)
+
+    def _seek_to(self, timestamp: int, tps: Iterable[TopicPartition] | None) -> None:
+        targets = list(self._positions) if tps is None else list(tps)
+        for tp in targets:
+            self._check_assigned(tp)
+        answers = list_offsets(
+            self._metadata, self._pool, {tp: timestamp for tp in targets}, self._request_timeout_s, self._retry_backoff_s
+        )
+        for tp, answer in answers.items():
+            self._positions[tp] = answer.offset
+            self._buffered.pop(tp, None)
+            if timestamp == LATEST:
+                self._high_watermarks[tp] = answer.offset
+
+    def _reset_positions(self, tps: list[TopicPartition]) -> None:
+        """Applies auto_offset_reset to partitions without a (valid) position."""
+        if not tps:
+            return
+        if self._auto_offset_reset == "none":
+            names = ", ".join(f"{t}-{p}" for t, p in tps)
+            raise KraftlogError("NO_POSITION", f"no position for {names} and auto_offset_reset='none'", retriable=False)
+        self._seek_to(EARLIEST if self._auto_offset_reset == "earliest" else LATEST, tps)
+
+    def _send_fetches(self) -> None:
+        """Sends one fetch to each leader broker that has none outstanding and has assigned
+        partitions with a position and no buffered data."""
+        metadata = self._metadata
+        if metadata.stale and time.monotonic() * 1000 - metadata.last_refresh_ms >= self._retry_backoff_s * 1000:
+            try:
+                refresh_sync(metadata, self._pool.stub, self._request_timeout_s)
+            except KraftlogError:
+                metadata.last_refresh_ms = time.monotonic() * 1000  # back off; fetches wait for leaders
+        now = time.monotonic()
+        groups: dict[str, dict[TopicPartition, int]] = {}
+        for tp, position in self._positions.items():
+            if position is None or tp in self._buffered:
+                continue
+            leader = metadata.leader(tp)
+            if leader is None:
+                metadata.invalidate()
+                continue
+            if leader.address in self._in_flight or self._backoff_until.get(leader.address, 0.0) > now:
+                continue
+            groups.setdefault(leader.address, {})[tp] = position
+        for address, positions in groups.items():
+            future = self._pool.stub(address).Fetch.future(
+                self._fetch_request(positions),
+                timeout=self._fetch_max_wait_ms / 1000.0 + self._request_timeout_s,
+            )
+            self._in_flight[address] = (future, positions)
+            future.add_done_callback(lambda _f, a=address: self._completions.put(a))
+
+    def _fetch_request(self, positions: dict[TopicPartition, int]) -> broker_pb2.FetchRequest:
+        topics: dict[str, broker_pb2.FetchTopic] = {}
+        for (topic, partition), offset in positions.items():
+            entry = topics.get(topic)
+            if entry is None:
+                entry = topics[topic] = broker_pb2.FetchTopic(topic=topic)
+            entry.partitions.append(
+                broker_pb2.FetchPartition(
+                    partition=partition,
+                    fetch_offset=offset,
+                    partition_max_bytes=self._max_partition_fetch_bytes,
+                    current_leader_epoch=self._metadata.leader_epoch((topic, partition)),
+                )
+            )
+        return broker_pb2.FetchRequest(
+            max_wait_ms=self._fetch_max_wait_ms,
+            min_bytes=self._fetch_min_bytes,
+            max_bytes=self._fetch_max_bytes,
+            topics=list(topics.values()),
+            format=broker_pb2.BATCHES,
+            client_id=self._client_id,
+        )
+
+    def _collect_completions(self, wait_s: float) -> None:
+        """Processes finished fetches, waiting up to `wait_s` for the first if none is done."""
+        if not self._in_flight:
+            if wait_s > 0:
+                time.sleep(min(wait_s, self._retry_backoff_s))  # nothing to wait on: leaders unknown or backing off
+            return
+        try:
+            address = self._completions.get(timeout=wait_s) if wait_s > 0 else self._completions.get_nowait()
+        except queue.Empty:
+            return
+        while True:
+            self._handle_fetch(address)
+            try:
+                address = self._completions.get_nowait()
+            except queue.Empty:
+                return
+
+    def _handle_fetch(self, address: str) -> None:
+        entry = self._in_flight.pop(address, None)
+        if entry is None:
+            return  # cancelled by close()
+        future, positions = entry
+        try:
+            response = future.result()
+        except grpc.RpcError as err:
+            error = from_rpc_error(err, address)
+            if not error.retriable:
+                self._pending_error = error
+            self._metadata.invalidate()
+            self._backoff_until[address] = time.monotonic() + self._retry_backoff_s
+            return
+        for topic in response.topics:
+            for answer in topic.partitions:
+                tp = (topic.topic, answer.partition)
+                sent = positions.get(tp)
+                if sent is None or self._positions.get(tp) != sent:
+                    continue  # seek or reassignment since the fetch was sent: stale data
+                self._handle_partition(tp, sent, answer, response.node_endpoints)
+
+    def _handle_partition(
+        self, tp: TopicPartition, fetch_offset: int, answer: broker_pb2.FetchPartitionResponse, endpoints
+    ) -> None:
+        if answer.error_code == common_pb2.NONE:
+            self._high_watermarks[tp] = answer.high_watermark
+            if answer.batches:
+                try:
+                    decoded = list(record_batch.decode_batches(answer.batches))
+                except record_batch.CorruptBatchError as err:
+                    self._pending_error = KraftlogError("CORRUPT_MESSAGE", f"{tp[0]}-{tp[1]} at offset {fetch_offset}: {err}")
+                    return
+                batches = [
+                    cut_batch(b, fetch_offset)
+                    for b in decoded
+                    if b.header.last_offset >= fetch_offset and not b.header.is_control  # control: txn markers
+                ]
+                if batches:
+                    self._buffered[tp] = _Fetched(fetch_offset, batches)
+                elif decoded:
+                    self._positions[tp] = max(fetch_offset, decoded[-1].header.next_offset)  # only markers
+            return
+        error = from_error_code(answer.error_code, answer.error_message, f"{tp[0]}-{tp[1]} at offset {fetch_offset}")
+        if error.code == "OFFSET_OUT_OF_RANGE":
+            if self._auto_offset_reset == "none":
+                self._pending_error = error
+            else:
+                self._positions[tp] = None
+        elif error.retriable:
+            if error.refresh_metadata:
+                hint = answer.current_leader if answer.HasField("current_leader") else None
+                self._metadata.apply_leader_hint(tp, hint, endpoints)
+        else:
+            self._pending_error = error
+
+    def _raise_pending(self) -> None:
+        error, self._pending_error = self._pending_error, None
+        if error is not None:
+            raise error
+
+    def _take_buffered(self) -> dict[TopicPartition, list[record_batch.DecodedBatch]]:
+        """Hands out everything buffered and advances positions past it."""
+        taken = {}
+        for tp, fetched in self._buffered.items():
+            taken[tp] = fetched.batches
+            self._positions[tp] = fetched.batches[-1].header.last_offset + 1
+        self._buffered.clear()
+        return taken
+
+
+def cut_batch(batch: record_batch.DecodedBatch, start_offset: int) -> record_batch.DecodedBatch:
+    """The part of a decoded batch at or after `start_offset` (the batch itself if whole)."""
+    offsets = batch.offsets
+    if not offsets or offsets[0] >= start_offset:
+        return batch
+    skip = bisect.bisect_left(offsets, start_offset)
+    kept = offsets[skip:]
+    header = batch.header._replace(
+        base_offset=kept[0], last_offset_delta=kept[-1] - kept[0], record_count=len(kept)
+    )
+    return record_batch.DecodedBatch(
+        header, kept, batch.timestamps[skip:], batch.keys[skip:], batch.values[skip:], batch.headers[skip:]
+    )
+
+
+def _records(tp: TopicPartition, batches: list[record_batch.DecodedBatch]) -> list[ConsumerRecord]:
+    """ConsumerRecords of one partition's polled batches."""
+    topic, partition = tp
+    records: list[ConsumerRecord] = []
+    for batch in batches:
+        timestamp_type = batch.header.timestamp_type
+        records.extend(
+            ConsumerRecord(topic, partition, o, k, v, h, t, timestamp_type)
+            for o, k, v, h, t in zip(batch.offsets, batch.keys, batch.values, batch.headers, batch.timestamps)
+        )
+    return records

@@ -1,0 +1,109 @@
+"""ListOffsets for many partitions at once: one call per leader broker, retried on leader moves.
+
+Shared by the consumer (seek_to_beginning/end, offsets_for_times, offset reset) and admin
+(list_offsets). Timestamps follow the proto: -2 earliest, -1 latest (the high
+watermark), otherwise the first offset whose record timestamp is at or after it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import NamedTuple
+
+import grpc
+
+from data_plane.client.channels import ChannelPool
+from data_plane.client.errors import KraftlogError, from_error_code, from_rpc_error
+from data_plane.client.metadata_cache import MetadataCache, TopicPartition, refresh_sync
+from proto import broker_pb2, common_pb2
+
+EARLIEST = -2
+LATEST = -1
+
+
+class OffsetAndTimestamp(NamedTuple):
+    """A ListOffsets answer; offset -1 when no record is at or after the timestamp asked."""
+
+    offset: int
+    timestamp: int
+
+
+def list_offsets(
+    metadata: MetadataCache,
+    pool: ChannelPool,
+    queries: Mapping[TopicPartition, int],
+    timeout_s: float,
+    retry_backoff_s: float = 0.1,
+) -> dict[TopicPartition, OffsetAndTimestamp]:
+    """Answers every query or raises: retriable errors are retried (with a metadata
+    refresh) until `timeout_s`; other errors raise at once."""
+    deadline = time.monotonic() + timeout_s
+    metadata.want({tp[0] for tp in queries})
+    pending = dict(queries)
+    answers: dict[TopicPartition, OffsetAndTimestamp] = {}
+    last_error: KraftlogError | None = None
+    while pending:
+        if metadata.stale or any(metadata.leader(tp) is None for tp in pending):
+            try:
+                refresh_sync(metadata, pool.stub, max(deadline - time.monotonic(), 0.01))
+            except KraftlogError as err:
+                last_error = err
+        by_address: dict[str, dict[TopicPartition, int]] = {}
+        for tp, timestamp in pending.items():
+            leader = metadata.leader(tp)
+            if leader is not None:
+                by_address.setdefault(leader.address, {})[tp] = timestamp
+            elif metadata.topic_error(tp[0]) not in (None, "UNKNOWN_TOPIC_OR_PARTITION"):
+                raise KraftlogError(metadata.topic_error(tp[0]), f"topic {tp[0]!r}")
+            else:
+                last_error = KraftlogError("LEADER_NOT_AVAILABLE", f"no known leader for {tp[0]}-{tp[1]}")
+        for address, group in by_address.items():
+            try:
+                response = pool.stub(address).ListOffsets(
+                    _request(metadata, group), timeout=max(deadline - time.monotonic(), 0.01)
+                )
+            except grpc.RpcError as err:
+                last_error = from_rpc_error(err, address)
+                metadata.invalidate()
+                continue
+            for topic in response.topics:
+                for answer in topic.partitions:
+                    tp = (topic.topic, answer.partition)
+                    if tp not in pending:
+                        continue
+                    if answer.error_code == common_pb2.NONE:
+                        answers[tp] = OffsetAndTimestamp(answer.offset, answer.timestamp)
+                        del pending[tp]
+                        continue
+                    error = from_error_code(answer.error_code, answer.error_message, f"{tp[0]}-{tp[1]}")
+                    if not error.retriable:
+                        raise error
+                    last_error = error
+                    if error.refresh_metadata:
+                        hint = answer.current_leader if answer.HasField("current_leader") else None
+                        metadata.apply_leader_hint(tp, hint)
+        if pending:
+            if time.monotonic() + retry_backoff_s >= deadline:
+                detail = f"; last error: {last_error}" if last_error else ""
+                raise KraftlogError(
+                    "REQUEST_TIMED_OUT", f"ListOffsets unanswered for {sorted(pending)} after {timeout_s:.1f}s{detail}"
+                )
+            time.sleep(retry_backoff_s)
+    return answers
+
+
+def _request(metadata: MetadataCache, group: Mapping[TopicPartition, int]) -> broker_pb2.ListOffsetsRequest:
+    topics: dict[str, broker_pb2.ListOffsetsTopic] = {}
+    for (topic, partition), timestamp in group.items():
+        entry = topics.get(topic)
+        if entry is None:
+            entry = topics[topic] = broker_pb2.ListOffsetsTopic(topic=topic)
+        entry.partitions.append(
+            broker_pb2.ListOffsetsPartition(
+                partition=partition,
+                timestamp=timestamp,
+                current_leader_epoch=metadata.leader_epoch((topic, partition)),
+            )
+        )
+    return broker_pb2.ListOffsetsRequest(topics=list(topics.values()))

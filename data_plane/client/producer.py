@@ -1,0 +1,260 @@
+"""The producer: `send` batches records in memory, a background sender delivers them.
+
+`send` does only cheap work on the caller's thread (pick a partition, reserve buffer
+memory, append to the partition's open batch) and returns a future; encoding, requests,
+retries and leader changes happen on the sender thread (sender.py). `send_batch` is the
+bulk path for callers that already hold a list of values for one partition: one batch,
+one future, no per-record bookkeeping.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import time
+from collections.abc import Iterable
+
+from data_plane.client.buffer_memory import BufferMemory
+from data_plane.client.channels import MESSAGE_BYTES_MAX
+from data_plane.client.errors import KraftlogError
+from data_plane.client.metadata_cache import MetadataCache, now_ms
+from data_plane.client.partitioner import StickyPartitioner
+from data_plane.client.producer_batch import (
+    RECORD_OVERHEAD_BYTES,
+    DeliveryCallback,
+    Headers,
+    ProducerBatch,
+    RecordFuture,
+    record_size_bytes,
+)
+from data_plane.client.record_accumulator import RecordAccumulator
+from data_plane.client.records import RecordMetadata
+from data_plane.client.sender import Sender, SenderConfig
+
+_ACKS = {"all": -1, -1: -1, 1: 1, 0: 0}
+_COMPRESSIONS = ("none", "lz4")
+# Room for protobuf framing around the batches of one request.
+_REQUEST_OVERHEAD_BYTES = 1024 * 1024
+
+
+class Producer:
+    """Sends records to kraftlog partitions, batching per partition and per broker.
+
+    Args:
+        bootstrap: "host:port,host:port" of any brokers; the rest are learned from metadata.
+        acks: "all" (the batch is below the high watermark, on min.insync.replicas
+            replicas), 1 (on the leader) or 0 (sent; futures get offset -1).
+        linger_ms: how long a batch waits for more records before it is sent.
+        batch_size: bytes after which a batch is sent without waiting for linger_ms.
+        compression: "none" or "lz4", per batch, done on the sender thread.
+        retries: attempts after the first for retriable errors, bounded by delivery_timeout_ms.
+        delivery_timeout_ms: the most a record may take from `send` to success or failure.
+        retry_backoff_ms: first wait before a retry; doubles up to retry_backoff_max_ms.
+        max_in_flight_per_broker: requests awaiting an answer per broker. A partition is
+            in at most one of them at a time, so records of a partition stay in send order
+            (retries included); the rest pipeline different partitions.
+        buffer_memory: bytes held by unsent and unacknowledged records; beyond it `send`
+            blocks up to max_block_ms, then raises BUFFER_EXHAUSTED.
+        request_timeout_ms: how long a request may wait for its answer.
+        max_request_size: bytes of batches in one request (one record can never exceed it).
+        enable_idempotence: get a producer id and number batches per partition so the
+            broker can drop retried duplicates (needs broker support, landing later).
+        client_id: shown in broker logs.
+    """
+
+    def __init__(
+        self,
+        bootstrap: str | Iterable[str],
+        *,
+        acks: str | int = "all",
+        linger_ms: float = 5,
+        batch_size: int = 256 * 1024,
+        compression: str = "none",
+        retries: int = 2_147_483_647,
+        delivery_timeout_ms: float = 120_000,
+        retry_backoff_ms: float = 100,
+        retry_backoff_max_ms: float = 1_000,
+        max_in_flight_per_broker: int = 5,
+        buffer_memory: int = 64 * 1024 * 1024,
+        max_block_ms: float = 60_000,
+        request_timeout_ms: float = 30_000,
+        max_request_size: int = 16 * 1024 * 1024,
+        enable_idempotence: bool = False,
+        client_id: str = "kraftlog-producer",
+    ) -> None:
+        if acks not in _ACKS:
+            raise ValueError(f"acks={acks!r}: use 'all', 1 or 0")
+        if compression not in _COMPRESSIONS:
+            raise ValueError(f"compression={compression!r}: use one of {_COMPRESSIONS}")
+        if enable_idempotence and _ACKS[acks] != -1:
+            raise ValueError("enable_idempotence needs acks='all'")
+        if not 0 < max_request_size <= MESSAGE_BYTES_MAX - _REQUEST_OVERHEAD_BYTES:
+            raise ValueError(f"max_request_size must be in (0, {MESSAGE_BYTES_MAX - _REQUEST_OVERHEAD_BYTES}]")
+        if not 0 < batch_size <= max_request_size:
+            raise ValueError("batch_size must be positive and at most max_request_size")
+        if max_in_flight_per_broker < 1 or retries < 0 or linger_ms < 0:
+            raise ValueError("max_in_flight_per_broker must be >= 1, retries >= 0, linger_ms >= 0")
+        self._max_block_s = max_block_ms / 1000.0
+        self._max_request_size = max_request_size
+        self._metadata = MetadataCache(bootstrap)
+        self._partitioner = StickyPartitioner()
+        self._memory = BufferMemory(buffer_memory)
+        self._accumulator = RecordAccumulator(batch_size, linger_ms, max_request_size)
+        self._sender = Sender(
+            SenderConfig(
+                acks=_ACKS[acks],
+                compression=compression,
+                retries=retries,
+                retry_backoff_ms=retry_backoff_ms,
+                retry_backoff_max_ms=retry_backoff_max_ms,
+                delivery_timeout_ms=delivery_timeout_ms,
+                request_timeout_ms=request_timeout_ms,
+                max_in_flight_per_broker=max_in_flight_per_broker,
+                enable_idempotence=enable_idempotence,
+                client_id=client_id,
+            ),
+            self._accumulator,
+            self._memory,
+            self._metadata,
+        )
+        self._closed = False
+        self._sender.start()
+
+    def send(
+        self,
+        topic: str,
+        value: bytes,
+        key: bytes | None = None,
+        headers: Headers | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        on_delivery: DeliveryCallback | None = None,
+    ) -> RecordFuture:
+        """Queues one record; returns a future of its RecordMetadata.
+
+        Blocks only to learn a new topic's partitions or for buffer memory (each up to
+        max_block_ms). `on_delivery(error, metadata)` runs on the sender thread once the
+        record is delivered or failed: keep it short.
+        """
+        self._check_open()
+        count = self._metadata.snapshot.partition_counts.get(topic) or self._wait_for_topic(topic)
+        sticky = partition is None and key is None
+        if partition is None:
+            partition = self._partitioner.partition(topic, key, count)
+        elif not 0 <= partition < count:
+            raise KraftlogError("UNKNOWN_TOPIC_OR_PARTITION", f"{topic} has partitions 0..{count - 1}, not {partition}")
+        size = record_size_bytes(value, key, headers)
+        if size > self._max_request_size:
+            raise KraftlogError("MESSAGE_TOO_LARGE", f"record of {size} bytes > max_request_size={self._max_request_size}")
+        self._memory.reserve(size, self._max_block_s)
+        if timestamp_ms is None:
+            timestamp_ms = time.time_ns() // 1_000_000
+        now = now_ms()
+        accumulator = self._accumulator
+        result = accumulator.append(
+            (topic, partition), value, key, headers, timestamp_ms, size, now, on_delivery, abort_on_new_batch=sticky
+        )
+        if result is None:
+            partition = self._partitioner.on_new_batch(topic, partition, count)
+            result = accumulator.append((topic, partition), value, key, headers, timestamp_ms, size, now, on_delivery)
+        if result.wake_sender:
+            self._sender.wakeup()
+        return RecordFuture(result.batch, result.index)
+
+    def send_batch(
+        self, topic: str, partition: int, values: list[bytes], keys: list[bytes | None] | None = None
+    ) -> concurrent.futures.Future[RecordMetadata]:
+        """Queues `values` as one batch for one partition (the bulk fast path).
+
+        The future gives the first record's RecordMetadata; record i has offset
+        `offset + i`. The list must fit in max_request_size; do not modify it afterwards.
+        """
+        self._check_open()
+        if not values:
+            raise ValueError("send_batch needs at least one value")
+        if keys is not None and len(keys) != len(values):
+            raise ValueError(f"{len(keys)} keys for {len(values)} values: pass one key per value or None")
+        count = self._metadata.snapshot.partition_counts.get(topic) or self._wait_for_topic(topic)
+        if not 0 <= partition < count:
+            raise KraftlogError("UNKNOWN_TOPIC_OR_PARTITION", f"{topic} has partitions 0..{count - 1}, not {partition}")
+        size = sum(map(len, values)) + RECORD_OVERHEAD_BYTES * len(values)
+        if keys is not None:
+            size += sum(len(k) for k in keys if k is not None)
+        if size > self._max_request_size:
+            raise KraftlogError(
+                "MESSAGE_TOO_LARGE", f"batch of {size} bytes > max_request_size={self._max_request_size}: split it"
+            )
+        self._memory.reserve(size, self._max_block_s)
+        batch = ProducerBatch.bulk((topic, partition), now_ms(), values, keys, size, time.time_ns() // 1_000_000)
+        self._accumulator.append_bulk(batch)
+        self._sender.wakeup()
+        return batch.result
+
+    def partitions_for(self, topic: str) -> int:
+        """The topic's partition count (waits for metadata up to max_block_ms)."""
+        return self._metadata.snapshot.partition_counts.get(topic) or self._wait_for_topic(topic)
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Sends everything queued now and waits until each record so far is delivered or
+        failed. Raises TimeoutError after `timeout` seconds; failures stay on the futures."""
+        batches = self._accumulator.begin_flush()
+        try:
+            self._sender.wakeup()
+            deadline = None if timeout is None else time.monotonic() + timeout
+            for batch in batches:
+                remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+                concurrent.futures.wait([batch.result], remaining)
+                if not batch.result.done():
+                    raise TimeoutError(f"flush: records still undelivered after {timeout}s")
+        finally:
+            self._accumulator.end_flush()
+
+    def close(self, timeout: float | None = None) -> None:
+        """Delivers what is queued (up to `timeout` seconds), then fails whatever is left
+        with CLIENT_CLOSED and stops the sender thread."""
+        if self._closed:
+            return
+        self._closed = True
+        self._sender.close(timeout)
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise KraftlogError("CLIENT_CLOSED", "send after close()")
+        if self._sender.fatal_error is not None:
+            raise self._sender.fatal_error
+
+    def _wait_for_topic(self, topic: str) -> int:
+        """Refreshes metadata until `topic` has partitions, up to max_block_ms.
+
+        UNKNOWN_TOPIC_OR_PARTITION is waited out (the topic may be being created);
+        other topic errors (INVALID_TOPIC, ...) are raised at once.
+        """
+        self._metadata.want([topic])
+        deadline = time.monotonic() + self._max_block_s
+        last_error: Exception | None = None
+        while True:
+            try:
+                self._sender.submit(self._sender.refresh_metadata()).result(max(deadline - time.monotonic(), 0.0))
+            except KraftlogError as err:
+                last_error = err
+            except concurrent.futures.TimeoutError:
+                pass
+            count = self._metadata.partition_count(topic)
+            if count:
+                return count
+            error = self._metadata.topic_error(topic)
+            if error is not None and error != "UNKNOWN_TOPIC_OR_PARTITION":
+                raise KraftlogError(error, f"topic {topic!r}")
+            if time.monotonic() + 0.1 >= deadline:
+                detail = f"; last error: {last_error}" if last_error else ""
+                raise KraftlogError(
+                    "UNKNOWN_TOPIC_OR_PARTITION",
+                    f"topic {topic!r} not in metadata after max_block_ms={self._max_block_s * 1000:.0f}{detail}",
+                    retriable=False,
+                )
+            time.sleep(0.1)

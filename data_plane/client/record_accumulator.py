@@ -1,0 +1,255 @@
+"""Per-partition queues of batches: where `send` leaves records and the sender picks them up.
+
+Pure bookkeeping (no I/O, no clock: callers pass `now_ms`), guarded by one lock because the
+application thread appends while the sender thread drains. The rules follow Kafka's
+RecordAccumulator: a partition's head batch is ready when it is full, when linger_ms has
+passed since it opened (or retry_backoff since its last failure), or when someone flushes,
+closes or is blocked on memory; a drain takes ready partitions' batches grouped by leader
+broker, so the sender makes one request per broker. A drain also piggybacks any other
+partition of the same broker that has data, since that request is being paid for anyway.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import NamedTuple
+
+from data_plane.client.metadata_cache import TopicPartition
+from data_plane.client.producer_batch import DeliveryCallback, Headers, ProducerBatch
+
+LeaderOf = Callable[[TopicPartition], "int | None"]
+
+
+class AppendResult(NamedTuple):
+    """Where a record went; `wake_sender` when the sender has something new to time or send."""
+
+    batch: ProducerBatch
+    index: int
+    wake_sender: bool
+
+
+class ReadyCheck(NamedTuple):
+    """Brokers with sendable data, when to look again, and partitions with no known leader."""
+
+    ready_nodes: set[int]
+    next_ready_ms: float
+    unknown_leaders: set[TopicPartition]
+
+
+class RecordAccumulator:
+    """Batches records per partition until the sender drains them."""
+
+    def __init__(self, batch_size_bytes: int, linger_ms: float, request_bytes_max: int) -> None:
+        assert 0 < batch_size_bytes <= request_bytes_max, (batch_size_bytes, request_bytes_max)
+        self.batch_size_bytes = batch_size_bytes
+        self.linger_ms = linger_ms
+        self.request_bytes_max = request_bytes_max
+        self._lock = threading.Lock()
+        self._queues: dict[TopicPartition, deque[ProducerBatch]] = {}
+        self._incomplete: set[ProducerBatch] = set()  # appended, not yet completed
+        self._muted: set[TopicPartition] = set()  # partitions with a request in flight
+        self._flushes = 0
+        self._closing = False
+        self._drain_rotation = 0  # start point of the next drain, for fairness across partitions
+        self.next_sequence: dict[TopicPartition, int] = {}
+        self.producer_id = -1
+        self.producer_epoch = -1
+
+    # ------------------------------------------------------------ application side
+
+    def append(
+        self,
+        tp: TopicPartition,
+        value: bytes,
+        key: bytes | None,
+        headers: Headers | None,
+        timestamp_ms: int,
+        size_bytes: int,
+        now_ms: float,
+        callback: DeliveryCallback | None = None,
+        abort_on_new_batch: bool = False,
+    ) -> AppendResult | None:
+        """Adds a record to the partition's open batch, opening a new one when it is full.
+
+        With `abort_on_new_batch` returns None instead of opening a batch, so that the
+        sticky partitioner can move to another partition first.
+        """
+        with self._lock:
+            queue = self._queues.get(tp)
+            if queue is None:
+                queue = self._queues[tp] = deque()
+            batch = queue[-1] if queue else None
+            new_batch = (
+                batch is None
+                or batch.closed
+                or (batch.record_count > 0 and batch.size_bytes + size_bytes > self.batch_size_bytes)
+            )
+            if new_batch:
+                if abort_on_new_batch:
+                    return None
+                batch = ProducerBatch(tp, now_ms)
+                queue.append(batch)
+                self._incomplete.add(batch)
+            index = batch.append(value, key, headers, timestamp_ms, size_bytes, callback)
+            full = batch.size_bytes >= self.batch_size_bytes
+            return AppendResult(batch, index, new_batch or full)
+
+    def append_bulk(self, batch: ProducerBatch) -> None:
+        """Queues a closed batch built by the caller (`Producer.send_batch`)."""
+        assert batch.closed and batch.record_count > 0
+        with self._lock:
+            queue = self._queues.get(batch.tp)
+            if queue is None:
+                queue = self._queues[batch.tp] = deque()
+            if queue and not queue[-1].closed:
+                queue[-1].closed = True  # keep record order: later sends go after this batch
+            queue.append(batch)
+            self._incomplete.add(batch)
+
+    def begin_flush(self) -> list[ProducerBatch]:
+        """Makes every batch ready now and returns those the flush must wait for."""
+        with self._lock:
+            self._flushes += 1
+            return list(self._incomplete)
+
+    def end_flush(self) -> None:
+        """Ends one `begin_flush`; lingering resumes when no flush is left."""
+        with self._lock:
+            self._flushes -= 1
+            assert self._flushes >= 0
+
+    def begin_close(self) -> None:
+        """From now on every batch is ready at once: the producer is draining to close."""
+        with self._lock:
+            self._closing = True
+
+    # ------------------------------------------------------------ sender side
+
+    def ready(self, now_ms: float, leader_of: LeaderOf, memory_waiters: int = 0) -> ReadyCheck:
+        """Which brokers have a sendable batch now, and the earliest time another becomes so."""
+        ready_nodes: set[int] = set()
+        unknown: set[TopicPartition] = set()
+        next_ready_ms = float("inf")
+        with self._lock:
+            urgent = self._flushes > 0 or self._closing or memory_waiters > 0
+            for tp, queue in self._queues.items():
+                if not queue or tp in self._muted:
+                    continue
+                node = leader_of(tp)
+                if node is None:
+                    unknown.add(tp)
+                    continue
+                if node in ready_nodes:
+                    continue
+                ready_at = self._ready_at_ms(queue, urgent)
+                if ready_at <= now_ms:
+                    ready_nodes.add(node)
+                else:
+                    next_ready_ms = min(next_ready_ms, ready_at)
+        return ReadyCheck(ready_nodes, next_ready_ms, unknown)
+
+    def _ready_at_ms(self, queue: deque[ProducerBatch], urgent: bool) -> float:
+        """When the head batch may be sent: backoff first, then full/urgent, then linger."""
+        head = queue[0]
+        if head.attempts > 0:
+            return head.retry_at_ms
+        if urgent or len(queue) > 1 or head.closed or head.size_bytes >= self.batch_size_bytes:
+            return 0.0
+        return head.created_ms + self.linger_ms
+
+    def drain(self, nodes: set[int], leader_of: LeaderOf, now_ms: float) -> dict[int, list[ProducerBatch]]:
+        """Takes batches for `nodes`, at most `request_bytes_max` per node (at least one batch).
+
+        A drained partition is muted until `unmute`: gRPC does not promise that a broker
+        handles concurrent calls in the order they were sent, so a second request for the
+        same partition could overtake the first. One request per partition in flight (with
+        as many of its batches as fit) keeps each partition's records in send order; other
+        partitions of the same broker still use the remaining in-flight slots. Batches
+        leave their queue closed; with a producer id they get their sequence numbers here.
+        """
+        drained: dict[int, list[ProducerBatch]] = {}
+        sizes: dict[int, int] = {}
+        with self._lock:
+            items = list(self._queues.items())
+            if not items:
+                return drained
+            start = self._drain_rotation % len(items)
+            self._drain_rotation += 1
+            for tp, queue in items[start:] + items[:start]:
+                if not queue or tp in self._muted:
+                    continue
+                node = leader_of(tp)
+                if node not in nodes:
+                    continue
+                while queue:
+                    head = queue[0]
+                    if head.attempts > 0 and head.retry_at_ms > now_ms:
+                        break
+                    size = sizes.get(node, 0)
+                    if size and size + head.size_bytes > self.request_bytes_max:
+                        break
+                    queue.popleft()
+                    head.closed = True
+                    self._assign_sequence(head)
+                    drained.setdefault(node, []).append(head)
+                    sizes[node] = size + head.size_bytes
+                    self._muted.add(tp)
+        return drained
+
+    def _assign_sequence(self, batch: ProducerBatch) -> None:
+        """Gives a first-time-drained batch its base sequence (idempotent producers only)."""
+        if self.producer_id < 0 or batch.base_sequence >= 0:
+            return
+        sequence = self.next_sequence.get(batch.tp, 0)
+        batch.base_sequence = sequence
+        self.next_sequence[batch.tp] = (sequence + batch.record_count) & 0x7FFFFFFF
+
+    def unmute(self, tp: TopicPartition) -> None:
+        """The partition's in-flight batch completed or came back for retry."""
+        with self._lock:
+            self._muted.discard(tp)
+
+    def reenqueue(self, batch: ProducerBatch, now_ms: float, backoff_ms: float) -> None:
+        """Puts a failed batch back at the head of its queue, to be retried after `backoff_ms`.
+
+        Re-enqueue a request's batches for one partition last-first to keep their order.
+        """
+        with self._lock:
+            batch.attempts += 1
+            batch.retry_at_ms = now_ms + backoff_ms
+            queue = self._queues.get(batch.tp)
+            if queue is None:
+                queue = self._queues[batch.tp] = deque()
+            queue.appendleft(batch)
+
+    def expire(self, now_ms: float, delivery_timeout_ms: float) -> list[ProducerBatch]:
+        """Removes queued batches older than the delivery timeout; the caller fails them."""
+        expired: list[ProducerBatch] = []
+        with self._lock:
+            for queue in self._queues.values():
+                while queue and queue[0].created_ms + delivery_timeout_ms <= now_ms:
+                    expired.append(queue.popleft())
+        return expired
+
+    def abort_all(self) -> list[ProducerBatch]:
+        """Removes every queued batch (forced close); the caller fails them."""
+        with self._lock:
+            aborted = [batch for queue in self._queues.values() for batch in queue]
+            self._queues.clear()
+        return aborted
+
+    def completed(self, batch: ProducerBatch) -> None:
+        """Forgets a batch that has been resolved (delivered or failed)."""
+        with self._lock:
+            self._incomplete.discard(batch)
+
+    def has_incomplete(self) -> bool:
+        """True while any appended batch has not been resolved."""
+        return bool(self._incomplete)
+
+    def has_queued(self) -> bool:
+        """True while any batch waits in a queue (not counting in-flight ones)."""
+        with self._lock:
+            return any(self._queues.values())

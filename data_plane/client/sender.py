@@ -1,0 +1,395 @@
+"""The producer's I/O: one background thread running an asyncio loop with `grpc.aio` channels.
+
+Each turn of the loop asks the accumulator which brokers have sendable data, drains one
+request's worth per broker that has fewer than `max_in_flight_per_broker` requests open,
+and sends each as one Produce call carrying every partition it holds for that broker.
+Answers resolve batches, re-queue retriable failures with backoff (after correcting the
+leader from the answer's hint or refreshing metadata), and fail the rest. A batch never
+outlives `delivery_timeout_ms`. The loop sleeps until the next linger deadline or until
+the application wakes it (new batch, full batch, flush, close).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+import structlog
+
+from data_plane.client.buffer_memory import BufferMemory
+from data_plane.client.channels import AioChannelPool
+from data_plane.client.errors import KraftlogError, from_error_code, from_rpc_error
+from data_plane.client.metadata_cache import MetadataCache, TopicPartition, now_ms, refresh_async
+from data_plane.client.producer_batch import ProducerBatch
+from data_plane.client.record_accumulator import RecordAccumulator
+from proto import broker_pb2, common_pb2
+
+log = structlog.get_logger(__name__)
+
+# How long the loop may sleep with nothing timed: bounds how late queued batches expire.
+IDLE_WAKE_MS = 100.0
+METADATA_MAX_AGE_MS = 300_000.0
+REFRESH_WARNING_INTERVAL_MS = 10_000.0
+# Extra time a Produce call gets beyond the acks timeout it gives the broker.
+CALL_GRACE_MS = 1_000.0
+
+
+@dataclass(frozen=True)
+class SenderConfig:
+    """The producer settings the sender acts on (see Producer for their meaning)."""
+
+    acks: int
+    compression: str
+    retries: int
+    retry_backoff_ms: float
+    retry_backoff_max_ms: float
+    delivery_timeout_ms: float
+    request_timeout_ms: float
+    max_in_flight_per_broker: int
+    enable_idempotence: bool
+    client_id: str
+
+
+class Sender:
+    """Runs the producer's network loop on its own thread."""
+
+    def __init__(
+        self,
+        config: SenderConfig,
+        accumulator: RecordAccumulator,
+        memory: BufferMemory,
+        metadata: MetadataCache,
+    ) -> None:
+        self._config = config
+        self._accumulator = accumulator
+        self._memory = memory
+        self._metadata = metadata
+        self._loop = asyncio.new_event_loop()
+        self._wakeup = asyncio.Event()
+        self._wake_pending = False
+        self._closing = False
+        self._force_close = False
+        self._in_flight: dict[int, int] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._refresh: asyncio.Task[None] | None = None
+        self._refresh_warned_ms = float("-inf")
+        self._pool: AioChannelPool | None = None
+        self._fatal: KraftlogError | None = None
+        self._thread = threading.Thread(target=self._run_thread, name="kraftlog-producer-sender", daemon=True)
+
+    # ------------------------------------------------------------ called from other threads
+
+    def start(self) -> None:
+        """Starts the loop thread."""
+        self._thread.start()
+
+    def wakeup(self) -> None:
+        """Makes the loop look at the accumulator now. Cheap when a wake is already queued."""
+        if self._wake_pending:
+            return
+        self._wake_pending = True
+        try:
+            self._loop.call_soon_threadsafe(self._on_wakeup)
+        except RuntimeError:
+            pass  # the loop has already stopped: nothing left to wake
+
+    def submit(self, coroutine: Coroutine[Any, Any, Any]) -> concurrent.futures.Future[Any]:
+        """Runs a coroutine on the sender loop (metadata lookups for `send`)."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+
+    def close(self, timeout_s: float | None) -> None:
+        """Sends what is queued, waits for answers up to `timeout_s`, then fails the rest."""
+        self._accumulator.begin_close()
+        self._closing = True
+        self.wakeup()
+        self._thread.join(timeout_s)
+        if self._thread.is_alive():
+            self._force_close = True
+            self.wakeup()
+            self._thread.join()
+
+    @property
+    def fatal_error(self) -> KraftlogError | None:
+        """Set when the producer can no longer send (idempotent producer id refused)."""
+        return self._fatal
+
+    # ------------------------------------------------------------ the loop
+
+    def _on_wakeup(self) -> None:
+        self._wake_pending = False
+        self._wakeup.set()
+
+    def _run_thread(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        try:
+            self._loop.run_until_complete(self._run())
+        finally:
+            self._loop.close()
+
+    async def _run(self) -> None:
+        self._pool = AioChannelPool()
+        try:
+            if self._config.enable_idempotence:
+                await self._init_producer_id()
+            while not self._done():
+                self._wakeup.clear()
+                sleep_ms = self._run_once(now_ms())
+                try:
+                    await asyncio.wait_for(self._wakeup.wait(), sleep_ms / 1000.0)
+                except TimeoutError:
+                    pass
+        finally:
+            closed = KraftlogError("CLIENT_CLOSED", "the producer closed before these records were delivered")
+            for batch in self._accumulator.abort_all():
+                self._fail(batch, self._fatal or closed)
+            for task in list(self._tasks):
+                task.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+            if self._refresh is not None:
+                self._refresh.cancel()
+            await self._pool.close()
+
+    def _done(self) -> bool:
+        """The loop ends on forced close, or on close once nothing is queued or in flight."""
+        if self._force_close or self._fatal is not None:
+            return True
+        return self._closing and not self._tasks and not self._accumulator.has_queued()
+
+    def _run_once(self, now: float) -> float:
+        """One pass: expire, refresh if needed, drain and send. Returns how long to sleep (ms)."""
+        for batch in self._accumulator.expire(now, self._config.delivery_timeout_ms):
+            self._fail(batch, self._timeout_error(batch))
+        metadata = self._metadata
+        leader_of = self._leader_id
+        check = self._accumulator.ready(now, leader_of, self._memory.waiters)
+        if check.unknown_leaders:
+            metadata.want({tp[0] for tp in check.unknown_leaders})
+            metadata.invalidate()
+        if metadata.stale or now - metadata.last_refresh_ms > METADATA_MAX_AGE_MS:
+            self._maybe_refresh(now)
+        nodes = {n for n in check.ready_nodes if self._in_flight.get(n, 0) < self._config.max_in_flight_per_broker}
+        if nodes:
+            for node, batches in self._accumulator.drain(nodes, leader_of, now).items():
+                self._in_flight[node] = self._in_flight.get(node, 0) + 1
+                self._spawn(self._produce(node, batches))
+        sleep_ms = min(check.next_ready_ms - now, IDLE_WAKE_MS)
+        if check.unknown_leaders:
+            sleep_ms = min(sleep_ms, self._config.retry_backoff_ms)
+        return max(sleep_ms, 0.0)
+
+    def _leader_id(self, tp: TopicPartition) -> int | None:
+        leader = self._metadata.leader(tp)
+        return None if leader is None else leader.broker_id
+
+    def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
+        task = self._loop.create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # ------------------------------------------------------------ metadata
+
+    def _maybe_refresh(self, now: float) -> None:
+        """Starts one metadata refresh unless one runs or the last was under a backoff ago."""
+        if self._refresh is not None and not self._refresh.done():
+            return
+        if now - self._metadata.last_refresh_ms < self._config.retry_backoff_ms:
+            return
+        self._refresh = self._loop.create_task(self._refresh_metadata())
+
+    async def _refresh_metadata(self) -> None:
+        try:
+            await refresh_async(self._metadata, self._pool.stub, self._config.request_timeout_ms / 1000.0)
+        except KraftlogError as err:
+            now = now_ms()
+            if now - self._refresh_warned_ms >= REFRESH_WARNING_INTERVAL_MS:
+                self._refresh_warned_ms = now  # one line per interval, not one per backoff
+                log.warning("metadata refresh failed", error=str(err))
+            self._metadata.last_refresh_ms = now  # back off before asking again
+        self._wakeup.set()
+
+    async def refresh_metadata(self) -> None:
+        """A refresh on behalf of the application (`send` to a topic not yet known)."""
+        await refresh_async(self._metadata, self._pool.stub, self._config.request_timeout_ms / 1000.0)
+
+    async def _init_producer_id(self) -> None:
+        """Gets a producer id for idempotent sends, retrying until delivery_timeout_ms."""
+        deadline = now_ms() + self._config.delivery_timeout_ms
+        while True:
+            last: KraftlogError
+            try:
+                await refresh_async(self._metadata, self._pool.stub, self._config.request_timeout_ms / 1000.0)
+                address = next(iter(self._metadata.refresh_addresses()))
+                response = await self._pool.stub(address).InitProducerId(
+                    broker_pb2.InitProducerIdRequest(), timeout=self._config.request_timeout_ms / 1000.0
+                )
+                if response.error_code == common_pb2.NONE:
+                    self._accumulator.producer_id = response.producer_id
+                    self._accumulator.producer_epoch = response.producer_epoch
+                    return
+                last = from_error_code(response.error_code, response.error_message, f"InitProducerId at {address}")
+            except grpc.RpcError as err:
+                last = from_rpc_error(err, "InitProducerId")
+            except KraftlogError as err:
+                last = err
+            if not last.retriable or now_ms() + self._config.retry_backoff_ms > deadline:
+                self._fatal = last
+                return
+            await asyncio.sleep(self._config.retry_backoff_ms / 1000.0)
+
+    # ------------------------------------------------------------ produce
+
+    async def _produce(self, node: int, batches: list[ProducerBatch]) -> None:
+        """Sends one request to broker `node` and settles every batch in it."""
+        try:
+            address = self._metadata.snapshot.brokers.get(node)
+            if address is None:
+                error = KraftlogError("BROKER_NOT_AVAILABLE", f"broker {node} left the metadata")
+                self._metadata.invalidate()
+                self._retry_or_fail(batches, error)
+                return
+            request, batches = self._build_request(batches)
+            if not batches:
+                return
+            try:
+                call = self._pool.stub(address).Produce(request, timeout=self._call_timeout_s())
+                if self._config.acks == 0:
+                    for batch in batches:
+                        self._complete(batch, -1, -1)
+                response = await call
+            except grpc.RpcError as err:
+                error = from_rpc_error(err, address)
+                if self._config.acks == 0:
+                    log.warning("acks=0 produce failed", broker=node, error=str(error))
+                    return
+                if error.refresh_metadata:
+                    self._metadata.invalidate()
+                self._retry_or_fail(batches, error)
+                return
+            if self._config.acks != 0:
+                self._handle_response(response, batches)
+        except asyncio.CancelledError:
+            closed = KraftlogError("CLIENT_CLOSED", "the producer was closed while this request was in flight")
+            for batch in batches:
+                if not batch.result.done():
+                    self._fail(batch, closed)
+            raise
+        finally:
+            self._in_flight[node] -= 1
+            for batch in batches:
+                self._accumulator.unmute(batch.tp)
+            self._wakeup.set()
+
+    def _call_timeout_s(self) -> float:
+        """The gRPC deadline: the broker may hold acks=all for request_timeout_ms, so the
+        call gets a little longer to bring back the broker's own REQUEST_TIMED_OUT."""
+        return (self._config.request_timeout_ms + CALL_GRACE_MS) / 1000.0
+
+    def _build_request(
+        self, batches: list[ProducerBatch]
+    ) -> tuple[broker_pb2.ProduceRequest | None, list[ProducerBatch]]:
+        """One ProduceRequest for all batches, and the batches it carries. A partition with
+        several batches sends them concatenated in drain order. Batches the codec refuses
+        fail here and are left out."""
+        config = self._config
+        accumulator = self._accumulator
+        by_tp: dict[TopicPartition, list[bytes]] = {}
+        carried: list[ProducerBatch] = []
+        for batch in batches:
+            try:
+                encoded = batch.encode(config.compression, accumulator.producer_id, accumulator.producer_epoch)
+            except (ValueError, TypeError, OverflowError) as err:
+                self._fail(batch, KraftlogError("INVALID_REQUEST", f"cannot encode records: {err}", retriable=False))
+                continue
+            by_tp.setdefault(batch.tp, []).append(encoded)
+            carried.append(batch)
+        if not carried:
+            return None, carried
+        topics: dict[str, broker_pb2.TopicProduceData] = {}
+        for (topic, partition), encoded in by_tp.items():
+            data = topics.get(topic)
+            if data is None:
+                data = topics[topic] = broker_pb2.TopicProduceData(topic=topic)
+            data.partitions.append(
+                broker_pb2.PartitionProduceData(
+                    partition=partition,
+                    batches=encoded[0] if len(encoded) == 1 else b"".join(encoded),
+                    current_leader_epoch=self._metadata.leader_epoch((topic, partition)),
+                )
+            )
+        request = broker_pb2.ProduceRequest(
+            acks=config.acks,
+            timeout_ms=int(config.request_timeout_ms),
+            topics=list(topics.values()),
+            client_id=config.client_id,
+        )
+        return request, carried
+
+    def _handle_response(self, response: broker_pb2.ProduceResponse, batches: list[ProducerBatch]) -> None:
+        """Resolves or re-queues each batch from its partition's answer.
+
+        The broker appends a partition's batches together, so the second batch starts
+        where the first ends: base_offset plus the record counts before it.
+        """
+        answers = {(t.topic, p.partition): p for t in response.topics for p in t.partitions}
+        next_offset: dict[TopicPartition, int] = {}
+        retry: list[tuple[ProducerBatch, KraftlogError]] = []
+        for batch in batches:
+            answer = answers.get(batch.tp)
+            if answer is None:
+                error = KraftlogError("UNKNOWN_SERVER_ERROR", f"broker did not answer for {batch.tp}", retriable=False)
+                self._fail(batch, error)
+            elif answer.error_code == common_pb2.NONE:
+                base = next_offset.get(batch.tp, answer.base_offset)
+                next_offset[batch.tp] = base + batch.record_count
+                self._complete(batch, base, answer.log_append_time_ms)
+            else:
+                error = from_error_code(answer.error_code, answer.error_message, f"{batch.tp[0]}-{batch.tp[1]}")
+                if error.code == "DUPLICATE_SEQUENCE":
+                    self._complete(batch, -1, -1)  # already written by an earlier attempt
+                    continue
+                if error.refresh_metadata:
+                    hint = answer.current_leader if answer.HasField("current_leader") else None
+                    self._metadata.apply_leader_hint(batch.tp, hint, response.node_endpoints)
+                retry.append((batch, error))
+        for batch, error in retry:
+            self._retry_or_fail([batch], error)
+
+    def _retry_or_fail(self, batches: list[ProducerBatch], error: KraftlogError) -> None:
+        """Re-queues retriable failures that still have attempts and time left; fails others."""
+        config = self._config
+        now = now_ms()
+        for batch in reversed(batches):  # appendleft in reverse keeps per-partition order
+            batch.last_error = error
+            backoff = min(config.retry_backoff_ms * (2 ** batch.attempts), config.retry_backoff_max_ms)
+            in_time = now + backoff < batch.created_ms + config.delivery_timeout_ms
+            if error.retriable and batch.attempts < config.retries and in_time and not self._force_close:
+                log.info("retrying batch", topic=batch.tp[0], partition=batch.tp[1], attempt=batch.attempts + 1, error=error.code)
+                self._accumulator.reenqueue(batch, now, backoff)
+            elif error.retriable and not in_time:
+                self._fail(batch, self._timeout_error(batch))
+            else:
+                self._fail(batch, error)
+
+    def _timeout_error(self, batch: ProducerBatch) -> KraftlogError:
+        last = f"; last error: {batch.last_error}" if batch.last_error else ""
+        return KraftlogError(
+            "DELIVERY_TIMEOUT",
+            f"{batch.record_count} records for {batch.tp[0]}-{batch.tp[1]} not delivered within "
+            f"delivery_timeout_ms={self._config.delivery_timeout_ms:.0f}{last}",
+            retriable=False,
+        )
+
+    def _complete(self, batch: ProducerBatch, base_offset: int, log_append_time_ms: int) -> None:
+        self._accumulator.completed(batch)
+        self._memory.release(batch.size_bytes)
+        batch.complete(base_offset, log_append_time_ms)
+
+    def _fail(self, batch: ProducerBatch, error: KraftlogError) -> None:
+        self._accumulator.completed(batch)
+        self._memory.release(batch.size_bytes)
+        batch.fail(error)

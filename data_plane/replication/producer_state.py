@@ -1,0 +1,205 @@
+"""Idempotent-producer deduplication for one partition (Kafka's `ProducerStateManager`).
+
+An idempotent producer numbers its records per partition (int32 sequences that wrap to 0
+after 2**31 - 1) and retries a batch with the same numbers, so the leader can tell a retry of
+something already in the log from a new batch. Rules (KIP-98, `ProducerAppendInfo`):
+
+- The last five batches of each producer are remembered (the producer keeps at most five in
+  flight per partition). A batch matching one of them, same epoch and same sequence range,
+  is a DUPLICATE: answer success with the original offsets, append nothing.
+- Otherwise, with the same producer epoch, the batch must start right after the last
+  sequence (OUT_OF_ORDER_SEQUENCE otherwise: a gap means a lost batch, and appending would
+  reorder records).
+- An older producer epoch is a zombie: INVALID_PRODUCER_EPOCH. A newer epoch starts over at
+  sequence 0 and forgets the older batches.
+- A producer id with no remembered batches (new, or its batches were truncated or removed by
+  retention) may start at any sequence, as in Kafka since KIP-360: its earlier batches can no
+  longer be checked against, and the producer itself only resends unacknowledged batches.
+
+The state must survive restarts and follow the log exactly: `snapshot`/`from_snapshot` give
+a plain dict for a checkpoint file, `rebuild_from_batches` replays batch headers from the log
+after the snapshot's `next_offset`, and `truncate_to` follows log truncation. Followers call
+`on_appended` for every batch they replicate, so a new leader already holds the state.
+"""
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Protocol
+
+from data_plane.replication.errors import ErrorCode
+
+NO_PRODUCER_ID = -1
+SEQUENCE_MAX = 2**31 - 1
+BATCHES_RETAINED = 5
+SNAPSHOT_VERSION = 1
+
+
+class BatchHeader(Protocol):
+    """The fields of a stored batch header that producer state needs."""
+
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    base_offset: int
+    last_offset: int
+
+
+@dataclass(frozen=True)
+class BatchMetadata:
+    """One remembered batch: its sequence range and where it landed in the log."""
+
+    first_seq: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+
+
+@dataclass(frozen=True)
+class Append:
+    """Append the batch, then call `on_appended` with its offsets."""
+
+
+@dataclass(frozen=True)
+class Duplicate:
+    """A retry of a batch already in the log: answer success with these offsets."""
+
+    first_offset: int
+    last_offset: int
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """Refuse the batch; nothing is appended."""
+
+    error: ErrorCode
+
+
+SequenceCheck = Append | Duplicate | Rejected
+APPEND = Append()
+
+
+def last_sequence(base_sequence: int, record_count: int) -> int:
+    """Sequence of a batch's last record; sequences wrap from SEQUENCE_MAX to 0."""
+    return (base_sequence + record_count - 1) % (SEQUENCE_MAX + 1)
+
+
+def next_sequence(sequence: int) -> int:
+    return 0 if sequence == SEQUENCE_MAX else sequence + 1
+
+
+@dataclass
+class _ProducerEntry:
+    epoch: int
+    batches: list[BatchMetadata]
+
+
+class ProducerState:
+    """Per-partition producer state: epoch and last five batches per producer id."""
+
+    def __init__(self) -> None:
+        self._producers: dict[int, _ProducerEntry] = {}
+        self.next_offset = 0
+
+    def check(
+        self, producer_id: int, producer_epoch: int, base_sequence: int, record_count: int
+    ) -> SequenceCheck:
+        """Decide what to do with an incoming batch, before appending it."""
+        assert record_count >= 1, record_count
+        if producer_id == NO_PRODUCER_ID:
+            return APPEND
+        assert producer_epoch >= 0 and 0 <= base_sequence <= SEQUENCE_MAX
+        entry = self._producers.get(producer_id)
+        if entry is None:
+            return APPEND
+        if producer_epoch < entry.epoch:
+            return Rejected(ErrorCode.INVALID_PRODUCER_EPOCH)
+        if producer_epoch > entry.epoch:
+            return APPEND if base_sequence == 0 else Rejected(ErrorCode.OUT_OF_ORDER_SEQUENCE)
+        last_seq = last_sequence(base_sequence, record_count)
+        for batch in entry.batches:
+            if batch.first_seq == base_sequence and batch.last_seq == last_seq:
+                return Duplicate(batch.first_offset, batch.last_offset)
+        if base_sequence != next_sequence(entry.batches[-1].last_seq):
+            return Rejected(ErrorCode.OUT_OF_ORDER_SEQUENCE)
+        return APPEND
+
+    def on_appended(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        base_sequence: int,
+        first_offset: int,
+        last_offset: int,
+    ) -> None:
+        """Remember a batch now in the log (leader after `check` said APPEND, or follower
+        after replicating it). Offsets are dense within a batch, so its record count is
+        `last_offset - first_offset + 1`."""
+        assert first_offset >= self.next_offset, (first_offset, self.next_offset)
+        assert last_offset >= first_offset, (first_offset, last_offset)
+        self.next_offset = last_offset + 1
+        if producer_id == NO_PRODUCER_ID:
+            return
+        record_count = last_offset - first_offset + 1
+        verdict = self.check(producer_id, producer_epoch, base_sequence, record_count)
+        assert verdict == APPEND, ("appended a batch producer state refuses", producer_id, verdict)
+        entry = self._producers.get(producer_id)
+        if entry is None or producer_epoch > entry.epoch:
+            entry = self._producers[producer_id] = _ProducerEntry(producer_epoch, [])
+        entry.batches.append(
+            BatchMetadata(
+                base_sequence, last_sequence(base_sequence, record_count), first_offset, last_offset
+            )
+        )
+        del entry.batches[:-BATCHES_RETAINED]
+
+    def truncate_to(self, offset: int) -> None:
+        """Forget batches at or after `offset` (the log was truncated there, at a batch
+        boundary). A producer left with no remembered batch is forgotten entirely."""
+        for producer_id, entry in list(self._producers.items()):
+            for batch in entry.batches:
+                assert not batch.first_offset < offset <= batch.last_offset, (
+                    "truncation inside a batch", offset, batch)
+            entry.batches = [b for b in entry.batches if b.last_offset < offset]
+            if not entry.batches:
+                del self._producers[producer_id]
+        self.next_offset = min(self.next_offset, offset)
+
+    def rebuild_from_batches(self, headers: Iterable[BatchHeader]) -> None:
+        """Replay batch headers read from the log, in offset order, from `next_offset` on."""
+        for header in headers:
+            self.on_appended(
+                header.producer_id,
+                header.producer_epoch,
+                header.base_sequence,
+                header.base_offset,
+                header.last_offset,
+            )
+
+    def snapshot(self) -> dict[str, Any]:
+        """A plain, JSON-ready dict for the broker's producer-state checkpoint."""
+        return {
+            "version": SNAPSHOT_VERSION,
+            "next_offset": self.next_offset,
+            "producers": {
+                str(pid): {
+                    "epoch": entry.epoch,
+                    "batches": [
+                        [b.first_seq, b.last_seq, b.first_offset, b.last_offset]
+                        for b in entry.batches
+                    ],
+                }
+                for pid, entry in sorted(self._producers.items())
+            },
+        }
+
+    @classmethod
+    def from_snapshot(cls, snapshot: dict[str, Any]) -> "ProducerState":
+        """Inverse of `snapshot`; then `rebuild_from_batches` from `next_offset`."""
+        assert snapshot["version"] == SNAPSHOT_VERSION, snapshot.get("version")
+        state = cls()
+        state.next_offset = int(snapshot["next_offset"])
+        for pid, entry in snapshot["producers"].items():
+            batches = [BatchMetadata(*map(int, b)) for b in entry["batches"]]
+            assert 1 <= len(batches) <= BATCHES_RETAINED, (pid, batches)
+            assert all(b.last_offset < state.next_offset for b in batches), (pid, batches)
+            state._producers[int(pid)] = _ProducerEntry(int(entry["epoch"]), batches)
+        return state

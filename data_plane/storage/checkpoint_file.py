@@ -1,0 +1,57 @@
+"""Small text checkpoint files (Kafka's format: a version line, a count line, one entry a line),
+always replaced atomically: write a temp file, fsync it, rename it over the old one, fsync
+the directory. A reader sees the old file or the new one, never half of either.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+TopicPartition = tuple[str, int]
+
+
+def write_lines(path: Path, *, version: int, lines: list[str]) -> None:
+    text = "\n".join([str(version), str(len(lines)), *lines]) + "\n"
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, text.encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def read_lines(path: Path, *, version: int) -> list[str]:
+    """The entry lines (missing file = none); ValueError when the file is not a valid checkpoint."""
+    if not path.exists():
+        return []
+    head, count, *lines = path.read_text().splitlines()
+    if int(head) != version:
+        raise ValueError(f"{path}: checkpoint version {head}, expected {version}")
+    if int(count) != len(lines):
+        raise ValueError(f"{path}: says {count} entries but holds {len(lines)}")
+    return lines
+
+
+def write_offsets(path: Path, offsets: dict[TopicPartition, int]) -> None:
+    """``topic partition offset`` lines (recovery points, high watermarks)."""
+    write_lines(path, version=0, lines=[f"{t} {p} {o}" for (t, p), o in sorted(offsets.items())])
+
+
+def read_offsets(path: Path) -> dict[TopicPartition, int]:
+    out: dict[TopicPartition, int] = {}
+    for line in read_lines(path, version=0):
+        topic, partition, offset = line.split()
+        out[(topic, int(partition))] = int(offset)
+    return out
+
+
+def fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

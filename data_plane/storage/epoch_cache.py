@@ -1,0 +1,122 @@
+"""The leader-epoch cache: for each leader epoch, the first offset written in it (KIP-101, KIP-279).
+
+Followers truncate by it: a follower asks "where does my last epoch end on your log?" and
+the leader answers with ``end_offset_for``. The entries are (epoch, start_offset) pairs,
+both strictly increasing. The rules follow Kafka's ``LeaderEpochFileCache``. The arithmetic
+is plain list work; with a path, every change is written to ``leader-epoch-checkpoint``
+atomically (temp file, fsync, rename) in Kafka's checkpoint format::
+
+    0            <- version
+    2            <- number of entries
+    0 0          <- epoch start_offset
+    3 1500
+"""
+
+from __future__ import annotations
+
+import bisect
+from pathlib import Path
+
+from data_plane.storage.checkpoint_file import read_lines, write_lines
+
+UNDEFINED = -1
+
+
+class CorruptEpochCheckpointError(ValueError):
+    """The checkpoint file cannot be parsed; the caller rebuilds the cache from the log."""
+
+
+class LeaderEpochCache:
+    def __init__(self, path: Path | None = None, entries: list[tuple[int, int]] | None = None) -> None:
+        self.path = path
+        self._entries: list[tuple[int, int]] = list(entries or [])
+        self._check()
+
+    @classmethod
+    def load(cls, path: Path) -> "LeaderEpochCache":
+        """Read the checkpoint (missing = empty); raise CorruptEpochCheckpointError if unreadable."""
+        try:
+            lines = read_lines(path, version=0)
+            entries = [(int(epoch), int(offset)) for epoch, offset in (line.split() for line in lines)]
+            return cls(path, entries)
+        except (ValueError, AssertionError) as exc:
+            raise CorruptEpochCheckpointError(f"{path}: {exc}") from None
+
+    def _check(self) -> None:
+        pairs = zip(self._entries, self._entries[1:])
+        if any(a[0] >= b[0] or a[1] >= b[1] for a, b in pairs):
+            raise ValueError(f"leader epoch entries must strictly increase in epoch and offset: {self._entries}")
+
+    @property
+    def entries(self) -> list[tuple[int, int]]:
+        return list(self._entries)
+
+    @property
+    def latest_epoch(self) -> int:
+        return self._entries[-1][0] if self._entries else UNDEFINED
+
+    def assign(self, epoch: int, start_offset: int) -> None:
+        """Record that ``epoch`` starts at ``start_offset``; entries it contradicts are dropped.
+
+        A repeat of the latest epoch at the same or a later offset changes nothing.
+        """
+        assert epoch >= 0 and start_offset >= 0, f"bad epoch entry ({epoch}, {start_offset})"
+        if self._entries:
+            latest_epoch, latest_start = self._entries[-1]
+            if epoch == latest_epoch and start_offset >= latest_start:
+                return
+        self._entries = [(e, o) for e, o in self._entries if e < epoch and o < start_offset]
+        self._entries.append((epoch, start_offset))
+        self._persist()
+
+    def epoch_for_offset(self, offset: int) -> int:
+        """The epoch the record at ``offset`` was written in (-1 if before every entry)."""
+        slot = bisect.bisect_right([o for _, o in self._entries], offset) - 1
+        return self._entries[slot][0] if slot >= 0 else UNDEFINED
+
+    def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
+        """KIP-279: (largest epoch <= requested, the offset where it ends) for a follower's truncation.
+
+        The end is the start of the next epoch, or the log end offset when the epoch is the
+        latest. (-1, -1) when the cache is empty or ``requested_epoch`` is newer than any
+        known. When it is older than every entry (the log start moved past it), the answer is
+        (requested_epoch, start of the first known epoch), as Kafka does.
+        """
+        if requested_epoch == UNDEFINED or not self._entries:
+            return UNDEFINED, UNDEFINED
+        if requested_epoch == self.latest_epoch:
+            return requested_epoch, log_end_offset
+        epochs = [e for e, _ in self._entries]
+        higher = bisect.bisect_right(epochs, requested_epoch)
+        if higher == len(epochs):
+            return UNDEFINED, UNDEFINED
+        floor_epoch = epochs[higher - 1] if higher > 0 else requested_epoch
+        return floor_epoch, self._entries[higher][1]
+
+    def truncate_from_end(self, end_offset: int) -> None:
+        """The log now ends at ``end_offset``: drop epochs that start at or after it."""
+        kept = [(e, o) for e, o in self._entries if o < end_offset]
+        if kept != self._entries:
+            self._entries = kept
+            self._persist()
+
+    def truncate_from_start(self, start_offset: int) -> None:
+        """The log now starts at ``start_offset``: drop epochs entirely before it, moving the
+        start of the epoch that covers it up to ``start_offset``."""
+        before = [entry for entry in self._entries if entry[1] <= start_offset]
+        if not before:
+            return
+        covering_epoch = before[-1][0]
+        kept = [(covering_epoch, start_offset)] + self._entries[len(before) :]
+        if kept != self._entries:
+            self._entries = kept
+            self._persist()
+
+    def clear(self) -> None:
+        self._entries = []
+        self._persist()
+
+    def _persist(self) -> None:
+        self._check()
+        if self.path is not None:
+            write_lines(self.path, version=0, lines=[f"{e} {o}" for e, o in self._entries])

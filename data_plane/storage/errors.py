@@ -1,0 +1,56 @@
+"""The errors the storage engine raises, each with a message that says what to do next.
+
+User-caused problems (a corrupt or oversized batch, an offset outside the log) are plain
+ValueErrors the broker turns into protocol error codes. ``StorageError`` is the disk failing
+under us: the partition goes offline rather than the process going down.
+"""
+
+from __future__ import annotations
+
+import errno as errno_names
+from pathlib import Path
+
+from data_plane.record_batch import CorruptBatchError
+
+__all__ = [
+    "CorruptBatchError",
+    "OffsetOutOfRangeError",
+    "RecordTooLargeError",
+    "StorageError",
+    "UnexpectedAppendOffsetError",
+]
+
+
+class StorageError(Exception):
+    """An I/O error on a partition's files; the partition is offline until the broker restarts."""
+
+    def __init__(self, message: str, *, errno: int | None, path: Path | str | None) -> None:
+        super().__init__(message)
+        self.errno = errno
+        self.path = None if path is None else str(path)
+
+    @classmethod
+    def from_os_error(cls, exc: OSError, action: str, partition_dir: Path) -> "StorageError":
+        path = exc.filename or partition_dir
+        code = errno_names.errorcode.get(exc.errno or 0, "unknown errno")
+        if exc.errno == errno_names.ENOSPC:
+            advice = "free space on that disk (or move partitions off it), then restart the broker"
+        else:
+            advice = "check the disk (dmesg, SMART, mount state), then restart the broker; its logs will be recovered"
+        return cls(
+            f"{action} failed on {path}: {exc.strerror or exc} ({code}); partition {partition_dir.name} is offline: {advice}",
+            errno=exc.errno,
+            path=path,
+        )
+
+
+class OffsetOutOfRangeError(ValueError):
+    """A read or truncation asked for an offset outside [log_start_offset, log_end_offset]."""
+
+
+class RecordTooLargeError(ValueError):
+    """A batch larger than the topic's ``max.message.bytes``."""
+
+
+class UnexpectedAppendOffsetError(ValueError):
+    """A follower append whose batches do not continue the log exactly at its end offset."""

@@ -1,0 +1,164 @@
+"""LogManager: every partition log in one broker data directory, and the directory's checkpoints.
+
+Layout of ``data_dir``::
+
+    <topic>-<partition>/                  one PartitionLog each
+    recovery-point-offset-checkpoint      per partition: offsets below it were fsynced
+    replication-offset-checkpoint         per partition: the high watermark the broker last saw
+    .clean_shutdown                       present only while the broker is stopped cleanly
+
+At start the marker decides how much to trust: present, logs load as they are; absent (a
+crash), every segment above the partition's recovery point is rescanned and its torn tail
+cut. The marker is deleted while the broker runs and written again by ``close``, only if
+no partition went offline.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import structlog
+
+from data_plane.storage.checkpoint_file import fsync_dir, read_offsets, write_offsets
+from data_plane.storage.errors import StorageError
+from data_plane.storage.partition_log import PartitionLog
+from data_plane.storage.settings import LogSettings
+
+CLEAN_SHUTDOWN = ".clean_shutdown"
+RECOVERY_POINTS = "recovery-point-offset-checkpoint"
+HIGH_WATERMARKS = "replication-offset-checkpoint"
+
+TopicPartition = tuple[str, int]
+log = structlog.get_logger("storage")
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+def parse_partition_dir(name: str) -> TopicPartition | None:
+    """``orders-3`` -> ("orders", 3); None for anything else."""
+    topic, _, index = name.rpartition("-")
+    return (topic, int(index)) if topic and index.isdigit() else None
+
+
+class LogManager:
+    def __init__(self, data_dir: Path, now_ms: int) -> None:
+        self.data_dir = Path(data_dir)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._now_ms = now_ms
+        self._logs: dict[TopicPartition, PartitionLog] = {}
+        self._failed: dict[TopicPartition, StorageError] = {}
+        marker = self.data_dir / CLEAN_SHUTDOWN
+        clean = marker.exists()
+        recovery_points = self._read_recovery_points()
+        for path in sorted(self.data_dir.iterdir()):
+            tp = parse_partition_dir(path.name)
+            if tp is not None and path.is_dir():
+                self._load(tp, path, clean, recovery_points.get(tp, 0))
+        log.info("logs loaded", data_dir=str(self.data_dir), partitions=len(self._logs), offline=len(self._failed), clean_shutdown=clean)
+        marker.unlink(missing_ok=True)
+        fsync_dir(self.data_dir)
+
+    def _read_recovery_points(self) -> dict[TopicPartition, int]:
+        """The checkpointed recovery points; none (recover everything) if the file is unreadable."""
+        try:
+            return read_offsets(self.data_dir / RECOVERY_POINTS)
+        except ValueError as exc:
+            log.warning("recovery point checkpoint unreadable: recovering every segment", error=str(exc))
+            return {}
+
+    def _load(self, tp: TopicPartition, path: Path, clean: bool, recovery_point: int) -> None:
+        try:
+            self._logs[tp] = PartitionLog.open(
+                path, LogSettings.from_overrides(), self._now_ms, clean_shutdown=clean, recovery_point=recovery_point
+            )
+        except StorageError as exc:
+            log.error("partition offline: cannot load its log", partition=path.name, error=str(exc))
+            self._failed[tp] = exc
+
+    def get(self, topic: str, partition: int) -> PartitionLog | None:
+        return self._logs.get((topic, partition))
+
+    def get_or_create(self, topic: str, partition: int, settings: LogSettings) -> PartitionLog:
+        """The partition's log with ``settings`` applied (logs load with defaults until the broker knows the topic's)."""
+        tp = (topic, partition)
+        if tp in self._failed:
+            raise self._failed[tp]
+        plog = self._logs.get(tp)
+        if plog is None:
+            plog = PartitionLog.open(self.data_dir / partition_dir_name(topic, partition), settings, self._now_ms)
+            self._logs[tp] = plog
+        else:
+            plog.update_settings(settings)
+        return plog
+
+    def delete(self, topic: str, partition: int) -> None:
+        """Remove a replica's log from disk (the partition was deleted or moved away)."""
+        tp = (topic, partition)
+        self._failed.pop(tp, None)
+        plog = self._logs.pop(tp, None)
+        if plog is not None:
+            plog.delete()
+
+    def partitions(self) -> list[TopicPartition]:
+        return sorted(self._logs)
+
+    def offline_partitions(self) -> dict[TopicPartition, StorageError]:
+        offline = {tp: plog.offline_error for tp, plog in self._logs.items() if plog.offline_error is not None}
+        return {**self._failed, **offline}
+
+    # ---------------------------------------------------------------- periodic work
+
+    def maybe_flush_all(self, now_ms: int) -> None:
+        """Apply each log's flush policy; a failing log goes offline, the others carry on."""
+        for plog in self._online():
+            try:
+                plog.maybe_flush(now_ms)
+            except StorageError:
+                pass  # the log logged it and is now offline
+
+    def apply_retention_all(self, now_ms: int) -> int:
+        """Run retention on every online log; returns segments deleted."""
+        deleted = 0
+        for plog in self._online():
+            try:
+                deleted += plog.apply_retention(now_ms)
+            except StorageError:
+                pass  # the log logged it and is now offline
+        return deleted
+
+    def _online(self) -> list[PartitionLog]:
+        return [plog for plog in self._logs.values() if not plog.is_offline]
+
+    # ---------------------------------------------------------------- checkpoints
+
+    def checkpoint(self) -> None:
+        """Write every online log's recovery point (atomically)."""
+        points = {tp: plog.recovery_point for tp, plog in self._logs.items() if not plog.is_offline}
+        write_offsets(self.data_dir / RECOVERY_POINTS, points)
+
+    def checkpoint_high_watermarks(self, high_watermarks: dict[TopicPartition, int]) -> None:
+        write_offsets(self.data_dir / HIGH_WATERMARKS, high_watermarks)
+
+    def read_high_watermarks(self) -> dict[TopicPartition, int]:
+        return read_offsets(self.data_dir / HIGH_WATERMARKS)
+
+    def close(self) -> None:
+        """Flush and close every log, checkpoint, and mark the shutdown clean if no log is offline."""
+        for plog in self._logs.values():
+            try:
+                plog.close()
+            except StorageError:
+                pass  # offline now: no clean marker below
+        self.checkpoint()
+        if self.offline_partitions():
+            log.warning("not marking shutdown clean: some partitions are offline", partitions=sorted(self.offline_partitions()))
+            return
+        fd = os.open(self.data_dir / CLEAN_SHUTDOWN, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        fsync_dir(self.data_dir)

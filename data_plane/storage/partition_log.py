@@ -1,0 +1,479 @@
+"""PartitionLog: one partition replica's log on disk, a list of segments in offset order.
+
+The broker's only door to storage. Appends validate every batch before writing any byte;
+the leader stamps offsets and its epoch into the batch prefix, followers append batches
+that already carry them. Reads return whole batches as raw bytes (never decoded). Every
+OSError turns the partition offline: the error is raised as ``StorageError`` with advice,
+later calls raise it again, and in-memory offsets never run ahead of the bytes on disk.
+
+Not thread-safe: the broker drives each log from one thread (its asyncio loop).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+import structlog
+
+from data_plane.record_batch import (
+    BatchHeader,
+    CorruptBatchError,
+    read_header,
+    set_log_append_time,
+    stamp_batch,
+    validate_batch,
+)
+from data_plane.storage.checkpoint_file import fsync_dir
+from data_plane.storage.epoch_cache import CorruptEpochCheckpointError, LeaderEpochCache
+from data_plane.storage.errors import (
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+    StorageError,
+    UnexpectedAppendOffsetError,
+)
+from data_plane.storage.index_file import floor_slot
+from data_plane.storage.recovery import first_segment_to_recover, recover_segments
+from data_plane.storage.retention import segments_to_delete
+from data_plane.storage.segment import LogSegment, scan_headers
+from data_plane.storage.settings import LogSettings
+
+EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+CHECKSUM_READ_BYTES = 8 << 20
+_SEGMENT_NAME = re.compile(r"^\d{20}\.log$")
+
+log = structlog.get_logger("storage")
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    first_offset: int
+    last_offset: int
+    record_count: int
+    log_append_time_ms: int  # -1 unless the topic uses LogAppendTime
+    max_timestamp: int
+
+
+@dataclass(frozen=True)
+class ReadResult:
+    data: bytes  # whole batches, concatenated
+    first_offset: int  # base offset of the first batch (may be below the offset asked for)
+    next_offset: int  # offset to read next (the offset asked for when data is empty)
+
+
+class PartitionLog:
+    def __init__(
+        self, directory: Path, settings: LogSettings, segments: list[LogSegment], epoch_cache: LeaderEpochCache, recovery_point: int
+    ) -> None:
+        assert segments, "a log always has an active segment"
+        self.directory = directory
+        self.settings = settings
+        self.segments = segments
+        self.leader_epoch_cache = epoch_cache
+        self.log_start_offset = segments[0].base_offset
+        self.log_end_offset = segments[-1].next_offset
+        self.recovery_point = min(recovery_point, self.log_end_offset)
+        self.offline_error: StorageError | None = None
+        self._unflushed_records = 0
+        self._first_unflushed_ms: int | None = None
+        self._log = log.bind(partition=directory.name)
+
+    # ---------------------------------------------------------------- open
+
+    @classmethod
+    def open(
+        cls, directory: Path, settings: LogSettings, now_ms: int, *, clean_shutdown: bool = False, recovery_point: int = 0
+    ) -> "PartitionLog":
+        """Create the log, or load it; unless ``clean_shutdown``, recover everything above ``recovery_point``.
+
+        The defaults are the safe choice: a full validating scan of every segment.
+        """
+        try:
+            try:
+                plog = cls._load(directory, settings, clean_shutdown, recovery_point)
+            except CorruptBatchError as exc:
+                log.warning("log files do not parse; recovering every segment", partition=directory.name, reason=str(exc))
+                plog = cls._load(directory, settings, clean_shutdown=False, recovery_point=0)
+        except OSError as exc:
+            raise StorageError.from_os_error(exc, "opening the log", directory) from exc
+        if plog.log_end_offset > plog.recovery_point:
+            plog._first_unflushed_ms = now_ms  # recovered bytes are not known to be durable yet
+        return plog
+
+    @classmethod
+    def _load(cls, directory: Path, settings: LogSettings, clean_shutdown: bool, recovery_point: int) -> "PartitionLog":
+        directory.mkdir(parents=True, exist_ok=True)
+        _remove_strays(directory)
+        bases = sorted(int(p.name[:20]) for p in directory.iterdir() if _SEGMENT_NAME.match(p.name))
+        first_untrusted = len(bases) if clean_shutdown else first_segment_to_recover(bases, recovery_point)
+        segments: list[LogSegment] = []
+        try:
+            for i, base in enumerate(bases):
+                segments.append(LogSegment.open(directory, base, settings, trusted=i < first_untrusted))
+            epochs, epochs_trusted = _load_epochs(directory / EPOCH_CHECKPOINT)
+            observe = _epoch_observer(epochs) if epochs_trusted else _ignore_batch
+            segments = recover_segments(segments, first_untrusted, observe)
+            if not segments:
+                segments.append(LogSegment.create(directory, 0, settings))
+            if not epochs_trusted:
+                _rebuild_epochs(epochs, segments)
+        except BaseException:
+            for segment in segments:
+                with contextlib.suppress(OSError):
+                    os.close(segment.fd)
+            raise
+        plog = cls(directory, settings, segments, epochs, recovery_point)
+        epochs.truncate_from_end(plog.log_end_offset)
+        epochs.truncate_from_start(plog.log_start_offset)
+        return plog
+
+    # ---------------------------------------------------------------- state
+
+    @property
+    def active(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(segment.size_bytes for segment in self.segments)
+
+    @property
+    def is_offline(self) -> bool:
+        return self.offline_error is not None
+
+    def update_settings(self, settings: LogSettings) -> None:
+        self.settings = settings
+        for segment in self.segments:
+            segment.settings = settings
+
+    # ---------------------------------------------------------------- append
+
+    def append(self, batches: bytes | memoryview, *, assign_offsets: bool, leader_epoch: int, now_ms: int) -> AppendResult:
+        """Append whole batches; all are validated before any byte is written.
+
+        Leader (``assign_offsets``): offsets from the log end and ``leader_epoch`` are stamped
+        into each batch (LogAppendTime topics also get ``now_ms``). Follower: the batches
+        carry offsets and epochs already and must continue the log exactly at its end.
+        """
+        self._check_online()
+        located = self._validate(batches)
+        if assign_offsets:
+            buffer = bytearray(batches)
+            located = self._assign_offsets(buffer, located, leader_epoch, now_ms)
+            data = memoryview(buffer)
+        else:
+            self._check_follower_offsets(located)
+            data = memoryview(batches)
+        record_count = sum(header.record_count for _, header in located)
+        with self._io_guard("append"):
+            self._write(data, located, now_ms)
+            self._note_unflushed(record_count, now_ms)
+        return AppendResult(
+            first_offset=located[0][1].base_offset,
+            last_offset=located[-1][1].last_offset,
+            record_count=record_count,
+            log_append_time_ms=now_ms if assign_offsets and self.settings.log_append_time else -1,
+            max_timestamp=max(header.max_timestamp for _, header in located),
+        )
+
+    def _validate(self, batches: bytes | memoryview) -> list[tuple[int, BatchHeader]]:
+        located: list[tuple[int, BatchHeader]] = []
+        pos = 0
+        while pos < len(batches):
+            header = validate_batch(batches, pos)
+            if header.batch_length > self.settings.max_message_bytes:
+                raise RecordTooLargeError(
+                    f"batch at position {pos} is {header.batch_length} bytes, over the topic's max.message.bytes="
+                    f"{self.settings.max_message_bytes}: send smaller batches or raise max.message.bytes"
+                )
+            located.append((pos, header))
+            pos += header.batch_length
+        if not located:
+            raise CorruptBatchError("the append carries no record batch: send at least one")
+        return located
+
+    def _assign_offsets(
+        self, buffer: bytearray, located: list[tuple[int, BatchHeader]], leader_epoch: int, now_ms: int
+    ) -> list[tuple[int, BatchHeader]]:
+        assert leader_epoch >= self.leader_epoch_cache.latest_epoch, (
+            f"leader epoch {leader_epoch} is older than the log's latest {self.leader_epoch_cache.latest_epoch}"
+        )
+        stamped: list[tuple[int, BatchHeader]] = []
+        next_offset = self.log_end_offset
+        for pos, header in located:
+            stamp_batch(buffer, pos, next_offset, leader_epoch)
+            if self.settings.log_append_time:
+                set_log_append_time(buffer, pos, now_ms)
+            stamped.append((pos, read_header(buffer, pos)))
+            next_offset += header.record_count
+        return stamped
+
+    def _check_follower_offsets(self, located: list[tuple[int, BatchHeader]]) -> None:
+        expected = self.log_end_offset
+        for pos, header in located:
+            if header.base_offset != expected:
+                raise UnexpectedAppendOffsetError(
+                    f"{self.directory.name}: batch at position {pos} starts at offset {header.base_offset} but the log "
+                    f"continues at {expected}: fetch from offset {self.log_end_offset} (after truncating if diverged)"
+                )
+            expected = header.next_offset
+
+    def _write(self, data: memoryview, located: list[tuple[int, BatchHeader]], now_ms: int) -> None:
+        """Write runs of batches, one ``write`` per run, rolling a segment between runs when due."""
+        i = 0
+        while i < len(located):
+            reason = self.active.roll_reason(located[i][1], now_ms)
+            if reason is not None:
+                self._roll(located[i][1].base_offset, reason)
+            j, run_bytes = i + 1, located[i][1].batch_length
+            while j < len(located) and self.active.roll_reason(located[j][1], now_ms, run_bytes, j - i) is None:
+                run_bytes += located[j][1].batch_length
+                j += 1
+            start = located[i][0]
+            self.active.append(data[start : start + run_bytes], [(pos - start, h) for pos, h in located[i:j]], now_ms)
+            self.log_end_offset = self.active.next_offset
+            self._record_epochs(located[i:j])
+            i = j
+
+    def _record_epochs(self, located: list[tuple[int, BatchHeader]]) -> None:
+        for _, header in located:
+            if header.leader_epoch > self.leader_epoch_cache.latest_epoch:
+                self.leader_epoch_cache.assign(header.leader_epoch, header.base_offset)
+
+    def _roll(self, base_offset: int, reason: str) -> None:
+        self.active.seal()
+        self.segments.append(LogSegment.create(self.directory, base_offset, self.settings))
+        self._log.info("rolled segment", base_offset=base_offset, reason=reason)
+
+    # ---------------------------------------------------------------- flush
+
+    def _note_unflushed(self, record_count: int, now_ms: int) -> None:
+        self._unflushed_records += record_count
+        if self._first_unflushed_ms is None:
+            self._first_unflushed_ms = now_ms
+        if 0 <= self.settings.flush_messages <= self._unflushed_records:
+            self.flush()
+
+    def flush(self) -> None:
+        """fsync everything above the recovery point; the recovery point becomes the log end."""
+        self._check_online()
+        with self._io_guard("flush"):
+            for segment in self._segments_from(self.recovery_point):
+                segment.flush()
+            fsync_dir(self.directory)
+        self.recovery_point = self.log_end_offset
+        self._unflushed_records = 0
+        self._first_unflushed_ms = None
+
+    def maybe_flush(self, now_ms: int) -> None:
+        """Flush by ``flush.ms``, or at least the segments rolled since the last flush (call it periodically)."""
+        if self.is_offline:
+            return
+        due_ms = self.settings.flush_ms
+        if due_ms >= 0 and self._first_unflushed_ms is not None and now_ms - self._first_unflushed_ms >= due_ms:
+            self.flush()
+        elif self.recovery_point < self.active.base_offset:
+            with self._io_guard("flush"):
+                for segment in self._segments_from(self.recovery_point)[:-1]:
+                    segment.flush()
+                fsync_dir(self.directory)
+            self.recovery_point = self.active.base_offset
+
+    # ---------------------------------------------------------------- read
+
+    def read(self, start_offset: int, max_bytes: int, max_offset: int | None = None) -> ReadResult:
+        """Whole batches from the one holding ``start_offset``, up to ``max_bytes`` (at least one batch
+        if any), none whose base offset is >= ``max_offset`` (the HW) or the log end."""
+        self._check_online()
+        if not self.log_start_offset <= start_offset <= self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {start_offset} is outside {self.directory.name}'s range "
+                f"[{self.log_start_offset}, {self.log_end_offset}]: seek to the earliest or latest offset"
+            )
+        stop = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
+        chunks: list[bytes] = []
+        next_offset, budget = start_offset, max_bytes
+        with self._io_guard("read"):
+            for segment in self._segments_from(start_offset):
+                pos = segment.find_position(next_offset)
+                data, after = segment.read_batches(pos, budget, stop, at_least_one=not chunks)
+                if data:
+                    chunks.append(data)
+                    next_offset, budget = after, budget - len(data)  # type: ignore[assignment]
+                if budget <= 0 or pos + len(data) < segment.size_bytes:
+                    break
+        first_offset = read_header(chunks[0]).base_offset if chunks else start_offset
+        return ReadResult(b"".join(chunks), first_offset, next_offset)
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record stamped at or after ``timestamp_ms``; None if there is none."""
+        self._check_online()
+        with self._io_guard("timestamp lookup"):
+            for segment in self.segments:
+                if segment.max_timestamp >= timestamp_ms:
+                    found = segment.find_timestamp(timestamp_ms)
+                    if found is not None:
+                        return found
+        return None
+
+    def checksum(self, upto_offset: int) -> int:
+        """CRC32 over the raw bytes of the batches from the log start whose base offset is below ``upto_offset``."""
+        crc, offset = 0, self.log_start_offset
+        while offset < min(upto_offset, self.log_end_offset):
+            result = self.read(offset, CHECKSUM_READ_BYTES, max_offset=upto_offset)
+            if not result.data:
+                break
+            crc, offset = zlib.crc32(result.data, crc), result.next_offset
+        return crc
+
+    def _segments_from(self, offset: int) -> list[LogSegment]:
+        """The segments that may hold ``offset`` or anything after it."""
+        first = floor_slot([segment.base_offset for segment in self.segments], offset)  # type: ignore[arg-type]
+        return self.segments[max(first, 0) :]
+
+    # ---------------------------------------------------------------- truncation and retention
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop every record at or after ``offset`` (a follower's truncation).
+
+        Truncation works on whole batches: if ``offset`` falls inside a batch, that batch goes
+        too and the log end offset becomes its base offset.
+        """
+        self._check_online()
+        if offset >= self.log_end_offset:
+            return
+        if offset < self.log_start_offset:
+            self.truncate_fully_and_start_at(offset)
+            return
+        with self._io_guard("truncate"):
+            while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
+                self.segments.pop().delete()
+            self.active.truncate_to(offset)
+            self.log_end_offset = self.active.next_offset
+            self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self._log.info("truncated", requested_offset=offset, log_end_offset=self.log_end_offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Empty the log and restart it at ``offset`` (a follower far behind the leader's log start)."""
+        self._check_online()
+        with self._io_guard("truncate"):
+            while self.segments:
+                self.segments.pop().delete()
+            self.segments.append(LogSegment.create(self.directory, offset, self.settings))
+            self.leader_epoch_cache.clear()
+            fsync_dir(self.directory)
+        self.log_start_offset = self.log_end_offset = self.recovery_point = offset
+        self._log.info("truncated fully", log_start_offset=offset)
+
+    def apply_retention(self, now_ms: int) -> int:
+        """Delete whole old segments by ``retention.ms`` / ``retention.bytes``; returns how many."""
+        if self.is_offline:
+            return 0
+        segments = [(segment.size_bytes, segment.max_timestamp) for segment in self.segments]
+        doomed = segments_to_delete(segments, now_ms, self.settings.retention_ms, self.settings.retention_bytes)
+        with self._io_guard("retention"):
+            for _ in range(doomed):
+                self.segments[0].delete()
+                self.segments.pop(0)
+                self.log_start_offset = self.segments[0].base_offset
+            if doomed:
+                self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        self.recovery_point = max(self.recovery_point, self.log_start_offset)
+        if doomed:
+            self._log.info("retention deleted segments", segments=doomed, log_start_offset=self.log_start_offset)
+        return doomed
+
+    # ---------------------------------------------------------------- lifecycle
+
+    def close(self) -> None:
+        """Flush (unless offline) and release the files."""
+        try:
+            if not self.is_offline:
+                self.flush()
+        finally:
+            for segment in self.segments:
+                with contextlib.suppress(OSError):
+                    segment.close()
+
+    def delete(self) -> None:
+        """Remove the partition's directory and everything in it."""
+        for segment in self.segments:
+            with contextlib.suppress(OSError):
+                segment.close()
+        try:
+            shutil.rmtree(self.directory)
+        except OSError as exc:
+            raise StorageError.from_os_error(exc, "deleting the log", self.directory) from exc
+
+    # ---------------------------------------------------------------- offline handling
+
+    def _check_online(self) -> None:
+        error = self.offline_error
+        if error is not None:
+            raise StorageError(f"{self.directory.name} is offline after an earlier error: {error}", errno=error.errno, path=error.path)
+
+    @contextlib.contextmanager
+    def _io_guard(self, action: str) -> Iterator[None]:
+        """Turn an OSError (or our own files no longer parsing) into StorageError and go offline."""
+        try:
+            yield
+        except OSError as exc:
+            self._go_offline(StorageError.from_os_error(exc, action, self.directory), exc)
+        except CorruptBatchError as exc:
+            error = StorageError(
+                f"{action} failed: the log on disk does not parse ({exc}); partition {self.directory.name} is offline: "
+                f"restart the broker to recover it, or delete {self.directory} and let it re-replicate",
+                errno=None,
+                path=self.directory,
+            )
+            self._go_offline(error, exc)
+
+    def _go_offline(self, error: StorageError, cause: Exception) -> None:
+        self.offline_error = error
+        self._log.error("partition offline", error=str(error))
+        raise error from cause
+
+
+def _remove_strays(directory: Path) -> None:
+    """Delete temp files and indexes whose segment is gone (left by a crash mid-operation)."""
+    for path in directory.iterdir():
+        orphan_index = path.suffix in (".index", ".timeindex") and not path.with_suffix(".log").exists()
+        if path.suffix == ".tmp" or orphan_index:
+            path.unlink()
+
+
+def _load_epochs(path: Path) -> tuple[LeaderEpochCache, bool]:
+    """The checkpointed cache and whether it can be trusted (missing or unreadable: rebuild it)."""
+    try:
+        return LeaderEpochCache.load(path), path.exists()
+    except CorruptEpochCheckpointError as exc:
+        log.warning("rebuilding leader epoch cache from the log", path=str(path), reason=str(exc))
+        return LeaderEpochCache(path), False
+
+
+def _ignore_batch(header: BatchHeader) -> None:
+    """Recovery's batch observer while the epoch cache is to be rebuilt afterwards anyway."""
+
+
+def _epoch_observer(epochs: LeaderEpochCache) -> Callable[[BatchHeader], None]:
+    def observe(header: BatchHeader) -> None:
+        if header.leader_epoch > epochs.latest_epoch:
+            epochs.assign(header.leader_epoch, header.base_offset)
+
+    return observe
+
+
+def _rebuild_epochs(epochs: LeaderEpochCache, segments: list[LogSegment]) -> None:
+    """Rebuild a lost or unreadable epoch checkpoint from the batch headers."""
+    epochs.clear()
+    observe = _epoch_observer(epochs)
+    for segment in segments:
+        for _, header in scan_headers(segment.fd, 0, segment.size_bytes):
+            observe(header)

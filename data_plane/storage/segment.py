@@ -1,0 +1,296 @@
+"""One segment of a partition log: a ``.log`` file of whole batches plus its two sparse indexes.
+
+Files are named by the segment's base offset (20 digits, so they sort): ``<base>.log``,
+``<base>.index`` (relative offset -> position) and ``<base>.timeindex`` (timestamp ->
+relative offset). Batches are written with ``os.write`` on a raw fd kept at the end of the
+file and read with ``os.pread``; the segment never decodes records except to answer a
+timestamp lookup. Index entries are added only after the bytes they point to are written,
+so an index never points past the data.
+
+Besides the files, a segment keeps its *tail state* in memory: size, next offset, largest
+timestamp, bytes since the last index entry. Opening a segment recomputes it from the last
+index entries plus a scan of the (at most ``index.interval.bytes``) tail of the file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+from typing import Iterator
+
+from data_plane.record_batch import HEADER_SIZE, BatchHeader, CorruptBatchError, decode_batch, read_header
+from data_plane.storage.index_file import IndexFileCorrupt
+from data_plane.storage.offset_index import OffsetIndex
+from data_plane.storage.settings import LogSettings
+from data_plane.storage.time_index import TimeIndex
+
+SCAN_CHUNK_BYTES = 64 << 10
+INT32_MAX = (1 << 31) - 1
+
+
+def file_stem(base_offset: int) -> str:
+    return f"{base_offset:020d}"
+
+
+def headers_in(buf: bytes) -> Iterator[tuple[int, BatchHeader]]:
+    """(position, header) of batches laid end to end in ``buf`` whose header is complete (bodies may be cut off)."""
+    pos = 0
+    while pos + HEADER_SIZE <= len(buf):
+        header = read_header(buf, pos)
+        if header.batch_length < HEADER_SIZE:
+            raise CorruptBatchError(f"batch at position {pos} claims a length of {header.batch_length} bytes")
+        yield pos, header
+        pos += header.batch_length
+
+
+def scan_headers(fd: int, start: int, end: int) -> Iterator[tuple[int, BatchHeader]]:
+    """Headers of the batches in file bytes [start, end), read in chunks; no CRC (our own, recovered bytes)."""
+    pos = start
+    while pos + HEADER_SIZE <= end:
+        chunk = os.pread(fd, min(SCAN_CHUNK_BYTES, end - pos), pos)
+        step = 0
+        for offset, header in headers_in(chunk):
+            yield pos + offset, header
+            step = offset + header.batch_length
+        if step == 0:
+            raise CorruptBatchError(f"file ends inside the batch header at position {pos}")
+        pos += step
+
+
+def write_all(fd: int, data: memoryview, start: int) -> None:
+    """Write ``data`` at the fd's position ``start``; on failure cut the file back to ``start`` if possible."""
+    written = 0
+    try:
+        while written < len(data):
+            written += os.write(fd, data[written:])
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, start)
+            os.lseek(fd, start, os.SEEK_SET)
+        raise
+
+
+class LogSegment:
+    def __init__(self, directory: Path, base_offset: int, fd: int, settings: LogSettings) -> None:
+        stem = directory / file_stem(base_offset)
+        self.base_offset = base_offset
+        self.log_path = stem.with_suffix(".log")
+        self.fd = fd
+        self.settings = settings
+        self.offset_index = OffsetIndex(stem.with_suffix(".index"))
+        self.time_index = TimeIndex(stem.with_suffix(".timeindex"))
+        self.size_bytes = 0
+        self.rolling_base_ms: int | None = None  # when the first batch arrived: segment.ms counts from here
+        self._reset_tail()
+
+    # ---------------------------------------------------------------- lifecycle
+
+    @classmethod
+    def create(cls, directory: Path, base_offset: int, settings: LogSettings) -> "LogSegment":
+        """A new empty segment; fails if its log file already exists."""
+        fd = os.open(directory / f"{file_stem(base_offset)}.log", os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        segment = cls(directory, base_offset, fd, settings)
+        segment.offset_index.path.unlink(missing_ok=True)
+        segment.time_index.path.unlink(missing_ok=True)
+        return segment
+
+    @classmethod
+    def open(cls, directory: Path, base_offset: int, settings: LogSettings, *, trusted: bool) -> "LogSegment":
+        """An existing segment. A ``trusted`` one (fsynced or cleanly closed) loads its indexes
+        (rebuilt if they fail their sanity check) and tail state; an untrusted one is left for
+        recovery to rebuild."""
+        fd = os.open(directory / f"{file_stem(base_offset)}.log", os.O_RDWR)
+        segment = cls(directory, base_offset, fd, settings)
+        segment.size_bytes = os.lseek(fd, 0, os.SEEK_END)
+        if trusted:
+            segment._load_state()
+        return segment
+
+    def _load_state(self) -> None:
+        try:
+            self.offset_index = OffsetIndex.load(self.offset_index.path)
+            self.time_index = TimeIndex.load(self.time_index.path)
+            self._check_indexes()
+        except IndexFileCorrupt:
+            self.offset_index.truncate(0)
+            self.time_index.truncate(0)
+        self._reload_tail()
+
+    def close(self) -> None:
+        self.offset_index.persist(fsync=False)
+        self.time_index.persist(fsync=False)
+        os.close(self.fd)
+
+    def delete(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+        self.log_path.unlink(missing_ok=True)
+        self.offset_index.delete()
+        self.time_index.delete()
+
+    def flush(self) -> None:
+        """Make the batches and both indexes durable."""
+        os.fdatasync(self.fd)
+        self.offset_index.persist(fsync=True)
+        self.time_index.persist(fsync=True)
+
+    def seal(self) -> None:
+        """The segment stops being active: write out pending index entries (no fsync)."""
+        self.offset_index.persist(fsync=False)
+        self.time_index.persist(fsync=False)
+
+    # ---------------------------------------------------------------- tail state
+
+    def _reset_tail(self) -> None:
+        self.next_offset = self.base_offset
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = self.base_offset
+        self.bytes_since_index_entry = 0
+
+    def account(self, pos: int, header: BatchHeader) -> None:
+        """Fold the batch written at ``pos`` into the tail state, adding index entries when due."""
+        if header.base_offset < self.next_offset:
+            raise CorruptBatchError(
+                f"{self.log_path}: batch at position {pos} has base offset {header.base_offset}, below {self.next_offset}"
+            )
+        if header.max_timestamp > self.max_timestamp:
+            self.max_timestamp = header.max_timestamp
+            self.offset_of_max_timestamp = header.base_offset
+        if self.bytes_since_index_entry > self.settings.index_interval_bytes:
+            self.offset_index.append(header.base_offset - self.base_offset, pos)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp - self.base_offset)
+            self.bytes_since_index_entry = 0
+        self.bytes_since_index_entry += header.batch_length
+        self.next_offset = header.next_offset
+
+    def _reload_tail(self) -> None:
+        """Recompute the tail state from the last index entries and a scan of the bytes after them.
+
+        At every offset-index entry the time index holds the largest timestamp up to that
+        batch, so only the batches from the last indexed one on need reading.
+        """
+        self._reset_tail()
+        if self.time_index:
+            self.max_timestamp = self.time_index.keys[-1]
+            self.offset_of_max_timestamp = self.base_offset + self.time_index.values[-1]
+        start = self.offset_index.last_position()
+        if self.offset_index:
+            self.next_offset = self.base_offset + self.offset_index.keys[-1]
+        for pos, header in scan_headers(self.fd, start, self.size_bytes):
+            self.account(pos, header)
+        self.rolling_base_ms = self.first_batch_timestamp()
+
+    def first_batch_timestamp(self) -> int | None:
+        """After a restart segment.ms counts from the first batch's timestamp (Kafka's rule)."""
+        if self.size_bytes < HEADER_SIZE:
+            return None
+        return read_header(os.pread(self.fd, HEADER_SIZE, 0)).max_timestamp
+
+    def _check_indexes(self) -> None:
+        index = self.offset_index
+        if index and (index.values[-1] >= self.size_bytes or any(a >= b for a, b in zip(index.values, index.values[1:]))):
+            raise IndexFileCorrupt(f"{index.path}: positions are out of order or past the end of {self.log_path}")
+        if index:
+            header = read_header(os.pread(self.fd, HEADER_SIZE, index.values[-1]))
+            if header.base_offset != self.base_offset + index.keys[-1]:
+                raise IndexFileCorrupt(f"{index.path}: last entry does not point at the batch it names")
+        if self.time_index and (not index or self.time_index.values[-1] > index.keys[-1]):
+            raise IndexFileCorrupt(f"{self.time_index.path}: entries beyond the offset index")
+
+    def reset(self) -> None:
+        """Forget the indexes and tail state (recovery re-accounts every valid batch)."""
+        self.offset_index.truncate(0)
+        self.time_index.truncate(0)
+        self.size_bytes = 0
+        self._reset_tail()
+
+    # ---------------------------------------------------------------- append
+
+    def roll_reason(self, header: BatchHeader, now_ms: int, pending_bytes: int = 0, pending_batches: int = 0) -> str | None:
+        """Why ``header``'s batch must go to a new segment (after ``pending_*`` not yet written here), or None."""
+        size = self.size_bytes + pending_bytes
+        if size == 0:
+            return None
+        if size + header.batch_length > min(self.settings.segment_bytes, INT32_MAX):
+            return f"segment.bytes={self.settings.segment_bytes} reached"
+        if self.rolling_base_ms is not None and now_ms - self.rolling_base_ms >= self.settings.segment_ms:
+            return f"segment.ms={self.settings.segment_ms} passed"
+        if len(self.offset_index) + pending_batches + 1 > self.settings.index_entries_max:
+            return f"segment.index.bytes={self.settings.segment_index_bytes} reached"
+        if header.last_offset - self.base_offset > INT32_MAX:
+            return "relative offsets would overflow the index"
+        return None
+
+    def append(self, data: memoryview, located: list[tuple[int, BatchHeader]], now_ms: int) -> None:
+        """Write contiguous whole batches (``located``: positions within ``data``) at the end."""
+        start = self.size_bytes
+        write_all(self.fd, data, start)
+        if start == 0:
+            self.rolling_base_ms = now_ms
+        for pos, header in located:
+            self.account(start + pos, header)
+        self.size_bytes = start + len(data)
+
+    def file_size(self) -> int:
+        return os.fstat(self.fd).st_size
+
+    def cut_at(self, pos: int) -> None:
+        """Drop the file from ``pos`` on (indexes must already hold nothing at or after it)."""
+        assert not self.offset_index or self.offset_index.values[-1] < pos, "index entries past the cut"
+        os.ftruncate(self.fd, pos)
+        os.lseek(self.fd, pos, os.SEEK_SET)
+        self.size_bytes = pos
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop the batch holding ``offset`` and everything after it."""
+        pos = self.find_position(offset)
+        if pos >= self.size_bytes:
+            return
+        cut_base = read_header(os.pread(self.fd, HEADER_SIZE, pos)).base_offset
+        self.offset_index.truncate(self.offset_index.count_before_position(pos))
+        self.time_index.truncate(self.time_index.count_before_offset(cut_base - self.base_offset))
+        self.cut_at(pos)
+        self._reload_tail()
+
+    # ---------------------------------------------------------------- read
+
+    def read(self, pos: int, length: int) -> bytes:
+        data = os.pread(self.fd, length, pos)
+        if len(data) != length:
+            raise CorruptBatchError(f"{self.log_path}: wanted {length} bytes at {pos}, the file holds {len(data)}")
+        return data
+
+    def find_position(self, offset: int) -> int:
+        """Position of the batch holding ``offset`` (or the first one after it); ``size_bytes`` if none."""
+        start = self.offset_index.position_at_or_before(offset - self.base_offset)
+        for pos, header in scan_headers(self.fd, start, self.size_bytes):
+            if header.next_offset > offset:
+                return pos
+        return self.size_bytes
+
+    def read_batches(self, pos: int, max_bytes: int, stop_offset: int, at_least_one: bool) -> tuple[bytes, int | None]:
+        """Whole batches from ``pos``: up to ``max_bytes`` (or the first batch whole if ``at_least_one``),
+        none whose base offset is >= ``stop_offset``. Returns (bytes, next offset after them or None)."""
+        chunk = self.read(pos, min(max(max_bytes, HEADER_SIZE), self.size_bytes - pos))
+        taken, next_offset = 0, None
+        for offset, header in headers_in(chunk):
+            if header.base_offset >= stop_offset:
+                break
+            if offset + header.batch_length > len(chunk):
+                if offset == 0 and at_least_one:
+                    return self.read(pos, header.batch_length), header.next_offset
+                break
+            taken, next_offset = offset + header.batch_length, header.next_offset
+        return chunk[:taken], next_offset
+
+    def find_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record stamped at or after ``timestamp_ms`` in this segment."""
+        start = self.offset_index.position_at_or_before(self.time_index.offset_before(timestamp_ms))
+        for pos, header in scan_headers(self.fd, start, self.size_bytes):
+            if header.max_timestamp >= timestamp_ms:
+                batch = decode_batch(self.read(pos, header.batch_length))
+                for offset, ts in zip(batch.offsets, batch.timestamps):
+                    if ts >= timestamp_ms:
+                        return offset, ts
+        return None

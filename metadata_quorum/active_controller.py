@@ -1,0 +1,154 @@
+"""The active-controller role: who may write, in what order, and the in-memory broker sessions.
+
+The Raft leader becomes the active controller only after an entry of its own term has been
+applied (its image then holds everything committed before), and it then gives every broker a
+full session before fencing anyone. Writes are decided one at a time under a lock on the
+freshest local image, so decisions rarely go stale; the compare-and-set checks where entries
+are applied catch the rest. A periodic task fences brokers whose sessions expired.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Callable, Generic, TypeVar
+
+import structlog
+
+from metadata_quorum.broker_decisions import expired_broker_fencing
+from metadata_quorum.broker_heartbeats import BrokerHeartbeatManager
+from metadata_quorum.decision import Decision
+from metadata_quorum.image import MetadataImage
+from metadata_quorum.raft_node import ControllerRaftNode, EntryResult
+from proto import common_pb2 as common
+from proto import controller_pb2 as pb
+
+R = TypeVar("R")
+
+LEADERSHIP_POLL_S = 0.02
+FENCE_CHECK_INTERVAL_S = 0.1
+ACTIVATION_WAIT_S = 2.0
+
+
+def monotonic_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+@dataclass(frozen=True)
+class WriteOutcome(Generic[R]):
+    """error_code NONE: ``decision`` is final (its records, if any, committed at ``first_offset``)."""
+
+    error_code: int
+    error_message: str
+    decision: Decision[R] | None = None
+    first_offset: int = -1
+
+
+class ActiveController:
+    def __init__(self, node: ControllerRaftNode, session_timeout_ms: int) -> None:
+        self.node = node
+        self.heartbeats = BrokerHeartbeatManager(session_timeout_ms)
+        self._write_lock = asyncio.Lock()
+        self._active_term: int | None = None
+        self._activated = asyncio.Event()
+        self._log = structlog.get_logger("controller").bind(controller_id=node.voter.node_id)
+
+    @property
+    def is_active(self) -> bool:
+        return self._active_term is not None
+
+    def hint(self) -> pb.ActiveControllerHint:
+        leader = self.node.leader_id()
+        voter = next((v for v in self.node.voters if v.node_id == leader), None)
+        if voter is None:
+            return pb.ActiveControllerHint(controller_id=-1)
+        return pb.ActiveControllerHint(controller_id=voter.node_id, host=voter.host, port=voter.grpc_port)
+
+    def not_controller_message(self) -> str:
+        me = self.node.voter.node_id
+        hint = self.hint()
+        if hint.controller_id == me:
+            return f"controller {me} won the election and is catching up; retry against it in a moment"
+        if hint.controller_id < 0:
+            return f"controller {me} is not the active controller and no leader is known (an election is running); retry in a moment"
+        return f"controller {me} is not the active controller; retry against controller {hint.controller_id} at {hint.host}:{hint.port}"
+
+    async def write(self, decide: Callable[[MetadataImage], Decision[R]]) -> WriteOutcome[R]:
+        """Decide on the current image and commit the decision's records as one entry."""
+        if not await self._await_active():
+            return WriteOutcome(common.NOT_CONTROLLER, self.not_controller_message())
+        async with self._write_lock:
+            if not self.is_active:
+                return WriteOutcome(common.NOT_CONTROLLER, self.not_controller_message())
+            decision = decide(self.node.image)
+            if not decision.records:
+                return WriteOutcome(common.NONE, "", decision)
+            result: EntryResult = await self.node.propose(decision.records)
+        if result.error_code == common.NOT_CONTROLLER:
+            return WriteOutcome(common.NOT_CONTROLLER, f"{result.error_message}; {self.not_controller_message()}")
+        return WriteOutcome(result.error_code, result.error_message, decision, result.first_offset)
+
+    async def _await_active(self) -> bool:
+        if self.is_active:
+            return True
+        if not self.node.is_leader():
+            return False
+        try:
+            await asyncio.wait_for(self._activated.wait(), ACTIVATION_WAIT_S)
+        except asyncio.TimeoutError:
+            return False
+        return self.is_active
+
+    async def run(self) -> None:
+        """Follow Raft leadership forever: activate, fence expired brokers, step down."""
+        last_fence_check = 0.0
+        while True:
+            try:
+                if not self.node.is_leader():
+                    self._step_down()
+                elif self._active_term != self.node.term():
+                    self._step_down()
+                    await self._activate(self.node.term())
+                elif time.monotonic() - last_fence_check >= FENCE_CHECK_INTERVAL_S:
+                    last_fence_check = time.monotonic()
+                    await self._fence_expired()
+            except Exception:  # the role loop must outlive any one bad step: log loudly, step down, go on
+                self._log.exception("active controller step failed")
+                self._step_down()
+            await asyncio.sleep(LEADERSHIP_POLL_S)
+
+    def _step_down(self) -> None:
+        if self._active_term is not None:
+            self._log.info("no longer the active controller", term=self._active_term, leader=self.node.leader_id())
+        self._active_term = None
+        self._activated.clear()
+
+    async def _activate(self, term: int) -> None:
+        started = time.monotonic()
+        result = await self.node.propose([])  # applied here => every earlier committed entry is too
+        if result.error_code != common.NONE or not self.node.is_leader() or self.node.term() != term:
+            return
+        image = self.node.image
+        self.heartbeats.start_grace(image.brokers, monotonic_ms())
+        self._active_term = term
+        self._activated.set()
+        self._log.info(
+            "became the active controller",
+            term=term,
+            metadata_offset=image.offset,
+            brokers=len(image.brokers),
+            catch_up_ms=round((time.monotonic() - started) * 1000, 1),
+            session_grace_ms=self.heartbeats.session_timeout_ms,
+        )
+
+    async def _fence_expired(self) -> None:
+        while True:
+            outcome = await self.write(lambda image: expired_broker_fencing(image, self.heartbeats, monotonic_ms()))
+            if outcome.decision is None or outcome.decision.response is None:
+                return
+            broker_id = outcome.decision.response
+            if outcome.error_code != common.NONE:
+                self._log.warning("fencing failed; will retry", broker_id=broker_id, error=outcome.error_message)
+                return
+            self._log.info("broker fenced", broker_id=broker_id, metadata_offset=outcome.first_offset)

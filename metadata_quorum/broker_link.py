@@ -1,0 +1,293 @@
+"""The broker's side of the controller protocol (asyncio): lifecycle and metadata.
+
+``BrokerLifecycleManager`` registers the broker (a new broker epoch per process start),
+heartbeats, learns whether it is fenced, walks a controlled shutdown, and forwards
+AlterPartition and AllocateProducerIds to the active controller.
+
+``MetadataFollower`` streams metadata records from any controller, starting after the last
+offset it applied, and applies them with the same ``image.apply`` the controllers use; the
+broker reacts to the difference between consecutive images (listener(previous, new)).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import uuid
+from dataclasses import replace
+from typing import Awaitable, Callable, Sequence
+
+import grpc
+import structlog
+
+from metadata_quorum.broker_heartbeats import DEFAULT_SESSION_TIMEOUT_MS
+from metadata_quorum.controller_router import ControllerError, ControllerRouter
+from metadata_quorum.endpoints import Endpoint
+from metadata_quorum.image import MetadataImage, apply_all, image_from_snapshot
+from metadata_quorum.records import from_proto
+from proto import common_pb2 as common
+from proto import controller_pb2 as pb
+from proto import controller_pb2_grpc
+
+MESSAGE_BYTES_MAX = 64 << 20
+_RETRIABLE_WRITE_ERRORS = {common.NOT_CONTROLLER, common.REQUEST_TIMED_OUT}
+
+Listener = Callable[[MetadataImage, MetadataImage], Awaitable[None] | None]
+
+
+class _ControllerChannels:
+    """grpc.aio stubs per controller address, created lazily and closed together."""
+
+    def __init__(self) -> None:
+        self._channels: dict[tuple[str, int], grpc.aio.Channel] = {}
+
+    def stub(self, endpoint: Endpoint) -> controller_pb2_grpc.ControllerServiceStub:
+        key = (endpoint[1], endpoint[2])
+        if key not in self._channels:
+            self._channels[key] = grpc.aio.insecure_channel(f"{key[0]}:{key[1]}", options=[("grpc.max_receive_message_length", MESSAGE_BYTES_MAX)])
+        return controller_pb2_grpc.ControllerServiceStub(self._channels[key])
+
+    async def close(self) -> None:
+        for channel in self._channels.values():
+            await channel.close()
+        self._channels.clear()
+
+
+class BrokerLifecycleManager:
+    def __init__(
+        self,
+        broker_id: int,
+        host: str,
+        port: int,
+        rack: str,
+        controller_endpoints: Sequence[Endpoint],
+        current_metadata_offset: Callable[[], int],
+        session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
+        heartbeat_interval_ms: int = 500,
+    ) -> None:
+        assert heartbeat_interval_ms < session_timeout_ms, "heartbeats must come more often than the session timeout"
+        self.broker_id = broker_id
+        self.host, self.port, self.rack = host, port, rack
+        self.incarnation_id = str(uuid.uuid4())
+        self._current_metadata_offset = current_metadata_offset
+        self._heartbeat_interval_s = heartbeat_interval_ms / 1000
+        self._rpc_timeout_s = min(5.0, session_timeout_ms / 3000)
+        self._router = ControllerRouter(controller_endpoints)
+        self._channels = _ControllerChannels()
+        self._broker_epoch = -1
+        self._is_fenced = True
+        self._want_shutdown = False
+        self._should_shutdown = asyncio.Event()
+        self._heartbeat_task: asyncio.Task | None = None
+        self._log = structlog.get_logger("broker").bind(broker_id=broker_id)
+
+    @property
+    def broker_epoch(self) -> int:
+        return self._broker_epoch
+
+    @property
+    def is_fenced(self) -> bool:
+        return self._is_fenced
+
+    async def _call(self, method: str, request, deadline_s: float | None = None):
+        """Send a write to the active controller, following hints and retrying unreachable or
+        leaderless moments until ``deadline_s`` (None: forever). Other errors are returned."""
+        loop = asyncio.get_running_loop()
+        deadline = None if deadline_s is None else loop.time() + deadline_s
+        while True:
+            target = self._router.current()
+            try:
+                response = await getattr(self._channels.stub(target), method)(request, timeout=self._rpc_timeout_s)
+            except grpc.aio.AioRpcError as e:
+                if e.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                    raise ControllerError(common.UNKNOWN_SERVER_ERROR, f"{self._router.describe(target)} failed {method}: {e.code().name} {e.details()}") from None
+                delay, why = self._router.on_unreachable(), f"{self._router.describe(target)} unreachable ({e.code().name})"
+            else:
+                if response.error_code not in _RETRIABLE_WRITE_ERRORS:
+                    self._router.on_success()
+                    return response
+                delay, why = self._router.on_not_controller(response.active_controller), response.error_message
+            if deadline is not None and loop.time() + delay > deadline:
+                raise ControllerError(common.REQUEST_TIMED_OUT, f"{method} did not reach the active controller in {deadline_s} s: {why}")
+            self._log.debug("retrying controller request", method=method, reason=why, delay_s=delay)
+            await asyncio.sleep(delay)
+
+    async def start(self) -> None:
+        """Register (retrying until some controller accepts) and start heartbeating."""
+        await self._register()
+        self._heartbeat_task = asyncio.create_task(self._heartbeat_loop())
+
+    async def _register(self) -> None:
+        request = pb.RegisterBrokerRequest(broker_id=self.broker_id, host=self.host, port=self.port, rack=self.rack, incarnation_id=self.incarnation_id)
+        while True:
+            response = await self._call("RegisterBroker", request)
+            if response.error_code == common.NONE:
+                self._broker_epoch, self._is_fenced = response.broker_epoch, True
+                self._log.info("registered with the controller", broker_epoch=self._broker_epoch, incarnation_id=self.incarnation_id)
+                return
+            self._log.warning("registration refused; retrying", error=common.ErrorCode.Name(response.error_code), message=response.error_message)
+            await asyncio.sleep(self._heartbeat_interval_s)
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            try:
+                await self.heartbeat()
+            except ControllerError as e:
+                self._log.warning("heartbeat failed", error=str(e))
+            await asyncio.sleep(self._heartbeat_interval_s)
+
+    async def heartbeat(self) -> pb.BrokerHeartbeatResponse:
+        """Send one heartbeat now and take in the answer (re-registering if the epoch went stale)."""
+        request = pb.BrokerHeartbeatRequest(
+            broker_id=self.broker_id,
+            broker_epoch=self._broker_epoch,
+            current_metadata_offset=self._current_metadata_offset(),
+            want_shutdown=self._want_shutdown,
+        )
+        response = await self._call("BrokerHeartbeat", request, deadline_s=self._rpc_timeout_s)
+        if response.error_code in (common.STALE_BROKER_EPOCH, common.BROKER_NOT_REGISTERED):
+            self._log.warning("registration lost; registering again", error=response.error_message)
+            await self._register()
+            return response
+        if response.error_code != common.NONE:
+            raise ControllerError(response.error_code, response.error_message)
+        if response.is_fenced != self._is_fenced:
+            self._log.info("fenced" if response.is_fenced else "unfenced", broker_epoch=self._broker_epoch, metadata_offset=request.current_metadata_offset)
+        self._is_fenced = response.is_fenced
+        if response.should_shutdown:
+            self._should_shutdown.set()
+        return response
+
+    async def wait_unfenced(self, timeout_s: float) -> bool:
+        """Wait until a heartbeat says this broker is unfenced (caught up with metadata)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while self._is_fenced and loop.time() < deadline:
+            await asyncio.sleep(min(0.05, self._heartbeat_interval_s))
+        return not self._is_fenced
+
+    async def controlled_shutdown(self, timeout_s: float) -> bool:
+        """Ask to shut down and heartbeat until the controller has moved this broker's
+        leaderships away (True) or ``timeout_s`` passes (False)."""
+        if self._broker_epoch < 0:
+            return True
+        self._want_shutdown = True
+        self._log.info("controlled shutdown requested", broker_epoch=self._broker_epoch)
+        try:
+            await asyncio.wait_for(self._shutdown_heartbeats(), timeout_s)
+        except asyncio.TimeoutError:
+            self._log.warning("controlled shutdown timed out; leaderships move when the session expires", timeout_s=timeout_s)
+            return False
+        self._log.info("controlled shutdown complete")
+        return True
+
+    async def _shutdown_heartbeats(self) -> None:
+        while not self._should_shutdown.is_set():
+            try:
+                await self.heartbeat()
+            except ControllerError as e:
+                self._log.warning("controlled shutdown heartbeat failed", error=str(e))
+            if not self._should_shutdown.is_set():
+                await asyncio.sleep(min(0.1, self._heartbeat_interval_s))
+
+    async def stop(self) -> None:
+        """Stop heartbeating (the controller fences this broker when its session expires)."""
+        if self._heartbeat_task is not None:
+            self._heartbeat_task.cancel()
+            await asyncio.gather(self._heartbeat_task, return_exceptions=True)
+            self._heartbeat_task = None
+        await self._channels.close()
+
+    async def alter_partition(self, partitions: Sequence[pb.AlterPartitionRequest.PartitionState], deadline_s: float = 10.0) -> pb.AlterPartitionResponse:
+        """Propose ISR changes for partitions this broker leads; per-partition results."""
+        request = pb.AlterPartitionRequest(broker_id=self.broker_id, broker_epoch=self._broker_epoch, partitions=list(partitions))
+        return await self._call("AlterPartition", request, deadline_s)
+
+    async def allocate_producer_ids(self, deadline_s: float = 10.0) -> tuple[int, int]:
+        """A fresh block of producer ids: (first id, count)."""
+        response = await self._call("AllocateProducerIds", pb.AllocateProducerIdsRequest(broker_id=self.broker_id, broker_epoch=self._broker_epoch), deadline_s)
+        if response.error_code != common.NONE:
+            raise ControllerError(response.error_code, response.error_message)
+        return response.producer_id_start, response.producer_id_len
+
+
+class MetadataFollower:
+    def __init__(self, controller_endpoints: Sequence[Endpoint], listener: Listener) -> None:
+        self._router = ControllerRouter(controller_endpoints)
+        self._channels = _ControllerChannels()
+        self._listener = listener
+        self._image = MetadataImage.empty("")
+        self._applied = asyncio.Condition()
+        self._task: asyncio.Task | None = None
+        self._log = structlog.get_logger("broker")
+
+    @property
+    def image(self) -> MetadataImage:
+        return self._image
+
+    async def start(self) -> None:
+        """Start following in the background (returns at once)."""
+        self._task = asyncio.create_task(self._follow())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+        await self._channels.close()
+
+    async def wait_for_offset(self, offset: int, timeout_s: float) -> bool:
+        """True once the image has reached ``offset``; False after ``timeout_s``."""
+        async with self._applied:
+            try:
+                await asyncio.wait_for(self._applied.wait_for(lambda: self._image.offset >= offset), timeout_s)
+            except asyncio.TimeoutError:
+                return False
+        return True
+
+    async def _follow(self) -> None:
+        while True:
+            target = self._router.current()
+            try:
+                stream = self._channels.stub(target).StreamMetadata(pb.StreamMetadataRequest(from_offset=self._image.offset + 1))
+                async for batch in stream:
+                    await self._apply(batch)
+                    self._router.on_success()
+                reason = "stream ended"
+            except grpc.aio.AioRpcError as e:
+                reason = f"{e.code().name} {e.details()}"
+            except MetadataStreamError as e:
+                reason = str(e)
+            except Exception as e:  # a failing listener must not stop metadata: log loudly, resume from the applied offset
+                self._log.exception("applying metadata failed", metadata_offset=self._image.offset)
+                reason = f"{type(e).__name__}: {e}"
+            delay = self._router.on_unreachable()
+            self._log.warning("metadata stream broke; switching controller", source=self._router.describe(target), reason=reason, next=self._router.describe(self._router.current()), metadata_offset=self._image.offset)
+            await asyncio.sleep(delay)
+
+    async def _apply(self, batch: pb.MetadataBatch) -> None:
+        previous = self._image
+        if previous.cluster_id and batch.cluster_id != previous.cluster_id:
+            raise MetadataStreamError(f"controller {batch.controller_id} belongs to cluster {batch.cluster_id}, this broker to {previous.cluster_id}; check --controllers")
+        records = [from_proto(r) for r in batch.records]
+        if batch.snapshot:
+            image = image_from_snapshot(batch.cluster_id, records, batch.last_offset)
+        else:
+            skip = previous.offset + 1 - batch.base_offset
+            if skip < 0:
+                raise MetadataStreamError(f"metadata gap: have offset {previous.offset}, controller {batch.controller_id} sent from {batch.base_offset}")
+            image = apply_all(previous, records[skip:])
+            if not previous.cluster_id:
+                image = replace(image, cluster_id=batch.cluster_id)
+        if image.offset == previous.offset and not batch.snapshot:
+            return
+        self._image = image
+        result = self._listener(previous, image)
+        if inspect.isawaitable(result):
+            await result
+        async with self._applied:
+            self._applied.notify_all()
+
+
+class MetadataStreamError(Exception):
+    """The stream from a controller cannot be applied here; the follower tries another."""

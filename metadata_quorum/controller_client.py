@@ -1,0 +1,167 @@
+"""Synchronous admin client for the controller quorum (used by the CLI, tests and tools).
+
+Finds the active controller, follows NOT_CONTROLLER hints, retries unreachable controllers
+with backoff until a deadline, and raises ControllerError carrying the server's guidance.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Iterable, Mapping, Sequence
+
+import grpc
+
+from metadata_quorum.controller_router import ControllerError, ControllerRouter
+from metadata_quorum.endpoints import Endpoint, parse_endpoints
+from proto import common_pb2 as common
+from proto import controller_pb2 as pb
+from proto import controller_pb2_grpc
+
+__all__ = ["ControllerClient", "ControllerError"]
+
+MESSAGE_BYTES_MAX = 64 << 20
+_RETRIABLE_TRANSPORT = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
+
+
+class ControllerClient:
+    def __init__(self, controller_endpoints: str | Sequence[Endpoint], timeout_s: float = 30.0, rpc_timeout_s: float = 5.0) -> None:
+        endpoints = parse_endpoints(controller_endpoints) if isinstance(controller_endpoints, str) else list(controller_endpoints)
+        self._router = ControllerRouter(endpoints)
+        self.timeout_s = timeout_s
+        self.rpc_timeout_s = rpc_timeout_s
+        self._channels: dict[tuple[str, int], grpc.Channel] = {}
+
+    def __enter__(self) -> "ControllerClient":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for channel in self._channels.values():
+            channel.close()
+        self._channels.clear()
+
+    def _stub(self, endpoint: Endpoint) -> controller_pb2_grpc.ControllerServiceStub:
+        key = (endpoint[1], endpoint[2])
+        if key not in self._channels:
+            self._channels[key] = grpc.insecure_channel(f"{key[0]}:{key[1]}", options=[("grpc.max_receive_message_length", MESSAGE_BYTES_MAX)])
+        return controller_pb2_grpc.ControllerServiceStub(self._channels[key])
+
+    def _call(self, method: str, request, write: bool = True, endpoint: Endpoint | None = None):
+        """One RPC, retried against other controllers until ``timeout_s``. Read RPCs are
+        answered by any controller; write RPCs only by the active one."""
+        deadline = time.monotonic() + self.timeout_s
+        last = "no controller tried yet"
+        while True:
+            target = endpoint or self._router.current()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise ControllerError(common.REQUEST_TIMED_OUT, f"{method} got no answer within {self.timeout_s:.0f} s ({last}); check the controllers with `kraftlog quorum describe`")
+            try:
+                response = getattr(self._stub(target), method)(request, timeout=min(self.rpc_timeout_s, remaining))
+            except grpc.RpcError as e:
+                if e.code() not in _RETRIABLE_TRANSPORT:
+                    raise ControllerError(common.UNKNOWN_SERVER_ERROR, f"{self._router.describe(target)} failed {method}: {e.code().name} {e.details()}") from None
+                last = f"{self._router.describe(target)}: {e.code().name}"
+                if endpoint is not None:
+                    raise ControllerError(common.BROKER_NOT_AVAILABLE, f"{last}; is it running?") from None
+                time.sleep(min(self._router.on_unreachable(), max(0.0, deadline - time.monotonic())))
+                continue
+            if write and response.error_code == common.NOT_CONTROLLER:
+                last = response.error_message
+                time.sleep(min(self._router.on_not_controller(response.active_controller), max(0.0, deadline - time.monotonic())))
+                continue
+            self._router.on_success()
+            if write and response.error_code != common.NONE:
+                raise ControllerError(response.error_code, response.error_message)
+            return response
+
+    @staticmethod
+    def _raise_failed(results: Iterable) -> None:
+        failed = [r for r in results if r.error_code != common.NONE]
+        if failed:
+            raise ControllerError(failed[0].error_code, "; ".join(f"{r.name}: {r.error_message}" for r in failed))
+
+    # ---- topics
+
+    def create_topics(self, topics: Sequence[tuple[str, int, int, Mapping[str, str]]], validate_only: bool = False) -> list[pb.TopicResult]:
+        """(name, partitions, replication factor, configs) each; raises if any topic failed."""
+        request = pb.CreateTopicsRequest(
+            topics=[pb.CreateTopicsRequest.Topic(name=n, num_partitions=p, replication_factor=rf, configs=dict(c)) for n, p, rf, c in topics],
+            validate_only=validate_only,
+        )
+        response = self._call("CreateTopics", request)
+        self._raise_failed(response.topics)
+        return list(response.topics)
+
+    def create_topic(self, name: str, partitions: int, replication_factor: int, configs: Mapping[str, str] | None = None) -> str:
+        """Create one topic; returns its topic id."""
+        return self.create_topics([(name, partitions, replication_factor, configs or {})])[0].topic_id
+
+    def delete_topics(self, names: Sequence[str]) -> list[pb.TopicResult]:
+        response = self._call("DeleteTopics", pb.DeleteTopicsRequest(names=list(names)))
+        self._raise_failed(response.topics)
+        return list(response.topics)
+
+    def create_partitions(self, total_counts: Mapping[str, int], validate_only: bool = False) -> list[pb.TopicResult]:
+        """Grow each topic to the given total number of partitions."""
+        request = pb.CreatePartitionsRequest(topics=[pb.CreatePartitionsRequest.Topic(name=n, total_count=c) for n, c in total_counts.items()], validate_only=validate_only)
+        response = self._call("CreatePartitions", request)
+        self._raise_failed(response.topics)
+        return list(response.topics)
+
+    def alter_configs(self, topic: str, set_configs: Mapping[str, str] | None = None, delete_keys: Sequence[str] = (), validate_only: bool = False) -> pb.TopicResult:
+        """Incrementally set and delete (return to default) topic config overrides."""
+        ops = [pb.AlterConfigsRequest.Op(key=k, value=v, op=pb.AlterConfigsRequest.SET) for k, v in (set_configs or {}).items()]
+        ops += [pb.AlterConfigsRequest.Op(key=k, op=pb.AlterConfigsRequest.DELETE) for k in delete_keys]
+        response = self._call("AlterConfigs", pb.AlterConfigsRequest(topics=[pb.AlterConfigsRequest.Topic(name=topic, ops=ops)], validate_only=validate_only))
+        self._raise_failed(response.topics)
+        return response.topics[0]
+
+    def describe_configs(self, topics: Sequence[str] = ()) -> dict[str, list[pb.ConfigEntry]]:
+        """Every config key of each topic (all topics when none given) with its effective value."""
+        response = self._call("DescribeConfigs", pb.DescribeConfigsRequest(topics=list(topics)), write=False)
+        self._raise_failed(response.topics)
+        return {t.name: list(t.entries) for t in response.topics}
+
+    def elect_leaders(self, partitions: Mapping[str, Sequence[int]] | None = None, unclean: bool = False) -> list[pb.PartitionState]:
+        """Preferred (default) or unclean election for the given partitions (all when None);
+        per-partition outcomes are returned, ELECTION_NOT_NEEDED included."""
+        kind = pb.ElectLeadersRequest.UNCLEAN if unclean else pb.ElectLeadersRequest.PREFERRED
+        selection = [pb.ElectLeadersRequest.TopicPartitions(topic=t, partitions=list(p)) for t, p in (partitions or {}).items()]
+        return list(self._call("ElectLeaders", pb.ElectLeadersRequest(election_type=kind, topics=selection)).partitions)
+
+    # ---- cluster
+
+    def describe_cluster(self) -> pb.DescribeClusterResponse:
+        """Brokers (with fencing state), topics and partitions, controllers, the active one."""
+        return self._call("DescribeCluster", pb.DescribeClusterRequest(), write=False)
+
+    def describe_quorum(self) -> list[pb.QuorumMember]:
+        """One row per voter, each taken from that voter's own answer (state, term, commit,
+        applied), with match index and lag from the leader's; unreachable voters are marked
+        by state 'unreachable'."""
+        answers: dict[int, pb.DescribeQuorumResponse] = {}
+        for endpoint in list(self._router.endpoints):
+            try:
+                answer = self._call("DescribeQuorum", pb.DescribeQuorumRequest(), write=False, endpoint=endpoint)
+            except ControllerError:
+                continue
+            answers[answer.answering_controller_id] = answer
+        if not answers:
+            raise ControllerError(common.BROKER_NOT_AVAILABLE, "no controller answered DescribeQuorum; are they running at " + ", ".join(f"{h}:{p}" for _, h, p in self._router.endpoints) + "?")
+        any_answer = next(iter(answers.values()))
+        leader = next((a for a in answers.values() if a.leader_id == a.answering_controller_id), None)
+        rows = []
+        for template in any_answer.members:
+            own = answers.get(template.controller_id)
+            row = pb.QuorumMember()
+            row.CopyFrom(next(m for m in own.members if m.controller_id == template.controller_id) if own else template)
+            if own is None:
+                row.state, row.connected = "unreachable", False
+            if leader is not None and row.controller_id != leader.answering_controller_id:
+                seen = next(m for m in leader.members if m.controller_id == row.controller_id)
+                row.match_index, row.lag = seen.match_index, seen.lag
+            rows.append(row)
+        return rows

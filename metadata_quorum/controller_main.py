@@ -1,0 +1,104 @@
+"""The controller process: one voter of the metadata quorum with its gRPC service.
+
+``kraftlog controller ...`` (the CLI) and ``python -m metadata_quorum ...`` both land here.
+It starts Raft (pysyncobj) on the voter's raft address, serves ControllerService plus the
+standard health and reflection services on its gRPC address, follows leadership, and stops
+cleanly on SIGTERM/SIGINT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import uuid
+from pathlib import Path
+
+import grpc
+import structlog
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from metadata_quorum.active_controller import ActiveController
+from metadata_quorum.broker_heartbeats import DEFAULT_SESSION_TIMEOUT_MS
+from metadata_quorum.controller_service import ControllerService
+from metadata_quorum.endpoints import Voter, parse_quorum
+from metadata_quorum.raft_node import ControllerRaftNode
+from proto import controller_pb2, controller_pb2_grpc
+
+PASSWORD_ENV = "KRAFTLOG_QUORUM_PASSWORD"
+MESSAGE_BYTES_MAX = 64 << 20  # snapshots travel as one message
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--node-id", type=int, required=True, help="this controller's id (must appear in --quorum)")
+    parser.add_argument(
+        "--quorum",
+        required=True,
+        help="every voter as id@host:raft_port:grpc_port, comma separated, e.g. 1@127.0.0.1:19091:19191,2@127.0.0.1:19092:19192,3@127.0.0.1:19093:19193",
+    )
+    parser.add_argument("--data-dir", type=Path, required=True, help="where the Raft journal and snapshot live")
+    parser.add_argument("--session-timeout-ms", type=int, default=DEFAULT_SESSION_TIMEOUT_MS, help="broker.session.timeout.ms: fence a broker after this long without a heartbeat")
+    parser.add_argument("--password", default=None, help=f"encrypt and authenticate Raft traffic (or set {PASSWORD_ENV}); all voters must agree")
+    parser.add_argument("--cluster-id", default=None, help="cluster id reported to brokers (default: derived from --quorum)")
+    parser.add_argument("--log-format", choices=["json", "console"], default="console")
+
+
+def _self_voter(args: argparse.Namespace, voters: list[Voter]) -> Voter:
+    me = next((v for v in voters if v.node_id == args.node_id), None)
+    if me is None:
+        raise SystemExit(f"kraftlog controller: --node-id {args.node_id} is not in --quorum (ids {[v.node_id for v in voters]}); add it or fix the id")
+    return me
+
+
+async def serve(args: argparse.Namespace) -> None:
+    voters = parse_quorum(args.quorum)
+    me = _self_voter(args, voters)
+    cluster_id = args.cluster_id or str(uuid.uuid5(uuid.NAMESPACE_URL, "kraftlog:" + ",".join(f"{v.node_id}@{v.raft_address}" for v in voters)))
+    password = args.password or os.environ.get(PASSWORD_ENV) or None
+    log = structlog.get_logger("controller").bind(controller_id=me.node_id)
+    loop = asyncio.get_running_loop()
+
+    server = grpc.aio.server(options=[("grpc.max_send_message_length", MESSAGE_BYTES_MAX), ("grpc.max_receive_message_length", MESSAGE_BYTES_MAX), ("grpc.so_reuseport", 0)])
+    if server.add_insecure_port(me.grpc_address) == 0:
+        raise SystemExit(f"kraftlog controller: cannot listen on {me.grpc_address}: is another process using the port?")
+    node = ControllerRaftNode(me, voters, args.data_dir, cluster_id, password, loop)
+    controller = ActiveController(node, args.session_timeout_ms)
+    controller_pb2_grpc.add_ControllerServiceServicer_to_server(ControllerService(controller), server)
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    service_name = controller_pb2.DESCRIPTOR.services_by_name["ControllerService"].full_name
+    reflection.enable_server_reflection([service_name, health.SERVICE_NAME, reflection.SERVICE_NAME], server)
+    await server.start()
+    await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+    log.info("controller started", raft_address=me.raft_address, grpc_address=me.grpc_address, voters=len(voters), cluster_id=cluster_id,
+             data_dir=str(args.data_dir), encrypted=password is not None, session_timeout_ms=args.session_timeout_ms)
+
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    role = asyncio.create_task(controller.run())
+    await stop.wait()
+    log.info("controller stopping")
+    role.cancel()
+    await server.stop(grace=1.0)
+    node.destroy()
+    log.info("controller stopped cleanly", metadata_offset=node.image.offset)
+
+
+def run(args: argparse.Namespace) -> int:
+    from cli.logging_setup import configure_logging
+
+    configure_logging(args.log_format)
+    try:
+        asyncio.run(serve(args))
+    except ValueError as exc:  # a malformed --quorum
+        raise SystemExit(f"kraftlog controller: {exc}") from None
+    return 0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="kraftlog controller", description="Run one controller (a voter of the metadata quorum).")
+    add_arguments(parser)
+    raise SystemExit(run(parser.parse_args()))

@@ -1,0 +1,68 @@
+"""Which controller to ask next: the pure part of every controller client (admin client,
+broker lifecycle). Writes must reach the active controller; a NOT_CONTROLLER answer names it,
+an unreachable controller means trying the next one, with bounded exponential backoff."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from metadata_quorum.endpoints import Endpoint
+from proto import common_pb2 as common
+from proto import controller_pb2 as pb
+
+BACKOFF_S_MIN = 0.05
+BACKOFF_S_MAX = 1.0
+
+
+class ControllerError(Exception):
+    """A controller refused a request, or none answered in time; the message says what to do."""
+
+    def __init__(self, code: int, message: str) -> None:
+        self.code = code
+        self.code_name = common.ErrorCode.Name(code) if code in common.ErrorCode.values() else str(code)
+        self.message = message
+        super().__init__(f"{self.code_name}: {message}")
+
+
+class ControllerRouter:
+    def __init__(self, endpoints: Sequence[Endpoint]) -> None:
+        assert endpoints, "at least one controller endpoint is needed"
+        self.endpoints: list[Endpoint] = list(endpoints)
+        self._index = 0
+        self._failures = 0
+
+    def current(self) -> Endpoint:
+        return self.endpoints[self._index]
+
+    def describe(self, endpoint: Endpoint) -> str:
+        node_id, host, port = endpoint
+        return f"controller {node_id} at {host}:{port}" if node_id >= 0 else f"controller at {host}:{port}"
+
+    def on_success(self) -> None:
+        self._failures = 0
+
+    def on_unreachable(self) -> float:
+        """The current controller did not answer: move to the next; returns the delay before retrying."""
+        self._index = (self._index + 1) % len(self.endpoints)
+        return self._backoff()
+
+    def on_not_controller(self, hint: pb.ActiveControllerHint) -> float:
+        """Follow the hint at once when it names someone else; otherwise back off and rotate."""
+        if hint.controller_id >= 0 and hint.host:
+            target = (hint.controller_id, hint.host, hint.port)
+            known = [i for i, (node_id, host, port) in enumerate(self.endpoints) if (host, port) == (hint.host, hint.port)]
+            if known:
+                self.endpoints[known[0]] = target
+                moved = self._index != known[0]
+                self._index = known[0]
+            else:
+                self.endpoints.append(target)
+                self._index, moved = len(self.endpoints) - 1, True
+            delay = self._backoff()
+            # follow a fresh hint at once, but never ping-pong between stale hints without pause
+            return 0.0 if moved and self._failures <= len(self.endpoints) else delay
+        return self.on_unreachable()
+
+    def _backoff(self) -> float:
+        self._failures += 1
+        return min(BACKOFF_S_MAX, BACKOFF_S_MIN * 2 ** (self._failures - 1))

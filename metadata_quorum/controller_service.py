@@ -1,0 +1,184 @@
+"""The controller's gRPC service (grpc.aio): a thin shell over the pure decisions.
+
+Writes go through the active controller (others answer NOT_CONTROLLER with a hint naming the
+active one); reads and the metadata stream are served by any controller from its local image.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Callable, TypeVar
+
+import structlog
+
+from metadata_quorum import broker_decisions, topic_admin
+from metadata_quorum.active_controller import ActiveController, WriteOutcome, monotonic_ms
+from metadata_quorum.decision import Decision
+from metadata_quorum.image import MetadataImage, image_to_records
+from metadata_quorum.raft_node import ControllerRaftNode
+from metadata_quorum.records import Record, to_proto
+from proto import common_pb2 as common
+from proto import controller_pb2 as pb
+from proto import controller_pb2_grpc
+
+R = TypeVar("R")
+
+STREAM_BATCH_RECORDS_MAX = 5000
+STREAM_IDLE_CHECK_S = 1.0
+
+
+def new_topic_id() -> str:
+    return str(uuid.uuid4())
+
+
+class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
+    def __init__(self, controller: ActiveController) -> None:
+        self.controller = controller
+        self.node: ControllerRaftNode = controller.node
+        self._log = structlog.get_logger("controller").bind(controller_id=self.node.voter.node_id)
+
+    async def _write(self, decide: Callable[[MetadataImage], Decision[R]], response_type: type) -> tuple[R, WriteOutcome[R]]:
+        """Run a write; returns the response (error and hint filled in) and the raw outcome."""
+        outcome = await self.controller.write(decide)
+        if outcome.error_code != common.NONE or outcome.decision is None:
+            response = response_type(error_code=outcome.error_code, error_message=outcome.error_message)
+        else:
+            response = outcome.decision.response
+        response.active_controller.CopyFrom(self.controller.hint())
+        return response, outcome
+
+    # ---- broker lifecycle
+
+    async def RegisterBroker(self, request: pb.RegisterBrokerRequest, context) -> pb.RegisterBrokerResponse:
+        response, outcome = await self._write(
+            lambda image: broker_decisions.register_broker(image, request, self.controller.heartbeats, monotonic_ms()), pb.RegisterBrokerResponse
+        )
+        if response.error_code == common.NONE and outcome.decision is not None and outcome.decision.records:
+            # the RegisterBrokerRecord is the entry's last record: its offset is the new epoch
+            response.broker_epoch = outcome.first_offset + len(outcome.decision.records) - 1
+        if response.error_code == common.NONE:
+            self._log.info("broker registered", broker_id=request.broker_id, broker_epoch=response.broker_epoch, incarnation_id=request.incarnation_id)
+        return response
+
+    async def BrokerHeartbeat(self, request: pb.BrokerHeartbeatRequest, context) -> pb.BrokerHeartbeatResponse:
+        response, _ = await self._write(
+            lambda image: broker_decisions.broker_heartbeat(image, request, self.controller.heartbeats, monotonic_ms()), pb.BrokerHeartbeatResponse
+        )
+        if response.error_code not in (common.NONE, common.NOT_CONTROLLER):
+            response.is_fenced = True
+        return response
+
+    async def AlterPartition(self, request: pb.AlterPartitionRequest, context) -> pb.AlterPartitionResponse:
+        response, _ = await self._write(lambda image: broker_decisions.alter_partition(image, request), pb.AlterPartitionResponse)
+        return response
+
+    async def AllocateProducerIds(self, request: pb.AllocateProducerIdsRequest, context) -> pb.AllocateProducerIdsResponse:
+        response, _ = await self._write(lambda image: broker_decisions.allocate_producer_ids(image, request), pb.AllocateProducerIdsResponse)
+        return response
+
+    # ---- metadata stream
+
+    async def StreamMetadata(self, request: pb.StreamMetadataRequest, context):
+        """Snapshot when the ring no longer reaches ``from_offset``, then deltas as they apply."""
+        next_offset = max(request.from_offset, 1)
+        me = self.node.voter.node_id
+        while True:
+            wake = self.node.applied_event
+            image, recent = self.node.read_since(next_offset)
+            if recent is None:
+                records = image_to_records(image)
+                yield pb.MetadataBatch(snapshot=True, base_offset=image.offset, last_offset=image.offset, records=[to_proto(r) for r in records], cluster_id=image.cluster_id, controller_id=me)
+                next_offset = image.offset + 1
+                continue
+            for start in range(0, len(recent), STREAM_BATCH_RECORDS_MAX):
+                chunk: list[tuple[int, Record]] = recent[start : start + STREAM_BATCH_RECORDS_MAX]
+                yield pb.MetadataBatch(
+                    base_offset=chunk[0][0], last_offset=chunk[-1][0], records=[to_proto(r) for _, r in chunk], cluster_id=image.cluster_id, controller_id=me
+                )
+                next_offset = chunk[-1][0] + 1
+            if not recent:
+                try:
+                    await asyncio.wait_for(wake.wait(), STREAM_IDLE_CHECK_S)
+                except asyncio.TimeoutError:
+                    pass
+
+    # ---- admin writes
+
+    async def CreateTopics(self, request: pb.CreateTopicsRequest, context) -> pb.CreateTopicsResponse:
+        response, _ = await self._write(lambda image: topic_admin.create_topics(image, request, new_topic_id), pb.CreateTopicsResponse)
+        self._log_results("create topic", response)
+        return response
+
+    async def DeleteTopics(self, request: pb.DeleteTopicsRequest, context) -> pb.DeleteTopicsResponse:
+        response, _ = await self._write(lambda image: topic_admin.delete_topics(image, request), pb.DeleteTopicsResponse)
+        self._log_results("delete topic", response)
+        return response
+
+    async def CreatePartitions(self, request: pb.CreatePartitionsRequest, context) -> pb.CreatePartitionsResponse:
+        response, _ = await self._write(lambda image: topic_admin.create_partitions(image, request), pb.CreatePartitionsResponse)
+        self._log_results("create partitions", response)
+        return response
+
+    async def AlterConfigs(self, request: pb.AlterConfigsRequest, context) -> pb.AlterConfigsResponse:
+        response, _ = await self._write(lambda image: topic_admin.alter_configs(image, request), pb.AlterConfigsResponse)
+        self._log_results("alter configs", response)
+        return response
+
+    async def ElectLeaders(self, request: pb.ElectLeadersRequest, context) -> pb.ElectLeadersResponse:
+        response, _ = await self._write(lambda image: topic_admin.elect_leaders(image, request), pb.ElectLeadersResponse)
+        return response
+
+    def _log_results(self, action: str, response) -> None:
+        if response.error_code != common.NONE:
+            return
+        for result in response.topics:
+            if result.error_code == common.NONE:
+                self._log.info(action, topic=result.name, topic_id=result.topic_id)
+
+    # ---- reads (any controller, local image)
+
+    async def DescribeConfigs(self, request: pb.DescribeConfigsRequest, context) -> pb.DescribeConfigsResponse:
+        return topic_admin.describe_configs(self.node.image, request)
+
+    async def DescribeCluster(self, request: pb.DescribeClusterRequest, context) -> pb.DescribeClusterResponse:
+        image = self.node.image
+        return pb.DescribeClusterResponse(
+            cluster_id=image.cluster_id,
+            brokers=[
+                pb.BrokerRegistration(
+                    endpoint=common.BrokerEndpoint(broker_id=b.broker_id, host=b.host, port=b.port, rack=b.rack, fenced=b.fenced),
+                    broker_epoch=b.epoch,
+                    in_controlled_shutdown=b.in_controlled_shutdown,
+                )
+                for b in sorted(image.brokers.values(), key=lambda b: b.broker_id)
+            ],
+            active_controller=self.controller.hint(),
+            controllers=[common.BrokerEndpoint(broker_id=v.node_id, host=v.host, port=v.grpc_port) for v in self.node.voters],
+            metadata_offset=image.offset,
+            answering_controller_id=self.node.voter.node_id,
+            topics=topic_admin.describe_topics(image),
+        )
+
+    async def DescribeQuorum(self, request: pb.DescribeQuorumRequest, context) -> pb.DescribeQuorumResponse:
+        status = self.node.status()
+        me = self.node.voter
+        leader_id = self.node.leader_id()
+        members = []
+        for v in self.node.voters:
+            member = pb.QuorumMember(controller_id=v.node_id, raft_address=v.raft_address, grpc_address=v.grpc_address, state="unknown", match_index=-1, lag=-1)
+            if v.node_id == me.node_id:
+                member.state = self.node.raft_state(status)
+                member.raft_term = status["raft_term"]
+                member.commit_index = status["commit_idx"]
+                member.last_applied = status["last_applied"]
+                member.connected = True
+            else:
+                member.state = "leader" if v.node_id == leader_id else "follower"
+                member.connected = status.get(f"partner_node_status_server_{v.raft_address}") == 2
+                match = status.get(f"match_idx_server_{v.raft_address}")
+                if match is not None and leader_id == me.node_id:
+                    member.match_index = match
+                    member.lag = max(0, status["commit_idx"] - match)
+            members.append(member)
+        return pb.DescribeQuorumResponse(leader_id=leader_id, answering_controller_id=me.node_id, members=members, metadata_offset=self.node.image.offset)

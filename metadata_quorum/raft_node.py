@@ -1,0 +1,208 @@
+"""The metadata log on Raft (pysyncobj): one replicated method applies an entry (a list of
+encoded records) to the image, all or nothing.
+
+pysyncobj runs networking, timers, applies and callbacks on one background thread. This
+module keeps that thread's work short: apply, append to a bounded ring of recent records,
+and hand results to the asyncio loop with ``call_soon_threadsafe``. Preconditions are
+checked where the entry is applied (decisions are made on a possibly stale local image), so
+a rejected entry changes nothing and its proposer gets the error as the result.
+
+The state machine is a ``SyncObjConsumer`` so that pysyncobj's full dump (log compaction)
+holds exactly the image, encoded as snapshot records (protobuf, not pickled classes), and
+restoring it cannot race with construction. Both ``journalFile`` and ``fullDumpFile`` are
+set (FACTS.md: either alone loses data), and the raft port binds only to its own address.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+import structlog
+from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replicated
+
+from metadata_quorum.endpoints import Voter
+from metadata_quorum.image import MetadataImage, RecordRejected, apply_all, image_from_snapshot, image_to_records
+from metadata_quorum.records import Record, decode, encode
+from proto import common_pb2
+
+log = structlog.get_logger("controller")
+
+RING_RECORDS_MAX = 20_000
+PROPOSAL_TIMEOUT_S = 5.0
+
+
+@dataclass(frozen=True)
+class EntryResult:
+    """What became of a proposed entry: error NONE and the offset of its first record, or a
+    rejection (nothing applied). REQUEST_TIMED_OUT means the outcome is unknown."""
+
+    error_code: int
+    error_message: str
+    first_offset: int = -1
+
+
+class MetadataStateMachine(SyncObjConsumer):
+    """The image, changed only by ``apply_entry``. Attributes set before
+    ``SyncObjConsumer.__init__`` are plumbing; ``_serialize``/``_deserialize`` carry the image."""
+
+    def __init__(self, cluster_id: str, on_applied: Callable[[MetadataImage, Sequence[Record], bool], None]) -> None:
+        self._cluster_id = cluster_id
+        self._on_applied = on_applied
+        super().__init__()
+        self.image = MetadataImage.empty(cluster_id)
+
+    @replicated
+    def apply_entry(self, encoded: list[bytes]) -> tuple[int, str, int]:
+        """Apply one entry; returns (error code, message, first offset)."""
+        try:
+            records = [decode(data) for data in encoded]
+            new = apply_all(self.image, records)
+        except RecordRejected as rejected:
+            return rejected.code, rejected.message, -1
+        except ValueError as bad:  # same bytes on every node: rejected the same everywhere
+            log.error("undecodable metadata entry rejected", error=str(bad))
+            return common_pb2.UNKNOWN_SERVER_ERROR, f"undecodable entry: {bad}", -1
+        first_offset = self.image.offset + 1
+        self.image = new
+        self._on_applied(new, records, False)
+        return common_pb2.NONE, "", first_offset
+
+    def _serialize(self) -> dict:
+        image = self.image
+        return {"cluster_id": image.cluster_id, "offset": image.offset, "records": [encode(r) for r in image_to_records(image)]}
+
+    def _deserialize(self, data: dict) -> None:
+        self.image = image_from_snapshot(data["cluster_id"], [decode(b) for b in data["records"]], data["offset"])
+        self._on_applied(self.image, (), True)
+
+
+_RAFT_STATES = {0: "follower", 1: "candidate", 2: "leader"}
+_NOT_APPENDED = {FAIL_REASON.QUEUE_FULL, FAIL_REASON.MISSING_LEADER, FAIL_REASON.DISCARDED, FAIL_REASON.REQUEST_DENIED}
+
+
+class ControllerRaftNode:
+    """One voter of the metadata quorum, seen from asyncio."""
+
+    def __init__(self, self_voter: Voter, voters: Sequence[Voter], data_dir: Path, cluster_id: str, password: str | None, loop: asyncio.AbstractEventLoop) -> None:
+        self.voter = self_voter
+        self.voters = list(voters)
+        self._loop = loop
+        self._lock = threading.Lock()
+        self._ring: collections.deque[tuple[int, Record]] = collections.deque(maxlen=RING_RECORDS_MAX)
+        self._image = MetadataImage.empty(cluster_id)
+        self._applied_event = asyncio.Event()
+        self.state_machine = MetadataStateMachine(cluster_id, self._on_applied)
+        data_dir.mkdir(parents=True, exist_ok=True)
+        conf = SyncObjConf(
+            journalFile=str(data_dir / "raft.journal"),
+            fullDumpFile=str(data_dir / "raft.dump"),
+            bindAddress=self_voter.raft_address,
+            password=password,
+            autoTickPeriod=0.005,
+            appendEntriesPeriod=0.01,
+            raftMinTimeout=0.1,
+            raftMaxTimeout=0.3,
+            leaderFallbackTimeout=0.5,
+            connectionRetryTime=0.1,
+            useFork=False,  # forking a process that runs gRPC threads is unsafe
+        )
+        others = [v.raft_address for v in voters if v.node_id != self_voter.node_id]
+        self._syncobj = SyncObj(self_voter.raft_address, others, conf=conf, consumers=[self.state_machine])
+
+    # ---- raft thread -> asyncio
+
+    def _on_applied(self, image: MetadataImage, records: Sequence[Record], reset: bool) -> None:
+        """Runs on pysyncobj's thread: publish the image and recent records, wake streams."""
+        with self._lock:
+            if reset:
+                self._ring.clear()
+            first = image.offset - len(records) + 1
+            self._ring.extend(zip(range(first, image.offset + 1), records))
+            self._image = image
+        self._loop.call_soon_threadsafe(self._wake)
+
+    def _wake(self) -> None:
+        event, self._applied_event = self._applied_event, asyncio.Event()
+        event.set()
+
+    # ---- reads (local, possibly stale)
+
+    @property
+    def image(self) -> MetadataImage:
+        return self._image
+
+    @property
+    def applied_event(self) -> asyncio.Event:
+        """Set at the next apply; take it before reading, then wait on it."""
+        return self._applied_event
+
+    def read_since(self, from_offset: int) -> tuple[MetadataImage, list[tuple[int, Record]] | None]:
+        """(image, records from ``from_offset`` on), or (image, None) when the ring no longer
+        reaches back that far and the caller must send a snapshot of the image."""
+        with self._lock:
+            image = self._image
+            if from_offset > image.offset:
+                return image, []
+            if self._ring and self._ring[0][0] <= from_offset:
+                return image, [item for item in self._ring if item[0] >= from_offset]
+            return image, None
+
+    def status(self) -> dict:
+        """pysyncobj's getStatus(), read from another thread (retried if a dict changed meanwhile)."""
+        for _ in range(10):
+            try:
+                return self._syncobj.getStatus()
+            except RuntimeError:
+                time.sleep(0.001)
+        return self._syncobj.getStatus()
+
+    def raft_state(self, status: dict) -> str:
+        return _RAFT_STATES.get(status.get("state"), "unknown")
+
+    def is_leader(self) -> bool:
+        return self._syncobj._isLeader()
+
+    def term(self) -> int:
+        return self._syncobj.raftCurrentTerm
+
+    def leader_id(self) -> int:
+        """The controller id of the last known Raft leader, -1 if none."""
+        leader = self._syncobj._getLeader()
+        if leader is None:
+            return -1
+        return next((v.node_id for v in self.voters if v.raft_address == leader.id), -1)
+
+    # ---- writes
+
+    async def propose(self, records: Sequence[Record], timeout_s: float = PROPOSAL_TIMEOUT_S) -> EntryResult:
+        """Commit ``records`` as one entry; returns once applied here (or failed)."""
+        future: asyncio.Future[EntryResult] = self._loop.create_future()
+
+        def settle(result: EntryResult) -> None:
+            if not future.done():
+                future.set_result(result)
+
+        def callback(result: tuple[int, str, int] | None, fail_reason: int) -> None:  # raft thread
+            if fail_reason == FAIL_REASON.SUCCESS:
+                outcome = EntryResult(*result)
+            elif fail_reason in _NOT_APPENDED:
+                outcome = EntryResult(common_pb2.NOT_CONTROLLER, f"the entry was not committed (pysyncobj reason {fail_reason}): leadership is changing")
+            else:
+                outcome = EntryResult(common_pb2.REQUEST_TIMED_OUT, f"leadership changed while committing (pysyncobj reason {fail_reason}): the outcome is unknown; check and retry")
+            self._loop.call_soon_threadsafe(settle, outcome)
+
+        self.state_machine.apply_entry([encode(r) for r in records], callback=callback)
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), timeout_s)
+        except asyncio.TimeoutError:
+            return EntryResult(common_pb2.REQUEST_TIMED_OUT, f"not committed within {timeout_s:.0f} s (no quorum?): the outcome is unknown; check and retry")
+
+    def destroy(self) -> None:
+        """Stop pysyncobj's thread and close its journal."""
+        self._syncobj.destroy_synchronous()

@@ -1,0 +1,139 @@
+"""An in-process, in-memory stand-in for one broker, so the client's I/O paths (batching,
+retries, leader hints, fetch positions) are tested without processes or disks.
+
+It implements just enough of the Broker service: Metadata, Produce (stamps offsets with
+record_batch.stamp_batch), Fetch (whole batches from the fetch offset, long poll),
+ListOffsets (-2/-1 only) and DescribeLogs. `fail_produce[tp]` holds error codes to answer
+the next produce requests for that partition with, one per request.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict, deque
+from concurrent import futures
+
+import grpc
+
+from data_plane import record_batch
+from data_plane.client.channels import CHANNEL_OPTIONS
+from proto import broker_pb2, broker_pb2_grpc, common_pb2
+
+BROKER_ID = 1
+
+
+class FakeBroker(broker_pb2_grpc.BrokerServicer):
+    """One broker leading every partition of `topics` ({name: partition count})."""
+
+    def __init__(self, topics: dict[str, int], leader_epoch: int = 0) -> None:
+        self.topics = dict(topics)
+        self.leader_epoch = leader_epoch
+        self.batches: dict[tuple[str, int], list[tuple[int, bytes]]] = defaultdict(list)  # (base offset, bytes)
+        self.end_offsets: dict[tuple[str, int], int] = defaultdict(int)
+        self.fail_produce: dict[tuple[str, int], deque[int]] = defaultdict(deque)
+        self.produce_requests = 0
+        self.fetch_requests = 0
+        self._cond = threading.Condition()
+        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=8), options=CHANNEL_OPTIONS)
+        broker_pb2_grpc.add_BrokerServicer_to_server(self, self._server)
+        self.port = self._server.add_insecure_port("127.0.0.1:0")
+        self.address = f"127.0.0.1:{self.port}"
+
+    def __enter__(self) -> FakeBroker:
+        self._server.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._server.stop(grace=None)
+
+    def _hint(self) -> common_pb2.LeaderHint:
+        return common_pb2.LeaderHint(leader_id=BROKER_ID, leader_epoch=self.leader_epoch)
+
+    def Metadata(self, request, context):
+        names = list(request.topics) or sorted(self.topics)
+        response = broker_pb2.MetadataResponse(
+            cluster_id="fake",
+            brokers=[common_pb2.BrokerEndpoint(broker_id=BROKER_ID, host="127.0.0.1", port=self.port)],
+            answering_broker_id=BROKER_ID,
+            controllers=[common_pb2.BrokerEndpoint(broker_id=1000, host="127.0.0.1", port=1)],
+        )
+        for name in names:
+            if name not in self.topics:
+                response.topics.add(name=name, error_code=common_pb2.UNKNOWN_TOPIC_OR_PARTITION)
+                continue
+            topic = response.topics.add(name=name, topic_id=f"id-{name}")
+            for p in range(self.topics[name]):
+                topic.partitions.add(partition=p, leader_id=BROKER_ID, leader_epoch=self.leader_epoch, replicas=[1], isr=[1])
+        return response
+
+    def Produce(self, request, context):
+        self.produce_requests += 1
+        response = broker_pb2.ProduceResponse()
+        with self._cond:
+            for topic in request.topics:
+                answer_topic = response.topics.add(topic=topic.topic)
+                for data in topic.partitions:
+                    tp = (topic.topic, data.partition)
+                    answer = answer_topic.partitions.add(partition=data.partition, log_append_time_ms=-1)
+                    if self.fail_produce[tp]:
+                        answer.error_code = self.fail_produce[tp].popleft()
+                        answer.current_leader.CopyFrom(self._hint())
+                        continue
+                    answer.base_offset = self.end_offsets[tp]
+                    buf = bytearray(data.batches)
+                    for pos, header in record_batch.iter_batches(buf):
+                        record_batch.stamp_batch(buf, pos, self.end_offsets[tp], self.leader_epoch)
+                        self.batches[tp].append((self.end_offsets[tp], bytes(buf[pos : pos + header.batch_length])))
+                        self.end_offsets[tp] += header.record_count
+            self._cond.notify_all()
+        return response
+
+    def _fetch_answer(self, topic: str, p: broker_pb2.FetchPartition) -> broker_pb2.FetchPartitionResponse:
+        tp = (topic, p.partition)
+        answer = broker_pb2.FetchPartitionResponse(partition=p.partition, high_watermark=self.end_offsets[tp])
+        if p.fetch_offset > self.end_offsets[tp]:
+            answer.error_code = common_pb2.OFFSET_OUT_OF_RANGE
+            return answer
+        chunks, size = [], 0
+        for base, data in self.batches[tp]:
+            last = record_batch.read_header(data).last_offset
+            if last < p.fetch_offset:
+                continue
+            if chunks and size + len(data) > p.partition_max_bytes:
+                break
+            chunks.append(data)
+            size += len(data)
+        answer.batches = b"".join(chunks)
+        return answer
+
+    def Fetch(self, request, context):
+        self.fetch_requests += 1
+        with self._cond:
+            def build():
+                response = broker_pb2.FetchResponse()
+                for topic in request.topics:
+                    answer_topic = response.topics.add(topic=topic.topic)
+                    for p in topic.partitions:
+                        answer_topic.partitions.append(self._fetch_answer(topic.topic, p))
+                return response
+
+            response = build()
+            if not any(p.batches or p.error_code for t in response.topics for p in t.partitions):
+                self._cond.wait(request.max_wait_ms / 1000.0)
+                response = build()
+        return response
+
+    def ListOffsets(self, request, context):
+        response = broker_pb2.ListOffsetsResponse()
+        for topic in request.topics:
+            answer_topic = response.topics.add(topic=topic.topic)
+            for p in topic.partitions:
+                offset = 0 if p.timestamp == -2 else self.end_offsets[(topic.topic, p.partition)]
+                answer_topic.partitions.add(partition=p.partition, offset=offset, timestamp=-1)
+        return response
+
+    def DescribeLogs(self, request, context):
+        response = broker_pb2.DescribeLogsResponse(broker_id=BROKER_ID)
+        for (topic, partition), end in sorted(self.end_offsets.items()):
+            response.partitions.add(topic=topic, partition=partition, is_leader=True, log_end_offset=end, high_watermark=end)
+        return response

@@ -1,0 +1,66 @@
+"""Which failures the client retries, and what it tells the user."""
+
+import grpc
+import pytest
+
+from data_plane.client.errors import KraftlogError, from_error_code, from_rpc_error
+from proto import common_pb2
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "NOT_LEADER_OR_FOLLOWER",
+        "UNKNOWN_LEADER_EPOCH",
+        "FENCED_LEADER_EPOCH",
+        "LEADER_NOT_AVAILABLE",
+        "NOT_ENOUGH_REPLICAS",
+        "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
+        "REQUEST_TIMED_OUT",
+        "UNKNOWN_TOPIC_OR_PARTITION",
+        "BROKER_NOT_AVAILABLE",
+    ],
+)
+def test_transient_conditions_are_retriable(code):
+    assert KraftlogError(code, "x").retriable
+
+
+@pytest.mark.parametrize("code", ["MESSAGE_TOO_LARGE", "CORRUPT_MESSAGE", "INVALID_REQUEST", "OFFSET_OUT_OF_RANGE"])
+def test_permanent_conditions_are_not_retriable(code):
+    assert not KraftlogError(code, "x").retriable
+
+
+def test_leader_moves_ask_for_a_metadata_refresh_but_replica_shortage_does_not():
+    assert KraftlogError("NOT_LEADER_OR_FOLLOWER").refresh_metadata
+    assert KraftlogError("FENCED_LEADER_EPOCH").refresh_metadata
+    assert not KraftlogError("NOT_ENOUGH_REPLICAS").refresh_metadata
+
+
+def test_message_names_code_detail_and_advice():
+    err = from_error_code(common_pb2.NOT_ENOUGH_REPLICAS, "isr=[1]", "t-0")
+    assert err.code == "NOT_ENOUGH_REPLICAS"
+    assert "t-0: isr=[1]" in str(err) and "min.insync.replicas" in str(err)
+
+
+def test_unknown_wire_code_stays_visible():
+    assert from_error_code(999, "", "t-0").code == "ERROR_CODE_999"
+
+
+class _RpcError(grpc.RpcError):
+    def __init__(self, status):
+        self._status = status
+
+    def code(self):
+        return self._status
+
+    def details(self):
+        return "details"
+
+
+def test_grpc_status_mapping():
+    assert from_rpc_error(_RpcError(grpc.StatusCode.UNAVAILABLE), "h:1").code == "BROKER_NOT_AVAILABLE"
+    assert from_rpc_error(_RpcError(grpc.StatusCode.UNAVAILABLE), "h:1").retriable
+    assert from_rpc_error(_RpcError(grpc.StatusCode.DEADLINE_EXCEEDED), "h:1").code == "REQUEST_TIMED_OUT"
+    too_large = from_rpc_error(_RpcError(grpc.StatusCode.RESOURCE_EXHAUSTED), "h:1")
+    assert too_large.code == "MESSAGE_TOO_LARGE" and not too_large.retriable
+    assert not from_rpc_error(_RpcError(grpc.StatusCode.INVALID_ARGUMENT), "h:1").retriable

@@ -1,0 +1,67 @@
+"""Kafka-compatible key hashing and sticky partitioning of unkeyed records."""
+
+import random
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from data_plane.client.partitioner import StickyPartitioner, murmur2, partition_for_key
+
+
+@pytest.mark.parametrize(
+    "data, expected",
+    [  # Kafka's UtilsTest.testMurmur2
+        (b"21", -973932308),
+        (b"foobar", -790332482),
+        (b"a-little-bit-long-string", -985981536),
+        (b"a-little-bit-longer-string", -1486304829),
+        (b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8", -58897971),
+        (b"abc", 479470107),
+    ],
+)
+def test_murmur2_matches_kafka(data, expected):
+    assert murmur2(data) == expected
+
+
+@given(st.binary(max_size=64), st.integers(min_value=1, max_value=1000))
+def test_key_partition_is_stable_and_in_range(key, count):
+    assert 0 <= partition_for_key(key, count) < count
+    assert partition_for_key(key, count) == partition_for_key(bytes(key), count)
+
+
+def test_keyed_records_ignore_stickiness():
+    partitioner = StickyPartitioner(random.Random(1))
+    assert partitioner.partition("t", b"k", 12) == partition_for_key(b"k", 12)
+
+
+def test_unkeyed_records_stick_until_a_new_batch():
+    partitioner = StickyPartitioner(random.Random(1))
+    first = partitioner.partition("t", None, 6)
+    assert all(partitioner.partition("t", None, 6) == first for _ in range(100))
+    moved = partitioner.on_new_batch("t", first, 6)
+    assert moved != first
+    assert partitioner.partition("t", None, 6) == moved
+
+
+def test_on_new_batch_for_a_stale_partition_keeps_the_current_choice():
+    partitioner = StickyPartitioner(random.Random(2))
+    first = partitioner.partition("t", None, 6)
+    second = partitioner.on_new_batch("t", first, 6)
+    assert partitioner.on_new_batch("t", first, 6) == second
+
+
+def test_single_partition_topic():
+    partitioner = StickyPartitioner(random.Random(3))
+    assert partitioner.partition("t", None, 1) == 0
+    assert partitioner.on_new_batch("t", 0, 1) == 0
+
+
+def test_sticky_spreads_over_partitions():
+    partitioner = StickyPartitioner(random.Random(4))
+    current = partitioner.partition("t", None, 4)
+    seen = {current}
+    for _ in range(100):
+        current = partitioner.on_new_batch("t", current, 4)
+        seen.add(current)
+    assert seen == {0, 1, 2, 3}

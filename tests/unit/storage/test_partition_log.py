@@ -1,0 +1,199 @@
+"""PartitionLog: append, read, roll, timestamps, truncation, retention, flush policy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from data_plane.record_batch import decode_batch, encode_batch, iter_batches, read_header, stamp_batch
+from data_plane.storage import (
+    CorruptBatchError,
+    OffsetOutOfRangeError,
+    PartitionLog,
+    RecordTooLargeError,
+    UnexpectedAppendOffsetError,
+)
+from tests.unit.storage.conftest import batch, fill, offsets, small_settings, values
+
+
+def test_leader_append_assigns_offsets_and_stamps_the_epoch(log_dir: Path) -> None:
+    plog = PartitionLog.open(log_dir, small_settings(), now_ms=0)
+    first = plog.append(batch(3), assign_offsets=True, leader_epoch=2, now_ms=0)
+    second = plog.append(batch(2) + batch(4), assign_offsets=True, leader_epoch=5, now_ms=0)
+    assert (first.first_offset, first.last_offset, first.record_count, first.log_append_time_ms) == (0, 2, 3, -1)
+    assert (second.first_offset, second.last_offset, second.record_count) == (3, 8, 6)
+    assert plog.log_end_offset == 9
+    assert plog.leader_epoch_cache.entries == [(2, 0), (5, 3)]
+    data = plog.read(0, 1 << 20).data
+    assert [(h.base_offset, h.leader_epoch) for _, h in iter_batches(data)] == [(0, 2), (3, 5), (5, 5)]
+
+
+def test_a_bad_batch_anywhere_means_nothing_is_written(log_dir: Path) -> None:
+    plog = PartitionLog.open(log_dir, small_settings(max_message_bytes=200), now_ms=0)
+    fill(plog, 2)
+    size, end = plog.size_bytes, plog.log_end_offset
+    corrupt = bytearray(batch(2))
+    corrupt[-1] ^= 0xFF
+    with pytest.raises(CorruptBatchError, match="CRC"):
+        plog.append(batch(1) + bytes(corrupt), assign_offsets=True, leader_epoch=0, now_ms=0)
+    with pytest.raises(RecordTooLargeError, match="max.message.bytes=200"):
+        plog.append(batch(1) + encode_batch([b"x" * 300]), assign_offsets=True, leader_epoch=0, now_ms=0)
+    with pytest.raises(CorruptBatchError, match="no record batch"):
+        plog.append(b"", assign_offsets=True, leader_epoch=0, now_ms=0)
+    assert (plog.size_bytes, plog.log_end_offset) == (size, end)
+
+
+def test_follower_append_keeps_offsets_and_epochs_and_must_continue_the_log(log_dir: Path, tmp_path: Path) -> None:
+    leader = PartitionLog.open(tmp_path / "leader-0", small_settings(), now_ms=0)
+    fill(leader, 3, epoch=1)
+    fill(leader, 3, epoch=4)
+    follower = PartitionLog.open(log_dir, small_settings(), now_ms=0)
+    data = leader.read(0, 1 << 20).data
+    follower.append(data, assign_offsets=False, leader_epoch=-1, now_ms=0)
+    assert follower.leader_epoch_cache.entries == leader.leader_epoch_cache.entries == [(1, 0), (4, 9)]
+    assert follower.read(0, 1 << 20).data == data
+    assert follower.checksum(18) == leader.checksum(18) != 0
+    with pytest.raises(UnexpectedAppendOffsetError, match="continues at 18"):
+        follower.append(data, assign_offsets=False, leader_epoch=-1, now_ms=0)
+
+
+def test_log_append_time_stamps_the_broker_clock(log_dir: Path) -> None:
+    plog = PartitionLog.open(log_dir, small_settings(message_timestamp_type="LogAppendTime"), now_ms=0)
+    result = plog.append(batch(3, ts=5), assign_offsets=True, leader_epoch=0, now_ms=777)
+    assert (result.log_append_time_ms, result.max_timestamp) == (777, 777)
+    decoded = decode_batch(plog.read(0, 1 << 20).data)  # validates the recomputed CRC
+    assert decoded.timestamps == [777] * 3
+
+
+def test_read_returns_whole_batches_within_limits(log_dir: Path) -> None:
+    plog = PartitionLog.open(log_dir, small_settings(), now_ms=0)
+    fill(plog, 40)  # 120 records, several segments
+    assert len(plog.segments) > 2
+    one_batch = len(batch(3, tag="b0-"))
+    middle = plog.read(31, 1)  # below one batch: still one whole batch
+    assert (middle.first_offset, middle.next_offset, offsets(middle.data)) == (30, 33, [30, 31, 32])
+    assert len(plog.read(0, 3 * one_batch + 10).data) == 3 * one_batch
+    everything = plog.read(0, 1 << 20)
+    assert offsets(everything.data) == list(range(120)) and everything.next_offset == 120
+    capped = plog.read(10, 1 << 20, max_offset=20)
+    assert (capped.first_offset, capped.next_offset) == (9, 21)  # batch 18-20 starts below the HW
+    assert plog.read(120, 100).data == b"" and plog.read(120, 100).next_offset == 120
+    assert plog.read(21, 100, max_offset=21).data == b""
+    with pytest.raises(OffsetOutOfRangeError, match=r"outside orders-0's range \[0, 120\]"):
+        plog.read(121, 100)
+
+
+def test_read_hands_back_exactly_the_stamped_bytes(log_dir: Path) -> None:
+    plog = PartitionLog.open(log_dir, small_settings(), now_ms=0)
+    raw = batch(5)
+    plog.append(raw, assign_offsets=True, leader_epoch=3, now_ms=0)
+    expected = bytearray(raw)
+    stamp_batch(expected, 0, 0, 3)
+    assert plog.read(0, 1 << 20).data == bytes(expected)
+
+
+def test_roll_by_size_in_the_middle_of_one_append(log_dir: Path) -> None:
+    plog = PartitionLog.open(log_dir, small_settings(segment_bytes=1024), now_ms=0)
+    batches = b"".join(batch(3, tag=f"x{i}-") for i in range(30))
+    plog.append(batches, assign_offsets=True, leader_epoch=0, now_ms=0)
+    assert all(s.size_bytes <= 1024 for s in plog.segments)
+    assert [s.base_offset for s in plog.segments] == [s.base_offset for s in plog.segments if s.base_offset % 3 == 0]
+    assert offsets(plog.read(0, 1 << 20).data) == list(range(90))
+
+
+def test_roll_by_time(log_dir: Path) -> None:
+    plog = PartitionLog.open(log_dir, small_settings(segment_ms=1000), now_ms=0)
+    plog.append(batch(), assign_offsets=True, leader_epoch=0, now_ms=10_000)
+    plog.append(batch(), assign_offsets=True, leader_epoch=0, now_ms=10_999)
+    assert len(plog.segments) == 1
+    plog.append(batch(), assign_offsets=True, leader_epoch=0, now_ms=11_000)
+    assert [s.base_offset for s in plog.segments] == [0, 6]
+
+
+def test_offset_for_timestamp_finds_the_first_record_at_or_after(log_dir: Path) -> None:
+    plog = PartitionLog.open(log_dir, small_settings(), now_ms=0)
+    for i in range(30):
+        ts = [1000 + 10 * i, 1000 + 10 * i + 5, 1000 + 10 * i + 2]  # out of order inside a batch
+        plog.append(encode_batch([b"v" * 40] * 3, timestamps_ms=ts), assign_offsets=True, leader_epoch=0, now_ms=0)
+    assert len(plog.segments) > 1
+    assert plog.offset_for_timestamp(0) == (0, 1000)
+    assert plog.offset_for_timestamp(1003) == (1, 1005)
+    assert plog.offset_for_timestamp(1151) == (46, 1155)
+    assert plog.offset_for_timestamp(1295) == (88, 1295)
+    assert plog.offset_for_timestamp(1296) is None
+
+
+def test_truncate_inside_a_batch_drops_the_whole_batch(log_dir: Path) -> None:
+    plog = PartitionLog.open(log_dir, small_settings(), now_ms=0)
+    fill(plog, 20, epoch=1)
+    fill(plog, 20, epoch=3)
+    plog.truncate_to(65)  # batch 63..65
+    assert plog.log_end_offset == 63
+    assert plog.leader_epoch_cache.entries == [(1, 0), (3, 60)]
+    plog.truncate_to(40)
+    assert plog.log_end_offset == 39 and plog.leader_epoch_cache.entries == [(1, 0)]
+    assert all(s.base_offset < 39 for s in plog.segments)
+    plog.append(batch(2), assign_offsets=True, leader_epoch=4, now_ms=0)
+    assert offsets(plog.read(0, 1 << 20).data) == list(range(41))
+    assert plog.offset_for_timestamp(1019) == (39, 1000)
+
+
+def test_truncate_to_start_and_below(log_dir: Path) -> None:
+    plog = PartitionLog.open(log_dir, small_settings(), now_ms=0)
+    fill(plog, 10)
+    plog.truncate_to(0)
+    assert (plog.log_start_offset, plog.log_end_offset, plog.size_bytes) == (0, 0, 0)
+    fill(plog, 2)
+    plog.truncate_fully_and_start_at(500)
+    assert (plog.log_start_offset, plog.log_end_offset, plog.leader_epoch_cache.entries) == (500, 500, [])
+    fill(plog, 1, epoch=7)
+    assert offsets(plog.read(500, 1 << 20).data) == [500, 501, 502]
+
+
+def test_retention_by_time_and_size(log_dir: Path) -> None:
+    plog = PartitionLog.open(log_dir, small_settings(retention_ms=1000), now_ms=0)
+    fill(plog, 40, ts=0)
+    fill(plog, 1, ts=10_000)
+    segments = len(plog.segments)
+    assert plog.apply_retention(now_ms=1000) == 0
+    assert plog.apply_retention(now_ms=1040) == segments - 1  # every full segment; never the active one
+    assert plog.log_start_offset == plog.segments[0].base_offset > 0
+    with pytest.raises(OffsetOutOfRangeError):
+        plog.read(0, 100)
+    fill(plog, 40, ts=20_000)
+    plog.update_settings(small_settings(retention_bytes=5000))
+    plog.apply_retention(now_ms=20_000)
+    assert 5000 - 1024 <= plog.size_bytes <= 5000
+    assert plog.leader_epoch_cache.entries == [(0, plog.log_start_offset)]
+
+
+def test_flush_policies_move_the_recovery_point(log_dir: Path) -> None:
+    plog = PartitionLog.open(log_dir, small_settings(flush_messages=6), now_ms=0)
+    fill(plog, 1)
+    assert plog.recovery_point == 0
+    fill(plog, 1)
+    assert plog.recovery_point == 6
+    plog.update_settings(small_settings(flush_ms=100))
+    fill(plog, 1, now_ms=1000)
+    plog.maybe_flush(1099)
+    assert plog.recovery_point == 6
+    plog.maybe_flush(1100)
+    assert plog.recovery_point == 9
+    plog.update_settings(small_settings())
+    fill(plog, 40)
+    plog.maybe_flush(5000)  # only the rolled segments
+    assert plog.recovery_point == plog.active.base_offset > 9
+
+
+def test_clean_reopen_keeps_everything(log_dir: Path) -> None:
+    plog = PartitionLog.open(log_dir, small_settings(), now_ms=0)
+    fill(plog, 30, epoch=2)
+    before = (plog.read(0, 1 << 20).data, plog.leader_epoch_cache.entries, plog.offset_for_timestamp(1017))
+    plog.close()
+    again = PartitionLog.open(log_dir, small_settings(), now_ms=0, clean_shutdown=True, recovery_point=90)
+    assert (again.read(0, 1 << 20).data, again.leader_epoch_cache.entries, again.offset_for_timestamp(1017)) == before
+    assert (again.log_end_offset, again.recovery_point) == (90, 90)
+    assert [s.max_timestamp for s in again.segments] == [s.max_timestamp for s in plog.segments]
+    fill(again, 1, epoch=3)
+    assert read_header(again.read(90, 100).data).leader_epoch == 3

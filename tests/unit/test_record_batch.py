@@ -1,0 +1,178 @@
+"""The record batch codec: round trips for arbitrary records, and rejection of damaged bytes."""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from data_plane import record_batch as rb
+from data_plane.record_batch import (
+    HEADER_SIZE,
+    CorruptBatchError,
+    Record,
+    decode_batch,
+    decode_batches,
+    encode_batch,
+    iter_batches,
+    iter_headers,
+    read_header,
+    set_log_append_time,
+    stamp_batch,
+    validate_batch,
+)
+
+maybe_bytes = st.none() | st.binary(max_size=40)
+header_list = st.lists(st.tuples(st.text(max_size=8), maybe_bytes), max_size=3)
+record = st.tuples(maybe_bytes, maybe_bytes, header_list, st.integers(-(1 << 30), 1 << 30))
+
+
+@st.composite
+def batches(draw: st.DrawFn) -> tuple[list, bytes, dict]:
+    records = draw(st.lists(record, min_size=1, max_size=25))
+    options = {
+        "compression": draw(st.sampled_from(["none", "lz4"])),
+        "producer_id": draw(st.integers(-1, 1 << 40)),
+        "producer_epoch": draw(st.integers(-1, 1000)),
+        "base_sequence": draw(st.integers(-1, 1 << 30)),
+    }
+    base_ts = draw(st.integers(0, 1 << 42))
+    data = encode_batch(
+        [v for _, v, _, _ in records],
+        keys=[k for k, _, _, _ in records],
+        headers=[h for _, _, h, _ in records],
+        timestamps_ms=[base_ts + delta for *_, delta in records],
+        **options,
+    )
+    return [(k, v, tuple(h), base_ts + d) for k, v, h, d in records], data, options
+
+
+@settings(max_examples=200, deadline=None)
+@given(batches(), st.integers(0, 1 << 50), st.integers(-1, 1 << 20), st.booleans())
+def test_arbitrary_records_round_trip(drawn, base_offset, epoch, log_append_time) -> None:
+    records, data, options = drawn
+    buf = bytearray(data)
+    stamp_batch(buf, 0, base_offset, epoch)
+    if log_append_time:
+        set_log_append_time(buf, 0, 1_700_000_000_000)
+    batch = decode_batch(buf)
+    header = batch.header
+    assert (header.base_offset, header.leader_epoch, header.record_count) == (base_offset, epoch, len(records))
+    assert header.compression == options["compression"]
+    assert (header.producer_id, header.producer_epoch, header.base_sequence) == (
+        options["producer_id"], options["producer_epoch"], options["base_sequence"],
+    )
+    expected_ts = [1_700_000_000_000] * len(records) if log_append_time else [ts for *_, ts in records]
+    assert header.timestamp_type == (rb.LOG_APPEND_TIME if log_append_time else rb.CREATE_TIME)
+    assert batch.records() == [
+        Record(base_offset + i, ts, k, v, h) for i, ((k, v, h, _), ts) in enumerate(zip(records, expected_ts))
+    ]
+
+
+@settings(max_examples=100, deadline=None)
+@given(batches(), st.data())
+def test_any_flipped_byte_from_magic_on_is_rejected(drawn, data) -> None:
+    _, encoded, _ = drawn
+    pos = data.draw(st.integers(16, len(encoded) - 1))  # magic, crc and everything the crc covers
+    damaged = bytearray(encoded)
+    damaged[pos] ^= data.draw(st.integers(1, 255))
+    with pytest.raises(CorruptBatchError):
+        validate_batch(damaged)
+
+
+@settings(max_examples=100, deadline=None)
+@given(batches(), st.data())
+def test_truncated_batch_is_rejected(drawn, data) -> None:
+    _, encoded, _ = drawn
+    cut = data.draw(st.integers(0, len(encoded) - 1))
+    with pytest.raises(CorruptBatchError, match="bytes left|runs past"):
+        validate_batch(encoded[:cut])
+
+
+@settings(max_examples=50, deadline=None)
+@given(batches(), st.integers(-(1 << 63), (1 << 63) - 1), st.integers(-(1 << 31), (1 << 31) - 1))
+def test_stamping_keeps_the_crc_valid(drawn, base_offset, epoch) -> None:
+    _, encoded, _ = drawn
+    buf = bytearray(encoded)
+    stamp_batch(buf, 0, base_offset, epoch)
+    header = validate_batch(buf)
+    assert (header.base_offset, header.leader_epoch, header.crc) == (base_offset, epoch, read_header(encoded).crc)
+
+
+def test_bad_magic_is_named() -> None:
+    buf = bytearray(encode_batch([b"x"]))
+    buf[16] = 1
+    with pytest.raises(CorruptBatchError, match="magic 1, expected 2"):
+        validate_batch(buf)
+
+
+def test_bad_crc_is_named() -> None:
+    buf = bytearray(encode_batch([b"x"]))
+    buf[-1] ^= 1
+    with pytest.raises(CorruptBatchError, match="CRC"):
+        validate_batch(buf)
+
+
+def test_fast_path_without_keys_headers_or_timestamps() -> None:
+    batch = decode_batch(encode_batch([b"a", b"", None], timestamps_ms=7))
+    assert batch.keys == [None, None, None]
+    assert batch.values == [b"a", b"", None]
+    assert batch.headers == [(), (), ()]
+    assert batch.timestamps == [7, 7, 7]
+    assert batch.offsets == [0, 1, 2]
+    assert (batch.header.base_offset, batch.header.leader_epoch) == (0, -1)
+
+
+def test_now_ms_is_the_default_timestamp() -> None:
+    assert decode_batch(encode_batch([b"a"], now_ms=123)).timestamps == [123]
+
+
+def test_concatenated_batches_iterate_with_positions() -> None:
+    first, second = encode_batch([b"a"] * 3), encode_batch([b"b"], compression="lz4")
+    buf = bytearray(first + second)
+    stamp_batch(buf, len(first), 3, 0)
+    assert [pos for pos, _ in iter_batches(buf)] == [0, len(first)]
+    assert [pos for pos, _ in iter_headers(buf)] == [0, len(first)]
+    assert [b.offsets for b in decode_batches(buf)] == [[0, 1, 2], [3]]
+
+
+def test_header_counts_inconsistent_with_last_offset_delta_are_rejected() -> None:
+    buf = bytearray(encode_batch([b"a", b"b"]))
+    struct.pack_into("<i", buf, 23, 5)  # last_offset_delta
+    struct.pack_into("<I", buf, 17, zlib.crc32(buf[21:]))
+    with pytest.raises(CorruptBatchError, match="last_offset_delta"):
+        validate_batch(buf)
+
+
+def test_crc_valid_body_with_wrong_lengths_fails_to_decode() -> None:
+    buf = bytearray(encode_batch([b"abc"]))
+    struct.pack_into("<i", buf, HEADER_SIZE + 8, 50)  # value length beyond the body
+    struct.pack_into("<I", buf, 17, zlib.crc32(buf[21:]))
+    validate_batch(buf)  # the broker does not look inside
+    with pytest.raises(CorruptBatchError, match="past the end"):
+        decode_batch(buf)
+
+
+def test_validate_within_a_region() -> None:
+    data = encode_batch([b"abc"])
+    with pytest.raises(CorruptBatchError, match="runs past"):
+        validate_batch(data + b"tail", 0, max_bytes=len(data) - 1)
+    assert validate_batch(data + b"tail", 0, max_bytes=len(data)).record_count == 1
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"values": []}, "at least one record"),
+        ({"values": [b"a"], "compression": "zstd"}, "unknown compression"),
+        ({"values": [b"a"], "keys": [b"k", b"k"]}, "keys for 1 values"),
+        ({"values": [b"a", b"b"], "timestamps_ms": [0, 1 << 40]}, "24 days"),
+        ({"values": [b"a"], "timestamps_ms": [1, 2]}, "timestamps for 1 values"),
+    ],
+)
+def test_encode_refuses_bad_input(kwargs, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        encode_batch(**kwargs)
