@@ -10,37 +10,9 @@ import argparse
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from metadata_quorum.endpoints import Voter, parse_quorum
+
 MIB = 1 << 20
-
-
-@dataclass(frozen=True)
-class ControllerEndpoint:
-    node_id: int
-    host: str
-    raft_port: int
-    grpc_port: int
-
-    @property
-    def grpc_address(self) -> str:
-        return f"{self.host}:{self.grpc_port}"
-
-
-def parse_quorum(spec: str) -> list[ControllerEndpoint]:
-    """Parse ``id@host:raft_port:grpc_port,...`` (the controller quorum, as every node is told it)."""
-    endpoints: list[ControllerEndpoint] = []
-    for item in filter(None, (part.strip() for part in spec.split(","))):
-        try:
-            node, address = item.split("@", 1)
-            host, raft_port, grpc_port = address.rsplit(":", 2)
-            endpoints.append(ControllerEndpoint(int(node), host, int(raft_port), int(grpc_port)))
-        except ValueError:
-            raise ValueError(
-                f"cannot read controller '{item}': write each controller as id@host:raft_port:grpc_port, "
-                "for example 1@127.0.0.1:19091:19191"
-            ) from None
-    if not endpoints:
-        raise ValueError("the controller quorum is empty: pass --controllers id@host:raft_port:grpc_port[,...]")
-    return endpoints
 
 
 def parse_host_port(value: str) -> tuple[str, int]:
@@ -56,7 +28,7 @@ class BrokerConfig:
     host: str
     port: int
     data_dir: Path
-    controllers: list[ControllerEndpoint]
+    controllers: list[Voter]
     rack: str = ""
     request_max_bytes: int = 64 * MIB
     heartbeat_interval_ms: int = 500

@@ -67,22 +67,22 @@ def assign_epoch(entries: Sequence[tuple[int, int]], epoch: int, start_offset: i
     """Record that `epoch` starts at `start_offset` (becoming leader, or appending a batch
     stamped with a newer epoch on a follower).
 
-    As in Kafka's `LeaderEpochFileCache.assign`, entries with an epoch >= the new one or a
-    start offset >= the new one are dropped. Such entries can only be empty: an epoch this
-    replica led without appending anything (elected twice in a row, or elected and then
-    demoted before writing), which must not claim offsets it never held. An entry for a newer
-    epoch that already covers records before `start_offset` would mean records' epochs go
-    backwards in the log, and is asserted against.
+    As in Kafka's `LeaderEpochFileCache.assign`, entries with an epoch > the new one or a
+    start offset >= the new one are dropped; an entry for the same epoch at an earlier offset
+    already covers the records and is kept. Dropped entries can only be empty: an epoch this
+    replica led without appending anything (elected twice in a row, or elected and demoted
+    before writing), which must not claim offsets it never held. A newer epoch covering
+    records before `start_offset` would mean epochs go backwards in the log: asserted.
     """
     assert epoch >= 0 and start_offset >= 0, (epoch, start_offset)
     entries = as_history(entries)
-    if entries and entries[-1] == (epoch, start_offset):
-        return entries
     for entry in entries:
-        assert entry.epoch < epoch or entry.start_offset >= start_offset, (
+        assert entry.epoch <= epoch or entry.start_offset >= start_offset, (
             "epochs never go backwards within a log", entries, epoch, start_offset)
-    kept = [e for e in entries if e.epoch < epoch and e.start_offset < start_offset]
-    return tuple(kept) + (EpochEntry(epoch, start_offset),)
+    kept = tuple(e for e in entries if e.epoch <= epoch and e.start_offset < start_offset)
+    if kept and kept[-1].epoch == epoch:
+        return kept
+    return kept + (EpochEntry(epoch, start_offset),)
 
 
 def truncate_from_end(entries: Sequence[tuple[int, int]], offset: int) -> EpochHistory:

@@ -8,11 +8,12 @@ final healing round every replica must hold the same log, every record that was 
 a leader's HW must still be at its offset, and no follower may have truncated below its own
 HW (truncation follows epochs, and with clean elections epochs never cut committed data).
 
-Under the pre-KIP-101 rule the same harness reports a loss on an interleaving Hypothesis
-found, which proves the property can fail.
+The same search run with the rules KIP-101 and KIP-279 replaced must find a counterexample,
+which proves the property can fail.
 """
 
-from hypothesis import HealthCheck, given, settings
+import pytest
+from hypothesis import HealthCheck, find, given, settings
 from hypothesis import strategies as st
 
 from tests.unit.replication.replica_model import Cluster, Truncation
@@ -81,18 +82,13 @@ def test_no_committed_record_lost_and_logs_converge(ops: list[tuple]) -> None:
     assert cluster.state.high_watermark == cluster.leader.log_end_offset
 
 
-# Found by `hypothesis.find(operations, lambda ops: run(ops, "high_watermark").problems())`;
-# the search takes seconds and is luck-dependent, so its result is pinned here. B's HW lags
-# (it learns of the commit only on its next fetch), re-electing A makes B a follower, which
-# under the old rule truncates to its HW, and B is then elected with the committed v0 gone.
-HW_TRUNCATION_COUNTEREXAMPLE = [
-    ("produce", 1, 0), ("fetch", 2, 0), ("fetch", 2, 0), ("tick", 1, 150),
-    ("alter_partition", 1, 0), ("elect", 1, 0), ("elect", 2, 0),
-]
-
-
-def test_negative_control_property_harness_catches_hw_truncation() -> None:
-    """The same harness and checker as the property fail under the pre-KIP-101 rule."""
-    problems = run(HW_TRUNCATION_COUNTEREXAMPLE, "high_watermark").problems()
-    assert any("lost committed (0, 'v0')" in p for p in problems), problems
-    assert run(HW_TRUNCATION_COUNTEREXAMPLE, "leader_epoch").problems() == []
+@pytest.mark.parametrize("wrong_rule", ["high_watermark", "pre_kip279"])
+def test_negative_control_the_same_search_finds_the_replaced_rules(wrong_rule: Truncation) -> None:
+    """The property's own generator and checker find a failure for each replaced rule
+    (derandomized, so the search is the same on every run)."""
+    counterexample = find(
+        operations,
+        lambda ops: run(ops, wrong_rule).problems() != [],
+        settings=settings(max_examples=1000, deadline=None, database=None, derandomize=True),
+    )
+    assert run(counterexample, "leader_epoch").problems() == []

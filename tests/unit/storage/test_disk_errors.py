@@ -1,0 +1,122 @@
+"""A failing disk takes the partition offline, never the process, and never loses or invents data."""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from data_plane.storage import LogManager, PartitionLog, StorageError, segment
+from data_plane.storage.log_manager import CLEAN_SHUTDOWN
+from tests.unit.storage.conftest import batch, fill, offsets, small_settings
+
+
+def bytes_on_disk(plog: PartitionLog) -> bytes:
+    """The log's batches straight from its segment files (``read`` refuses once offline)."""
+    return b"".join(s.read(0, s.size_bytes) for s in plog.segments)
+
+
+def failing(code: int, after_bytes: int = 0):
+    """An ``os.write`` that writes ``after_bytes`` of the data, then raises OSError(code)."""
+    real_write = os.write
+
+    def write(fd: int, data) -> int:
+        if after_bytes and len(data) > after_bytes:
+            real_write(fd, bytes(data[:after_bytes]))
+        raise OSError(code, os.strerror(code))
+
+    return write
+
+
+@pytest.mark.parametrize("partial", [0, 50], ids=["nothing-written", "partial-write"])
+def test_enospc_on_append_takes_the_partition_offline(log_dir: Path, monkeypatch: pytest.MonkeyPatch, partial: int) -> None:
+    plog = PartitionLog.open(log_dir, small_settings(), now_ms=0)
+    fill(plog, 5)
+    before = plog.read(0, 1 << 20).data
+    monkeypatch.setattr(segment.os, "write", failing(errno.ENOSPC, partial))
+    with pytest.raises(StorageError, match="No space left.*free space on that disk.*restart the broker") as info:
+        plog.append(batch(), assign_offsets=True, leader_epoch=0, now_ms=0)
+    assert info.value.errno == errno.ENOSPC and info.value.path
+    monkeypatch.undo()
+
+    assert plog.is_offline and plog.log_end_offset == 15 and plog.size_bytes == len(before)
+    assert os.path.getsize(plog.active.log_path) == plog.active.size_bytes  # partial bytes cut back
+    for call in (lambda: plog.append(batch(), assign_offsets=True, leader_epoch=0, now_ms=0), lambda: plog.read(0, 100), plog.flush):
+        with pytest.raises(StorageError, match="offline after an earlier error"):
+            call()
+    plog.close()
+    again = PartitionLog.open(log_dir, small_settings(), now_ms=0)
+    assert again.read(0, 1 << 20).data == before
+
+
+def test_eio_on_fsync_and_on_roll(log_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    plog = PartitionLog.open(log_dir, small_settings(), now_ms=0)
+    fill(plog, 2)
+
+    def eio(*_args: object) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(segment.os, "fdatasync", eio)
+    with pytest.raises(StorageError, match="flush failed.*EIO.*check the disk"):
+        plog.flush()
+    assert plog.is_offline
+
+    other = PartitionLog.open(log_dir.parent / "other-0", small_settings(), now_ms=0)
+    fill(other, 1)
+    monkeypatch.setattr(segment.os, "open", lambda *a, **k: eio())
+    with pytest.raises(StorageError, match="append failed"):
+        fill(other, 20)  # needs a roll, which cannot create the new segment
+    monkeypatch.undo()
+    assert other.is_offline
+    assert len(other.segments) == 1 and offsets(bytes_on_disk(other))[-1] == other.log_end_offset - 1
+
+
+def test_offline_partition_means_no_clean_shutdown_marker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    manager = LogManager(tmp_path, now_ms=0)
+    healthy = manager.get_or_create("ok", 0, small_settings())
+    broken = manager.get_or_create("bad", 0, small_settings())
+    fill(healthy, 2)
+    monkeypatch.setattr(segment.os, "write", failing(errno.EIO))
+    with pytest.raises(StorageError):
+        fill(broken, 1)
+    monkeypatch.undo()
+    assert list(manager.offline_partitions()) == [("bad", 0)]
+    manager.maybe_flush_all(10**9)
+    manager.close()
+    assert not (tmp_path / CLEAN_SHUTDOWN).exists()
+    reopened = LogManager(tmp_path, now_ms=0)
+    assert reopened.get("ok", 0).log_end_offset == 6 and reopened.get("bad", 0).log_end_offset == 0
+
+
+@pytest.fixture
+def tiny_tmpfs(tmp_path: Path):
+    mount_point = tmp_path / "tiny"
+    mount_point.mkdir()
+    if shutil.which("mount") is None or os.geteuid() != 0:
+        pytest.skip("a real full-disk test needs root and mount(8) to create a 1 MiB tmpfs")
+    result = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount_point)], capture_output=True, text=True)
+    if result.returncode != 0:
+        pytest.skip(f"mounting a 1 MiB tmpfs is not permitted here: {result.stderr.strip()}")
+    yield mount_point
+    subprocess.run(["umount", "-l", str(mount_point)], check=False)
+
+
+def test_real_full_disk(tiny_tmpfs: Path) -> None:
+    plog = PartitionLog.open(tiny_tmpfs / "fill-0", small_settings(segment_bytes=1 << 20), now_ms=0)
+    payload = batch(100, tag="x" * 50)
+    appended = 0
+    with pytest.raises(StorageError, match="No space left") as info:
+        while True:
+            plog.append(payload, assign_offsets=True, leader_epoch=0, now_ms=0)
+            appended += 1
+    assert info.value.errno == errno.ENOSPC and appended > 0
+    assert plog.log_end_offset == appended * 100
+    before = bytes_on_disk(plog)
+    plog.close()
+    again = PartitionLog.open(tiny_tmpfs / "fill-0", small_settings(segment_bytes=1 << 20), now_ms=0)
+    assert again.log_end_offset == appended * 100
+    assert again.read(0, 1 << 30).data == before

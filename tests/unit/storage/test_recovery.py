@@ -1,0 +1,141 @@
+"""Recovery after a crash: torn and corrupt tails are cut, indexes and epochs rebuilt, and a
+clean shutdown skips the scan."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from data_plane.storage import LogManager, PartitionLog, recovery
+from data_plane.storage.log_manager import CLEAN_SHUTDOWN, RECOVERY_POINTS, parse_partition_dir
+from tests.unit.storage.conftest import batch, fill, offsets, small_settings
+
+
+def crash(plog: PartitionLog) -> None:
+    """The process 'dies': fds released, nothing flushed or persisted, no clean marker."""
+    for segment in plog.segments:
+        os.close(segment.fd)
+
+
+def crashed_log(log_dir: Path, batches: int = 30) -> tuple[PartitionLog, bytes, tuple[int, int] | None]:
+    """A crashed log with ``batches`` batches; returns it, its bytes and its answer for timestamp 1020."""
+    plog = PartitionLog.open(log_dir, small_settings(), now_ms=0)
+    fill(plog, batches, epoch=1)
+    data, found = plog.read(0, 1 << 20).data, plog.offset_for_timestamp(1020)
+    crash(plog)
+    return plog, data, found
+
+
+def last_segment(log_dir: Path) -> Path:
+    return sorted(log_dir.glob("*.log"))[-1]
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        pytest.param(lambda b: b[:-7], id="torn-body"),
+        pytest.param(lambda b: b[: len(b) - len(batch()) + 30], id="torn-header"),
+        pytest.param(lambda b: b[:-1] + bytes([b[-1] ^ 0x55]), id="flipped-byte"),
+        pytest.param(lambda b: b + b"\x00" * 100, id="zero-fill"),
+        pytest.param(lambda b: b + os.urandom(5000), id="garbage"),
+    ],
+)
+def test_damaged_tail_is_cut_and_the_log_continues(log_dir: Path, damage) -> None:
+    _, data, _ = crashed_log(log_dir)
+    path = last_segment(log_dir)
+    original = path.read_bytes()
+    path.write_bytes(damage(original))
+    intact_records = 90 - (3 if len(damage(original)) <= len(original) else 0)
+
+    again = PartitionLog.open(log_dir, small_settings(), now_ms=0)
+    assert again.log_end_offset == intact_records
+    assert data.startswith(again.read(0, 1 << 20).data)
+    assert offsets(again.read(0, 1 << 20).data) == list(range(intact_records))
+    again.append(batch(2), assign_offsets=True, leader_epoch=2, now_ms=0)
+    assert offsets(again.read(0, 1 << 20).data) == list(range(intact_records + 2))
+    assert again.leader_epoch_cache.entries == [(1, 0), (2, intact_records)]
+
+
+def test_corruption_in_an_older_segment_drops_everything_after_it(log_dir: Path) -> None:
+    _, data, _ = crashed_log(log_dir)
+    segments = sorted(log_dir.glob("*.log"))
+    assert len(segments) > 3
+    victim = segments[1]
+    raw = bytearray(victim.read_bytes())
+    raw[100] ^= 0xFF  # inside the first batch of the second segment
+    victim.write_bytes(raw)
+    again = PartitionLog.open(log_dir, small_settings(), now_ms=0)
+    assert again.log_end_offset == int(victim.stem)
+    assert len(list(log_dir.glob("*.log"))) == 2
+    assert again.read(0, 1 << 20).data == data[: again.size_bytes]
+
+
+def test_recovery_rebuilds_indexes_and_the_epoch_cache(log_dir: Path) -> None:
+    _, data, found = crashed_log(log_dir)
+    for path in log_dir.glob("*index"):
+        path.write_bytes(b"junk")
+    (log_dir / "leader-epoch-checkpoint").unlink()
+    again = PartitionLog.open(log_dir, small_settings(), now_ms=0)
+    assert again.read(0, 1 << 20).data == data
+    assert again.offset_for_timestamp(1020) == found
+    assert again.leader_epoch_cache.entries == [(1, 0)]
+    assert offsets(again.read(61, 1).data) == [60, 61, 62]
+
+
+def test_clean_load_rebuilds_bad_indexes_without_a_full_recovery(log_dir: Path) -> None:
+    plog = PartitionLog.open(log_dir, small_settings(), now_ms=0)
+    fill(plog, 30)
+    plog.close()
+    for path in log_dir.glob("*.index"):
+        path.write_bytes(b"\x01" * 16)  # whole entries, but pointing nowhere sensible
+    again = PartitionLog.open(log_dir, small_settings(), now_ms=0, clean_shutdown=True, recovery_point=90)
+    assert offsets(again.read(45, 1).data) == [45, 46, 47]
+
+
+def test_recovery_point_limits_the_scan(log_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    plog, _, _ = crashed_log(log_dir)
+    scanned: list[int] = []
+    real = recovery.recover_segment
+    monkeypatch.setattr(recovery, "recover_segment", lambda seg, observe: scanned.append(seg.base_offset) or real(seg, observe))
+    base_of_third = plog.segments[2].base_offset
+    PartitionLog.open(log_dir, small_settings(), now_ms=0, recovery_point=base_of_third + 1)
+    assert scanned == [s.base_offset for s in plog.segments[2:]]
+
+
+def test_log_manager_clean_shutdown_skips_the_scan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    manager = LogManager(tmp_path, now_ms=0)
+    fill(manager.get_or_create("orders-eu", 3, small_settings()), 30)
+    manager.close()
+    assert (tmp_path / CLEAN_SHUTDOWN).exists() and (tmp_path / RECOVERY_POINTS).exists()
+
+    scanned: list[int] = []
+    real = recovery.recover_segment
+    monkeypatch.setattr(recovery, "recover_segment", lambda seg, observe: scanned.append(seg.base_offset) or real(seg, observe))
+    reopened = LogManager(tmp_path, now_ms=0)
+    assert scanned == [] and not (tmp_path / CLEAN_SHUTDOWN).exists()
+    plog = reopened.get("orders-eu", 3)
+    assert plog is not None and plog.log_end_offset == 90
+    fill(plog, 1)
+    crash(plog)
+    LogManager(tmp_path, now_ms=0)
+    assert scanned == [plog.segments[-1].base_offset]  # only above the checkpointed recovery point
+
+
+def test_log_manager_checkpoints_high_watermarks_and_deletes(tmp_path: Path) -> None:
+    manager = LogManager(tmp_path, now_ms=0)
+    manager.get_or_create("a-b", 0, small_settings())
+    manager.get_or_create("a-b", 1, small_settings())
+    manager.checkpoint_high_watermarks({("a-b", 0): 17, ("a-b", 1): 0})
+    assert manager.read_high_watermarks() == {("a-b", 0): 17, ("a-b", 1): 0}
+    assert manager.partitions() == [("a-b", 0), ("a-b", 1)]
+    manager.delete("a-b", 1)
+    assert manager.partitions() == [("a-b", 0)] and not (tmp_path / "a-b-1").exists()
+    manager.close()
+    assert LogManager(tmp_path, now_ms=0).partitions() == [("a-b", 0)]
+
+
+@pytest.mark.parametrize("name, parsed", [("orders-0", ("orders", 0)), ("a-b-12", ("a-b", 12)), ("x", None), ("-3", None), ("t-x", None)])
+def test_partition_dir_names(name: str, parsed) -> None:
+    assert parse_partition_dir(name) == parsed
