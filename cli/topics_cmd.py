@@ -1,0 +1,155 @@
+"""``kraftlog topics ...`` and ``kraftlog quorum describe``.
+
+Writes go to the active controller (found through any broker's metadata answer); the
+per-partition log state (HW, LEO, per-replica lag) comes from the brokers themselves.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from cli.bootstrap import resolve_bootstrap
+from cli.output import emit, table
+
+
+def _parse_configs(pairs: list[str]) -> tuple[dict[str, str], list[str]]:
+    """``KEY=VALUE`` sets a config, ``KEY=`` removes it."""
+    set_configs: dict[str, str] = {}
+    delete: list[str] = []
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--config '{pair}' is not KEY=VALUE (for example --config retention.ms=86400000)")
+        if value == "":
+            delete.append(key)
+        else:
+            set_configs[key] = value
+    return set_configs, delete
+
+
+def _clients(args: argparse.Namespace):
+    from data_plane.client import Admin
+    from metadata_quorum.controller_client import ControllerClient
+
+    admin = Admin(resolve_bootstrap(args.bootstrap, args.data_dir))
+    return admin, ControllerClient(admin.controller_endpoints())
+
+
+def create(args: argparse.Namespace) -> int:
+    configs, delete = _parse_configs(args.config)
+    if delete:
+        raise ValueError(f"--config {delete[0]}= has no value: give one, or leave the key out to use its default")
+    admin, controller = _clients(args)
+    with admin, controller:
+        topic_id = controller.create_topic(args.name, args.partitions, args.replication_factor, configs)
+    emit(args.json, {"name": args.name, "topic_id": topic_id, "partitions": args.partitions, "replication_factor": args.replication_factor},
+         f"created topic {args.name} ({args.partitions} partitions, replication factor {args.replication_factor})")
+    return 0
+
+
+def delete(args: argparse.Namespace) -> int:
+    admin, controller = _clients(args)
+    with admin, controller:
+        controller.delete_topics([args.name])
+    emit(args.json, {"deleted": args.name}, f"deleted topic {args.name}")
+    return 0
+
+
+def alter(args: argparse.Namespace) -> int:
+    if args.partitions is None and not args.config:
+        raise ValueError("nothing to change: give --partitions N and/or --config KEY=VALUE")
+    set_configs, delete_keys = _parse_configs(args.config)
+    admin, controller = _clients(args)
+    with admin, controller:
+        if args.partitions is not None:
+            controller.create_partitions({args.name: args.partitions})
+        if set_configs or delete_keys:
+            controller.alter_configs(args.name, set_configs, delete_keys)
+    changes = ([f"partitions={args.partitions}"] if args.partitions is not None else []) + args.config
+    emit(args.json, {"topic": args.name, "changes": changes}, f"altered topic {args.name}: {', '.join(changes)}")
+    return 0
+
+
+def list_topics(args: argparse.Namespace) -> int:
+    from data_plane.client import Admin
+
+    with Admin(resolve_bootstrap(args.bootstrap, args.data_dir)) as admin:
+        topics = admin.describe_topics()
+    rows = [{"name": t.name, "partitions": len(t.partitions), "replication_factor": _rf(t)} for t in sorted(topics.values(), key=lambda t: t.name)]
+    emit(args.json, rows, table(["TOPIC", "PARTITIONS", "RF"], [[r["name"], r["partitions"], r["replication_factor"]] for r in rows]) if rows else "no topics")
+    return 0
+
+
+def _rf(topic) -> int:
+    return max((len(p.replicas) for p in topic.partitions.values()), default=0)
+
+
+def describe(args: argparse.Namespace) -> int:
+    from data_plane.client import Admin
+
+    with Admin(resolve_bootstrap(args.bootstrap, args.data_dir)) as admin:
+        topics = admin.describe_topics([args.name] if args.name else None)
+        logs = admin.describe_logs(topics=[args.name] if args.name else ())
+    state = {(p.topic, p.partition, broker_id): p for broker_id, resp in logs.items() for p in resp.partitions}
+    rows = []
+    for topic in sorted(topics.values(), key=lambda t: t.name):
+        for index in sorted(topic.partitions):
+            part = topic.partitions[index]
+            if args.under_replicated and len(part.isr) >= len(part.replicas):
+                continue
+            if args.offline and part.leader >= 0:
+                continue
+            leader_log = state.get((topic.name, index, part.leader))
+            leo = leader_log.log_end_offset if leader_log else None
+            replicas = []
+            for r in part.replicas:
+                replica_log = state.get((topic.name, index, r))
+                replica_leo = replica_log.log_end_offset if replica_log else None
+                replicas.append({
+                    "broker_id": r,
+                    "log_end_offset": replica_leo,
+                    "lag": (leo - replica_leo) if leo is not None and replica_leo is not None else None,
+                    "in_sync": r in part.isr,
+                })
+            rows.append({
+                "topic": topic.name,
+                "partition": index,
+                "leader": part.leader,
+                "leader_epoch": part.leader_epoch,
+                "replicas": list(part.replicas),
+                "isr": list(part.isr),
+                "high_watermark": leader_log.high_watermark if leader_log else None,
+                "log_end_offset": leo,
+                "log_start_offset": leader_log.log_start_offset if leader_log else None,
+                "replica_state": replicas,
+            })
+    human = table(
+        ["TOPIC", "PARTITION", "LEADER", "EPOCH", "REPLICAS", "ISR", "HW", "LEO", "REPLICA LAG"],
+        [[r["topic"], r["partition"], r["leader"] if r["leader"] >= 0 else "none", r["leader_epoch"], _ids(r["replicas"]), _ids(r["isr"]),
+          r["high_watermark"], r["log_end_offset"], " ".join(f"{s['broker_id']}:{'-' if s['lag'] is None else s['lag']}" for s in r["replica_state"])]
+         for r in rows],
+    ) if rows else "no partitions match"
+    emit(args.json, rows, human)
+    return 0
+
+
+def _ids(ids: list[int]) -> str:
+    return ",".join(map(str, ids))
+
+
+def quorum_describe(args: argparse.Namespace) -> int:
+    admin, controller = _clients(args)
+    with admin, controller:
+        members = controller.describe_quorum()
+    rows = [{
+        "controller_id": m.controller_id, "state": m.state, "raft_address": m.raft_address, "grpc_address": m.grpc_address,
+        "raft_term": m.raft_term, "commit_index": m.commit_index, "last_applied": m.last_applied,
+        "lag": m.lag if m.lag >= 0 else None, "reachable": m.connected,
+    } for m in sorted(members, key=lambda m: m.controller_id)]
+    leader = next((r["controller_id"] for r in rows if r["state"] == "leader"), None)
+    human = f"active controller: {leader if leader is not None else 'none (no quorum?)'}\n" + table(
+        ["ID", "STATE", "RAFT ADDRESS", "GRPC ADDRESS", "TERM", "COMMIT INDEX", "APPLIED", "LAG", "REACHABLE"],
+        [[r["controller_id"], r["state"], r["raft_address"], r["grpc_address"], r["raft_term"], r["commit_index"], r["last_applied"], r["lag"], r["reachable"]] for r in rows],
+    )
+    emit(args.json, {"active_controller": leader, "controllers": rows}, human)
+    return 0
