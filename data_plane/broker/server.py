@@ -45,6 +45,7 @@ class BrokerServer:
             rack=config.rack,
             controller_endpoints=endpoints,
             current_metadata_offset=lambda: self.metadata.image.offset,
+            session_timeout_ms=config.session_timeout_ms,
             heartbeat_interval_ms=config.heartbeat_interval_ms,
         )
         self._producer_ids: list[int] = []
