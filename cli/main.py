@@ -112,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     pprod.add_argument("--num-records", type=int, default=1_000_000)
     pprod.add_argument("--record-size", type=int, default=100)
     pprod.add_argument("--acks", choices=["all", "1", "0"], default="1")
-    pprod.add_argument("--batch-records", type=int, default=16384, help="records per batch")
+    pprod.add_argument("--batch-records", type=int, default=8000, help="records per batch (keep batches under the topic's max.message.bytes)")
     pprod.add_argument("--compression", choices=["none", "lz4"], default="none")
     _client_options(pprod)
     pprod.set_defaults(func=perf_cmd.produce)

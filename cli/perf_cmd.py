@@ -127,7 +127,7 @@ def consume(args: argparse.Namespace) -> int:
                 latencies.append((time.perf_counter() - poll_started) * 1000)
                 weights.append(count)
                 received += count
-                total_bytes += sum(len(v or b"") for bs in batches.values() for b in bs for v in b.values)
+                total_bytes += sum(b.header.batch_length for bs in batches.values() for b in bs)
                 last_data = time.monotonic()
             elif (time.monotonic() - last_data) * 1000 > args.timeout_ms:
                 raise TimeoutError(f"only {received:,} of {args.num_records:,} records arrived within {args.timeout_ms} ms of the last data: is the topic that full?")

@@ -242,7 +242,7 @@ class ReplicaManager:
         except CorruptBatchError as exc:
             raise PartitionError("CORRUPT_MESSAGE", f"{partition.name}: {exc}; nothing was written: re-encode the batch") from None
         except RecordTooLargeError as exc:
-            raise PartitionError("MESSAGE_TOO_LARGE", f"{partition.name}: {exc}") from None
+            raise PartitionError("MESSAGE_TOO_LARGE", str(exc)) from None
         except StorageError as exc:
             partition.mark_offline(exc)
             self._log.error("log directory failed", topic=partition.topic, partition=partition.partition, error=str(exc))

@@ -16,6 +16,7 @@ no partition went offline.
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import structlog
@@ -97,10 +98,15 @@ class LogManager:
     def delete(self, topic: str, partition: int) -> None:
         """Remove a replica's log from disk (the partition was deleted or moved away)."""
         tp = (topic, partition)
-        self._failed.pop(tp, None)
         plog = self._logs.pop(tp, None)
         if plog is not None:
             plog.delete()
+        elif self._failed.pop(tp, None) is not None:
+            path = self.data_dir / partition_dir_name(topic, partition)
+            try:
+                shutil.rmtree(path)
+            except OSError as exc:
+                raise StorageError.from_os_error(exc, "deleting the log", path) from exc
 
     def partitions(self) -> list[TopicPartition]:
         return sorted(self._logs)
@@ -108,29 +114,6 @@ class LogManager:
     def offline_partitions(self) -> dict[TopicPartition, StorageError]:
         offline = {tp: plog.offline_error for tp, plog in self._logs.items() if plog.offline_error is not None}
         return {**self._failed, **offline}
-
-    # ---------------------------------------------------------------- periodic work
-
-    def maybe_flush_all(self, now_ms: int) -> None:
-        """Apply each log's flush policy; a failing log goes offline, the others carry on."""
-        for plog in self._online():
-            try:
-                plog.maybe_flush(now_ms)
-            except StorageError:
-                pass  # the log logged it and is now offline
-
-    def apply_retention_all(self, now_ms: int) -> int:
-        """Run retention on every online log; returns segments deleted."""
-        deleted = 0
-        for plog in self._online():
-            try:
-                deleted += plog.apply_retention(now_ms)
-            except StorageError:
-                pass  # the log logged it and is now offline
-        return deleted
-
-    def _online(self) -> list[PartitionLog]:
-        return [plog for plog in self._logs.values() if not plog.is_offline]
 
     # ---------------------------------------------------------------- checkpoints
 

@@ -159,7 +159,9 @@ class PartitionLog:
 
         Leader (``assign_offsets``): offsets from the log end and ``leader_epoch`` are stamped
         into each batch (LogAppendTime topics also get ``now_ms``). Follower: the batches
-        carry offsets and epochs already and must continue the log exactly at its end.
+        carry offsets and epochs already (``leader_epoch`` is ignored) and must continue the
+        log exactly at its end. If the disk fails mid-append, the runs written to earlier
+        segments stay (the log end covers exactly them) and the log goes offline.
         """
         self._check_online()
         located = self._validate(batches)

@@ -72,6 +72,8 @@ def write_all(fd: int, data: memoryview, start: int) -> None:
 
 
 class LogSegment:
+    """A segment's files and tail state; the partition log decides when to roll, flush or cut it."""
+
     def __init__(self, directory: Path, base_offset: int, fd: int, settings: LogSettings) -> None:
         stem = directory / file_stem(base_offset)
         self.base_offset = base_offset
@@ -289,8 +291,17 @@ class LogSegment:
         start = self.offset_index.position_at_or_before(self.time_index.offset_before(timestamp_ms))
         for pos, header in scan_headers(self.fd, start, self.size_bytes):
             if header.max_timestamp >= timestamp_ms:
-                batch = decode_batch(self.read(pos, header.batch_length))
-                for offset, ts in zip(batch.offsets, batch.timestamps):
-                    if ts >= timestamp_ms:
-                        return offset, ts
+                found = _first_record_at_or_after(self.read(pos, header.batch_length), timestamp_ms)
+                if found is not None:
+                    return found
         return None
+
+
+def _first_record_at_or_after(data: bytes, timestamp_ms: int) -> tuple[int, int] | None:
+    """Within one batch; a body that does not decode (the broker never checks bodies) answers with the batch itself."""
+    try:
+        batch = decode_batch(data)
+    except CorruptBatchError:
+        header = read_header(data)
+        return header.base_offset, header.max_timestamp
+    return next(((o, ts) for o, ts in zip(batch.offsets, batch.timestamps) if ts >= timestamp_ms), None)

@@ -21,10 +21,6 @@ def batch(count: int = 3, ts: int = 1_000, tag: str = "v") -> bytes:
     return encode_batch([f"{tag}{i}".encode() * 4 for i in range(count)], timestamps_ms=ts)
 
 
-def values(data: bytes) -> list[bytes | None]:
-    return [v for b in decode_batches(data) for v in b.values]
-
-
 def offsets(data: bytes) -> list[int]:
     return [o for b in decode_batches(data) for o in b.offsets]
 

@@ -85,7 +85,6 @@ def test_offline_partition_means_no_clean_shutdown_marker(tmp_path: Path, monkey
         fill(broken, 1)
     monkeypatch.undo()
     assert list(manager.offline_partitions()) == [("bad", 0)]
-    manager.maybe_flush_all(10**9)
     manager.close()
     assert not (tmp_path / CLEAN_SHUTDOWN).exists()
     reopened = LogManager(tmp_path, now_ms=0)

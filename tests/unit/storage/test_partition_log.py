@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import struct
+import zlib
 from pathlib import Path
 
 import pytest
@@ -14,7 +16,7 @@ from data_plane.storage import (
     RecordTooLargeError,
     UnexpectedAppendOffsetError,
 )
-from tests.unit.storage.conftest import batch, fill, offsets, small_settings, values
+from tests.unit.storage.conftest import batch, fill, offsets, small_settings
 
 
 def test_leader_append_assigns_offsets_and_stamps_the_epoch(log_dir: Path) -> None:
@@ -198,3 +200,14 @@ def test_clean_reopen_keeps_everything(log_dir: Path) -> None:
     assert [s.max_timestamp for s in again.segments] == [s.max_timestamp for s in plog.segments]
     fill(again, 1, epoch=3)
     assert read_header(again.read(90, 100).data).leader_epoch == 3
+
+
+def test_timestamp_lookup_survives_a_batch_whose_body_does_not_decode(log_dir: Path) -> None:
+    plog = PartitionLog.open(log_dir, small_settings(), now_ms=0)
+    fill(plog, 2, ts=100)
+    garbage = bytearray(encode_batch([b"abc"], timestamps_ms=500))
+    garbage[-4:] = b"\xff\xff\xff\x7f"  # header count and value bytes now disagree with the body; CRC redone
+    struct.pack_into("<I", garbage, 17, zlib.crc32(garbage[21:]))
+    plog.append(bytes(garbage), assign_offsets=True, leader_epoch=0, now_ms=0)
+    assert plog.offset_for_timestamp(300) == (6, 500)
+    assert not plog.is_offline

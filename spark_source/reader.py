@@ -1,0 +1,204 @@
+"""Batch reads, and the pieces the stream reader shares: resolving the subscription to
+topic-partitions, resolving offsets, planning ranges and reading one range."""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Iterator
+
+from pyspark.sql.datasource import DataSourceReader, InputPartition
+
+from data_plane.client import Admin, Consumer, KraftlogError
+from spark_source.arrow_rows import to_record_batch
+from spark_source.options import EARLIEST, LATEST, SourceOptions
+
+log = logging.getLogger("spark_source")
+
+TopicPartition = tuple[str, int]
+
+
+class DataLossError(RuntimeError):
+    """Offsets the query needs are gone (deleted by retention, or the topic was recreated)."""
+
+
+class RangePartition(InputPartition):
+    """One task's work: records [start, end) of one topic-partition. Everything the task
+    needs travels in here (read() runs in a worker process on another reader instance)."""
+
+    def __init__(self, bootstrap, topic, partition, start, end, include_headers, fail_on_data_loss, poll_timeout_ms):
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.partition = partition
+        self.start = start
+        self.end = end
+        self.include_headers = include_headers
+        self.fail_on_data_loss = fail_on_data_loss
+        self.poll_timeout_ms = poll_timeout_ms
+
+    def __repr__(self) -> str:
+        return f"RangePartition({self.topic}-{self.partition} [{self.start}, {self.end}))"
+
+
+def resolve_partitions(admin: Admin, opts: SourceOptions) -> list[TopicPartition]:
+    """The topic-partitions the options subscribe to, sorted."""
+    if opts.assign:
+        return list(opts.assign)
+    if opts.subscribe:
+        topics = admin.describe_topics(list(opts.subscribe))
+    else:
+        pattern = re.compile(opts.subscribe_pattern)
+        topics = {n: t for n, t in admin.describe_topics().items() if pattern.fullmatch(n)}
+    return sorted((name, p) for name, t in topics.items() for p in t.partitions)
+
+
+def list_offsets(admin: Admin, tps, which: int) -> dict[TopicPartition, int]:
+    """Log start offsets (which=-2) or high watermarks (which=-1) of `tps`."""
+    tps = list(tps)
+    if not tps:
+        return {}
+    answers = admin.list_offsets({tp: which for tp in tps})
+    return {tp: a.offset for tp, a in answers.items()}
+
+
+def resolve_offsets(admin: Admin, tps: list[TopicPartition], spec: object) -> dict[TopicPartition, int]:
+    """Concrete offsets for 'earliest' / 'latest' / {tp: offset or -2/-1}; partitions a
+    JSON spec leaves out start at earliest."""
+    if spec == "earliest":
+        return list_offsets(admin, tps, EARLIEST)
+    if spec == "latest":
+        return list_offsets(admin, tps, LATEST)
+    wanted = {tp: spec.get(tp, EARLIEST) for tp in tps}
+    out = {tp: o for tp, o in wanted.items() if o >= 0}
+    for which in (EARLIEST, LATEST):
+        out.update(list_offsets(admin, [tp for tp, o in wanted.items() if o == which], which))
+    return out
+
+
+def check_data_loss(
+    starts: dict[TopicPartition, int], log_starts: dict[TopicPartition, int], fail: bool
+) -> dict[TopicPartition, int]:
+    """Moves starts below the log start offset up to it (failOnDataLoss=false) or fails."""
+    adjusted = dict(starts)
+    for tp, start in starts.items():
+        log_start = log_starts.get(tp)
+        if log_start is not None and start < log_start:
+            message = (
+                f"{tp[0]}-{tp[1]}: offsets {start}..{log_start - 1} are no longer available "
+                f"(log start offset is {log_start}); they were deleted by retention or the topic "
+                "was recreated. Set failOnDataLoss=false to skip them."
+            )
+            if fail:
+                raise DataLossError(message)
+            log.warning("%s Skipping (failOnDataLoss=false).", message)
+            adjusted[tp] = log_start
+    return adjusted
+
+
+def plan_ranges(
+    opts: SourceOptions, starts: dict[TopicPartition, int], ends: dict[TopicPartition, int]
+) -> list[RangePartition]:
+    """One partition per non-empty topic-partition range, split further so there are at
+    least minPartitions (pieces proportional to each range's size)."""
+    ranges = [(tp, starts[tp], ends[tp]) for tp in sorted(ends) if tp in starts and ends[tp] > starts[tp]]
+    total = sum(e - s for _, s, e in ranges)
+    want = opts.min_partitions or 0
+    out: list[RangePartition] = []
+    for (topic, p), s, e in ranges:
+        pieces = 1
+        if want > len(ranges) and total:
+            pieces = max(1, min(e - s, round(want * (e - s) / total)))
+        step, extra = divmod(e - s, pieces)
+        lo = s
+        for i in range(pieces):
+            hi = lo + step + (1 if i < extra else 0)
+            out.append(
+                RangePartition(opts.bootstrap, topic, p, lo, hi, opts.include_headers, opts.fail_on_data_loss, opts.poll_timeout_ms)
+            )
+            lo = hi
+    return out
+
+
+def read_range(part: RangePartition) -> Iterator:
+    """Yields pyarrow RecordBatches of records [part.start, part.end) of one partition."""
+    tp = (part.topic, part.partition)
+    position = part.start
+    if position >= part.end:
+        return
+    with Consumer(
+        part.bootstrap,
+        fetch_max_wait_ms=100,
+        max_partition_fetch_bytes=8 * 1024 * 1024,
+        fetch_max_bytes=16 * 1024 * 1024,
+    ) as consumer:
+        consumer.assign([tp])
+        consumer.seek(tp, position)
+        deadline = time.monotonic() + part.poll_timeout_ms / 1000.0
+        while position < part.end:
+            try:
+                polled = consumer.poll_batches(timeout_ms=200)
+            except KraftlogError as err:
+                if err.code != "OFFSET_OUT_OF_RANGE":
+                    raise
+                log_start = _log_start(part.bootstrap, tp)
+                if position >= log_start:
+                    raise
+                check_data_loss({tp: position}, {tp: log_start}, part.fail_on_data_loss)
+                position = min(log_start, part.end)
+                consumer.seek(tp, position)
+                continue
+            batches = polled.get(tp)
+            if not batches:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(
+                        f"{part.topic}-{part.partition}: no records at offset {position} (want up to {part.end}) "
+                        f"for pollTimeoutMs={part.poll_timeout_ms}"
+                    )
+                continue
+            deadline = time.monotonic() + part.poll_timeout_ms / 1000.0
+            kept = []
+            for b in batches:
+                if b.offsets and b.offsets[0] >= part.end:
+                    break
+                if b.offsets and b.offsets[-1] >= part.end:
+                    n = next(i for i, o in enumerate(b.offsets) if o >= part.end)
+                    b = type(b)(b.header, b.offsets[:n], b.timestamps[:n], b.keys[:n], b.values[:n], b.headers[:n])
+                kept.append(b)
+            last = batches[-1].header.next_offset
+            if any(b.offsets for b in kept):
+                yield to_record_batch(part.topic, part.partition, kept, part.include_headers)
+            position = max(position, last)  # gaps (compaction, control batches) are normal
+
+
+def _log_start(bootstrap: str, tp: TopicPartition) -> int:
+    with Admin(bootstrap) as admin:
+        return admin.list_offsets({tp: EARLIEST})[tp].offset
+
+
+class KraftlogBatchReader(DataSourceReader):
+    """spark.read.format("kraftlog"): plans [startingOffsets, endingOffsets) per partition."""
+
+    def __init__(self, opts: SourceOptions) -> None:
+        self.opts = opts
+
+    def partitions(self):
+        opts = self.opts
+        with Admin(opts.bootstrap) as admin:
+            tps = resolve_partitions(admin, opts)
+            starts = resolve_offsets(admin, tps, opts.starting_offsets)
+            ends = resolve_offsets(admin, tps, opts.ending_offsets)
+            hws = list_offsets(admin, tps, LATEST)
+            ends = {tp: min(e, hws[tp]) for tp, e in ends.items()}
+            starts = check_data_loss(starts, list_offsets(admin, tps, EARLIEST), opts.fail_on_data_loss)
+        for tp in tps:
+            if starts[tp] > ends[tp]:
+                message = f"{tp[0]}-{tp[1]}: starting offset {starts[tp]} is past the ending offset {ends[tp]}"
+                if opts.fail_on_data_loss:
+                    raise DataLossError(message)
+                log.warning("%s; reading nothing from it", message)
+        parts = plan_ranges(opts, starts, ends)
+        return parts or [RangePartition(opts.bootstrap, "", 0, 0, 0, False, True, 1)]
+
+    def read(self, partition):
+        return read_range(partition)
