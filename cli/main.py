@@ -148,6 +148,9 @@ def main(argv: list[str] | None = None) -> int:
         return func(args) or 0
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # output piped into head and closed early: not an error
+        sys.stderr.close()
+        return 0
     except _user_errors() as exc:
         print(f"kraftlog {args.command}: {exc}", file=sys.stderr)
         return 1

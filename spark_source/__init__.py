@@ -1,0 +1,18 @@
+"""A PySpark Python Data Source for kraftlog topics: `format("kraftlog")`.
+
+    from spark_source import register
+    register(spark)
+    df = spark.read.format("kraftlog").option("bootstrap", "127.0.0.1:9092").option("subscribe", "events").load()
+
+See docs/spark.md.
+"""
+
+
+def register(spark) -> None:
+    """Registers the `kraftlog` data source with a SparkSession."""
+    from spark_source.source import register as _register
+
+    _register(spark)
+
+
+__all__ = ["register"]

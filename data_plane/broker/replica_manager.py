@@ -370,7 +370,11 @@ class ReplicaManager:
         now = self.clock_ms()
         for partition in list(self.partitions.values()):
             if partition.offline_reason is None:
-                deleted = partition.log.apply_retention(now)
+                try:
+                    deleted = partition.log.apply_retention(now)
+                except StorageError as exc:
+                    partition.mark_offline(exc)
+                    continue
                 if deleted:
                     self._log.info("retention deleted segments", topic=partition.topic, partition=partition.partition,
                                    segments=deleted, log_start_offset=partition.log.log_start_offset)

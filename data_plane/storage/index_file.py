@@ -76,6 +76,13 @@ class IndexFile:
             os.truncate(self.path, count * self._entry.size)
             self._persisted = count
 
+    def clear(self) -> None:
+        """Forget every entry and remove the file (whatever it held)."""
+        del self.keys[:]
+        del self.values[:]
+        self._persisted = 0
+        self.path.unlink(missing_ok=True)
+
     def persist(self, fsync: bool) -> None:
         """Write entries not yet in the file; with ``fsync`` make the file durable."""
         if self._persisted == len(self.keys) and not fsync:
@@ -90,5 +97,3 @@ class IndexFile:
             os.close(fd)
         self._persisted = len(self.keys)
 
-    def delete(self) -> None:
-        self.path.unlink(missing_ok=True)

@@ -12,7 +12,6 @@ Not thread-safe: the broker drives each log from one thread (its asyncio loop).
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import shutil
 import zlib
@@ -125,8 +124,7 @@ class PartitionLog:
                 _rebuild_epochs(epochs, segments)
         except BaseException:
             for segment in segments:
-                with contextlib.suppress(OSError):
-                    os.close(segment.fd)
+                segment.release()
             raise
         plog = cls(directory, settings, segments, epochs, recovery_point)
         epochs.truncate_from_end(plog.log_end_offset)
@@ -407,8 +405,7 @@ class PartitionLog:
     def delete(self) -> None:
         """Remove the partition's directory and everything in it."""
         for segment in self.segments:
-            with contextlib.suppress(OSError):
-                segment.close()
+            segment.release()
         try:
             shutil.rmtree(self.directory)
         except OSError as exc:

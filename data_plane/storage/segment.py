@@ -93,8 +93,8 @@ class LogSegment:
         """A new empty segment; fails if its log file already exists."""
         fd = os.open(directory / f"{file_stem(base_offset)}.log", os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
         segment = cls(directory, base_offset, fd, settings)
-        segment.offset_index.path.unlink(missing_ok=True)
-        segment.time_index.path.unlink(missing_ok=True)
+        segment.offset_index.clear()
+        segment.time_index.clear()
         return segment
 
     @classmethod
@@ -115,21 +115,28 @@ class LogSegment:
             self.time_index = TimeIndex.load(self.time_index.path)
             self._check_indexes()
         except IndexFileCorrupt:
-            self.offset_index.truncate(0)
-            self.time_index.truncate(0)
+            self.offset_index.clear()
+            self.time_index.clear()
         self._reload_tail()
 
     def close(self) -> None:
-        self.offset_index.persist(fsync=False)
-        self.time_index.persist(fsync=False)
-        os.close(self.fd)
+        try:
+            self.seal()
+        finally:
+            self.release()
+
+    def release(self) -> None:
+        """Close the file descriptor (once: a closed fd number may already belong to another file)."""
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     def delete(self) -> None:
-        with contextlib.suppress(OSError):
-            os.close(self.fd)
+        self.release()
         self.log_path.unlink(missing_ok=True)
-        self.offset_index.delete()
-        self.time_index.delete()
+        self.offset_index.clear()
+        self.time_index.clear()
 
     def flush(self) -> None:
         """Make the batches and both indexes durable."""
@@ -202,8 +209,8 @@ class LogSegment:
 
     def reset(self) -> None:
         """Forget the indexes and tail state (recovery re-accounts every valid batch)."""
-        self.offset_index.truncate(0)
-        self.time_index.truncate(0)
+        self.offset_index.clear()
+        self.time_index.clear()
         self.size_bytes = 0
         self._reset_tail()
 

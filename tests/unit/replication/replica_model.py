@@ -42,7 +42,7 @@ from data_plane.replication.partition_state import (
     follower_high_watermark,
 )
 
-Truncation = Literal["leader_epoch", "high_watermark", "pre_kip279"]
+TruncationRule = Literal["leader_epoch", "high_watermark", "pre_kip279"]
 LAG_TIME_MAX_MS = 100
 
 
@@ -82,7 +82,7 @@ class Replica:
 class Cluster:
     """One partition replicated on `replica_ids`; the first one leads epoch 0."""
 
-    def __init__(self, replica_ids: list[int], truncation: Truncation = "leader_epoch") -> None:
+    def __init__(self, replica_ids: list[int], truncation: TruncationRule = "leader_epoch") -> None:
         self.truncation = truncation
         self.replicas = {r: Replica(r) for r in replica_ids}
         self.replica_order = list(replica_ids)

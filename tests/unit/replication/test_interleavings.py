@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.unit.replication.replica_model import Cluster, Truncation
+from tests.unit.replication.replica_model import Cluster, TruncationRule
 
 REPLICAS = [1, 2, 3]
 # Kinds repeated to weight them: commits need many fetches, divergence needs appends that
@@ -33,7 +33,7 @@ operation = st.tuples(
 operations = st.lists(operation, min_size=20, max_size=80)
 
 
-def run(ops: list[tuple], truncation: Truncation) -> Cluster:
+def run(ops: list[tuple], truncation: TruncationRule) -> Cluster:
     cluster = Cluster(REPLICAS, truncation)
     for step, op in enumerate(ops):
         match op:
@@ -95,7 +95,7 @@ def seeded_operations(seed: int) -> list[tuple[str, int, int]]:
 
 
 @pytest.mark.parametrize("wrong_rule", ["high_watermark", "pre_kip279"])
-def test_negative_control_the_same_harness_catches_the_replaced_rules(wrong_rule: Truncation) -> None:
+def test_negative_control_the_same_harness_catches_the_replaced_rules(wrong_rule: TruncationRule) -> None:
     """Interleavings of the same kinds, checked the same way, fail under each rule that
     KIP-101 and KIP-279 replaced, and pass under the leader-epoch rules."""
     failing = [

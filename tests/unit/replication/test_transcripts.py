@@ -10,12 +10,12 @@ nothing (DESIGN.md, "Chaos").
 
 import pytest
 
-from tests.unit.replication.replica_model import LAG_TIME_MAX_MS, Cluster, Truncation
+from tests.unit.replication.replica_model import LAG_TIME_MAX_MS, Cluster, TruncationRule
 
 A, B, C = 1, 2, 3
 
 
-def kip101_scenario_1(truncation: Truncation) -> Cluster:
+def kip101_scenario_1(truncation: TruncationRule) -> Cluster:
     """KIP-101 scenario 1, "high watermark truncation followed by immediate leader election".
 
     B holds m1 but its HW lags (the response that would raise it is lost); B restarts, A
@@ -41,7 +41,7 @@ def kip101_scenario_1(truncation: Truncation) -> Cluster:
     return cluster
 
 
-def kip101_scenario_2(truncation: Truncation) -> Cluster:
+def kip101_scenario_2(truncation: TruncationRule) -> Cluster:
     """KIP-101 scenario 2, "replica divergence on restart after multiple hard failures".
 
     Both brokers lose power; B had not flushed m1. B comes back first, leads epoch 1 and
@@ -70,7 +70,7 @@ def kip101_scenario_2(truncation: Truncation) -> Cluster:
     return cluster
 
 
-def kip279_scenario(truncation: Truncation) -> Cluster:
+def kip279_scenario(truncation: TruncationRule) -> Cluster:
     """KIP-279: the leader changes twice, and the follower holds an epoch the leader never had.
 
     A (epoch 0) commits a0, a1 with B and appends a2..a4 alone. A fails; B leads epoch 1 and
@@ -98,7 +98,7 @@ def kip279_scenario(truncation: Truncation) -> Cluster:
     return cluster
 
 
-def kip279_two_round_scenario(truncation: Truncation) -> Cluster:
+def kip279_two_round_scenario(truncation: TruncationRule) -> Cluster:
     """Four leader changes among three replicas: the follower lacks the diverging epoch.
 
     Final leader A holds epochs 0, 2, 4; follower C holds 0, 1, 3. C's first fetch (last

@@ -10,13 +10,15 @@ import pytest
 
 from data_plane.storage import LogManager, PartitionLog, recovery
 from data_plane.storage.log_manager import CLEAN_SHUTDOWN, RECOVERY_POINTS, parse_partition_dir
+from data_plane.storage.offset_index import OffsetIndex
+from data_plane.storage.time_index import TimeIndex
 from tests.unit.storage.conftest import batch, fill, offsets, small_settings
 
 
 def crash(plog: PartitionLog) -> None:
     """The process 'dies': fds released, nothing flushed or persisted, no clean marker."""
     for segment in plog.segments:
-        os.close(segment.fd)
+        segment.release()
 
 
 def crashed_log(log_dir: Path, batches: int = 30) -> tuple[PartitionLog, bytes, tuple[int, int] | None]:
@@ -75,13 +77,17 @@ def test_corruption_in_an_older_segment_drops_everything_after_it(log_dir: Path)
 def test_recovery_rebuilds_indexes_and_the_epoch_cache(log_dir: Path) -> None:
     _, data, found = crashed_log(log_dir)
     for path in log_dir.glob("*index"):
-        path.write_bytes(b"junk")
+        path.write_bytes(b"\x01" * 2400)  # longer than the real index: no stale entries may survive
     (log_dir / "leader-epoch-checkpoint").unlink()
     again = PartitionLog.open(log_dir, small_settings(), now_ms=0)
     assert again.read(0, 1 << 20).data == data
     assert again.offset_for_timestamp(1020) == found
     assert again.leader_epoch_cache.entries == [(1, 0)]
     assert offsets(again.read(61, 1).data) == [60, 61, 62]
+    again.close()
+    for segment in again.segments:
+        assert OffsetIndex.load(segment.offset_index.path).keys == segment.offset_index.keys
+        assert TimeIndex.load(segment.time_index.path).keys == segment.time_index.keys
 
 
 def test_clean_load_rebuilds_bad_indexes_without_a_full_recovery(log_dir: Path) -> None:
