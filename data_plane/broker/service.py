@@ -60,6 +60,14 @@ def batches_to_records(data: bytes, from_offset: int) -> list[common_pb2.Record]
     return out
 
 
+def _topic_entry(response, by_topic: dict, name: str):
+    """The response's entry for topic ``name``, added on first use (answers group partitions by topic)."""
+    entry = by_topic.get(name)
+    if entry is None:
+        entry = by_topic[name] = response.topics.add(topic=name)
+    return entry
+
+
 class BrokerService(broker_pb2_grpc.BrokerServicer):
     """gRPC front of one broker."""
 
@@ -82,10 +90,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         response = broker_pb2.ProduceResponse()
         by_topic: dict[str, broker_pb2.TopicProduceResponse] = {}
         for r in results:
-            topic = by_topic.get(r.topic)
-            if topic is None:
-                topic = by_topic[r.topic] = response.topics.add(topic=r.topic)
-            topic.partitions.add(
+            _topic_entry(response, by_topic, r.topic).partitions.add(
                 partition=r.partition,
                 error_code=_code(r.error),
                 error_message=r.message,
@@ -136,10 +141,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         response = broker_pb2.FetchResponse()
         by_topic: dict[str, broker_pb2.FetchTopicResponse] = {}
         for item, r in zip(items, results):
-            topic = by_topic.get(r.topic)
-            if topic is None:
-                topic = by_topic[r.topic] = response.topics.add(topic=r.topic)
-            out = topic.partitions.add(
+            out = _topic_entry(response, by_topic, r.topic).partitions.add(
                 partition=r.partition,
                 error_code=_code(r.error),
                 error_message=r.message,
@@ -159,10 +161,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         response = broker_pb2.ListOffsetsResponse()
         by_topic: dict[str, broker_pb2.ListOffsetsTopicResponse] = {}
         for r in self.replicas.list_offsets(items):
-            topic = by_topic.get(r.topic)
-            if topic is None:
-                topic = by_topic[r.topic] = response.topics.add(topic=r.topic)
-            topic.partitions.add(
+            _topic_entry(response, by_topic, r.topic).partitions.add(
                 partition=r.partition,
                 error_code=_code(r.error),
                 error_message=r.message,
