@@ -194,7 +194,14 @@ class ReplicaManager:
         if partition is not None:
             return partition
         if self.image is not None and topic in self.image.topics and index in self.image.topics[topic].partitions:
-            raise not_leader(topic, index, self.image.topics[topic].partitions[index].leader)
+            leader = self.image.topics[topic].partitions[index].leader
+            if leader == self.config.broker_id:
+                raise PartitionError(
+                    "STORAGE_ERROR",
+                    f"{topic}-{index} is assigned to broker {leader} but its log could not be opened there: "
+                    "check that broker's data directory and logs, then restart it",
+                )
+            raise not_leader(topic, index, leader)
         raise unknown_partition(topic, index)
 
     def leader_hint(self, topic: str, index: int) -> LeaderHint:

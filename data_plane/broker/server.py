@@ -153,8 +153,10 @@ class BrokerServer:
             await self._server.stop(grace=1.0)
         await self.metadata.stop()
         await self.lifecycle.stop()
-        self.logs.checkpoint_high_watermarks(self.replicas.high_watermarks())
-        self.logs.close()
+        try:
+            self.logs.checkpoint_high_watermarks(self.replicas.high_watermarks())
+        finally:  # a failing disk must not stop the logs from being flushed and closed
+            self.logs.close()
         self._log.info("broker stopped cleanly")
 
 

@@ -60,6 +60,11 @@ def batches_to_records(data: bytes, from_offset: int) -> list[common_pb2.Record]
     return out
 
 
+def _requested_epoch(partition_request) -> int:
+    """The leader epoch a request names; unset (or -1) means the client does not check."""
+    return partition_request.current_leader_epoch if partition_request.HasField("current_leader_epoch") else -1
+
+
 def _topic_entry(response, by_topic: dict, name: str):
     """The response's entry for topic ``name``, added on first use (answers group partitions by topic)."""
     entry = by_topic.get(name)
@@ -120,7 +125,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 if part.batches and len(part.records):
                     raise MalformedRequest(f"{topic.topic}-{part.partition} carries both batches and records: use one path")
                 data = part.batches or records_to_batch(part.records, self._compression(topic.topic), now)
-                items.append(ProduceItem(topic.topic, part.partition, data, part.current_leader_epoch or -1))
+                items.append(ProduceItem(topic.topic, part.partition, data, _requested_epoch(part)))
         return items
 
     def _compression(self, topic: str) -> str:
@@ -133,7 +138,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "max_bytes, min_bytes and max_wait_ms must be >= 0")
         max_bytes = request.max_bytes or 50 << 20
         items = [
-            FetchItem(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch or -1)
+            FetchItem(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes, _requested_epoch(p))
             for t in request.topics
             for p in t.partitions
         ]
@@ -157,7 +162,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         return response
 
     async def ListOffsets(self, request, context):
-        items = [(t.topic, p.partition, p.timestamp, p.current_leader_epoch or -1) for t in request.topics for p in t.partitions]
+        items = [(t.topic, p.partition, p.timestamp, _requested_epoch(p)) for t in request.topics for p in t.partitions]
         response = broker_pb2.ListOffsetsResponse()
         by_topic: dict[str, broker_pb2.ListOffsetsTopicResponse] = {}
         for r in self.replicas.list_offsets(items):
