@@ -119,3 +119,23 @@ def test_new_partition_topic_via_pattern_and_bad_option(spark, cluster, tmp_path
             .start()
             .awaitTermination(30)
         )
+
+
+def test_stream_write_copies_topic(spark, cluster, tmp_path):
+    cluster.create_topic("copy-src", 2, 1)
+    cluster.create_topic("copy-dst", 2, 1)
+    produce(cluster.bootstrap, "copy-src", 2, 30)
+    query = (
+        _stream(spark, cluster.bootstrap, "copy-src", startingOffsets="earliest")
+        .selectExpr("key", "value", "partition")
+        .writeStream.format("kraftlog")
+        .option("bootstrap", cluster.bootstrap)
+        .option("topic", "copy-dst")
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(120)
+    assert query.exception() is None
+    rows = spark.read.format("kraftlog").option("bootstrap", cluster.bootstrap).option("subscribe", "copy-dst").load().collect()
+    assert sorted((r.partition, r.value) for r in rows) == sorted((p, f"{p}-{i}".encode()) for p in range(2) for i in range(30))
