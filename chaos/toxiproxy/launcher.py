@@ -80,8 +80,9 @@ class ToxiproxyHandle:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
-        if self.process.stdout is not None:
-            self.process.stdout.close()
+        for pipe in (self.process.stdin, self.process.stdout):
+            if pipe is not None:
+                pipe.close()
 
     def __enter__(self) -> ToxiproxyHandle:
         return self
@@ -116,7 +117,9 @@ def start_toxiproxy(
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
         process = subprocess.Popen(
-            [sys.executable, "-m", "chaos.toxiproxy", "--host", host, "--port", str(port)],
+            [sys.executable, "-m", "chaos.toxiproxy", "--host", host, "--port", str(port),
+             "--exit-on-stdin-eof"],
+            stdin=subprocess.PIPE,  # closes when we die, even by SIGKILL: no orphan server
             stdout=subprocess.PIPE,
             stderr=log_file,
             env=env,

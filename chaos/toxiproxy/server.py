@@ -42,7 +42,8 @@ log = structlog.get_logger("chaos.toxiproxy")
 
 VERSION = "2.0.0-kraftlog"
 MAX_BODY = 1024 * 1024
-REASONS = {200: "OK", 201: "Created", 204: "No Content", 400: "Bad Request", 404: "Not Found",
+REASONS = {200: "OK", 201: "Created", 204: "No Content", 400: "Bad Request", 403: "Forbidden",
+           404: "Not Found",
            405: "Method Not Allowed", 409: "Conflict", 411: "Length Required",
            413: "Payload Too Large", 500: "Internal Server Error"}
 
@@ -109,13 +110,13 @@ class ToxiproxyServer:
                     and headers.get("connection", "").lower() != "close"
                 )
                 response = await self._read_and_dispatch(reader, parts, headers)
-                if response.status in (400, 411, 413):
+                if response.status in (400, 403, 411, 413):
                     keep_alive = False  # the body may be unread: the framing is lost
                 writer.write(response.encode(keep_alive))
                 await writer.drain()
                 if not keep_alive:
                     return
-        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+        except (ConnectionError, asyncio.IncompleteReadError, ValueError):  # ValueError: line too long
             return
         finally:
             writer.close()
@@ -125,6 +126,9 @@ class ToxiproxyServer:
     ) -> Response:
         if len(parts) != 3:
             return error("bad request line; expected 'METHOD /path HTTP/1.1'", 400)
+        if headers.get("user-agent", "").startswith("Mozilla/"):
+            # as Toxiproxy: the API has no auth, so web pages must not be able to drive it
+            return error("user agent not allowed: browsers may not call the Toxiproxy API", 403)
         if "chunked" in headers.get("transfer-encoding", "").lower():
             return error("chunked request bodies are not supported; send Content-Length", 411)
         length_field = headers.get("content-length", "0") or "0"

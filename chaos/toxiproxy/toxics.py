@@ -28,7 +28,8 @@ Toxiproxy's documentation:
 
 Where Go misbehaves this deliberately differs: removing a ``timeout`` toxic closes only
 the connections that rolled it active (Go closes all); ``slicer`` rejects
-``average_size`` < 1 with 400 (Go recurses forever).
+``average_size`` < 1 or ``size_variation`` outside ``[0, average_size)`` with 400 (Go
+recurses forever or panics); ``bandwidth`` rejects a negative rate.
 """
 
 from __future__ import annotations
