@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from data_plane.replication.errors import ErrorCode
+from data_plane.replication.fetch_validation import check_leader_epoch as epoch_rule
+
 
 @dataclass(frozen=True)
 class PartitionError(Exception):
@@ -42,15 +45,15 @@ def unknown_partition(topic: str, partition: int) -> PartitionError:
 
 
 def check_leader_epoch(topic: str, partition: int, requested: int, current: int) -> None:
-    """Fence requests that name another leader epoch (-1 means the client does not check)."""
-    if requested < 0 or requested == current:
-        return
-    if requested < current:
+    """Fence requests that name another leader epoch (the rule lives in the replication core)."""
+    code = epoch_rule(requested, current)
+    if code == ErrorCode.FENCED_LEADER_EPOCH:
         raise PartitionError(
-            "FENCED_LEADER_EPOCH",
+            code.name,
             f"leader epoch {requested} for {topic}-{partition} is stale (current {current}): refresh metadata and retry",
         )
-    raise PartitionError(
-        "UNKNOWN_LEADER_EPOCH",
-        f"leader epoch {requested} for {topic}-{partition} is newer than this broker knows ({current}): retry shortly",
-    )
+    if code == ErrorCode.UNKNOWN_LEADER_EPOCH:
+        raise PartitionError(
+            code.name,
+            f"leader epoch {requested} for {topic}-{partition} is newer than this broker knows ({current}): retry shortly",
+        )

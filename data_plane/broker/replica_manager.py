@@ -52,15 +52,21 @@ class ProduceItem:
 
 
 @dataclass
-class ProduceResult:
+class PartitionAnswer:
+    """What every per-partition answer carries: the partition, an ErrorCode name, and a hint."""
+
     topic: str
     partition: int
     error: str = "NONE"
     message: str = ""
+    leader: LeaderHint = field(default_factory=LeaderHint)
+
+
+@dataclass
+class ProduceResult(PartitionAnswer):
     base_offset: int = -1
     log_append_time_ms: int = -1
     log_start_offset: int = -1
-    leader: LeaderHint = field(default_factory=LeaderHint)
 
 
 @dataclass
@@ -73,27 +79,17 @@ class FetchItem:
 
 
 @dataclass
-class FetchResult:
-    topic: str
-    partition: int
-    error: str = "NONE"
-    message: str = ""
+class FetchResult(PartitionAnswer):
     high_watermark: int = -1
     log_start_offset: int = -1
     data: bytes = b""
-    leader: LeaderHint = field(default_factory=LeaderHint)
 
 
 @dataclass
-class OffsetResult:
-    topic: str
-    partition: int
-    error: str = "NONE"
-    message: str = ""
+class OffsetResult(PartitionAnswer):
     offset: int = -1
     timestamp: int = -1
     leader_epoch: int = -1
-    leader: LeaderHint = field(default_factory=LeaderHint)
 
 
 def now_ms() -> int:
