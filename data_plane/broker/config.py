@@ -7,6 +7,7 @@ Names follow Kafka's broker configs (with dots turned into dashes on the command
 from __future__ import annotations
 
 import argparse
+import enum
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +23,30 @@ def parse_host_port(value: str) -> tuple[str, int]:
     return host, int(port)
 
 
+class UnsafeBehaviour(enum.Enum):
+    """Deliberately wrong replication rules, for the chaos harness's negative controls only.
+
+    Each one is a bug Kafka once had; a run with one of them must make the history checker
+    report the anomaly it causes. They are reachable only through ``--unsafe-testing``, which
+    logs a warning at start and is never set by ``cluster up`` or any default.
+    """
+
+    TRUNCATE_TO_HW = "truncate-to-hw"  # pre-KIP-101: a new follower truncates to its HW
+    ACK_BEFORE_REPLICATION = "ack-before-replication"  # acks=all answered after the leader's append
+    SKIP_EPOCH_FENCING = "skip-epoch-fencing"  # requests with another leader epoch are served
+
+
+def parse_peer_addresses(values: list[str]) -> dict[int, tuple[str, int]]:
+    """``ID=HOST:PORT`` entries: reach peer broker ID's data plane at this address."""
+    peers: dict[int, tuple[str, int]] = {}
+    for value in values:
+        broker_id, sep, address = value.partition("=")
+        if not sep or not broker_id.strip().isdigit():
+            raise ValueError(f"--peer-address '{value}' is not ID=HOST:PORT (for example 2=127.0.0.1:19093)")
+        peers[int(broker_id)] = parse_host_port(address)
+    return peers
+
+
 @dataclass(frozen=True)
 class BrokerConfig:
     broker_id: int
@@ -34,6 +59,12 @@ class BrokerConfig:
     heartbeat_interval_ms: int = 500
     session_timeout_ms: int = 9000
     replica_lag_time_max_ms: int = 30000
+    replica_fetch_wait_max_ms: int = 500
+    replica_fetch_max_bytes: int = 8 * MIB
+    replica_tick_interval_ms: int = 100
+    advertised: tuple[str, int] | None = None
+    peer_addresses: dict[int, tuple[str, int]] = field(default_factory=dict)
+    unsafe: UnsafeBehaviour | None = None
     hw_checkpoint_interval_ms: int = 5000
     retention_check_interval_ms: int = 30000
     flush_check_interval_ms: int = 1000
@@ -51,7 +82,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--request-max-bytes", type=int, default=64 * MIB, help="largest gRPC request or response")
     parser.add_argument("--heartbeat-interval-ms", type=int, default=500)
     parser.add_argument("--session-timeout-ms", type=int, default=9000)
-    parser.add_argument("--replica-lag-time-max-ms", type=int, default=30000)
+    parser.add_argument("--replica-lag-time-max-ms", type=int, default=30000,
+                        help="a follower not caught up for this long leaves the ISR")
+    parser.add_argument("--replica-fetch-wait-max-ms", type=int, default=500,
+                        help="longest a follower's fetch waits at the leader for new data")
+    parser.add_argument("--advertised-address", help="host:port registered for clients and peers (default: --listen)")
+    parser.add_argument("--peer-address", action="append", default=[], metavar="ID=HOST:PORT",
+                        help="reach broker ID's data plane here instead of its registered address (repeatable; e.g. a proxy)")
+    parser.add_argument("--unsafe-testing", choices=[b.value for b in UnsafeBehaviour],
+                        help="DELIBERATELY WRONG replication, for chaos negative controls only: never in production")
     parser.add_argument("--retention-check-interval-ms", type=int, default=30000)
     parser.add_argument("--log-format", choices=["console", "json"], default="console")
 
@@ -69,5 +108,9 @@ def from_args(args: argparse.Namespace) -> BrokerConfig:
         heartbeat_interval_ms=args.heartbeat_interval_ms,
         session_timeout_ms=args.session_timeout_ms,
         replica_lag_time_max_ms=args.replica_lag_time_max_ms,
+        replica_fetch_wait_max_ms=args.replica_fetch_wait_max_ms,
+        advertised=parse_host_port(args.advertised_address) if args.advertised_address else None,
+        peer_addresses=parse_peer_addresses(args.peer_address),
+        unsafe=UnsafeBehaviour(args.unsafe_testing) if args.unsafe_testing else None,
         retention_check_interval_ms=args.retention_check_interval_ms,
     )

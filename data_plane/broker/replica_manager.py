@@ -17,9 +17,14 @@ from typing import Callable, Iterable
 
 import structlog
 
-from data_plane.broker.config import BrokerConfig
+from data_plane.broker.config import BrokerConfig, UnsafeBehaviour
 from data_plane.broker.errors import PartitionError, not_leader, unknown_partition
 from data_plane.broker.partition import LeadershipState, Partition
+from data_plane.record_batch import iter_headers
+from data_plane.replication.divergence import DivergingEpoch, FetchRejected, ServeFrom
+from data_plane.replication.errors import ErrorCode
+from data_plane.replication.partition_state import BrokerStatus, FollowerFetch, IsrProposal
+from data_plane.replication.producer_state import NO_PRODUCER_ID, Duplicate, Rejected
 from data_plane.storage import (
     CorruptBatchError,
     LogManager,
@@ -27,6 +32,7 @@ from data_plane.storage import (
     OffsetOutOfRangeError,
     RecordTooLargeError,
     StorageError,
+    UnexpectedAppendOffsetError,
 )
 from metadata_quorum import topic_config
 
@@ -86,6 +92,24 @@ class FetchResult(PartitionAnswer):
 
 
 @dataclass
+class ReplicaFetchItem:
+    topic: str
+    partition: int
+    fetch_offset: int
+    last_fetched_epoch: int
+    current_leader_epoch: int
+
+
+@dataclass
+class ReplicaFetchResult(PartitionAnswer):
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    log_end_offset: int = -1
+    diverging: DivergingEpoch | None = None
+    data: bytes = b""
+
+
+@dataclass
 class OffsetResult(PartitionAnswer):
     offset: int = -1
     timestamp: int = -1
@@ -108,6 +132,9 @@ class ReplicaManager:
         self.image = None  # the last metadata image applied
         self._log = log.bind(broker_id=config.broker_id)
         self._high_watermarks = logs.read_high_watermarks()
+        # Set by the server: where ISR proposals go (AlterPartition) and who follows leaders.
+        self.propose_isr: Callable[[Partition, IsrProposal], None] = lambda partition, proposal: None
+        self.followers_changed: Callable[[], None] = lambda: None
 
     # ------------------------------------------------------------------ metadata
 
@@ -132,10 +159,11 @@ class ReplicaManager:
             if existing is None:
                 self._add_partition(name, index, state, settings)
             else:
-                if existing.state != state:
-                    self._change_leadership(existing, state)
                 if previous is None or _configs(previous, name) != _configs(image, name):
                     existing.log.update_settings(settings)
+                if existing.state != state:
+                    self._change_leadership(existing, state)
+        self.followers_changed()
 
     def _settings(self, image, topic: str) -> LogSettings:
         overrides = dict(self.config.topic_defaults)
@@ -145,43 +173,50 @@ class ReplicaManager:
     def _add_partition(self, topic: str, index: int, state: LeadershipState, settings: LogSettings) -> None:
         try:
             plog = self.logs.get_or_create(topic, index, settings)
+            partition = Partition(
+                topic, index, self.config.broker_id, plog, state,
+                high_watermark=min(self._high_watermarks.get((topic, index), 0), plog.log_end_offset),
+                skip_epoch_fencing=self.config.unsafe is UnsafeBehaviour.SKIP_EPOCH_FENCING,
+            )
+            partition.producers.rebuild_from_batches(plog.batch_headers(plog.log_start_offset))
         except StorageError as exc:
             self._log.error("partition offline: cannot open log", topic=topic, partition=index, error=str(exc))
             return
-        hw = min(self._high_watermarks.get((topic, index), 0), plog.log_end_offset)
-        partition = Partition(topic, index, self.config.broker_id, plog, state, high_watermark=hw)
         self.partitions[(topic, index)] = partition
-        role = "leader" if partition.is_leader else "follower"
-        self._log.info(
-            f"became {role}",
-            topic=topic,
-            partition=index,
-            leader_epoch=state.leader_epoch,
-            partition_epoch=state.partition_epoch,
-            log_end_offset=plog.log_end_offset,
-            high_watermark=hw,
-        )
-        if partition.is_leader:
-            partition.maybe_advance_high_watermark()
+        self._take_role(partition, state, "new replica")
 
     def _change_leadership(self, partition: Partition, state: LeadershipState) -> None:
-        partition.apply_leadership(state)
+        if state.leader_epoch == partition.state.leader_epoch and partition.is_leader == (state.leader == self.config.broker_id):
+            proposal = partition.update_within_epoch(state, self.clock_ms())
+            self._log.info("partition changed", **_fields(partition), isr=list(state.isr), replicas=list(state.replicas))
+            if proposal is not None:
+                self.propose_isr(partition, proposal)
+            return
+        self._take_role(partition, state, "leader epoch changed")
+
+    def _take_role(self, partition: Partition, state: LeadershipState, why: str) -> None:
+        """Become leader or follower for ``state``'s leader epoch."""
+        if partition.offline_reason is not None:
+            partition.state = state
+            return
+        if state.leader == self.config.broker_id:
+            partition.become_leader(state, partition.log.settings.min_insync_replicas, self.clock_ms())
+            role = "leader"
+        else:
+            partition.become_follower(state)
+            if self.config.unsafe is UnsafeBehaviour.TRUNCATE_TO_HW:
+                self._truncate(partition, partition.high_watermark, "unsafe: truncate to the high watermark")
+            role = "follower"
         self._log.info(
-            "leadership changed",
-            topic=partition.topic,
-            partition=partition.partition,
-            leader=state.leader,
-            leader_epoch=state.leader_epoch,
-            partition_epoch=state.partition_epoch,
-            isr=list(state.isr),
+            f"became {role}", **_fields(partition), reason=why, leader=state.leader, isr=list(state.isr),
+            log_end_offset=partition.log.log_end_offset, high_watermark=partition.high_watermark,
         )
-        partition.notify_waiters()
 
     def _remove_partition(self, tp: TopicPartition) -> None:
         partition = self.partitions.pop(tp)
-        partition.notify_waiters()
+        partition.resign()
         self.logs.delete(*tp)
-        self._log.info("replica removed", topic=tp[0], partition=tp[1], leader_epoch=partition.state.leader_epoch)
+        self._log.info("replica removed", **_fields(partition))
 
     # ------------------------------------------------------------------ lookups
 
@@ -206,12 +241,19 @@ class ReplicaManager:
         part = self.image.topics[topic].partitions.get(index)
         return LeaderHint(part.leader, part.leader_epoch) if part else LeaderHint()
 
+    def _broker_status(self, broker_id: int) -> BrokerStatus | None:
+        broker = self.image.brokers.get(broker_id) if self.image is not None else None
+        if broker is None:
+            return None
+        return BrokerStatus(broker.epoch, broker.fenced, broker.in_controlled_shutdown)
+
     # ------------------------------------------------------------------ produce
 
     async def produce(self, acks: int, timeout_ms: int, items: Iterable[ProduceItem]) -> list[ProduceResult]:
         """Append each partition's batches; with acks=all wait until the HW covers them."""
         results: list[ProduceResult] = []
-        waits: list[tuple[ProduceResult, Partition, int]] = []
+        waits: list[tuple[ProduceResult, Partition, asyncio.Future]] = []
+        now = self.clock_ms()
         for item in items:
             result = ProduceResult(item.topic, item.partition)
             results.append(result)
@@ -220,24 +262,54 @@ class ReplicaManager:
                 partition.require_leader(item.leader_epoch)
                 end_offset = self._append(partition, item, acks, result)
             except PartitionError as exc:
-                result.error, result.message = exc.code, exc.message
-                result.leader = self.leader_hint(item.topic, item.partition)
+                self._fail(result, exc)
                 continue
-            if acks == -1:
-                waits.append((result, partition, end_offset))
+            if acks == -1 and end_offset is not None and self.config.unsafe is not UnsafeBehaviour.ACK_BEFORE_REPLICATION:
+                waits.append((result, partition, partition.delayed_produce(end_offset, now + timeout_ms, now)))
         if waits:
-            await self._await_high_watermarks(waits, timeout_ms)
+            await asyncio.wait([future for _, _, future in waits], timeout=timeout_ms / 1000)
+            for result, partition, future in waits:
+                self._finish_produce(result, partition, future, timeout_ms)
         return results
 
-    def _append(self, partition: Partition, item: ProduceItem, acks: int, result: ProduceResult) -> int:
-        """Append as leader and fill ``result``; returns the offset after the last appended record."""
-        settings = partition.log.settings
-        if acks == -1 and len(partition.state.isr) < settings.min_insync_replicas:
+    def _fail(self, result: PartitionAnswer, exc: PartitionError) -> None:
+        result.error, result.message = exc.code, exc.message
+        result.leader = self.leader_hint(result.topic, result.partition)
+
+    def _finish_produce(self, result: ProduceResult, partition: Partition, future: asyncio.Future, timeout_ms: int) -> None:
+        code = future.result() if future.done() else ErrorCode.REQUEST_TIMED_OUT
+        if code == ErrorCode.NONE:
+            return
+        result.error = code.name
+        result.leader = self.leader_hint(partition.topic, partition.partition)
+        result.message = {
+            ErrorCode.REQUEST_TIMED_OUT: f"{partition.name}: the high watermark did not reach the batch within {timeout_ms} ms; "
+            "the write may still commit: retry (idempotent producers do not duplicate)",
+            ErrorCode.NOT_LEADER_OR_FOLLOWER: f"{partition.name} lost leadership before the write was replicated: "
+            "its outcome is unknown, refresh metadata and retry",
+            ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: f"{partition.name}: the ISR fell below min.insync.replicas while the "
+            "write waited; it was appended but may not survive a failure: retry",
+        }.get(code, f"{partition.name}: {code.name}")
+
+    def _append(self, partition: Partition, item: ProduceItem, acks: int, result: ProduceResult) -> int | None:
+        """Append as leader and fill ``result``; returns the offset after the last appended
+        record, or None when the batch was a duplicate of one already in the log."""
+        core = partition.leader_core
+        assert core is not None
+        check = core.check_produce(acks)
+        if check == ErrorCode.NOT_ENOUGH_REPLICAS:
             raise PartitionError(
-                "NOT_ENOUGH_REPLICAS",
-                f"{partition.name} has {len(partition.state.isr)} in-sync replicas, fewer than "
-                f"min.insync.replicas={settings.min_insync_replicas}; nothing was written: retry once replicas catch up",
+                check.name,
+                f"{partition.name} has {len(core.isr)} in-sync replicas, fewer than min.insync.replicas="
+                f"{core.min_insync_replicas}; nothing was written: retry once replicas catch up",
             )
+        if check != ErrorCode.NONE:
+            raise PartitionError(check.name, f"acks must be 0, 1 or -1 (all), not {acks}")
+        duplicate = self._check_sequence(partition, item.batches)
+        if duplicate is not None:
+            result.base_offset = duplicate.first_offset
+            result.log_start_offset = partition.log.log_start_offset
+            return duplicate.last_offset + 1 if duplicate.last_offset + 1 > partition.high_watermark else None
         try:
             appended = partition.log.append(
                 item.batches, assign_offsets=True, leader_epoch=partition.state.leader_epoch, now_ms=self.clock_ms()
@@ -247,56 +319,62 @@ class ReplicaManager:
         except RecordTooLargeError as exc:
             raise PartitionError("MESSAGE_TOO_LARGE", str(exc)) from None
         except StorageError as exc:
-            partition.mark_offline(exc)
-            self._log.error("log directory failed", topic=partition.topic, partition=partition.partition, error=str(exc))
-            raise PartitionError("STORAGE_ERROR", f"{partition.name} went offline on broker {self.config.broker_id}: {exc}") from None
+            self._go_offline(partition, exc)
+        partition.producers.rebuild_from_batches(appended.headers)
         result.base_offset = appended.first_offset
         result.log_append_time_ms = appended.log_append_time_ms
         result.log_start_offset = partition.log.log_start_offset
-        partition.maybe_advance_high_watermark()
-        partition.notify_waiters()
+        self._after_append(partition, core.on_leader_append(partition.log.log_end_offset, self.clock_ms()))
         return appended.last_offset + 1
 
-    async def _await_high_watermarks(self, waits: list[tuple[ProduceResult, Partition, int]], timeout_ms: int) -> None:
-        deadline = time.monotonic() + timeout_ms / 1000
-        pending = list(waits)
-        while pending:
-            still: list[tuple[ProduceResult, Partition, int]] = []
-            for result, partition, required in pending:
-                if partition.high_watermark >= required:
-                    continue
-                if not partition.is_leader or self.partitions.get((partition.topic, partition.partition)) is not partition:
-                    result.error = "NOT_LEADER_OR_FOLLOWER"
-                    result.message = f"{partition.name} lost leadership before the write was replicated: its outcome is unknown, retry"
-                    result.leader = self.leader_hint(partition.topic, partition.partition)
-                    continue
-                still.append((result, partition, required))
-            pending = still
-            remaining = deadline - time.monotonic()
-            if not pending:
-                return
-            if remaining <= 0:
-                for result, partition, _ in pending:
-                    result.error = "REQUEST_TIMED_OUT"
-                    result.message = (
-                        f"{partition.name}: the high watermark did not reach the batch within {timeout_ms} ms; "
-                        "the write may still commit: retry (idempotent producers do not duplicate)"
-                    )
-                return
-            await _wait_any([p.waiter() for _, p, _ in pending], remaining)
+    def _check_sequence(self, partition: Partition, batches: bytes) -> Duplicate | None:
+        """Idempotent producers: a retried batch is answered from memory, a gap is refused."""
+        headers = [header for _, header in iter_headers(batches)]
+        idempotent = [h for h in headers if h.producer_id != NO_PRODUCER_ID]
+        if not idempotent:
+            return None
+        if len(headers) != 1:
+            raise PartitionError(
+                "INVALID_RECORD", f"{partition.name}: an idempotent produce carries exactly one batch per partition, not {len(headers)}"
+            )
+        h = headers[0]
+        verdict = partition.producers.check(h.producer_id, h.producer_epoch, h.base_sequence, h.record_count)
+        if isinstance(verdict, Rejected):
+            raise PartitionError(
+                verdict.error.name,
+                f"{partition.name}: batch of producer {h.producer_id} (epoch {h.producer_epoch}) starts at sequence "
+                f"{h.base_sequence}, which does not follow its last batch: an earlier batch was lost; restart the producer",
+            )
+        return verdict if isinstance(verdict, Duplicate) else None
 
-    # ------------------------------------------------------------------ fetch
+    def _after_append(self, partition: Partition, decisions) -> None:
+        proposal = partition.apply(decisions)
+        partition.notify_waiters()
+        if proposal is not None:
+            self.propose_isr(partition, proposal)
+
+    def _go_offline(self, partition: Partition, exc: StorageError):
+        partition.mark_offline(exc)
+        self._log.error("log directory failed", **_fields(partition), error=str(exc))
+        raise PartitionError("STORAGE_ERROR", f"{partition.name} went offline on broker {self.config.broker_id}: {exc}") from None
+
+    # ------------------------------------------------------------------ fetch (consumers)
 
     async def fetch(self, max_wait_ms: int, min_bytes: int, max_bytes: int, items: list[FetchItem]) -> list[FetchResult]:
         """Long poll: read below the HW until ``min_bytes`` are available or ``max_wait_ms`` passes."""
+        return await self._long_poll(
+            max_wait_ms, min_bytes, [(i.topic, i.partition) for i in items], lambda: self._read_all(items, max_bytes)
+        )
+
+    async def _long_poll(self, max_wait_ms: int, min_bytes: int, tps: list[TopicPartition], read) -> list:
+        """Call ``read`` (-> results, bytes, answer_now) until it has ``min_bytes`` or something
+        to say, waking on appends to the partitions in ``tps`` instead of polling."""
         deadline = time.monotonic() + min(max_wait_ms, self.config.fetch_max_wait_ms_cap) / 1000
         while True:
-            results, total, errors = self._read_all(items, max_bytes)
+            waiters = [p.waiter() for tp in set(tps) if (p := self.partitions.get(tp))]
+            results, total, answer_now = read()
             remaining = deadline - time.monotonic()
-            if total >= min_bytes or errors or remaining <= 0:
-                return results
-            waiters = [p.waiter() for tp in {(i.topic, i.partition) for i in items} if (p := self.partitions.get(tp))]
-            if not waiters:
+            if total >= min_bytes or answer_now or remaining <= 0 or not waiters:
                 return results
             await _wait_any(waiters, remaining)
 
@@ -314,29 +392,140 @@ class ReplicaManager:
                 result.high_watermark = partition.high_watermark
                 result.log_start_offset = partition.log.log_start_offset
                 if budget > 0 or total == 0:
-                    result.data = self._read(partition, item.offset, max(budget, 1))
+                    result.data = self._read(partition, item.offset, max(budget, 1), partition.high_watermark)
                     total += len(result.data)
             except PartitionError as exc:
-                result.error, result.message = exc.code, exc.message
-                result.leader = self.leader_hint(item.topic, item.partition)
+                self._fail(result, exc)
                 errors = True
         return results, total, errors
 
-    def _read(self, partition: Partition, offset: int, max_bytes: int) -> bytes:
-        hw = partition.high_watermark
-        if partition.log.log_start_offset <= offset <= partition.log.log_end_offset and offset >= hw:
+    def _read(self, partition: Partition, offset: int, max_bytes: int, upto: int) -> bytes:
+        if partition.log.log_start_offset <= offset <= partition.log.log_end_offset and offset >= upto:
             return b""
         try:
-            return partition.log.read(offset, max_bytes, max_offset=hw).data
+            return partition.log.read(offset, max_bytes, max_offset=upto).data
         except OffsetOutOfRangeError:
             raise PartitionError(
                 "OFFSET_OUT_OF_RANGE",
-                f"offset {offset} is outside {partition.name}'s range [{partition.log.log_start_offset}, {hw}]: "
+                f"offset {offset} is outside {partition.name}'s range [{partition.log.log_start_offset}, {upto}]: "
                 "seek to the earliest or latest offset",
             ) from None
         except StorageError as exc:
-            partition.mark_offline(exc)
-            raise PartitionError("STORAGE_ERROR", f"{partition.name} went offline on broker {self.config.broker_id}: {exc}") from None
+            self._go_offline(partition, exc)
+
+    # ------------------------------------------------------------------ fetch (followers)
+
+    async def replica_fetch(
+        self, replica_id: int, broker_epoch: int, max_wait_ms: int, min_bytes: int, max_bytes: int, items: list[ReplicaFetchItem]
+    ) -> list[ReplicaFetchResult]:
+        """A follower's fetch: serve up to the LEO (not the HW), track its progress, and tell it
+        where its log diverged from ours."""
+        return await self._long_poll(
+            max_wait_ms, min_bytes, [(i.topic, i.partition) for i in items],
+            lambda: self._serve_replica(replica_id, broker_epoch, items, max_bytes),
+        )
+
+    def _serve_replica(
+        self, replica_id: int, broker_epoch: int, items: list[ReplicaFetchItem], max_bytes: int
+    ) -> tuple[list[ReplicaFetchResult], int, bool]:
+        results: list[ReplicaFetchResult] = []
+        total = 0
+        answer_now = False
+        now = self.clock_ms()
+        broker = self._broker_status(replica_id)
+        for item in items:
+            result = ReplicaFetchResult(item.topic, item.partition)
+            results.append(result)
+            try:
+                partition = self._partition(item.topic, item.partition)
+                epoch = -1 if partition.skip_epoch_fencing else item.current_leader_epoch
+                partition.require_leader(epoch)
+                core = partition.leader_core
+                assert core is not None
+                fetch = FollowerFetch(replica_id, broker_epoch, epoch, item.fetch_offset, item.last_fetched_epoch)
+                decided = core.on_follower_fetch(fetch, broker, partition.log.log_start_offset, now)
+                proposal = partition.apply(decided.decisions)
+                if proposal is not None:
+                    self.propose_isr(partition, proposal)
+            except PartitionError as exc:
+                self._fail(result, exc)
+                answer_now = True
+                continue
+            result.high_watermark = partition.high_watermark
+            result.log_start_offset = partition.log.log_start_offset
+            result.log_end_offset = partition.log.log_end_offset
+            check = decided.fetch
+            if isinstance(check, DivergingEpoch):
+                result.diverging = check
+                answer_now = True
+            elif isinstance(check, FetchRejected):
+                result.error = check.error.name
+                result.message = (
+                    f"{partition.name}: fetch offset {item.fetch_offset} (last epoch {item.last_fetched_epoch}) cannot be "
+                    f"served from [{partition.log.log_start_offset}, {partition.log.log_end_offset}]"
+                )
+                answer_now = True
+            elif isinstance(check, ServeFrom):
+                budget = max_bytes - total
+                if budget > 0 and check.offset < partition.log.log_end_offset:
+                    try:
+                        result.data = self._read(partition, check.offset, budget, partition.log.log_end_offset)
+                    except PartitionError as exc:
+                        self._fail(result, exc)
+                        answer_now = True
+                    total += len(result.data)
+        return results, total, answer_now
+
+    # ------------------------------------------------------------------ follower appends
+
+    def append_as_follower(self, partition: Partition, data: bytes) -> None:
+        """Append replicated batches (offsets and epochs already set by the leader)."""
+        try:
+            appended = partition.log.append(data, assign_offsets=False, leader_epoch=-1, now_ms=self.clock_ms())
+        except (CorruptBatchError, UnexpectedAppendOffsetError) as exc:
+            raise PartitionError("CORRUPT_MESSAGE", f"{partition.name}: replicated batches refused: {exc}") from None
+        except StorageError as exc:
+            self._go_offline(partition, exc)
+        partition.producers.rebuild_from_batches(appended.headers)
+
+    def truncate_follower(self, partition: Partition, offset: int, why: str) -> None:
+        self._truncate(partition, offset, why)
+
+    def _truncate(self, partition: Partition, offset: int, why: str) -> None:
+        before = partition.log.log_end_offset
+        if offset >= before:
+            return
+        try:
+            partition.log.truncate_to(offset)
+        except StorageError as exc:
+            self._go_offline(partition, exc)
+        partition.producers.truncate_to(partition.log.log_end_offset)
+        partition.high_watermark = min(partition.high_watermark, partition.log.log_end_offset)
+        self._log.warning(
+            "truncated log", **_fields(partition), reason=why, from_offset=before, to_offset=partition.log.log_end_offset
+        )
+
+    def restart_follower_at(self, partition: Partition, offset: int) -> None:
+        """The leader's log starts after ours ends (retention): start over at its log start."""
+        try:
+            partition.log.truncate_fully_and_start_at(offset)
+        except StorageError as exc:
+            self._go_offline(partition, exc)
+        partition.producers = type(partition.producers)()
+        partition.producers.next_offset = offset
+        partition.high_watermark = offset
+        self._log.warning("follower log restarted at the leader's log start", **_fields(partition), log_start_offset=offset)
+
+    # ------------------------------------------------------------------ timers
+
+    def tick(self) -> None:
+        """Expire delayed produces and shrink ISRs of lagging followers."""
+        now = self.clock_ms()
+        for partition in list(self.partitions.values()):
+            if partition.leader_core is not None:
+                proposal = partition.apply(partition.leader_core.on_tick(now, self.config.replica_lag_time_max_ms))
+                if proposal is not None:
+                    self.propose_isr(partition, proposal)
 
     # ------------------------------------------------------------------ offsets
 
@@ -390,6 +579,16 @@ class ReplicaManager:
                     partition.log.maybe_flush(now)
                 except StorageError as exc:
                     partition.mark_offline(exc)
+
+
+def _fields(partition: Partition) -> dict:
+    """The log context every partition event carries."""
+    return {
+        "topic": partition.topic,
+        "partition": partition.partition,
+        "leader_epoch": partition.state.leader_epoch,
+        "partition_epoch": partition.state.partition_epoch,
+    }
 
 
 def _configs(image, topic: str) -> dict[str, str]:

@@ -18,6 +18,8 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from data_plane.broker.config import BrokerConfig, add_arguments, from_args
+from data_plane.broker.isr_updates import AlterPartitionSender
+from data_plane.broker.replica_fetcher import ReplicaFetcherManager
 from data_plane.broker.replica_manager import ReplicaManager
 from data_plane.broker.service import BrokerService
 from data_plane.storage import LogManager
@@ -38,16 +40,21 @@ class BrokerServer:
         self.replicas = ReplicaManager(config, self.logs)
         endpoints = [(c.node_id, c.host, c.grpc_port) for c in config.controllers]
         self.metadata = MetadataFollower(endpoints, self._on_metadata)
+        advertised_host, advertised_port = config.advertised or (config.host, config.port)
         self.lifecycle = BrokerLifecycleManager(
             broker_id=config.broker_id,
-            host=config.host,
-            port=config.port,
+            host=advertised_host,
+            port=advertised_port,
             rack=config.rack,
             controller_endpoints=endpoints,
             current_metadata_offset=lambda: self.metadata.image.offset,
             session_timeout_ms=config.session_timeout_ms,
             heartbeat_interval_ms=config.heartbeat_interval_ms,
         )
+        self.fetchers = ReplicaFetcherManager(config, self.replicas, lambda: self.lifecycle.broker_epoch)
+        self.isr_updates = AlterPartitionSender(config.broker_id, self.lifecycle, self.replicas.clock_ms)
+        self.replicas.followers_changed = self.fetchers.sync
+        self.replicas.propose_isr = self.isr_updates.submit
         self._producer_ids: list[int] = []
         self._server: grpc.aio.Server | None = None
         self._timers: list[asyncio.Task] = []
@@ -123,9 +130,14 @@ class BrokerServer:
         await server.start()
         self._server = server
         await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+        if self.config.unsafe is not None:
+            self._log.warning("UNSAFE TESTING MODE: this broker breaks replication rules on purpose", behaviour=self.config.unsafe.value)
+        self.isr_updates.start()
+        self.fetchers.start()
         await self.metadata.start()
         await self.lifecycle.start()
         self._timers = [
+            asyncio.create_task(self._every(self.config.replica_tick_interval_ms, self.replicas.tick)),
             asyncio.create_task(self._every(self.config.hw_checkpoint_interval_ms, self._checkpoint)),
             asyncio.create_task(self._every(self.config.retention_check_interval_ms, self.replicas.run_retention)),
             asyncio.create_task(self._every(self.config.flush_check_interval_ms, self.replicas.run_flush)),
@@ -149,8 +161,10 @@ class BrokerServer:
             await self.lifecycle.controlled_shutdown(self.config.controlled_shutdown_timeout_s)
         for task in self._timers:
             task.cancel()
+        await self.fetchers.stop()
         if self._server is not None:
             await self._server.stop(grace=1.0)
+        await self.isr_updates.stop()
         await self.metadata.stop()
         await self.lifecycle.stop()
         try:

@@ -12,7 +12,7 @@ import grpc
 
 from data_plane import record_batch
 from data_plane.broker.errors import MalformedRequest
-from data_plane.broker.replica_manager import FetchItem, LeaderHint, ProduceItem, ReplicaManager
+from data_plane.broker.replica_manager import FetchItem, LeaderHint, ProduceItem, ReplicaFetchItem, ReplicaManager
 from proto import broker_pb2, broker_pb2_grpc, common_pb2
 
 VALID_ACKS = (-1, 0, 1)
@@ -183,6 +183,34 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
     async def InitProducerId(self, request, context):
         return await self._init_producer_id()
 
+    async def ReplicaFetch(self, request_iterator, context):
+        """One follower broker's stream: each request gets exactly one answer, in order."""
+        async for request in request_iterator:
+            items = [
+                ReplicaFetchItem(p.topic, p.partition, p.fetch_offset, p.last_fetched_epoch, p.current_leader_epoch)
+                for p in request.partitions
+            ]
+            max_bytes = min(request.max_bytes or self.replicas.config.replica_fetch_max_bytes, self.replicas.config.request_max_bytes // 2)
+            results = await self.replicas.replica_fetch(
+                request.replica_id, request.broker_epoch, request.max_wait_ms, request.min_bytes, max_bytes, items
+            )
+            response = broker_pb2.ReplicaFetchResponse()
+            for r in results:
+                out = response.partitions.add(
+                    topic=r.topic,
+                    partition=r.partition,
+                    error_code=_code(r.error),
+                    error_message=r.message,
+                    high_watermark=r.high_watermark,
+                    log_start_offset=r.log_start_offset,
+                    log_end_offset=r.log_end_offset,
+                    batches=r.data,
+                )
+                if r.diverging is not None:
+                    out.diverging_epoch.epoch = r.diverging.epoch
+                    out.diverging_epoch.end_offset = r.diverging.end_offset
+            yield response
+
     async def DescribeLogs(self, request, context):
         wanted = set(request.topics)
         response = broker_pb2.DescribeLogsResponse(broker_id=self.replicas.config.broker_id)
@@ -204,9 +232,10 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             if request.include_checksums and p.offline_reason is None:
                 state.checksum_below_hw = p.log.checksum(p.high_watermark)
             if p.is_leader:
+                leos = p.replica_log_end_offsets()
+                in_sync = p.in_sync()
                 for replica in p.state.replicas:
-                    leo = p.log.log_end_offset if replica == p.broker_id else p.follower_leo.get(replica, 0)
-                    state.replicas.add(broker_id=replica, log_end_offset=leo, in_sync=replica in p.state.isr)
+                    state.replicas.add(broker_id=replica, log_end_offset=leos.get(replica, -1), in_sync=replica in in_sync)
         return response
 
     def _add_endpoints(self, response, leader_ids: list[int]) -> None:

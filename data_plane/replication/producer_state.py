@@ -140,9 +140,10 @@ class ProducerState:
             return
         record_count = last_offset - first_offset + 1
         verdict = self.check(producer_id, producer_epoch, base_sequence, record_count)
-        assert verdict == APPEND, ("appended a batch producer state refuses", producer_id, verdict)
         entry = self._producers.get(producer_id)
-        if entry is None or producer_epoch > entry.epoch:
+        if entry is None or verdict != APPEND or producer_epoch > entry.epoch:
+            # The log is the truth: a batch a leader accepted after it lost this producer's
+            # history (KIP-360) starts the history over instead of breaking replication.
             entry = self._producers[producer_id] = _ProducerEntry(producer_epoch, [])
         entry.batches.append(
             BatchMetadata(

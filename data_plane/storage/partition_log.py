@@ -57,6 +57,7 @@ class AppendResult:
     record_count: int
     log_append_time_ms: int  # -1 unless the topic uses LogAppendTime
     max_timestamp: int
+    headers: tuple[BatchHeader, ...] = ()  # as written (offsets and epochs stamped)
 
 
 @dataclass(frozen=True)
@@ -180,6 +181,7 @@ class PartitionLog:
             record_count=record_count,
             log_append_time_ms=now_ms if assign_offsets and self.settings.log_append_time else -1,
             max_timestamp=max(header.max_timestamp for _, header in located),
+            headers=tuple(header for _, header in located),
         )
 
     def _validate(self, batches: bytes | memoryview) -> list[tuple[int, BatchHeader]]:
@@ -331,6 +333,14 @@ class PartitionLog:
                 break
             crc, offset = zlib.crc32(result.data, crc), result.next_offset
         return crc
+
+    def batch_headers(self, from_offset: int) -> Iterator[BatchHeader]:
+        """Headers of the batches from the one holding ``from_offset`` to the log end, read
+        from the files without the bodies (rebuilding producer state on open)."""
+        for segment in self._segments_from(from_offset):
+            for _, header in scan_headers(segment.fd, 0, segment.size_bytes):
+                if header.last_offset >= from_offset:
+                    yield header
 
     def _segments_from(self, offset: int) -> list[LogSegment]:
         """The segments that may hold ``offset`` or anything after it."""

@@ -102,10 +102,13 @@ def test_truncate_to_forgets_batches_at_or_after_the_offset() -> None:
         state_with((0, 0, 4))[0].truncate_to(2)             # inside a batch: a caller bug
 
 
-def test_appending_what_check_refuses_is_an_assertion() -> None:
+def test_a_replicated_batch_with_a_sequence_gap_restarts_the_history() -> None:
+    """A follower or a rebuild replays what the log holds: a gap there (a leader that had lost
+    the producer's history accepted it) restarts the history instead of failing."""
     state, _ = state_with((0, 0, 1))
-    with pytest.raises(AssertionError):
-        state.on_appended(PID, 0, 5, 1, 1)
+    state.on_appended(PID, 0, 5, 1, 1)
+    assert state.check(PID, 0, 6, 1) == APPEND
+    assert state.check(PID, 0, 1, 1) == Rejected(ErrorCode.OUT_OF_ORDER_SEQUENCE)
 
 
 batches = st.lists(

@@ -1,0 +1,249 @@
+"""The follower side of replication: one long-lived ReplicaFetch stream per leader broker.
+
+Kafka runs one fetcher thread per (follower, leader) broker pair carrying every partition
+the two share; here each pair is one asyncio task holding one bidirectional gRPC stream.
+Each round sends one request for all of the pair's partitions (fetch offset = local LEO,
+last fetched epoch = the epoch of the last local record, the leader epoch we follow) and
+gets one answer, which the leader holds back until data arrives or its wait expires.
+
+Answers are applied only if the partition still follows the same leader in the same leader
+epoch from the same offset; anything else is a stale answer and is dropped (the follower
+half of leader-epoch fencing). A diverging-epoch answer truncates the log by KIP-279's rule
+and the next round fetches again from the new end. Batches are appended as bytes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+
+import grpc
+import structlog
+
+from data_plane.broker.config import BrokerConfig
+from data_plane.broker.errors import PartitionError
+from data_plane.broker.partition import Partition
+from data_plane.broker.replica_manager import ReplicaManager, TopicPartition
+from data_plane.replication.divergence import DivergingEpoch, truncation_for_diverging_epoch
+from data_plane.replication.partition_state import follower_high_watermark
+from proto import broker_pb2, broker_pb2_grpc, common_pb2
+
+log = structlog.get_logger("broker.fetcher")
+
+RECONNECT_BACKOFF_S = 0.1
+PARTITION_BACKOFF_S = 0.2
+
+
+@dataclass(frozen=True)
+class _Sent:
+    """What one partition's request asked, to recognise a stale answer."""
+
+    leader_epoch: int
+    fetch_offset: int
+
+
+@dataclass
+class LeaderFetcher:
+    """The stream from this broker to one leader broker."""
+
+    leader_id: int
+    address: str
+    manager: "ReplicaFetcherManager"
+    partitions: set[TopicPartition] = field(default_factory=set)
+    backoff_until: dict[TopicPartition, float] = field(default_factory=dict)
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task | None = None
+
+    async def run(self) -> None:
+        while True:
+            try:
+                await self._stream()
+            except asyncio.CancelledError:
+                raise
+            except grpc.aio.AioRpcError as exc:
+                self.manager.log.info("replica fetch stream broke; reconnecting", leader=self.leader_id,
+                                      address=self.address, code=exc.code().name)
+            except Exception:  # a fetcher must outlive any single bad answer
+                self.manager.log.exception("replica fetcher failed; restarting it", leader=self.leader_id)
+            await self._pause(RECONNECT_BACKOFF_S)
+
+    async def _pause(self, seconds: float) -> None:
+        """Wait ``seconds`` or until metadata changes what this fetcher does."""
+        self.wake.clear()
+        try:
+            await asyncio.wait_for(self.wake.wait(), seconds)
+        except asyncio.TimeoutError:
+            pass
+
+    async def _stream(self) -> None:
+        config = self.manager.config
+        options = [("grpc.max_receive_message_length", config.request_max_bytes)]
+        async with grpc.aio.insecure_channel(self.address, options=options) as channel:
+            call = broker_pb2_grpc.BrokerStub(channel).ReplicaFetch()
+            while True:
+                request, sent = self._request()
+                if not sent:
+                    await self._pause(self._idle_seconds())
+                    continue
+                await call.write(request)
+                response = await call.read()
+                if response is grpc.aio.EOF:
+                    raise ConnectionError(f"leader {self.leader_id} closed the replica fetch stream")
+                self._apply(response, sent)
+
+    def _idle_seconds(self) -> float:
+        if not self.backoff_until:
+            return 3600.0
+        return max(0.0, min(self.backoff_until.values()) - time.monotonic())
+
+    def _request(self) -> tuple[broker_pb2.ReplicaFetchRequest, dict[TopicPartition, _Sent]]:
+        config = self.manager.config
+        now = time.monotonic()
+        self.backoff_until = {tp: t for tp, t in self.backoff_until.items() if t > now and tp in self.partitions}
+        request = broker_pb2.ReplicaFetchRequest(
+            replica_id=config.broker_id,
+            broker_epoch=self.manager.broker_epoch(),
+            max_wait_ms=config.replica_fetch_wait_max_ms,
+            min_bytes=1,
+            max_bytes=config.replica_fetch_max_bytes,
+        )
+        sent: dict[TopicPartition, _Sent] = {}
+        for tp in sorted(self.partitions):
+            partition = self.manager.follower(tp, self.leader_id)
+            if partition is None or tp in self.backoff_until:
+                continue
+            plog = partition.log
+            request.partitions.add(
+                topic=tp[0], partition=tp[1], fetch_offset=plog.log_end_offset,
+                last_fetched_epoch=plog.leader_epoch_cache.latest_epoch,
+                current_leader_epoch=partition.state.leader_epoch, log_start_offset=plog.log_start_offset,
+            )
+            sent[tp] = _Sent(partition.state.leader_epoch, plog.log_end_offset)
+        return request, sent
+
+    def _apply(self, response: broker_pb2.ReplicaFetchResponse, sent: dict[TopicPartition, _Sent]) -> None:
+        for answer in response.partitions:
+            tp = (answer.topic, answer.partition)
+            partition = self.manager.follower(tp, self.leader_id)
+            asked = sent.get(tp)
+            if partition is None or asked is None:
+                continue
+            stale = partition.state.leader_epoch != asked.leader_epoch or partition.log.log_end_offset != asked.fetch_offset
+            if stale and not partition.skip_epoch_fencing:
+                continue  # leadership or the log moved while the answer was in flight
+            try:
+                self._apply_partition(partition, answer)
+            except PartitionError as exc:  # the local log went offline; the replica manager logged it
+                self.manager.log.error("follower append failed", topic=tp[0], partition=tp[1], error=str(exc))
+
+    def _apply_partition(self, partition: Partition, answer: broker_pb2.ReplicaFetchPartitionResponse) -> None:
+        replicas = self.manager.replicas
+        tp = (partition.topic, partition.partition)
+        if answer.error_code == common_pb2.OFFSET_OUT_OF_RANGE:
+            self._out_of_range(partition, answer)
+            return
+        if answer.error_code != common_pb2.NONE:
+            self.backoff_until[tp] = time.monotonic() + PARTITION_BACKOFF_S
+            self.manager.log.info("replica fetch refused; retrying after metadata catches up", topic=tp[0],
+                                  partition=tp[1], leader=self.leader_id, error=common_pb2.ErrorCode.Name(answer.error_code),
+                                  leader_epoch=partition.state.leader_epoch)
+            return
+        if answer.HasField("diverging_epoch"):
+            diverging = DivergingEpoch(answer.diverging_epoch.epoch, answer.diverging_epoch.end_offset)
+            truncation = truncation_for_diverging_epoch(
+                diverging, partition.log.leader_epoch_cache.entries, partition.log.log_end_offset
+            )
+            replicas.truncate_follower(
+                partition, truncation.offset,
+                f"diverged from leader {self.leader_id} at epoch {diverging.epoch} (ends at {diverging.end_offset} there)",
+            )
+            return
+        if answer.batches:
+            replicas.append_as_follower(partition, answer.batches)
+        partition.high_watermark = follower_high_watermark(
+            answer.high_watermark, partition.log.log_end_offset, partition.high_watermark
+        )
+
+    def _out_of_range(self, partition: Partition, answer: broker_pb2.ReplicaFetchPartitionResponse) -> None:
+        """The leader cannot place our fetch offset: behind its log start (retention) we start
+        over there; ahead of its end with no epoch to compare we cut back to its end."""
+        replicas = self.manager.replicas
+        leo = partition.log.log_end_offset
+        if leo < answer.log_start_offset:
+            replicas.restart_follower_at(partition, answer.log_start_offset)
+        elif leo > answer.log_end_offset >= 0:
+            replicas.truncate_follower(partition, answer.log_end_offset, f"ahead of leader {self.leader_id}'s log end")
+        else:
+            self.backoff_until[(partition.topic, partition.partition)] = time.monotonic() + PARTITION_BACKOFF_S
+
+
+class ReplicaFetcherManager:
+    """Keeps one LeaderFetcher per leader broker, matching who this broker follows."""
+
+    def __init__(self, config: BrokerConfig, replicas: ReplicaManager, broker_epoch) -> None:
+        self.config = config
+        self.replicas = replicas
+        self.broker_epoch = broker_epoch
+        self.fetchers: dict[int, LeaderFetcher] = {}
+        self.log = log.bind(broker_id=config.broker_id)
+        self._running = False
+
+    def follower(self, tp: TopicPartition, leader_id: int) -> Partition | None:
+        """The local replica of ``tp`` if it still follows ``leader_id`` and is online."""
+        partition = self.replicas.partitions.get(tp)
+        if partition is None or partition.offline_reason is not None or partition.is_leader:
+            return None
+        return partition if partition.state.leader == leader_id else None
+
+    def start(self) -> None:
+        self._running = True
+        self.sync()
+
+    def sync(self) -> None:
+        """Called after every metadata change: move partitions between fetchers."""
+        if not self._running:
+            return
+        wanted: dict[int, set[TopicPartition]] = {}
+        for tp, partition in self.replicas.partitions.items():
+            leader = partition.state.leader
+            if leader >= 0 and leader != self.config.broker_id and partition.offline_reason is None:
+                wanted.setdefault(leader, set()).add(tp)
+        for leader_id in list(self.fetchers):
+            address = self._address(leader_id)
+            if leader_id not in wanted or self.fetchers[leader_id].address != address:
+                self._stop_fetcher(leader_id)
+        for leader_id, tps in wanted.items():
+            fetcher = self.fetchers.get(leader_id)
+            if fetcher is None:
+                address = self._address(leader_id)
+                if address is None:
+                    continue  # the leader's registration has not arrived yet; a later image brings it
+                fetcher = self.fetchers[leader_id] = LeaderFetcher(leader_id, address, self)
+                fetcher.task = asyncio.get_running_loop().create_task(fetcher.run())
+                self.log.info("replica fetcher started", leader=leader_id, address=address, partitions=len(tps))
+            if fetcher.partitions != tps:
+                fetcher.partitions = tps
+                fetcher.backoff_until.clear()
+                fetcher.wake.set()
+
+    def _address(self, leader_id: int) -> str | None:
+        if leader_id in self.config.peer_addresses:
+            host, port = self.config.peer_addresses[leader_id]
+            return f"{host}:{port}"
+        broker = self.replicas.image.brokers.get(leader_id) if self.replicas.image is not None else None
+        return f"{broker.host}:{broker.port}" if broker is not None else None
+
+    def _stop_fetcher(self, leader_id: int) -> None:
+        fetcher = self.fetchers.pop(leader_id)
+        if fetcher.task is not None:
+            fetcher.task.cancel()
+        self.log.info("replica fetcher stopped", leader=leader_id)
+
+    async def stop(self) -> None:
+        self._running = False
+        tasks = [f.task for f in self.fetchers.values() if f.task is not None]
+        for leader_id in list(self.fetchers):
+            self._stop_fetcher(leader_id)
+        await asyncio.gather(*tasks, return_exceptions=True)
+
