@@ -4,7 +4,10 @@ The Raft leader becomes the active controller only after an entry of its own ter
 applied (its image then holds everything committed before), and it then gives every broker a
 full session before fencing anyone. Writes are decided one at a time under a lock on the
 freshest local image, so decisions rarely go stale; the compare-and-set checks where entries
-are applied catch the rest. A periodic task fences brokers whose sessions expired.
+are applied catch the rest. Periodic duties: fence brokers whose sessions expired, and (with
+``auto.leader.rebalance.enable``) move leaderships back to preferred replicas every
+``leader.imbalance.check.interval.seconds``, counted from activation so that brokers have
+come back into ISRs before a new controller moves anything.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import structlog
 from metadata_quorum.broker_decisions import expired_broker_fencing
 from metadata_quorum.broker_heartbeats import BrokerHeartbeatManager
 from metadata_quorum.decision import Decision
+from metadata_quorum.election import PREFERRED_ELECTIONS_PER_ENTRY_MAX, rebalance_leaders
 from metadata_quorum.image import MetadataImage
 from metadata_quorum.raft_node import ControllerRaftNode, EntryResult
 from proto import common_pb2 as common
@@ -29,6 +33,7 @@ R = TypeVar("R")
 LEADERSHIP_POLL_S = 0.02
 FENCE_CHECK_INTERVAL_S = 0.1
 ACTIVATION_WAIT_S = 2.0
+DEFAULT_LEADER_IMBALANCE_CHECK_INTERVAL_S = 10.0
 
 
 def monotonic_ms() -> int:
@@ -46,9 +51,20 @@ class WriteOutcome(Generic[R]):
 
 
 class ActiveController:
-    def __init__(self, node: ControllerRaftNode, session_timeout_ms: int) -> None:
+    def __init__(
+        self,
+        node: ControllerRaftNode,
+        session_timeout_ms: int,
+        auto_leader_rebalance: bool = True,
+        leader_imbalance_check_interval_s: float = DEFAULT_LEADER_IMBALANCE_CHECK_INTERVAL_S,
+    ) -> None:
+        assert leader_imbalance_check_interval_s > 0
         self.node = node
         self.heartbeats = BrokerHeartbeatManager(session_timeout_ms)
+        self.auto_leader_rebalance = auto_leader_rebalance
+        self.leader_imbalance_check_interval_s = leader_imbalance_check_interval_s
+        self._last_fence_check = 0.0
+        self._last_balance_check = 0.0
         self._write_lock = asyncio.Lock()
         self._active_term: int | None = None
         self._activated = asyncio.Event()
@@ -101,8 +117,7 @@ class ActiveController:
         return self.is_active
 
     async def run(self) -> None:
-        """Follow Raft leadership forever: activate, fence expired brokers, step down."""
-        last_fence_check = 0.0
+        """Follow Raft leadership forever: activate, run the periodic duties, step down."""
         while True:
             try:
                 if not self.node.is_leader():
@@ -110,13 +125,20 @@ class ActiveController:
                 elif self._active_term != self.node.term():
                     self._step_down()
                     await self._activate(self.node.term())
-                elif time.monotonic() - last_fence_check >= FENCE_CHECK_INTERVAL_S:
-                    last_fence_check = time.monotonic()
-                    await self._fence_expired()
+                else:
+                    await self._periodic_duties(time.monotonic())
             except Exception:  # the role loop must outlive any one bad step: log loudly, step down, go on
                 self._log.exception("active controller step failed")
                 self._step_down()
             await asyncio.sleep(LEADERSHIP_POLL_S)
+
+    async def _periodic_duties(self, now: float) -> None:
+        if now - self._last_fence_check >= FENCE_CHECK_INTERVAL_S:
+            self._last_fence_check = now
+            await self._fence_expired()
+        if self.auto_leader_rebalance and now - self._last_balance_check >= self.leader_imbalance_check_interval_s:
+            self._last_balance_check = now
+            await self._rebalance_leaders()
 
     def _step_down(self) -> None:
         if self._active_term is not None:
@@ -131,6 +153,7 @@ class ActiveController:
             return
         image = self.node.image
         self.heartbeats.start_grace(image.brokers, monotonic_ms())
+        self._last_balance_check = time.monotonic()
         self._active_term = term
         self._activated.set()
         self._log.info(
@@ -140,6 +163,8 @@ class ActiveController:
             brokers=len(image.brokers),
             catch_up_ms=round((time.monotonic() - started) * 1000, 1),
             session_grace_ms=self.heartbeats.session_timeout_ms,
+            auto_leader_rebalance=self.auto_leader_rebalance,
+            leader_imbalance_check_interval_s=self.leader_imbalance_check_interval_s,
         )
 
     async def _fence_expired(self) -> None:
@@ -152,3 +177,16 @@ class ActiveController:
                 self._log.warning("fencing failed; will retry", broker_id=broker_id, error=outcome.error_message)
                 return
             self._log.info("broker fenced", broker_id=broker_id, metadata_offset=outcome.first_offset)
+
+    async def _rebalance_leaders(self) -> None:
+        """Preferred leader elections, one bounded entry at a time, until none is left."""
+        while True:
+            outcome = await self.write(rebalance_leaders)
+            if outcome.error_code != common.NONE or outcome.decision is None:
+                self._log.warning("automatic leader rebalance failed; will retry", error=outcome.error_message)
+                return
+            moved = outcome.decision.response
+            if moved:
+                self._log.info("leaders moved back to preferred replicas", partitions=moved, metadata_offset=outcome.first_offset)
+            if moved < PREFERRED_ELECTIONS_PER_ENTRY_MAX:
+                return

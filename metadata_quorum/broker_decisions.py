@@ -1,5 +1,6 @@
 """Pure controller decisions about brokers: registration, heartbeats (fence, unfence,
-controlled shutdown), session expiry, AlterPartition (KIP-497/903) and producer-id blocks.
+controlled shutdown), session expiry, AlterPartition (KIP-497/903, completing partition
+reassignments whose new replicas joined the ISR) and producer-id blocks.
 
 Image + request + ``now_ms`` (+ the in-memory heartbeat manager, which these functions
 update) in; a Decision (records for one Raft entry, response assuming they commit) out.
@@ -9,23 +10,25 @@ service. Preconditions are checked again where the entry is applied (see image.a
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import structlog
 
 from metadata_quorum.broker_heartbeats import BrokerHeartbeatManager
 from metadata_quorum.decision import Decision
-from metadata_quorum.election import Election, changes_electing_offline, changes_removing_broker
-from metadata_quorum.image import NO_LEADER, BrokerImage, MetadataImage, apply_all
+from metadata_quorum.election import changes_electing_offline, changes_removing_broker
+from metadata_quorum.image import BrokerImage, MetadataImage, apply_all
+from metadata_quorum.reassignment import settle
 from metadata_quorum.records import (
     NEW_BROKER_EPOCH,
     BrokerRegistrationChangeRecord,
     FenceBrokerRecord,
-    PartitionChangeRecord,
     ProducerIdsRecord,
     Record,
     RegisterBrokerRecord,
     UnfenceBrokerRecord,
 )
-from metadata_quorum.topic_admin import partition_state
+from metadata_quorum.topic_admin import lookup_partition, partition_state, states_after
 from proto import common_pb2 as common
 from proto import controller_pb2 as pb
 
@@ -37,17 +40,10 @@ log = structlog.get_logger("controller")
 def _moves(image: MetadataImage, broker_id: int, why: str) -> list[Record]:
     """Partition changes taking ``broker_id`` out of ISRs and leaderships, logged."""
     out: list[Record] = []
-    for record, election in changes_removing_broker(image, broker_id):
-        _log_election(image, record, election, why)
-        out.append(record)
+    for change in changes_removing_broker(image, broker_id):
+        change.log(why)
+        out.append(change.record())
     return out
-
-
-def _log_election(image: MetadataImage, record: PartitionChangeRecord, election: Election, why: str) -> None:
-    topic = image.topics_by_id[record.topic_id].name
-    event = "unclean leader election: committed data may be lost" if election.unclean else "partition change"
-    method = log.warning if election.unclean or election.leader == NO_LEADER else log.info
-    method(event, topic_partition=f"{topic}-{record.partition}", leader=election.leader, isr=list(election.isr), reason=why)
 
 
 def broker_problem(image: MetadataImage, broker_id: int, broker_epoch: int) -> tuple[int, str] | None:
@@ -99,9 +95,9 @@ def _unfence_records(image: MetadataImage, broker: BrokerImage) -> list[Record]:
     unfence = UnfenceBrokerRecord(broker.broker_id, broker.epoch)
     after = apply_all(image, [unfence])
     records: list[Record] = [unfence]
-    for record, election in changes_electing_offline(after):
-        _log_election(after, record, election, f"broker {broker.broker_id} unfenced")
-        records.append(record)
+    for change in changes_electing_offline(after):
+        change.log(f"broker {broker.broker_id} unfenced")
+        records.append(change.record())
     return records
 
 
@@ -144,6 +140,17 @@ def expired_broker_fencing(image: MetadataImage, heartbeats: BrokerHeartbeatMana
     return Decision((), None)
 
 
+def disconnected_broker_fencing(image: MetadataImage, broker_id: int, broker_epoch: int) -> Decision[bool]:
+    """A broker's session stream closed without a controlled shutdown: its process is gone,
+    so fence it now rather than after the session timeout. Only the registration that opened
+    the stream is fenced (a broker that already restarted has a newer epoch)."""
+    broker = image.brokers.get(broker_id)
+    if broker is None or broker.epoch != broker_epoch or broker.fenced or broker.in_controlled_shutdown:
+        return Decision((), False)
+    log.warning("fencing broker: its session connection closed", broker_id=broker_id, broker_epoch=broker_epoch)
+    return Decision(tuple(fence_records(image, broker, "session connection closed")), True)
+
+
 def _ineligible(image: MetadataImage, replica: pb.AlterPartitionRequest.NewIsrReplica) -> str | None:
     broker = image.brokers.get(replica.broker_id)
     if broker is None:
@@ -160,7 +167,9 @@ def _ineligible(image: MetadataImage, replica: pb.AlterPartitionRequest.NewIsrRe
 def alter_partition(image: MetadataImage, request: pb.AlterPartitionRequest) -> Decision[pb.AlterPartitionResponse]:
     """A leader proposes a new ISR for its partitions. Each is checked against the image:
     leader epoch (FENCED_LEADER_EPOCH), partition epoch (INVALID_UPDATE_VERSION), new ISR
-    members usable and on their current broker epoch (INELIGIBLE_REPLICA)."""
+    members usable and on their current broker epoch (INELIGIBLE_REPLICA). A new ISR that
+    holds every replica a reassignment adds completes the reassignment in the same record
+    (see reassignment.settle), which may move leadership away from the proposer."""
     problem = broker_problem(image, request.broker_id, request.broker_epoch)
     if problem is not None:
         return Decision((), pb.AlterPartitionResponse(error_code=problem[0], error_message=problem[1]))
@@ -168,10 +177,11 @@ def alter_partition(image: MetadataImage, request: pb.AlterPartitionRequest) -> 
     results: list[pb.PartitionState] = []
     for wanted in request.partitions:
         name, number = wanted.topic, wanted.partition
-        topic, p = image.topics.get(name), image.partition(name, number)
-        if topic is None or p is None:
-            results.append(pb.PartitionState(topic=name, partition=number, error_code=common.UNKNOWN_TOPIC_OR_PARTITION, error_message=f"{name}-{number} does not exist (deleted?); stop replicating it"))
+        found = lookup_partition(image, name, number, "it was deleted: stop replicating it")
+        if isinstance(found, pb.PartitionState):
+            results.append(found)
             continue
+        topic, p = found
         tp = f"{name}-{number}"
         code, message = common.NONE, ""
         new_isr = tuple(r.broker_id for r in wanted.new_isr)
@@ -189,12 +199,12 @@ def alter_partition(image: MetadataImage, request: pb.AlterPartitionRequest) -> 
         if code != common.NONE:
             results.append(partition_state(topic, p, code, message))
             continue
-        if new_isr != p.isr:
-            records.append(PartitionChangeRecord(topic.topic_id, number, p.partition_epoch, isr=new_isr))
+        change = settle(image, topic, p, replace(p, isr=new_isr))
+        if change is not None:
+            change.log(f"AlterPartition from leader {request.broker_id}" + ("; reassignment completed" if p.reassignment_in_progress and not change.after.reassignment_in_progress else ""))
+            records.append(change.record())
         results.append(partition_state(topic, p))
-    after = apply_all(image, records)
-    final = [partition_state(after.topics[r.topic], after.topics[r.topic].partitions[r.partition]) if r.error_code == common.NONE else r for r in results]
-    return Decision(tuple(records), pb.AlterPartitionResponse(partitions=final))
+    return Decision(tuple(records), pb.AlterPartitionResponse(partitions=states_after(image, records, results)))
 
 
 def allocate_producer_ids(image: MetadataImage, request: pb.AllocateProducerIdsRequest) -> Decision[pb.AllocateProducerIdsResponse]:

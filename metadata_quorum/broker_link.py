@@ -79,6 +79,7 @@ class BrokerLifecycleManager:
         self._want_shutdown = False
         self._should_shutdown = asyncio.Event()
         self._heartbeat_task: asyncio.Task | None = None
+        self._session_task: asyncio.Task | None = None
         self._log = structlog.get_logger("broker").bind(broker_id=broker_id)
 
     @property
@@ -117,12 +118,37 @@ class BrokerLifecycleManager:
         await self._register()
         self._heartbeat_task = asyncio.create_task(self._heartbeat_loop())
 
+    def _open_session(self) -> None:
+        """(Re)open the session stream for the current broker epoch."""
+        if self._session_task is not None:
+            self._session_task.cancel()
+        self._session_task = asyncio.get_running_loop().create_task(self._session_loop(self._broker_epoch))
+
+    async def _session_loop(self, broker_epoch: int) -> None:
+        """Keep a BrokerSession stream open with the active controller, so that this process
+        dying is noticed at once (its connection closes), not after the session timeout."""
+        request = pb.BrokerSessionRequest(broker_id=self.broker_id, broker_epoch=broker_epoch)
+        while True:
+            target = self._router.current()
+            try:
+                async for event in self._channels.stub(target).BrokerSession(request):
+                    if event.error_code == common.NOT_CONTROLLER:
+                        delay = self._router.on_not_controller(event.active_controller)
+                        break
+                    self._log.info("session opened with the active controller", controller=self._router.describe(target), broker_epoch=broker_epoch)
+                else:
+                    delay = self._router.on_unreachable()  # that controller stepped down
+            except grpc.aio.AioRpcError:
+                delay = self._router.on_unreachable()
+            await asyncio.sleep(delay)
+
     async def _register(self) -> None:
         request = pb.RegisterBrokerRequest(broker_id=self.broker_id, host=self.host, port=self.port, rack=self.rack, incarnation_id=self.incarnation_id)
         while True:
             response = await self._call("RegisterBroker", request)
             if response.error_code == common.NONE:
                 self._broker_epoch, self._is_fenced = response.broker_epoch, True
+                self._open_session()
                 self._log.info("registered with the controller", broker_epoch=self._broker_epoch, incarnation_id=self.incarnation_id)
                 return
             self._log.warning("registration refused; retrying", error=common.ErrorCode.Name(response.error_code), message=response.error_message)
@@ -192,10 +218,11 @@ class BrokerLifecycleManager:
 
     async def stop(self) -> None:
         """Stop heartbeating (the controller fences this broker when its session expires)."""
-        if self._heartbeat_task is not None:
-            self._heartbeat_task.cancel()
-            await asyncio.gather(self._heartbeat_task, return_exceptions=True)
-            self._heartbeat_task = None
+        tasks = [t for t in (self._heartbeat_task, self._session_task) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._heartbeat_task = self._session_task = None
         await self._channels.close()
 
     async def alter_partition(self, partitions: Sequence[pb.AlterPartitionRequest.PartitionState], deadline_s: float = 10.0) -> pb.AlterPartitionResponse:

@@ -126,11 +126,25 @@ class ControllerClient:
         return {t.name: list(t.entries) for t in response.topics}
 
     def elect_leaders(self, partitions: Mapping[str, Sequence[int]] | None = None, unclean: bool = False) -> list[pb.PartitionState]:
-        """Preferred (default) or unclean election for the given partitions (all when None);
-        per-partition outcomes are returned, ELECTION_NOT_NEEDED included."""
+        """Preferred (default) or unclean election for the given partitions (all when None;
+        a topic with no numbers: all its partitions); per-partition outcomes are returned,
+        ELECTION_NOT_NEEDED included."""
         kind = pb.ElectLeadersRequest.UNCLEAN if unclean else pb.ElectLeadersRequest.PREFERRED
-        selection = [pb.ElectLeadersRequest.TopicPartitions(topic=t, partitions=list(p)) for t, p in (partitions or {}).items()]
-        return list(self._call("ElectLeaders", pb.ElectLeadersRequest(election_type=kind, topics=selection)).partitions)
+        return list(self._call("ElectLeaders", pb.ElectLeadersRequest(election_type=kind, topics=_selection(partitions))).partitions)
+
+    def alter_partition_reassignments(self, targets: Mapping[tuple[str, int], Sequence[int] | None]) -> list[pb.PartitionState]:
+        """Start (or replace) the reassignment of each (topic, partition) to its target
+        replicas, preferred leader first; None cancels. Per-partition outcomes are returned:
+        the state once committed (adding/removing replicas while in progress), or an error."""
+        items = [
+            pb.AlterPartitionReassignmentsRequest.Reassignment(topic=t, partition=p, replicas=None if r is None else pb.BrokerIdList(ids=list(r)))
+            for (t, p), r in targets.items()
+        ]
+        return list(self._call("AlterPartitionReassignments", pb.AlterPartitionReassignmentsRequest(reassignments=items)).partitions)
+
+    def list_partition_reassignments(self, partitions: Mapping[str, Sequence[int]] | None = None) -> list[pb.PartitionState]:
+        """Partitions with a reassignment in progress (of the given ones, else all)."""
+        return list(self._call("ListPartitionReassignments", pb.ListPartitionReassignmentsRequest(topics=_selection(partitions)), write=False).partitions)
 
     # ---- cluster
 
@@ -165,3 +179,8 @@ class ControllerClient:
                 row.match_index, row.lag = seen.match_index, seen.lag
             rows.append(row)
         return rows
+
+
+def _selection(partitions: Mapping[str, Sequence[int]] | None) -> list[pb.ElectLeadersRequest.TopicPartitions]:
+    """Topic -> partition numbers (empty: all of the topic's) as the requests carry them."""
+    return [pb.ElectLeadersRequest.TopicPartitions(topic=t, partitions=list(p)) for t, p in (partitions or {}).items()]

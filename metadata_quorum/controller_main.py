@@ -20,7 +20,7 @@ import structlog
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from metadata_quorum.active_controller import ActiveController
+from metadata_quorum.active_controller import DEFAULT_LEADER_IMBALANCE_CHECK_INTERVAL_S, ActiveController
 from metadata_quorum.broker_heartbeats import DEFAULT_SESSION_TIMEOUT_MS
 from metadata_quorum.controller_service import ControllerService
 from metadata_quorum.endpoints import Voter, parse_quorum
@@ -40,9 +40,39 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--data-dir", type=Path, required=True, help="where the Raft journal and snapshot live")
     parser.add_argument("--session-timeout-ms", type=int, default=DEFAULT_SESSION_TIMEOUT_MS, help="broker.session.timeout.ms: fence a broker after this long without a heartbeat")
+    parser.add_argument(
+        "--auto-leader-rebalance-enable",
+        type=_parse_bool,
+        default=True,
+        metavar="{true,false}",
+        help="auto.leader.rebalance.enable: periodically move leadership back to each partition's first replica once it is a usable in-sync replica",
+    )
+    parser.add_argument(
+        "--leader-imbalance-check-interval-seconds",
+        type=_positive_seconds,
+        default=DEFAULT_LEADER_IMBALANCE_CHECK_INTERVAL_S,
+        help="leader.imbalance.check.interval.seconds: how often the active controller looks for partitions not led by their preferred replica",
+    )
     parser.add_argument("--password", default=None, help=f"encrypt and authenticate Raft traffic (or set {PASSWORD_ENV}); all voters must agree")
     parser.add_argument("--cluster-id", default=None, help="cluster id reported to brokers (default: derived from --quorum)")
     parser.add_argument("--log-format", choices=["json", "console"], default="console")
+
+
+def _parse_bool(raw: str) -> bool:
+    lowered = raw.strip().lower()
+    if lowered not in ("true", "false"):
+        raise argparse.ArgumentTypeError(f"expected true or false, got '{raw}'")
+    return lowered == "true"
+
+
+def _positive_seconds(raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got '{raw}'") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0, got {raw}")
+    return value
 
 
 def _self_voter(args: argparse.Namespace, voters: list[Voter]) -> Voter:
@@ -64,7 +94,7 @@ async def serve(args: argparse.Namespace) -> None:
     if server.add_insecure_port(me.grpc_address) == 0:
         raise SystemExit(f"kraftlog controller: cannot listen on {me.grpc_address}: is another process using the port?")
     node = ControllerRaftNode(me, voters, args.data_dir, cluster_id, password, loop)
-    controller = ActiveController(node, args.session_timeout_ms)
+    controller = ActiveController(node, args.session_timeout_ms, args.auto_leader_rebalance_enable, args.leader_imbalance_check_interval_seconds)
     controller_pb2_grpc.add_ControllerServiceServicer_to_server(ControllerService(controller), server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
@@ -73,7 +103,8 @@ async def serve(args: argparse.Namespace) -> None:
     await server.start()
     await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
     log.info("controller started", raft_address=me.raft_address, grpc_address=me.grpc_address, voters=len(voters), cluster_id=cluster_id,
-             data_dir=str(args.data_dir), encrypted=password is not None, session_timeout_ms=args.session_timeout_ms)
+             data_dir=str(args.data_dir), encrypted=password is not None, session_timeout_ms=args.session_timeout_ms,
+             auto_leader_rebalance=args.auto_leader_rebalance_enable, leader_imbalance_check_interval_s=args.leader_imbalance_check_interval_seconds)
 
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -12,7 +12,7 @@ from typing import Callable, TypeVar
 
 import structlog
 
-from metadata_quorum import broker_decisions, topic_admin
+from metadata_quorum import broker_decisions, reassignment, topic_admin
 from metadata_quorum.active_controller import ActiveController, WriteOutcome, monotonic_ms
 from metadata_quorum.decision import Decision
 from metadata_quorum.image import MetadataImage, image_to_records
@@ -26,6 +26,7 @@ R = TypeVar("R")
 
 STREAM_BATCH_RECORDS_MAX = 5000
 STREAM_IDLE_CHECK_S = 1.0
+SESSION_LEADERSHIP_CHECK_S = 0.2
 
 
 def new_topic_id() -> str:
@@ -37,6 +38,7 @@ class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
         self.controller = controller
         self.node: ControllerRaftNode = controller.node
         self._log = structlog.get_logger("controller").bind(controller_id=self.node.voter.node_id)
+        self._background: set[asyncio.Task] = set()
 
     async def _write(self, decide: Callable[[MetadataImage], Decision[R]], response_type: type) -> tuple[R, WriteOutcome[R]]:
         """Run a write; returns the response (error and hint filled in) and the raw outcome."""
@@ -78,6 +80,31 @@ class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
         return response
 
     # ---- metadata stream
+
+    async def BrokerSession(self, request: pb.BrokerSessionRequest, context):
+        """Held open by every live broker. If it ends because the broker's connection closed
+        (the process died) the broker is fenced at once; a controller that stops being active
+        ends its sessions so brokers reopen them with the new one."""
+        if not self.controller.is_active:
+            yield pb.BrokerSessionEvent(
+                error_code=common.NOT_CONTROLLER, error_message=self.controller.not_controller_message(), active_controller=self.controller.hint()
+            )
+            return
+        yield pb.BrokerSessionEvent()
+        try:
+            while self.controller.is_active:
+                await asyncio.sleep(SESSION_LEADERSHIP_CHECK_S)
+        except asyncio.CancelledError:
+            if self.controller.is_active:
+                task = asyncio.get_running_loop().create_task(self._fence_disconnected(request.broker_id, request.broker_epoch))
+                self._background.add(task)
+                task.add_done_callback(self._background.discard)
+            raise
+
+    async def _fence_disconnected(self, broker_id: int, broker_epoch: int) -> None:
+        outcome = await self.controller.write(lambda image: broker_decisions.disconnected_broker_fencing(image, broker_id, broker_epoch))
+        if outcome.error_code != common.NONE:
+            self._log.warning("could not fence a disconnected broker; its session timeout will", broker_id=broker_id, error=outcome.error_message)
 
     async def StreamMetadata(self, request: pb.StreamMetadataRequest, context):
         """Snapshot when the ring no longer reaches ``from_offset``, then deltas as they apply."""
@@ -129,6 +156,10 @@ class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
         response, _ = await self._write(lambda image: topic_admin.elect_leaders(image, request), pb.ElectLeadersResponse)
         return response
 
+    async def AlterPartitionReassignments(self, request: pb.AlterPartitionReassignmentsRequest, context) -> pb.AlterPartitionReassignmentsResponse:
+        response, _ = await self._write(lambda image: reassignment.alter_partition_reassignments(image, request), pb.AlterPartitionReassignmentsResponse)
+        return response
+
     def _log_results(self, action: str, response) -> None:
         if response.error_code != common.NONE:
             return
@@ -140,6 +171,9 @@ class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
 
     async def DescribeConfigs(self, request: pb.DescribeConfigsRequest, context) -> pb.DescribeConfigsResponse:
         return topic_admin.describe_configs(self.node.image, request)
+
+    async def ListPartitionReassignments(self, request: pb.ListPartitionReassignmentsRequest, context) -> pb.ListPartitionReassignmentsResponse:
+        return reassignment.list_partition_reassignments(self.node.image, request)
 
     async def DescribeCluster(self, request: pb.DescribeClusterRequest, context) -> pb.DescribeClusterResponse:
         image = self.node.image

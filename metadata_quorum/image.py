@@ -59,6 +59,16 @@ class PartitionImage:
     partition_epoch: int
     adding_replicas: BrokerIds = ()
     removing_replicas: BrokerIds = ()
+    unclean_leader_elections: int = 0
+
+    @property
+    def reassignment_in_progress(self) -> bool:
+        return bool(self.adding_replicas or self.removing_replicas)
+
+    @property
+    def target_replicas(self) -> BrokerIds:
+        """The replicas once a reassignment in progress completes (all of them otherwise)."""
+        return tuple(r for r in self.replicas if r not in self.removing_replicas)
 
 
 @dataclass(frozen=True)
@@ -155,7 +165,9 @@ def _apply_partition(image: MetadataImage, r: PartitionRecord, offset: int) -> d
     topic = _topic_by_id(image, r.topic_id)
     if r.partition in topic.partitions:
         raise _reject(common_pb2.INVALID_PARTITIONS, f"partition {topic.name}-{r.partition} already exists")
-    p = PartitionImage(topic.name, r.partition, r.replicas, r.isr, r.leader, r.leader_epoch, r.partition_epoch, r.adding_replicas, r.removing_replicas)
+    p = PartitionImage(
+        topic.name, r.partition, r.replicas, r.isr, r.leader, r.leader_epoch, r.partition_epoch, r.adding_replicas, r.removing_replicas, r.unclean_leader_elections
+    )
     return _put_topic(image, replace(topic, partitions=_with(topic.partitions, r.partition, p)))
 
 
@@ -183,17 +195,31 @@ def _apply_partition_change(image: MetadataImage, r: PartitionChangeRecord, offs
         _check_usable(image, [leader], f"leader of {topic.name}-{r.partition}")
     _check_usable(image, set(isr) - set(p.isr) - {leader}, f"in-sync replica of {topic.name}-{r.partition}")
     replicas = p.replicas if r.replicas is None else r.replicas
-    if leader != NO_LEADER and leader not in isr or not set(isr) <= set(replicas):
-        raise _reject(common_pb2.INVALID_REQUEST, f"change to {topic.name}-{r.partition} is inconsistent: leader {leader}, isr {list(isr)}, replicas {list(replicas)}")
+    adding = p.adding_replicas if r.adding_replicas is None else r.adding_replicas
+    removing = p.removing_replicas if r.removing_replicas is None else r.removing_replicas
+    consistent = (
+        (leader == NO_LEADER or leader in isr)
+        and set(isr) <= set(replicas)
+        and set(adding) | set(removing) <= set(replicas)
+        and not set(adding) & set(removing)
+        and (not r.unclean_leader_election or (leader != NO_LEADER and leader not in p.isr))
+    )
+    if not consistent:
+        raise _reject(
+            common_pb2.INVALID_REQUEST,
+            f"change to {topic.name}-{r.partition} is inconsistent: leader {leader}, isr {list(isr)}, replicas {list(replicas)}, "
+            f"adding {list(adding)}, removing {list(removing)}, unclean {r.unclean_leader_election} (previous isr {list(p.isr)})",
+        )
     changed = replace(
         p,
         leader=leader,
         isr=isr,
         replicas=replicas,
-        adding_replicas=p.adding_replicas if r.adding_replicas is None else r.adding_replicas,
-        removing_replicas=p.removing_replicas if r.removing_replicas is None else r.removing_replicas,
-        leader_epoch=p.leader_epoch + (1 if leader != p.leader else 0),
+        adding_replicas=adding,
+        removing_replicas=removing,
+        leader_epoch=p.leader_epoch + (0 if r.leader is None else 1),
         partition_epoch=p.partition_epoch + 1,
+        unclean_leader_elections=p.unclean_leader_elections + (1 if r.unclean_leader_election else 0),
     )
     return _put_topic(image, replace(topic, partitions=_with(topic.partitions, r.partition, changed)))
 
@@ -283,7 +309,9 @@ def image_to_records(image: MetadataImage) -> list[Record]:
         topic = image.topics[name]
         out.append(TopicRecord(topic.name, topic.topic_id))
         out.extend(
-            PartitionRecord(topic.topic_id, p.partition, p.replicas, p.isr, p.leader, p.leader_epoch, p.partition_epoch, p.adding_replicas, p.removing_replicas)
+            PartitionRecord(
+                topic.topic_id, p.partition, p.replicas, p.isr, p.leader, p.leader_epoch, p.partition_epoch, p.adding_replicas, p.removing_replicas, p.unclean_leader_elections
+            )
             for p in sorted(topic.partitions.values(), key=lambda p: p.partition)
         )
         out.extend(ConfigRecord(name, key, value) for key, value in sorted(image.configs.get(name, {}).items()))

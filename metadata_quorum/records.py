@@ -36,13 +36,16 @@ class PartitionRecord:
     partition_epoch: int
     adding_replicas: BrokerIds = ()
     removing_replicas: BrokerIds = ()
+    unclean_leader_elections: int = 0
 
 
 @dataclass(frozen=True)
 class PartitionChangeRecord:
     """Changes the fields that are not None. Applying it bumps the partition epoch, and the
-    leader epoch when the leader changes; ``base_partition_epoch`` is the compare-and-set
-    precondition (the epoch the change was computed from)."""
+    leader epoch when it names a leader (a new one, or the same one after replicas were
+    removed, as in Kafka); ``base_partition_epoch`` is the compare-and-set
+    precondition (the epoch the change was computed from). ``unclean_leader_election`` marks
+    a leader elected outside the ISR, so that every node counts it the same way."""
 
     topic_id: str
     partition: int
@@ -52,6 +55,7 @@ class PartitionChangeRecord:
     replicas: BrokerIds | None = None
     adding_replicas: BrokerIds | None = None
     removing_replicas: BrokerIds | None = None
+    unclean_leader_election: bool = False
 
 
 NEW_BROKER_EPOCH = -1  # in a proposal: the broker epoch is the record's own metadata offset

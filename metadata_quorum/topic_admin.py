@@ -1,5 +1,7 @@
 """Pure controller decisions for topic administration: create and delete topics, add
-partitions, alter and describe configs, elect leaders, describe topics.
+partitions, alter and describe configs (a topic that starts to allow unclean elections gets
+its leaderless partitions elected in the same entry, as Kafka does), elect leaders on
+request, describe topics.
 
 Each function takes the current image and a request and returns a Decision: the records to
 commit together as one Raft entry and the response to send once they have. Validation
@@ -12,11 +14,11 @@ from __future__ import annotations
 import re
 import zlib
 from dataclasses import dataclass
-from typing import Callable, Iterable, TypeVar
+from typing import Callable, Iterable, Sequence, TypeVar
 
 from metadata_quorum import topic_config
 from metadata_quorum.decision import Decision
-from metadata_quorum.election import Election, change_record, elect_leader
+from metadata_quorum.election import PartitionChange, changes_electing_offline, elect_leader, preferred_election
 from metadata_quorum.image import NO_LEADER, MetadataImage, PartitionImage, TopicImage, apply_all
 from metadata_quorum.placement import assign_replicas
 from metadata_quorum.records import ConfigRecord, PartitionRecord, Record, RemoveTopicRecord, TopicRecord
@@ -150,7 +152,7 @@ def create_partitions(image: MetadataImage, request: pb.CreatePartitionsRequest)
 
     def grow(topic: TopicImage, t: pb.CreatePartitionsRequest.Topic) -> list[Record] | Refusal:
         current = len(topic.partitions)
-        replication_factor = len(topic.partitions[0].replicas)
+        replication_factor = len(topic.partitions[0].target_replicas)
         if t.total_count <= current:
             return Refusal(common.INVALID_PARTITIONS, f"topic '{t.name}' already has {current} partitions; ask for more than {current} (partitions can only be added)")
         if t.total_count > PARTITIONS_PER_TOPIC_MAX:
@@ -181,7 +183,10 @@ def alter_configs(image: MetadataImage, request: pb.AlterConfigsRequest) -> Deci
         return out
 
     records, results = _for_existing_topics(image, request.topics, lambda t: t.name, alter, request.validate_only)
-    return Decision(records, pb.AlterConfigsResponse(topics=results))
+    elections = changes_electing_offline(apply_all(image, records), {r.topic for r in records if isinstance(r, ConfigRecord)})
+    for change in elections:
+        change.log("topic config changed")
+    return Decision(records + tuple(change.record() for change in elections), pb.AlterConfigsResponse(topics=results))
 
 
 def describe_configs(image: MetadataImage, request: pb.DescribeConfigsRequest) -> pb.DescribeConfigsResponse:
@@ -216,7 +221,17 @@ def partition_state(topic: TopicImage, p: PartitionImage, code: int = common.NON
         partition_epoch=p.partition_epoch,
         isr=p.isr,
         replicas=p.replicas,
+        adding_replicas=p.adding_replicas,
+        removing_replicas=p.removing_replicas,
+        unclean_leader_elections=p.unclean_leader_elections,
     )
+
+
+def states_after(image: MetadataImage, records: Sequence[Record], results: Sequence[pb.PartitionState]) -> list[pb.PartitionState]:
+    """``results`` with every successful one replaced by the partition's state once
+    ``records`` have committed (errors stay as they are)."""
+    after = apply_all(image, records)
+    return [partition_state(after.topics[r.topic], after.topics[r.topic].partitions[r.partition]) if r.error_code == common.NONE else r for r in results]
 
 
 def describe_topics(image: MetadataImage) -> list[pb.TopicDescription]:
@@ -230,11 +245,22 @@ def describe_topics(image: MetadataImage) -> list[pb.TopicDescription]:
     ]
 
 
-def _selected(image: MetadataImage, request: pb.ElectLeadersRequest) -> Iterable[tuple[str, int]]:
-    if not request.topics:
+def lookup_partition(image: MetadataImage, name: str, number: int, next_step: str = "check the topic and partition") -> tuple[TopicImage, PartitionImage] | pb.PartitionState:
+    """The topic and partition a request names, or the UNKNOWN_TOPIC_OR_PARTITION answer for it."""
+    topic, p = image.topics.get(name), image.partition(name, number)
+    if topic is None or p is None:
+        return pb.PartitionState(topic=name, partition=number, error_code=common.UNKNOWN_TOPIC_OR_PARTITION, error_message=f"{name}-{number} does not exist; {next_step}")
+    return topic, p
+
+
+def selected_partitions(image: MetadataImage, selection: Sequence[pb.ElectLeadersRequest.TopicPartitions]) -> list[tuple[str, int]]:
+    """(topic, partition) pairs a request names: every partition when ``selection`` is empty,
+    every partition of a topic listed without numbers (partition 0 of an unknown topic, so
+    that it gets an answer)."""
+    if not selection:
         return [(name, n) for name in sorted(image.topics) for n in sorted(image.topics[name].partitions)]
     out = []
-    for t in request.topics:
+    for t in selection:
         numbers = t.partitions or (sorted(image.topics[t.topic].partitions) if t.topic in image.topics else [0])
         out.extend((t.topic, n) for n in numbers)
     return out
@@ -242,25 +268,26 @@ def _selected(image: MetadataImage, request: pb.ElectLeadersRequest) -> Iterable
 
 def elect_leaders(image: MetadataImage, request: pb.ElectLeadersRequest) -> Decision[pb.ElectLeadersResponse]:
     """PREFERRED moves leadership back to the first replica when it is in sync and usable;
-    UNCLEAN elects a leader for partitions that have none, outside the ISR if it must."""
+    UNCLEAN elects a leader for partitions that have none, outside the ISR if it must
+    (logged and counted like any unclean election)."""
     usable = set(image.usable_broker_ids())
+    preferred = request.election_type == pb.ElectLeadersRequest.PREFERRED
     records: list[Record] = []
     results = []
-    for name, number in _selected(image, request):
-        topic = image.topics.get(name)
-        p = image.partition(name, number)
-        if topic is None or p is None:
-            results.append(pb.PartitionState(topic=name, partition=number, error_code=common.UNKNOWN_TOPIC_OR_PARTITION, error_message=f"{name}-{number} does not exist; check the topic and partition"))
+    for name, number in selected_partitions(image, request.topics):
+        found = lookup_partition(image, name, number)
+        if isinstance(found, pb.PartitionState):
+            results.append(found)
             continue
-        if request.election_type == pb.ElectLeadersRequest.PREFERRED:
-            preferred = p.replicas[0]
-            if p.leader == preferred:
-                results.append(partition_state(topic, p, common.ELECTION_NOT_NEEDED, f"broker {preferred} already leads {name}-{number}"))
+        topic, p = found
+        if preferred:
+            if p.leader == p.replicas[0]:
+                results.append(partition_state(topic, p, common.ELECTION_NOT_NEEDED, f"broker {p.leader} already leads {name}-{number}"))
                 continue
-            if preferred not in usable or preferred not in p.isr:
-                results.append(partition_state(topic, p, common.PREFERRED_LEADER_NOT_AVAILABLE, f"preferred leader {preferred} of {name}-{number} is not a usable in-sync replica; retry once it has caught up"))
+            election = preferred_election(p, usable)
+            if election is None:
+                results.append(partition_state(topic, p, common.PREFERRED_LEADER_NOT_AVAILABLE, f"preferred leader {p.replicas[0]} of {name}-{number} is not a usable in-sync replica; retry once it has caught up"))
                 continue
-            election = Election(preferred, p.isr, unclean=False)
         else:
             if p.leader != NO_LEADER:
                 results.append(partition_state(topic, p, common.ELECTION_NOT_NEEDED, f"{name}-{number} has leader {p.leader}"))
@@ -269,14 +296,9 @@ def elect_leaders(image: MetadataImage, request: pb.ElectLeadersRequest) -> Deci
             if election.leader == NO_LEADER:
                 results.append(partition_state(topic, p, common.LEADER_NOT_AVAILABLE, f"no replica of {name}-{number} ({list(p.replicas)}) is alive; start one of those brokers"))
                 continue
-        record = change_record(topic, p, election)
-        assert record is not None
-        records.append(record)
-        results.append(partition_state(topic, p))  # replaced below with the state after commit
-    after = apply_all(image, records)
-    final = [
-        partition_state(after.topics[r.topic], after.topics[r.topic].partitions[r.partition]) if r.error_code == common.NONE else r
-        for r in results
-    ]
-    return Decision(tuple(records), pb.ElectLeadersResponse(partitions=final))
-
+        change = PartitionChange.electing(topic, p, election)
+        assert change is not None, f"an election for {name}-{number} that changes nothing"
+        change.log("preferred leader election requested" if preferred else "unclean leader election requested")
+        records.append(change.record())
+        results.append(partition_state(topic, p))
+    return Decision(tuple(records), pb.ElectLeadersResponse(partitions=states_after(image, records, results)))

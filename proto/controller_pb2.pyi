@@ -23,7 +23,7 @@ class TopicRecord(_message.Message):
     def __init__(self, name: _Optional[str] = ..., topic_id: _Optional[str] = ...) -> None: ...
 
 class PartitionRecord(_message.Message):
-    __slots__ = ("topic_id", "partition", "replicas", "isr", "leader", "leader_epoch", "partition_epoch", "adding_replicas", "removing_replicas")
+    __slots__ = ("topic_id", "partition", "replicas", "isr", "leader", "leader_epoch", "partition_epoch", "adding_replicas", "removing_replicas", "unclean_leader_elections")
     TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
@@ -33,6 +33,7 @@ class PartitionRecord(_message.Message):
     PARTITION_EPOCH_FIELD_NUMBER: _ClassVar[int]
     ADDING_REPLICAS_FIELD_NUMBER: _ClassVar[int]
     REMOVING_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    UNCLEAN_LEADER_ELECTIONS_FIELD_NUMBER: _ClassVar[int]
     topic_id: str
     partition: int
     replicas: _containers.RepeatedScalarFieldContainer[int]
@@ -42,10 +43,11 @@ class PartitionRecord(_message.Message):
     partition_epoch: int
     adding_replicas: _containers.RepeatedScalarFieldContainer[int]
     removing_replicas: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, topic_id: _Optional[str] = ..., partition: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ..., isr: _Optional[_Iterable[int]] = ..., leader: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., partition_epoch: _Optional[int] = ..., adding_replicas: _Optional[_Iterable[int]] = ..., removing_replicas: _Optional[_Iterable[int]] = ...) -> None: ...
+    unclean_leader_elections: int
+    def __init__(self, topic_id: _Optional[str] = ..., partition: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ..., isr: _Optional[_Iterable[int]] = ..., leader: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., partition_epoch: _Optional[int] = ..., adding_replicas: _Optional[_Iterable[int]] = ..., removing_replicas: _Optional[_Iterable[int]] = ..., unclean_leader_elections: _Optional[int] = ...) -> None: ...
 
 class PartitionChangeRecord(_message.Message):
-    __slots__ = ("topic_id", "partition", "base_partition_epoch", "leader", "isr", "replicas", "adding_replicas", "removing_replicas")
+    __slots__ = ("topic_id", "partition", "base_partition_epoch", "leader", "isr", "replicas", "adding_replicas", "removing_replicas", "unclean_leader_election")
     TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     BASE_PARTITION_EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -54,6 +56,7 @@ class PartitionChangeRecord(_message.Message):
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
     ADDING_REPLICAS_FIELD_NUMBER: _ClassVar[int]
     REMOVING_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    UNCLEAN_LEADER_ELECTION_FIELD_NUMBER: _ClassVar[int]
     topic_id: str
     partition: int
     base_partition_epoch: int
@@ -62,7 +65,8 @@ class PartitionChangeRecord(_message.Message):
     replicas: BrokerIdList
     adding_replicas: BrokerIdList
     removing_replicas: BrokerIdList
-    def __init__(self, topic_id: _Optional[str] = ..., partition: _Optional[int] = ..., base_partition_epoch: _Optional[int] = ..., leader: _Optional[int] = ..., isr: _Optional[_Union[BrokerIdList, _Mapping]] = ..., replicas: _Optional[_Union[BrokerIdList, _Mapping]] = ..., adding_replicas: _Optional[_Union[BrokerIdList, _Mapping]] = ..., removing_replicas: _Optional[_Union[BrokerIdList, _Mapping]] = ...) -> None: ...
+    unclean_leader_election: bool
+    def __init__(self, topic_id: _Optional[str] = ..., partition: _Optional[int] = ..., base_partition_epoch: _Optional[int] = ..., leader: _Optional[int] = ..., isr: _Optional[_Union[BrokerIdList, _Mapping]] = ..., replicas: _Optional[_Union[BrokerIdList, _Mapping]] = ..., adding_replicas: _Optional[_Union[BrokerIdList, _Mapping]] = ..., removing_replicas: _Optional[_Union[BrokerIdList, _Mapping]] = ..., unclean_leader_election: _Optional[bool] = ...) -> None: ...
 
 class RegisterBrokerRecord(_message.Message):
     __slots__ = ("broker_id", "broker_epoch", "host", "port", "rack", "incarnation_id", "fenced", "in_controlled_shutdown")
@@ -236,6 +240,24 @@ class BrokerHeartbeatResponse(_message.Message):
     is_caught_up: bool
     def __init__(self, error_code: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., active_controller: _Optional[_Union[ActiveControllerHint, _Mapping]] = ..., is_fenced: _Optional[bool] = ..., should_shutdown: _Optional[bool] = ..., is_caught_up: _Optional[bool] = ...) -> None: ...
 
+class BrokerSessionRequest(_message.Message):
+    __slots__ = ("broker_id", "broker_epoch")
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    BROKER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    broker_id: int
+    broker_epoch: int
+    def __init__(self, broker_id: _Optional[int] = ..., broker_epoch: _Optional[int] = ...) -> None: ...
+
+class BrokerSessionEvent(_message.Message):
+    __slots__ = ("error_code", "error_message", "active_controller")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_CONTROLLER_FIELD_NUMBER: _ClassVar[int]
+    error_code: _common_pb2.ErrorCode
+    error_message: str
+    active_controller: ActiveControllerHint
+    def __init__(self, error_code: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., active_controller: _Optional[_Union[ActiveControllerHint, _Mapping]] = ...) -> None: ...
+
 class StreamMetadataRequest(_message.Message):
     __slots__ = ("from_offset",)
     FROM_OFFSET_FIELD_NUMBER: _ClassVar[int]
@@ -289,7 +311,7 @@ class AlterPartitionRequest(_message.Message):
     def __init__(self, broker_id: _Optional[int] = ..., broker_epoch: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[AlterPartitionRequest.PartitionState, _Mapping]]] = ...) -> None: ...
 
 class PartitionState(_message.Message):
-    __slots__ = ("topic", "topic_id", "partition", "error_code", "error_message", "leader", "leader_epoch", "partition_epoch", "isr", "replicas")
+    __slots__ = ("topic", "topic_id", "partition", "error_code", "error_message", "leader", "leader_epoch", "partition_epoch", "isr", "replicas", "adding_replicas", "removing_replicas", "unclean_leader_elections")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
     PARTITION_FIELD_NUMBER: _ClassVar[int]
@@ -300,6 +322,9 @@ class PartitionState(_message.Message):
     PARTITION_EPOCH_FIELD_NUMBER: _ClassVar[int]
     ISR_FIELD_NUMBER: _ClassVar[int]
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    ADDING_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    REMOVING_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    UNCLEAN_LEADER_ELECTIONS_FIELD_NUMBER: _ClassVar[int]
     topic: str
     topic_id: str
     partition: int
@@ -310,7 +335,10 @@ class PartitionState(_message.Message):
     partition_epoch: int
     isr: _containers.RepeatedScalarFieldContainer[int]
     replicas: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, topic: _Optional[str] = ..., topic_id: _Optional[str] = ..., partition: _Optional[int] = ..., error_code: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., leader: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., partition_epoch: _Optional[int] = ..., isr: _Optional[_Iterable[int]] = ..., replicas: _Optional[_Iterable[int]] = ...) -> None: ...
+    adding_replicas: _containers.RepeatedScalarFieldContainer[int]
+    removing_replicas: _containers.RepeatedScalarFieldContainer[int]
+    unclean_leader_elections: int
+    def __init__(self, topic: _Optional[str] = ..., topic_id: _Optional[str] = ..., partition: _Optional[int] = ..., error_code: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., leader: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., partition_epoch: _Optional[int] = ..., isr: _Optional[_Iterable[int]] = ..., replicas: _Optional[_Iterable[int]] = ..., adding_replicas: _Optional[_Iterable[int]] = ..., removing_replicas: _Optional[_Iterable[int]] = ..., unclean_leader_elections: _Optional[int] = ...) -> None: ...
 
 class AlterPartitionResponse(_message.Message):
     __slots__ = ("error_code", "error_message", "active_controller", "partitions")
@@ -634,3 +662,44 @@ class ElectLeadersResponse(_message.Message):
     active_controller: ActiveControllerHint
     partitions: _containers.RepeatedCompositeFieldContainer[PartitionState]
     def __init__(self, error_code: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., active_controller: _Optional[_Union[ActiveControllerHint, _Mapping]] = ..., partitions: _Optional[_Iterable[_Union[PartitionState, _Mapping]]] = ...) -> None: ...
+
+class AlterPartitionReassignmentsRequest(_message.Message):
+    __slots__ = ("reassignments",)
+    class Reassignment(_message.Message):
+        __slots__ = ("topic", "partition", "replicas")
+        TOPIC_FIELD_NUMBER: _ClassVar[int]
+        PARTITION_FIELD_NUMBER: _ClassVar[int]
+        REPLICAS_FIELD_NUMBER: _ClassVar[int]
+        topic: str
+        partition: int
+        replicas: BrokerIdList
+        def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., replicas: _Optional[_Union[BrokerIdList, _Mapping]] = ...) -> None: ...
+    REASSIGNMENTS_FIELD_NUMBER: _ClassVar[int]
+    reassignments: _containers.RepeatedCompositeFieldContainer[AlterPartitionReassignmentsRequest.Reassignment]
+    def __init__(self, reassignments: _Optional[_Iterable[_Union[AlterPartitionReassignmentsRequest.Reassignment, _Mapping]]] = ...) -> None: ...
+
+class AlterPartitionReassignmentsResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "active_controller", "partitions")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_CONTROLLER_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    error_code: _common_pb2.ErrorCode
+    error_message: str
+    active_controller: ActiveControllerHint
+    partitions: _containers.RepeatedCompositeFieldContainer[PartitionState]
+    def __init__(self, error_code: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., active_controller: _Optional[_Union[ActiveControllerHint, _Mapping]] = ..., partitions: _Optional[_Iterable[_Union[PartitionState, _Mapping]]] = ...) -> None: ...
+
+class ListPartitionReassignmentsRequest(_message.Message):
+    __slots__ = ("topics",)
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[ElectLeadersRequest.TopicPartitions]
+    def __init__(self, topics: _Optional[_Iterable[_Union[ElectLeadersRequest.TopicPartitions, _Mapping]]] = ...) -> None: ...
+
+class ListPartitionReassignmentsResponse(_message.Message):
+    __slots__ = ("partitions", "metadata_offset")
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    METADATA_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    partitions: _containers.RepeatedCompositeFieldContainer[PartitionState]
+    metadata_offset: int
+    def __init__(self, partitions: _Optional[_Iterable[_Union[PartitionState, _Mapping]]] = ..., metadata_offset: _Optional[int] = ...) -> None: ...

@@ -49,6 +49,11 @@ class ControllerServiceStub:
                 request_serializer=proto_dot_controller__pb2.StreamMetadataRequest.SerializeToString,
                 response_deserializer=proto_dot_controller__pb2.MetadataBatch.FromString,
                 _registered_method=True)
+        self.BrokerSession = channel.unary_stream(
+                '/kraftlog.v1.ControllerService/BrokerSession',
+                request_serializer=proto_dot_controller__pb2.BrokerSessionRequest.SerializeToString,
+                response_deserializer=proto_dot_controller__pb2.BrokerSessionEvent.FromString,
+                _registered_method=True)
         self.AlterPartition = channel.unary_unary(
                 '/kraftlog.v1.ControllerService/AlterPartition',
                 request_serializer=proto_dot_controller__pb2.AlterPartitionRequest.SerializeToString,
@@ -99,6 +104,16 @@ class ControllerServiceStub:
                 request_serializer=proto_dot_controller__pb2.ElectLeadersRequest.SerializeToString,
                 response_deserializer=proto_dot_controller__pb2.ElectLeadersResponse.FromString,
                 _registered_method=True)
+        self.AlterPartitionReassignments = channel.unary_unary(
+                '/kraftlog.v1.ControllerService/AlterPartitionReassignments',
+                request_serializer=proto_dot_controller__pb2.AlterPartitionReassignmentsRequest.SerializeToString,
+                response_deserializer=proto_dot_controller__pb2.AlterPartitionReassignmentsResponse.FromString,
+                _registered_method=True)
+        self.ListPartitionReassignments = channel.unary_unary(
+                '/kraftlog.v1.ControllerService/ListPartitionReassignments',
+                request_serializer=proto_dot_controller__pb2.ListPartitionReassignmentsRequest.SerializeToString,
+                response_deserializer=proto_dot_controller__pb2.ListPartitionReassignmentsResponse.FromString,
+                _registered_method=True)
 
 
 class ControllerServiceServicer:
@@ -117,6 +132,12 @@ class ControllerServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def StreamMetadata(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def BrokerSession(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -182,6 +203,18 @@ class ControllerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AlterPartitionReassignments(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListPartitionReassignments(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControllerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -199,6 +232,11 @@ def add_ControllerServiceServicer_to_server(servicer, server):
                     servicer.StreamMetadata,
                     request_deserializer=proto_dot_controller__pb2.StreamMetadataRequest.FromString,
                     response_serializer=proto_dot_controller__pb2.MetadataBatch.SerializeToString,
+            ),
+            'BrokerSession': grpc.unary_stream_rpc_method_handler(
+                    servicer.BrokerSession,
+                    request_deserializer=proto_dot_controller__pb2.BrokerSessionRequest.FromString,
+                    response_serializer=proto_dot_controller__pb2.BrokerSessionEvent.SerializeToString,
             ),
             'AlterPartition': grpc.unary_unary_rpc_method_handler(
                     servicer.AlterPartition,
@@ -249,6 +287,16 @@ def add_ControllerServiceServicer_to_server(servicer, server):
                     servicer.ElectLeaders,
                     request_deserializer=proto_dot_controller__pb2.ElectLeadersRequest.FromString,
                     response_serializer=proto_dot_controller__pb2.ElectLeadersResponse.SerializeToString,
+            ),
+            'AlterPartitionReassignments': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterPartitionReassignments,
+                    request_deserializer=proto_dot_controller__pb2.AlterPartitionReassignmentsRequest.FromString,
+                    response_serializer=proto_dot_controller__pb2.AlterPartitionReassignmentsResponse.SerializeToString,
+            ),
+            'ListPartitionReassignments': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPartitionReassignments,
+                    request_deserializer=proto_dot_controller__pb2.ListPartitionReassignmentsRequest.FromString,
+                    response_serializer=proto_dot_controller__pb2.ListPartitionReassignmentsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -332,6 +380,33 @@ class ControllerService:
             '/kraftlog.v1.ControllerService/StreamMetadata',
             proto_dot_controller__pb2.StreamMetadataRequest.SerializeToString,
             proto_dot_controller__pb2.MetadataBatch.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BrokerSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/kraftlog.v1.ControllerService/BrokerSession',
+            proto_dot_controller__pb2.BrokerSessionRequest.SerializeToString,
+            proto_dot_controller__pb2.BrokerSessionEvent.FromString,
             options,
             channel_credentials,
             insecure,
@@ -602,6 +677,60 @@ class ControllerService:
             '/kraftlog.v1.ControllerService/ElectLeaders',
             proto_dot_controller__pb2.ElectLeadersRequest.SerializeToString,
             proto_dot_controller__pb2.ElectLeadersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterPartitionReassignments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kraftlog.v1.ControllerService/AlterPartitionReassignments',
+            proto_dot_controller__pb2.AlterPartitionReassignmentsRequest.SerializeToString,
+            proto_dot_controller__pb2.AlterPartitionReassignmentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPartitionReassignments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kraftlog.v1.ControllerService/ListPartitionReassignments',
+            proto_dot_controller__pb2.ListPartitionReassignmentsRequest.SerializeToString,
+            proto_dot_controller__pb2.ListPartitionReassignmentsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator, Sequence
 
 from cli.cluster_cmd import wait_ready
 from cli.local_cluster import LocalCluster, Node, wait_for
@@ -40,6 +40,13 @@ class TestCluster(LocalCluster):
 
         wait_for(ready, timeout_s, f"topic {name} with {partitions} led partitions")
 
+    def leader(self, topic: str, partition: int) -> int:
+        """The partition's leader as the cluster's metadata says now."""
+        from data_plane.client import Admin
+
+        with Admin(self.bootstrap) as admin:
+            return admin.describe_topics([topic])[topic].partitions[partition].leader
+
     def broker(self, broker_id: int) -> Node:
         return self.node("broker", broker_id)
 
@@ -51,9 +58,23 @@ class TestCluster(LocalCluster):
 
 
 @contextlib.contextmanager
-def local_cluster(tmp_path: Path, controllers: int = 3, brokers: int = 3) -> Iterator[TestCluster]:
+def local_cluster(
+    tmp_path: Path,
+    controllers: int = 3,
+    brokers: int = 3,
+    controller_args: Sequence[str] = (),
+    broker_args: Sequence[str] = (),
+    configure: Callable[[TestCluster], None] | None = None,
+) -> Iterator[TestCluster]:
+    """``controller_args``/``broker_args``: extra command-line options for every such node;
+    ``configure`` sees the laid-out cluster before any process starts (per-node options,
+    proxies in front of nodes)."""
     base = LocalCluster.create(Path(tmp_path) / "cluster", controllers, brokers)
+    for node in base.nodes:
+        node.extra_args = list(controller_args if node.role == "controller" else broker_args)
     cluster = TestCluster(base.data_dir, base.nodes, base.log_format)
+    if configure is not None:
+        configure(cluster)
     try:
         cluster.start()
         cluster.wait_ready()

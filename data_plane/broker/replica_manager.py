@@ -328,22 +328,17 @@ class ReplicaManager:
         return appended.last_offset + 1
 
     def _check_sequence(self, partition: Partition, batches: bytes) -> Duplicate | None:
-        """Idempotent producers: a retried batch is answered from memory, a gap is refused."""
+        """Idempotent producers: a retried request is answered from memory, a gap is refused."""
         headers = [header for _, header in iter_headers(batches)]
-        idempotent = [h for h in headers if h.producer_id != NO_PRODUCER_ID]
-        if not idempotent:
+        if all(h.producer_id == NO_PRODUCER_ID for h in headers):
             return None
-        if len(headers) != 1:
-            raise PartitionError(
-                "INVALID_RECORD", f"{partition.name}: an idempotent produce carries exactly one batch per partition, not {len(headers)}"
-            )
-        h = headers[0]
-        verdict = partition.producers.check(h.producer_id, h.producer_epoch, h.base_sequence, h.record_count)
+        verdict = partition.producers.check_run(headers)
         if isinstance(verdict, Rejected):
+            h = headers[0]
             raise PartitionError(
                 verdict.error.name,
-                f"{partition.name}: batch of producer {h.producer_id} (epoch {h.producer_epoch}) starts at sequence "
-                f"{h.base_sequence}, which does not follow its last batch: an earlier batch was lost; restart the producer",
+                f"{partition.name}: batch of producer {h.producer_id} (epoch {h.producer_epoch}) at sequence "
+                f"{h.base_sequence} does not follow its last batch: an earlier batch was lost; restart the producer",
             )
         return verdict if isinstance(verdict, Duplicate) else None
 

@@ -196,6 +196,8 @@ class RecordAccumulator:
                     drained.setdefault(node, []).append(head)
                     sizes[node] = size + head.size_bytes
                     self._muted.add(tp)
+                    if head.attempts > 0:
+                        break  # a retry goes alone: the broker answers a retried request from memory as a whole
         return drained
 
     def _assign_sequence(self, batch: ProducerBatch) -> None:

@@ -23,7 +23,7 @@ after the snapshot's `next_offset`, and `truncate_to` follows log truncation. Fo
 """
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Protocol
+from typing import Any, Iterable, Protocol, Sequence
 
 from data_plane.replication.errors import ErrorCode
 
@@ -41,6 +41,7 @@ class BatchHeader(Protocol):
     base_sequence: int
     base_offset: int
     last_offset: int
+    record_count: int
 
 
 @dataclass(frozen=True)
@@ -120,6 +121,41 @@ class ProducerState:
                 return Duplicate(batch.first_offset, batch.last_offset)
         if base_sequence != next_sequence(entry.batches[-1].last_seq):
             return Rejected(ErrorCode.OUT_OF_ORDER_SEQUENCE)
+        return APPEND
+
+    def check_run(self, batches: Sequence[BatchHeader]) -> SequenceCheck:
+        """Check the batches one produce request carries for this partition, in order.
+
+        New batches must each continue the one before (same producer and epoch, next
+        sequence), since none of them is in the log yet. A retried request must consist of
+        retries only: a duplicate followed by new batches is refused, because the answer
+        carries one base offset for all of them (the client sends retries alone)."""
+        assert batches
+        first = batches[0]
+        verdict = self.check(first.producer_id, first.producer_epoch, first.base_sequence, first.record_count)
+        if isinstance(verdict, Rejected):
+            return verdict
+        if isinstance(verdict, Duplicate):
+            last = verdict
+            for b in batches[1:]:
+                again = self.check(b.producer_id, b.producer_epoch, b.base_sequence, b.record_count)
+                if not isinstance(again, Duplicate):
+                    return Rejected(ErrorCode.OUT_OF_ORDER_SEQUENCE)
+                last = again
+            return Duplicate(verdict.first_offset, last.last_offset)
+        previous = {first.producer_id: first}
+        for b in batches[1:]:
+            before = previous.get(b.producer_id)
+            if b.producer_id == NO_PRODUCER_ID:
+                continue
+            if before is None:
+                if self.check(b.producer_id, b.producer_epoch, b.base_sequence, b.record_count) != APPEND:
+                    return Rejected(ErrorCode.OUT_OF_ORDER_SEQUENCE)
+            elif b.producer_epoch != before.producer_epoch or b.base_sequence != next_sequence(
+                last_sequence(before.base_sequence, before.record_count)
+            ):
+                return Rejected(ErrorCode.OUT_OF_ORDER_SEQUENCE)
+            previous[b.producer_id] = b
         return APPEND
 
     def on_appended(

@@ -192,12 +192,14 @@ def test_failover_not_controller_hint_and_fencing(quorum: Quorum):
             # the broker survives the failover unfenced (full session grace), then is fenced when it stops heartbeating
             await asyncio.sleep(SESSION_TIMEOUT_MS / 1000 + 0.5)
             assert not broker.lifecycle.is_fenced
+            # stopping closes its session stream, as a dying process's kernel would: the
+            # controller fences it at once instead of waiting out the session timeout
             await broker.lifecycle.stop()
             stopped_at = time.monotonic()
             await async_wait_until(lambda: broker.follower.image.brokers[1].fenced, 10, "the broker to be fenced")
             fenced_after_s = time.monotonic() - stopped_at
-            print(f"broker fenced {fenced_after_s:.2f} s after its last heartbeat (session timeout {SESSION_TIMEOUT_MS} ms)")
-            assert fenced_after_s >= SESSION_TIMEOUT_MS / 1000 - 0.3
+            print(f"broker fenced {fenced_after_s:.2f} s after its session closed (session timeout {SESSION_TIMEOUT_MS} ms)")
+            assert fenced_after_s < SESSION_TIMEOUT_MS / 1000
             assert all(p.leader == -1 for p in broker.follower.image.topics["after-failover"].partitions.values())
 
             await broker.lifecycle.start()  # resumes heartbeating: same incarnation, same epoch

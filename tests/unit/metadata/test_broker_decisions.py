@@ -9,7 +9,7 @@ import pytest
 from metadata_quorum import broker_decisions as bd
 from metadata_quorum.broker_heartbeats import BrokerHeartbeatManager
 from metadata_quorum.image import NO_LEADER, apply_all
-from metadata_quorum.records import BrokerRegistrationChangeRecord, FenceBrokerRecord, PartitionChangeRecord, RegisterBrokerRecord
+from metadata_quorum.records import BrokerRegistrationChangeRecord, FenceBrokerRecord, RegisterBrokerRecord
 from proto import common_pb2 as common
 from proto import controller_pb2 as pb
 
@@ -98,19 +98,6 @@ def test_last_isr_member_stays_in_isr_without_leader_and_returns_on_unfence():
     back = commit(fenced, heartbeat(fenced, hb, 1, SESSION_MS + 2))
     p = back.partition("t", 0)
     assert not back.brokers[1].fenced and (p.leader, p.isr) == (1, (1,)) and p.leader_epoch == 2
-
-
-def test_unclean_election_only_where_the_topic_allows_it():
-    for allowed, expected_leader in [("false", NO_LEADER), ("true", 2)]:
-        hb = BrokerHeartbeatManager(SESSION_MS)
-        image = with_topic(cluster((1, 2), hb), "t", 1, 2, {"unclean.leader.election.enable": allowed})
-        p = image.partition("t", 0)
-        image = apply_all(image, [PartitionChangeRecord(image.topics["t"].topic_id, 0, p.partition_epoch, leader=1, isr=(1,))])
-        image = apply_all(image, [FenceBrokerRecord(2, image.brokers[2].epoch)])
-        image = commit(image, bd.expired_broker_fencing(image, hb, SESSION_MS + 1))  # broker 1, the last ISR member
-        assert image.partition("t", 0).leader == NO_LEADER
-        image = commit(image, heartbeat(image, hb, 2, SESSION_MS + 2))  # broker 2 comes back, not in ISR
-        assert image.partition("t", 0).leader == expected_leader
 
 
 def test_controlled_shutdown_moves_leaders_then_allows_shutdown():
