@@ -23,7 +23,7 @@ from data_plane.broker.partition import LeadershipState, Partition
 from data_plane.record_batch import iter_headers
 from data_plane.replication.divergence import DivergingEpoch, FetchRejected, ServeFrom
 from data_plane.replication.errors import ErrorCode
-from data_plane.replication.partition_state import BrokerStatus, FollowerFetch, IsrProposal
+from data_plane.replication.partition_state import AlterPartitionCommitted, BrokerStatus, FollowerFetch, IsrProposal
 from data_plane.replication.producer_state import NO_PRODUCER_ID, Duplicate, Rejected
 from data_plane.storage import (
     CorruptBatchError,
@@ -162,8 +162,35 @@ class ReplicaManager:
                 if previous is None or _configs(previous, name) != _configs(image, name):
                     existing.log.update_settings(settings)
                 if existing.state != state:
+                    if existing.is_leader and state.leader != self.config.broker_id and self.config.unsafe is UnsafeBehaviour.SKIP_EPOCH_FENCING:
+                        self._log.warning("unsafe: ignoring a newer leader epoch, still leading", **_fields(existing),
+                                          new_leader=state.leader, new_leader_epoch=state.leader_epoch)
+                        continue
                     self._change_leadership(existing, state)
         self.followers_changed()
+
+    def _propose(self, partition: Partition, proposal: IsrProposal) -> None:
+        """Send an ISR proposal to the controller, which checks its epochs before committing.
+
+        Unsafe ``skip-epoch-fencing``: the leader adopts its own proposal at once, as a leader
+        with no epoch-checked controller would (a deposed leader shrinks the ISR to itself)."""
+        if self.config.unsafe is not UnsafeBehaviour.SKIP_EPOCH_FENCING:
+            self.propose_isr(partition, proposal)
+            return
+        committed = AlterPartitionCommitted(proposal.leader_epoch, proposal.partition_epoch + 1, proposal.new_isr)
+        follow_up = partition.on_alter_partition_result(committed, self.clock_ms())
+        if follow_up is not None:
+            self._propose(partition, follow_up)
+
+    def unsafe_leaderships(self) -> dict[TopicPartition, int]:
+        """Partitions this broker still leads against metadata (only with skip-epoch-fencing):
+        its Metadata answers name itself as their leader, with the image's epoch."""
+        return {
+            tp: self.config.broker_id
+            for tp, p in self.partitions.items()
+            if p.leader_core is not None and self.image is not None
+            and self.image.topics[tp[0]].partitions[tp[1]].leader != self.config.broker_id
+        }
 
     def _settings(self, image, topic: str) -> LogSettings:
         overrides = dict(self.config.topic_defaults)
@@ -190,7 +217,7 @@ class ReplicaManager:
             proposal = partition.update_within_epoch(state, self.clock_ms())
             self._log.info("partition changed", **_fields(partition), isr=list(state.isr), replicas=list(state.replicas))
             if proposal is not None:
-                self.propose_isr(partition, proposal)
+                self._propose(partition, proposal)
             return
         self._take_role(partition, state, "leader epoch changed")
 
@@ -346,7 +373,7 @@ class ReplicaManager:
         proposal = partition.apply(decisions)
         partition.notify_waiters()
         if proposal is not None:
-            self.propose_isr(partition, proposal)
+            self._propose(partition, proposal)
 
     def _go_offline(self, partition: Partition, exc: StorageError):
         partition.mark_offline(exc)
@@ -441,7 +468,7 @@ class ReplicaManager:
                 decided = core.on_follower_fetch(fetch, broker, partition.log.log_start_offset, now)
                 proposal = partition.apply(decided.decisions)
                 if proposal is not None:
-                    self.propose_isr(partition, proposal)
+                    self._propose(partition, proposal)
             except PartitionError as exc:
                 self._fail(result, exc)
                 answer_now = True
@@ -520,7 +547,7 @@ class ReplicaManager:
             if partition.leader_core is not None:
                 proposal = partition.apply(partition.leader_core.on_tick(now, self.config.replica_lag_time_max_ms))
                 if proposal is not None:
-                    self.propose_isr(partition, proposal)
+                    self._propose(partition, proposal)
 
     # ------------------------------------------------------------------ offsets
 

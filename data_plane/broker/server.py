@@ -71,6 +71,7 @@ class BrokerServer:
             response.controllers.add(broker_id=c.node_id, host=c.host, port=c.grpc_port)
         for broker in sorted(image.brokers.values(), key=lambda b: b.broker_id):
             response.brokers.add(broker_id=broker.broker_id, host=broker.host, port=broker.port, rack=broker.rack, fenced=broker.fenced)
+        unsafe_leaders = self.replicas.unsafe_leaderships()
         names = topics or sorted(image.topics)
         for name in names:
             topic = image.topics.get(name)
@@ -85,10 +86,11 @@ class BrokerServer:
             for index in sorted(topic.partitions):
                 p = topic.partitions[index]
                 offline = [r for r in p.replicas if r not in image.brokers or image.brokers[r].fenced]
+                leader = unsafe_leaders.get((name, index), p.leader)
                 out.partitions.add(
                     partition=index,
-                    error_code=common_pb2.NONE if p.leader >= 0 else common_pb2.LEADER_NOT_AVAILABLE,
-                    leader_id=p.leader,
+                    error_code=common_pb2.NONE if leader >= 0 else common_pb2.LEADER_NOT_AVAILABLE,
+                    leader_id=leader,
                     leader_epoch=p.leader_epoch,
                     partition_epoch=p.partition_epoch,
                     replicas=list(p.replicas),

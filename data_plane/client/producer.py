@@ -57,7 +57,8 @@ class Producer:
         request_timeout_ms: how long a request may wait for its answer.
         max_request_size: bytes of batches in one request (one record can never exceed it).
         enable_idempotence: get a producer id and number batches per partition so the
-            broker can drop retried duplicates (needs broker support, landing later).
+            leader answers a retried duplicate with its original offset and refuses gaps.
+            None (the default) means on with acks='all' and off otherwise, as in Kafka.
         client_id: shown in broker logs.
     """
 
@@ -78,7 +79,7 @@ class Producer:
         max_block_ms: float = 60_000,
         request_timeout_ms: float = 30_000,
         max_request_size: int = 16 * 1024 * 1024,
-        enable_idempotence: bool = False,
+        enable_idempotence: bool | None = None,
         client_id: str = "kraftlog-producer",
     ) -> None:
         if acks not in _ACKS:
@@ -87,6 +88,8 @@ class Producer:
             raise ValueError(f"compression={compression!r}: use one of {_COMPRESSIONS}")
         if enable_idempotence and _ACKS[acks] != -1:
             raise ValueError("enable_idempotence needs acks='all'")
+        if enable_idempotence is None:
+            enable_idempotence = _ACKS[acks] == -1
         if not 0 < max_request_size <= MESSAGE_BYTES_MAX - _REQUEST_OVERHEAD_BYTES:
             raise ValueError(f"max_request_size must be in (0, {MESSAGE_BYTES_MAX - _REQUEST_OVERHEAD_BYTES}]")
         if not 0 < batch_size <= max_request_size:

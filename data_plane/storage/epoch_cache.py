@@ -1,7 +1,9 @@
 """The leader-epoch cache: for each leader epoch, the first offset written in it (KIP-101, KIP-279).
 
-Followers truncate by it: a follower asks "where does my last epoch end on your log?" and
-the leader answers with ``end_offset_for``. The entries are (epoch, start_offset) pairs,
+This is the stored half: it keeps the entries in step with the log (append, truncation,
+retention) and checkpoints them. The questions asked of the entries (where does an epoch
+end, where do two logs diverge) are the replication core's, in
+``data_plane/replication/epoch_history.py``. The entries are (epoch, start_offset) pairs,
 both strictly increasing. The rules follow Kafka's ``LeaderEpochFileCache``. The arithmetic
 is plain list work; with a path, every change is written to ``leader-epoch-checkpoint``
 atomically (temp file, fsync, rename) in Kafka's checkpoint format::
@@ -14,8 +16,9 @@ atomically (temp file, fsync, rename) in Kafka's checkpoint format::
 
 from __future__ import annotations
 
-import bisect
 from pathlib import Path
+
+from data_plane.replication import epoch_history
 
 from data_plane.storage.checkpoint_file import read_lines, write_lines
 
@@ -69,33 +72,9 @@ class LeaderEpochCache:
         self._entries.append((epoch, start_offset))
         self._persist()
 
-    def epoch_for_offset(self, offset: int) -> int:
-        """The epoch the record at ``offset`` was written in (-1 if before every entry)."""
-        slot = bisect.bisect_right([o for _, o in self._entries], offset) - 1
-        return self._entries[slot][0] if slot >= 0 else UNDEFINED
-
-    def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
-        """KIP-279: (largest epoch <= requested, the offset where it ends) for a follower's truncation.
-
-        The end is the start of the next epoch, or the log end offset when the epoch is the
-        latest. (-1, -1) when the cache is empty or ``requested_epoch`` is newer than any
-        known. When it is older than every entry (the log start moved past it), the answer is
-        (requested_epoch, start of the first known epoch), as Kafka does.
-        """
-        if requested_epoch == UNDEFINED or not self._entries:
-            return UNDEFINED, UNDEFINED
-        if requested_epoch == self.latest_epoch:
-            return requested_epoch, log_end_offset
-        epochs = [e for e, _ in self._entries]
-        higher = bisect.bisect_right(epochs, requested_epoch)
-        if higher == len(epochs):
-            return UNDEFINED, UNDEFINED
-        floor_epoch = epochs[higher - 1] if higher > 0 else requested_epoch
-        return floor_epoch, self._entries[higher][1]
-
     def truncate_from_end(self, end_offset: int) -> None:
         """The log now ends at ``end_offset``: drop epochs that start at or after it."""
-        kept = [(e, o) for e, o in self._entries if o < end_offset]
+        kept = list(epoch_history.truncate_from_end(self._entries, end_offset))
         if kept != self._entries:
             self._entries = kept
             self._persist()

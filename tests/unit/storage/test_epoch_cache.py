@@ -16,8 +16,6 @@ def cache(*entries: tuple[int, int]) -> LeaderEpochCache:
 def test_empty_cache_knows_nothing() -> None:
     c = cache()
     assert c.latest_epoch == -1
-    assert c.end_offset_for(0, 100) == (-1, -1)
-    assert c.epoch_for_offset(5) == -1
 
 
 def test_assign_ignores_a_repeat_of_the_latest_epoch() -> None:
@@ -40,26 +38,6 @@ def test_assign_drops_entries_the_new_one_contradicts() -> None:
     assert c.entries == [(0, 0), (1, 30)]
 
 
-@pytest.mark.parametrize(
-    "requested, expected",
-    [
-        (4, (4, 100)),  # latest epoch ends at the log end
-        (2, (2, 30)),  # ends where the next epoch starts
-        (3, (2, 30)),  # unknown epoch between two known: the largest one below it
-        (0, (0, 10)),  # older than every entry (log start moved): first known start, like Kafka
-        (5, (-1, -1)),  # newer than anything here
-        (-1, (-1, -1)),
-    ],
-)
-def test_end_offset_for_kip_279(requested: int, expected: tuple[int, int]) -> None:
-    assert cache((1, 10), (2, 20), (4, 30)).end_offset_for(requested, 100) == expected
-
-
-def test_epoch_for_offset() -> None:
-    c = cache((1, 10), (4, 30))
-    assert [c.epoch_for_offset(o) for o in (9, 10, 29, 30, 99)] == [-1, 1, 1, 4, 4]
-
-
 def test_truncate_from_end_drops_epochs_starting_at_or_after_it() -> None:
     c = cache((1, 10), (2, 20), (4, 30))
     c.truncate_from_end(20)
@@ -72,12 +50,6 @@ def test_truncate_from_start_moves_the_covering_epoch_up() -> None:
     assert c.entries == [(2, 25), (4, 30)]
     c.truncate_from_start(5)
     assert c.entries == [(2, 25), (4, 30)]
-
-
-def test_kip_101_follower_truncates_to_leader_epoch_end_not_hw() -> None:
-    """Leader A wrote epoch 0 to offset 2; follower B has (0, 0) and offsets 0..1. B asks for epoch 0's end."""
-    leader = cache((0, 0), (1, 2))
-    assert leader.end_offset_for(0, log_end_offset=3) == (0, 2)
 
 
 def test_checkpoint_file_round_trip_and_corruption(tmp_path: Path) -> None:
