@@ -55,7 +55,7 @@ def up(args: argparse.Namespace) -> int:
         else:
             from cli.demo import run_demo
 
-            run_demo(cluster.bootstrap, partitions=len(cluster.brokers), replication_factor=1)
+            run_demo(cluster.bootstrap, partitions=len(cluster.brokers), replication_factor=min(3, len(cluster.brokers)))
     except KeyboardInterrupt:
         pass
     finally:

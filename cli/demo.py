@@ -34,10 +34,11 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int, replication_factor
         controllers = admin.controller_endpoints()
     with ControllerClient(controllers) as client:
         try:
-            client.create_topic(topic, partitions, replication_factor, {})
+            configs = {"min.insync.replicas": "2"} if replication_factor >= 3 else {}
+            client.create_topic(topic, partitions, replication_factor, configs)
             print(f"created topic {topic} ({partitions} partitions, replication factor {replication_factor})")
         except ControllerError as exc:
-            if exc.code != "TOPIC_ALREADY_EXISTS":
+            if exc.code_name != "TOPIC_ALREADY_EXISTS":
                 raise
             print(f"using existing topic {topic}")
 
