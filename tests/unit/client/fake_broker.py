@@ -66,6 +66,9 @@ class FakeBroker(broker_pb2_grpc.BrokerServicer):
                 topic.partitions.add(partition=p, leader_id=BROKER_ID, leader_epoch=self.leader_epoch, replicas=[1], isr=[1])
         return response
 
+    def InitProducerId(self, request, context):
+        return broker_pb2.InitProducerIdResponse(producer_id=1000, producer_epoch=0)
+
     def Produce(self, request, context):
         self.produce_requests += 1
         response = broker_pb2.ProduceResponse()

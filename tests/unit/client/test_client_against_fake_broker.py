@@ -89,7 +89,7 @@ def test_unknown_topic_blocks_up_to_max_block_ms(broker):
 
 
 def test_send_blocks_then_raises_when_buffer_memory_is_full():
-    with Producer("127.0.0.1:1", buffer_memory=1000, max_block_ms=100) as producer:
+    with Producer("127.0.0.1:1", buffer_memory=1000, max_block_ms=100, enable_idempotence=False) as producer:
         producer._metadata.want(["t"])
         with FakeBroker({"t": 1}) as fake:  # learn the topic, then lose the broker
             producer._metadata.bootstrap = [fake.address]
