@@ -106,6 +106,11 @@ def build_parser() -> argparse.ArgumentParser:
     _client_options(qdescribe)
     qdescribe.set_defaults(func=topics_cmd.quorum_describe)
 
+    from cli import leaders_cmd, partitions_cmd
+
+    leaders_cmd.register(sub, _client_options)
+    partitions_cmd.register(sub, _client_options)
+
     perf = sub.add_parser("perf", help="measure throughput and latency").add_subparsers(dest="action", required=True)
     pprod = perf.add_parser("produce", help="producer throughput and latency")
     pprod.add_argument("--topic", required=True)

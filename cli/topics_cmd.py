@@ -1,15 +1,18 @@
 """``kraftlog topics ...`` and ``kraftlog quorum describe``.
 
-Writes go to the active controller (found through any broker's metadata answer); the
-per-partition log state (HW, LEO, per-replica lag) comes from the brokers themselves.
+Writes go to the active controller (found through any broker's metadata answer). ``topics
+describe`` takes leaders, epochs, replica sets and reassignments from the controllers and the
+per-replica log state (HW, LEO, lag) from the brokers themselves (see cli/partition_view.py).
 """
 
 from __future__ import annotations
 
 import argparse
 
+from cli.admin_clients import open_clients, replica_logs
 from cli.bootstrap import resolve_bootstrap
 from cli.output import emit, table
+from cli.partition_view import describe_rows, ids, replica_cell, status_notes
 
 
 def _parse_configs(pairs: list[str]) -> tuple[dict[str, str], list[str]]:
@@ -27,19 +30,11 @@ def _parse_configs(pairs: list[str]) -> tuple[dict[str, str], list[str]]:
     return set_configs, delete
 
 
-def _clients(args: argparse.Namespace):
-    from data_plane.client import Admin
-    from metadata_quorum.controller_client import ControllerClient
-
-    admin = Admin(resolve_bootstrap(args.bootstrap, args.data_dir))
-    return admin, ControllerClient(admin.controller_endpoints())
-
-
 def create(args: argparse.Namespace) -> int:
     configs, delete = _parse_configs(args.config)
     if delete:
         raise ValueError(f"--config {delete[0]}= has no value: give one, or leave the key out to use its default")
-    admin, controller = _clients(args)
+    admin, controller = open_clients(args)
     with admin, controller:
         topic_id = controller.create_topic(args.name, args.partitions, args.replication_factor, configs)
     emit(args.json, {"name": args.name, "topic_id": topic_id, "partitions": args.partitions, "replication_factor": args.replication_factor},
@@ -48,7 +43,7 @@ def create(args: argparse.Namespace) -> int:
 
 
 def delete(args: argparse.Namespace) -> int:
-    admin, controller = _clients(args)
+    admin, controller = open_clients(args)
     with admin, controller:
         controller.delete_topics([args.name])
     emit(args.json, {"deleted": args.name}, f"deleted topic {args.name}")
@@ -59,7 +54,7 @@ def alter(args: argparse.Namespace) -> int:
     if args.partitions is None and not args.config:
         raise ValueError("nothing to change: give --partitions N and/or --config KEY=VALUE")
     set_configs, delete_keys = _parse_configs(args.config)
-    admin, controller = _clients(args)
+    admin, controller = open_clients(args)
     with admin, controller:
         if args.partitions is not None:
             controller.create_partitions({args.name: args.partitions})
@@ -85,60 +80,29 @@ def _rf(topic) -> int:
 
 
 def describe(args: argparse.Namespace) -> int:
-    from data_plane.client import Admin
-
-    with Admin(resolve_bootstrap(args.bootstrap, args.data_dir)) as admin:
-        topics = admin.describe_topics([args.name] if args.name else None)
-        logs = admin.describe_logs(topics=[args.name] if args.name else ())
-    state = {(p.topic, p.partition, broker_id): p for broker_id, resp in logs.items() for p in resp.partitions}
-    rows = []
-    for topic in sorted(topics.values(), key=lambda t: t.name):
-        for index in sorted(topic.partitions):
-            part = topic.partitions[index]
-            if args.under_replicated and len(part.isr) >= len(part.replicas):
-                continue
-            if args.offline and part.leader >= 0:
-                continue
-            leader_log = state.get((topic.name, index, part.leader))
-            leo = leader_log.log_end_offset if leader_log else None
-            replicas = []
-            for r in part.replicas:
-                replica_log = state.get((topic.name, index, r))
-                replica_leo = replica_log.log_end_offset if replica_log else None
-                replicas.append({
-                    "broker_id": r,
-                    "log_end_offset": replica_leo,
-                    "lag": (leo - replica_leo) if leo is not None and replica_leo is not None else None,
-                    "in_sync": r in part.isr,
-                })
-            rows.append({
-                "topic": topic.name,
-                "partition": index,
-                "leader": part.leader,
-                "leader_epoch": part.leader_epoch,
-                "replicas": list(part.replicas),
-                "isr": list(part.isr),
-                "high_watermark": leader_log.high_watermark if leader_log else None,
-                "log_end_offset": leo,
-                "log_start_offset": leader_log.log_start_offset if leader_log else None,
-                "replica_state": replicas,
-            })
+    admin, controller = open_clients(args)
+    with admin, controller:
+        cluster = controller.describe_cluster()
+        topics = [t for t in cluster.topics if args.name in (None, t.name)]
+        if args.name and not topics:
+            raise ValueError(f"topic '{args.name}' does not exist; list topics with `kraftlog topics list`")
+        logs = replica_logs(cluster.brokers, [args.name] if args.name else ())
+    rows = [
+        r for r in describe_rows(topics, logs)
+        if (not args.under_replicated or r["under_replicated"]) and (not args.offline or r["offline"])
+    ]
     human = table(
-        ["TOPIC", "PARTITION", "LEADER", "EPOCH", "REPLICAS", "ISR", "HW", "LEO", "REPLICA LAG"],
-        [[r["topic"], r["partition"], r["leader"] if r["leader"] >= 0 else "none", r["leader_epoch"], _ids(r["replicas"]), _ids(r["isr"]),
-          r["high_watermark"], r["log_end_offset"], " ".join(f"{s['broker_id']}:{'-' if s['lag'] is None else s['lag']}" for s in r["replica_state"])]
+        ["TOPIC", "PARTITION", "LEADER", "EPOCH", "P.EPOCH", "REPLICAS", "ISR", "HW", "LEO", "REPLICA LEO(LAG)", "STATUS"],
+        [[r["topic"], r["partition"], r["leader"] if r["leader"] >= 0 else "none", r["leader_epoch"], r["partition_epoch"], ids(r["replicas"]), ids(r["isr"]),
+          r["high_watermark"], r["log_end_offset"], " ".join(replica_cell(s) for s in r["replica_state"]), status_notes(r)]
          for r in rows],
     ) if rows else "no partitions match"
     emit(args.json, rows, human)
     return 0
 
 
-def _ids(ids: list[int]) -> str:
-    return ",".join(map(str, ids))
-
-
 def quorum_describe(args: argparse.Namespace) -> int:
-    admin, controller = _clients(args)
+    admin, controller = open_clients(args)
     with admin, controller:
         members = controller.describe_quorum()
     rows = [{

@@ -332,12 +332,12 @@ class ReplicaManager:
             )
         if check != ErrorCode.NONE:
             raise PartitionError(check.name, f"acks must be 0, 1 or -1 (all), not {acks}")
-        duplicate = self._check_sequence(partition, item.batches)
-        if duplicate is not None:
-            result.base_offset = duplicate.first_offset
-            result.log_start_offset = partition.log.log_start_offset
-            return duplicate.last_offset + 1 if duplicate.last_offset + 1 > partition.high_watermark else None
         try:
+            duplicate = self._check_sequence(partition, item.batches)
+            if duplicate is not None:
+                result.base_offset = duplicate.first_offset
+                result.log_start_offset = partition.log.log_start_offset
+                return duplicate.last_offset + 1 if duplicate.last_offset + 1 > partition.high_watermark else None
             appended = partition.log.append(
                 item.batches, assign_offsets=True, leader_epoch=partition.state.leader_epoch, now_ms=self.clock_ms()
             )

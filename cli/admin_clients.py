@@ -1,0 +1,53 @@
+"""The connections admin commands need: the controller quorum (found through any broker's
+Metadata answer) for metadata reads and writes, and every broker for its replicas' log state.
+
+Per-replica log state is best effort: a broker that is down or paused must not stop an
+operator from seeing the rest of the cluster (that is when ``topics describe`` matters
+most), so unreachable brokers are reported as such instead of failing the command.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Iterable
+
+import grpc
+
+from cli.bootstrap import resolve_bootstrap
+from proto import broker_pb2
+from proto import controller_pb2 as pb
+
+LOG_STATE_TIMEOUT_S = 3.0
+
+
+def open_clients(args: argparse.Namespace):
+    """(Admin, ControllerClient) for the cluster named by ``--bootstrap``/``--data-dir``;
+    use both as context managers."""
+    from data_plane.client import Admin
+    from metadata_quorum.controller_client import ControllerClient
+
+    admin = Admin(resolve_bootstrap(args.bootstrap, args.data_dir))
+    return admin, ControllerClient(admin.controller_endpoints())
+
+
+def replica_logs(brokers: Iterable[pb.BrokerRegistration], topics: Iterable[str] = (), timeout_s: float = LOG_STATE_TIMEOUT_S) -> dict[int, broker_pb2.DescribeLogsResponse]:
+    """Each registered broker's DescribeLogs answer (log start, LEO, HW per hosted replica),
+    asked of all brokers at once; brokers that do not answer within ``timeout_s`` are left out."""
+    from data_plane.client.channels import ChannelPool
+
+    request = broker_pb2.DescribeLogsRequest(topics=list(topics))
+    pool = ChannelPool()
+    try:
+        futures = {
+            b.endpoint.broker_id: pool.stub(f"{b.endpoint.host}:{b.endpoint.port}").DescribeLogs.future(request, timeout=timeout_s)
+            for b in brokers
+        }
+        answers = {}
+        for broker_id, future in futures.items():
+            try:
+                answers[broker_id] = future.result()
+            except grpc.RpcError:
+                continue  # shown as "unreachable" next to that broker's replicas
+        return answers
+    finally:
+        pool.close()

@@ -1,0 +1,200 @@
+"""Elections, reassignment and `topics describe` on real processes, driven through the CLI.
+
+One module cluster (3 controllers, 4 brokers, automatic rebalancing off so that elections
+happen only when a test asks, 3 s sessions) serves most tests; each restores what it
+stopped. Automatic rebalancing gets its own cluster with a 1 s check interval.
+
+Checks: a reassignment moves data and leadership and its progress is visible and can be
+cancelled; a SIGKILLed broker is fenced and loses every leadership and ISR membership in the
+entry that fences it; `leaders elect` reports what it did and fails where the preferred
+replica is not available; a partition whose last in-sync replica is gone stays offline until
+the topic allows an unclean election, which is then logged and counted; after a controlled
+shutdown and restart, leadership returns to the preferred replica on its own.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from typing import Iterator
+
+import pytest
+
+from cli.local_cluster import wait_for
+from proto import controller_pb2 as pb
+from tests.cluster import TestCluster, local_cluster
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+
+SESSION_MS = "3000"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory) -> Iterator[TestCluster]:
+    with local_cluster(
+        tmp_path_factory.mktemp("elections"),
+        controllers=3,
+        brokers=4,
+        controller_args=["--auto-leader-rebalance-enable", "false", "--session-timeout-ms", SESSION_MS],
+        broker_args=["--session-timeout-ms", SESSION_MS],
+    ) as c:
+        yield c
+
+
+def kraftlog(cluster: TestCluster, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cli", *args, "--bootstrap", cluster.bootstrap], capture_output=True, timeout=60, text=True)
+
+
+def kraftlog_json(cluster: TestCluster, *args: str):
+    done = kraftlog(cluster, *args, "--json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def state(cluster: TestCluster, topic: str, partition: int = 0) -> pb.PartitionState:
+    with cluster.controller_client() as client:
+        described = next(t for t in client.describe_cluster().topics if t.name == topic)
+    return next(p for p in described.partitions if p.partition == partition)
+
+
+def brokers(cluster: TestCluster) -> dict[int, pb.BrokerRegistration]:
+    with cluster.controller_client() as client:
+        return {b.endpoint.broker_id: b for b in client.describe_cluster().brokers}
+
+
+def restore(cluster: TestCluster, broker_id: int) -> None:
+    cluster.restart(cluster.broker(broker_id))
+    cluster.wait_ready()
+
+
+def produce(cluster: TestCluster, topic: str, count: int, first: int = 0) -> list[bytes]:
+    """acks=all writes of ``topic-<first>`` ... to partition 0; returns the values."""
+    from data_plane.client import Producer
+
+    values = [f"{topic}-{i}".encode() for i in range(first, first + count)]
+    with Producer(cluster.bootstrap, acks="all") as producer:
+        for future in [producer.send(topic, value=v, partition=0) for v in values]:
+            future.result(timeout=30)
+    return values
+
+
+def consume(cluster: TestCluster, topic: str, count: int) -> list[bytes]:
+    from data_plane.client import Consumer
+
+    got: list[bytes] = []
+    with Consumer(cluster.bootstrap) as consumer:
+        consumer.assign([(topic, 0)])
+        consumer.seek_to_beginning([(topic, 0)])
+        wait_for(lambda: got.extend(r.value for r in consumer.poll(timeout_ms=200)) or len(got) >= count, 30, f"{count} records of {topic}")
+    return got
+
+
+def test_reassignment_moves_the_data_and_the_leadership(cluster: TestCluster) -> None:
+    cluster.create_topic("moves", 1, 3)
+    values = produce(cluster, "moves", 50)
+    before = state(cluster, "moves")
+    a, b, c = before.replicas
+    d = next(x for x in brokers(cluster) if x not in before.replicas)
+
+    started = kraftlog_json(cluster, "partitions", "reassign", "--topic", "moves", "--partition", "0", "--replicas", f"{d},{b},{c}")
+    assert (started["replicas"], started["adding_replicas"], started["removing_replicas"]) == ([d, b, c, a], [d], [a])
+    assert started["status"] == f"in progress: adding {d}, removing {a}"
+
+    done = wait_for(lambda: (s := state(cluster, "moves")).replicas == [d, b, c] and not s.adding_replicas and s, 60, "the reassignment to complete")
+    assert done.leader in (b, c, d) and done.leader_epoch > before.leader_epoch
+    assert consume(cluster, "moves", len(values)) == values
+    described = wait_for(lambda: (row := kraftlog_json(cluster, "topics", "describe", "moves")[0])["replica_state"][0]["log_end_offset"] == 50 and row, 30, f"broker {d} to report its copy")
+    assert [(r["broker_id"], r["lag"]) for r in described["replica_state"]] == [(d, 0), (b, 0), (c, 0)]
+
+    # replace a follower: the leader stays, in a new leader epoch that fences the removed replica
+    leader, (follower, other) = done.leader, [x for x in done.replicas if x != done.leader]
+    kraftlog_json(cluster, "partitions", "reassign", "--topic", "moves", "--partition", "0", "--replicas", f"{leader},{other},{a}")
+    again = wait_for(lambda: (s := state(cluster, "moves")).replicas == [leader, other, a] and not s.adding_replicas and s, 60, "the second reassignment to complete")
+    assert (again.leader, again.leader_epoch) == (leader, done.leader_epoch + 1) and follower not in again.isr
+    more = produce(cluster, "moves", 20, first=50)
+    assert consume(cluster, "moves", 70) == values + more
+
+
+def test_reassignment_progress_is_visible_and_can_be_cancelled(cluster: TestCluster) -> None:
+    cluster.create_topic("stuck", 1, 2)
+    a, b = state(cluster, "stuck").replicas
+    spare = next(x for x in sorted(brokers(cluster)) if x not in (a, b))
+    cluster.stop_node(cluster.broker(spare))  # registered but fenced: it cannot catch up
+    try:
+        kraftlog_json(cluster, "partitions", "reassign", "--topic", "stuck", "--partition", "0", "--replicas", f"{a},{spare}")
+        # reads may come from a controller a few milliseconds behind the one that wrote
+        ongoing = wait_for(lambda: kraftlog_json(cluster, "partitions", "reassignments"), 10, "the reassignment to be listed")
+        assert [(r["topic"], r["adding_replicas"], r["removing_replicas"]) for r in ongoing] == [("stuck", [spare], [b])]
+        shown = kraftlog(cluster, "topics", "describe", "stuck")
+        assert f"reassigning +{spare} -{b}" in shown.stdout and f"{spare}:unreachable" in shown.stdout
+
+        cancelled = kraftlog_json(cluster, "partitions", "reassign", "--topic", "stuck", "--partition", "0", "--cancel")
+        assert (cancelled["status"], cancelled["replicas"], cancelled["adding_replicas"]) == ("cancelled", [a, b], [])
+        wait_for(lambda: kraftlog(cluster, "partitions", "reassignments").stdout.strip() == "no reassignments in progress", 10, "the listing to empty")
+        again = kraftlog(cluster, "partitions", "reassign", "--topic", "stuck", "--partition", "0", "--cancel")
+        assert again.returncode == 1 and "no reassignment of stuck-0 is in progress" in again.stderr
+    finally:
+        restore(cluster, spare)
+
+
+def test_fenced_broker_loses_leaderships_and_isr_memberships_in_one_entry(cluster: TestCluster) -> None:
+    cluster.create_topic("fence", 4, 3)
+    victim = state(cluster, "fence", 0).leader
+    cluster.kill(cluster.broker(victim))
+    try:
+        wait_for(lambda: brokers(cluster)[victim].endpoint.fenced, 30, f"broker {victim} to be fenced")
+        # no further waiting: the moves commit in the entry that fences the broker
+        states = [state(cluster, "fence", n) for n in range(4)]
+        assert all(s.leader != victim and set(s.isr) == set(s.replicas) - {victim} for s in states), states
+        under = kraftlog_json(cluster, "topics", "describe", "fence", "--under-replicated")
+        assert [r["partition"] for r in under] == [s.partition for s in states if victim in s.replicas]
+        assert kraftlog_json(cluster, "topics", "describe", "fence", "--offline") == []
+
+        refused = kraftlog(cluster, "leaders", "elect", "--topic", "fence", "--partition", "0")
+        assert refused.returncode == 1 and "PREFERRED_LEADER_NOT_AVAILABLE" in refused.stdout
+    finally:
+        restore(cluster, victim)
+    wait_for(lambda: victim in state(cluster, "fence", 0).isr, 60, f"broker {victim} back in the ISR")
+    elected = kraftlog_json(cluster, "leaders", "elect", "--topic", "fence", "--partition", "0")
+    assert [(r["result"], r["leader"]) for r in elected] == [("elected", victim)]
+    unknown = kraftlog(cluster, "leaders", "elect", "--topic", "no-such-topic")
+    assert unknown.returncode == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in unknown.stdout
+
+
+def test_offline_partition_waits_for_the_topic_to_allow_an_unclean_election(cluster: TestCluster) -> None:
+    cluster.create_topic("unclean", 1, 2)
+    first, second = state(cluster, "unclean").replicas
+    cluster.stop_node(cluster.broker(second))  # controlled shutdown: out of the ISR
+    cluster.stop_node(cluster.broker(first))  # the last in-sync replica: the partition goes offline
+    try:
+        offline = wait_for(lambda: (s := state(cluster, "unclean")).leader == -1 and s, 10, "the partition to go offline")
+        assert list(offline.isr) == [first], "the last in-sync replica stays in the ISR"
+        cluster.restart(cluster.broker(second))
+        wait_for(lambda: not brokers(cluster)[second].endpoint.fenced, 30, f"broker {second} to be unfenced")
+        # unfencing elects offline partitions in the same entry: nothing happened, as it must not
+        assert state(cluster, "unclean").leader == -1
+        assert [(r["topic"], r["partition"]) for r in kraftlog_json(cluster, "topics", "describe", "unclean", "--offline")] == [("unclean", 0)]
+
+        altered = kraftlog(cluster, "topics", "alter", "unclean", "--config", "unclean.leader.election.enable=true")
+        assert altered.returncode == 0, altered.stderr
+        after = wait_for(lambda: (s := state(cluster, "unclean")).leader == second and s, 10, "the unclean election")
+        assert (list(after.isr), after.unclean_leader_elections) == ([second], 1)
+        assert "unclean elections: 1" in kraftlog(cluster, "topics", "describe", "unclean").stdout
+        warnings = [json.loads(line) for c in cluster.controllers for line in cluster.log_path(c).read_text().splitlines() if "unclean leader election" in line]
+        assert [(w["level"], w["topic"], w["leader"], w["previous_isr"]) for w in warnings] == [("warning", "unclean", second, [first])]
+    finally:
+        restore(cluster, first)
+
+
+def test_leadership_returns_to_the_preferred_replica_after_a_controlled_shutdown(tmp_path) -> None:
+    with local_cluster(tmp_path, controllers=3, brokers=3, controller_args=["--leader-imbalance-check-interval-seconds", "1"]) as c:
+        c.create_topic("balanced", 3, 3)
+        victim = state(c, "balanced", 0).replicas[0]
+        c.stop_node(c.broker(victim))
+        wait_for(lambda: all(state(c, "balanced", n).leader != victim and victim not in state(c, "balanced", n).isr for n in range(3)), 10, f"broker {victim} out of every ISR and leadership")
+        c.restart(c.broker(victim))
+        started = time.monotonic()
+        wait_for(lambda: all((s := state(c, "balanced", n)).leader == s.replicas[0] for n in range(3)), 60, "every partition led by its preferred replica")
+        print(f"\nleadership back on broker {victim} {time.monotonic() - started:.1f} s after its restart")
