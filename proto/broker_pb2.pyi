@@ -284,12 +284,14 @@ class InitProducerIdResponse(_message.Message):
     def __init__(self, error_code: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ...) -> None: ...
 
 class DescribeLogsRequest(_message.Message):
-    __slots__ = ("topics", "include_checksums")
+    __slots__ = ("topics", "include_checksums", "checksum_upto_offset")
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_CHECKSUMS_FIELD_NUMBER: _ClassVar[int]
+    CHECKSUM_UPTO_OFFSET_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedScalarFieldContainer[str]
     include_checksums: bool
-    def __init__(self, topics: _Optional[_Iterable[str]] = ..., include_checksums: _Optional[bool] = ...) -> None: ...
+    checksum_upto_offset: int
+    def __init__(self, topics: _Optional[_Iterable[str]] = ..., include_checksums: _Optional[bool] = ..., checksum_upto_offset: _Optional[int] = ...) -> None: ...
 
 class DescribeLogsResponse(_message.Message):
     __slots__ = ("broker_id", "partitions")

@@ -47,6 +47,7 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     REPLICA_NOT_AVAILABLE: _ClassVar[ErrorCode]
     BROKER_NOT_AVAILABLE: _ClassVar[ErrorCode]
     INVALID_REQUIRED_ACKS: _ClassVar[ErrorCode]
+    OFFSET_NOT_AVAILABLE: _ClassVar[ErrorCode]
 NONE: ErrorCode
 UNKNOWN_SERVER_ERROR: ErrorCode
 NOT_LEADER_OR_FOLLOWER: ErrorCode
@@ -85,6 +86,7 @@ INVALID_TIMESTAMP: ErrorCode
 REPLICA_NOT_AVAILABLE: ErrorCode
 BROKER_NOT_AVAILABLE: ErrorCode
 INVALID_REQUIRED_ACKS: ErrorCode
+OFFSET_NOT_AVAILABLE: ErrorCode
 
 class Header(_message.Message):
     __slots__ = ("key", "value")

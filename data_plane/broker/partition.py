@@ -159,6 +159,18 @@ class Partition:
             if future is not None and not future.done():
                 future.set_result(outcome.error)
 
+    def check_high_watermark_settled(self) -> None:
+        """A new leader's HW starts at what it knew as a follower, which may lag what the old
+        leader had published; until it reaches the start of this epoch, answering with it
+        would show consumers the HW going backwards (Kafka answers OFFSET_NOT_AVAILABLE)."""
+        core = self.leader_core
+        if core is not None and core.high_watermark < core.epoch_start_offset:
+            raise PartitionError(
+                "OFFSET_NOT_AVAILABLE",
+                f"{self.name}: the leader of epoch {core.leader_epoch} is still establishing its high watermark "
+                f"({core.high_watermark} < {core.epoch_start_offset}): retry shortly",
+            )
+
     def replica_log_end_offsets(self) -> dict[int, int]:
         """Each replica's LEO as the leader knows it (-1: not heard from in this epoch)."""
         leos = {self.broker_id: self.log.log_end_offset}

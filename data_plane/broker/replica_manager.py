@@ -411,6 +411,7 @@ class ReplicaManager:
             try:
                 partition = self._partition(item.topic, item.partition)
                 partition.require_leader(item.leader_epoch)
+                partition.check_high_watermark_settled()
                 result.high_watermark = partition.high_watermark
                 result.log_start_offset = partition.log.log_start_offset
                 if budget > 0 or total == 0:
@@ -560,6 +561,8 @@ class ReplicaManager:
             try:
                 partition = self._partition(topic, index)
                 partition.require_leader(epoch)
+                if timestamp != EARLIEST:
+                    partition.check_high_watermark_settled()
             except PartitionError as exc:
                 result.error, result.message = exc.code, exc.message
                 result.leader = self.leader_hint(topic, index)

@@ -230,7 +230,8 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 error_code=_code("STORAGE_ERROR" if p.offline_reason else "NONE"),
             )
             if request.include_checksums and p.offline_reason is None:
-                state.checksum_below_hw = p.log.checksum(p.high_watermark)
+                upto = request.checksum_upto_offset if request.HasField("checksum_upto_offset") else p.high_watermark
+                state.checksum_below_hw = p.log.checksum(upto)
             if p.is_leader:
                 leos = p.replica_log_end_offsets()
                 in_sync = p.in_sync()

@@ -82,16 +82,24 @@ class Admin:
         return list_offsets(self._metadata, self._pool, queries, self._timeout_s)
 
     def describe_logs(
-        self, broker_id: int | None = None, topics: Iterable[str] = (), include_checksums: bool = False
+        self,
+        broker_id: int | None = None,
+        topics: Iterable[str] = (),
+        include_checksums: bool = False,
+        checksum_upto_offset: int | None = None,
     ) -> dict[int, broker_pb2.DescribeLogsResponse]:
         """Each broker's log state per partition replica (LEO, HW, log start, replica
-        progress when leader), from every live broker or just `broker_id`."""
+        progress when leader), from every live broker or just `broker_id`. Checksums cover
+        each replica's bytes below its own HW, or below `checksum_upto_offset` when given
+        (so replicas with different HWs can be compared at one offset)."""
         brokers = self._brokers()
         if broker_id is not None:
             if broker_id not in brokers:
                 raise KraftlogError("BROKER_NOT_AVAILABLE", f"broker {broker_id} is not in metadata (known: {sorted(brokers)})")
             brokers = {broker_id: brokers[broker_id]}
         request = broker_pb2.DescribeLogsRequest(topics=list(topics), include_checksums=include_checksums)
+        if checksum_upto_offset is not None:
+            request.checksum_upto_offset = checksum_upto_offset
         futures = {b: self._pool.stub(address).DescribeLogs.future(request, timeout=self._timeout_s) for b, address in brokers.items()}
         answers: dict[int, broker_pb2.DescribeLogsResponse] = {}
         for b, future in futures.items():

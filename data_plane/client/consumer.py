@@ -77,6 +77,7 @@ class Consumer:
         self._pool = ChannelPool()
         self._positions: dict[TopicPartition, int | None] = {}
         self._high_watermarks: dict[TopicPartition, int] = {}
+        self._log_start_offsets: dict[TopicPartition, int] = {}
         self._buffered: dict[TopicPartition, _Fetched] = {}
         self._in_flight: dict[str, tuple[grpc.Future, dict[TopicPartition, int]]] = {}
         self._completions: queue.SimpleQueue[str] = queue.SimpleQueue()
@@ -136,6 +137,10 @@ class Consumer:
             answer = list_offsets(self._metadata, self._pool, {tp: LATEST}, self._request_timeout_s)[tp]
             hw = self._high_watermarks[tp] = answer.offset
         return hw
+
+    def log_start_offset(self, tp: TopicPartition) -> int | None:
+        """The partition's log start offset as of the last fetch answer (None before one)."""
+        return self._log_start_offsets.get(tp)
 
     # ------------------------------------------------------------ polling
 
@@ -313,6 +318,7 @@ class Consumer:
     ) -> None:
         if answer.error_code == common_pb2.NONE:
             self._high_watermarks[tp] = answer.high_watermark
+            self._log_start_offsets[tp] = answer.log_start_offset
             if answer.batches:
                 try:
                     decoded = list(record_batch.decode_batches(answer.batches))

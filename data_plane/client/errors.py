@@ -27,6 +27,7 @@ RETRIABLE_CODES: frozenset[str] = frozenset(
         "UNKNOWN_TOPIC_OR_PARTITION",  # a topic just created is not yet on every broker
         "BROKER_NOT_AVAILABLE",
         "REPLICA_NOT_AVAILABLE",
+        "OFFSET_NOT_AVAILABLE",
         "STORAGE_ERROR",  # the partition moves to another replica
         "NOT_CONTROLLER",
     }

@@ -63,6 +63,7 @@ class ProducerBatch:
         "retry_at_ms",
         "encoded",
         "base_sequence",
+        "sequence_producer_id",
         "last_error",
         "bulk_timestamp_ms",
         "log_append_time_ms",
@@ -84,6 +85,7 @@ class ProducerBatch:
         self.retry_at_ms = 0.0
         self.encoded: bytes | None = None
         self.base_sequence = -1
+        self.sequence_producer_id = -1  # the producer id base_sequence was numbered under
         self.last_error: KraftlogError | None = None
         self.bulk_timestamp_ms = -1  # the one timestamp of every record in a bulk batch
         self.log_append_time_ms = -1

@@ -201,12 +201,20 @@ class RecordAccumulator:
         return drained
 
     def _assign_sequence(self, batch: ProducerBatch) -> None:
-        """Gives a first-time-drained batch its base sequence (idempotent producers only)."""
-        if self.producer_id < 0 or batch.base_sequence >= 0:
+        """Gives a first-time-drained batch its base sequence (idempotent producers only);
+        a retry keeps its own unless the producer id changed since it was numbered."""
+        if self.producer_id < 0 or (batch.base_sequence >= 0 and batch.sequence_producer_id == self.producer_id):
             return
         sequence = self.next_sequence.get(batch.tp, 0)
-        batch.base_sequence = sequence
+        batch.base_sequence, batch.sequence_producer_id = sequence, self.producer_id
         self.next_sequence[batch.tp] = (sequence + batch.record_count) & 0x7FFFFFFF
+
+    def new_producer_id(self, producer_id: int, producer_epoch: int) -> None:
+        """Start numbering over under a new producer id: every batch is renumbered when it is
+        next drained (the broker accepts any first sequence from a producer id it does not know)."""
+        with self._lock:
+            self.producer_id, self.producer_epoch = producer_id, producer_epoch
+            self.next_sequence.clear()
 
     def unmute(self, tp: TopicPartition) -> None:
         """The partition's in-flight batch completed or came back for retry."""

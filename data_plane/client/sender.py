@@ -80,6 +80,7 @@ class Sender:
         self._refresh_warned_ms = float("-inf")
         self._pool: AioChannelPool | None = None
         self._fatal: KraftlogError | None = None
+        self._sequence_gap = False
         self._thread = threading.Thread(target=self._run_thread, name="kraftlog-producer-sender", daemon=True)
 
     # ------------------------------------------------------------ called from other threads
@@ -137,6 +138,12 @@ class Sender:
             if self._config.enable_idempotence:
                 await self._init_producer_id()
             while not self._done():
+                if self._sequence_gap:
+                    # a numbered batch failed for good, or the leader saw a gap: sequences
+                    # after it can never be accepted, so continue under a new producer id
+                    self._sequence_gap = False
+                    log.info("sequence gap: getting a new producer id", old_producer_id=self._accumulator.producer_id)
+                    await self._init_producer_id()
                 self._wakeup.clear()
                 sleep_ms = self._run_once(now_ms())
                 try:
@@ -228,8 +235,7 @@ class Sender:
                     broker_pb2.InitProducerIdRequest(), timeout=self._config.request_timeout_ms / 1000.0
                 )
                 if response.error_code == common_pb2.NONE:
-                    self._accumulator.producer_id = response.producer_id
-                    self._accumulator.producer_epoch = response.producer_epoch
+                    self._accumulator.new_producer_id(response.producer_id, response.producer_epoch)
                     return
                 last = from_error_code(response.error_code, response.error_message, f"InitProducerId at {address}")
             except grpc.RpcError as err:
@@ -352,6 +358,10 @@ class Sender:
                 if error.code == "DUPLICATE_SEQUENCE":
                     self._complete(batch, -1, -1)  # already written by an earlier attempt
                     continue
+                if error.code == "OUT_OF_ORDER_SEQUENCE" and self._config.enable_idempotence:
+                    # nothing was appended: renumber under a new producer id and retry
+                    self._sequence_gap = True
+                    error = KraftlogError(error.code, error.detail, retriable=True)
                 if error.refresh_metadata:
                     hint = answer.current_leader if answer.HasField("current_leader") else None
                     self._metadata.apply_leader_hint(batch.tp, hint, response.node_endpoints)
@@ -390,6 +400,8 @@ class Sender:
         batch.complete(base_offset, log_append_time_ms)
 
     def _fail(self, batch: ProducerBatch, error: KraftlogError) -> None:
+        if batch.base_sequence >= 0 and batch.sequence_producer_id == self._accumulator.producer_id:
+            self._sequence_gap = True  # later batches of its partition would wait for it forever
         self._accumulator.completed(batch)
         self._memory.release(batch.size_bytes)
         batch.fail(error)
