@@ -1,0 +1,6 @@
+"""Fault injection and history checking for kraftlog (``kraftlog chaos``; docs/chaos.md).
+
+``runner`` runs a ``scenarios`` entry: a ``chaos_cluster`` behind Toxiproxy (``network``),
+the ``workload`` recording a ``history``, the ``nemesis`` carrying out a seeded
+``schedule``, then the ``checker`` and the ``report``.
+"""

@@ -127,6 +127,10 @@ def build_parser() -> argparse.ArgumentParser:
     pcons.add_argument("--timeout-ms", type=int, default=30000)
     _client_options(pcons)
     pcons.set_defaults(func=perf_cmd.consume)
+
+    from chaos.cli import add_subcommand as add_chaos
+
+    add_chaos(sub)
     return parser
 
 

@@ -1,0 +1,117 @@
+"""A local cluster wired for faults: every link through a Toxiproxy proxy, short timeouts so
+faults play out within a run, and the unsafe testing switch for negative controls.
+
+Broker-to-controller links always go through proxies (a broker reaches controllers at the
+grpc addresses in ``--controllers``). Client and replication links go through proxies when
+the broker offers ``--advertised-address`` and ``--peer-address``; without them, scenarios
+that fault those links are not runnable (``ChaosCluster.missing_flags`` says why).
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from cli.cluster_cmd import wait_ready
+from cli.local_cluster import HOST, LocalCluster, Node, free_ports
+from chaos.network import Network, client_link, controller_link, replication_link
+
+ADVERTISED_FLAG = "--advertised-address"
+PEER_FLAG = "--peer-address"
+UNSAFE_FLAG = "--unsafe-testing"
+
+
+@dataclass(frozen=True)
+class ClusterSettings:
+    """How the cluster under test runs; short timeouts so a fault's effect shows within seconds."""
+
+    controllers: int = 3
+    brokers: int = 3
+    session_timeout_ms: int = 3000
+    replica_lag_time_max_ms: int = 3000
+    unsafe: str | None = None  # an --unsafe-testing behaviour, for negative controls
+
+
+@cache
+def broker_flags() -> frozenset[str]:
+    """The command-line flags this checkout's broker accepts."""
+    from data_plane.broker import config
+
+    parser = argparse.ArgumentParser(add_help=False)
+    config.add_arguments(parser)
+    return frozenset(flag for action in parser._actions for flag in action.option_strings)
+
+
+class ChaosCluster(LocalCluster):
+    """LocalCluster whose brokers reach controllers, peers and clients through ``network``."""
+
+    def __init__(self, data_dir: Path, nodes: list[Node], settings: ClusterSettings, network: Network) -> None:
+        super().__init__(data_dir, nodes)
+        self.settings = settings
+        self.network = network
+        self.proxied_clients = {ADVERTISED_FLAG, PEER_FLAG} <= broker_flags()
+        self._controller_proxies: dict[int, str] = {}  # broker id -> its --controllers value
+
+    @classmethod
+    def build(cls, data_dir: Path, settings: ClusterSettings, network: Network) -> ChaosCluster:
+        """Lays out a fresh cluster and its proxies (nothing started yet)."""
+        base = LocalCluster.create(Path(data_dir), settings.controllers, settings.brokers)
+        cluster = cls(base.data_dir, base.nodes, settings, network)
+        cluster._add_links()
+        return cluster
+
+    @staticmethod
+    def missing_flags(settings: ClusterSettings, needs_client_links: bool) -> list[str]:
+        """Broker flags a scenario needs that this broker does not have."""
+        wanted = ({ADVERTISED_FLAG, PEER_FLAG} if needs_client_links else set()) | ({UNSAFE_FLAG} if settings.unsafe else set())
+        return sorted(wanted - broker_flags())
+
+    def _add_links(self) -> None:
+        brokers, controllers = self.brokers, self.controllers
+        ports = iter(free_ports(len(brokers) * (len(controllers) + len(brokers))))
+        for b in brokers:
+            voters = []
+            for c in controllers:
+                listen = self.network.add_link(controller_link(b.node_id, c.node_id), f"{HOST}:{next(ports)}", c.address)
+                voters.append(f"{c.node_id}@{c.host}:{c.raft_port}:{listen.rpartition(':')[2]}")
+            self._controller_proxies[b.node_id] = ",".join(voters)
+            args = [f"--session-timeout-ms={self.settings.session_timeout_ms}", f"--replica-lag-time-max-ms={self.settings.replica_lag_time_max_ms}"]
+            if self.proxied_clients:
+                args.append(f"{ADVERTISED_FLAG}={self.network.add_link(client_link(b.node_id), f'{HOST}:{next(ports)}', b.address)}")
+            if self.settings.unsafe:
+                args.append(f"{UNSAFE_FLAG}={self.settings.unsafe}")
+            b.extra_args = args
+        if self.proxied_clients:
+            for follower in brokers:
+                for leader in brokers:
+                    if follower is not leader:
+                        name = replication_link(follower.node_id, leader.node_id)
+                        listen = self.network.add_link(name, f"{HOST}:{next(ports)}", leader.address)
+                        follower.extra_args.append(f"{PEER_FLAG}={leader.node_id}={listen}")
+        for c in controllers:
+            c.extra_args = [f"--session-timeout-ms={self.settings.session_timeout_ms}"]
+        self.save()
+
+    def command(self, node: Node) -> list[str]:
+        """The LocalCluster command, with a broker's controllers behind its proxies."""
+        command = super().command(node)
+        if node.role == "broker":
+            command[command.index("--controllers") + 1] = self._controller_proxies[node.node_id]
+        return command
+
+    @property
+    def client_bootstrap(self) -> str:
+        """Where clients start: the client proxies when brokers advertise them."""
+        if not self.proxied_clients:
+            return self.bootstrap
+        return ",".join(self.network.proxies[client_link(b.node_id)].listen for b in self.brokers)
+
+    @property
+    def controller_endpoints(self) -> str:
+        return ",".join(f"{c.node_id}@{c.host}:{c.raft_port}:{c.port}" for c in self.controllers)
+
+    def start_and_wait(self, timeout_s: float = 60) -> None:
+        self.start()
+        wait_ready(self, timeout_s)

@@ -1,0 +1,6 @@
+"""The history checker: finds every anomaly of ``anomaly.KINDS`` in a chaos run's history."""
+
+from chaos.checker.anomaly import KINDS, Anomaly
+from chaos.checker.check import CheckResult, check
+
+__all__ = ["KINDS", "Anomaly", "CheckResult", "check"]

@@ -1,0 +1,118 @@
+"""What a history says about each partition, gathered once for every check to use.
+
+Writes by outcome, every (offset, value) anyone observed, each consumer's reads in the order
+it made them (split where it seeked), and the final read. Checks stay small and pure because
+they only ask questions of these facts.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from chaos.history import FinalReadOp, Op, PollOp, ReplicaOp, Read, SeekOp, SendOp
+
+
+@dataclass
+class ConsumerTrack:
+    """One consumer's view of one partition: runs of reads between seeks, and the HWs and
+    log starts it was told, in the order of its polls (as (poll time, value))."""
+
+    runs: list[list[Read]] = field(default_factory=lambda: [[]])
+    high_watermarks: list[tuple[float, int]] = field(default_factory=list)
+    log_starts: list[tuple[float, int]] = field(default_factory=list)
+
+
+@dataclass
+class PartitionFacts:
+    """Everything the history says about one partition."""
+
+    partition: int
+    acked: dict[str, int] = field(default_factory=dict)  # value -> acknowledged offset
+    failed: set[str] = field(default_factory=set)
+    unknown: set[str] = field(default_factory=set)
+    read_values: dict[str, set[int]] = field(default_factory=lambda: defaultdict(set))  # value -> offsets read at
+    offset_values: dict[int, set[str]] = field(default_factory=lambda: defaultdict(set))  # offset -> values (reads and acks)
+    polled: dict[str, int] = field(default_factory=dict)  # value -> offset, read by a consumer poll
+    consumers: dict[str, ConsumerTrack] = field(default_factory=lambda: defaultdict(ConsumerTrack))
+    reads_above_hw: list[tuple[str, int, int]] = field(default_factory=list)  # (process, offset, hw)
+    final: FinalReadOp | None = None
+    replicas: list[ReplicaOp] = field(default_factory=list)
+
+    @property
+    def final_values(self) -> dict[str, int]:
+        """value -> offset in the final read (empty when there was none)."""
+        return {value: offset for offset, value in (self.final.reads if self.final else [])}
+
+    def final_covers(self, offset: int) -> bool:
+        """Whether the final read reached ``offset`` (so a write there must appear in it):
+        up to the HW when it completed, else up to the last record it got."""
+        final = self.final
+        if final is None:
+            return False
+        end = final.high_watermark if final.complete else (final.reads[-1][0] + 1 if final.reads else final.log_start)
+        return final.log_start <= offset < end
+
+def gather(ops: list[Op]) -> dict[int, PartitionFacts]:
+    """Facts per partition from a history's ops (in the order they were recorded)."""
+    facts: dict[int, PartitionFacts] = {}
+
+    def of(partition: int) -> PartitionFacts:
+        return facts.setdefault(partition, PartitionFacts(partition))
+
+    polls = sorted((op for op in ops if isinstance(op, (PollOp, SeekOp))), key=_consumer_order)
+    for op in ops:
+        if isinstance(op, SendOp):
+            _add_send(of(op.partition), op)
+        elif isinstance(op, FinalReadOp):
+            assert of(op.partition).final is None, f"two final reads of partition {op.partition}"
+            of(op.partition).final = op
+            _observe(of(op.partition), op.reads)
+        elif isinstance(op, ReplicaOp):
+            of(op.partition).replicas.append(op)
+    for op in polls:
+        if isinstance(op, SeekOp):
+            track = of(op.partition).consumers[op.process]
+            if track.runs[-1]:
+                track.runs.append([])
+            continue
+        for partition in set(op.reads) | set(op.high_watermarks) | set(op.log_starts):
+            _add_poll(of(partition), op, partition)
+    return facts
+
+
+def _consumer_order(op: PollOp | SeekOp) -> float:
+    """Polls in the order the consumer made them (a consumer makes one at a time)."""
+    return op.at_s if isinstance(op, SeekOp) else op.invoke_s
+
+
+def _add_send(facts: PartitionFacts, op: SendOp) -> None:
+    if op.outcome == "ok":
+        assert op.offset is not None, f"acknowledged send of {op.value} without an offset"
+        facts.acked[op.value] = op.offset
+        facts.offset_values[op.offset].add(op.value)
+    elif op.outcome == "failed":
+        facts.failed.add(op.value)
+    else:
+        facts.unknown.add(op.value)
+
+
+def _add_poll(facts: PartitionFacts, op: PollOp, partition: int) -> None:
+    track = facts.consumers[op.process]
+    reads = op.reads.get(partition, [])
+    hw = op.high_watermarks.get(partition)
+    if hw is not None:
+        track.high_watermarks.append((op.complete_s, hw))
+        facts.reads_above_hw.extend((op.process, offset, hw) for offset, _ in reads if offset >= hw)
+    if partition in op.log_starts:
+        track.log_starts.append((op.complete_s, op.log_starts[partition]))
+    track.runs[-1].extend(reads)
+    for offset, value in reads:
+        facts.polled.setdefault(value, offset)
+    _observe(facts, reads)
+
+
+def _observe(facts: PartitionFacts, reads: list[Read]) -> None:
+    for offset, value in reads:
+        facts.read_values[value].add(offset)
+        facts.offset_values[offset].add(value)

@@ -1,0 +1,247 @@
+"""Carries out a fault schedule against a ChaosCluster: resolves each step's role to real
+processes or links, applies the fault, heals it when its time is up and records it.
+
+Process faults: ``kill`` (SIGKILL, healed by a restart), ``pause`` (SIGSTOP, healed by
+SIGCONT), ``graceful-restart`` (SIGTERM, then start again), ``rolling-restart`` (each
+broker in turn, waiting for full ISRs in between), ``kill-leaders-in-turn`` (the leader, then
+each successor, with replication slowed: the KIP-101 sequence). Network faults: ``toxic`` (a Toxiproxy
+toxic on the target links) and ``cut`` (the links' proxies disabled).
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Callable
+
+from chaos.chaos_cluster import ChaosCluster
+from chaos.history import FaultOp, History
+from chaos.network import client_link, controller_link, replication_link
+from chaos.schedule import FaultStep
+from chaos.workload.final_read import wait_for_leaders
+from chaos.workload.settings import WorkloadSettings
+from cli.local_cluster import Node, wait_for
+from data_plane.client import Admin, KraftlogError
+from metadata_quorum.controller_client import ControllerClient, ControllerError
+
+Heal = Callable[[], None]
+FAULTS = ("kill", "pause", "graceful-restart", "rolling-restart", "toxic", "cut", "kill-leaders-in-turn")
+PROCESS_ROLES = ("leader", "follower", "broker", "all-brokers", "active-controller", "controller-majority")
+LINK_ROLES = ("replication-links", "client-links", "leader-controller-links", "leader-client-link", "follower-replication-link")
+ROLLING_RESTART_READY_S = 30.0
+
+
+class Nemesis(threading.Thread):
+    """Runs the steps in time order on its own thread; ``heal_everything`` undoes all."""
+
+    def __init__(self, cluster: ChaosCluster, steps: list[FaultStep], workload: WorkloadSettings, history: History) -> None:
+        super().__init__(name="nemesis", daemon=True)
+        self.cluster = cluster
+        self.steps = steps
+        self.workload = workload
+        self.history = history
+        self.stopping = threading.Event()
+        self.current = ""  # the fault in force, for progress lines
+        self.error: BaseException | None = None
+        self._paused: set[str] = set()
+        self._pick = 0  # the running step's pick
+        self._faults = {
+            "kill": self._kill,
+            "pause": self._pause,
+            "graceful-restart": self._graceful_restart,
+            "rolling-restart": self._rolling_restart,
+            "toxic": self._toxic,
+            "cut": self._cut,
+            "kill-leaders-in-turn": self._kill_leaders_in_turn,
+        }
+        assert tuple(self._faults) == FAULTS
+
+    def run(self) -> None:
+        try:
+            for step in self.steps:
+                if self.stopping.wait(max(step.at_s - self.history.now(), 0)):
+                    return
+                self._run_step(step)
+        except BaseException as error:  # a harness bug: the runner re-raises it after joining
+            self.error = error
+            raise
+
+    def _run_step(self, step: FaultStep) -> None:
+        started = self.history.now()
+        self._pick = step.pick
+        try:
+            targets = self._resolve(step.role, step.pick)
+        except (KraftlogError, ControllerError, TimeoutError) as error:
+            self.history.add(FaultOp(step.fault, step.role, started, started, f"skipped: no {step.role} ({error})"))
+            return
+        detail = ", ".join(f"{k}={v}" for k, v in sorted(step.params.items()))
+        self.current = f"{step.fault} {', '.join(targets)}"
+        heal = self._faults[step.fault](targets, step.params)
+        self.stopping.wait(max(step.end_s - self.history.now(), 0))
+        heal()
+        self.current = ""
+        self.history.add(FaultOp(step.fault, ", ".join(targets), started, self.history.now(), detail))
+
+    # ------------------------------------------------------------------ targets
+
+    def _resolve(self, role: str, pick: int) -> list[str]:
+        """Node names (``broker-2``, ``controller-1``) or link names for a role."""
+        assert role in PROCESS_ROLES + LINK_ROLES, f"unknown role {role}"
+        brokers = [b.node_id for b in self.cluster.brokers]
+        if role == "broker":
+            return [f"broker-{brokers[pick % len(brokers)]}"]
+        if role == "all-brokers":
+            return [f"broker-{b}" for b in brokers]
+        if role in ("active-controller", "controller-majority"):
+            return self._controllers(role, pick)
+        if role in ("replication-links", "client-links"):
+            return self.cluster.network.links(role.split("-")[0] + "-")
+        leader, followers = self._leadership(pick)
+        follower = followers[pick % len(followers)] if followers else leader
+        by_role = {
+            "leader": [f"broker-{leader}"],
+            "follower": [f"broker-{follower}"],
+            "leader-controller-links": [controller_link(leader, c.node_id) for c in self.cluster.controllers],
+            "leader-client-link": [client_link(leader)],
+            "follower-replication-link": [replication_link(follower, leader)],
+        }
+        return by_role[role]
+
+    def _leadership(self, pick: int) -> tuple[int, list[int]]:
+        """(leader, sorted followers) of the partition ``pick`` chooses."""
+        partition = pick % self.workload.partitions
+        with Admin(self.cluster.client_bootstrap, request_timeout_ms=3_000) as admin:
+            described = admin.describe_topics([self.workload.topic])[self.workload.topic].partitions[partition]
+        if described.leader < 0:
+            raise KraftlogError("LEADER_NOT_AVAILABLE", f"partition {partition} has no leader")
+        return described.leader, sorted(r for r in described.replicas if r != described.leader)
+
+    def _controllers(self, role: str, pick: int) -> list[str]:
+        with ControllerClient(",".join(c.address for c in self.cluster.controllers), timeout_s=3.0) as client:
+            members = client.describe_quorum()
+        leaders = [m.controller_id for m in members if m.state == "leader"]
+        if not leaders:
+            raise ControllerError(0, "no active controller")
+        if role == "active-controller":
+            return [f"controller-{leaders[0]}"]
+        others = sorted(m.controller_id for m in members if m.controller_id != leaders[0])
+        majority = len(members) // 2 + 1
+        start = pick % len(others)
+        chosen = [leaders[0]] + (others[start:] + others[:start])[: majority - 1]
+        return [f"controller-{c}" for c in sorted(chosen)]
+
+    def _node(self, name: str) -> Node:
+        role, _, node_id = name.rpartition("-")
+        return self.cluster.node(role, int(node_id))
+
+    # ------------------------------------------------------------------ faults
+
+    def _kill(self, targets: list[str], params: dict) -> Heal:
+        nodes = [self._node(t) for t in targets]
+        for node in nodes:
+            self.cluster.kill(node)
+        return lambda: self._start_stopped(nodes)
+
+    def _start_stopped(self, nodes: list[Node]) -> None:
+        for node in nodes:
+            if not self.cluster.is_running(node):
+                self.cluster.start_node(node)
+
+    def _pause(self, targets: list[str], params: dict) -> Heal:
+        for name in targets:
+            self.cluster.signal(self._node(name), signal.SIGSTOP)
+            self._paused.add(name)
+        return lambda: self._resume(targets)
+
+    def _resume(self, targets: list[str]) -> None:
+        for name in targets:
+            self.cluster.signal(self._node(name), signal.SIGCONT)
+            self._paused.discard(name)
+
+    def _graceful_restart(self, targets: list[str], params: dict) -> Heal:
+        for name in targets:
+            node = self._node(name)
+            self.cluster.stop_node(node)
+            self.cluster.start_node(node)
+        return lambda: None
+
+    def _rolling_restart(self, targets: list[str], params: dict) -> Heal:
+        for broker in self.cluster.brokers:
+            self.cluster.stop_node(broker)
+            self.cluster.start_node(broker)
+            try:
+                wait_for_leaders(self.cluster.client_bootstrap, self.workload, ROLLING_RESTART_READY_S)
+            except TimeoutError:
+                pass  # the checker judges the result; the schedule goes on
+        return lambda: None
+
+    def _kill_leaders_in_turn(self, targets: list[str], params: dict) -> Heal:
+        """Slows every replication link, lets followers fall behind, then kills the leader and
+        each new leader as soon as metadata names it (``kills`` leaders in all), and keeps them
+        down until a survivor leads: the sequence that loses acknowledged writes when a new follower truncates to its HW (KIP-101) or
+        when acks=all is answered before followers have the batch."""
+        network = self.cluster.network
+        latency = {"latency": params["replication_latency_ms"], "jitter": 0}
+        slowed = [(link, network.add_toxic(link, "latency", latency)) for link in network.links("replication-")]
+        self.stopping.wait(params["lag_build_up_s"])  # let followers fall behind under load
+        killed: list[Node] = []
+        for _ in range(params["kills"]):
+            leader = self._node(targets[0]) if not killed else self._await_new_leader(killed)
+            if leader is None:
+                break
+            self.cluster.kill(leader)
+            killed.append(leader)
+        self._await_new_leader(killed)  # the killed stay down until a survivor leads
+        targets[:] = [n.name for n in killed]
+
+        def heal() -> None:
+            for link, name in slowed:
+                network.remove_toxic(link, name)
+            self._start_stopped(killed)
+
+        return heal
+
+    def _await_new_leader(self, killed: list[Node]) -> Node | None:
+        """The broker metadata names as the chosen partition's leader once it is none of
+        ``killed``; None when no new leader appears within the session timeout and a bit."""
+        dead = {n.node_id for n in killed}
+
+        def new_leader() -> int | None:
+            leader, _ = self._leadership(self._pick)
+            return leader if leader not in dead else None
+
+        try:
+            leader_id = wait_for(new_leader, self.cluster.settings.session_timeout_ms / 1000 + 5, "a new leader")
+        except TimeoutError:
+            return None
+        return self.cluster.node("broker", int(leader_id))
+
+    def _toxic(self, targets: list[str], params: dict) -> Heal:
+        network = self.cluster.network
+        toxic = dict(params)
+        kind, stream, attributes = toxic.pop("type"), toxic.pop("stream", "downstream"), toxic
+        added = [(link, network.add_toxic(link, kind, attributes, stream)) for link in targets]
+
+        def heal() -> None:
+            for link, name in added:
+                network.remove_toxic(link, name)
+
+        return heal
+
+    def _cut(self, targets: list[str], params: dict) -> Heal:
+        for link in targets:
+            self.cluster.network.cut(link)
+
+        def heal() -> None:
+            for link in targets:
+                self.cluster.network.restore(link)
+
+        return heal
+
+    # ------------------------------------------------------------------ healing
+
+    def heal_everything(self) -> None:
+        """No toxics, every link up, every process running and resumed."""
+        self.cluster.network.heal_all()
+        self._resume(sorted(self._paused))
+        self._start_stopped(self.cluster.nodes)

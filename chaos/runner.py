@@ -1,0 +1,187 @@
+"""Runs one scenario end to end: cluster and proxies up, workload and faults, heal, final
+read, replica comparison, check, report.
+
+Phases, in order (the history records what happened in each):
+1. a fresh local cluster behind Toxiproxy (or, with ``bootstrap``, an existing cluster and
+   no faults), and the RF=3, min.insync.replicas=2 topic;
+2. the workload, with the nemesis running the seeded schedule for ``duration_s``;
+3. every fault healed, then ``recovery_s`` more of workload so retries settle;
+4. the final read of every partition, each replica's log (DescribeLogs, then the segment
+   files of the stopped brokers), the checker and the report files.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from chaos.chaos_cluster import ChaosCluster
+from chaos.checker import CheckResult, check
+from chaos.history import History, PollOp, ReplicaOp, SendOp
+from chaos.nemesis import Nemesis
+from chaos.network import Network
+from chaos.replica_logs import describe_replicas, read_replica_files
+from chaos.report import summary, write_report
+from chaos.scenarios import Scenario
+from chaos.schedule import FaultStep, generate
+from chaos.toxiproxy import start_toxiproxy
+from chaos.workload import Workload, WorkloadSettings
+from chaos.workload.final_read import final_reads, wait_for_leaders
+from cli.local_cluster import wait_for
+from data_plane.client import Admin
+
+READY_S = 60.0
+FINAL_READ_S = 30.0
+CONVERGE_S = 20.0
+PROGRESS_EVERY_S = 2.0
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    scenario: Scenario
+    duration_s: float
+    seed: int
+    report_dir: Path
+    workload: WorkloadSettings = WorkloadSettings()
+    bootstrap: str | None = None  # an existing cluster: workload only, no faults
+    recovery_s: float = 5.0
+    progress: Callable[[str], None] = field(default=print)
+
+
+@dataclass
+class RunResult:
+    result: CheckResult
+    report: Path
+    summary: str
+    steps: list[FaultStep]
+    expected: frozenset[str]  # the scenario's expected anomalies (unsafe- scenarios only)
+
+    @property
+    def expected_found(self) -> set[str]:
+        """Anomaly kinds found among those an unsafe scenario is expected to cause."""
+        return set(self.result.by_kind) & self.expected
+
+
+def schedule_for(options: RunOptions) -> list[FaultStep]:
+    """The run's fault steps: none against someone else's cluster."""
+    return [] if options.bootstrap else generate(options.scenario.specs, options.seed, options.duration_s)
+
+
+def run(options: RunOptions) -> RunResult:
+    """Runs the scenario and writes its report; the verdict is in the result."""
+    steps = schedule_for(options)
+    options.report_dir.mkdir(parents=True, exist_ok=True)
+    with ExitStack() as stack:
+        if options.bootstrap:
+            bootstrap, cluster = options.bootstrap, None
+        else:
+            cluster = stack.enter_context(_local_cluster(options))
+            bootstrap = cluster.client_bootstrap
+        _create_topic(bootstrap, options.workload)
+        history = History()  # time 0: the workload starts, the schedule's clock with it
+        options.progress(f"topic {options.workload.topic} ready; {len(steps)} fault steps over {options.duration_s:.0f}s (seed {options.seed})")
+        workload = Workload(bootstrap, options.workload, history)
+        nemesis = Nemesis(cluster, steps, options.workload, history) if cluster else None
+        workload.start()
+        if nemesis:
+            nemesis.start()
+        _report_progress(options, history, nemesis, options.duration_s)
+        if nemesis:
+            nemesis.stopping.set()
+            nemesis.join()
+            nemesis.heal_everything()
+            options.progress("faults healed; letting the workload recover")
+        _report_progress(options, history, nemesis, options.duration_s + options.recovery_s)
+        workload.stop()
+        if nemesis and nemesis.error is not None:
+            raise RuntimeError(f"the nemesis failed: {nemesis.error!r}") from nemesis.error
+        _read_back(options, bootstrap, cluster, history)
+    result = check(history.ops)
+    title = f"kraftlog chaos: {options.scenario.name}, seed {options.seed}, {options.duration_s:.0f}s"
+    info = {
+        "scenario": options.scenario.name,
+        "seed": options.seed,
+        "duration_s": options.duration_s,
+        "bootstrap": options.bootstrap,
+        "workload": asdict(options.workload),
+        "cluster": asdict(options.scenario.cluster),
+        "expected_anomalies": sorted(options.scenario.expected),
+        "steps": [asdict(s) for s in steps],
+    }
+    report = write_report(options.report_dir, title, info, history, result)
+    return RunResult(result, report, summary(title, result), steps, options.scenario.expected)
+
+
+@contextmanager
+def _local_cluster(options: RunOptions) -> Iterator[ChaosCluster]:
+    """Toxiproxy and a ChaosCluster for the run; every process stopped on the way out."""
+    scenario = options.scenario
+    missing = ChaosCluster.missing_flags(scenario.cluster, scenario.needs_proxied_clients)
+    if missing:
+        raise ValueError(f"scenario {scenario.name} needs broker flags this broker lacks: {', '.join(missing)}")
+    directory = options.report_dir
+    with open(directory / "toxiproxy.log", "ab") as log, start_toxiproxy(log_file=log) as proxy:
+        cluster = ChaosCluster.build(directory / "cluster", scenario.cluster, Network(proxy))
+        options.progress(f"starting {len(cluster.controllers)} controllers and {len(cluster.brokers)} brokers in {directory / 'cluster'}")
+        try:
+            cluster.start_and_wait(READY_S)
+            yield cluster
+        finally:
+            for node in cluster.nodes:
+                cluster.kill(node)
+
+
+def _create_topic(bootstrap: str, settings: WorkloadSettings) -> None:
+    with Admin(bootstrap) as admin:
+        admin.create_topics([(settings.topic, settings.partitions, settings.replication_factor)], settings.topic_configs())
+    wait_for_leaders(bootstrap, settings, READY_S)
+
+
+def _report_progress(options: RunOptions, history: History, nemesis: Nemesis | None, until_s: float) -> None:
+    """Prints counts every PROGRESS_EVERY_S until the run's clock reaches ``until_s``."""
+    while history.now() < until_s:
+        time.sleep(min(PROGRESS_EVERY_S, max(until_s - history.now(), 0)))  # a progress ticker: nothing waits on it
+        ops = history.ops
+        sends = [op for op in ops if isinstance(op, SendOp)]
+        outcomes = {o: sum(1 for s in sends if s.outcome == o) for o in ("ok", "failed", "unknown")}
+        polled = sum(len(r) for op in ops if isinstance(op, PollOp) for r in op.reads.values())
+        fault = f" | {nemesis.current}" if nemesis and nemesis.current else ""
+        options.progress(f"[{history.now():6.1f}s] acked {outcomes['ok']} failed {outcomes['failed']} unknown {outcomes['unknown']} polled {polled}{fault}")
+
+
+def _read_back(options: RunOptions, bootstrap: str, cluster: ChaosCluster | None, history: History) -> None:
+    """The final read and the replicas' logs, into the history."""
+    settings = options.workload
+    try:
+        wait_for_leaders(bootstrap, settings, READY_S)
+    except TimeoutError as error:
+        options.progress(f"warning: {error}; reading what is there")
+    for op in final_reads(bootstrap, settings, history, FINAL_READ_S):
+        history.add(op)
+    replicas = _converged_replicas(bootstrap, settings.topic, history)
+    if cluster is not None:
+        cluster.stop()
+        replicas = read_replica_files(replicas, {b.node_id: cluster.data_dir / b.name for b in cluster.brokers}, settings.topic)
+    for op in replicas:
+        history.add(op)
+    options.progress(f"final read and {len(replicas)} replica logs taken")
+
+
+def _converged_replicas(bootstrap: str, topic: str, history: History) -> list[ReplicaOp]:
+    """Replica states once every replica of each partition reports the same HW and log end
+    (or whatever they report when CONVERGE_S runs out: the checker compares what it can)."""
+
+    def converged() -> list[ReplicaOp] | None:
+        replicas = describe_replicas(bootstrap, topic, history)
+        ends: dict[int, set[tuple[int, int]]] = {}
+        for r in replicas:
+            ends.setdefault(r.partition, set()).add((r.high_watermark, r.log_end))
+        return replicas if all(len(e) == 1 for e in ends.values()) else None
+
+    try:
+        return wait_for(converged, CONVERGE_S, "replicas to agree on HW and log end", interval_s=0.5)
+    except TimeoutError:
+        return describe_replicas(bootstrap, topic, history)

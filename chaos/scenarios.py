@@ -1,0 +1,116 @@
+"""The catalogue of scenarios: which faults, on whom, and, for the ``unsafe-`` negative
+controls, which broken broker behaviour runs and which anomalies it must cause.
+
+Timings assume the chaos cluster's short timeouts (session 3 s, replica lag 3 s): a
+"zombie" pause must outlast the session timeout, a slow follower the replica lag time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from chaos.chaos_cluster import ClusterSettings
+from chaos.schedule import FaultSpec
+
+SESSION_S = ClusterSettings().session_timeout_ms / 1000
+LAG_S = ClusterSettings().replica_lag_time_max_ms / 1000
+PROXIED_CLIENT_ROLES = ("replication-links", "client-links", "leader-client-link", "follower-replication-link")
+WRITE_LOSS = frozenset({"lost-write", "unseen", "inconsistent-offsets", "replicas-differ"})
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A named fault mix. ``expected`` is empty for scenarios a correct cluster passes, and
+    for ``unsafe-`` ones the anomalies of which at least one must be found."""
+
+    name: str
+    description: str
+    specs: list[FaultSpec]
+    cluster: ClusterSettings = ClusterSettings()
+    expected: frozenset[str] = field(default_factory=frozenset)
+
+    @property
+    def needs_proxied_clients(self) -> bool:
+        """Whether a fault acts on client or replication links (which need broker flags)."""
+        return any(s.role in PROXIED_CLIENT_ROLES or s.params.get("replication_latency_ms") for s in self.specs)
+
+
+def _toxic(role: str, duration_s: tuple[float, float], gap_s: tuple[float, float], **params: object) -> FaultSpec:
+    return FaultSpec("toxic", role, duration_s, gap_s, dict(params))
+
+
+# Replication responses delayed 2.5 s: a follower's HW trails the leader's by that much of
+# acknowledged data, and a follower that truncated cannot refetch before the next kill.
+# Slow followers must stay in the ISR (or killing the leader leaves the partition offline).
+_KIP101 = {"kills": 2, "replication_latency_ms": 2500, "lag_build_up_s": 4.0}
+_KIP101_LAG_MS = 30_000
+_ZOMBIE = FaultSpec("pause", "leader", (SESSION_S + 1.5, SESSION_S + 3), (4, 7))
+_SAFE: list[Scenario] = [
+    Scenario("leader-kill-loop", "SIGKILL a partition leader, restart it, again and again", [FaultSpec("kill", "leader", (1, 4), (3, 6))]),
+    Scenario("follower-kill", "SIGKILL a follower, restart it", [FaultSpec("kill", "follower", (2, 6), (3, 6))]),
+    Scenario("controller-kill", "SIGKILL the active controller, restart it", [FaultSpec("kill", "active-controller", (2, 5), (3, 6))]),
+    Scenario("zombie-leader", "SIGSTOP a leader past the session timeout so it is replaced, then SIGCONT it", [_ZOMBIE]),
+    Scenario("short-pause", "SIGSTOP a leader for less than the session timeout", [FaultSpec("pause", "leader", (0.5, SESSION_S - 1), (2, 5))]),
+    Scenario(
+        "leader-isolated-from-controller",
+        "cut a leader's links to every controller (clients and followers still reach it) past the session timeout",
+        [FaultSpec("cut", "leader-controller-links", (SESSION_S + 2, SESSION_S + 4), (4, 7))],
+    ),
+    Scenario(
+        "slow-follower",
+        "slow one follower's replication link (latency with jitter, or a bandwidth cap) past the replica lag time: it leaves the ISR and rejoins",
+        [
+            _toxic("follower-replication-link", (LAG_S + 2, LAG_S + 5), (5, 8), type="latency", latency=400, jitter=200),
+            _toxic("follower-replication-link", (LAG_S + 2, LAG_S + 5), (5, 8), type="bandwidth", rate=8),
+        ],
+    ),
+    Scenario(
+        "flapping-replication",
+        "reset every replication connection now and then (reset_peer), or cut them briefly",
+        [
+            _toxic("replication-links", (0.5, 2), (0.5, 2), type="reset_peer", timeout=200),
+            FaultSpec("cut", "replication-links", (0.3, 1.5), (1, 3)),
+        ],
+    ),
+    Scenario(
+        "client-network",
+        "clients' link to a leader: latency, slicing, slow close, stalls, byte limits and bandwidth caps",
+        [
+            _toxic("leader-client-link", (2, 5), (2, 4), type="latency", latency=300, jitter=150),
+            _toxic("leader-client-link", (2, 5), (2, 4), type="slicer", average_size=64, size_variation=32, delay=200),
+            _toxic("leader-client-link", (2, 5), (2, 4), type="slow_close", delay=1000),
+            _toxic("leader-client-link", (1, 3), (2, 4), type="timeout", timeout=500),
+            _toxic("leader-client-link", (2, 5), (2, 4), type="limit_data", bytes=4096),
+            _toxic("leader-client-link", (2, 5), (2, 4), type="bandwidth", rate=16, stream="upstream"),
+        ],
+    ),
+    Scenario("rolling-restart", "restart every broker in turn (SIGTERM: controlled shutdown), waiting for full ISRs", [FaultSpec("rolling-restart", "all-brokers", (0.1, 0.2), (5, 10))]),
+    Scenario("graceful-restart", "restart one broker with SIGTERM (controlled shutdown)", [FaultSpec("graceful-restart", "broker", (0.1, 0.2), (3, 6))]),
+    Scenario("all-brokers-killed", "SIGKILL every broker at once, restart them all", [FaultSpec("kill", "all-brokers", (1, 4), (6, 10))]),
+    Scenario("quorum-loss", "SIGKILL a majority of controllers (the active one included), restore them", [FaultSpec("kill", "controller-majority", (3, 8), (5, 8))]),
+]
+_MIX = Scenario("mix", "a random mix of every fault above", [spec for s in _SAFE for spec in s.specs])
+_UNSAFE: list[Scenario] = [
+    Scenario(
+        "unsafe-truncate-to-hw",
+        "brokers truncate to their HW on becoming follower (pre-KIP-101); replication slowed, then the leader and its successor killed in turn",
+        [FaultSpec("kill-leaders-in-turn", "leader", (6, 8), (6, 9), _KIP101)],
+        ClusterSettings(unsafe="truncate-to-hw", replica_lag_time_max_ms=_KIP101_LAG_MS),
+        WRITE_LOSS,
+    ),
+    Scenario(
+        "unsafe-ack-before-replication",
+        "acks=all answered after the leader's own append; replication slowed, then the leader killed",
+        [FaultSpec("kill-leaders-in-turn", "leader", (6, 8), (6, 9), {**_KIP101, "kills": 1})],
+        ClusterSettings(unsafe="ack-before-replication", replica_lag_time_max_ms=_KIP101_LAG_MS),
+        WRITE_LOSS,
+    ),
+    Scenario(
+        "unsafe-skip-epoch-fencing",
+        "leader-epoch checks skipped (stale replication answers applied, stale epochs served); leaders paused past the session timeout come back as zombies, or are killed with replication answers in flight",
+        [_ZOMBIE, FaultSpec("kill-leaders-in-turn", "leader", (6, 8), (6, 9), {**_KIP101, "kills": 1})],
+        ClusterSettings(unsafe="skip-epoch-fencing", replica_lag_time_max_ms=_KIP101_LAG_MS),
+        WRITE_LOSS | {"duplicate", "hw-backwards", "non-monotonic-poll", "read-above-hw"},
+    ),
+]
+SCENARIOS: dict[str, Scenario] = {s.name: s for s in [*_SAFE, _MIX, *_UNSAFE]}

@@ -1,0 +1,176 @@
+"""The checker on synthetic histories: each anomaly kind has a negative control (a history
+with that one fault, which must be caught) and the clean histories must pass.
+
+A checker that has never caught anything proves nothing, so every kind in
+``chaos.checker.KINDS`` must appear in NEGATIVE_CONTROLS.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from chaos.checker import KINDS, check
+from chaos.history import FinalReadOp, History, PollOp, ReplicaOp, SeekOp, SendOp
+from tests.chaos.histories import VALUES, clean_history, poll, replace_ops, with_final_reads
+
+LOG = list(enumerate(VALUES))
+
+
+def _two_polls(first: list, second: list, hw_first: int = 3, hw_second: int = 6) -> list:
+    """The clean history with the consumer's two polls replaced."""
+    ops = [op for op in clean_history() if not isinstance(op, PollOp)]
+    return ops + [poll(0, first, hw_first, 3.0), poll(0, second, hw_second, 7.0)]
+
+
+def _lost_acked():
+    return with_final_reads(clean_history(), [r for r in LOG if r[0] != 2])
+
+
+def _lost_polled():
+    ops = replace_ops(clean_history(), SendOp, lambda op: replace(op, outcome="unknown", offset=None), lambda op: op.value == "v4")
+    return with_final_reads(ops, [r for r in LOG if r[0] != 4])
+
+
+def _unseen():
+    return with_final_reads(clean_history(), LOG[:4], high_watermark=4)
+
+
+def _duplicate():
+    return with_final_reads(clean_history(), LOG + [(6, "v1")], high_watermark=7)
+
+
+def _inconsistent():
+    ops = replace_ops(clean_history(), SendOp, lambda op: replace(op, outcome="unknown", offset=None), lambda op: op.value == "v2")
+    return ops + [poll(0, [(2, "w")], hw=3, at=4.0, process="consumer-1")]
+
+
+def _non_monotonic():
+    return _two_polls(LOG[:3], LOG[2:])
+
+
+def _skipping():
+    return _two_polls(LOG[:3], LOG[4:])
+
+
+def _aborted():
+    return replace_ops(clean_history(), SendOp, lambda op: replace(op, outcome="failed", offset=None), lambda op: op.value == "v5")
+
+
+def _replicas_differ():
+    diverged = LOG[:4] + [(4, "zz"), (5, "v5")]
+    return replace_ops(clean_history(), ReplicaOp, lambda op: replace(op, reads=diverged), lambda op: op.broker == 3)
+
+
+def _hw_backwards():
+    return clean_history() + [poll(0, [], hw=4, at=8.0)]
+
+
+def _log_start_backwards():
+    ops = [op for op in clean_history() if not isinstance(op, PollOp)]
+    return ops + [poll(0, LOG[:3], 3, 3.0, log_start=2), poll(0, LOG[3:], 6, 7.0, log_start=1)]
+
+
+def _read_above_hw():
+    return _two_polls(LOG[:3], LOG[3:], hw_first=2)
+
+
+def _final_read_above_hw():
+    return replace_ops(clean_history(), FinalReadOp, lambda op: replace(op, high_watermark=5))
+
+
+NEGATIVE_CONTROLS = {
+    "lost-write": [_lost_acked, _lost_polled],
+    "unseen": [_unseen],
+    "duplicate": [_duplicate],
+    "inconsistent-offsets": [_inconsistent],
+    "non-monotonic-poll": [_non_monotonic],
+    "skipping-poll": [_skipping],
+    "aborted-read": [_aborted],
+    "replicas-differ": [_replicas_differ],
+    "hw-backwards": [_hw_backwards],
+    "log-start-backwards": [_log_start_backwards],
+    "read-above-hw": [_read_above_hw, _final_read_above_hw],
+}
+
+
+def test_every_kind_has_a_negative_control() -> None:
+    assert set(NEGATIVE_CONTROLS) == set(KINDS)
+
+
+@pytest.mark.parametrize(
+    "kind, build", [(kind, build) for kind, builds in NEGATIVE_CONTROLS.items() for build in builds], ids=lambda x: getattr(x, "__name__", x)
+)
+def test_negative_control_is_caught(kind: str, build) -> None:
+    result = check(build())
+    assert not result.valid
+    assert kind in result.by_kind, f"{kind} not caught; found {list(result.by_kind)}"
+
+
+def _seek_then_reread():
+    ops = _two_polls(LOG[:3], LOG[3:])
+    return ops + [SeekOp("consumer-0", 0, 1, 7.5), poll(0, LOG[1:4], hw=6, at=8.0)]
+
+
+def _unknown_write_missing():
+    extra = SendOp("producer-1", 0, "maybe", 2.0, 8.0, "unknown")
+    return clean_history() + [extra]
+
+
+def _failed_write_unread():
+    return clean_history() + [SendOp("producer-1", 0, "nope", 2.0, 2.5, "failed", error="NOT_ENOUGH_REPLICAS")]
+
+
+def _replicas_with_different_hws():
+    return replace_ops(clean_history(), ReplicaOp, lambda op: replace(op, high_watermark=4, reads=LOG[:4] + [(4, "tail")]), lambda op: op.broker == 2)
+
+
+def _incomplete_final_read():
+    ops = clean_history() + [SendOp("producer-0", 0, "v6", 8.0, 8.5, "ok", offset=6)]
+    return with_final_reads(ops, LOG, high_watermark=7, complete=False)
+
+
+def _checksums_agree():
+    return replace_ops(clean_history(), ReplicaOp, lambda op: replace(op, reads=None, checksum=0xABC))
+
+
+def _two_partitions():
+    return clean_history(0) + clean_history(1)
+
+
+CLEAN = [clean_history, _seek_then_reread, _unknown_write_missing, _failed_write_unread, _replicas_with_different_hws, _checksums_agree, _two_partitions]
+
+
+@pytest.mark.parametrize("build", CLEAN, ids=lambda b: b.__name__)
+def test_clean_history_passes(build) -> None:
+    result = check(build())
+    assert result.valid, [a.message for a in result.anomalies]
+
+
+def test_incomplete_final_read_reports_unseen_not_lost() -> None:
+    result = check(_incomplete_final_read())
+    assert list(result.by_kind) == ["unseen"]
+    assert result.incomplete_final_reads == [0]
+
+
+def test_checksums_that_differ_are_caught() -> None:
+    ops = replace_ops(_checksums_agree(), ReplicaOp, lambda op: replace(op, checksum=0xDEF), lambda op: op.broker == 1)
+    assert [a.kind for a in check(ops).anomalies] == ["replicas-differ"] * 2
+
+
+def test_report_counts_and_examples() -> None:
+    report = check(_lost_acked()).to_json()
+    assert report["valid"] is False
+    assert report["anomaly_counts"] == {"lost-write": 1}
+    assert report["anomalies"]["lost-write"][0]["offset"] == 2
+    assert report["counts"]["send_ok"] == 6
+
+
+def test_history_round_trips_through_json(tmp_path) -> None:
+    ops = _lost_polled() + [SendOp("producer-1", 1, "x", 1.0, 2.0, "failed", error="E")]
+    History(ops).save(tmp_path / "history.jsonl")
+    loaded = History.load(tmp_path / "history.jsonl").ops
+    assert loaded == ops
+    assert check(loaded).to_json() == check(ops).to_json()
+

@@ -1,0 +1,46 @@
+"""Seeded schedules are replayable and fit the run; every scenario uses faults and roles the
+nemesis knows."""
+
+from __future__ import annotations
+
+import pytest
+
+from chaos.nemesis import FAULTS, LINK_ROLES, PROCESS_ROLES
+from chaos.scenarios import SCENARIOS
+from chaos.schedule import FaultSpec, generate
+from chaos.workload.producer_worker import outcome_of
+from data_plane.client import KraftlogError
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_same_seed_same_schedule(name: str) -> None:
+    specs = SCENARIOS[name].specs
+    first = generate(specs, seed=7, duration_s=120)
+    assert first == generate(specs, seed=7, duration_s=120)
+    assert first, f"{name} schedules nothing in 120 s"
+    assert all(0 < s.at_s and s.end_s <= 120 for s in first)
+    assert all(b.at_s >= a.end_s for a, b in zip(first, first[1:])), "steps overlap"
+
+
+def test_different_seeds_differ() -> None:
+    specs = SCENARIOS["mix"].specs
+    assert generate(specs, 1, 300) != generate(specs, 2, 300)
+
+
+def test_a_step_that_does_not_fit_is_left_out() -> None:
+    assert generate([FaultSpec("kill", "leader", (10, 10), (1, 1))], seed=0, duration_s=11) == []
+
+
+def test_scenarios_use_known_faults_and_roles() -> None:
+    for scenario in SCENARIOS.values():
+        for spec in scenario.specs:
+            assert spec.fault in FAULTS, (scenario.name, spec.fault)
+            assert spec.role in PROCESS_ROLES + LINK_ROLES, (scenario.name, spec.role)
+    assert {n for n in SCENARIOS if n.startswith("unsafe-")} == {n for n, s in SCENARIOS.items() if s.expected}
+
+
+def test_only_a_single_attempt_refused_before_append_is_a_definite_failure() -> None:
+    refused = KraftlogError("NOT_ENOUGH_REPLICAS")
+    assert outcome_of(refused, single_attempt=True) == "failed"
+    assert outcome_of(refused, single_attempt=False) == "unknown"
+    assert outcome_of(KraftlogError("REQUEST_TIMED_OUT"), single_attempt=True) == "unknown"
+    assert outcome_of(KraftlogError("NOT_LEADER_OR_FOLLOWER"), single_attempt=True) == "unknown"
