@@ -23,7 +23,7 @@ from grpc_reflection.v1alpha import reflection
 from metadata_quorum.active_controller import DEFAULT_LEADER_IMBALANCE_CHECK_INTERVAL_S, ActiveController
 from metadata_quorum.broker_heartbeats import DEFAULT_SESSION_TIMEOUT_MS
 from metadata_quorum.controller_service import ControllerService
-from metadata_quorum.endpoints import Voter, parse_quorum
+from metadata_quorum.endpoints import Voter, parse_address_overrides, parse_quorum
 from metadata_quorum.raft_node import ControllerRaftNode
 from proto import controller_pb2, controller_pb2_grpc
 
@@ -55,6 +55,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--password", default=None, help=f"encrypt and authenticate Raft traffic (or set {PASSWORD_ENV}); all voters must agree")
     parser.add_argument("--cluster-id", default=None, help="cluster id reported to brokers (default: derived from --quorum)")
+    parser.add_argument("--raft-peer-address", action="append", default=[], metavar="ID=HOST:PORT",
+                        help="reach voter ID's Raft port here instead of its quorum address (repeatable; e.g. a proxy on that link)")
     parser.add_argument("--log-format", choices=["json", "console"], default="console")
 
 
@@ -93,7 +95,11 @@ async def serve(args: argparse.Namespace) -> None:
     server = grpc.aio.server(options=[("grpc.max_send_message_length", MESSAGE_BYTES_MAX), ("grpc.max_receive_message_length", MESSAGE_BYTES_MAX), ("grpc.so_reuseport", 0)])
     if server.add_insecure_port(me.grpc_address) == 0:
         raise SystemExit(f"kraftlog controller: cannot listen on {me.grpc_address}: is another process using the port?")
-    node = ControllerRaftNode(me, voters, args.data_dir, cluster_id, password, loop)
+    try:
+        raft_routes = parse_address_overrides(args.raft_peer_address, "--raft-peer-address")
+    except ValueError as exc:
+        raise SystemExit(f"kraftlog controller: {exc}") from None
+    node = ControllerRaftNode(me, voters, args.data_dir, cluster_id, password, loop, raft_routes)
     controller = ActiveController(node, args.session_timeout_ms, args.auto_leader_rebalance_enable, args.leader_imbalance_check_interval_seconds)
     controller_pb2_grpc.add_ControllerServiceServicer_to_server(ControllerService(controller), server)
     health_servicer = health.aio.HealthServicer()

@@ -10,6 +10,7 @@ import asyncio
 import uuid
 from typing import Callable, TypeVar
 
+import grpc
 import structlog
 
 from metadata_quorum import broker_decisions, reassignment, topic_admin
@@ -128,7 +129,11 @@ class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
                 try:
                     await asyncio.wait_for(wake.wait(), STREAM_IDLE_CHECK_S)
                 except asyncio.TimeoutError:
-                    pass
+                    if self.node.leader_id() < 0:  # cut off from the quorum: what we hold may be stale
+                        await context.abort(
+                            grpc.StatusCode.UNAVAILABLE,
+                            f"controller {me} has lost contact with the Raft leader; stream metadata from another controller",
+                        )
 
     # ---- admin writes
 

@@ -66,3 +66,16 @@ def parse_endpoints(text: str) -> list[Endpoint]:
     if not out:
         raise ValueError("no controller addresses given; pass host:port[,host:port...]")
     return out
+
+
+def parse_address_overrides(values: list[str], flag: str) -> dict[int, tuple[str, int]]:
+    """``ID=HOST:PORT`` entries (``--peer-address``, ``--raft-peer-address``): reach node ID at
+    this address instead of its own, for example through a proxy on that one link."""
+    overrides: dict[int, tuple[str, int]] = {}
+    for value in values:
+        node_id, sep, address = value.partition("=")
+        host, _, port = address.rpartition(":")
+        if not sep or not node_id.strip().isdigit() or not host or not port.isdigit():
+            raise ValueError(f"{flag} '{value}' is not ID=HOST:PORT (for example 2=127.0.0.1:19093)")
+        overrides[int(node_id)] = (host, int(port))
+    return overrides

@@ -25,6 +25,8 @@ from typing import Callable, Sequence
 
 import structlog
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replicated
+from pysyncobj.dns_resolver import globalDnsResolver
+from pysyncobj.node import TCPNode
 
 from metadata_quorum.endpoints import Voter
 from metadata_quorum.image import MetadataImage, RecordRejected, apply_all, image_from_snapshot, image_to_records
@@ -35,6 +37,28 @@ log = structlog.get_logger("controller")
 
 RING_RECORDS_MAX = 20_000
 PROPOSAL_TIMEOUT_S = 5.0
+
+
+class RoutedNode(TCPNode):
+    """A Raft peer known by its quorum address but connected to through another one.
+
+    pysyncobj names every peer by its address (the node announces it on connect and the
+    other side looks it up), and dials ``node.ip``/``node.port``; so a peer keeps its
+    identity while the connection goes through, say, a Toxiproxy proxy on that link. Of
+    each pair only the node with the larger address dials, so one proxy carries the pair's
+    Raft traffic both ways."""
+
+    def __init__(self, address: str, via: tuple[str, int]) -> None:
+        super().__init__(address)
+        self._via = via
+
+    @property
+    def ip(self) -> str:
+        return globalDnsResolver().resolve(self._via[0])
+
+    @property
+    def port(self) -> int:
+        return self._via[1]
 
 
 @dataclass(frozen=True)
@@ -89,7 +113,18 @@ _NOT_APPENDED = {FAIL_REASON.QUEUE_FULL, FAIL_REASON.MISSING_LEADER, FAIL_REASON
 class ControllerRaftNode:
     """One voter of the metadata quorum, seen from asyncio."""
 
-    def __init__(self, self_voter: Voter, voters: Sequence[Voter], data_dir: Path, cluster_id: str, password: str | None, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self,
+        self_voter: Voter,
+        voters: Sequence[Voter],
+        data_dir: Path,
+        cluster_id: str,
+        password: str | None,
+        loop: asyncio.AbstractEventLoop,
+        raft_routes: dict[int, tuple[str, int]] | None = None,
+    ) -> None:
+        """``raft_routes``: voter id -> address to connect to instead of its quorum address."""
+        raft_routes = raft_routes or {}
         self.voter = self_voter
         self.voters = list(voters)
         self._loop = loop
@@ -112,7 +147,11 @@ class ControllerRaftNode:
             connectionRetryTime=0.1,
             useFork=False,  # forking a process that runs gRPC threads is unsafe
         )
-        others = [v.raft_address for v in voters if v.node_id != self_voter.node_id]
+        others = [
+            RoutedNode(v.raft_address, raft_routes[v.node_id]) if v.node_id in raft_routes else v.raft_address
+            for v in voters
+            if v.node_id != self_voter.node_id
+        ]
         self._syncobj = SyncObj(self_voter.raft_address, others, conf=conf, consumers=[self.state_machine])
 
     # ---- raft thread -> asyncio

@@ -11,7 +11,7 @@ import enum
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from metadata_quorum.endpoints import Voter, parse_quorum
+from metadata_quorum.endpoints import Voter, parse_address_overrides, parse_quorum
 
 MIB = 1 << 20
 
@@ -34,17 +34,6 @@ class UnsafeBehaviour(enum.Enum):
     TRUNCATE_TO_HW = "truncate-to-hw"  # pre-KIP-101: a new follower truncates to its HW
     ACK_BEFORE_REPLICATION = "ack-before-replication"  # acks=all answered after the leader's append
     SKIP_EPOCH_FENCING = "skip-epoch-fencing"  # requests with another leader epoch are served
-
-
-def parse_peer_addresses(values: list[str]) -> dict[int, tuple[str, int]]:
-    """``ID=HOST:PORT`` entries: reach peer broker ID's data plane at this address."""
-    peers: dict[int, tuple[str, int]] = {}
-    for value in values:
-        broker_id, sep, address = value.partition("=")
-        if not sep or not broker_id.strip().isdigit():
-            raise ValueError(f"--peer-address '{value}' is not ID=HOST:PORT (for example 2=127.0.0.1:19093)")
-        peers[int(broker_id)] = parse_host_port(address)
-    return peers
 
 
 @dataclass(frozen=True)
@@ -110,7 +99,7 @@ def from_args(args: argparse.Namespace) -> BrokerConfig:
         replica_lag_time_max_ms=args.replica_lag_time_max_ms,
         replica_fetch_wait_max_ms=args.replica_fetch_wait_max_ms,
         advertised=parse_host_port(args.advertised_address) if args.advertised_address else None,
-        peer_addresses=parse_peer_addresses(args.peer_address),
+        peer_addresses=parse_address_overrides(args.peer_address, "--peer-address"),
         unsafe=UnsafeBehaviour(args.unsafe_testing) if args.unsafe_testing else None,
         retention_check_interval_ms=args.retention_check_interval_ms,
     )

@@ -1,0 +1,82 @@
+"""Controller-to-controller (Raft) links through Toxiproxy-API proxies.
+
+pysyncobj names peers by address, so a proxied link keeps the peer's identity and only
+changes where the connection goes (``--raft-peer-address``). Of each pair, the node with the
+larger address dials; its proxy forwards to the other node. Cutting every link of the active
+controller isolates it: the other two elect a new active controller and accept writes; when
+the links come back the old one rejoins as a follower.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cli.local_cluster import HOST, free_ports, wait_for
+from tests.cluster import TestCluster, local_cluster
+
+pytestmark = pytest.mark.integration
+
+
+class RaftLinks:
+    def __init__(self) -> None:
+        from chaos.toxiproxy.launcher import start_toxiproxy
+
+        self.server = start_toxiproxy(prefer_real=False)
+        self.api = self.server.client()
+        self.pairs: dict[frozenset[int], str] = {}
+
+    def configure(self, cluster: TestCluster) -> None:
+        controllers = cluster.controllers
+        ports = iter(free_ports(len(controllers) * len(controllers)))
+        for dialer in controllers:
+            for target in controllers:
+                if f"{dialer.host}:{dialer.raft_port}" <= f"{target.host}:{target.raft_port}":
+                    continue  # pysyncobj: only the larger address dials
+                name = f"raft-{dialer.node_id}-{target.node_id}"
+                listen = f"{HOST}:{next(ports)}"
+                self.api.create(upstream=f"{target.host}:{target.raft_port}", name=name, listen=listen)
+                dialer.extra_args += ["--raft-peer-address", f"{target.node_id}={listen}"]
+                self.pairs[frozenset((dialer.node_id, target.node_id))] = name
+
+    def set_links_of(self, node_id: int, enabled: bool) -> None:
+        for pair, name in self.pairs.items():
+            if node_id in pair:
+                proxy = self.api.get_proxy(name)
+                proxy.enable() if enabled else proxy.disable()
+
+
+def quorum(cluster: TestCluster) -> dict[int, object]:
+    """Each voter's own view of itself (state, lag), asked of every controller."""
+    with cluster.controller_client() as client:
+        return {m.controller_id: m for m in client.describe_quorum()}
+
+
+def leaders(cluster: TestCluster) -> set[int]:
+    return {node_id for node_id, member in quorum(cluster).items() if member.state == "leader"}
+
+
+def test_cutting_the_active_controllers_raft_links_moves_the_quorum_and_heals(tmp_path: Path) -> None:
+    links = RaftLinks()
+    try:
+        with local_cluster(tmp_path, brokers=1, configure=links.configure) as cluster:
+            assert len(links.pairs) == 3
+            cluster.create_topic("before-cut")
+            isolated = next(iter(leaders(cluster)))
+            links.set_links_of(isolated, enabled=False)
+            wait_for(lambda: leaders(cluster) - {isolated}, 20, "a new leader among the other controllers")
+            cluster.create_topic("during-cut")  # the majority side accepts writes
+            links.set_links_of(isolated, enabled=True)
+
+            def rejoined() -> bool:
+                member = quorum(cluster)[isolated]
+                return member.state == "follower" and member.lag == 0
+
+            wait_for(rejoined, 30, f"controller {isolated} to rejoin as an up-to-date follower")
+            from data_plane.client import Admin
+
+            with Admin(cluster.bootstrap) as admin:
+                assert {"before-cut", "during-cut"} <= set(admin.describe_topics(["before-cut", "during-cut"]))
+    finally:
+        links.server.stop()
