@@ -23,7 +23,7 @@ def _client_options(parser: argparse.ArgumentParser, json_flag: bool = True) -> 
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from cli import cluster_cmd, data_cmd, perf_cmd, topics_cmd
+    from cli import cluster_cmd, data_cmd, perf_cmd, perf_e2e, perf_failover, topics_cmd
     from data_plane.broker import config as broker_config
     from metadata_quorum import controller_main
 
@@ -127,6 +127,27 @@ def build_parser() -> argparse.ArgumentParser:
     pcons.add_argument("--timeout-ms", type=int, default=30000)
     _client_options(pcons)
     pcons.set_defaults(func=perf_cmd.consume)
+    pe2e = perf.add_parser("e2e", help="end-to-end latency (send to consumer receipt) at a fixed rate")
+    pe2e.add_argument("--topic", required=True)
+    pe2e.add_argument("--rate", type=float, default=1000, help="records per second")
+    pe2e.add_argument("--duration", type=float, default=30, help="seconds of sending")
+    pe2e.add_argument("--acks", choices=["all", "1", "0"], default="all")
+    pe2e.add_argument("--record-size", type=int, default=100)
+    pe2e.add_argument("--linger-ms", type=float, default=0, help="producer linger (0, as Kafka's latency tool: at 1000/s a linger adds itself to every record)")
+    _client_options(pe2e)
+    pe2e.set_defaults(func=perf_e2e.run)
+    pfail = perf.add_parser("failover", help="time from faulting a partition leader to the first acks=all write its successor acknowledges")
+    pfail.add_argument("--kills", type=int, default=20, help="rounds (one fault of the current leader each)")
+    pfail.add_argument("--mode", choices=["kill", "pause", "shutdown"], default="kill", help="SIGKILL, SIGSTOP (until a new leader acknowledges) or SIGTERM (controlled shutdown)")
+    pfail.add_argument("--topic", default="perf-failover", help="one-partition topic, created if missing")
+    pfail.add_argument("--replication-factor", type=int, default=3)
+    pfail.add_argument("--min-insync-replicas", type=int, help="default: 2, or 1 with replication factor 1")
+    pfail.add_argument("--rate", type=float, default=500, help="records per second of the acks=all load producer")
+    pfail.add_argument("--brokers", type=int, default=3, help="brokers of the throwaway cluster (without --data-dir)")
+    pfail.add_argument("--round-timeout-s", type=float, default=120, help="limit on each wait of a round")
+    pfail.add_argument("--data-dir", type=Path, help="a cluster started with 'kraftlog cluster up --detach' (default: start a throwaway one)")
+    pfail.add_argument("--json", action="store_true", help="print JSON for scripts instead of a table")
+    pfail.set_defaults(func=perf_failover.run)
 
     from chaos.cli import add_subcommand as add_chaos
 

@@ -16,27 +16,9 @@ from concurrent.futures import Future
 
 from cli.bootstrap import resolve_bootstrap
 from cli.output import emit
+from cli.perf_common import Ticker, percentiles, topic_partitions
 
 ACKS = {"all": "all", "1": 1, "0": 0}
-PROGRESS_INTERVAL_S = 2.0
-
-
-def percentiles(samples_ms: list[float], weights: list[int]) -> dict[str, float]:
-    """Weighted p50/p99/p99.9 (each sample stands for ``weight`` records)."""
-    if not samples_ms:
-        return {"p50": 0.0, "p99": 0.0, "p999": 0.0}
-    pairs = sorted(zip(samples_ms, weights))
-    total = sum(weights)
-    result: dict[str, float] = {}
-    for name, q in (("p50", 0.5), ("p99", 0.99), ("p999", 0.999)):
-        threshold = q * total
-        running = 0
-        for value, weight in pairs:
-            running += weight
-            if running >= threshold:
-                result[name] = round(value, 3)
-                break
-    return result
 
 
 def _report(args: argparse.Namespace, records: int, total_bytes: int, elapsed_s: float, latency: dict[str, float]) -> None:
@@ -54,19 +36,17 @@ def _report(args: argparse.Namespace, records: int, total_bytes: int, elapsed_s:
     emit(args.json, document, human)
 
 
-def _progress(done: int, total: int, started: float) -> None:
-    elapsed = time.monotonic() - started
-    print(f"  {done:,}/{total:,} records, {done / elapsed:,.0f} records/s", file=sys.stderr, flush=True)
+def _progress(done: int, total: int, ticker: Ticker) -> None:
+    print(f"  {done:,}/{total:,} records, {done / ticker.elapsed_s:,.0f} records/s", file=sys.stderr, flush=True)
 
 
 def produce(args: argparse.Namespace) -> int:
-    from data_plane.client import Admin, Producer
+    from data_plane.client import Producer
 
     if args.num_records < 1 or args.record_size < 1 or args.batch_records < 1:
         raise ValueError("--num-records, --record-size and --batch-records must be positive")
     bootstrap = resolve_bootstrap(args.bootstrap, args.data_dir)
-    with Admin(bootstrap) as admin:
-        partitions = sorted(admin.describe_topics([args.topic])[args.topic].partitions)
+    partitions = topic_partitions(bootstrap, args.topic)
     value = os.urandom(args.record_size)
     batch = [value] * args.batch_records
     latencies: list[float] = []
@@ -81,8 +61,7 @@ def produce(args: argparse.Namespace) -> int:
         return done
 
     with Producer(bootstrap, acks=ACKS[args.acks], compression=args.compression) as producer:
-        started = time.monotonic()
-        last_progress = started
+        ticker = Ticker()
         sent = 0
         i = 0
         while sent < args.num_records:
@@ -92,11 +71,10 @@ def produce(args: argparse.Namespace) -> int:
             futures.append(future)
             sent += count
             i += 1
-            if time.monotonic() - last_progress >= PROGRESS_INTERVAL_S:
-                _progress(sent, args.num_records, started)
-                last_progress = time.monotonic()
+            if ticker.due():
+                _progress(sent, args.num_records, ticker)
         producer.flush()
-        elapsed = time.monotonic() - started
+        elapsed = ticker.elapsed_s
     failed = [f.exception() for f in futures if f.exception() is not None]
     if failed:
         raise ValueError(f"{len(failed)} of {len(futures)} batches failed; first error: {failed[0]}")
@@ -105,11 +83,10 @@ def produce(args: argparse.Namespace) -> int:
 
 
 def consume(args: argparse.Namespace) -> int:
-    from data_plane.client import Admin, Consumer
+    from data_plane.client import Consumer
 
     bootstrap = resolve_bootstrap(args.bootstrap, args.data_dir)
-    with Admin(bootstrap) as admin:
-        partitions = sorted(admin.describe_topics([args.topic])[args.topic].partitions)
+    partitions = topic_partitions(bootstrap, args.topic)
     received = total_bytes = 0
     latencies: list[float] = []
     weights: list[int] = []
@@ -117,8 +94,8 @@ def consume(args: argparse.Namespace) -> int:
         tps = [(args.topic, p) for p in partitions]
         consumer.assign(tps)
         consumer.seek_to_beginning(tps)
-        started = time.monotonic()
-        last_progress = last_data = started
+        ticker = Ticker()
+        last_data = ticker.started
         while received < args.num_records:
             poll_started = time.perf_counter()
             batches = consumer.poll_batches(timeout_ms=500)
@@ -131,9 +108,8 @@ def consume(args: argparse.Namespace) -> int:
                 last_data = time.monotonic()
             elif (time.monotonic() - last_data) * 1000 > args.timeout_ms:
                 raise TimeoutError(f"only {received:,} of {args.num_records:,} records arrived within {args.timeout_ms} ms of the last data: is the topic that full?")
-            if time.monotonic() - last_progress >= PROGRESS_INTERVAL_S:
-                _progress(received, args.num_records, started)
-                last_progress = time.monotonic()
-        elapsed = time.monotonic() - started
+            if ticker.due():
+                _progress(received, args.num_records, ticker)
+        elapsed = ticker.elapsed_s
     _report(args, received, total_bytes, elapsed, percentiles(latencies, weights))
     return 0

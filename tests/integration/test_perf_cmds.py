@@ -1,0 +1,65 @@
+"""``kraftlog perf e2e`` and ``kraftlog perf failover`` run end to end and report what they promise.
+
+Benchmarks, not timed tests: tiny parameters on replication factor 1, and assertions on the
+shape and consistency of the JSON report, never on how fast anything was.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.cluster import local_cluster
+
+pytestmark = pytest.mark.integration
+
+LATENCY_KEYS = {"p50", "p99", "p999", "max"}
+
+
+def kraftlog_json(*args: str, timeout: float) -> dict:
+    """Runs ``kraftlog ... --json`` and returns its report (failing with stderr on a non-zero exit)."""
+    done = subprocess.run([sys.executable, "-m", "cli", *args, "--json"], capture_output=True, timeout=timeout)
+    assert done.returncode == 0, done.stderr.decode()
+    return json.loads(done.stdout)
+
+
+def assert_ordered_latencies(figures: dict) -> None:
+    assert set(figures) == LATENCY_KEYS
+    assert 0 < figures["p50"] <= figures["p99"] <= figures["p999"] <= figures["max"]
+
+
+def test_perf_e2e_reports_every_record_received_with_latencies(tmp_path) -> None:
+    with local_cluster(tmp_path, controllers=1, brokers=1) as cluster:
+        cluster.create_topic("perf-e2e", partitions=2)
+        report = kraftlog_json(
+            "perf", "e2e", "--topic", "perf-e2e", "--rate", "200", "--duration", "2", "--bootstrap", cluster.bootstrap, timeout=120
+        )
+    assert report["sent"] == 400
+    assert report["acked"] == report["received"] == report["sent"]
+    assert report["failed"] == report["lost"] == report["duplicates"] == 0
+    assert report["acks"] == "all" and report["rate"] == 200
+    assert_ordered_latencies(report["latency_ms"])
+    assert_ordered_latencies(report["ack_latency_ms"])
+    assert report["send_lag_ms_max"] >= 0
+
+
+@pytest.mark.parametrize("mode", ["kill", "pause", "shutdown"])
+def test_perf_failover_reports_each_round_on_its_own_cluster(mode: str) -> None:
+    # Replication factor 1: the faulted broker is its own successor once the controller has
+    # taken leadership from it, so each round also covers restart (or SIGCONT) and rejoining.
+    report = kraftlog_json(
+        "perf", "failover", "--kills", "1", "--mode", mode, "--replication-factor", "1", "--rate", "100", "--round-timeout-s", "60",
+        timeout=300,
+    )
+    assert (report["mode"], report["kills"], report["replication_factor"], report["min_insync_replicas"]) == (mode, 1, 1, 1)
+    [round_] = report["rounds"]
+    assert round_["number"] == 1
+    assert round_["new_leader"] == round_["victim"]
+    assert round_["new_epoch"] > round_["old_epoch"]
+    assert report["failover_ms"] == {"p50": round_["failover_ms"], "max": round_["failover_ms"]}
+    assert round_["failover_ms"] > 0 and round_["producer_stall_ms"] > 0
+    assert report["producer"]["acked"] > 0
+    assert report["producer"]["failed"] == 0, report["producer"]["first_error"]
