@@ -56,6 +56,7 @@ class Partition:
     _produce_waiters: dict[int, asyncio.Future] = field(default_factory=dict)
     _next_token: int = 0
     _hw_waiters: asyncio.Event = field(default_factory=asyncio.Event)
+    _append_waiters: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
     def name(self) -> str:
@@ -185,12 +186,25 @@ class Partition:
     # ------------------------------------------------------------------ waiting
 
     def notify_waiters(self) -> None:
-        """Wake every fetch waiting on this partition (they re-check their own condition)."""
+        """The HW moved or the partition's state changed: wake every waiting fetch (each
+        re-checks its own condition)."""
         self._hw_waiters.set()
         self._hw_waiters = asyncio.Event()
+        self.notify_appended()
+
+    def notify_appended(self) -> None:
+        """The log end moved: wake followers' fetches only. Consumers read below the HW, so
+        an append alone gives them nothing new; waking them would only cost CPU."""
+        self._append_waiters.set()
+        self._append_waiters = asyncio.Event()
 
     def waiter(self) -> asyncio.Event:
+        """Set when the HW moves or the partition's state changes (consumer fetches)."""
         return self._hw_waiters
+
+    def append_waiter(self) -> asyncio.Event:
+        """Set when the log end moves too (followers' fetches)."""
+        return self._append_waiters
 
     def mark_offline(self, error: StorageError) -> None:
         self.offline_reason = str(error)

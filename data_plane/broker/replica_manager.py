@@ -371,7 +371,7 @@ class ReplicaManager:
 
     def _after_append(self, partition: Partition, decisions) -> None:
         proposal = partition.apply(decisions)
-        partition.notify_waiters()
+        partition.notify_appended()
         if proposal is not None:
             self._propose(partition, proposal)
 
@@ -385,15 +385,17 @@ class ReplicaManager:
     async def fetch(self, max_wait_ms: int, min_bytes: int, max_bytes: int, items: list[FetchItem]) -> list[FetchResult]:
         """Long poll: read below the HW until ``min_bytes`` are available or ``max_wait_ms`` passes."""
         return await self._long_poll(
-            max_wait_ms, min_bytes, [(i.topic, i.partition) for i in items], lambda: self._read_all(items, max_bytes)
+            max_wait_ms, min_bytes, [(i.topic, i.partition) for i in items], lambda: self._read_all(items, max_bytes), Partition.waiter
         )
 
-    async def _long_poll(self, max_wait_ms: int, min_bytes: int, tps: list[TopicPartition], read) -> list:
+    async def _long_poll(
+        self, max_wait_ms: int, min_bytes: int, tps: list[TopicPartition], read, waiter: Callable[[Partition], asyncio.Event]
+    ) -> list:
         """Call ``read`` (-> results, bytes, answer_now) until it has ``min_bytes`` or something
-        to say, waking on appends to the partitions in ``tps`` instead of polling."""
+        to say, waking on ``waiter`` events of the partitions in ``tps`` instead of polling."""
         deadline = time.monotonic() + min(max_wait_ms, self.config.fetch_max_wait_ms_cap) / 1000
         while True:
-            waiters = [p.waiter() for tp in set(tps) if (p := self.partitions.get(tp))]
+            waiters = [waiter(p) for tp in set(tps) if (p := self.partitions.get(tp))]
             results, total, answer_now = read()
             remaining = deadline - time.monotonic()
             if total >= min_bytes or answer_now or remaining <= 0 or not waiters:
@@ -446,6 +448,7 @@ class ReplicaManager:
         return await self._long_poll(
             max_wait_ms, min_bytes, [(i.topic, i.partition) for i in items],
             lambda: self._serve_replica(replica_id, broker_epoch, items, max_bytes),
+            Partition.append_waiter,
         )
 
     def _serve_replica(
@@ -622,6 +625,12 @@ def _configs(image, topic: str) -> dict[str, str]:
 
 async def _wait_any(events: list[asyncio.Event], timeout_s: float) -> None:
     """Wait until any of ``events`` is set or the timeout passes (the caller re-checks its condition)."""
+    if len(events) == 1:
+        try:
+            await asyncio.wait_for(events[0].wait(), timeout_s)
+        except asyncio.TimeoutError:
+            pass
+        return
     tasks = [asyncio.ensure_future(e.wait()) for e in events]
     try:
         await asyncio.wait(tasks, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
