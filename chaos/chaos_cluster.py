@@ -2,7 +2,8 @@
 faults play out within a run, and the unsafe testing switch for negative controls.
 
 Broker-to-controller links always go through proxies (a broker reaches controllers at the
-grpc addresses in ``--controllers``). Client and replication links go through proxies when
+grpc addresses in ``--controllers``), and so do controller-to-controller Raft links (the
+dialing controller's ``--raft-peer-address``). Client and replication links go through proxies when
 the broker offers ``--advertised-address`` and ``--peer-address``; without them, scenarios
 that fault those links are not runnable (``ChaosCluster.missing_flags`` says why).
 """
@@ -15,12 +16,13 @@ from functools import cache
 from pathlib import Path
 
 from cli.cluster_cmd import wait_ready
-from cli.local_cluster import HOST, LocalCluster, Node, free_ports
-from chaos.network import Network, client_link, controller_link, replication_link
+from cli.local_cluster import HOST, LocalCluster, Node
+from chaos.network import Network, client_link, controller_link, raft_link, replication_link
 
 ADVERTISED_FLAG = "--advertised-address"
 PEER_FLAG = "--peer-address"
 UNSAFE_FLAG = "--unsafe-testing"
+RAFT_PEER_FLAG = "--raft-peer-address"
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,14 @@ def broker_flags() -> frozenset[str]:
     return frozenset(flag for action in parser._actions for flag in action.option_strings)
 
 
+def raft_dialers(controllers: list[Node]) -> list[tuple[Node, Node]]:
+    """(dialer, target) for each pair of voters: pysyncobj lets only the node whose Raft
+    address ("host:port", compared as strings) is the larger connect, so that pair's proxy
+    forwards to the other node and the route override goes on the dialer."""
+    address = {c.node_id: f"{c.host}:{c.raft_port}" for c in controllers}
+    return [(a, b) for a in controllers for b in controllers if address[a.node_id] > address[b.node_id]]
+
+
 class ChaosCluster(LocalCluster):
     """LocalCluster whose brokers reach controllers, peers and clients through ``network``."""
 
@@ -53,6 +63,7 @@ class ChaosCluster(LocalCluster):
         self.network = network
         self.proxied_clients = {ADVERTISED_FLAG, PEER_FLAG} <= broker_flags()
         self._controller_proxies: dict[int, str] = {}  # broker id -> its --controllers value
+        self._raft_pairs: dict[str, frozenset[int]] = {}  # raft link name -> the two controller ids
 
     @classmethod
     def build(cls, data_dir: Path, settings: ClusterSettings, network: Network) -> ChaosCluster:
@@ -70,7 +81,8 @@ class ChaosCluster(LocalCluster):
 
     def _add_links(self) -> None:
         brokers, controllers = self.brokers, self.controllers
-        ports = iter(free_ports(len(brokers) * (len(controllers) + len(brokers))))
+        dialers = raft_dialers(controllers)
+        ports = iter(self.spare_ports(len(brokers) * (len(controllers) + len(brokers)) + len(dialers)))
         for b in brokers:
             voters = []
             for c in controllers:
@@ -92,7 +104,17 @@ class ChaosCluster(LocalCluster):
                         follower.extra_args.append(f"{PEER_FLAG}={leader.node_id}={listen}")
         for c in controllers:
             c.extra_args = [f"--session-timeout-ms={self.settings.session_timeout_ms}"]
+        for dialer, target in dialers:
+            name = raft_link(dialer.node_id, target.node_id)
+            listen = self.network.add_link(name, f"{HOST}:{next(ports)}", f"{target.host}:{target.raft_port}")
+            dialer.extra_args.append(f"{RAFT_PEER_FLAG}={target.node_id}={listen}")
+            self._raft_pairs[name] = frozenset((dialer.node_id, target.node_id))
         self.save()
+
+    def raft_links_of(self, controller_id: int) -> list[str]:
+        """The Raft links between controller ``controller_id`` and every other voter, sorted:
+        cutting them all isolates it from the quorum while brokers still reach it."""
+        return sorted(name for name, pair in self._raft_pairs.items() if controller_id in pair)
 
     def command(self, node: Node) -> list[str]:
         """The LocalCluster command, with a broker's controllers behind its proxies."""

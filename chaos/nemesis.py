@@ -27,7 +27,14 @@ from metadata_quorum.controller_client import ControllerClient, ControllerError
 Heal = Callable[[], None]
 FAULTS = ("kill", "pause", "graceful-restart", "rolling-restart", "toxic", "cut", "kill-leaders-in-turn")
 PROCESS_ROLES = ("leader", "follower", "broker", "all-brokers", "active-controller", "controller-majority")
-LINK_ROLES = ("replication-links", "client-links", "leader-controller-links", "leader-client-link", "follower-replication-link")
+LINK_ROLES = (
+    "replication-links",
+    "client-links",
+    "leader-controller-links",
+    "leader-client-link",
+    "follower-replication-link",
+    "active-controller-raft-links",
+)
 ROLLING_RESTART_READY_S = 30.0
 
 
@@ -94,6 +101,9 @@ class Nemesis(threading.Thread):
             return [f"broker-{b}" for b in brokers]
         if role in ("active-controller", "controller-majority"):
             return self._controllers(role, pick)
+        if role == "active-controller-raft-links":
+            active = self._node(self._controllers("active-controller", pick)[0])
+            return self.cluster.raft_links_of(active.node_id)
         if role in ("replication-links", "client-links"):
             return self.cluster.network.links(role.split("-")[0] + "-")
         leader, followers = self._leadership(pick)

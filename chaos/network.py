@@ -5,7 +5,10 @@ two ends so a schedule can say which one to break:
 
 * ``client-B``: clients to broker B (B advertises this address),
 * ``replication-F-L``: follower broker F fetching from leader broker L,
-* ``controller-B-C``: broker B to controller C (heartbeats, registration, metadata).
+* ``controller-B-C``: broker B to controller C (heartbeats, registration, metadata),
+* ``raft-A-B``: controller A's Raft connection to controller B (A dials: of each pair of
+  voters pysyncobj lets only the one with the larger address connect, and the connection
+  carries the pair's traffic both ways).
 
 Faults go through the ``toxiproxy-python`` client, so the same code drives a real
 ``toxiproxy-server`` or ``chaos.toxiproxy``.
@@ -31,6 +34,10 @@ def replication_link(follower: int, leader: int) -> str:
 
 def controller_link(broker: int, controller: int) -> str:
     return f"controller-{broker}-{controller}"
+
+
+def raft_link(dialer: int, target: int) -> str:
+    return f"raft-{dialer}-{target}"
 
 
 class Network:

@@ -49,6 +49,11 @@ _SAFE: list[Scenario] = [
     Scenario("leader-kill-loop", "SIGKILL a partition leader, restart it, again and again", [FaultSpec("kill", "leader", (1, 4), (3, 6))]),
     Scenario("follower-kill", "SIGKILL a follower, restart it", [FaultSpec("kill", "follower", (2, 6), (3, 6))]),
     Scenario("controller-kill", "SIGKILL the active controller, restart it", [FaultSpec("kill", "active-controller", (2, 5), (3, 6))]),
+    Scenario(
+        "controller-isolation",
+        "cut the active controller's Raft links (brokers still reach it), shorter or longer than the session timeout: the others elect a new one, it rejoins when healed",
+        [FaultSpec("cut", "active-controller-raft-links", (2, SESSION_S + 5), (4, 8))],
+    ),
     Scenario("zombie-leader", "SIGSTOP a leader past the session timeout so it is replaced, then SIGCONT it", [_ZOMBIE]),
     Scenario("short-pause", "SIGSTOP a leader for less than the session timeout", [FaultSpec("pause", "leader", (0.5, SESSION_S - 1), (2, 5))]),
     Scenario(

@@ -131,6 +131,13 @@ class LocalCluster:
     def quorum(self) -> str:
         return ",".join(f"{c.node_id}@{c.host}:{c.raft_port}:{c.port}" for c in self.controllers)
 
+    def spare_ports(self, count: int) -> list[int]:
+        """``count`` free ports that no node uses: the nodes' ports were picked and released
+        earlier, so the OS may hand them out again before the nodes bind them (a proxy on a
+        controller's port keeps that controller from starting)."""
+        taken = {n.port for n in self.nodes} | {n.raft_port for n in self.controllers}
+        return [port for port in free_ports(count + len(taken)) if port not in taken][:count]
+
     def node(self, role: str, node_id: int) -> Node:
         for n in self.nodes:
             if n.role == role and n.node_id == node_id:

@@ -38,7 +38,7 @@ def _assert_verdict(name: str, outcome: RunResult) -> None:
 @pytest.mark.chaos
 @pytest.mark.parametrize(
     "name, duration_s",
-    [("leader-kill-loop", 20.0), ("unsafe-truncate-to-hw", 25.0), ("unsafe-ack-before-replication", 25.0)],
+    [("leader-kill-loop", 20.0), ("controller-isolation", 20.0), ("unsafe-truncate-to-hw", 25.0), ("unsafe-ack-before-replication", 25.0)],
 )
 def test_short_scenario(tmp_path: Path, name: str, duration_s: float) -> None:
     _assert_verdict(name, _run(tmp_path, name, seed=3, duration_s=duration_s))

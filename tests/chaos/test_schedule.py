@@ -1,14 +1,16 @@
 """Seeded schedules are replayable and fit the run; every scenario uses faults and roles the
-nemesis knows."""
+nemesis knows; Raft links are proxied on the side pysyncobj dials from."""
 
 from __future__ import annotations
 
 import pytest
 
+from chaos.chaos_cluster import raft_dialers
 from chaos.nemesis import FAULTS, LINK_ROLES, PROCESS_ROLES
 from chaos.scenarios import SCENARIOS
 from chaos.schedule import FaultSpec, generate
 from chaos.workload.producer_worker import outcome_of
+from cli.local_cluster import Node
 from data_plane.client import KraftlogError
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
@@ -44,3 +46,10 @@ def test_only_a_single_attempt_refused_before_append_is_a_definite_failure() -> 
     assert outcome_of(refused, single_attempt=False) == "unknown"
     assert outcome_of(KraftlogError("REQUEST_TIMED_OUT"), single_attempt=True) == "unknown"
     assert outcome_of(KraftlogError("NOT_LEADER_OR_FOLLOWER"), single_attempt=True) == "unknown"
+
+
+def test_each_pair_of_voters_has_one_raft_link_dialed_by_the_larger_address_string() -> None:
+    """pysyncobj compares addresses as strings, so port 9000 dials port 10000."""
+    voters = [Node(i, "controller", "127.0.0.1", i, raft_port=port) for i, port in ((1, 10000), (2, 9000), (3, 20000))]
+    pairs = [(dialer.node_id, target.node_id) for dialer, target in raft_dialers(voters)]
+    assert sorted(pairs) == [(2, 1), (2, 3), (3, 1)]

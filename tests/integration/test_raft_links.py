@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from cli.local_cluster import HOST, free_ports, wait_for
+from cli.local_cluster import HOST, wait_for
 from tests.cluster import TestCluster, local_cluster
 
 pytestmark = pytest.mark.integration
@@ -28,17 +28,17 @@ class RaftLinks:
         self.pairs: dict[frozenset[int], str] = {}
 
     def configure(self, cluster: TestCluster) -> None:
-        controllers = cluster.controllers
-        ports = iter(free_ports(len(controllers) * len(controllers)))
-        for dialer in controllers:
-            for target in controllers:
-                if f"{dialer.host}:{dialer.raft_port}" <= f"{target.host}:{target.raft_port}":
-                    continue  # pysyncobj: only the larger address dials
-                name = f"raft-{dialer.node_id}-{target.node_id}"
-                listen = f"{HOST}:{next(ports)}"
-                self.api.create(upstream=f"{target.host}:{target.raft_port}", name=name, listen=listen)
-                dialer.extra_args += ["--raft-peer-address", f"{target.node_id}={listen}"]
-                self.pairs[frozenset((dialer.node_id, target.node_id))] = name
+        from chaos.chaos_cluster import raft_dialers
+        from chaos.network import raft_link
+
+        dialers = raft_dialers(cluster.controllers)
+        ports = iter(cluster.spare_ports(len(dialers)))
+        for dialer, target in dialers:  # pysyncobj: only the larger address dials
+            name = raft_link(dialer.node_id, target.node_id)
+            listen = f"{HOST}:{next(ports)}"
+            self.api.create(upstream=f"{target.host}:{target.raft_port}", name=name, listen=listen)
+            dialer.extra_args += ["--raft-peer-address", f"{target.node_id}={listen}"]
+            self.pairs[frozenset((dialer.node_id, target.node_id))] = name
 
     def set_links_of(self, node_id: int, enabled: bool) -> None:
         for pair, name in self.pairs.items():

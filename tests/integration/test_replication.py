@@ -15,7 +15,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from cli.local_cluster import HOST, free_ports, wait_for
+from cli.local_cluster import HOST, wait_for
 from tests.cluster import TestCluster, local_cluster
 from tests.integration.test_cluster_e2e import read_all
 
@@ -207,7 +207,7 @@ class ReplicationLinks:
 
     def configure(self, cluster: TestCluster) -> None:
         brokers = cluster.brokers
-        ports = iter(free_ports(len(brokers) * (len(brokers) - 1)))
+        ports = iter(cluster.spare_ports(len(brokers) * (len(brokers) - 1)))
         for follower in brokers:
             for leader in brokers:
                 if follower is leader:
