@@ -33,6 +33,10 @@ log = structlog.get_logger("broker.fetcher")
 
 RECONNECT_BACKOFF_S = 0.1
 PARTITION_BACKOFF_S = 0.2
+# The leader has not applied the metadata that made it leader yet (or we have not applied
+# the one that moved it): a matter of milliseconds, and it delays every failover.
+METADATA_SKEW_BACKOFF_S = 0.01
+METADATA_SKEW = (common_pb2.UNKNOWN_LEADER_EPOCH, common_pb2.NOT_LEADER_OR_FOLLOWER, common_pb2.FENCED_LEADER_EPOCH)
 
 
 @dataclass(frozen=True)
@@ -144,7 +148,8 @@ class LeaderFetcher:
             self._out_of_range(partition, answer)
             return
         if answer.error_code != common_pb2.NONE:
-            self.backoff_until[tp] = time.monotonic() + PARTITION_BACKOFF_S
+            skew = answer.error_code in METADATA_SKEW
+            self.backoff_until[tp] = time.monotonic() + (METADATA_SKEW_BACKOFF_S if skew else PARTITION_BACKOFF_S)
             self.manager.log.info("replica fetch refused; retrying after metadata catches up", topic=tp[0],
                                   partition=tp[1], leader=self.leader_id, error=common_pb2.ErrorCode.Name(answer.error_code),
                                   leader_epoch=partition.state.leader_epoch)
