@@ -4,7 +4,9 @@ One format serves the producer (encode), the broker (validate, stamp offsets, st
 the bytes untouched) and the consumer (decode). A batch is a fixed little-endian header and
 a columnar body, so that n records are encoded and decoded with a handful of C-level calls
 (``struct.pack`` over a length array, ``b"".join``, slicing driven by
-``itertools.accumulate``) rather than n rounds of per-record varint code.
+``itertools.accumulate``) rather than n rounds of per-record varint code. Decoding checks
+the lengths with sums and cuts the per-record columns only when they are read, so readers
+that want another columnar form (Arrow) can take the buffers as they are (``BodyLayout``).
 
 Header (``HEADER_SIZE`` = 61 bytes)::
 
@@ -128,19 +130,128 @@ class Record:
     headers: tuple[tuple[str, bytes | None], ...] = ()
 
 
-@dataclass(slots=True)
-class DecodedBatch:
-    """One batch's header and its records as parallel columns (one list per field)."""
+class BodyLayout(NamedTuple):
+    """Where the columns of one decompressed batch body lie: byte positions in ``body``.
 
-    header: BatchHeader
-    offsets: list[int]
-    timestamps: list[int]
-    keys: list[bytes | None]
-    values: list[bytes | None]
-    headers: list[tuple[tuple[str, bytes | None], ...]]
+    For building another columnar form (Arrow arrays) straight from the buffers, with no
+    per-record objects. The int32 columns are little-endian: timestamp deltas at
+    ``[0, 4n)``, key lengths at ``[4n, 8n)``, value lengths at ``[8n, 12n)`` (-1 = null);
+    the key blob is ``[keys_at, values_at)`` and the value blob ``[values_at,
+    header_names_at)``, items back to back in record order, nulls taking no bytes.
+    """
+
+    body: bytes
+    record_count: int
+    header_count: int
+    key_nulls: int
+    value_nulls: int
+    keys_at: int
+    values_at: int
+    header_names_at: int
+    header_values_at: int
+
+    @property
+    def key_lengths_at(self) -> int:
+        return 4 * self.record_count
+
+    @property
+    def value_lengths_at(self) -> int:
+        return 8 * self.record_count
+
+
+class DecodedBatch:
+    """One batch's header and its records as parallel columns (one list per field).
+
+    ``decode_batch`` validates the whole body at once but cuts the offset, timestamp, key
+    and value columns out of it only when they are first read, and keeps the body's
+    ``layout``: a reader that turns the body into another columnar form (the Spark source
+    builds Arrow arrays from it) never pays for n bytes objects. A batch built from lists
+    (``DecodedBatch(header, offsets, ...)``, as the consumer does when it cuts a batch) has
+    no layout.
+    """
+
+    __slots__ = ("header", "layout", "headers", "_offsets", "_timestamps", "_keys", "_values")
+    __hash__ = None  # equality compares mutable columns
+
+    def __init__(
+        self,
+        header: BatchHeader,
+        offsets: list[int],
+        timestamps: list[int],
+        keys: list[bytes | None],
+        values: list[bytes | None],
+        headers: list[tuple[tuple[str, bytes | None], ...]],
+    ) -> None:
+        self.header = header
+        self.layout: BodyLayout | None = None
+        self._offsets: list[int] | None = offsets
+        self._timestamps: list[int] | None = timestamps
+        self._keys: list[bytes | None] | None = keys
+        self._values: list[bytes | None] | None = values
+        self.headers = headers
+
+    @classmethod
+    def from_layout(
+        cls, header: BatchHeader, layout: BodyLayout, headers: list[tuple[tuple[str, bytes | None], ...]]
+    ) -> DecodedBatch:
+        """A batch whose offset, timestamp, key and value columns come from a validated body on demand."""
+        batch = cls.__new__(cls)
+        batch.header = header
+        batch.layout = layout
+        batch._offsets = batch._timestamps = batch._keys = batch._values = None
+        batch.headers = headers
+        return batch
+
+    @property
+    def offsets(self) -> list[int]:
+        if self._offsets is None:
+            base = self.header.base_offset
+            self._offsets = list(range(base, base + self.header.record_count))
+        return self._offsets
+
+    @property
+    def timestamps(self) -> list[int]:
+        if self._timestamps is None:
+            header, n = self.header, self.header.record_count
+            if header.timestamp_type == LOG_APPEND_TIME:
+                self._timestamps = [header.max_timestamp] * n
+            else:
+                deltas = _unpack_int32s(self.layout.body, 0, n)
+                self._timestamps = list(map(add, deltas, repeat(header.first_timestamp)))
+        return self._timestamps
+
+    @property
+    def keys(self) -> list[bytes | None]:
+        if self._keys is None:
+            self._keys = self._cut(self.layout.key_lengths_at, self.layout.keys_at)
+        return self._keys
+
+    @property
+    def values(self) -> list[bytes | None]:
+        if self._values is None:
+            self._values = self._cut(self.layout.value_lengths_at, self.layout.values_at)
+        return self._values
+
+    def _cut(self, lengths_at: int, blob_at: int) -> list[bytes | None]:
+        body = self.layout.body
+        return _cut_column(body, _unpack_int32s(body, lengths_at, self.header.record_count), blob_at)
 
     def records(self) -> list[Record]:
         return list(map(Record, self.offsets, self.timestamps, self.keys, self.values, self.headers))
+
+    def _columns(self) -> tuple:
+        return (self.header, self.offsets, self.timestamps, self.keys, self.values, self.headers)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._columns() == other._columns()
+
+    def __repr__(self) -> str:
+        return (
+            f"DecodedBatch(header={self.header!r}, offsets={self.offsets!r}, timestamps={self.timestamps!r}, "
+            f"keys={self.keys!r}, values={self.values!r}, headers={self.headers!r})"
+        )
 
 
 # ---------------------------------------------------------------------------------- encode
@@ -355,50 +466,54 @@ def _unpack_int32s(body: bytes, start: int, count: int) -> array:
 
 
 def _decode_body(header: BatchHeader, body: bytes) -> DecodedBatch:
+    """Checks every length against the body (C-level sums, no per-record work) and keeps
+    the layout; only header keys and values are cut here (they need a utf-8 check)."""
     n = header.record_count
     fixed = _unpack_int32s(body, 0, 4 * n)
-    deltas, key_lengths, value_lengths, header_counts = fixed[:n], fixed[n : 2 * n], fixed[2 * n : 3 * n], fixed[3 * n :]
+    key_lengths, value_lengths, header_counts = fixed[n : 2 * n], fixed[2 * n : 3 * n], fixed[3 * n :]
     if min(header_counts) < 0:
         raise CorruptBatchError("negative header count")
     h = sum(header_counts)
     header_lengths = _unpack_int32s(body, 16 * n, 2 * h)
-    keys, pos = _slice_column(body, key_lengths, 16 * n + 8 * h)
-    values, pos = _slice_column(body, value_lengths, pos)
-    names, pos = _slice_column(body, header_lengths[:h], pos)
-    header_values, pos = _slice_column(body, header_lengths[h:], pos)
-    if pos != len(body):
-        raise CorruptBatchError(f"lengths add up to {pos} bytes but the body holds {len(body)}")
-    if header.timestamp_type == LOG_APPEND_TIME:
-        timestamps = [header.max_timestamp] * n
-    else:
-        timestamps = list(map(add, deltas, repeat(header.first_timestamp)))
-    return DecodedBatch(
-        header=header,
-        offsets=list(range(header.base_offset, header.base_offset + n)),
-        timestamps=timestamps,
-        keys=keys,
-        values=values,
-        headers=_group_headers(n, header_counts, h, names, header_values),
-    )
+    keys_at = 16 * n + 8 * h
+    values_at, key_nulls = _column_end(body, key_lengths, keys_at)
+    names_at, value_nulls = _column_end(body, value_lengths, values_at)
+    header_values_at, _ = _column_end(body, header_lengths[:h], names_at)
+    end, _ = _column_end(body, header_lengths[h:], header_values_at)
+    if end != len(body):
+        raise CorruptBatchError(f"lengths add up to {end} bytes but the body holds {len(body)}")
+    layout = BodyLayout(body, n, h, key_nulls, value_nulls, keys_at, values_at, names_at, header_values_at)
+    names = _cut_column(body, header_lengths[:h], names_at)
+    header_values = _cut_column(body, header_lengths[h:], header_values_at)
+    return DecodedBatch.from_layout(header, layout, _group_headers(n, header_counts, h, names, header_values))
 
 
-def _slice_column(body: bytes, lengths: array, start: int) -> tuple[list[bytes | None], int]:
-    """Cut ``len(lengths)`` items (-1 = None) out of ``body`` from ``start``; returns (items, end)."""
+def _column_end(body: bytes, lengths: array, start: int) -> tuple[int, int]:
+    """(end, nulls) of the blob starting at ``start`` whose items have ``lengths`` (-1 = null)."""
     if not lengths:
-        return [], start
-    nulls = lengths.count(-1)
-    if nulls == len(lengths):
-        return [None] * nulls, start
+        return start, 0
     if min(lengths) < -1:
         raise CorruptBatchError("negative length other than -1 (null)")
+    nulls = lengths.count(-1)
+    end = start + sum(lengths) + nulls
+    if end > len(body):
+        raise CorruptBatchError(f"lengths run past the end of the {len(body)}-byte body")
+    return end, nulls
+
+
+def _cut_column(body: bytes, lengths: array, start: int) -> list[bytes | None]:
+    """Cut ``len(lengths)`` items (-1 = None) out of ``body`` from ``start`` (already checked by ``_column_end``)."""
+    if not lengths:
+        return []
+    nulls = lengths.count(-1)
+    if nulls == len(lengths):
+        return [None] * nulls
     sizes = map(max, lengths, repeat(0)) if nulls else lengths
     ends = list(accumulate(sizes, initial=start))
-    if ends[-1] > len(body):
-        raise CorruptBatchError(f"lengths run past the end of the {len(body)}-byte body")
     items: list[bytes | None] = list(map(body.__getitem__, map(slice, ends, islice(ends, 1, None))))
     if nulls:
         items = [None if length == -1 else item for length, item in zip(lengths, items)]
-    return items, ends[-1]
+    return items
 
 
 def _group_headers(

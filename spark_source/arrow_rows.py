@@ -1,19 +1,41 @@
-"""pyarrow RecordBatches in the exact schema Spark expects, built from DecodedBatch columns."""
+"""pyarrow RecordBatches in the exact schema Spark expects, built from decoded record batches.
+
+A fetch brings tens of thousands of records per partition; turning each into Python
+objects would cost more than everything else a task does. Batches decoded from bytes keep
+their body's layout (`record_batch.BodyLayout`: little-endian int32 length columns and
+blobs), which is almost Arrow's binary layout already: the lengths of a whole run of
+batches are joined into one int32 array, a cumulative sum turns them into Arrow offsets,
+the blobs are joined into the data buffer, and `pa.Array.from_buffers` wraps the result.
+Offsets, timestamps and timestamp types come from per-batch header values spread over
+their records with run-end decoding. That is a fixed number of C-level calls per fetch,
+whatever its record count. Only batches built from lists (the consumer cuts the first
+batch of a fetch that starts inside it) go through `pa.array`.
+"""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
+from itertools import accumulate, chain, groupby, repeat
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from data_plane.record_batch import DecodedBatch
+from data_plane.record_batch import LOG_APPEND_TIME, DecodedBatch
 
 SCHEMA_DDL = "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, timestampType int"
 HEADERS_DDL = ", headers array<struct<key:string,value:binary>>"
 
 _HEADER_TYPE = pa.list_(pa.field("element", pa.struct([("key", pa.string()), ("value", pa.binary())])))
 _TS_TYPE = pa.timestamp("us", tz="UTC")
+_ZERO_OFFSET = pa.array([0], pa.int32())
+_ZERO_LENGTH = pa.scalar(0, pa.int32())
+_ONE = pa.scalar(1, pa.int64())
+# The body's int32 columns are little-endian and Arrow uses the host's order.
+_BUFFERS_ARE_ARROW = sys.byteorder == "little"
+
+# (keys, values, offsets, timestamps in ms, timestamp types) of some records.
+Columns = tuple[pa.Array, pa.Array, pa.Array, pa.Array, pa.Array]
 
 
 def schema_ddl(include_headers: bool) -> str:
@@ -39,31 +61,93 @@ def to_record_batch(
     topic: str, partition: int, batches: Sequence[DecodedBatch], include_headers: bool = False
 ) -> pa.RecordBatch:
     """One RecordBatch holding every record of `batches` (one partition's, in offset order)."""
-    keys: list = []
-    values: list = []
-    offsets: list[int] = []
-    timestamps: list[int] = []
-    ts_types: list[int] = []
-    headers: list = []
-    for b in batches:
-        keys.extend(b.keys)
-        values.extend(b.values)
-        offsets.extend(b.offsets)
-        timestamps.extend(b.timestamps)
-        ts_types.extend([b.header.timestamp_type] * len(b.offsets))
-        if include_headers:
-            headers.extend(b.headers)
+    runs = groupby(batches, key=lambda b: b.layout is not None and _BUFFERS_ARE_ARROW)
+    parts = [(_from_layouts if has_layout else _from_lists)(list(run)) for has_layout, run in runs]
+    keys, values, offsets, timestamps_ms, timestamp_types = (_concat(column) for column in zip(*parts))
     n = len(offsets)
-    ts_ms = pa.array(timestamps, pa.int64())
     columns = [
-        pa.array(keys, pa.binary()),
-        pa.array(values, pa.binary()),
-        pa.array([topic] * n, pa.string()),
-        pa.array([partition] * n, pa.int32()),
-        pa.array(offsets, pa.int64()),
-        pc.multiply(ts_ms, 1000).cast(_TS_TYPE),
-        pa.array(ts_types, pa.int32()),
+        keys,
+        values,
+        pa.repeat(pa.scalar(topic, pa.string()), n),
+        pa.repeat(pa.scalar(partition, pa.int32()), n),
+        offsets,
+        pc.multiply(timestamps_ms, 1000).cast(_TS_TYPE),
+        timestamp_types,
     ]
     if include_headers:
-        columns.append(pa.array([[{"key": k, "value": v} for k, v in h] for h in headers], _HEADER_TYPE))
+        records = chain.from_iterable(b.headers for b in batches)
+        columns.append(pa.array([[{"key": k, "value": v} for k, v in h] for h in records], _HEADER_TYPE))
     return pa.RecordBatch.from_arrays(columns, schema=arrow_schema(include_headers))
+
+
+def _concat(arrays: Sequence[pa.Array]) -> pa.Array:
+    return arrays[0] if len(arrays) == 1 else pa.concat_arrays(arrays)
+
+
+def _from_lists(batches: list[DecodedBatch]) -> Columns:
+    """Columns of batches that hold Python lists (no body layout): one pa.array per column."""
+    return (
+        pa.array(list(chain.from_iterable(b.keys for b in batches)), pa.binary()),
+        pa.array(list(chain.from_iterable(b.values for b in batches)), pa.binary()),
+        pa.array(list(chain.from_iterable(b.offsets for b in batches)), pa.int64()),
+        pa.array(list(chain.from_iterable(b.timestamps for b in batches)), pa.int64()),
+        pa.array(list(chain.from_iterable(repeat(b.header.timestamp_type, len(b.offsets)) for b in batches)), pa.int32()),
+    )
+
+
+def _from_layouts(batches: list[DecodedBatch]) -> Columns:
+    """Columns of batches decoded from bytes, straight from their bodies' buffers."""
+    headers = [b.header for b in batches]
+    layouts = [b.layout for b in batches]
+    counts = [layout.record_count for layout in layouts]
+    run_ends = list(accumulate(counts))
+    n = run_ends[-1]
+    keys = _binary(
+        n,
+        sum(layout.key_nulls for layout in layouts),
+        [memoryview(x.body)[x.key_lengths_at : x.key_lengths_at + 4 * x.record_count] for x in layouts],
+        [memoryview(x.body)[x.keys_at : x.values_at] for x in layouts],
+    )
+    values = _binary(
+        n,
+        sum(layout.value_nulls for layout in layouts),
+        [memoryview(x.body)[x.value_lengths_at : x.value_lengths_at + 4 * x.record_count] for x in layouts],
+        [memoryview(x.body)[x.values_at : x.header_names_at] for x in layouts],
+    )
+    # LogAppendTime: every record carries the batch's max_timestamp, whatever its delta says.
+    appended = [h.timestamp_type == LOG_APPEND_TIME for h in headers]
+    deltas = _int32s(n, [bytes(4 * x.record_count) if a else memoryview(x.body)[: 4 * x.record_count] for x, a in zip(layouts, appended)])
+    timestamp_bases = [h.max_timestamp if a else h.first_timestamp for h, a in zip(headers, appended)]
+    timestamps_ms = pc.add(deltas.cast(pa.int64()), _per_record(timestamp_bases, run_ends, pa.int64()))
+    # Record i of the run is at offset i + (its batch's base offset - the batch's first index in the run).
+    shifts = [h.base_offset - first for h, first in zip(headers, chain([0], run_ends))]
+    offsets = pc.add(pc.subtract(pc.cumulative_sum(pa.repeat(_ONE, n)), 1), _per_record(shifts, run_ends, pa.int64()))
+    timestamp_types = _per_record([h.timestamp_type for h in headers], run_ends, pa.int32())
+    return keys, values, offsets, timestamps_ms, timestamp_types
+
+
+def _int32s(n: int, pieces: list) -> pa.Array:
+    """One int32 array of the little-endian int32 `pieces` put end to end."""
+    return pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(b"".join(pieces))])
+
+
+def _binary(n: int, nulls: int, length_pieces: list, blob_pieces: list) -> pa.Array:
+    """A binary array from the length columns (-1 = null) and blobs of consecutive batches."""
+    if nulls == n:
+        return pa.nulls(n, pa.binary())
+    lengths = _int32s(n, length_pieces)
+    validity = None
+    if nulls:
+        valid = pc.not_equal(lengths, -1)
+        lengths = pc.if_else(valid, lengths, _ZERO_LENGTH)
+        validity = valid.buffers()[1]
+    # Arrow offsets: n + 1 int32 positions from 0; the checked sum refuses more than 2 GiB.
+    ends = pa.concat_arrays([_ZERO_OFFSET, pc.cumulative_sum_checked(lengths)])
+    blob = pa.py_buffer(b"".join(blob_pieces))
+    return pa.Array.from_buffers(pa.binary(), n, [validity, ends.buffers()[1], blob], null_count=nulls)
+
+
+def _per_record(per_batch: list[int], run_ends: list[int], type_: pa.DataType) -> pa.Array:
+    """Each batch's value repeated for each of its records."""
+    encoded = pa.RunEndEncodedArray.from_arrays(pa.array(run_ends, pa.int32()), pa.array(per_batch, type_))
+    return pc.run_end_decode(encoded)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 EARLIEST = -2
 LATEST = -1
@@ -24,6 +24,8 @@ _SOURCE_OPTIONS = {
         "subscribePattern",
         "assign",
         "startingOffsets",
+        "startingTimestamp",
+        "startingOffsetsByTimestampStrategy",
         "endingOffsets",
         "maxOffsetsPerTrigger",
         "minPartitions",
@@ -49,13 +51,16 @@ class SourceOptions:
     assign: tuple[tuple[str, int], ...] = ()
     # "earliest" | "latest" | {(topic, partition): offset or -2/-1}
     starting_offsets: object = "earliest"
+    # ms: start at each partition's first record stamped at or after it (instead of starting_offsets)
+    starting_timestamp: int | None = None
+    # where a partition with no such record starts: "error" (fail the query) or "latest"
+    timestamp_strategy: str = "error"
     ending_offsets: object = "latest"
     max_offsets_per_trigger: int | None = None
     min_partitions: int | None = None
     fail_on_data_loss: bool = True
     include_headers: bool = False
     poll_timeout_ms: int = 120_000
-    extra: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -95,15 +100,23 @@ def _bool(opts: dict[str, str], low: str, name: str, default: bool) -> bool:
     raise OptionError(f"option {name!r} must be true or false, not {opts[low]!r}")
 
 
-def _positive_int(opts: dict[str, str], low: str, name: str) -> int | None:
+def _int(opts: dict[str, str], low: str, name: str, minimum: int = 1) -> int | None:
     if low not in opts:
         return None
+    wanted = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
     try:
         value = int(str(opts[low]).strip())
     except ValueError:
-        raise OptionError(f"option {name!r} must be a positive integer, not {opts[low]!r}") from None
-    if value <= 0:
-        raise OptionError(f"option {name!r} must be a positive integer, not {value}")
+        raise OptionError(f"option {name!r} must be {wanted}, not {opts[low]!r}") from None
+    if value < minimum:
+        raise OptionError(f"option {name!r} must be {wanted}, not {value}")
+    return value
+
+
+def _choice(opts: dict[str, str], low: str, name: str, choices: tuple[str, ...]) -> str:
+    value = str(opts.get(low, choices[0])).strip().lower()
+    if value not in choices:
+        raise OptionError(f"option {name!r} must be one of {', '.join(choices)}, not {opts[low]!r}")
     return value
 
 
@@ -169,16 +182,22 @@ def parse_source(options: Mapping[str, str], streaming: bool) -> SourceOptions:
         raise OptionError("option 'endingOffsets' is for batch queries only")
     if not streaming and "maxoffsetspertrigger" in opts:
         raise OptionError("option 'maxOffsetsPerTrigger' is for streaming queries only")
-    poll_timeout = _positive_int(opts, "polltimeoutms", "pollTimeoutMs")
+    if "startingtimestamp" in opts and "startingoffsets" in opts:
+        raise OptionError("options 'startingTimestamp' and 'startingOffsets' both say where to start: set only one")
+    poll_timeout = _int(opts, "polltimeoutms", "pollTimeoutMs")
     return SourceOptions(
         bootstrap=_bootstrap(opts),
         subscribe=subscribe,
         subscribe_pattern=pattern,
         assign=assign,
         starting_offsets=_offsets(opts, "startingoffsets", "startingOffsets", "latest" if streaming else "earliest"),
+        starting_timestamp=_int(opts, "startingtimestamp", "startingTimestamp", minimum=0),
+        timestamp_strategy=_choice(
+            opts, "startingoffsetsbytimestampstrategy", "startingOffsetsByTimestampStrategy", ("error", "latest")
+        ),
         ending_offsets=_offsets(opts, "endingoffsets", "endingOffsets", "latest", allow_earliest=False),
-        max_offsets_per_trigger=_positive_int(opts, "maxoffsetspertrigger", "maxOffsetsPerTrigger"),
-        min_partitions=_positive_int(opts, "minpartitions", "minPartitions"),
+        max_offsets_per_trigger=_int(opts, "maxoffsetspertrigger", "maxOffsetsPerTrigger"),
+        min_partitions=_int(opts, "minpartitions", "minPartitions"),
         fail_on_data_loss=_bool(opts, "failondataloss", "failOnDataLoss", True),
         include_headers=_bool(opts, "includeheaders", "includeHeaders", False),
         poll_timeout_ms=poll_timeout or 120_000,

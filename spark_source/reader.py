@@ -23,6 +23,10 @@ class DataLossError(RuntimeError):
     """Offsets the query needs are gone (deleted by retention, or the topic was recreated)."""
 
 
+class NoOffsetForTimestampError(LookupError):
+    """A partition has no record at or after startingTimestamp (and the strategy is "error")."""
+
+
 class RangePartition(InputPartition):
     """One task's work: records [start, end) of one topic-partition. Everything the task
     needs travels in here (read() runs in a worker process on another reader instance)."""
@@ -54,7 +58,8 @@ def resolve_partitions(admin: Admin, opts: SourceOptions) -> list[TopicPartition
 
 
 def list_offsets(admin: Admin, tps, which: int) -> dict[TopicPartition, int]:
-    """Log start offsets (which=-2) or high watermarks (which=-1) of `tps`."""
+    """Log start offsets (which=-2), high watermarks (which=-1) or, for a timestamp in ms,
+    the first offset stamped at or after it (-1 where there is none) of `tps`."""
     tps = list(tps)
     if not tps:
         return {}
@@ -74,6 +79,22 @@ def resolve_offsets(admin: Admin, tps: list[TopicPartition], spec: object) -> di
     for which in (EARLIEST, LATEST):
         out.update(list_offsets(admin, [tp for tp, o in wanted.items() if o == which], which))
     return out
+
+
+def resolve_start(admin: Admin, tps: list[TopicPartition], opts: SourceOptions) -> dict[TopicPartition, int]:
+    """Where a new query starts: each partition's first offset stamped at or after
+    startingTimestamp (ListOffsets by time) when that is set, else startingOffsets."""
+    if opts.starting_timestamp is None:
+        return resolve_offsets(admin, tps, opts.starting_offsets)
+    found = list_offsets(admin, tps, opts.starting_timestamp)
+    missing = sorted(tp for tp, offset in found.items() if offset < 0)
+    if missing and opts.timestamp_strategy == "error":
+        names = ", ".join(f"{t}-{p}" for t, p in missing)
+        raise NoOffsetForTimestampError(
+            f"no record at or after startingTimestamp={opts.starting_timestamp} in {names}; set "
+            "startingOffsetsByTimestampStrategy=latest to start such partitions at their latest offset"
+        )
+    return {**found, **list_offsets(admin, missing, LATEST)}
 
 
 def check_data_loss(
@@ -157,17 +178,14 @@ def read_range(part: RangePartition) -> Iterator:
                     )
                 continue
             deadline = time.monotonic() + part.poll_timeout_ms / 1000.0
-            kept = []
-            for b in batches:
-                if b.offsets and b.offsets[0] >= part.end:
-                    break
-                if b.offsets and b.offsets[-1] >= part.end:
-                    n = next(i for i, o in enumerate(b.offsets) if o >= part.end)
-                    b = type(b)(b.header, b.offsets[:n], b.timestamps[:n], b.keys[:n], b.values[:n], b.headers[:n])
-                kept.append(b)
+            # Offsets inside a batch are consecutive, so headers say how many records precede
+            # part.end: whole batches past it are dropped, the last one is cut in Arrow (no copy).
+            kept = [b for b in batches if b.header.base_offset < part.end]
+            rows = sum(min(b.header.next_offset, part.end) - b.header.base_offset for b in kept)
+            if rows:
+                arrow = to_record_batch(part.topic, part.partition, kept, part.include_headers)
+                yield arrow.slice(0, rows) if rows < arrow.num_rows else arrow
             last = batches[-1].header.next_offset
-            if any(b.offsets for b in kept):
-                yield to_record_batch(part.topic, part.partition, kept, part.include_headers)
             position = max(position, last)  # gaps (compaction, control batches) are normal
 
 
@@ -186,7 +204,7 @@ class KraftlogBatchReader(DataSourceReader):
         opts = self.opts
         with Admin(opts.bootstrap) as admin:
             tps = resolve_partitions(admin, opts)
-            starts = resolve_offsets(admin, tps, opts.starting_offsets)
+            starts = resolve_start(admin, tps, opts)
             ends = resolve_offsets(admin, tps, opts.ending_offsets)
             hws = list_offsets(admin, tps, LATEST)
             ends = {tp: min(e, hws[tp]) for tp, e in ends.items()}

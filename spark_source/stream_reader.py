@@ -23,8 +23,8 @@ from spark_source.reader import (
     list_offsets,
     plan_ranges,
     read_range,
-    resolve_offsets,
     resolve_partitions,
+    resolve_start,
 )
 
 log = logging.getLogger("spark_source")
@@ -95,7 +95,7 @@ class KraftlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def initialOffset(self) -> dict:
         tps = self._partitions_now()
-        return offset_codec.encode(resolve_offsets(self._admin_client(), tps, self.opts.starting_offsets))
+        return offset_codec.encode(resolve_start(self._admin_client(), tps, self.opts))
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.opts.max_offsets_per_trigger:

@@ -4,12 +4,22 @@ Columns: `value` (binary or string, required), optional `key` (binary/string), `
 (string; else the `topic` option), `partition` (int), `headers`
 (array<struct<key:string,value:binary>>). Delivery is at-least-once: a retried task
 produces its rows again.
+
+Rows go through the producer's bulk path (`Producer.send_batch`: one batch, one future, no
+per-record bookkeeping): each Arrow batch is grouped by destination partition, keeping row
+order within each, and cut into chunks of at most `CHUNK_BYTES`. The partition is the
+`partition` column, else Kafka's key hash (`partition_for_key`, the producer's own rule),
+else the topic's sticky partition, which moves on after each Arrow batch (the producer's
+rule for records without a key, KIP-480, with a Spark Arrow batch as the unit). `send_batch` takes no headers, so an Arrow batch with any headers
+goes record by record through `Producer.send`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
     DataSourceStreamArrowWriter,
@@ -18,7 +28,15 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, LongType, ShortType, StringType, StructType
 
 from data_plane.client import Producer
+from data_plane.client.partitioner import StickyPartitioner, partition_for_key
+from data_plane.client.producer_batch import RECORD_OVERHEAD_BYTES
 from spark_source.options import OptionError, SinkOptions
+
+# Bytes of keys, values and per-record overhead in one send_batch: the producer's default
+# batch_size, well under the default max.message.bytes (1 MiB) a broker accepts per batch.
+CHUNK_BYTES = 256 * 1024
+# Outstanding futures after which a task waits for acknowledgements before going on.
+FUTURES_MAX = 100_000
 
 
 @dataclass
@@ -43,40 +61,136 @@ def validate_schema(schema: StructType, opts: SinkOptions) -> None:
         raise OptionError("set the 'topic' option or give the DataFrame a 'topic' column")
 
 
-def _bytes(v):
+class _Rows:
+    """One Arrow batch's columns as Python lists (None for a column the DataFrame lacks)."""
+
+    def __init__(self, batch: pa.RecordBatch, default_topic: str | None) -> None:
+        self.count = batch.num_rows
+        self.values = _column(batch, "value")
+        self.keys = _column(batch, "key")
+        self.topics = _column(batch, "topic")
+        self.partitions = _column(batch, "partition")
+        self.headers = _column(batch, "headers")
+        self.default_topic = default_topic
+        if None in self.values:
+            raise ValueError("column 'value' holds a null: the producer writes no tombstones; filter or fill nulls first")
+
+    def topic(self, i: int) -> str:
+        topic = (self.topics[i] if self.topics else None) or self.default_topic
+        if not topic:
+            raise ValueError("a row has a null topic and the 'topic' option is not set")
+        return topic
+
+    def key(self, i: int) -> bytes | None:
+        return self.keys[i] if self.keys else None
+
+    def partition(self, i: int) -> int | None:
+        return self.partitions[i] if self.partitions else None
+
+    @property
+    def has_headers(self) -> bool:
+        return bool(self.headers) and any(self.headers)
+
+
+def _column(batch: pa.RecordBatch, name: str) -> list | None:
+    if name not in batch.schema.names:
+        return None
+    column = batch.column(name)
+    if name in ("key", "value") and pa.types.is_string(column.type):
+        column = column.cast(pa.binary())
+    return column.to_pylist()
+
+
+def _chunks(values: list[bytes], keys: list[bytes | None] | None) -> Iterator[tuple[int, int]]:
+    """[start, end) row ranges of at most CHUNK_BYTES each (a larger row goes alone)."""
+    start, size = 0, 0
+    for i, value in enumerate(values):
+        row = RECORD_OVERHEAD_BYTES + len(value) + (len(keys[i]) if keys and keys[i] is not None else 0)
+        if size + row > CHUNK_BYTES and i > start:
+            yield start, i
+            start, size = i, 0
+        size += row
+    if start < len(values):
+        yield start, len(values)
+
+
+class _BulkSender:
+    """Sends the rows of Arrow batches through `send_batch`, one producer for the whole task."""
+
+    def __init__(self, producer: Producer) -> None:
+        self.producer = producer
+        self.partitioner = StickyPartitioner()
+
+    def send(self, rows: _Rows) -> list:
+        """Queues every row; returns one future per chunk. Rows of one Arrow batch without a
+        key or partition all go to their topic's sticky partition, which then moves on."""
+        sticky: dict[str, int] = {}
+        groups: dict[tuple[str, int], list[int]] = {}
+        if not (rows.topics or rows.partitions or rows.keys):
+            topic = rows.topic(0)
+            sticky[topic] = self._sticky(topic)
+            groups[(topic, sticky[topic])] = list(range(rows.count))
+        else:
+            for i in range(rows.count):
+                topic, partition, key = rows.topic(i), rows.partition(i), rows.key(i)
+                if partition is None and key is not None:
+                    partition = partition_for_key(key, self.producer.partitions_for(topic))
+                elif partition is None:
+                    partition = sticky.get(topic)
+                    if partition is None:
+                        partition = sticky[topic] = self._sticky(topic)
+                groups.setdefault((topic, partition), []).append(i)
+        futures = []
+        for (topic, partition), indexes in groups.items():
+            values = [rows.values[i] for i in indexes]
+            keys = [rows.keys[i] for i in indexes] if rows.keys else None
+            for start, end in _chunks(values, keys):
+                chunk_keys = keys[start:end] if keys else None
+                futures.append(self.producer.send_batch(topic, partition, values[start:end], chunk_keys))
+        for topic, partition in sticky.items():
+            self.partitioner.on_new_batch(topic, partition, self.producer.partitions_for(topic))
+        return futures
+
+    def _sticky(self, topic: str) -> int:
+        return self.partitioner.partition(topic, None, self.producer.partitions_for(topic))
+
+
+def _send_records(producer: Producer, rows: _Rows) -> list:
+    """Record by record (the only producer path that carries headers)."""
+    futures = []
+    for i in range(rows.count):
+        headers = rows.headers[i] if rows.headers else None
+        pairs = [(h["key"], _bytes(h["value"])) for h in headers] if headers else None
+        futures.append(producer.send(rows.topic(i), rows.values[i], key=rows.key(i), headers=pairs, partition=rows.partition(i)))
+    return futures
+
+
+def _bytes(v: bytes | str | None) -> bytes | None:
     if v is None or isinstance(v, bytes):
         return v
     return v.encode("utf-8")
 
 
-def write_batches(opts: SinkOptions, iterator) -> KraftlogCommitMessage:
+def write_batches(opts: SinkOptions, batches: Iterable[pa.RecordBatch]) -> KraftlogCommitMessage:
+    """Produces every row of `batches` and waits until each is acknowledged (acks=all)."""
     count = 0
     with Producer(opts.bootstrap, acks="all") as producer:
-        futures = []
-        for batch in iterator:
-            names = batch.schema.names
-            cols = {n: batch.column(n).to_pylist() for n in ("key", "value", "topic", "partition", "headers") if n in names}
-            n = batch.num_rows
-            values = cols["value"]
-            keys = cols.get("key") or [None] * n
-            topics = cols.get("topic") or [opts.topic] * n
-            parts = cols.get("partition") or [None] * n
-            headers = cols.get("headers") or [None] * n
-            for i in range(n):
-                topic = topics[i] or opts.topic
-                if not topic:
-                    raise ValueError("a row has a null topic and the 'topic' option is not set")
-                hdrs = [(h["key"], _bytes(h["value"])) for h in headers[i]] if headers[i] else None
-                futures.append(producer.send(topic, _bytes(values[i]), key=_bytes(keys[i]), headers=hdrs, partition=parts[i]))
-            count += n
-            if len(futures) > 100_000:
+        bulk = _BulkSender(producer)
+        futures: list = []
+        for batch in batches:
+            if not batch.num_rows:
+                continue
+            rows = _Rows(batch, opts.topic)
+            futures.extend(_send_records(producer, rows) if rows.has_headers else bulk.send(rows))
+            count += rows.count
+            if len(futures) > FUTURES_MAX:
                 _wait(producer, futures)
                 futures = []
         _wait(producer, futures)
     return KraftlogCommitMessage(count)
 
 
-def _wait(producer: Producer, futures) -> None:
+def _wait(producer: Producer, futures: list) -> None:
     producer.flush()
     for f in futures:
         f.result()

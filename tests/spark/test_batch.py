@@ -1,6 +1,6 @@
 import pytest
 
-from tests.spark.conftest import produce
+from tests.spark.conftest import load, produce
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
@@ -8,13 +8,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.integration]
 def test_batch_read_every_record(spark, cluster):
     cluster.create_topic("batch3", 3, 1)
     produce(cluster.bootstrap, "batch3", 3, 50, headers=True)
-    df = (
-        spark.read.format("kraftlog")
-        .option("bootstrap", cluster.bootstrap)
-        .option("subscribe", "batch3")
-        .option("includeHeaders", "true")
-        .load()
-    )
+    df = load(spark.read, bootstrap=cluster.bootstrap, subscribe="batch3", includeHeaders="true")
     assert df.schema.simpleString() == (
         "struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,timestamp:timestamp,"
         "timestampType:int,headers:array<struct<key:string,value:binary>>>"
@@ -33,14 +27,13 @@ def test_batch_read_every_record(spark, cluster):
 
 
 def test_batch_offsets_and_min_partitions(spark, cluster):
-    df = (
-        spark.read.format("kraftlog")
-        .option("kraftlog.bootstrap.servers", cluster.bootstrap)
-        .option("assign", '{"batch3":[0,2]}')
-        .option("startingOffsets", '{"batch3":{"0":10,"2":-2}}')
-        .option("endingOffsets", '{"batch3":{"0":20,"2":-1}}')
-        .option("minPartitions", "6")
-        .load()
+    df = load(
+        spark.read,
+        **{"kraftlog.bootstrap.servers": cluster.bootstrap},
+        assign='{"batch3":[0,2]}',
+        startingOffsets='{"batch3":{"0":10,"2":-2}}',
+        endingOffsets='{"batch3":{"0":20,"2":-1}}',
+        minPartitions=6,
     )
     assert df.rdd.getNumPartitions() >= 6
     got = sorted((r.partition, r.offset) for r in df.select("partition", "offset").collect())
@@ -53,14 +46,7 @@ def test_batch_offsets_and_min_partitions(spark, cluster):
 )
 def test_bad_option_named(spark, cluster, option, value, needle):
     with pytest.raises(Exception, match="(?i)" + needle):  # Spark lower-cases option names
-        (
-            spark.read.format("kraftlog")
-            .option("bootstrap", cluster.bootstrap)
-            .option("subscribe", "batch3")
-            .option(option, value)
-            .load()
-            .collect()
-        )
+        load(spark.read, bootstrap=cluster.bootstrap, subscribe="batch3", **{option: value}).collect()
 
 
 def test_write_then_read(spark, cluster):
@@ -69,9 +55,7 @@ def test_write_then_read(spark, cluster):
         [(f"k{i}", f"v{i}", i % 2) for i in range(40)], "key string, value string, partition int"
     )
     src.write.format("kraftlog").mode("append").option("bootstrap", cluster.bootstrap).option("topic", "written").save()
-    rows = (
-        spark.read.format("kraftlog").option("bootstrap", cluster.bootstrap).option("subscribe", "written").load().collect()
-    )
+    rows = load(spark.read, bootstrap=cluster.bootstrap, subscribe="written").collect()
     assert sorted((r.key, r.value, r.partition) for r in rows) == sorted(
         (f"k{i}".encode(), f"v{i}".encode(), i % 2) for i in range(40)
     )

@@ -1,18 +1,17 @@
-import time
+import os
+import signal
+import subprocess
+import sys
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
-from tests.spark.conftest import produce
+from cli.local_cluster import wait_for
+from tests.spark.conftest import load, produce, run_available_now
+from tests.spark.file_sink_query import MAX_OFFSETS_PER_TRIGGER, BatchFiles, read_batch_files, start_query
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
-
-
-def _stream(spark, bootstrap, topic, **options):
-    reader = spark.readStream.format("kraftlog").option("bootstrap", bootstrap).option("subscribe", topic)
-    for k, v in options.items():
-        reader = reader.option(k, str(v))
-    return reader.load()
 
 
 def test_available_now_respects_max_offsets_per_trigger(spark, cluster, tmp_path):
@@ -23,15 +22,8 @@ def test_available_now_respects_max_offsets_per_trigger(spark, cluster, tmp_path
     def collect(df, batch_id):
         batches.append([(r.partition, r.offset, r.value) for r in df.collect()])
 
-    query = (
-        _stream(spark, cluster.bootstrap, "stream3", startingOffsets="earliest", maxOffsetsPerTrigger=40)
-        .writeStream.foreachBatch(collect)
-        .option("checkpointLocation", str(tmp_path / "ckpt"))
-        .trigger(availableNow=True)
-        .start()
-    )
-    assert query.awaitTermination(120)
-    assert query.exception() is None
+    df = load(spark.readStream, bootstrap=cluster.bootstrap, subscribe="stream3", startingOffsets="earliest", maxOffsetsPerTrigger=40)
+    run_available_now(df, tmp_path / "ckpt", collect)
     sizes = [len(b) for b in batches if b]
     assert sizes and max(sizes) <= 40 and sum(sizes) == 150, sizes
     assert len(sizes) >= 4
@@ -49,17 +41,12 @@ def test_exactly_once_across_restart(spark, cluster, tmp_path):
     out, ckpt = str(tmp_path / "out"), str(tmp_path / "ckpt")
 
     def start(trigger):
-        df = _stream(spark, cluster.bootstrap, "restart3", startingOffsets="earliest", maxOffsetsPerTrigger=30)
+        df = load(spark.readStream, bootstrap=cluster.bootstrap, subscribe="restart3", startingOffsets="earliest", maxOffsetsPerTrigger=30)
         writer = df.select("partition", "offset", "value").writeStream.format("parquet")
         return writer.option("path", out).option("checkpointLocation", ckpt).trigger(**trigger).start()
 
     query = start({"processingTime": "0 seconds"})
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        progress = query.lastProgress
-        if progress and progress["batchId"] >= 3:
-            break
-        time.sleep(0.1)
+    wait_for(lambda: (query.lastProgress or {}).get("batchId", -1) >= 3, 90, "batch 3 of the first run")
     query.stop()
     assert query.exception() is None
     first = spark.read.parquet(out).count()
@@ -87,19 +74,8 @@ def test_new_partition_topic_via_pattern_and_bad_option(spark, cluster, tmp_path
         got.extend((r.topic, r.offset) for r in df.collect())
 
     def run():
-        q = (
-            spark.readStream.format("kraftlog")
-            .option("bootstrap", cluster.bootstrap)
-            .option("subscribePattern", "pat-.*")
-            .option("startingOffsets", "earliest")
-            .load()
-            .writeStream.foreachBatch(collect)
-            .option("checkpointLocation", str(tmp_path / "ckpt"))
-            .trigger(availableNow=True)
-            .start()
-        )
-        assert q.awaitTermination(120)
-        assert q.exception() is None
+        df = load(spark.readStream, bootstrap=cluster.bootstrap, subscribePattern="pat-.*", startingOffsets="earliest")
+        run_available_now(df, tmp_path / "ckpt", collect)
 
     run()
     cluster.create_topic("pat-b", 1, 1)
@@ -109,16 +85,7 @@ def test_new_partition_topic_via_pattern_and_bad_option(spark, cluster, tmp_path
     assert sorted(got) == [("pat-a", o) for o in range(7)] + [("pat-b", o) for o in range(3)]
 
     with pytest.raises(Exception, match="(?i)maxOffsetsPerTrigger"):
-        (
-            spark.readStream.format("kraftlog")
-            .option("bootstrap", cluster.bootstrap)
-            .option("subscribe", "pat-a")
-            .option("maxOffsetsPerTrigger", "-5")
-            .load()
-            .writeStream.format("noop")
-            .start()
-            .awaitTermination(30)
-        )
+        load(spark.readStream, bootstrap=cluster.bootstrap, subscribe="pat-a", maxOffsetsPerTrigger=-5).writeStream.format("noop").start().awaitTermination(30)
 
 
 def test_stream_write_copies_topic(spark, cluster, tmp_path):
@@ -126,7 +93,7 @@ def test_stream_write_copies_topic(spark, cluster, tmp_path):
     cluster.create_topic("copy-dst", 2, 1)
     produce(cluster.bootstrap, "copy-src", 2, 30)
     query = (
-        _stream(spark, cluster.bootstrap, "copy-src", startingOffsets="earliest")
+        load(spark.readStream, bootstrap=cluster.bootstrap, subscribe="copy-src", startingOffsets="earliest")
         .selectExpr("key", "value", "partition")
         .writeStream.format("kraftlog")
         .option("bootstrap", cluster.bootstrap)
@@ -137,5 +104,48 @@ def test_stream_write_copies_topic(spark, cluster, tmp_path):
     )
     assert query.awaitTermination(120)
     assert query.exception() is None
-    rows = spark.read.format("kraftlog").option("bootstrap", cluster.bootstrap).option("subscribe", "copy-dst").load().collect()
+    rows = load(spark.read, bootstrap=cluster.bootstrap, subscribe="copy-dst").collect()
     assert sorted((r.partition, r.value) for r in rows) == sorted((p, f"{p}-{i}".encode()) for p in range(2) for i in range(30))
+
+
+def test_exactly_once_after_kill_mid_batch(spark, cluster, tmp_path):
+    """SIGKILL the process running the query (driver, JVM and workers) while batch 2 is half
+    written, restart from the checkpoint: each record lands once, in offset order."""
+    cluster.create_topic("killed3", 3, 1)
+    produce(cluster.bootstrap, "killed3", 3, 100)
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+    out.mkdir()
+    block_at = 2
+    log_path = tmp_path / "query.log"
+    with open(log_path, "wb") as log_file:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.spark.file_sink_query", cluster.bootstrap, "killed3", str(out), str(ckpt), "--block-at", str(block_at)],
+            cwd=Path(__file__).resolve().parents[2],
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: the kill takes the JVM and Python workers too
+        )
+    marker = out / f"in-progress-{block_at}"
+    try:
+        wait_for(lambda: marker.exists() or proc.poll() is not None, 240, f"batch {block_at} of the query to be in progress")
+        assert marker.exists(), f"the query process exited with {proc.returncode}:\n{log_path.read_text()[-3000:]}"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+    assert sorted(read_batch_files(out)) == list(range(block_at))  # batch 2 was never completed
+    assert (out / f".batch-{block_at}.jsonl.tmp").exists()
+
+    produce(cluster.bootstrap, "killed3", 3, 50, start=100)
+    query = start_query(spark, cluster.bootstrap, "killed3", ckpt, BatchFiles(out), {"availableNow": True})
+    assert query.awaitTermination(180)
+    assert query.exception() is None
+
+    batches = read_batch_files(out)
+    assert sorted(batches) == list(range(len(batches)))
+    assert all(0 < len(rows) <= MAX_OFFSETS_PER_TRIGGER for rows in batches.values())
+    per_partition: dict[int, list[int]] = {}
+    for batch_id in sorted(batches):
+        for partition, offset, value in batches[batch_id]:
+            assert value == f"{partition}-{offset}"
+            per_partition.setdefault(partition, []).append(offset)
+    assert per_partition == {p: list(range(150)) for p in range(3)}

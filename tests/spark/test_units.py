@@ -1,13 +1,23 @@
 """Driver-side logic without a cluster or a SparkSession."""
 
 import json
+import logging
 
+import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from data_plane import record_batch
+from data_plane.client.consumer import cut_batch
+from data_plane.client.partitioner import partition_for_key
+from data_plane.client.producer_batch import RECORD_OVERHEAD_BYTES
 from spark_source import offsets
+from spark_source.arrow_rows import arrow_schema, to_record_batch
 from spark_source.options import OptionError, parse_sink, parse_source
 from spark_source.reader import DataLossError, check_data_loss, plan_ranges
 from spark_source.stream_reader import spread_limit
+from spark_source.writer import CHUNK_BYTES, _BulkSender, _Rows
 
 pytestmark = pytest.mark.spark
 
@@ -70,3 +80,136 @@ def test_data_loss():
     with pytest.raises(DataLossError, match="failOnDataLoss"):
         check_data_loss({("t", 0): 3}, {("t", 0): 10}, fail=True)
     assert check_data_loss({("t", 0): 3}, {("t", 0): 10}, fail=False) == {("t", 0): 10}
+
+
+def test_starting_timestamp_options():
+    o = parse_source({"bootstrap": "h:1", "subscribe": "t", "startingtimestamp": "1700000000000"}, streaming=True)
+    assert (o.starting_timestamp, o.timestamp_strategy) == (1_700_000_000_000, "error")
+    o = parse_source(
+        {"bootstrap": "h:1", "subscribe": "t", "startingtimestamp": "0", "startingoffsetsbytimestampstrategy": "LATEST"},
+        streaming=False,
+    )
+    assert (o.starting_timestamp, o.timestamp_strategy) == (0, "latest")
+    for bad, needle in [
+        ({"startingtimestamp": "-1"}, "'startingTimestamp' must be an integer >= 0"),
+        ({"startingtimestamp": "5", "startingoffsets": "earliest"}, "set only one"),
+        ({"startingoffsetsbytimestampstrategy": "earliest"}, "'startingOffsetsByTimestampStrategy' must be one of error, latest"),
+    ]:
+        with pytest.raises(OptionError, match=needle):
+            parse_source({"bootstrap": "h:1", "subscribe": "t", **bad}, streaming=True)
+
+
+def test_data_loss_skipped_with_a_warning(caplog):
+    with caplog.at_level(logging.WARNING, logger="spark_source"):
+        assert check_data_loss({("t", 0): 3, ("t", 1): 12}, {("t", 0): 10, ("t", 1): 10}, fail=False) == {("t", 0): 10, ("t", 1): 12}
+    assert [r.getMessage() for r in caplog.records] == [
+        "t-0: offsets 3..9 are no longer available (log start offset is 10); they were deleted by retention or the "
+        "topic was recreated. Set failOnDataLoss=false to skip them. Skipping (failOnDataLoss=false)."
+    ]
+
+
+# --------------------------------------------------------------------------- Arrow rows
+
+maybe_bytes = st.none() | st.binary(max_size=20)
+record = st.tuples(maybe_bytes, maybe_bytes, st.lists(st.tuples(st.text(max_size=4), maybe_bytes), max_size=2))
+
+
+@st.composite
+def fetched_batches(draw: st.DrawFn) -> list[record_batch.DecodedBatch]:
+    """Consecutive decoded batches as a fetch brings them, the first possibly cut by the consumer."""
+    batches, offset = [], draw(st.integers(0, 1 << 40))
+    for _ in range(draw(st.integers(1, 4))):
+        records = draw(st.lists(record, min_size=1, max_size=12))
+        buf = bytearray(
+            record_batch.encode_batch(
+                [v for _, v, _ in records],
+                keys=[k for k, _, _ in records],
+                headers=[h for _, _, h in records],
+                timestamps_ms=[draw(st.integers(1 << 40, (1 << 40) + 100_000)) for _ in records],
+                compression=draw(st.sampled_from(["none", "lz4"])),
+            )
+        )
+        record_batch.stamp_batch(buf, 0, offset, 0)
+        if draw(st.booleans()):
+            record_batch.set_log_append_time(buf, 0, draw(st.integers(0, 1 << 41)))
+        batches.append(record_batch.decode_batch(bytes(buf)))
+        offset += len(records) + draw(st.integers(0, 3))  # gaps, as control batches leave
+    first = batches[0]
+    batches[0] = cut_batch(first, draw(st.integers(first.header.base_offset, first.header.last_offset)))
+    return batches
+
+
+@settings(max_examples=80, deadline=None)
+@given(fetched_batches(), st.booleans())
+def test_arrow_rows_match_the_records(batches, include_headers):
+    rb = to_record_batch("topic-a", 7, batches, include_headers)
+    records = [r for b in batches for r in b.records()]
+    timestamp_types = [b.header.timestamp_type for b in batches for _ in b.offsets]
+    assert rb.schema == arrow_schema(include_headers)
+    assert rb.column("key").to_pylist() == [r.key for r in records]
+    assert rb.column("value").to_pylist() == [r.value for r in records]
+    assert rb.column("offset").to_pylist() == [r.offset for r in records]
+    assert rb.column("timestamp").cast(pa.int64()).to_pylist() == [r.timestamp_ms * 1000 for r in records]
+    assert rb.column("timestampType").to_pylist() == timestamp_types
+    assert set(rb.column("topic").to_pylist()) == {"topic-a"} and set(rb.column("partition").to_pylist()) == {7}
+    if include_headers:
+        assert rb.column("headers").to_pylist() == [[{"key": k, "value": v} for k, v in r.headers] for r in records]
+
+
+# --------------------------------------------------------------------------- writer
+
+
+class _RecordingProducer:
+    """Stands in for Producer: remembers what send_batch was given."""
+
+    def __init__(self, partitions: int) -> None:
+        self.partitions = partitions
+        self.sent: list[tuple[str, int, list, list | None]] = []
+
+    def partitions_for(self, topic: str) -> int:
+        return self.partitions
+
+    def send_batch(self, topic, partition, values, keys=None):
+        self.sent.append((topic, partition, values, keys))
+        return object()
+
+
+def test_bulk_writer_groups_by_partition_in_row_order():
+    keys = [None, b"alpha", None, b"beta", b"alpha", None]
+    batch = pa.RecordBatch.from_pydict(
+        {
+            "key": pa.array(keys, pa.binary()),
+            "value": pa.array([f"v{i}" for i in range(6)], pa.string()),
+            "partition": pa.array([None, None, 2, None, None, None], pa.int32()),
+        }
+    )
+    producer = _RecordingProducer(partitions=4)
+    futures = _BulkSender(producer).send(_Rows(batch, "out"))
+    assert len(futures) == len(producer.sent)
+    assert {topic for topic, _, _, _ in producer.sent} == {"out"}
+    placed = {value: partition for _, partition, values, _ in producer.sent for value in values}
+    assert sorted(placed) == [f"v{i}".encode() for i in range(6)]
+    assert placed[b"v2"] == 2
+    for i in (1, 3, 4):  # keyed rows follow Kafka's key hash
+        assert placed[b"v%d" % i] == partition_for_key(keys[i], 4)
+    assert placed[b"v0"] == placed[b"v5"]  # unkeyed rows share the sticky partition
+    in_partition: dict[int, list[bytes]] = {}
+    for _, partition, values, _ in producer.sent:
+        in_partition.setdefault(partition, []).extend(values)
+    assert all(values == sorted(values) for values in in_partition.values())  # row order kept
+
+
+def test_bulk_writer_chunks_unkeyed_rows_and_moves_on_per_arrow_batch():
+    value = b"x" * 1000
+    rows = 3 * CHUNK_BYTES // len(value)
+    batch = pa.RecordBatch.from_pydict({"value": pa.array([value] * rows, pa.binary())})
+    producer = _RecordingProducer(partitions=3)
+    sender = _BulkSender(producer)
+    sender.send(_Rows(batch, "out"))
+    sizes = [sum(len(v) + RECORD_OVERHEAD_BYTES for v in values) for _, _, values, _ in producer.sent]
+    assert sum(len(values) for _, _, values, _ in producer.sent) == rows
+    assert len(sizes) >= 3 and max(sizes) <= CHUNK_BYTES
+    assert len({p for _, p, _, _ in producer.sent}) == 1  # one Arrow batch: one sticky partition
+    first = producer.sent[0][1]
+    sender.send(_Rows(batch, "out"))
+    assert producer.sent[-1][1] != first  # the next Arrow batch moved on

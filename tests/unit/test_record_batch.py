@@ -27,7 +27,8 @@ from data_plane.record_batch import (
 
 maybe_bytes = st.none() | st.binary(max_size=40)
 header_list = st.lists(st.tuples(st.text(max_size=8), maybe_bytes), max_size=3)
-record = st.tuples(maybe_bytes, maybe_bytes, header_list, st.integers(-(1 << 30), 1 << 30))
+# Deltas from the first record must fit an int32: two draws from [-2**30, 2**30) differ by less than 2**31.
+record = st.tuples(maybe_bytes, maybe_bytes, header_list, st.integers(-(1 << 30), (1 << 30) - 1))
 
 
 @st.composite
@@ -70,6 +71,31 @@ def test_arbitrary_records_round_trip(drawn, base_offset, epoch, log_append_time
     assert batch.records() == [
         Record(base_offset + i, ts, k, v, h) for i, ((k, v, h, _), ts) in enumerate(zip(records, expected_ts))
     ]
+
+
+@settings(max_examples=100, deadline=None)
+@given(batches())
+def test_layout_locates_the_key_and_value_columns(drawn) -> None:
+    records, data, _ = drawn
+    batch = decode_batch(data)
+    layout = batch.layout
+    n = layout.record_count
+
+    def column(lengths_at: int, blob_at: int) -> list[bytes | None]:
+        items, pos = [], blob_at
+        for length in struct.unpack_from(f"<{n}i", layout.body, lengths_at):
+            items.append(None if length < 0 else layout.body[pos : pos + length])
+            pos += max(length, 0)
+        return items
+
+    assert column(layout.key_lengths_at, layout.keys_at) == [k for k, _, _, _ in records]
+    assert column(layout.value_lengths_at, layout.values_at) == [v for _, v, _, _ in records]
+    assert (layout.key_nulls, layout.value_nulls) == (
+        sum(k is None for k, _, _, _ in records), sum(v is None for _, v, _, _ in records),
+    )
+    # Columns cut on first read equal a batch built from the same lists.
+    same = rb.DecodedBatch(batch.header, batch.offsets, batch.timestamps, batch.keys, batch.values, batch.headers)
+    assert same == batch and same.layout is None
 
 
 @settings(max_examples=100, deadline=None)
