@@ -8,6 +8,7 @@ restarts the same cluster with its data, and other commands find the bootstrap a
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -67,6 +68,17 @@ def wait_for(condition: Callable[[], object], timeout_s: float, what: str, inter
             last_error = exc
         time.sleep(interval_s)
     raise TimeoutError(f"timed out after {timeout_s:.0f}s waiting for {what}" + (f" (last error: {last_error})" if last_error else ""))
+
+
+async def async_wait_for(condition: Callable[[], object], timeout_s: float, what: str, interval_s: float = 0.05) -> object:
+    """``wait_for`` for code on an event loop (the loop keeps running between checks)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        await asyncio.sleep(interval_s)
+    raise TimeoutError(f"timed out after {timeout_s:.0f}s waiting for {what}")
 
 
 class LocalCluster:

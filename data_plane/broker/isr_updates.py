@@ -92,8 +92,6 @@ class AlterPartitionSender:
         core = partition.leader_core
         if core is None or core.pending_isr is not proposal:
             return
-        if isinstance(result, AlterPartitionCommitted) and result.leader_epoch != core.leader_epoch:
-            result = AlterPartitionRefused(ErrorCode.FENCED_LEADER_EPOCH)
         follow_up = partition.on_alter_partition_result(result, self._clock_ms())
         if follow_up is not None:
             self.submit(partition, follow_up)

@@ -232,7 +232,7 @@ class ReplicaManager:
         else:
             partition.become_follower(state)
             if self.config.unsafe is UnsafeBehaviour.TRUNCATE_TO_HW:
-                self._truncate(partition, partition.high_watermark, "unsafe: truncate to the high watermark")
+                self.truncate_follower(partition, partition.high_watermark, "unsafe: truncate to the high watermark")
             role = "follower"
         self._log.info(
             f"became {role}", **_fields(partition), reason=why, leader=state.leader, isr=list(state.isr),
@@ -515,9 +515,7 @@ class ReplicaManager:
         partition.producers.rebuild_from_batches(appended.headers)
 
     def truncate_follower(self, partition: Partition, offset: int, why: str) -> None:
-        self._truncate(partition, offset, why)
-
-    def _truncate(self, partition: Partition, offset: int, why: str) -> None:
+        """Cut the log back to ``offset`` (divergence, or the unsafe truncate-to-HW mode)."""
         before = partition.log.log_end_offset
         if offset >= before:
             return

@@ -265,15 +265,19 @@ class LeaderPartitionState:
     ) -> LeaderDecisions:
         """The controller answered our AlterPartition. Either way nothing is pending after.
 
-        An answer arriving after metadata already superseded the proposal is ignored."""
+        An answer arriving after metadata already superseded the proposal is ignored, and so
+        is a committed state of another leader epoch (leadership moved meanwhile: the new
+        epoch arrives through metadata and replaces this state)."""
         assert not self._resigned
         if self.pending_isr is None:
             return LeaderDecisions()
         self.pending_isr = None
-        if isinstance(result, AlterPartitionCommitted):
-            assert result.leader_epoch == self.leader_epoch, (result, self.leader_epoch)
-            if result.partition_epoch > self.partition_epoch:
-                self._apply_isr(result.partition_epoch, result.isr)
+        if (
+            isinstance(result, AlterPartitionCommitted)
+            and result.leader_epoch == self.leader_epoch
+            and result.partition_epoch > self.partition_epoch
+        ):
+            self._apply_isr(result.partition_epoch, result.isr)
         return self._advance(now_ms, proposal=None)
 
     def on_partition_change(

@@ -11,7 +11,7 @@ import socket
 import socketserver
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 import requests
@@ -19,6 +19,7 @@ import toxiproxy
 from toxiproxy.exceptions import InvalidToxic, NotFound, ProxyExists
 
 from chaos.toxiproxy import ToxiproxyHandle, start_toxiproxy
+from cli.local_cluster import wait_for
 
 pytestmark = [pytest.mark.chaos, pytest.mark.timeout(60)]
 
@@ -129,14 +130,6 @@ def round_trip(sock: socket.socket, payload: bytes = b"ping") -> float:
     sock.sendall(payload)
     assert recv_exactly(sock, len(payload)) == payload
     return time.monotonic() - start
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 5.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.01)
 
 
 # ---- API ----------------------------------------------------------------------------------
@@ -281,7 +274,7 @@ def test_limit_data_upstream_counts_what_the_server_gets(
     with connect(recorder) as sock:
         sock.sendall(b"0123456789abcdef")
         assert recv_until_eof(sock) == b""  # the whole connection closes, as in Toxiproxy
-    wait_until(lambda: bool(_RecordingHandler.received), what="the server to see the close")
+    wait_for(lambda: _RecordingHandler.received, 5, "the server to see the close")
     assert _RecordingHandler.received == [b"0123456789"]
 
 
@@ -359,4 +352,4 @@ def test_reset_enables_proxies_and_removes_toxics(tp: toxiproxy.Toxiproxy, echo:
     proxy = tp.get_proxy("echo")
     assert proxy.enabled and proxy.toxics() == {}
     with connect(proxy) as sock:
-        wait_until(lambda: round_trip(sock) < FAST_RTT, what="a fast round trip after reset")
+        wait_for(lambda: round_trip(sock) < FAST_RTT, 5, "a fast round trip after reset")

@@ -8,7 +8,6 @@ again before they return.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time

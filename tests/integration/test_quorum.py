@@ -13,17 +13,17 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Iterator
 
 import grpc
 import pytest
 
+from cli.local_cluster import async_wait_for, free_ports, wait_for
 from metadata_quorum.broker_link import BrokerLifecycleManager, MetadataFollower
 from metadata_quorum.controller_client import ControllerClient
 from proto import common_pb2, controller_pb2, controller_pb2_grpc
@@ -32,35 +32,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 REPO = Path(__file__).resolve().parents[2]
 SESSION_TIMEOUT_MS = 1500
-
-
-def free_ports(n: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(n)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
-
-
-def wait_until(condition: Callable[[], object], timeout_s: float, what: str) -> object:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(0.05)
-
-
-async def async_wait_until(condition: Callable[[], object], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        await asyncio.sleep(0.05)
 
 
 class Quorum:
@@ -97,7 +68,7 @@ class Quorum:
 
     def active_controller(self, client: ControllerClient) -> int:
         """Wait until the quorum reports an active controller; returns its id."""
-        return wait_until(lambda: client.describe_cluster().active_controller.controller_id > 0 and client.describe_cluster().active_controller.controller_id, 20, "an active controller")
+        return wait_for(lambda: client.describe_cluster().active_controller.controller_id > 0 and client.describe_cluster().active_controller.controller_id, 20, "an active controller")
 
 
 @pytest.fixture
@@ -196,14 +167,14 @@ def test_failover_not_controller_hint_and_fencing(quorum: Quorum):
             # controller fences it at once instead of waiting out the session timeout
             await broker.lifecycle.stop()
             stopped_at = time.monotonic()
-            await async_wait_until(lambda: broker.follower.image.brokers[1].fenced, 10, "the broker to be fenced")
+            await async_wait_for(lambda: broker.follower.image.brokers[1].fenced, 10, "the broker to be fenced")
             fenced_after_s = time.monotonic() - stopped_at
             print(f"broker fenced {fenced_after_s:.2f} s after its session closed (session timeout {SESSION_TIMEOUT_MS} ms)")
             assert fenced_after_s < SESSION_TIMEOUT_MS / 1000
             assert all(p.leader == -1 for p in broker.follower.image.topics["after-failover"].partitions.values())
 
             await broker.lifecycle.start()  # resumes heartbeating: same incarnation, same epoch
-            await async_wait_until(lambda: not broker.follower.image.brokers[1].fenced, 10, "the broker to be unfenced")
+            await async_wait_for(lambda: not broker.follower.image.brokers[1].fenced, 10, "the broker to be unfenced")
             assert not broker.lifecycle.is_fenced or await broker.lifecycle.wait_unfenced(5)
             assert broker.follower.image.partition("after-failover", 0).leader == 1
             await broker.stop()

@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from cli.local_cluster import wait_for
 from data_plane.client.buffer_memory import BufferMemory
 from data_plane.client.errors import KraftlogError
 from data_plane.client.producer_batch import ProducerBatch, record_size_bytes
@@ -171,8 +172,8 @@ def test_buffer_memory_wakes_a_blocked_reserve_on_release():
 
     thread = threading.Thread(target=blocked)
     thread.start()
-    time.sleep(0.05)
-    assert not done.is_set() and memory.waiters == 1
+    wait_for(lambda: memory.waiters == 1, 5, "the reserve to block")
+    assert not done.is_set()
     memory.release(900)
     thread.join(5)
     assert done.is_set() and memory.used_bytes == 200

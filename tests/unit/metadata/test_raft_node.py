@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import time
 from pathlib import Path
 
+from cli.local_cluster import async_wait_for
 from metadata_quorum import records as r
 from metadata_quorum.endpoints import Voter
 from metadata_quorum.raft_node import ControllerRaftNode
@@ -24,10 +24,7 @@ def _voter() -> Voter:
 
 async def _started(voter: Voter, data_dir: Path) -> ControllerRaftNode:
     node = ControllerRaftNode(voter, [voter], data_dir, "c", None, asyncio.get_running_loop())
-    deadline = time.monotonic() + 10
-    while not node.is_leader():
-        assert time.monotonic() < deadline, "a single voter never became leader"
-        await asyncio.sleep(0.01)
+    await async_wait_for(node.is_leader, 10, "a single voter to become leader")
     return node
 
 
@@ -45,19 +42,13 @@ def test_entries_rejections_ring_and_restart(tmp_path: Path):
         assert [offset for offset, _ in recent] == [2]
         node._syncobj.forceLogCompaction()
         await node.propose([r.TopicRecord("b", "idb")])
-        deadline = time.monotonic() + 5
-        while not (tmp_path / "raft.dump").exists():
-            assert time.monotonic() < deadline, "pysyncobj never wrote its full dump"
-            await asyncio.sleep(0.02)
+        await async_wait_for((tmp_path / "raft.dump").exists, 5, "pysyncobj to write its full dump")
         await node.propose([r.ConfigRecord("b", "retention.ms", "7")])
         expected = node.image
         node.destroy()
 
         restarted = await _started(voter, tmp_path)
-        deadline = time.monotonic() + 5
-        while restarted.image != expected:
-            assert time.monotonic() < deadline, f"restart came back with {restarted.image}, expected {expected}"
-            await asyncio.sleep(0.02)
+        await async_wait_for(lambda: restarted.image == expected, 5, f"the restarted node to reach {expected}")
         _, recent = restarted.read_since(1)
         assert recent is None  # history before the dump is gone: a stream from 1 gets a snapshot
         restarted.destroy()

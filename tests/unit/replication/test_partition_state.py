@@ -189,6 +189,18 @@ def test_stale_alter_partition_answer_after_metadata_is_ignored() -> None:
     assert state.partition_epoch == 2
 
 
+def test_answer_committed_under_another_leader_epoch_is_not_applied() -> None:
+    """Leadership moved while the proposal was in flight: the controller's answer describes
+    the next leader's ISR, which this (soon replaced) state must not take as its own."""
+    state = leader(min_insync=1)
+    state.on_leader_append(12, 0)
+    fetch(state, F1, 12, 1)
+    state.on_tick(500, LAG_MS)
+    assert state.pending_isr is not None
+    state.on_alter_partition_result(AlterPartitionCommitted(EPOCH + 1, 3, frozenset({F1})), 501)
+    assert state.pending_isr is None and state.isr == {LEADER, F1, F2} and state.partition_epoch == 1
+
+
 def test_partition_epoch_never_goes_backwards() -> None:
     state = leader()
     state.on_partition_change(leader_epoch=EPOCH, partition_epoch=1, replicas=[LEADER, F1],
