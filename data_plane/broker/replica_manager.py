@@ -24,7 +24,7 @@ from data_plane.record_batch import iter_headers
 from data_plane.replication.divergence import DivergingEpoch, FetchRejected, ServeFrom
 from data_plane.replication.errors import ErrorCode
 from data_plane.replication.partition_state import AlterPartitionCommitted, BrokerStatus, FollowerFetch, IsrProposal
-from data_plane.replication.producer_state import NO_PRODUCER_ID, Duplicate, Rejected
+from data_plane.replication.producer_state import NO_PRODUCER_ID, Duplicate, ProducerState, Rejected
 from data_plane.storage import (
     CorruptBatchError,
     LogManager,
@@ -535,7 +535,7 @@ class ReplicaManager:
             partition.log.truncate_fully_and_start_at(offset)
         except StorageError as exc:
             self._go_offline(partition, exc)
-        partition.producers = type(partition.producers)()
+        partition.producers = ProducerState()
         partition.producers.next_offset = offset
         partition.high_watermark = offset
         self._log.warning("follower log restarted at the leader's log start", **_fields(partition), log_start_offset=offset)
