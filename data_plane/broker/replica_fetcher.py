@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import grpc
 import structlog
 
-from data_plane.broker.config import BrokerConfig
+from data_plane.broker.config import BrokerConfig, UnsafeBehaviour
 from data_plane.broker.errors import PartitionError
 from data_plane.broker.partition import Partition
 from data_plane.broker.replica_manager import ReplicaManager, TopicPartition
@@ -114,6 +114,8 @@ class LeaderFetcher:
         )
         sent: dict[TopicPartition, _Sent] = {}
         for tp in sorted(self.partitions):
+            if tp in self.manager.unsafe_stalled:
+                continue
             partition = self.manager.follower(tp, self.leader_id)
             if partition is None or tp in self.backoff_until:
                 continue
@@ -193,6 +195,10 @@ class ReplicaFetcherManager:
         self.fetchers: dict[int, LeaderFetcher] = {}
         self.log = log.bind(broker_id=config.broker_id)
         self._running = False
+        # --unsafe-testing stall-fetcher (a chaos negative control): the replicas this broker
+        # found on disk at start, i.e. after a restart, are never fetched again.
+        stall = config.unsafe is UnsafeBehaviour.STALL_FETCHER
+        self.unsafe_stalled: frozenset[TopicPartition] = frozenset(replicas.logs.partitions()) if stall else frozenset()
 
     def follower(self, tp: TopicPartition, leader_id: int) -> Partition | None:
         """The local replica of ``tp`` if it still follows ``leader_id`` and is online."""
