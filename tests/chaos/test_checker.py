@@ -236,7 +236,7 @@ def test_report_counts_and_examples() -> None:
 
 
 def test_history_round_trips_through_json(tmp_path) -> None:
-    ops = _lost_polled() + [SendOp("producer-1", 1, "x", 1.0, 2.0, "failed", error="E")]
+    ops = _lost_polled() + _unanswered_broker()[-3:] + [SendOp("producer-1", 1, "x", 1.0, 2.0, "failed", error="E")]
     History(ops).save(tmp_path / "history.jsonl")
     loaded = History.load(tmp_path / "history.jsonl").ops
     assert loaded == ops

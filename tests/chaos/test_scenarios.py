@@ -7,6 +7,7 @@ when the checker finds one of the anomalies its broken broker behaviour must cau
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -42,6 +43,38 @@ def _assert_verdict(name: str, outcome: RunResult) -> None:
 )
 def test_short_scenario(tmp_path: Path, name: str, duration_s: float) -> None:
     _assert_verdict(name, _run(tmp_path, name, seed=3, duration_s=duration_s))
+
+
+def _restart_comparisons(outcome: RunResult) -> list[dict]:
+    return [c for c in outcome.result.comparisons if c["restart"] is not None]
+
+
+@pytest.mark.chaos
+def test_restart_loop_compares_replicas_after_every_restart(tmp_path: Path) -> None:
+    """Rolling and full restarts, SIGTERM and SIGKILL, under load: each restart numbered and
+    followed by a comparison of all nine replicas, then the verdict (every partition back
+    in its full ISR within 10 s with identical replicas, after each restart and at the end)."""
+    outcome = _run(tmp_path, "restart-loop", seed=3, duration_s=25.0)
+    restarts = _restart_comparisons(outcome)
+    assert len(restarts) >= 2, outcome.summary
+    assert [c["restart"] for c in restarts] == list(range(1, len(restarts) + 1))
+    assert all((c["partitions"], c["replicas_expected"]) == (3, 9) for c in restarts)
+    [final] = [c for c in outcome.result.comparisons if c["restart"] is None]
+    assert final["replicas_expected"] == 9
+    _assert_verdict("restart-loop", outcome)
+
+
+@pytest.mark.chaos
+def test_a_stalled_follower_after_a_restart_is_caught_at_that_restart(tmp_path: Path) -> None:
+    """The negative control: a restarted broker's fetcher never fetches its partitions
+    again; the comparison after the first restart must name that broker's replicas."""
+    outcome = _run(tmp_path, "unsafe-stall-fetcher", seed=1, duration_s=12.0)
+    _assert_verdict("unsafe-stall-fetcher", outcome)
+    first = _restart_comparisons(outcome)[0]
+    assert first["partitions_converged"] < first["partitions"], outcome.summary
+    restarted = int(re.search(r"broker-(\d+)", first["label"]).group(1))
+    stuck = [a for a in outcome.result.by_kind["under-replicated"] if a.details["restart"] == 1]
+    assert stuck and {a.details["broker"] for a in stuck} == {restarted}, [a.message for a in stuck]
 
 
 @pytest.mark.soak
