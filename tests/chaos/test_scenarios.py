@@ -15,17 +15,18 @@ import pytest
 from chaos.chaos_cluster import ChaosCluster
 from chaos.runner import RunOptions, RunResult, run
 from chaos.scenarios import SCENARIOS
+from chaos.workload import WorkloadSettings
 
 SOAK_SEEDS = (1, 2, 3)
 SOAK_DURATION_S = 120.0
 
 
-def _run(tmp_path: Path, name: str, seed: int, duration_s: float) -> RunResult:
+def _run(tmp_path: Path, name: str, seed: int, duration_s: float, workload: WorkloadSettings = WorkloadSettings()) -> RunResult:
     scenario = SCENARIOS[name]
     missing = ChaosCluster.missing_flags(scenario.cluster, scenario.needs_proxied_clients)
     if missing:
         pytest.skip(f"broker lacks {missing}")
-    return run(RunOptions(scenario, duration_s, seed, tmp_path / "report", progress=lambda _line: None))
+    return run(RunOptions(scenario, duration_s, seed, tmp_path / "report", workload, progress=lambda _line: None))
 
 
 def _assert_verdict(name: str, outcome: RunResult) -> None:
@@ -82,3 +83,12 @@ def test_a_stalled_follower_after_a_restart_is_caught_at_that_restart(tmp_path: 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_soak(tmp_path: Path, name: str, seed: int) -> None:
     _assert_verdict(name, _run(tmp_path, name, seed, SOAK_DURATION_S))
+
+
+@pytest.mark.soak
+@pytest.mark.parametrize("seed", SOAK_SEEDS)
+def test_restart_loop_with_twelve_partitions(tmp_path: Path, seed: int) -> None:
+    """The shape the restart stall was first seen in: more partitions per fetcher."""
+    outcome = _run(tmp_path, "restart-loop", seed, SOAK_DURATION_S, WorkloadSettings(partitions=12))
+    assert all(c["replicas_expected"] == 36 for c in outcome.result.comparisons)
+    _assert_verdict("restart-loop", outcome)
