@@ -8,8 +8,9 @@ turn), ``kill-leaders-in-turn`` (the leader, then each successor, with replicati
 the KIP-101 sequence). After each broker restart of ``restart`` and ``rolling-restart`` the
 replicas are compared (``chaos.replica_logs.compare_replicas``): every partition must be
 back in its full ISR within the step's ``deadline_s`` with identical replicas, and the
-comparison goes into the history with the restart's number for the checker. Network faults: ``toxic`` (a Toxiproxy
-toxic on the target links) and ``cut`` (the links' proxies disabled).
+comparison goes into the history with the restart's number for the checker. Network
+faults: ``toxic`` (a Toxiproxy toxic on the target links) and ``cut`` (the links' proxies
+disabled).
 """
 
 from __future__ import annotations
