@@ -2,8 +2,9 @@
 processes or links, applies the fault, heals it when its time is up and records it.
 
 Process faults: ``kill`` (SIGKILL, healed by a restart), ``pause`` (SIGSTOP, healed by
-SIGCONT), ``graceful-restart`` (SIGTERM, then start again), ``restart`` (one broker or all
-of them at once, SIGTERM or SIGKILL, then start), ``rolling-restart`` (each broker in
+SIGCONT), ``graceful-restart`` (SIGTERM, then start again), ``restart`` (one broker, all
+of them at once, or the whole cluster with its controllers; SIGTERM or SIGKILL, then
+start), ``rolling-restart`` (each broker in
 turn), ``kill-leaders-in-turn`` (the leader, then each successor, with replication slowed:
 the KIP-101 sequence). After each broker restart of ``restart`` and ``rolling-restart`` the
 replicas are compared (``chaos.replica_logs.compare_replicas``): every partition must be
@@ -32,7 +33,7 @@ from metadata_quorum.controller_client import ControllerClient, ControllerError
 
 Heal = Callable[[], None]
 FAULTS = ("kill", "pause", "graceful-restart", "restart", "rolling-restart", "toxic", "cut", "kill-leaders-in-turn")
-PROCESS_ROLES = ("leader", "follower", "broker", "all-brokers", "active-controller", "controller-majority")
+PROCESS_ROLES = ("leader", "follower", "broker", "all-brokers", "cluster", "active-controller", "controller-majority")
 LINK_ROLES = (
     "replication-links",
     "client-links",
@@ -109,6 +110,8 @@ class Nemesis(threading.Thread):
             return [f"broker-{brokers[pick % len(brokers)]}"]
         if role == "all-brokers":
             return [f"broker-{b}" for b in brokers]
+        if role == "cluster":
+            return [n.name for n in self.cluster.nodes]
         if role in ("active-controller", "controller-majority"):
             return self._controllers(role, pick)
         if role == "active-controller-raft-links":
@@ -190,7 +193,11 @@ class Nemesis(threading.Thread):
         then the replicas compared."""
         nodes = [self._node(name) for name in targets]
         self._stop_and_start(nodes, params)
-        self._compare_after_restart(f"{params.get('signal', 'SIGTERM')} {', '.join(targets)}", params)
+        if len(nodes) == len(self.cluster.nodes):
+            what = "the whole cluster"
+        else:
+            what = "every broker" if len(nodes) == len(self.cluster.brokers) > 1 else ", ".join(targets)
+        self._compare_after_restart(f"{params.get('signal', 'SIGTERM')} {what}", params)
         return lambda: None
 
     def _rolling_restart(self, targets: list[str], params: dict) -> Heal:
@@ -201,14 +208,19 @@ class Nemesis(threading.Thread):
         return lambda: None
 
     def _stop_and_start(self, nodes: list[Node], params: dict) -> None:
-        """Stops ``nodes`` at once with the step's signal (SIGTERM: controlled shutdowns in
-        parallel; SIGKILL), then starts them."""
+        """Stops ``nodes`` with the step's signal (SIGTERM: controlled shutdowns in parallel;
+        SIGKILL), brokers before controllers as ``cluster down`` does, then starts them,
+        controllers first as ``cluster up`` does."""
         how = params.get("signal", "SIGTERM")
         assert how in RESTART_SIGNALS, f"a restart signals SIGTERM or SIGKILL, not {how}"
         stop = self.cluster.kill if how == "SIGKILL" else self.cluster.stop_node
-        with ThreadPoolExecutor(len(nodes)) as pool:
-            list(pool.map(stop, nodes))
-        for node in nodes:
+        brokers = [n for n in nodes if n.role == "broker"]
+        controllers = [n for n in nodes if n.role == "controller"]
+        for group in (brokers, controllers):
+            if group:
+                with ThreadPoolExecutor(len(group)) as pool:
+                    list(pool.map(stop, group))
+        for node in controllers + brokers:
             self.cluster.start_node(node)
 
     def _compare_after_restart(self, what: str, params: dict) -> None:

@@ -96,11 +96,11 @@ _SAFE: list[Scenario] = [
     ),
     Scenario(
         "restart-loop",
-        "restart brokers again and again under load: one (SIGTERM or SIGKILL, then start), each in turn, or all at once; "
+        "restart brokers again and again under load: one (SIGTERM or SIGKILL, then start), each in turn, all at once, or with the controllers; "
         "after each restart every partition back in its full ISR within 10 s with identical replicas",
         [
             FaultSpec(fault, role, (0.1, 0.2), (2, 4), {"signal": how})
-            for fault, role in (("restart", "broker"), ("rolling-restart", "all-brokers"), ("restart", "all-brokers"))
+            for fault, role in (("restart", "broker"), ("rolling-restart", "all-brokers"), ("restart", "all-brokers"), ("restart", "cluster"))
             for how in ("SIGTERM", "SIGKILL")
         ],
     ),
