@@ -113,7 +113,9 @@ class ConvergenceOp:
 
     ``target_offset`` is what the leader held when every replica first answered: its log
     end, or with ``quiescent`` (no writes running) its HW, which every replica's HW must then
-    reach too. Every replica must hold at least that much and be in the ISR. ``unanswered`` maps each replica's broker that gave no
+    reach too. Every replica must hold at least that much and be in the ISR. ``waited_s``
+    counts from the moment every replica's broker answered (or, when one never did, from
+    the start of the comparison). ``unanswered`` maps each replica's broker that gave no
     log state to why: such a replica is a failure, not a smaller comparison.
     """
 

@@ -31,6 +31,7 @@ from proto import broker_pb2, common_pb2
 Assignment = dict[int, list[int]]  # partition -> the brokers holding its replicas
 REQUEST_TIMEOUT_MS = 2_000
 POLL_INTERVAL_S = 0.5
+ANSWER_DEADLINE_S = 60.0  # a broker that has not answered this long after its start has failed
 
 
 def replica_assignment(bootstrap: str, topic: str) -> Assignment:
@@ -51,22 +52,37 @@ def compare_replicas(
     label: str = FINAL,
     restart: int | None = None,
 ) -> list[Op]:
-    """Waits up to ``deadline_s`` for the replicas to come back, then returns the comparison
-    (ConvergenceOps, and ReplicaOps with checksums) as it stands, settled or not."""
-    started_s = history.now()
+    """Waits up to ANSWER_DEADLINE_S for every replica's broker to answer, then up to
+    ``deadline_s`` more for the replicas to come back, and returns the comparison
+    (ConvergenceOps, and ReplicaOps with checksums) as it stands, settled or not.
+
+    The deadline counts from the moment every restarted broker answers, not from its
+    process start: it measures replication's recovery, not how long a loaded machine takes
+    to start a Python process."""
     targets: dict[int, int] = {}  # partition -> what every replica must hold (set once all answered)
     last: list[list[Op]] = []
 
-    def settled() -> list[Op] | None:
+    def looked(started_s: float) -> list[Op]:
         ops = _snapshot(bootstrap, topic, assignment, history, targets, label, restart, started_s, quiescent)
         last[:] = [ops]
+        return ops
+
+    def all_answered() -> list[Op] | None:
+        ops = looked(asked_s)
+        return ops if not any(op.unanswered for op in ops if isinstance(op, ConvergenceOp)) else None
+
+    def settled(started_s: float) -> list[Op] | None:
+        ops = looked(started_s)
         return ops if _has_settled(ops, quiescent) else None
 
+    asked_s = history.now()  # the wait for answers starts here, the deadline once all answered
     try:
-        wait_for(settled, deadline_s, f"every replica of {topic} back in the ISR ({label})", interval_s=POLL_INTERVAL_S)
+        wait_for(all_answered, ANSWER_DEADLINE_S, f"every replica's broker of {topic} to answer ({label})", interval_s=POLL_INTERVAL_S)
+        answered_s = history.now()
+        wait_for(lambda: settled(answered_s), deadline_s, f"every replica of {topic} back in the ISR ({label})", interval_s=POLL_INTERVAL_S)
     except TimeoutError:
         pass  # what stands at the deadline is recorded: the checker names the stuck replicas
-    ops = last[0] if last else _snapshot(bootstrap, topic, assignment, history, targets, label, restart, started_s, quiescent)
+    ops = last[0] if last else looked(asked_s)
     return _with_checksums(bootstrap, topic, ops)
 
 
