@@ -126,12 +126,19 @@ def replicas_differ(facts: PartitionFacts) -> Iterator[Anomaly]:
                 )
 
 
+def _reads_end(replica: ReplicaOp) -> int:
+    """One past the last offset of the replica's records (its log start when it has none)."""
+    return replica.reads[-1][0] + 1 if replica.reads else replica.log_start
+
+
 def _first_difference(a: ReplicaOp, b: ReplicaOp) -> str | None:
     """Where the two replicas' committed records first differ, or None when they agree (or
     cannot be compared). A replica short of the range is judged by ``under_replicated``."""
     start = max(a.log_start, b.log_start)
     if a.reads is not None and b.reads is not None:
-        end = min(a.compared_upto, b.compared_upto, a.log_end, b.log_end)
+        # A log read after its state was taken may have lost its tail since (truncated by a
+        # looping follower): what is missing there is judged as a stuck replica, not here.
+        end = min(a.compared_upto, b.compared_upto, a.log_end, b.log_end, _reads_end(a), _reads_end(b))
         left = {o: v for o, v in a.reads if start <= o < end}
         right = {o: v for o, v in b.reads if start <= o < end}
         for offset in range(start, end):

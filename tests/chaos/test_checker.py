@@ -192,6 +192,12 @@ def _restart_under_load():
     return clean_history() + [convergence(label=label, target=4)] + states
 
 
+def _tail_lost_after_the_state_was_taken():
+    """Broker 3's file holds four records though DescribeLogs said six: not a difference
+    (its log went short after the state was taken; the ISR deadline judges that)."""
+    return replace_ops(clean_history(), ReplicaOp, lambda op: replace(op, reads=LOG[:4]), lambda op: op.broker == 3)
+
+
 def _history_without_comparisons():
     """A history saved before comparisons were recorded still checks."""
     return [op for op in clean_history() if not isinstance(op, ConvergenceOp)]
@@ -206,6 +212,7 @@ CLEAN = [
     _checksums_agree,
     _two_partitions,
     _restart_under_load,
+    _tail_lost_after_the_state_was_taken,
     _history_without_comparisons,
 ]
 
@@ -270,3 +277,8 @@ def test_report_says_how_many_replicas_each_comparison_compared() -> None:
         {"label": "final", "restart": None, "partitions": 1, "replicas_expected": 3, "replicas_compared": 2, "partitions_converged": 0, "waited_s_max": 1.0},
         {"label": "restart 1 (SIGTERM broker-3)", "restart": 1, "partitions": 1, "replicas_expected": 3, "replicas_compared": 3, "partitions_converged": 1, "waited_s_max": 1.0},
     ]
+
+
+def test_a_hole_in_a_replica_is_a_difference() -> None:
+    ops = replace_ops(clean_history(), ReplicaOp, lambda op: replace(op, reads=LOG[:2] + LOG[3:]), lambda op: op.broker == 3)
+    assert {a.kind for a in check(ops).anomalies} == {"replicas-differ"}
