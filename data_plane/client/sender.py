@@ -103,8 +103,18 @@ class Sender:
             pass  # the loop has already stopped: nothing left to wake
 
     def submit(self, coroutine: Coroutine[Any, Any, Any]) -> concurrent.futures.Future[Any]:
-        """Runs a coroutine on the sender loop (metadata lookups for `send`)."""
-        return asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+        """Runs a coroutine on the sender loop (metadata lookups for `send`). Raises the
+        producer's fatal error (or CLIENT_CLOSED) once the loop has stopped."""
+        try:
+            return asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+        except RuntimeError:  # the loop is closed
+            coroutine.close()
+            raise self._fatal or KraftlogError("CLIENT_CLOSED", "the producer's sender has stopped") from None
+
+    @property
+    def running(self) -> bool:
+        """False once the loop has ended (closed, or a fatal error)."""
+        return self._thread.is_alive()
 
     def close(self, timeout_s: float | None) -> None:
         """Sends what is queued, waits for answers up to `timeout_s`, then fails the rest."""
@@ -133,6 +143,11 @@ class Sender:
         try:
             self._loop.run_until_complete(self._run())
         finally:
+            # metadata lookups submitted by `send` may still wait: they end as cancelled
+            left = asyncio.all_tasks(self._loop)
+            for task in left:
+                task.cancel()
+            self._loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
             self._loop.close()
 
     async def _run(self) -> None:
