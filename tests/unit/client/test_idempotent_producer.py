@@ -138,3 +138,26 @@ def test_the_overlap_counter_sees_two_requests_for_one_partition(broker):
     with ThreadPoolExecutor(2) as pool:
         list(pool.map(lambda _: broker.Produce(request, None), range(2)))
     assert broker.overlaps == 1
+
+
+def test_a_lost_answer_to_a_request_of_many_batches_duplicates_nothing(broker):
+    """A backlog (as after a restart) goes out in one request; its answer is lost. The leader
+    remembers five batches per producer, so a request carries at most five of a partition:
+    each retry is recognised as a duplicate instead of starting a gap (and a livelock)."""
+    broker.produce_delay_s[TP] = 0.3  # the first request is slow: a backlog builds behind it
+
+    def lose_the_answer_once_the_backlog_is_written(tp):
+        if len(broker.batches[tp]) > 1:
+            broker.lose_answer[tp].append(common_pb2.REQUEST_TIMED_OUT)
+            broker.on_append = None
+            broker.produce_delay_s.clear()
+
+    broker.on_append = lose_the_answer_once_the_backlog_is_written
+    with Producer(broker.address, linger_ms=0, batch_size=200, retry_backoff_ms=10, delivery_timeout_ms=5_000) as producer:
+        producer.send("one", b"0")
+        futures = [producer.send("one", str(i).encode()) for i in range(1, 200)]
+        producer.flush(10)
+    assert all(f.exception() is None for f in futures)
+    values = stored_values(broker, TP)
+    check_in_order_and_unique(values)
+    assert values == list(range(200))
