@@ -29,9 +29,11 @@ BATCHES_PER_REQUEST_MAX = BATCHES_RETAINED
 SEQUENCE_MASK = 0x7FFFFFFF
 
 # Answers after which a batch may or may not be in the log: the request reached a broker
-# and the answer does not say that nothing was appended.
+# and the answer does not say that nothing was appended. NOT_LEADER_OR_FOLLOWER is among
+# them because an acks=all leader that loses leadership before its HW covers an appended
+# batch answers it (the new leader may or may not have replicated the batch).
 OUTCOME_UNKNOWN_CODES: frozenset[str] = frozenset(
-    {"REQUEST_TIMED_OUT", "NOT_ENOUGH_REPLICAS_AFTER_APPEND", "UNKNOWN_SERVER_ERROR"}
+    {"REQUEST_TIMED_OUT", "NOT_ENOUGH_REPLICAS_AFTER_APPEND", "UNKNOWN_SERVER_ERROR", "NOT_LEADER_OR_FOLLOWER"}
 )
 
 

@@ -410,7 +410,8 @@ class Sender:
             backoff = min(config.retry_backoff_ms * (2 ** batch.attempts), config.retry_backoff_max_ms)
             in_time = now + backoff < batch.created_ms + config.delivery_timeout_ms
             if error.retriable and batch.attempts < config.retries and in_time and not self._force_close:
-                log.info("retrying batch", topic=batch.tp[0], partition=batch.tp[1], attempt=batch.attempts + 1, error=error.code)
+                log.info("retrying batch", topic=batch.tp[0], partition=batch.tp[1], attempt=batch.attempts + 1, error=error.code,
+                         producer_id=batch.producer_id, sequence=batch.base_sequence)
                 self._accumulator.reenqueue(batch, now, backoff)
             elif error.retriable and not in_time:
                 self._fail(batch, self._timeout_error(batch))

@@ -39,6 +39,14 @@ def test_the_order_check_catches_reordering_and_duplicates():
             check_in_order_and_unique(bad)
 
 
+def assert_stored_once_in_order(broker, futures, count: int) -> None:
+    """Every future succeeded and the partition holds values 0..count-1, each once, in order."""
+    assert all(f.exception() is None for f in futures)
+    values = stored_values(broker, TP)
+    check_in_order_and_unique(values)
+    assert values == list(range(count))
+
+
 def producer_ids_and_first_sequences(broker, tp):
     """Each producer id in the partition's log with the sequence of its first stored batch."""
     firsts: dict[int, int] = {}
@@ -66,10 +74,7 @@ def test_out_of_order_answer_renumbers_under_a_new_producer_id_from_zero(broker)
         broker.fail_produce[TP].append(common_pb2.OUT_OF_ORDER_SEQUENCE)
         futures = [producer.send("one", str(i).encode()) for i in range(20, 60)]
         producer.flush(10)
-    assert all(f.exception() is None for f in futures)
-    values = stored_values(broker, TP)
-    check_in_order_and_unique(values)
-    assert values == list(range(60))
+    assert_stored_once_in_order(broker, futures, 60)
     assert producer_ids_and_first_sequences(broker, TP) == {1000: 0, 1001: 0}
 
 
@@ -93,10 +98,7 @@ def test_a_batch_that_fails_after_it_was_written_leaves_no_gap_no_duplicate_no_r
         futures = [producer.send("one", str(i).encode()) for i in range(1, 30)]
         producer.flush(10)
     assert err.value.code == "DELIVERY_TIMEOUT" and err.value.outcome_unknown
-    assert all(f.exception() is None for f in futures)
-    values = stored_values(broker, TP)
-    check_in_order_and_unique(values)
-    assert values == list(range(30))  # value 0 was written by the attempt whose answer was lost
+    assert_stored_once_in_order(broker, futures, 30)  # value 0 was written by the attempt whose answer was lost
     assert producer_ids_and_first_sequences(broker, TP) == {1000: 0, 1001: 0}
 
 
@@ -157,7 +159,4 @@ def test_a_lost_answer_to_a_request_of_many_batches_duplicates_nothing(broker):
         producer.send("one", b"0")
         futures = [producer.send("one", str(i).encode()) for i in range(1, 200)]
         producer.flush(10)
-    assert all(f.exception() is None for f in futures)
-    values = stored_values(broker, TP)
-    check_in_order_and_unique(values)
-    assert values == list(range(200))
+    assert_stored_once_in_order(broker, futures, 200)
