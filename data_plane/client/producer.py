@@ -38,7 +38,7 @@ _ACKS = {"all": -1, -1: -1, 1: 1, 0: 0}
 _COMPRESSIONS = ("none", "lz4")
 # Room for protobuf framing around the batches of one request.
 _REQUEST_OVERHEAD_BYTES = 1024 * 1024
-# How often a `send` waiting for a topic's metadata looks again (and at the sender's health).
+# How often a `send` waiting for a topic's metadata asks again.
 WAIT_SLICE_S = 0.1
 
 
@@ -250,10 +250,8 @@ class Producer:
         said_waiting = False
         while True:
             refresh = self._sender.submit(self._sender.refresh_metadata())
-            while not refresh.done() and time.monotonic() < deadline:
-                concurrent.futures.wait([refresh], timeout=WAIT_SLICE_S)
-                self._check_open()
-            self._check_open()  # a lookup cancelled because the sender stopped ends here
+            concurrent.futures.wait([refresh], timeout=max(deadline - time.monotonic(), 0.0))
+            self._check_open()  # the sender stopped (its lookups end cancelled): raise why
             if refresh.done() and not refresh.cancelled() and refresh.exception() is not None:
                 last_error = refresh.exception()
             count = self._metadata.partition_count(topic)
@@ -273,5 +271,4 @@ class Producer:
                 said_waiting = True
                 log.warning("waiting for the topic to appear in metadata", topic=topic, max_block_ms=self._max_block_s * 1000,
                             hint=f"create it with 'kraftlog topics create {topic}'")
-            self._check_open()
             time.sleep(WAIT_SLICE_S)

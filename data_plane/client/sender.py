@@ -111,11 +111,6 @@ class Sender:
             coroutine.close()
             raise self._fatal or KraftlogError("CLIENT_CLOSED", "the producer's sender has stopped") from None
 
-    @property
-    def running(self) -> bool:
-        """False once the loop has ended (closed, or a fatal error)."""
-        return self._thread.is_alive()
-
     def close(self, timeout_s: float | None) -> None:
         """Sends what is queued, waits for answers up to `timeout_s`, then fails the rest."""
         self._accumulator.begin_close()
