@@ -89,12 +89,15 @@ class Interrupts:
 def stop_in_order(cluster: LocalCluster, interrupt_hint: str) -> bool:
     """``cluster.stop()`` with what it does and what it took printed; False when an interrupt
     made it kill the processes instead."""
-    print(f"stopping brokers (controlled shutdown), then controllers; {interrupt_hint}", flush=True)
     started_s = time.monotonic()
     try:
+        print(f"stopping brokers (controlled shutdown), then controllers; {interrupt_hint}", flush=True)
         cluster.stop()
     except StopInterrupted as interrupted:
         print(f"interrupted: {interrupted}", flush=True)
+        return False
+    except KeyboardInterrupt:  # before the stop began
+        print(f"interrupted: {killed_message(cluster.kill_all())}", flush=True)
         return False
     print(f"stopped in {time.monotonic() - started_s:.1f}s", flush=True)
     return True
