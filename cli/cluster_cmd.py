@@ -9,6 +9,7 @@ still move their leaderships, then controllers; a second Ctrl-C kills what still
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import time
@@ -86,20 +87,27 @@ class Interrupts:
         raise KeyboardInterrupt
 
 
+def say(line: str) -> None:
+    """Print for the person at the terminal; a stdout that is gone (a closed pipe, a hung-up
+    terminal) must never keep the cluster from stopping."""
+    with contextlib.suppress(OSError):
+        print(line, flush=True)
+
+
 def stop_in_order(cluster: LocalCluster, interrupt_hint: str) -> bool:
     """``cluster.stop()`` with what it does and what it took printed; False when an interrupt
     made it kill the processes instead."""
     started_s = time.monotonic()
     try:
-        print(f"stopping brokers (controlled shutdown), then controllers; {interrupt_hint}", flush=True)
+        say(f"stopping brokers (controlled shutdown), then controllers; {interrupt_hint}")
         cluster.stop()
     except StopInterrupted as interrupted:
-        print(f"interrupted: {interrupted}", flush=True)
+        say(f"interrupted: {interrupted}")
         return False
     except KeyboardInterrupt:  # before the stop began
-        print(f"interrupted: {killed_message(cluster.kill_all())}", flush=True)
+        say(f"interrupted: {killed_message(cluster.kill_all())}")
         return False
-    print(f"stopped in {time.monotonic() - started_s:.1f}s", flush=True)
+    say(f"stopped in {time.monotonic() - started_s:.1f}s")
     return True
 
 
@@ -144,7 +152,7 @@ def shut_down(cluster: LocalCluster, interrupts: Interrupts) -> bool:
     """Stop the foreground cluster in order, or kill it when a second interrupt has come
     already (while the demo wound down); False when it was killed."""
     if interrupts.count >= 2:
-        print(f"interrupted again: {killed_message(cluster.kill_all())}", flush=True)
+        say(f"interrupted again: {killed_message(cluster.kill_all())}")
         return False
     return stop_in_order(cluster, "Ctrl-C again kills every process at once")
 

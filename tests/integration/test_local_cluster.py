@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import select
 import signal
 import socket
 import subprocess
@@ -86,19 +87,28 @@ def cleanup(data_dir: Path) -> Iterator[None]:
 
 class Foreground:
     """``kraftlog ARGS`` in a process group of its own, as a shell runs a foreground job;
-    its output lines are collected as they come."""
+    its output lines are collected as they come, until ``hang_up`` closes our end."""
 
     def __init__(self, *args: str, base: int) -> None:
         self.lines: list[str] = []
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "cli", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=cli_env(base), start_new_session=True
+            [sys.executable, "-m", "cli", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=cli_env(base), start_new_session=True
         )
+        self._hung_up = threading.Event()
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
     def _read(self) -> None:
-        for line in self.process.stdout:
-            self.lines.append(line.rstrip("\n"))
+        fd, pending = self.process.stdout.fileno(), b""
+        while not self._hung_up.is_set():
+            if not select.select([fd], [], [], 0.05)[0]:
+                continue
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            *complete, pending = (pending + chunk).split(b"\n")
+            self.lines += [line.decode() for line in complete]
+        self.process.stdout.close()
 
     @property
     def output(self) -> str:
@@ -115,6 +125,11 @@ class Foreground:
     def ctrl_c(self) -> None:
         """SIGINT to the whole process group, as a terminal's Ctrl-C."""
         os.killpg(self.process.pid, signal.SIGINT)
+
+    def hang_up(self) -> None:
+        """Close our end of its output, as a closed terminal or ``| head`` leaves it."""
+        self._hung_up.set()
+        self._reader.join(timeout=5)
 
     def kill(self) -> None:
         if self.process.poll() is None:
@@ -270,3 +285,21 @@ def test_ctrl_c_on_cluster_down_kills_every_node_still_running(tmp_path):
         assert down.process.returncode == 130, down.output
         killed = next(line for line in down.lines if line.startswith("interrupted: sent SIGKILL to "))
         assert "broker-1" in killed and "controller-1" in killed
+
+
+def test_a_closed_output_or_a_hangup_stops_the_cluster_in_order(tmp_path):
+    """``kraftlog cluster up | head`` or a closed terminal: the demo's next progress line
+    fails to print, and a terminal's SIGHUP reaches ``up`` only; either way every node stops."""
+    data_dir = tmp_path / "cluster"
+    with cleanup(data_dir):
+        up = Foreground("cluster", "up", "--controllers", "1", "--brokers", "2", "--data-dir", str(data_dir), base=free_base(1, 2))
+        try:
+            up.wait_line(lambda line: line.startswith("t="), STARTUP_S, "the demo's first progress line")
+            cluster = LocalCluster.load(data_dir)
+            up.hang_up()
+            os.killpg(up.process.pid, signal.SIGHUP)
+            wait_all_gone(up, [n.pid for n in cluster.nodes], SHUTDOWN_BOUND_S)
+        finally:
+            up.kill()
+        for broker in cluster.brokers:
+            assert log_events(cluster.log_path(broker), "controlled shutdown complete"), f"{broker.name} did not complete a controlled shutdown"
