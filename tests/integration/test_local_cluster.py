@@ -131,7 +131,10 @@ class Foreground:
         self._hung_up.set()
         self._reader.join(timeout=5)
 
-    def kill(self) -> None:
+    def __enter__(self) -> "Foreground":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
         if self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait()
@@ -143,6 +146,17 @@ def wait_all_gone(foreground: Foreground, pids: list[int], timeout_s: float) -> 
 
     wait_for(gone, timeout_s, f"kraftlog and every node ({pids}) to exit; output:\n{foreground.output}")
     foreground._reader.join(timeout=5)
+
+
+def ctrl_c_while_stopping(command: Foreground, cluster: LocalCluster) -> None:
+    """Ctrl-C once ``command`` has begun stopping the cluster: every node must be gone
+    soon after, killed, with a line that names them, and the exit status 130."""
+    command.wait_line(lambda line: line.startswith("stopping brokers"), SHUTDOWN_BOUND_S, "the stop to begin")
+    command.ctrl_c()
+    wait_all_gone(command, [n.pid for n in cluster.nodes], SHUTDOWN_BOUND_S)
+    assert command.process.returncode == 130, command.output
+    killed = next(line for line in command.lines if line.startswith("interrupted: sent SIGKILL to "))
+    assert "broker-1" in killed and "controller-1" in killed
 
 
 def _alive(pid: int) -> bool:
@@ -223,48 +237,35 @@ def test_a_taken_port_moves_with_a_line_and_a_restart_refuses_a_taken_port(tmp_p
 def test_ctrl_c_stops_brokers_in_controlled_shutdown_before_controllers(tmp_path):
     """The README's command with its demo workload on an RF=3 topic, then Ctrl-C."""
     data_dir = tmp_path / "cluster"
-    with cleanup(data_dir):
-        up = Foreground("cluster", "up", "--data-dir", str(data_dir), base=free_base(3, 3))
-        try:
-            up.wait_line(lambda line: line.startswith("t=") and "acked=0 " not in line, STARTUP_S, "the demo to acknowledge records")
-            cluster = LocalCluster.load(data_dir)
-            up.ctrl_c()
-            wait_all_gone(up, [n.pid for n in cluster.nodes], SHUTDOWN_BOUND_S)
-        finally:
-            up.kill()
-        assert up.process.returncode == 0, up.output
-        assert any(line.startswith("stopped in ") for line in up.lines), up.output
-        brokers_stopped = []
-        for broker in cluster.brokers:
-            log = cluster.log_path(broker)
-            assert log_events(log, "controlled shutdown complete"), f"{broker.name} did not complete a controlled shutdown (see {log})"
-            assert not log_events(log, "controlled shutdown timed out; leaderships move when the session expires")
-            brokers_stopped += [e["timestamp"] for e in log_events(log, "broker stopped cleanly")]
-        controllers_stopping = [e["timestamp"] for c in cluster.controllers for e in log_events(cluster.log_path(c), "controller stopping")]
-        assert len(brokers_stopped) == 3 and len(controllers_stopping) == 3
-        assert max(brokers_stopped) < min(controllers_stopping), "a controller stopped before every broker had"
+    with cleanup(data_dir), Foreground("cluster", "up", "--data-dir", str(data_dir), base=free_base(3, 3)) as up:
+        up.wait_line(lambda line: line.startswith("t=") and "acked=0 " not in line, STARTUP_S, "the demo to acknowledge records")
+        cluster = LocalCluster.load(data_dir)
+        up.ctrl_c()
+        wait_all_gone(up, [n.pid for n in cluster.nodes], SHUTDOWN_BOUND_S)
+    assert up.process.returncode == 0, up.output
+    assert any(line.startswith("stopped in ") for line in up.lines), up.output
+    brokers_stopped = []
+    for broker in cluster.brokers:
+        log = cluster.log_path(broker)
+        assert log_events(log, "controlled shutdown complete"), f"{broker.name} did not complete a controlled shutdown (see {log})"
+        assert not log_events(log, "controlled shutdown timed out; leaderships move when the session expires")
+        brokers_stopped += [e["timestamp"] for e in log_events(log, "broker stopped cleanly")]
+    controllers_stopping = [e["timestamp"] for c in cluster.controllers for e in log_events(cluster.log_path(c), "controller stopping")]
+    assert len(brokers_stopped) == 3 and len(controllers_stopping) == 3
+    assert max(brokers_stopped) < min(controllers_stopping), "a controller stopped before every broker had"
 
 
 def test_a_second_ctrl_c_kills_every_node_still_running(tmp_path):
     """A paused broker cannot finish its controlled shutdown, so the stop is still waiting
     when the second Ctrl-C comes."""
     data_dir = tmp_path / "cluster"
-    with cleanup(data_dir):
-        up = Foreground("cluster", "up", "--no-workload", "--controllers", "1", "--brokers", "2", "--data-dir", str(data_dir), base=free_base(1, 2))
-        try:
-            up.wait_line(lambda line: line == "press Ctrl-C to stop", STARTUP_S, "the cluster to be ready")
-            cluster = LocalCluster.load(data_dir)
-            stuck = cluster.node("broker", 1)
-            os.kill(stuck.pid, signal.SIGSTOP)
-            up.ctrl_c()
-            up.wait_line(lambda line: line.startswith("stopping brokers"), SHUTDOWN_BOUND_S, "the stop to begin")
-            up.ctrl_c()
-            wait_all_gone(up, [n.pid for n in cluster.nodes], SHUTDOWN_BOUND_S)
-        finally:
-            up.kill()
-        assert up.process.returncode == 130, up.output
-        killed = next(line for line in up.lines if line.startswith("interrupted: sent SIGKILL to "))
-        assert "broker-1" in killed and "controller-1" in killed
+    args = ("cluster", "up", "--no-workload", "--controllers", "1", "--brokers", "2", "--data-dir", str(data_dir))
+    with cleanup(data_dir), Foreground(*args, base=free_base(1, 2)) as up:
+        up.wait_line(lambda line: line == "press Ctrl-C to stop", STARTUP_S, "the cluster to be ready")
+        cluster = LocalCluster.load(data_dir)
+        os.kill(cluster.node("broker", 1).pid, signal.SIGSTOP)
+        up.ctrl_c()
+        ctrl_c_while_stopping(up, cluster)
 
 
 def test_ctrl_c_on_cluster_down_kills_every_node_still_running(tmp_path):
@@ -275,31 +276,20 @@ def test_ctrl_c_on_cluster_down_kills_every_node_still_running(tmp_path):
         assert started.returncode == 0, started.stdout + started.stderr
         cluster = LocalCluster.load(data_dir)
         os.kill(cluster.node("broker", 1).pid, signal.SIGSTOP)
-        down = Foreground("cluster", "down", "--data-dir", str(data_dir), base=base)
-        try:
-            down.wait_line(lambda line: line.startswith("stopping brokers"), SHUTDOWN_BOUND_S, "the stop to begin")
-            down.ctrl_c()
-            wait_all_gone(down, [n.pid for n in cluster.nodes], SHUTDOWN_BOUND_S)
-        finally:
-            down.kill()
-        assert down.process.returncode == 130, down.output
-        killed = next(line for line in down.lines if line.startswith("interrupted: sent SIGKILL to "))
-        assert "broker-1" in killed and "controller-1" in killed
+        with Foreground("cluster", "down", "--data-dir", str(data_dir), base=base) as down:
+            ctrl_c_while_stopping(down, cluster)
 
 
 def test_a_closed_output_or_a_hangup_stops_the_cluster_in_order(tmp_path):
     """``kraftlog cluster up | head`` or a closed terminal: the demo's next progress line
     fails to print, and a terminal's SIGHUP reaches ``up`` only; either way every node stops."""
     data_dir = tmp_path / "cluster"
-    with cleanup(data_dir):
-        up = Foreground("cluster", "up", "--controllers", "1", "--brokers", "2", "--data-dir", str(data_dir), base=free_base(1, 2))
-        try:
-            up.wait_line(lambda line: line.startswith("t="), STARTUP_S, "the demo's first progress line")
-            cluster = LocalCluster.load(data_dir)
-            up.hang_up()
-            os.killpg(up.process.pid, signal.SIGHUP)
-            wait_all_gone(up, [n.pid for n in cluster.nodes], SHUTDOWN_BOUND_S)
-        finally:
-            up.kill()
-        for broker in cluster.brokers:
-            assert log_events(cluster.log_path(broker), "controlled shutdown complete"), f"{broker.name} did not complete a controlled shutdown"
+    args = ("cluster", "up", "--controllers", "1", "--brokers", "2", "--data-dir", str(data_dir))
+    with cleanup(data_dir), Foreground(*args, base=free_base(1, 2)) as up:
+        up.wait_line(lambda line: line.startswith("t="), STARTUP_S, "the demo's first progress line")
+        cluster = LocalCluster.load(data_dir)
+        up.hang_up()
+        os.killpg(up.process.pid, signal.SIGHUP)
+        wait_all_gone(up, [n.pid for n in cluster.nodes], SHUTDOWN_BOUND_S)
+    for broker in cluster.brokers:
+        assert log_events(cluster.log_path(broker), "controlled shutdown complete"), f"{broker.name} did not complete a controlled shutdown"
