@@ -115,16 +115,27 @@ class Foreground:
         return "\n".join(self.lines)
 
     def wait_line(self, predicate, timeout_s: float, what: str) -> str:
-        def found() -> str | None:
-            if self.process.poll() is not None and not self._reader.is_alive():
-                raise AssertionError(f"kraftlog exited ({self.process.returncode}) before {what}:\n{self.output}")
-            return next((line for line in self.lines if predicate(line)), None)
+        """The first output line ``predicate`` accepts; fails at once if the command exits first."""
 
-        return wait_for(found, timeout_s, f"{what}; output so far:\n{self.output}")
+        def seen_or_exited() -> str | bool:
+            line = next((line for line in self.lines if predicate(line)), None)
+            return line or (self.process.poll() is not None and not self._reader.is_alive())
+
+        try:
+            seen = wait_for(seen_or_exited, timeout_s, what)
+        except TimeoutError as timeout:
+            raise AssertionError(f"{timeout}; output:\n{self.output}") from None
+        if seen is True:
+            raise AssertionError(f"kraftlog exited ({self.process.returncode}) before {what}:\n{self.output}")
+        return seen
 
     def ctrl_c(self) -> None:
         """SIGINT to the whole process group, as a terminal's Ctrl-C."""
         os.killpg(self.process.pid, signal.SIGINT)
+
+    def wait_output_closed(self) -> None:
+        """Every line it printed is in ``lines``."""
+        self._reader.join(timeout=5)
 
     def hang_up(self) -> None:
         """Close our end of its output, as a closed terminal or ``| head`` leaves it."""
@@ -144,8 +155,11 @@ def wait_all_gone(foreground: Foreground, pids: list[int], timeout_s: float) -> 
     def gone() -> bool:
         return foreground.process.poll() is not None and not any(_alive(pid) for pid in pids)
 
-    wait_for(gone, timeout_s, f"kraftlog and every node ({pids}) to exit; output:\n{foreground.output}")
-    foreground._reader.join(timeout=5)
+    try:
+        wait_for(gone, timeout_s, f"kraftlog and every node ({pids}) to exit")
+    except TimeoutError as timeout:
+        raise AssertionError(f"{timeout}; output:\n{foreground.output}") from None
+    foreground.wait_output_closed()
 
 
 def ctrl_c_while_stopping(command: Foreground, cluster: LocalCluster) -> None:
