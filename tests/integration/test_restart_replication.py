@@ -133,3 +133,31 @@ def test_ten_full_restarts_under_load_leave_every_replica_in_sync_and_identical(
             finally:
                 load.stop()
             require_within(lambda: replica_differences(cluster), IDENTICAL_DEADLINE_S, f"restart {restart}: identical replicas")
+
+
+def test_brokers_restarted_while_their_registrations_look_alive_take_them_over_at_once(tmp_path: Path) -> None:
+    """Controllers stopped first, brokers killed while no controller could see them go: the
+    restarted controllers grant every registered broker a full session, so the old
+    registrations still look alive when the new processes register. Each new incarnation
+    replaces its old registration at once (no DUPLICATE_BROKER_REGISTRATION while producers
+    wait), and the partitions come back with their full ISR."""
+    with local_cluster(tmp_path) as cluster:
+        cluster.create_topic(TOPIC, partitions=3, replication_factor=3, configs=TOPIC_CONFIG)
+        for controller in cluster.controllers:
+            cluster.stop_node(controller)
+        for broker in cluster.brokers:
+            cluster.kill(broker)
+        log_sizes = {node.name: cluster.log_path(node).stat().st_size for node in cluster.nodes}
+        cluster.start()
+        cluster.wait_ready()
+        require_within(lambda: isr_gaps(cluster), FULL_ISR_DEADLINE_S, "full ISR after the restart")
+
+        def since_restart(node) -> str:
+            with open(cluster.log_path(node), "rb") as f:
+                f.seek(log_sizes[node.name])
+                return f.read().decode(errors="replace")
+
+        refused = [b.name for b in cluster.brokers if "registration refused" in since_restart(b)]
+        assert not refused, f"registration refused after the restart on {refused}: a new incarnation must take over at once"
+        takeovers = sum(since_restart(c).count("new broker incarnation replaces a live registration") for c in cluster.controllers)
+        assert takeovers >= 1, "no registration was taken over: the scenario did not leave a live-looking registration behind"
