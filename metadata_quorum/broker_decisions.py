@@ -55,6 +55,8 @@ def broker_problem(image: MetadataImage, broker_id: int, broker_epoch: int) -> t
     broker = image.brokers.get(broker_id)
     if broker is None:
         return common.BROKER_NOT_REGISTERED, f"broker {broker_id} is not registered; register (restart the broker) and retry"
+    if broker_epoch < 0:
+        return common.STALE_BROKER_EPOCH, f"broker {broker_id} has no broker epoch yet (current registration {broker.epoch}); retry once it has registered"
     if broker_epoch < broker.epoch:
         return common.DUPLICATE_BROKER_REGISTRATION, (
             f"broker {broker_id} epoch {broker_epoch} was replaced by a newer process with the same id (incarnation "

@@ -218,8 +218,14 @@ class LeaderFetcher:
             replicas.restart_follower_at(partition, answer.log_start_offset)
         elif leo > answer.log_end_offset >= 0:
             replicas.truncate_follower(partition, answer.log_end_offset, f"ahead of leader {self.leader_id}'s log end")
-        else:
+        else:  # the leader could not place our last epoch in its history: say so, never spin in silence
             self.backoff_until[(partition.topic, partition.partition)] = time.monotonic() + PARTITION_BACKOFF_S
+            self.manager.log.warning(
+                "leader cannot place this replica's log; backing off", topic=partition.topic, partition=partition.partition,
+                leader=self.leader_id, leader_epoch=partition.state.leader_epoch, log_end_offset=leo,
+                last_epoch=partition.log.leader_epoch_cache.latest_epoch, leader_log_start_offset=answer.log_start_offset,
+                leader_log_end_offset=answer.log_end_offset, message=answer.error_message,
+            )
 
 
 class ReplicaFetcherManager:

@@ -234,6 +234,8 @@ def test_alter_partition_from_stale_broker_epoch():
     assert replaced.error_code == common.DUPLICATE_BROKER_REGISTRATION
     unknown = bd.alter_partition(image, pb.AlterPartitionRequest(broker_id=leader, broker_epoch=current + 1)).response
     assert unknown.error_code == common.STALE_BROKER_EPOCH
+    unregistered = bd.alter_partition(image, pb.AlterPartitionRequest(broker_id=leader, broker_epoch=-1)).response
+    assert unregistered.error_code == common.STALE_BROKER_EPOCH and "no broker epoch yet" in unregistered.error_message
 
 
 def test_producer_id_blocks_do_not_overlap():
