@@ -32,6 +32,7 @@ PARTITIONS = 12
 RESTARTS = 10
 FULL_ISR_DEADLINE_S = 10.0
 IDENTICAL_DEADLINE_S = 15.0
+LONG_SESSION_MS = 60_000
 
 
 class SteadyLoad:
@@ -140,23 +141,28 @@ def test_brokers_restarted_while_their_registrations_look_alive_take_them_over_a
     restarted controllers grant every registered broker a full session, so the old
     registrations still look alive when the new processes register. Each new incarnation
     replaces its old registration at once (no DUPLICATE_BROKER_REGISTRATION while producers
-    wait), and the partitions come back with their full ISR."""
-    with local_cluster(tmp_path) as cluster:
+    wait), and the partitions come back with their full ISR. A long session timeout keeps
+    the old registrations alive-looking however slowly the new processes start."""
+    with local_cluster(tmp_path, controller_args=["--session-timeout-ms", str(LONG_SESSION_MS)]) as cluster:
         cluster.create_topic(TOPIC, partitions=3, replication_factor=3, configs=TOPIC_CONFIG)
         for controller in cluster.controllers:
             cluster.stop_node(controller)
         for broker in cluster.brokers:
             cluster.kill(broker)
         log_sizes = {node.name: cluster.log_path(node).stat().st_size for node in cluster.nodes}
-        cluster.start()
-        cluster.wait_ready()
-        require_within(lambda: isr_gaps(cluster), FULL_ISR_DEADLINE_S, "full ISR after the restart")
 
         def since_restart(node) -> str:
             with open(cluster.log_path(node), "rb") as f:
                 f.seek(log_sizes[node.name])
                 return f.read().decode(errors="replace")
 
+        cluster.start()
+        # Metadata replayed from the controllers' logs shows the old registrations at once,
+        # so readiness alone does not prove anything registered: wait for each new process.
+        wait_for(lambda: all("registered with the controller" in since_restart(b) for b in cluster.brokers), LONG_SESSION_MS / 1000 + 30,
+                 "every restarted broker to register")
+        cluster.wait_ready()
+        require_within(lambda: isr_gaps(cluster), FULL_ISR_DEADLINE_S, "full ISR after the restart")
         refused = [b.name for b in cluster.brokers if "registration refused" in since_restart(b)]
         assert not refused, f"registration refused after the restart on {refused}: a new incarnation must take over at once"
         takeovers = sum(since_restart(c).count("new broker incarnation replaces a live registration") for c in cluster.controllers)
