@@ -15,7 +15,6 @@ A failure names the partitions and the replicas that are behind.
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -37,37 +36,50 @@ LONG_SESSION_MS = 60_000
 
 class SteadyLoad:
     """An idempotent acks=all producer writing about 2,500 small records a second over every
-    partition, across the restarts (a bounded rate: the point is traffic while brokers stop
-    and start, not a backlog that outlives a full outage)."""
+    partition while running (a bounded rate: the point is traffic while brokers stop and
+    start, not a backlog that outlives a full outage). Paused, it has nothing in flight."""
 
     def __init__(self, cluster: TestCluster) -> None:
         self.acked = 0
         self._lock = threading.Lock()
-        self._stop = threading.Event()
+        self._running = threading.Event()
+        self._sending = threading.Lock()  # held while a round of sends is being handed over
+        self._closed = threading.Event()
         self._producer = Producer(cluster.bootstrap, acks="all", enable_idempotence=True, linger_ms=5, delivery_timeout_ms=120_000)
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         i = 0
-        while not self._stop.wait(0.02):
-            for _ in range(50):
-                self._producer.send(TOPIC, f"r{i}".encode(), partition=i % PARTITIONS).add_done_callback(self._done)
-                i += 1
+        while not self._closed.wait(0.02):
+            with self._sending:
+                if not self._running.is_set():
+                    continue
+                for _ in range(50):
+                    self._producer.send(TOPIC, f"r{i}".encode(), partition=i % PARTITIONS).add_done_callback(self._done)
+                    i += 1
 
     def _done(self, future) -> None:
         if future.exception() is None:
             with self._lock:
                 self.acked += 1
 
+    def resume(self) -> None:
+        self._running.set()
+
+    def pause(self) -> None:
+        """Stop sending and wait until everything sent is answered."""
+        self._running.clear()
+        with self._sending:  # a round that saw the flag set has finished handing its records over
+            self._producer.flush(timeout=120)
+
     def wait_progress(self, more: int, timeout_s: float = 60) -> None:
         target = self.acked + more
         wait_for(lambda: self.acked >= target, timeout_s, f"{more} more acknowledged records (have {self.acked}, want {target})")
 
-    def stop(self) -> None:
-        self._stop.set()
+    def close(self) -> None:
+        self._closed.set()
         self._thread.join(10)
-        self._producer.flush(timeout=60)
         self._producer.close()
 
 
@@ -104,36 +116,35 @@ def replica_differences(cluster: TestCluster) -> list[str]:
     return problems
 
 
-def require_within(check, deadline_s: float, what: str) -> float:
-    """Poll ``check`` (a list of problems) until it is empty; fail naming what is still wrong."""
-    started = time.monotonic()
-    problems: list[str] = ["not checked yet"]
-    while time.monotonic() - started < deadline_s:
-        try:
-            problems = check()
-        except Exception as exc:  # a broker may still be opening its port: keep looking
-            problems = [f"{type(exc).__name__}: {exc}"]
-        if not problems:
-            return time.monotonic() - started
-        time.sleep(0.1)
-    raise AssertionError(f"{what} not reached within {deadline_s:.0f}s: " + "; ".join(problems))
+def require_within(check, deadline_s: float, what: str) -> None:
+    """Wait until ``check`` (a list of problems) is empty; the failure names what is still wrong."""
+
+    def clean() -> bool:
+        problems = check()
+        if problems:
+            raise AssertionError("; ".join(problems))
+        return True
+
+    wait_for(clean, deadline_s, what)
 
 
 def test_ten_full_restarts_under_load_leave_every_replica_in_sync_and_identical(tmp_path: Path) -> None:
     with local_cluster(tmp_path) as cluster:
         cluster.create_topic(TOPIC, partitions=PARTITIONS, replication_factor=3, configs=TOPIC_CONFIG)
-        for restart in range(1, RESTARTS + 1):
-            load = SteadyLoad(cluster)
-            try:
-                load.wait_progress(500)
+        load = SteadyLoad(cluster)
+        try:
+            for restart in range(1, RESTARTS + 1):
+                load.resume()
+                load.wait_progress(300)
                 cluster.stop()
                 cluster.start()
                 cluster.wait_ready()
                 require_within(lambda: isr_gaps(cluster), FULL_ISR_DEADLINE_S, f"restart {restart}: full ISR")
-                load.wait_progress(500)
-            finally:
-                load.stop()
-            require_within(lambda: replica_differences(cluster), IDENTICAL_DEADLINE_S, f"restart {restart}: identical replicas")
+                load.wait_progress(300)
+                load.pause()
+                require_within(lambda: replica_differences(cluster), IDENTICAL_DEADLINE_S, f"restart {restart}: identical replicas")
+        finally:
+            load.close()
 
 
 def test_brokers_restarted_while_their_registrations_look_alive_take_them_over_at_once(tmp_path: Path) -> None:
