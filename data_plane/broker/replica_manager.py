@@ -222,9 +222,21 @@ class ReplicaManager:
         self._take_role(partition, state, "leader epoch changed")
 
     def _take_role(self, partition: Partition, state: LeadershipState, why: str) -> None:
-        """Become leader or follower for ``state``'s leader epoch."""
+        """Become leader or follower for ``state``'s leader epoch.
+
+        Leader epochs only grow, so a state older than the newest epoch in the log is
+        metadata from the past (a restarting broker streams the metadata log from its start
+        and sees every old leadership go by). Leading in it would re-assign that old epoch at
+        the log end and erase the epoch history after it, and followers would then truncate
+        by that wrong history; so the replica only steps aside and waits for current metadata."""
         if partition.offline_reason is not None:
             partition.state = state
+            return
+        log_epoch = partition.log.leader_epoch_cache.latest_epoch
+        if state.leader_epoch < log_epoch:
+            partition.become_follower(state)
+            self._log.info("metadata older than the log; waiting for newer metadata", **_fields(partition), reason=why,
+                           leader=state.leader, log_latest_epoch=log_epoch, log_end_offset=partition.log.log_end_offset)
             return
         if state.leader == self.config.broker_id:
             partition.become_leader(state, partition.log.settings.min_insync_replicas, self.clock_ms())
@@ -515,14 +527,21 @@ class ReplicaManager:
         partition.producers.rebuild_from_batches(appended.headers)
 
     def truncate_follower(self, partition: Partition, offset: int, why: str) -> None:
-        """Cut the log back to ``offset`` (divergence, or the unsafe truncate-to-HW mode)."""
+        """Cut the log back to ``offset`` (divergence, or the unsafe truncate-to-HW mode).
+        At or past the log end no record goes, but the log still drops an epoch entry that
+        starts there with no record in it (see PartitionLog.truncate_to)."""
         before = partition.log.log_end_offset
-        if offset >= before:
-            return
+        last_epoch = partition.log.leader_epoch_cache.latest_epoch
         try:
             partition.log.truncate_to(offset)
         except StorageError as exc:
             self._go_offline(partition, exc)
+        if offset >= before:
+            if partition.log.leader_epoch_cache.latest_epoch != last_epoch:
+                self._log.info("dropped an epoch with no record at the log end", **_fields(partition), reason=why,
+                               dropped_epoch=last_epoch, last_epoch=partition.log.leader_epoch_cache.latest_epoch,
+                               log_end_offset=before)
+            return
         partition.producers.truncate_to(partition.log.log_end_offset)
         partition.high_watermark = min(partition.high_watermark, partition.log.log_end_offset)
         self._log.warning(

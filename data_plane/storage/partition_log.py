@@ -357,6 +357,12 @@ class PartitionLog:
         """
         self._check_online()
         if offset >= self.log_end_offset:
+            # Nothing to cut, but an epoch this broker started as leader and never wrote in
+            # may sit at the log end (Kafka's UnifiedLog.truncateTo keeps the same rule). It
+            # must go: kept, the follower keeps naming it as its last fetched epoch and the
+            # leader keeps answering "diverging" at this very offset, forever.
+            with self._io_guard("truncate the epoch cache"):
+                self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
             return
         if offset < self.log_start_offset:
             self.truncate_fully_and_start_at(offset)
