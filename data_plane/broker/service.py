@@ -142,7 +142,10 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             for t in request.topics
             for p in t.partitions
         ]
-        results = await self.replicas.fetch(request.max_wait_ms, request.min_bytes, max_bytes, items)
+        if request.repair_read:
+            results = self.replicas.repair_read(items)
+        else:
+            results = await self.replicas.fetch(request.max_wait_ms, request.min_bytes, max_bytes, items)
         response = broker_pb2.FetchResponse()
         by_topic: dict[str, broker_pb2.FetchTopicResponse] = {}
         for item, r in zip(items, results):
@@ -154,7 +157,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 log_start_offset=r.log_start_offset,
                 current_leader=_hint(r.leader),
             )
-            if request.format == broker_pb2.RECORDS:
+            if request.format == broker_pb2.RECORDS and not request.repair_read:
                 out.records.extend(batches_to_records(r.data, item.offset))
             else:
                 out.batches = r.data
@@ -228,6 +231,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 size_bytes=p.log.size_bytes,
                 latest_epoch=p.log.leader_epoch_cache.latest_epoch,
                 error_code=_code("STORAGE_ERROR" if p.offline_reason else "NONE"),
+                damaged_ranges=[damage.describe() for damage in p.log.damaged_ranges()],
             )
             if request.include_checksums and p.offline_reason is None:
                 upto = request.checksum_upto_offset if request.HasField("checksum_upto_offset") else p.high_watermark
