@@ -13,6 +13,7 @@ import grpc
 from data_plane import record_batch
 from data_plane.broker.errors import MalformedRequest
 from data_plane.broker.replica_manager import FetchItem, LeaderHint, ProduceItem, ReplicaFetchItem, ReplicaManager
+from data_plane.storage import DamagedRangeError
 from proto import broker_pb2, broker_pb2_grpc, common_pb2
 
 VALID_ACKS = (-1, 0, 1)
@@ -235,7 +236,10 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             )
             if request.include_checksums and p.offline_reason is None:
                 upto = request.checksum_upto_offset if request.HasField("checksum_upto_offset") else p.high_watermark
-                state.checksum_below_hw = p.log.checksum(upto)
+                try:
+                    state.checksum_below_hw = p.log.checksum(upto)
+                except DamagedRangeError:
+                    state.damaged_ranges[:] = [damage.describe() for damage in p.log.damaged_ranges()]  # found by this read
             if p.is_leader:
                 leos = p.replica_log_end_offsets()
                 in_sync = p.in_sync()
