@@ -397,6 +397,11 @@ class PartitionLog:
         with self._io_guard("recording damaged ranges"):
             write_damage_file(self.directory, self.damaged_ranges())
 
+    def _save_damage_if_changed(self, before: list[DamagedRange]) -> None:
+        """Truncation and retention drop the damaged ranges of the bytes they remove: keep the file in step."""
+        if self.damaged_ranges() != before:
+            self._save_damage()
+
     def mark_lost(self, damage: DamagedRange) -> None:
         """No replica can give ``damage`` back: readers skip its offsets from now on (never reused)."""
         segment = self._segment_at(damage.segment_base)
@@ -526,24 +531,28 @@ class PartitionLog:
         if offset < self.log_start_offset:
             self.truncate_fully_and_start_at(offset)
             return
+        damage_before = self.damaged_ranges()
         with self._io_guard("truncate"):
             while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
                 self.segments.pop().delete()
             self.active.truncate_to(offset)
             self.log_end_offset = self.active.next_offset
             self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        self._save_damage_if_changed(damage_before)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self._log.info("truncated", requested_offset=offset, log_end_offset=self.log_end_offset)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Empty the log and restart it at ``offset`` (a follower far behind the leader's log start)."""
         self._check_online()
+        damage_before = self.damaged_ranges()
         with self._io_guard("truncate"):
             while self.segments:
                 self.segments.pop().delete()
             self.segments.append(LogSegment.create(self.directory, offset, self.settings))
             self.leader_epoch_cache.clear()
             fsync_dir(self.directory)
+        self._save_damage_if_changed(damage_before)
         self.log_start_offset = self.log_end_offset = self.recovery_point = offset
         self._log.info("truncated fully", log_start_offset=offset)
 
@@ -553,6 +562,7 @@ class PartitionLog:
             return 0
         segments = [(segment.size_bytes, segment.max_timestamp) for segment in self.segments]
         doomed = segments_to_delete(segments, now_ms, self.settings.retention_ms, self.settings.retention_bytes)
+        damage_before = self.damaged_ranges()
         with self._io_guard("retention"):
             for _ in range(doomed):
                 self.segments[0].delete()
@@ -560,6 +570,7 @@ class PartitionLog:
                 self.log_start_offset = self.segments[0].base_offset
             if doomed:
                 self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        self._save_damage_if_changed(damage_before)
         self.recovery_point = max(self.recovery_point, self.log_start_offset)
         if doomed:
             self._log.info("retention deleted segments", segments=doomed, log_start_offset=self.log_start_offset)

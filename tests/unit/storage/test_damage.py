@@ -110,3 +110,17 @@ def _at_offset(data: bytes, base_offset: int) -> bytes:
     raw = bytearray(data)
     raw[:8] = base_offset.to_bytes(8, "little")
     return bytes(raw)
+
+
+def test_truncation_forgets_the_damage_it_removes_across_a_restart(log_dir: Path) -> None:
+    crashed_log(log_dir)
+    flip(second_segment(log_dir), 100)
+    plog = PartitionLog.open(log_dir, small_settings(), now_ms=0)
+    assert plog.damaged_ranges()
+    plog.truncate_to(10)
+    fill(plog, 10, epoch=2)  # new bytes where the damaged range was recorded
+    assert plog.damaged_ranges() == [] and not (log_dir / DAMAGE_FILE).exists()
+    data = plog.read(0, 1 << 20).data
+    plog.close()
+    again = PartitionLog.open(log_dir, small_settings(), now_ms=0, clean_shutdown=True, recovery_point=plog.log_end_offset)
+    assert again.read(0, 1 << 20).data == data
