@@ -31,13 +31,16 @@ def records_to_batch(records, compression: str, now_ms: int) -> bytes:
     """Encode simple-path records into one batch (the only place the broker encodes records)."""
     if not records:
         raise MalformedRequest("a partition in the request carries neither batches nor records: send at least one record")
-    return record_batch.encode_batch(
-        [r.value if r.HasField("value") else None for r in records],
-        keys=[r.key if r.HasField("key") else None for r in records],
-        headers=[[(h.key, h.value if h.HasField("value") else None) for h in r.headers] for r in records],
-        timestamps_ms=[r.timestamp_ms or now_ms for r in records],
-        compression=compression,
-    )
+    try:
+        return record_batch.encode_batch(
+            [r.value if r.HasField("value") else None for r in records],
+            keys=[r.key if r.HasField("key") else None for r in records],
+            headers=[[(h.key, h.value if h.HasField("value") else None) for h in r.headers] for r in records],
+            timestamps_ms=[r.timestamp_ms or now_ms for r in records],
+            compression=compression,
+        )
+    except ValueError as exc:  # records the batch format cannot hold (timestamps too far apart)
+        raise MalformedRequest(f"these records cannot form one batch: {exc}") from None
 
 
 def batches_to_records(data: bytes, from_offset: int) -> list[common_pb2.Record]:
@@ -159,7 +162,11 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 current_leader=_hint(r.leader),
             )
             if request.format == broker_pb2.RECORDS and not request.repair_read:
-                out.records.extend(batches_to_records(r.data, item.offset))
+                try:
+                    out.records.extend(batches_to_records(r.data, item.offset))
+                except record_batch.CorruptBatchError as exc:  # stored before bodies were checked on append
+                    out.error_code = _code("CORRUPT_MESSAGE")
+                    out.error_message = f"{r.topic}-{r.partition}: a stored batch does not decode ({exc}): fetch from a later offset"
             else:
                 out.batches = r.data
         self._add_endpoints(response, [r.leader.leader_id for r in results if r.error != "NONE"])
