@@ -65,7 +65,7 @@ _ADVICE: dict[str, str] = {
     "INVALID_RECORD": "the batch's producer fields or body break the format (a client encoding bug); nothing was written: fix the encoder",
     "INVALID_REQUEST": "the broker rejected the request as malformed; check client and broker versions",
     "INVALID_REQUIRED_ACKS": "use acks=0, 1 or 'all'",
-    "INVALID_TIMESTAMP": "a record timestamp is negative or disagrees with the batch's max_timestamp; send timestamps in ms since the epoch",
+    "INVALID_TIMESTAMP": "a record timestamp is negative or the batch's max_timestamp is out of range; send timestamps in ms since the epoch",
     "BUFFER_EXHAUSTED": "records are produced faster than brokers accept them; raise buffer_memory or max_block_ms, or slow down",
     "DELIVERY_TIMEOUT": "the batch could not be delivered within delivery_timeout_ms; check broker health and the last error",
     "CLIENT_CLOSED": "the client was closed; create a new one",
