@@ -142,6 +142,25 @@ def test_corrupt_leader_segment_is_found_repaired_from_a_replica_and_fully_reada
         assert not any(s.damaged_ranges for s in states.values())
 
 
+def test_byte_flipped_while_stopped_is_found_by_the_scrub_after_a_clean_restart_and_repaired(tmp_path: Path) -> None:
+    with local_cluster(tmp_path, controllers=1, brokers=3) as cluster:
+        cluster.create_topic("scrub", partitions=1, replication_factor=3)
+        produce_batches(cluster, "scrub", 10)
+        wait_for(lambda: len({s.log_end_offset for s in replica_logs(cluster, "scrub").values()}) == 1, 30, "replicas caught up")
+        victim = cluster.leader("scrub", 0)
+        cluster.stop_node(cluster.broker(victim))  # clean: leadership moves away, .clean_shutdown written
+        flip_byte_in_batch(segment_of(cluster, victim, "scrub"), 4 * BATCH_RECORDS)
+        cluster.restart(cluster.broker(victim))
+
+        def repaired() -> bool:
+            states = replica_logs(cluster, "scrub")
+            return "damaged range repaired" in broker_log(cluster, victim) and len({s.checksum_below_hw for s in states.values()}) == 1
+
+        wait_for(repaired, 30, f"the scrub on broker {victim} finding the flipped byte and a replica's copy repairing it")
+        assert "damaged batch found" in broker_log(cluster, victim)
+        assert read_offsets(cluster, "scrub", 10 * BATCH_RECORDS) == {o: f"v{o}".encode() for o in range(10 * BATCH_RECORDS)}
+
+
 # ---------------------------------------------------------------------------------- recovery
 
 
@@ -155,8 +174,7 @@ def test_rf1_recovery_keeps_the_batches_after_a_damaged_one_and_never_reuses_its
         cluster.kill(broker)
         flip_byte_in_batch(segment_of(cluster, 1, "rf1"), 500)
         cluster.restart(broker)
-        cluster.wait_ready()
-        cluster.wait_topic_ready("rf1", 1)
+        cluster.wait_topic_ready("rf1", 1, timeout_s=60)
 
         lost = range(500, 550)
         values = read_offsets(cluster, "rf1", 1000)
@@ -179,7 +197,6 @@ def test_rf3_recovery_fetches_the_damaged_batch_back_from_a_replica(tmp_path: Pa
         cluster.kill(cluster.broker(victim))
         flip_byte_in_batch(segment_of(cluster, victim, "rf3"), 500)
         cluster.restart(cluster.broker(victim))
-        cluster.wait_ready()
 
         def repaired() -> bool:
             states = replica_logs(cluster, "rf3")
