@@ -5,9 +5,9 @@ this loop, a few times a second while anything is damaged, asks the other replic
 their copy of each range (the leader first, then in-sync followers) with a ``repair_read``
 Fetch, and hands it to the replica manager, which checks offsets, lengths, epochs and CRCs
 before writing it over the damage. The bytes fit exactly: every replica of a leader epoch
-holds the leader's batches byte for byte. A partition with no other replica cannot be
-repaired: its damaged ranges are declared lost (logged as an error, skipped by readers,
-never reused).
+holds the leader's batches byte for byte. A range no other replica can ever give back (no
+other replica, or, on the leader, every other replica's log holds nothing there) is declared
+lost: logged as an error, skipped by readers, never reused.
 """
 
 from __future__ import annotations
@@ -29,6 +29,18 @@ REPAIR_INTERVAL_S = 0.2
 REPAIR_RPC_TIMEOUT_S = 5.0
 
 
+def unrepairable(answers: list[bytes | None], is_leader: bool) -> str | None:
+    """Why a damaged range can never come back, given every other replica's answer (None:
+    no answer; b"": its log holds nothing there; bytes: a copy that did not fit), or None
+    while one may still. A leader is the only source its followers have, so when all of
+    them hold nothing there, nobody ever will; a follower keeps asking."""
+    if not answers:
+        return "no other replica"
+    if is_leader and all(answer == b"" for answer in answers):
+        return "no other replica holds it"
+    return None
+
+
 class DamageRepairer:
     def __init__(self, replicas: ReplicaManager, address_of: Callable[[int], str | None]) -> None:
         self._replicas = replicas
@@ -48,20 +60,23 @@ class DamageRepairer:
 
     async def repair_round(self) -> None:
         for partition, damage in self._replicas.damaged():
-            sources = self._replicas.repair_sources(partition)
-            if not sources:
-                self._replicas.declare_lost(partition, damage)
-                continue
-            for source in sources:
+            answers: list[bytes | None] = []
+            for source in self._replicas.repair_sources(partition):
                 copy = await self._copy_from(source, partition, damage)
                 if copy and self._replicas.repair(partition, damage, copy, source):
                     break
+                answers.append(copy)
+            else:
+                why = unrepairable(answers, partition.is_leader)
+                if why is not None:
+                    self._replicas.declare_lost(partition, damage, why)
 
-    async def _copy_from(self, source: int, partition: Partition, damage: DamagedRange) -> bytes:
-        """``source``'s batches from the range's first offset, at most the range's size (b"" if it cannot answer)."""
+    async def _copy_from(self, source: int, partition: Partition, damage: DamagedRange) -> bytes | None:
+        """``source``'s batches from the range's first offset, at most the range's size; b""
+        when it answered that it holds none there; None when it could not answer."""
         address = self._address_of(source)
         if address is None:
-            return b""
+            return None
         length = damage.end_position - damage.position
         request = broker_pb2.FetchRequest(
             max_bytes=length,
@@ -77,10 +92,10 @@ class DamageRepairer:
         except grpc.aio.AioRpcError as exc:
             self._log.info("replica did not answer a repair read", topic=partition.topic, partition=partition.partition,
                            source=source, code=exc.code().name)
-            return b""
+            return None
         answer = response.topics[0].partitions[0] if response.topics and response.topics[0].partitions else None
-        if answer is None or answer.error_code != common_pb2.NONE:
-            self._log.info("replica cannot give its copy of a damaged range", topic=partition.topic, partition=partition.partition,
-                           source=source, error=answer.error_message if answer else "no answer")
-            return b""
-        return answer.batches
+        if answer is not None and answer.error_code in (common_pb2.NONE, common_pb2.OFFSET_OUT_OF_RANGE):
+            return answer.batches if answer.error_code == common_pb2.NONE else b""
+        self._log.info("replica cannot give its copy of a damaged range", topic=partition.topic, partition=partition.partition,
+                       source=source, error=answer.error_message if answer else "no answer")
+        return None

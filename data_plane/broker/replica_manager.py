@@ -610,12 +610,12 @@ class ReplicaManager:
         partition.notify_waiters()
         return True
 
-    def declare_lost(self, partition: Partition, damage: DamagedRange) -> None:
-        """No other replica exists: the range's records are gone; readers skip them and the
-        offsets are never given to new records."""
+    def declare_lost(self, partition: Partition, damage: DamagedRange, why: str) -> None:
+        """No replica can give the range back: its records are gone; readers skip them and
+        the offsets are never given to new records."""
         partition.log.mark_lost(damage)
         self._log.error(
-            "RECORDS LOST: damaged range has no other replica to repair it from; readers skip it",
+            f"RECORDS LOST: damaged range cannot be repaired ({why}); readers skip it",
             **_fields(partition), first_offset=damage.first_offset, next_offset=damage.next_offset,
             records=damage.next_offset - damage.first_offset,
         )
