@@ -45,6 +45,7 @@ class DamageRepairer:
     def __init__(self, replicas: ReplicaManager, address_of: Callable[[int], str | None]) -> None:
         self._replicas = replicas
         self._address_of = address_of
+        self._reported: set[tuple[str, int, int]] = set()  # (topic, partition, first offset) already logged
         self._log = log.bind(broker_id=replicas.config.broker_id)
 
     async def run(self) -> None:
@@ -59,7 +60,14 @@ class DamageRepairer:
                 self._log.exception("damage repair round failed")
 
     async def repair_round(self) -> None:
-        for partition, damage in self._replicas.damaged():
+        damaged = self._replicas.damaged()
+        current = {(p.topic, p.partition, d.first_offset) for p, d in damaged}
+        for partition, damage in damaged:
+            if (partition.topic, partition.partition, damage.first_offset) not in self._reported:
+                self._log.warning("damaged range out of service: asking other replicas for their copy", topic=partition.topic,
+                                  partition=partition.partition, leader_epoch=partition.state.leader_epoch,
+                                  first_offset=damage.first_offset, next_offset=damage.next_offset,
+                                  sources=self._replicas.repair_sources(partition))
             answers: list[bytes | None] = []
             for source in self._replicas.repair_sources(partition):
                 copy = await self._copy_from(source, partition, damage)
@@ -70,6 +78,7 @@ class DamageRepairer:
                 why = unrepairable(answers, partition.is_leader)
                 if why is not None:
                     self._replicas.declare_lost(partition, damage, why)
+        self._reported = current
 
     async def _copy_from(self, source: int, partition: Partition, damage: DamagedRange) -> bytes | None:
         """``source``'s batches from the range's first offset, at most the range's size; b""
