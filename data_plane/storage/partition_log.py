@@ -23,7 +23,7 @@ import shutil
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, TypeVar
 
 import structlog
 
@@ -49,11 +49,13 @@ from data_plane.storage.errors import (
 from data_plane.storage.index_file import floor_slot
 from data_plane.storage.recovery import first_segment_to_recover, recover_segments
 from data_plane.storage.retention import segments_to_delete
-from data_plane.storage.segment import LogSegment, scan_headers, write_all
+from data_plane.storage.segment import LogSegment, UnparsableBatchError, scan_headers, write_all
 from data_plane.storage.settings import LogSettings
 
 EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 CHECKSUM_READ_BYTES = 8 << 20
+UNPARSABLE_RETRIES_MAX = 8  # unparsable headers one read or scrub round turns into damaged ranges before giving up
+_T = TypeVar("_T")
 _SEGMENT_NAME = re.compile(r"^\d{20}\.log$")
 
 log = structlog.get_logger("storage")
@@ -331,11 +333,20 @@ class PartitionLog:
                 f"[{self.log_start_offset}, {self.log_end_offset}]: seek to the earliest or latest offset"
             )
         stop = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
+        with self._io_guard("read"):
+            chunks, next_offset, blocked = self._retrying_unparsable(lambda: self._read_verified(start_offset, max_bytes, stop))
+        if blocked is not None and not chunks:
+            raise DamagedRangeError(blocked)
+        first_offset = read_header(chunks[0]).base_offset if chunks else start_offset
+        return ReadResult(b"".join(chunks), first_offset, next_offset)
+
+    def _read_verified(self, start_offset: int, max_bytes: int, stop: int) -> tuple[list[bytes], int, DamagedRange | None]:
+        """(chunks, next offset, the damaged range that stopped the read) for ``read``."""
         chunks: list[bytes] = []
         next_offset, budget = start_offset, max_bytes
         blocked: DamagedRange | None = None
-        with self._io_guard("read"):
-            for segment in self._segments_from(start_offset):
+        for segment in self._segments_from(start_offset):
+            with self._unparsable_is_damage(segment):
                 pos = segment.find_position(next_offset)
                 while pos < segment.size_bytes and blocked is None:
                     hole = segment.damaged.get(pos)
@@ -350,16 +361,32 @@ class PartitionLog:
                     data, after = segment.read_batches(pos, budget, stop, at_least_one=not chunks)
                     taken, after = self._verified(segment, pos, data, after)
                     if taken:
-                        chunks.append(data[:taken])
+                        chunks.append(data if taken == len(data) else data[:taken])
                         pos, next_offset, budget = pos + taken, after, budget - taken  # type: ignore[assignment]
                     if taken == len(data) and pos not in segment.damaged:
                         break  # stopped by the budget, the stop offset or the segment's end
-                if blocked is not None or budget <= 0 or pos < segment.size_bytes:
-                    break
-        if blocked is not None and not chunks:
-            raise DamagedRangeError(blocked)
-        first_offset = read_header(chunks[0]).base_offset if chunks else start_offset
-        return ReadResult(b"".join(chunks), first_offset, next_offset)
+            if blocked is not None or budget <= 0 or pos < segment.size_bytes:
+                break
+        return chunks, next_offset, blocked
+
+    def _retrying_unparsable(self, attempt: Callable[[], _T]) -> _T:
+        """Run ``attempt`` again after each batch header it could not parse (now a damaged
+        range every scan jumps over), at most UNPARSABLE_RETRIES_MAX times."""
+        for _ in range(UNPARSABLE_RETRIES_MAX):
+            try:
+                return attempt()
+            except _DamageNoted:
+                continue
+        raise CorruptBatchError(f"more than {UNPARSABLE_RETRIES_MAX} unparsable batch headers found in one pass")
+
+    @contextlib.contextmanager
+    def _unparsable_is_damage(self, segment: LogSegment) -> Iterator[None]:
+        """A header in ``segment`` that does not parse becomes a damaged range (then _DamageNoted)."""
+        try:
+            yield
+        except UnparsableBatchError as exc:
+            self._note_damage(segment, exc.position, segment.offset_at(exc.position), str(exc))
+            raise _DamageNoted() from exc
 
     def _verified(self, segment: LogSegment, pos: int, data: bytes, after: int | None) -> tuple[int, int | None]:
         """(bytes, next offset) of the prefix of ``data`` (read at ``pos``) whose batches pass
@@ -387,6 +414,8 @@ class PartitionLog:
         resync = find_resync(segment.fd, position, segment.size_bytes, expected_offset)
         end, next_offset = (resync[0], resync[1].base_offset) if resync else (segment.size_bytes, segment.next_offset)
         damage = DamagedRange(segment.base_offset, position, end, expected_offset, max(next_offset, expected_offset + 1))
+        for inside in [p for p in segment.damaged if position <= p < end]:
+            del segment.damaged[inside]  # found earlier from a wrong length in front of it: the new range covers it
         segment.damaged[position] = damage
         self._save_damage()
         self._log.error("damaged batch found: taken out of service until repaired", segment=segment.base_offset,
@@ -458,7 +487,7 @@ class PartitionLog:
         last call stopped, wrapping to the log start at the end; returns bytes verified. A batch
         that fails becomes a damaged range, as on a read."""
         self._check_online()
-        done = 0
+        done = unparsable = 0
         with self._io_guard("scrub"):
             while done < max_bytes:
                 base, pos = self._scrub_at
@@ -475,7 +504,14 @@ class PartitionLog:
                     if not later:
                         break
                     continue
-                data, after = segment.read_batches(pos, max_bytes - done, segment.next_offset + 1, at_least_one=True)
+                try:
+                    with self._unparsable_is_damage(segment):
+                        data, after = segment.read_batches(pos, max_bytes - done, segment.next_offset + 1, at_least_one=True)
+                except _DamageNoted:
+                    unparsable += 1
+                    if unparsable > UNPARSABLE_RETRIES_MAX:
+                        raise CorruptBatchError(f"more than {UNPARSABLE_RETRIES_MAX} unparsable batch headers found in one pass") from None
+                    continue  # the next round jumps over the new damaged range
                 taken, _ = self._verified(segment, pos, data, after)
                 self._scrub_at = (segment.base_offset, pos + taken)
                 done += taken
@@ -624,6 +660,10 @@ class PartitionLog:
         self.offline_error = error
         self._log.error("partition offline", error=str(error))
         raise error from cause
+
+
+class _DamageNoted(Exception):
+    """An unparsable header was just recorded as a damaged range: the pass starts over."""
 
 
 def _first_offset(damage: DamagedRange) -> int:

@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 from typing import Container, Iterator, Mapping
 
-from data_plane.record_batch import HEADER_SIZE, BatchHeader, CorruptBatchError, decode_batch, read_header
+from data_plane.record_batch import HEADER_SIZE, MAGIC, BatchHeader, CorruptBatchError, decode_batch, read_header
 from data_plane.storage.damage import DamagedRange
 from data_plane.storage.index_file import IndexFileCorrupt
 from data_plane.storage.offset_index import OffsetIndex
@@ -34,16 +34,30 @@ def file_stem(base_offset: int) -> str:
     return f"{base_offset:020d}"
 
 
+class UnparsableBatchError(CorruptBatchError):
+    """A header in a segment file that cannot start a batch (wrong magic, a length shorter than
+    a header or past the file's end, offsets going back): ``position`` is where, in the file."""
+
+    def __init__(self, message: str, position: int) -> None:
+        super().__init__(message)
+        self.position = position
+
+
 def headers_in(buf: bytes, stop_at: Container[int] = (), base: int = 0) -> Iterator[tuple[int, BatchHeader]]:
     """(position, header) of batches laid end to end in ``buf`` whose header is complete (bodies
-    may be cut off), stopping before any position in ``stop_at`` (file positions: ``base`` + position)."""
-    pos = 0
+    may be cut off), stopping before any position in ``stop_at`` (file positions: ``base`` + position).
+    Raises UnparsableBatchError at a header no batch could have."""
+    pos, after = 0, -1
     while pos + HEADER_SIZE <= len(buf) and base + pos not in stop_at:
         header = read_header(buf, pos)
-        if header.batch_length < HEADER_SIZE:
-            raise CorruptBatchError(f"batch at position {base + pos} claims a length of {header.batch_length} bytes")
+        if header.magic != MAGIC or header.batch_length < HEADER_SIZE or header.base_offset < after:
+            raise UnparsableBatchError(
+                f"batch header at position {base + pos} does not parse (magic {header.magic}, length "
+                f"{header.batch_length}, base offset {header.base_offset})",
+                base + pos,
+            )
         yield pos, header
-        pos += header.batch_length
+        pos, after = pos + header.batch_length, header.next_offset
 
 
 def scan_headers(
@@ -66,7 +80,7 @@ def scan_headers(
             yield pos + offset, header
             step = offset + header.batch_length
         if step == 0:
-            raise CorruptBatchError(f"file ends inside the batch header at position {pos}")
+            raise UnparsableBatchError(f"file ends inside the batch header at position {pos}", pos)
         pos += step
 
 
@@ -301,7 +315,7 @@ class LogSegment:
     def read(self, pos: int, length: int) -> bytes:
         data = os.pread(self.fd, length, pos)
         if len(data) != length:
-            raise CorruptBatchError(f"{self.log_path}: wanted {length} bytes at {pos}, the file holds {len(data)}")
+            raise UnparsableBatchError(f"{self.log_path}: wanted {length} bytes at {pos}, the file holds {len(data)}", pos)
         return data
 
     def find_position(self, offset: int) -> int:
@@ -322,6 +336,8 @@ class LogSegment:
             if header.base_offset >= stop_offset:
                 break
             if offset + header.batch_length > len(chunk):
+                if pos + offset + header.batch_length > self.size_bytes:
+                    raise UnparsableBatchError(f"batch at position {pos + offset} runs past the end of {self.log_path}", pos + offset)
                 if offset == 0 and at_least_one:
                     return self.read(pos, header.batch_length), header.next_offset
                 break

@@ -124,3 +124,18 @@ def test_truncation_forgets_the_damage_it_removes_across_a_restart(log_dir: Path
     plog.close()
     again = PartitionLog.open(log_dir, small_settings(), now_ms=0, clean_shutdown=True, recovery_point=plog.log_end_offset)
     assert again.read(0, 1 << 20).data == data
+
+
+@pytest.mark.parametrize("position", [16, 11, 8], ids=["magic", "length-high", "length-low"])
+def test_a_damaged_header_on_a_clean_log_is_found_by_reads_and_repaired(log_dir: Path, position: int) -> None:
+    plog = PartitionLog.open(log_dir, small_settings(), now_ms=0)
+    fill(plog, 30, epoch=1)
+    data = plog.read(0, 1 << 20).data
+    plog.close()
+    flip(second_segment(log_dir), position)  # the header of batch 18-20
+    again = PartitionLog.open(log_dir, small_settings(), now_ms=0, clean_shutdown=True, recovery_point=90)
+    assert offsets(again.read(0, 1 << 20).data) == list(range(18))
+    assert offsets(again.read(25, 1 << 20).data) == list(range(24, 90)), "reads after the damage are served"
+    assert [(r.first_offset, r.next_offset) for r in again.damaged_ranges()] == [(18, 21)]
+    again.repair(again.damaged_ranges()[0], copy_at(data, 18))
+    assert again.read(0, 1 << 20).data == data and not again.is_offline
