@@ -49,7 +49,7 @@ from data_plane.storage.errors import (
 from data_plane.storage.index_file import floor_slot
 from data_plane.storage.recovery import first_segment_to_recover, recover_segments
 from data_plane.storage.retention import segments_to_delete
-from data_plane.storage.segment import LogSegment, UnparsableBatchError, scan_headers, write_all
+from data_plane.storage.segment import LogSegment, UnparsableBatchError, scan_headers
 from data_plane.storage.settings import LogSettings
 
 EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
@@ -460,12 +460,9 @@ class PartitionLog:
         if expected != damage.next_offset:
             raise CorruptBatchError(f"the copy ends at offset {expected}, the damaged range at {damage.next_offset}")
         with self._io_guard("repair"):
-            fd = segment.fd
-            os.lseek(fd, damage.position, os.SEEK_SET)
-            try:
-                write_all(fd, memoryview(copy)[:length], damage.position)
-            finally:
-                os.lseek(fd, segment.size_bytes, os.SEEK_SET)
+            fd, data, written = segment.fd, memoryview(copy)[:length], 0
+            while written < length:  # pwrite: the append position stays at the file's end
+                written += os.pwrite(fd, data[written:], damage.position + written)
             os.fdatasync(fd)
         del segment.damaged[damage.position]
         self._save_damage()
