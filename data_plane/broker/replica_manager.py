@@ -20,13 +20,16 @@ import structlog
 from data_plane.broker.config import BrokerConfig, UnsafeBehaviour
 from data_plane.broker.errors import PartitionError, not_leader, unknown_partition
 from data_plane.broker.partition import LeadershipState, Partition
-from data_plane.record_batch import iter_headers
+from data_plane.record_batch import BatchHeader
 from data_plane.replication.divergence import DivergingEpoch, FetchRejected, ServeFrom
 from data_plane.replication.errors import ErrorCode
 from data_plane.replication.partition_state import AlterPartitionCommitted, BrokerStatus, FollowerFetch, IsrProposal
 from data_plane.replication.producer_state import NO_PRODUCER_ID, Duplicate, ProducerState, Rejected
 from data_plane.storage import (
     CorruptBatchError,
+    DamagedRange,
+    DamagedRangeError,
+    InvalidRecordError,
     LogManager,
     LogSettings,
     OffsetOutOfRangeError,
@@ -132,6 +135,7 @@ class ReplicaManager:
         self.image = None  # the last metadata image applied
         self._log = log.bind(broker_id=config.broker_id)
         self._high_watermarks = logs.read_high_watermarks()
+        self._scrub_next = 0  # index (in sorted order) of the partition the scrub works on
         # Set by the server: where ISR proposals go (AlterPartition) and who follows leaders.
         self.propose_isr: Callable[[Partition, IsrProposal], None] = lambda partition, proposal: None
         self.followers_changed: Callable[[], None] = lambda: None
@@ -345,16 +349,26 @@ class ReplicaManager:
         if check != ErrorCode.NONE:
             raise PartitionError(check.name, f"acks must be 0, 1 or -1 (all), not {acks}")
         try:
-            duplicate = self._check_sequence(partition, item.batches)
+            located = partition.log.validate_append(item.batches)
+            duplicate = self._check_sequence(partition, [header for _, header in located])
             if duplicate is not None:
                 result.base_offset = duplicate.first_offset
                 result.log_start_offset = partition.log.log_start_offset
                 return duplicate.last_offset + 1 if duplicate.last_offset + 1 > partition.high_watermark else None
             appended = partition.log.append(
-                item.batches, assign_offsets=True, leader_epoch=partition.state.leader_epoch, now_ms=self.clock_ms()
+                item.batches, assign_offsets=True, leader_epoch=partition.state.leader_epoch, now_ms=self.clock_ms(),
+                validated=located,
             )
+        except InvalidRecordError as exc:
+            raise PartitionError(
+                exc.error_code, f"{partition.name}: {exc}; nothing was written: the producer encoded this batch wrong, "
+                "fix its encoder (data_plane.record_batch.encode_batch writes valid batches)",
+            ) from None
         except CorruptBatchError as exc:
-            raise PartitionError("CORRUPT_MESSAGE", f"{partition.name}: {exc}; nothing was written: re-encode the batch") from None
+            raise PartitionError(
+                "CORRUPT_MESSAGE", f"{partition.name}: {exc}; nothing was written: the bytes changed after they were "
+                "encoded (client memory or network): send the batch again",
+            ) from None
         except RecordTooLargeError as exc:
             raise PartitionError("MESSAGE_TOO_LARGE", str(exc)) from None
         except StorageError as exc:
@@ -366,9 +380,8 @@ class ReplicaManager:
         self._after_append(partition, core.on_leader_append(partition.log.log_end_offset, self.clock_ms()))
         return appended.last_offset + 1
 
-    def _check_sequence(self, partition: Partition, batches: bytes) -> Duplicate | None:
+    def _check_sequence(self, partition: Partition, headers: list[BatchHeader]) -> Duplicate | None:
         """Idempotent producers: a retried request is answered from memory, a gap is refused."""
-        headers = [header for _, header in iter_headers(batches)]
         if all(h.producer_id == NO_PRODUCER_ID for h in headers):
             return None
         verdict = partition.producers.check_run(headers)
@@ -446,6 +459,12 @@ class ReplicaManager:
                 "OFFSET_OUT_OF_RANGE",
                 f"offset {offset} is outside {partition.name}'s range [{partition.log.log_start_offset}, {upto}]: "
                 "seek to the earliest or latest offset",
+            ) from None
+        except DamagedRangeError as exc:
+            raise PartitionError(
+                "STORAGE_ERROR",
+                f"{partition.name}: {exc} on broker {self.config.broker_id} (its copy from another replica is on the "
+                "way): retry shortly; every record before the damage is readable",
             ) from None
         except StorageError as exc:
             self._go_offline(partition, exc)
@@ -558,6 +577,85 @@ class ReplicaManager:
         partition.producers.next_offset = offset
         partition.high_watermark = offset
         self._log.warning("follower log restarted at the leader's log start", **_fields(partition), log_start_offset=offset)
+
+    # ------------------------------------------------------------------ damaged ranges
+
+    def repair_read(self, items: list[FetchItem]) -> list[FetchResult]:
+        """Serve another replica's repair: our own copy from ``offset``, up to our log end,
+        whatever our role (the asker checks offsets, epochs and CRCs before using it)."""
+        results: list[FetchResult] = []
+        for item in items:
+            result = FetchResult(item.topic, item.partition)
+            results.append(result)
+            try:
+                partition = self._partition(item.topic, item.partition)
+                if partition.offline_reason is not None:
+                    raise PartitionError("STORAGE_ERROR", f"{partition.name} is offline on broker {self.config.broker_id}")
+                result.data = self._read(partition, item.offset, max(item.max_bytes, 1), partition.log.log_end_offset)
+            except PartitionError as exc:
+                self._fail(result, exc)
+        return results
+
+    def damaged(self) -> list[tuple[Partition, DamagedRange]]:
+        """Every damaged range still waiting for a copy, on online replicas."""
+        return [
+            (p, damage)
+            for p in list(self.partitions.values())
+            if p.offline_reason is None
+            for damage in p.log.damaged_ranges()
+            if not damage.lost
+        ]
+
+    def repair_sources(self, partition: Partition) -> list[int]:
+        """The other replicas to ask for a copy: the leader first (a follower's source of
+        truth), then in-sync replicas, then the rest."""
+        others = [r for r in partition.state.replicas if r != self.config.broker_id]
+        in_sync = partition.in_sync()
+        return sorted(others, key=lambda r: (r != partition.state.leader, r not in in_sync))
+
+    def repair(self, partition: Partition, damage: DamagedRange, copy: bytes, source: int) -> bool:
+        """Write ``source``'s copy over ``damage``; False (logged) when the copy does not fit."""
+        try:
+            partition.log.repair(damage, copy)
+        except CorruptBatchError as exc:
+            self._log.warning("replica's copy refused for a damaged range", **_fields(partition), source=source,
+                              first_offset=damage.first_offset, next_offset=damage.next_offset, reason=str(exc))
+            return False
+        except StorageError as exc:
+            partition.mark_offline(exc)
+            return False
+        self._log.warning("damaged range repaired", **_fields(partition), source=source,
+                          first_offset=damage.first_offset, next_offset=damage.next_offset)
+        partition.notify_waiters()
+        return True
+
+    def declare_lost(self, partition: Partition, damage: DamagedRange, why: str) -> None:
+        """No replica can give the range back: its records are gone; readers skip them and
+        the offsets are never given to new records."""
+        partition.log.mark_lost(damage)
+        self._log.error(
+            f"RECORDS LOST: damaged range cannot be repaired ({why}); readers skip it",
+            **_fields(partition), first_offset=damage.first_offset, next_offset=damage.next_offset,
+            records=damage.next_offset - damage.first_offset,
+        )
+        partition.notify_waiters()
+
+    def run_scrub(self, budget_bytes: int) -> None:
+        """Verify the CRCs of up to ``budget_bytes`` more stored bytes: one partition's log
+        to its end, then the next one's (round robin), so an idle broker's cost stays flat
+        however many partitions it holds."""
+        tps = sorted(self.partitions)
+        for _ in range(len(tps)):
+            tp = tps[self._scrub_next % len(tps)]
+            partition = self.partitions[tp]
+            if partition.offline_reason is None:
+                try:
+                    budget_bytes -= partition.log.scrub(budget_bytes)
+                except StorageError as exc:
+                    partition.mark_offline(exc)
+            if budget_bytes <= 0:
+                return
+            self._scrub_next += 1  # this log is verified to its end (or offline): the next one
 
     # ------------------------------------------------------------------ timers
 

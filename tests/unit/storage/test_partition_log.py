@@ -224,6 +224,7 @@ def test_timestamp_lookup_survives_a_batch_whose_body_does_not_decode(log_dir: P
     garbage = bytearray(encode_batch([b"abc"], timestamps_ms=500))
     garbage[-4:] = b"\xff\xff\xff\x7f"  # header count and value bytes now disagree with the body; CRC redone
     struct.pack_into("<I", garbage, 17, zlib.crc32(garbage[21:]))
-    plog.append(bytes(garbage), assign_offsets=True, leader_epoch=0, now_ms=0)
+    stamp_batch(garbage, 0, 6, 0)  # a leader refuses such a body; one stored before that check was added
+    plog.append(bytes(garbage), assign_offsets=False, leader_epoch=-1, now_ms=0)
     assert plog.offset_for_timestamp(300) == (6, 500)
     assert not plog.is_offline
