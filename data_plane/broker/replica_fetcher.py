@@ -272,13 +272,13 @@ class ReplicaFetcherManager:
             if leader >= 0 and leader != self.config.broker_id and partition.offline_reason is None:
                 wanted.setdefault(leader, set()).add(tp)
         for leader_id in list(self.fetchers):
-            address = self._address(leader_id)
+            address = self.broker_address(leader_id)
             if leader_id not in wanted or self.fetchers[leader_id].address != address:
                 self._stop_fetcher(leader_id)
         for leader_id, tps in wanted.items():
             fetcher = self.fetchers.get(leader_id)
             if fetcher is None:
-                address = self._address(leader_id)
+                address = self.broker_address(leader_id)
                 if address is None:
                     continue  # the leader's registration has not arrived yet; a later image brings it
                 fetcher = self.fetchers[leader_id] = LeaderFetcher(leader_id, address, self)
@@ -289,7 +289,9 @@ class ReplicaFetcherManager:
                 fetcher.backoff_until.clear()
             fetcher.wake.set()
 
-    def _address(self, leader_id: int) -> str | None:
+    def broker_address(self, leader_id: int) -> str | None:
+        """Where broker ``leader_id`` serves replication (``--peer-address`` first, so tests can
+        route a link through a proxy); None until its registration reaches this broker."""
         if leader_id in self.config.peer_addresses:
             host, port = self.config.peer_addresses[leader_id]
             return f"{host}:{port}"

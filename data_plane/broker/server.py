@@ -144,7 +144,7 @@ class BrokerServer:
             asyncio.create_task(self._every(self.config.hw_checkpoint_interval_ms, self._checkpoint)),
             asyncio.create_task(self._every(self.config.retention_check_interval_ms, self.replicas.run_retention)),
             asyncio.create_task(self._every(self.config.flush_check_interval_ms, self.replicas.run_flush)),
-            asyncio.create_task(DamageRepairer(self.replicas, self.fetchers._address).run()),
+            asyncio.create_task(DamageRepairer(self.replicas, self.fetchers.broker_address).run()),
         ]
         if self.config.scrub_bytes_per_second > 0:
             budget = max(self.config.scrub_bytes_per_second * self.config.scrub_interval_ms // 1000, 1)
