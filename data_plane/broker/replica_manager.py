@@ -40,6 +40,7 @@ log = structlog.get_logger("broker.replicas")
 
 TopicPartition = tuple[str, int]
 APPLY_SLICE_MS = 20  # longest stretch of metadata application between yields to the event loop
+ISR_SWEEP_INTERVAL_MS = 1000  # how often tick() looks at every leader for lagging followers
 EARLIEST = -2
 LATEST = -1
 
@@ -133,6 +134,7 @@ class ReplicaManager:
         self.image = None  # the metadata image being applied or last applied
         self._applied_image = None  # the last image applied without an error
         self._applying = False  # on_metadata is creating or changing replicas
+        self._last_isr_sweep_ms = 0
         self._log = log.bind(broker_id=config.broker_id)
         self._high_watermarks = logs.read_high_watermarks()
         # Set by the server: where ISR proposals go (AlterPartition) and who follows leaders.
@@ -597,9 +599,16 @@ class ReplicaManager:
     # ------------------------------------------------------------------ timers
 
     def tick(self) -> None:
-        """Expire delayed produces and shrink ISRs of lagging followers."""
+        """Expire delayed produces (every tick, for the leaders that have some) and shrink
+        ISRs of lagging followers (every leader, once per ISR_SWEEP_INTERVAL_MS at most: a
+        lag of replica.lag.time.max.ms needs no finer clock, and sweeping thousands of idle
+        leaders ten times a second was most of an idle broker's CPU)."""
         now = self.clock_ms()
-        for partition in list(self.partitions.values()):
+        sweep_interval_ms = min(ISR_SWEEP_INTERVAL_MS, self.config.replica_lag_time_max_ms // 2)
+        sweep = now - self._last_isr_sweep_ms >= sweep_interval_ms
+        if sweep:
+            self._last_isr_sweep_ms = now
+        for partition in [p for p in self.partitions.values() if sweep or p.has_delayed_produces]:
             if partition.leader_core is not None:
                 proposal = partition.apply(partition.leader_core.on_tick(now, self.config.replica_lag_time_max_ms))
                 if proposal is not None:
