@@ -4,7 +4,14 @@ The Raft leader becomes the active controller only after an entry of its own ter
 applied (its image then holds everything committed before), and it then gives every broker a
 full session before fencing anyone. Writes are decided one at a time under a lock on the
 freshest local image, so decisions rarely go stale; the compare-and-set checks where entries
-are applied catch the rest. Periodic duties: fence brokers whose sessions expired, and (with
+are applied catch the rest. A decision of several entries (a large topic creation) holds the
+lock until its last entry, and one that fails half way has its invisible leftovers dropped.
+
+Liveness is judged apart from writes: a heartbeat counts when it arrives (``note_heartbeat``),
+not when the write lock lets it through, and time during which this process was stalled is
+credited to every broker's session (``_account_stall``).
+
+Periodic duties: fence brokers whose sessions expired, and (with
 ``auto.leader.rebalance.enable``) move leaderships back to preferred replicas every
 ``leader.imbalance.check.interval.seconds``, counted from activation so that brokers have
 come back into ISRs before a new controller moves anything.
@@ -72,6 +79,7 @@ class ActiveController:
         self._write_lock = asyncio.Lock()
         self._active_term: int | None = None
         self._activated = asyncio.Event()
+        self._last_awake_ms = monotonic_ms()
         self._log = structlog.get_logger("controller").bind(controller_id=node.voter.node_id)
 
     @property
@@ -168,16 +176,23 @@ class ActiveController:
             await asyncio.sleep(LEADERSHIP_POLL_S)
 
     async def _watch_stalls(self) -> None:
-        """Sleep STALL_CHECK_S at a time; waking much later than asked means the process (event
-        loop, GIL, machine) was stalled, and heartbeats could not be processed either: that
-        time is credited to every broker's session."""
+        """Wake every STALL_CHECK_S so that a stall is noticed even when nothing else runs."""
         while True:
-            before_ms = monotonic_ms()
             await asyncio.sleep(STALL_CHECK_S)
-            late_ms = monotonic_ms() - before_ms - int(STALL_CHECK_S * 1000)
-            if late_ms > STALL_TOLERANCE_MS and self.is_active:
-                self.heartbeats.credit_stall(late_ms, monotonic_ms())
-                self._log.warning("controller was stalled; broker sessions extended", stall_ms=late_ms)
+            self._account_stall()
+
+    def _account_stall(self) -> None:
+        """The watchdog should have woken within STALL_CHECK_S of the last check; if it is
+        much later, the process (event loop, GIL, machine) was stalled and heartbeats could
+        not be processed either, so that time is credited to every broker's session. Called
+        by the watchdog and right before any fencing decision, whichever runs first after a
+        stall."""
+        now_ms = monotonic_ms()
+        late_ms = now_ms - self._last_awake_ms - int(STALL_CHECK_S * 1000)
+        self._last_awake_ms = now_ms
+        if late_ms > STALL_TOLERANCE_MS and self.is_active:
+            self.heartbeats.credit_stall(late_ms, now_ms)
+            self._log.warning("controller was stalled; broker sessions extended", stall_ms=late_ms)
 
     async def _periodic_duties(self, now: float) -> None:
         if now - self._last_fence_check >= FENCE_CHECK_INTERVAL_S:
@@ -218,7 +233,7 @@ class ActiveController:
 
     async def _fence_expired(self) -> None:
         while True:
-            outcome = await self.write(lambda image: expired_broker_fencing(image, self.heartbeats, monotonic_ms()))
+            outcome = await self.write(self._decide_fencing)
             if outcome.decision is None or outcome.decision.response is None:
                 return
             broker_id = outcome.decision.response
@@ -226,6 +241,10 @@ class ActiveController:
                 self._log.warning("fencing failed; will retry", broker_id=broker_id, error=outcome.error_message)
                 return
             self._log.info("broker fenced", broker_id=broker_id, metadata_offset=outcome.first_offset)
+
+    def _decide_fencing(self, image: MetadataImage) -> Decision[int | None]:
+        self._account_stall()
+        return expired_broker_fencing(image, self.heartbeats, monotonic_ms())
 
     async def _rebalance_leaders(self) -> None:
         """Preferred leader elections, one bounded entry at a time, until none is left."""
