@@ -601,8 +601,8 @@ class ReplicaManager:
     def tick(self) -> None:
         """Expire delayed produces (every tick, for the leaders that have some) and shrink
         ISRs of lagging followers (every leader, once per ISR_SWEEP_INTERVAL_MS at most: a
-        lag of replica.lag.time.max.ms needs no finer clock, and sweeping thousands of idle
-        leaders ten times a second was most of an idle broker's CPU)."""
+        lag of replica.lag.time.max.ms needs no finer clock than that, so an idle broker
+        need not look at thousands of leaders ten times a second)."""
         now = self.clock_ms()
         sweep_interval_ms = min(ISR_SWEEP_INTERVAL_MS, self.config.replica_lag_time_max_ms // 2)
         sweep = now - self._last_isr_sweep_ms >= sweep_interval_ms
