@@ -104,7 +104,7 @@ def check_min_insync_replicas(overrides: Mapping[str, str], replication_factor: 
         raise InvalidConfigError(
             f"config 'min.insync.replicas' {raw} is larger than the replication factor {replication_factor}, so every acks=all write "
             f"would fail with NOT_ENOUGH_REPLICAS; set it to at most {replication_factor} (usually {max(1, replication_factor - 1)}) "
-            f"or create the topic with a replication factor of at least {raw}"
+            f"or give the topic at least {raw} replicas (a new topic: --replication-factor; an existing one: reassign its partitions)"
         )
 
 
