@@ -65,6 +65,7 @@ class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
         return response
 
     async def BrokerHeartbeat(self, request: pb.BrokerHeartbeatRequest, context) -> pb.BrokerHeartbeatResponse:
+        self.controller.note_heartbeat(request.broker_id, request.broker_epoch)
         response, _ = await self._write(
             lambda image: broker_decisions.broker_heartbeat(image, request, self.controller.heartbeats, monotonic_ms()), pb.BrokerHeartbeatResponse
         )

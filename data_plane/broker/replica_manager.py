@@ -4,8 +4,8 @@ Plain Python in, plain Python out: ``service.py`` translates gRPC messages to an
 calls. Runs entirely on the broker's asyncio loop, so no locks: every await point is
 explicit, and reads of partition state between awaits are consistent.
 
-Partitions come and go only through metadata: ``on_metadata(previous, new)`` compares two
-images and creates, updates or deletes local replicas in metadata order.
+Partitions come and go only through metadata: ``on_metadata(image)`` compares it with the last
+image applied and creates, updates or deletes local replicas in metadata order.
 """
 
 from __future__ import annotations
@@ -42,6 +42,8 @@ from metadata_quorum import topic_config
 log = structlog.get_logger("broker.replicas")
 
 TopicPartition = tuple[str, int]
+APPLY_SLICE_MS = 20  # longest stretch of metadata application between yields to the event loop
+ISR_SWEEP_INTERVAL_MS = 1000  # how often tick() looks at every leader for lagging followers
 EARLIEST = -2
 LATEST = -1
 
@@ -132,7 +134,10 @@ class ReplicaManager:
         self.clock_ms = clock_ms
         self.partitions: dict[TopicPartition, Partition] = {}
         self.topic_ids: dict[str, str] = {}
-        self.image = None  # the last metadata image applied
+        self.image = None  # the metadata image being applied or last applied
+        self._applied_image = None  # the last image applied without an error
+        self._applying = False  # on_metadata is creating or changing replicas
+        self._last_isr_sweep_ms = 0
         self._log = log.bind(broker_id=config.broker_id)
         self._high_watermarks = logs.read_high_watermarks()
         self._scrub_next = 0  # index (in sorted order) of the partition the scrub works on
@@ -142,36 +147,82 @@ class ReplicaManager:
 
     # ------------------------------------------------------------------ metadata
 
-    def on_metadata(self, previous, image) -> None:
-        """React to the difference between two metadata images, in metadata order."""
+    async def on_metadata(self, image) -> None:
+        """React to the difference between the last image applied here and ``image``, in
+        metadata order. Costs in proportion to what changed: images share unchanged topics
+        and partitions, so only topics and partitions that are not the same objects as
+        before are looked at. The difference is taken from the last image applied without
+        an error, so an apply that failed half way is completed by the next one.
+
+        Creating thousands of replicas takes seconds (each new log fsyncs its files), so the
+        work yields to the event loop every APPLY_SLICE_MS: heartbeats, fetches and produces
+        go on meanwhile, and requests for replicas not created yet get a retriable answer."""
+        previous = self._applied_image
         self.image = image
-        wanted: dict[TopicPartition, tuple[str, object]] = {}
-        for name, topic in image.topics.items():
-            for index, part in topic.partitions.items():
-                if self.config.broker_id in part.replicas:
-                    wanted[(name, index)] = (topic.topic_id, part)
-        for tp in list(self.partitions):
-            if tp not in wanted or self.topic_ids.get(tp[0]) != wanted[tp][0]:
-                # Gone from this broker: the topic was deleted (or recreated under a new id),
-                # or this broker is no longer a replica. Either way its data goes.
-                self._remove_partition(tp)
-        for (name, index), (topic_id, part) in wanted.items():
-            self.topic_ids[name] = topic_id
+        self._applying = True
+        try:
+            moved = previous is None or previous.brokers is not image.brokers
+            old_topics = {} if previous is None else previous.topics
+            for name, old in old_topics.items():
+                if image.topics.get(name) is None or image.topics[name].topic_id != old.topic_id:
+                    # Deleted (or recreated under a new id): the local replicas and their data go.
+                    moved |= self._remove_topic(name)
+            for name, topic in image.topics.items():
+                old = old_topics.get(name)
+                configs_changed = previous is None or previous.configs.get(name) is not image.configs.get(name)
+                if old is topic and not configs_changed:
+                    continue
+                moved |= await self._apply_topic_change(image, topic, None if old is None or old.topic_id != topic.topic_id else old, configs_changed)
+        finally:
+            self._applying = False
+        if moved:
+            self.followers_changed()
+        self._applied_image = image
+
+    def _remove_topic(self, name: str) -> bool:
+        local = [tp for tp in self.partitions if tp[0] == name]
+        for tp in local:
+            self._remove_partition(tp)
+        self.topic_ids.pop(name, None)
+        return bool(local)
+
+    async def _apply_topic_change(self, image, topic, old, configs_changed: bool) -> bool:
+        """Bring this broker's replicas of ``topic`` in line with ``image``; ``old`` is the
+        topic as the previous image had it (None: new to this broker). True if a replica
+        came, went or changed leader (the fetchers must follow)."""
+        name = topic.name
+        settings = self._settings(image, name)
+        if configs_changed:
+            for (topic_name, _), partition in self.partitions.items():
+                if topic_name == name:
+                    partition.log.update_settings(settings)
+        changed = topic.partitions if old is None else {n: p for n, p in topic.partitions.items() if old.partitions.get(n) is not p}
+        moved = False
+        slice_started = time.monotonic()
+        for index, part in changed.items():
+            if time.monotonic() - slice_started > APPLY_SLICE_MS / 1000:
+                await asyncio.sleep(0)
+                slice_started = time.monotonic()
+            tp = (name, index)
+            existing = self.partitions.get(tp)
+            if self.config.broker_id not in part.replicas:
+                if existing is not None:  # reassigned away from this broker
+                    self._remove_partition(tp)
+                    moved = True
+                continue
+            self.topic_ids[name] = topic.topic_id
             state = LeadershipState(part.leader, part.leader_epoch, part.partition_epoch, tuple(part.replicas), tuple(part.isr))
-            existing = self.partitions.get((name, index))
-            settings = self._settings(image, name)
             if existing is None:
                 self._add_partition(name, index, state, settings)
-            else:
-                if previous is None or _configs(previous, name) != _configs(image, name):
-                    existing.log.update_settings(settings)
-                if existing.state != state:
-                    if existing.is_leader and state.leader != self.config.broker_id and self.config.unsafe is UnsafeBehaviour.SKIP_EPOCH_FENCING:
-                        self._log.warning("unsafe: ignoring a newer leader epoch, still leading", **_fields(existing),
-                                          new_leader=state.leader, new_leader_epoch=state.leader_epoch)
-                        continue
-                    self._change_leadership(existing, state)
-        self.followers_changed()
+                moved = True
+            elif existing.state != state:
+                if existing.is_leader and state.leader != self.config.broker_id and self.config.unsafe is UnsafeBehaviour.SKIP_EPOCH_FENCING:
+                    self._log.warning("unsafe: ignoring a newer leader epoch, still leading", **_fields(existing),
+                                      new_leader=state.leader, new_leader_epoch=state.leader_epoch)
+                    continue
+                moved |= existing.state.leader != state.leader
+                self._change_leadership(existing, state)
+        return moved
 
     def _propose(self, partition: Partition, proposal: IsrProposal) -> None:
         """Send an ISR proposal to the controller, which checks its epochs before committing.
@@ -269,6 +320,11 @@ class ReplicaManager:
             return partition
         if self.image is not None and topic in self.image.topics and index in self.image.topics[topic].partitions:
             leader = self.image.topics[topic].partitions[index].leader
+            if self._applying and self.config.broker_id in self.image.topics[topic].partitions[index].replicas:
+                raise PartitionError(
+                    "REPLICA_NOT_AVAILABLE",
+                    f"{topic}-{index} is still being created on broker {self.config.broker_id} (metadata being applied): retry shortly",
+                )
             if leader == self.config.broker_id:
                 raise PartitionError(
                     "STORAGE_ERROR",
@@ -660,9 +716,16 @@ class ReplicaManager:
     # ------------------------------------------------------------------ timers
 
     def tick(self) -> None:
-        """Expire delayed produces and shrink ISRs of lagging followers."""
+        """Expire delayed produces (every tick, for the leaders that have some) and shrink
+        ISRs of lagging followers (every leader, once per ISR_SWEEP_INTERVAL_MS at most: a
+        lag of replica.lag.time.max.ms needs no finer clock than that, so an idle broker
+        need not look at thousands of leaders ten times a second)."""
         now = self.clock_ms()
-        for partition in list(self.partitions.values()):
+        sweep_interval_ms = min(ISR_SWEEP_INTERVAL_MS, self.config.replica_lag_time_max_ms // 2)
+        sweep = now - self._last_isr_sweep_ms >= sweep_interval_ms
+        if sweep:
+            self._last_isr_sweep_ms = now
+        for partition in [p for p in self.partitions.values() if sweep or p.has_delayed_produces]:
             if partition.leader_core is not None:
                 proposal = partition.apply(partition.leader_core.on_tick(now, self.config.replica_lag_time_max_ms))
                 if proposal is not None:

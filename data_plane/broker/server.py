@@ -60,8 +60,8 @@ class BrokerServer:
         self._server: grpc.aio.Server | None = None
         self._timers: list[asyncio.Task] = []
 
-    def _on_metadata(self, previous, image) -> None:
-        self.replicas.on_metadata(previous, image)
+    async def _on_metadata(self, previous, image) -> None:
+        await self.replicas.on_metadata(image)
 
     def metadata_response(self, topics: list[str]) -> broker_pb2.MetadataResponse:
         image = self.metadata.image

@@ -109,6 +109,17 @@ def test_new_active_controller_gives_a_full_session():
     assert bd.expired_broker_fencing(image, new, 60_000 + SESSION_MS + 1).response == 1
 
 
+def test_a_controller_stall_is_not_held_against_brokers():
+    hb = BrokerHeartbeatManager(SESSION_MS)
+    image = cluster((1, 2), hb, now_ms=0)  # both heard at 0
+    hb.credit_stall(3000, now_ms=SESSION_MS)  # the controller could not process heartbeats for 3 s
+    assert bd.expired_broker_fencing(image, hb, SESSION_MS + 3000).response is None
+    assert bd.expired_broker_fencing(image, hb, SESSION_MS + 3001).response == 1
+    hb.credit_stall(10 * SESSION_MS, now_ms=SESSION_MS + 4000)  # never beyond now
+    assert bd.expired_broker_fencing(image, hb, 2 * SESSION_MS + 4000).response is None
+    assert bd.expired_broker_fencing(image, hb, 2 * SESSION_MS + 4001).response == 1
+
+
 def test_fencing_moves_leadership_to_another_isr_member():
     hb = BrokerHeartbeatManager(SESSION_MS)
     image = with_topic(cluster((1, 2, 3), hb), "t", 3, 3)
