@@ -6,6 +6,7 @@ restart, followers cut thousands of records and fetched them again, over and ove
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from pathlib import Path
 
@@ -31,8 +32,12 @@ def broker(data_dir: Path) -> ReplicaManager:
     return ReplicaManager(config, LogManager(data_dir, now_ms=0))
 
 
-def lead_and_write(replicas: ReplicaManager, previous: MetadataImage | None, image: MetadataImage, records: int) -> None:
-    replicas.on_metadata(previous, image)
+def apply(replicas: ReplicaManager, image: MetadataImage) -> None:
+    asyncio.run(replicas.on_metadata(image))
+
+
+def lead_and_write(replicas: ReplicaManager, image: MetadataImage, records: int) -> None:
+    apply(replicas, image)
     partition = replicas.partitions[("t", 0)]
     assert partition.is_leader
     partition.log.append(batch(records), assign_offsets=True, leader_epoch=partition.state.leader_epoch, now_ms=0)
@@ -40,19 +45,19 @@ def lead_and_write(replicas: ReplicaManager, previous: MetadataImage | None, ima
 
 def test_replayed_old_leaderships_leave_the_epoch_history_alone(tmp_path: Path) -> None:
     first = broker(tmp_path)
-    lead_and_write(first, None, at_epoch(1, 0), 5)
-    first.on_metadata(at_epoch(1, 0), at_epoch(2, 1))
-    lead_and_write(first, at_epoch(2, 1), at_epoch(1, 3), 4)
+    lead_and_write(first, at_epoch(1, 0), 5)
+    apply(first, at_epoch(2, 1))
+    lead_and_write(first, at_epoch(1, 3), 4)
     history = first.partitions[("t", 0)].log.leader_epoch_cache.entries
     assert history == [(0, 0), (3, 5)]
     first.logs.close()
 
     restarted = broker(tmp_path)  # metadata arrives from the start of the log again
-    restarted.on_metadata(None, at_epoch(1, 0))
+    apply(restarted, at_epoch(1, 0))
     partition = restarted.partitions[("t", 0)]
     assert not partition.is_leader and partition.log.leader_epoch_cache.entries == history
-    restarted.on_metadata(at_epoch(1, 0), at_epoch(2, 1))
-    restarted.on_metadata(at_epoch(2, 1), at_epoch(1, 3))
+    apply(restarted, at_epoch(2, 1))
+    apply(restarted, at_epoch(1, 3))
     assert partition.is_leader and partition.log.leader_epoch_cache.entries == history
-    restarted.on_metadata(at_epoch(1, 3), at_epoch(1, 4))
+    apply(restarted, at_epoch(1, 4))
     assert partition.is_leader and partition.log.leader_epoch_cache.entries == history + [(4, 9)]
