@@ -7,6 +7,8 @@ import json
 import os
 from pathlib import Path
 
+from data_plane.client.metadata_cache import parse_bootstrap
+
 DEFAULT_DATA_DIR = Path("kraftlog-data")
 
 
@@ -19,7 +21,15 @@ def data_dir(explicit: Path | None) -> Path:
 
 
 def resolve_bootstrap(explicit: str | None, data_dir_arg: Path | None) -> str:
-    if explicit:
+    """``explicit`` is the --bootstrap value (None when not given); an empty one is an error,
+    never a silent fall back to another cluster."""
+    if explicit is not None:
+        if not explicit.strip(" ,"):
+            raise BootstrapError("--bootstrap is empty: pass host:port[,host:port...] of one or more brokers, or leave it out to use the local cluster")
+        try:
+            parse_bootstrap(explicit)
+        except ValueError as exc:
+            raise BootstrapError(f"--bootstrap {explicit!r}: {exc}") from None
         return explicit
     env = os.environ.get("KRAFTLOG_BOOTSTRAP")
     if env:
@@ -34,3 +44,17 @@ def resolve_bootstrap(explicit: str | None, data_dir_arg: Path | None) -> str:
         ) from None
     except (KeyError, json.JSONDecodeError):
         raise BootstrapError(f"{layout} is not a kraftlog cluster file: pass --bootstrap host:port instead") from None
+
+
+def partitions_of(bootstrap: str, topic: str) -> list[int]:
+    """The topic's partition numbers, sorted; a missing topic is a BootstrapError saying how
+    to create it (instead of a producer waiting max_block_ms for it to appear)."""
+    from data_plane.client import Admin, KraftlogError
+
+    with Admin(bootstrap) as admin:
+        try:
+            return sorted(admin.describe_topics([topic])[topic].partitions)
+        except KraftlogError as exc:
+            if exc.code != "UNKNOWN_TOPIC_OR_PARTITION":
+                raise
+    raise BootstrapError(f"topic {topic!r} does not exist: create it with 'kraftlog topics create {topic} --partitions N', or check the name ('kraftlog topics list')")

@@ -1,18 +1,30 @@
-"""``kraftlog cluster up|down|status``: a local cluster of separate processes."""
+"""``kraftlog cluster up|down|status``: a local cluster of separate processes.
+
+A new cluster gets the stable ports (brokers from 9092, controllers from 9192, Raft from 9292;
+``KRAFTLOG_PORT_BASE`` moves the whole layout, 0 asks for free ports); a restarted one keeps
+the ports its ``cluster.json`` records. Stopping goes brokers first, while the controllers can
+still move their leaderships, then controllers; a second Ctrl-C kills what still runs.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import signal
+import time
+from pathlib import Path
 
 import grpc
 
 from cli.bootstrap import data_dir
-from cli.local_cluster import LocalCluster, wait_for
+from cli.local_cluster import CLUSTER_FILE, DEFAULT_PORT_BASE, LocalCluster, StopInterrupted, killed_message, wait_for
 from cli.output import emit, table
 from proto import broker_pb2, broker_pb2_grpc
 
 READY_TIMEOUT_S = 60
+PORT_BASE_ENV = "KRAFTLOG_PORT_BASE"
+EXIT_INTERRUPTED = 130  # as a shell reports a process ended by SIGINT
 
 
 def live_brokers(address: str) -> int:
@@ -32,24 +44,97 @@ def wait_ready(cluster: LocalCluster, timeout_s: float = READY_TIMEOUT_S) -> Non
         )
 
 
+def port_base() -> int | None:
+    """Where a new cluster's stable ports start: ``$KRAFTLOG_PORT_BASE``, else 9092; None
+    (free ports) for 0."""
+    raw = os.environ.get(PORT_BASE_ENV, "").strip()
+    if not raw:
+        return DEFAULT_PORT_BASE
+    try:
+        base = int(raw)
+    except ValueError:
+        raise ValueError(f"{PORT_BASE_ENV}={raw!r} is not a port: give the first broker port, such as {DEFAULT_PORT_BASE}, or 0 for free ports") from None
+    return base or None
+
+
+def check_restartable(cluster: LocalCluster, directory: Path, args: argparse.Namespace) -> None:
+    """A recorded cluster restarts as recorded: none of its processes may still run, and no
+    other process may hold its ports (a controller's ports are part of the quorum's identity,
+    so they cannot move)."""
+    running = [n.name for n in cluster.nodes if cluster.is_running(n)]
+    if running:
+        raise ValueError(f"the cluster in {directory} is already running ({', '.join(running)}): stop it with kraftlog cluster down --data-dir {directory}")
+    taken = cluster.taken_ports()
+    if taken:
+        raise ValueError(
+            f"cannot restart the cluster in {directory}: other processes hold its recorded ports {', '.join(taken)}; "
+            f"stop them ('ss -ltnp' shows which) or start a new cluster with another --data-dir"
+        )
+    if (args.controllers, args.brokers) != (len(cluster.controllers), len(cluster.brokers)):
+        print(f"restarting the recorded cluster ({len(cluster.controllers)} controllers, {len(cluster.brokers)} brokers); --controllers and --brokers apply to new clusters only")
+
+
+class Interrupts:
+    """Signal handler for the foreground ``cluster up``: counts SIGINT, SIGTERM and SIGHUP and
+    raises KeyboardInterrupt, so the first stops the cluster in order and a second, arriving
+    while the demo winds down, makes the stop a kill."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self, signum: int, frame: object) -> None:
+        self.count += 1
+        raise KeyboardInterrupt
+
+
+def say(line: str) -> None:
+    """Print for the person at the terminal; a stdout that is gone (a closed pipe, a hung-up
+    terminal) must never keep the cluster from stopping."""
+    with contextlib.suppress(OSError):
+        print(line, flush=True)
+
+
+def stop_in_order(cluster: LocalCluster, interrupt_hint: str) -> bool:
+    """``cluster.stop()`` with what it does and what it took printed; False when an interrupt
+    made it kill the processes instead."""
+    started_s = time.monotonic()
+    try:
+        say(f"stopping brokers (controlled shutdown), then controllers; {interrupt_hint}")
+        cluster.stop()
+    except StopInterrupted as interrupted:
+        say(f"interrupted: {interrupted}")
+        return False
+    except KeyboardInterrupt:  # before the stop began
+        say(f"interrupted: {killed_message(cluster.kill_all())}")
+        return False
+    say(f"stopped in {time.monotonic() - started_s:.1f}s")
+    return True
+
+
 def up(args: argparse.Namespace) -> int:
     if args.controllers < 1 or args.brokers < 1:
         raise ValueError("a cluster needs at least one controller and one broker")
     directory = data_dir(args.data_dir)
-    cluster = LocalCluster.create(directory, args.controllers, args.brokers)
-    running = [n.name for n in cluster.nodes if cluster.is_running(n)]
-    if running:
-        raise ValueError(f"the cluster in {directory} is already running ({', '.join(running)}): stop it with kraftlog cluster down --data-dir {directory}")
-    signal.signal(signal.SIGTERM, _interrupt)
-    cluster.start(detach=args.detach)
-    print(f"starting {len(cluster.controllers)} controllers and {len(cluster.brokers)} brokers in {directory} (logs in {directory / 'logs'})")
+    restart = (directory / CLUSTER_FILE).exists()
+    cluster = LocalCluster.create(directory, args.controllers, args.brokers, port_base=port_base())
+    if restart:
+        check_restartable(cluster, directory, args)
+    for moved in cluster.moved_ports:
+        print(moved.describe())
+    if cluster.moved_ports:
+        print(f"(cluster.json records the ports used; {PORT_BASE_ENV}=N lays a new cluster out from port N instead)")
+    interrupts = Interrupts()
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, interrupts)
+    print(f"starting {len(cluster.controllers)} controllers and {len(cluster.brokers)} brokers in {directory} (logs in {directory / 'logs'})", flush=True)
     try:
+        cluster.start(detach=args.detach)
         wait_ready(cluster)
-        print(f"cluster ready; bootstrap {cluster.bootstrap}")
+        print(f"cluster ready; bootstrap {cluster.bootstrap}", flush=True)
         if args.detach:
             return 0
         if args.no_workload:
-            print("press Ctrl-C to stop")
+            print("press Ctrl-C to stop", flush=True)
             while True:
                 signal.pause()
         else:
@@ -59,24 +144,25 @@ def up(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     finally:
-        if not args.detach:
-            print("stopping the cluster ...")
-            cluster.stop()
-            print("stopped")
-    return 0
+        clean = args.detach or shut_down(cluster, interrupts)
+    return 0 if clean else EXIT_INTERRUPTED
 
 
-def _interrupt(signum: int, frame: object) -> None:
-    """SIGTERM stops the foreground cluster the same way Ctrl-C does."""
-    raise KeyboardInterrupt
+def shut_down(cluster: LocalCluster, interrupts: Interrupts) -> bool:
+    """Stop the foreground cluster in order, or kill it when a second interrupt has come
+    already (while the demo wound down); False when it was killed."""
+    if interrupts.count >= 2:
+        say(f"interrupted again: {killed_message(cluster.kill_all())}")
+        return False
+    return stop_in_order(cluster, "Ctrl-C again kills every process at once")
 
 
 def down(args: argparse.Namespace) -> int:
     directory = data_dir(args.data_dir)
     cluster = LocalCluster.load(directory)
-    cluster.stop()
+    clean = stop_in_order(cluster, "Ctrl-C kills every process at once")
     print(f"stopped the cluster in {directory}")
-    return 0
+    return 0 if clean else EXIT_INTERRUPTED
 
 
 def status(args: argparse.Namespace) -> int:

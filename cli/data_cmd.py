@@ -6,7 +6,7 @@ import argparse
 import sys
 import time
 
-from cli.bootstrap import resolve_bootstrap
+from cli.bootstrap import partitions_of, resolve_bootstrap
 
 ACKS = {"all": "all", "1": 1, "0": 0}
 
@@ -15,6 +15,7 @@ def produce(args: argparse.Namespace) -> int:
     from data_plane.client import Producer
 
     bootstrap = resolve_bootstrap(args.bootstrap, args.data_dir)
+    _check_partition(args.topic, args.partition, partitions_of(bootstrap, args.topic))
     futures = []
     with Producer(bootstrap, acks=ACKS[args.acks]) as producer:
         for line in sys.stdin.buffer:
@@ -36,16 +37,15 @@ def produce(args: argparse.Namespace) -> int:
 
 
 def consume(args: argparse.Namespace) -> int:
-    from data_plane.client import Admin, Consumer
+    from data_plane.client import Consumer
 
     if args.offset is not None and args.partition is None:
         raise ValueError("--offset needs --partition: say which partition the offset belongs to")
     bootstrap = resolve_bootstrap(args.bootstrap, args.data_dir)
-    with Admin(bootstrap) as admin:
-        topic = admin.describe_topics([args.topic])[args.topic]
-    partitions = [args.partition] if args.partition is not None else sorted(topic.partitions)
-    if args.partition is not None and args.partition not in topic.partitions:
-        raise ValueError(f"{args.topic} has no partition {args.partition}; it has partitions 0..{len(topic.partitions) - 1}")
+    partitions = partitions_of(bootstrap, args.topic)
+    _check_partition(args.topic, args.partition, partitions)
+    if args.partition is not None:
+        partitions = [args.partition]
     printed = 0
     out = sys.stdout.buffer
     with Consumer(bootstrap) as consumer:
@@ -74,3 +74,8 @@ def consume(args: argparse.Namespace) -> int:
                     break
             out.flush()
     return 0
+
+
+def _check_partition(topic: str, partition: int | None, partitions: list[int]) -> None:
+    if partition is not None and partition not in partitions:
+        raise ValueError(f"{topic} has no partition {partition}; it has partitions 0..{len(partitions) - 1}")

@@ -2,7 +2,11 @@
 acks=all and a consumer reading them back, printing progress every second until Ctrl-C.
 
 The consumer checks what it reads: per partition, the record numbers it sees must rise
-(the producer numbers records per partition), so a lost or reordered record shows at once.
+(the producer numbers records per partition), so a lost, duplicated or reordered record
+shows at once. Nothing is hidden by the counters: records that failed are split into
+failed (the cluster said they were not written) and unknown (an attempt reached a broker
+without a definite answer, so they may be in the log), and a partition with records
+waiting but no acknowledgement for STALL_AFTER_S is named on every line until it moves.
 """
 
 from __future__ import annotations
@@ -11,19 +15,87 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from data_plane.client.errors import KraftlogError
+
 DEMO_TOPIC = "demo"
 REPORT_INTERVAL_S = 1.0
+STALL_AFTER_S = 5.0
+# The demo producer's settings (tests run the very same producer across restarts).
+DEMO_PRODUCER_SETTINGS: dict[str, object] = {"acks": "all", "linger_ms": 5}
 
 
 @dataclass
 class Progress:
+    """Counters shared by the demo's threads; `line()` renders one progress line."""
+
+    partitions: int
     produced: int = 0
     acked: int = 0
     failed: int = 0
+    unknown: int = 0
     consumed: int = 0
     out_of_order: int = 0
     last_error: str = ""
+    sent_by_partition: list[int] = field(default_factory=list)
+    acked_by_partition: list[int] = field(default_factory=list)
+    last_ack_s: list[float] = field(default_factory=list)  # time.monotonic() of the last answer
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        now = time.monotonic()
+        self.sent_by_partition = [0] * self.partitions
+        self.acked_by_partition = [0] * self.partitions
+        self.last_ack_s = [now] * self.partitions
+
+    def on_sent(self, partition: int) -> None:
+        with self.lock:
+            self.produced += 1
+            self.sent_by_partition[partition] += 1
+
+    def on_answer(self, partition: int, error: BaseException | None, now_s: float) -> None:
+        """One record's outcome (from the producer's delivery callback)."""
+        with self.lock:
+            self.last_ack_s[partition] = now_s
+            if error is None:
+                self.acked += 1
+                self.acked_by_partition[partition] += 1
+                return
+            if isinstance(error, KraftlogError) and error.outcome_unknown:
+                self.unknown += 1
+            else:
+                self.failed += 1
+            self.last_error = f"p{partition}: {error}"
+
+    def on_send_error(self, error: BaseException) -> None:
+        """`send` itself refused a record (buffer full for max_block_ms, producer closed)."""
+        with self.lock:
+            self.failed += 1
+            self.last_error = f"send: {error}"
+
+    def stalled(self, now_s: float, after_s: float = STALL_AFTER_S) -> dict[int, float]:
+        """Partitions with records awaiting an answer and none answered for `after_s`:
+        {partition: seconds since its last answer}."""
+        with self.lock:
+            return {
+                p: now_s - self.last_ack_s[p]
+                for p in range(self.partitions)
+                if now_s - self.last_ack_s[p] >= after_s and self.sent_by_partition[p] > self.acked_by_partition[p]
+            }
+
+    def line(self, elapsed_s: float, previous_acked: int, previous_consumed: int, now_s: float) -> str:
+        stalled = self.stalled(now_s)
+        with self.lock:
+            acked, consumed = self.acked, self.consumed
+            text = (
+                f"t={elapsed_s:6.1f}s  acked={acked:,} ({acked - previous_acked:,}/s)  "
+                f"consumed={consumed:,} ({consumed - previous_consumed:,}/s)  failed={self.failed}  "
+                f"unknown={self.unknown}  out_of_order={self.out_of_order}"
+            )
+            if stalled:
+                text += "  stalled=" + ",".join(f"p{p}({s:.0f}s)" for p, s in sorted(stalled.items()))
+            if self.last_error:
+                text += f"  last_error={self.last_error[:160]}"
+        return text
 
 
 def ensure_topic(bootstrap: str, topic: str, partitions: int, replication_factor: int) -> None:
@@ -43,26 +115,33 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int, replication_factor
             print(f"using existing topic {topic}")
 
 
+def produce_numbered(producer, topic: str, partitions: int, progress: Progress, stop: threading.Event) -> int:
+    """Sends record numbers 0, 1, 2, ... to each partition in turn until `stop`; returns how
+    many records were handed to the producer. A refused `send` is counted and shown."""
+    n = 0
+    while not stop.is_set():
+        partition = n % partitions
+
+        def answered(error, _metadata, partition=partition) -> None:
+            progress.on_answer(partition, error, time.monotonic())
+
+        try:
+            producer.send(topic, f"{n // partitions}".encode(), partition=partition, on_delivery=answered)
+        except KraftlogError as error:
+            progress.on_send_error(error)
+            if error.code == "BUFFER_EXHAUSTED":
+                continue  # send blocked for max_block_ms: brokers are not taking records
+            return n  # the producer cannot go on (closed, or its producer id was refused)
+        progress.on_sent(partition)
+        n += 1
+    return n
+
+
 def _produce(bootstrap: str, topic: str, partitions: int, progress: Progress, stop: threading.Event) -> None:
     from data_plane.client import Producer
 
-    def on_done(future) -> None:
-        with progress.lock:
-            if future.exception() is None:
-                progress.acked += 1
-            else:
-                progress.failed += 1
-                progress.last_error = str(future.exception())
-
-    with Producer(bootstrap, acks="all", linger_ms=5) as producer:
-        n = 0
-        while not stop.is_set():
-            partition = n % partitions
-            future = producer.send(topic, f"{n // partitions}".encode(), partition=partition)
-            future.add_done_callback(on_done)
-            n += 1
-            with progress.lock:
-                progress.produced += 1
+    with Producer(bootstrap, **DEMO_PRODUCER_SETTINGS) as producer:
+        produce_numbered(producer, topic, partitions, progress, stop)
         producer.flush(timeout=30)
 
 
@@ -87,7 +166,7 @@ def _consume(bootstrap: str, topic: str, partitions: int, progress: Progress, st
 def run_demo(bootstrap: str, partitions: int, replication_factor: int, topic: str = DEMO_TOPIC) -> None:
     """Run until KeyboardInterrupt; print one progress line a second."""
     ensure_topic(bootstrap, topic, partitions, replication_factor)
-    progress = Progress()
+    progress = Progress(partitions)
     stop = threading.Event()
     workers = [
         threading.Thread(target=_produce, args=(bootstrap, topic, partitions, progress, stop), name="demo-producer", daemon=True),
@@ -101,17 +180,9 @@ def run_demo(bootstrap: str, partitions: int, replication_factor: int, topic: st
     try:
         while True:
             stop.wait(REPORT_INTERVAL_S)
-            with progress.lock:
-                acked, consumed = progress.acked, progress.consumed
-                line = (
-                    f"t={time.monotonic() - started:6.1f}s  acked={acked:,} ({acked - previous_acked:,}/s)  "
-                    f"consumed={consumed:,} ({consumed - previous_consumed:,}/s)  failed={progress.failed}  "
-                    f"out_of_order={progress.out_of_order}"
-                )
-                if progress.last_error:
-                    line += f"  last_error={progress.last_error[:120]}"
-            print(line, flush=True)
-            previous_acked, previous_consumed = acked, consumed
+            now = time.monotonic()
+            print(progress.line(now - started, previous_acked, previous_consumed, now), flush=True)
+            previous_acked, previous_consumed = progress.acked, progress.consumed
     finally:
         stop.set()
         for worker in workers:

@@ -3,12 +3,20 @@
 Used by ``kraftlog cluster up/down/status``, by the integration tests and by the chaos
 harness, so all three run the cluster the same way. ``<data_dir>/cluster.json`` records the
 layout (ids, roles, addresses, pids), so a second ``cluster up`` on the same data dir
-restarts the same cluster with its data, and other commands find the bootstrap addresses.
+restarts the same cluster with its data and ports, and other commands find the bootstrap
+addresses.
+
+Ports: ``kraftlog cluster up`` asks for the stable layout (``stable_nodes``: brokers from
+9092, controllers from 9192, their Raft ports from 9292) so that documentation and scripts
+can name ``127.0.0.1:9092``; a port someone else holds is replaced by a free one and
+reported. Tests, the chaos harness and throwaway benchmark clusters ask for free ports
+(``port_base=None``), so they never collide with a developer's cluster or with each other.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -16,12 +24,16 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
 CLUSTER_FILE = "cluster.json"
 HOST = "127.0.0.1"
+DEFAULT_PORT_BASE = 9092  # Kafka's broker port; broker N listens on base + N - 1
+CONTROLLER_PORT_OFFSET = 100  # controller N's gRPC port is base + 100 + N - 1 (9192, 9193, ...)
+RAFT_PORT_OFFSET = 200  # controller N's Raft port is base + 200 + N - 1 (9292, 9293, ...)
+NODES_PER_ROLE_MAX = 100  # so that one role's ports never run into the next role's range
 
 
 def free_ports(count: int) -> list[int]:
@@ -34,6 +46,19 @@ def free_ports(count: int) -> list[int]:
     finally:
         for s in sockets:
             s.close()
+
+
+def port_taken(port: int) -> bool:
+    """Whether a server could not bind ``HOST:port`` now. SO_REUSEADDR as the brokers' and
+    controllers' servers set it, so connections of a stopped cluster still in TIME_WAIT do not
+    count, while any listener (on this address or on all addresses) does."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((HOST, port))
+        except OSError:
+            return True
+    return False
 
 
 @dataclass
@@ -53,6 +78,82 @@ class Node:
     @property
     def address(self) -> str:
         return f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class MovedPort:
+    """A port of the stable layout that was taken, and the free one used instead."""
+
+    node: str  # "broker-1", "controller-2"
+    purpose: str  # "gRPC" or "Raft"
+    wanted: int
+    used: int
+
+    def describe(self) -> str:
+        return f"port {self.wanted} ({self.node} {self.purpose}) is in use by another process; {self.node} uses {self.used} instead"
+
+
+def stable_nodes(controllers: int, brokers: int, port_base: int) -> list[Node]:
+    """The stable layout: broker N on ``port_base + N - 1``, controller N's gRPC port 100
+    above and its Raft port 200 above that, so that each role has a range of its own."""
+    if controllers > NODES_PER_ROLE_MAX or brokers > NODES_PER_ROLE_MAX:
+        raise ValueError(f"stable ports allow at most {NODES_PER_ROLE_MAX} controllers and {NODES_PER_ROLE_MAX} brokers: set KRAFTLOG_PORT_BASE=0 for free ports")
+    highest = port_base + RAFT_PORT_OFFSET + NODES_PER_ROLE_MAX - 1
+    if port_base < 1024 or highest > 65535:
+        raise ValueError(f"port base {port_base} is out of range: give one from 1024 to {65535 - RAFT_PORT_OFFSET - NODES_PER_ROLE_MAX + 1} (or 0 for free ports)")
+    nodes = [
+        Node(i, "controller", HOST, port_base + CONTROLLER_PORT_OFFSET + i - 1, raft_port=port_base + RAFT_PORT_OFFSET + i - 1)
+        for i in range(1, controllers + 1)
+    ]
+    return nodes + [Node(i, "broker", HOST, port_base + i - 1) for i in range(1, brokers + 1)]
+
+
+def node_ports(nodes: Iterable[Node]) -> list[tuple[Node, str, int]]:
+    """Every port the nodes bind: (node, "gRPC" or "Raft", port)."""
+    ports = []
+    for node in nodes:
+        ports.append((node, "gRPC", node.port))
+        if node.raft_port:
+            ports.append((node, "Raft", node.raft_port))
+    return ports
+
+
+def move_taken_ports(nodes: list[Node], taken: Callable[[int], bool], spare: Callable[[int], list[int]]) -> tuple[list[Node], list[MovedPort]]:
+    """The nodes with every ``taken`` port replaced by one of ``spare(n)`` (a port no node
+    wants), and what moved. The other ports stay where the layout put them."""
+    wanted = {port for _, _, port in node_ports(nodes)}
+    moving = [(node, purpose, port) for node, purpose, port in node_ports(nodes) if taken(port)]
+    if not moving:
+        return nodes, []
+    replacements = iter([p for p in spare(len(moving) + len(wanted)) if p not in wanted][: len(moving)])
+    moved = [MovedPort(node.name, purpose, port, next(replacements)) for node, purpose, port in moving]
+    new_port = {(m.node, m.purpose): m.used for m in moved}
+    result = [
+        replace(n, port=new_port.get((n.name, "gRPC"), n.port), raft_port=new_port.get((n.name, "Raft"), n.raft_port))
+        for n in nodes
+    ]
+    return result, moved
+
+
+def free_nodes(controllers: int, brokers: int) -> list[Node]:
+    """A layout on ports the OS hands out (for tests and throwaway clusters)."""
+    ports = free_ports(2 * controllers + brokers)
+    nodes = [Node(i + 1, "controller", HOST, ports[2 * i + 1], raft_port=ports[2 * i]) for i in range(controllers)]
+    return nodes + [Node(i + 1, "broker", HOST, ports[2 * controllers + i]) for i in range(brokers)]
+
+
+def killed_message(killed: list[str]) -> str:
+    return f"sent SIGKILL to {', '.join(killed)}" if killed else "every process had exited already"
+
+
+class StopInterrupted(KeyboardInterrupt):
+    """An interrupt (a second Ctrl-C) came while the cluster stopped in order: every process
+    still running got SIGKILL. Still a KeyboardInterrupt, so callers that do not look for it
+    stop as they would on any interrupt."""
+
+    def __init__(self, killed: list[str]) -> None:
+        super().__init__(killed_message(killed))
+        self.killed = killed
 
 
 def wait_for(condition: Callable[[], object], timeout_s: float, what: str, interval_s: float = 0.05) -> object:
@@ -89,20 +190,26 @@ class LocalCluster:
         self.nodes = nodes
         self.log_format = log_format
         self.processes: dict[str, subprocess.Popen] = {}
+        self.moved_ports: list[MovedPort] = []  # stable ports that were taken (set by create)
 
     # ------------------------------------------------------------------ layout
 
     @classmethod
-    def create(cls, data_dir: Path, controllers: int = 3, brokers: int = 3, log_format: str = "json") -> "LocalCluster":
-        """Reuse the layout in ``data_dir/cluster.json`` when there is one, else make a new one."""
+    def create(cls, data_dir: Path, controllers: int = 3, brokers: int = 3, log_format: str = "json", port_base: int | None = None) -> "LocalCluster":
+        """Reuse the layout in ``data_dir/cluster.json`` when there is one (its ports too),
+        else make a new one: the stable layout from ``port_base`` with taken ports moved (see
+        ``moved_ports``), or free ports when ``port_base`` is None."""
         data_dir = Path(data_dir)
         existing = data_dir / CLUSTER_FILE
         if existing.exists():
             return cls.load(data_dir, log_format)
-        ports = free_ports(2 * controllers + brokers)
-        nodes = [Node(i + 1, "controller", HOST, ports[2 * i + 1], raft_port=ports[2 * i]) for i in range(controllers)]
-        nodes += [Node(i + 1, "broker", HOST, ports[2 * controllers + i]) for i in range(brokers)]
+        moved: list[MovedPort] = []
+        if port_base is None:
+            nodes = free_nodes(controllers, brokers)
+        else:
+            nodes, moved = move_taken_ports(stable_nodes(controllers, brokers, port_base), port_taken, free_ports)
         cluster = cls(data_dir, nodes, log_format)
+        cluster.moved_ports = moved
         cluster.save()
         return cluster
 
@@ -143,6 +250,11 @@ class LocalCluster:
     def quorum(self) -> str:
         return ",".join(f"{c.node_id}@{c.host}:{c.raft_port}:{c.port}" for c in self.controllers)
 
+    def taken_ports(self) -> list[str]:
+        """The recorded ports another process holds now (before a restart: the cluster's own
+        processes are not running, so any holder is a stranger)."""
+        return [f"{port} ({node.name} {purpose})" for node, purpose, port in node_ports(self.nodes) if port_taken(port)]
+
     def spare_ports(self, count: int) -> list[int]:
         """``count`` free ports that no node uses: the nodes' ports were picked and released
         earlier, so the OS may hand them out again before the nodes bind them (a proxy on a
@@ -169,6 +281,10 @@ class LocalCluster:
         ]
 
     def start_node(self, node: Node, detach: bool = False) -> None:
+        """Start ``node`` in a process group of its own (a session of its own with
+        ``detach``, so it outlives the terminal). A terminal's Ctrl-C goes to the foreground
+        process group only: the owner of the cluster gets it and stops the nodes in order
+        (``stop``), instead of every controller and broker stopping at once."""
         log_dir = self.data_dir / "logs"
         log_dir.mkdir(parents=True, exist_ok=True)
         with open(log_dir / f"{node.name}.log", "ab") as out:
@@ -178,6 +294,7 @@ class LocalCluster:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=detach,
+                process_group=None if detach else 0,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
             )
         self.processes[node.name] = proc
@@ -205,22 +322,41 @@ class LocalCluster:
 
     def stop_node(self, node: Node, timeout_s: float = 30) -> None:
         """SIGTERM (controlled shutdown), then SIGKILL if it does not exit in time."""
-        self.signal(node, signal.SIGTERM)
-        if not self._reap(node, timeout_s):
-            self.kill(node)
+        self._stop_together([node], timeout_s)
+
+    def _stop_together(self, nodes: list[Node], timeout_s: float) -> None:
+        """SIGTERM to all of ``nodes`` at once, then each one SIGKILLed if it has not exited
+        within ``timeout_s``."""
+        for node in nodes:
+            self.signal(node, signal.SIGTERM)
+        for node in nodes:
+            if not self._reap(node, timeout_s):
+                self.kill(node)
 
     def restart(self, node: Node) -> None:
         self.start_node(node)
 
     def stop(self, timeout_s: float = 30) -> None:
-        """Brokers first (they hand off leadership), then controllers."""
-        for node in self.brokers:
-            self.signal(node, signal.SIGTERM)
-        for node in self.brokers:
-            if not self._reap(node, timeout_s):
-                self.kill(node)
-        for node in self.controllers:
-            self.stop_node(node, timeout_s)
+        """Brokers first, all at once: their controlled shutdown needs the controllers, which
+        move the brokers' leaderships away; then the controllers, all at once. Each node gets ``timeout_s``
+        before SIGKILL. An interrupt while waiting (a second Ctrl-C) kills every node still
+        running and raises ``StopInterrupted`` naming them."""
+        try:
+            self._stop_together(self.brokers, timeout_s)
+            self._stop_together(self.controllers, timeout_s)
+        except KeyboardInterrupt:
+            raise StopInterrupted(self.kill_all()) from None
+
+    def kill_all(self) -> list[str]:
+        """SIGKILL every node still running, all before reaping any (a further interrupt
+        while reaping leaves nothing running); returns the names of the nodes killed."""
+        alive = [node for node in self.nodes if self.is_running(node)]
+        for node in alive:
+            with contextlib.suppress(ProcessLookupError):  # it may exit on its own meanwhile
+                os.kill(node.pid, signal.SIGKILL)
+        for node in alive:
+            self._reap(node, 10)
+        return [node.name for node in alive]
 
     def _reap(self, node: Node, timeout_s: float) -> bool:
         proc = self.processes.get(node.name)

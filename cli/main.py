@@ -1,8 +1,9 @@
 """The ``kraftlog`` command: run nodes, manage a local cluster, administer topics, produce,
 consume, inspect the quorum, measure performance and run chaos scenarios.
 
-Every client command takes ``--bootstrap`` (see ``cli/bootstrap.py``) and exits non-zero with
-a one-line message on any error a user can cause; tracebacks are for bugs only.
+Every client command takes ``--bootstrap`` (see ``cli/bootstrap.py``), after the command or
+before it (``kraftlog --bootstrap X topics list``), and exits non-zero with a one-line message
+on any error a user can cause; tracebacks are for bugs only.
 """
 
 from __future__ import annotations
@@ -28,6 +29,10 @@ def build_parser() -> argparse.ArgumentParser:
     from metadata_quorum import controller_main
 
     parser = argparse.ArgumentParser(prog="kraftlog", description="A replicated commit log with a Raft metadata quorum.")
+    parser.add_argument(
+        "--bootstrap", dest="global_bootstrap", metavar="BOOTSTRAP",
+        help="broker addresses host:port[,...] for any client command (a command's own --bootstrap wins)",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     controller = sub.add_parser("controller", help="run one controller (a metadata quorum voter)")
@@ -173,6 +178,11 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.global_bootstrap is not None:
+        if not hasattr(args, "bootstrap"):
+            parser.error(f"'kraftlog {args.command}' does not talk to brokers: drop --bootstrap")
+        if args.bootstrap is None:
+            args.bootstrap = args.global_bootstrap
     func: Callable[[argparse.Namespace], int] = args.func
     try:
         return func(args) or 0

@@ -69,6 +69,7 @@ def describe_rows(topics: Sequence[pb.TopicDescription], logs: Mapping[int, brok
                     "lag": max(0, leader_leo - leo) if leader_leo is not None and leo is not None else None,
                     "in_sync": broker_id in state.isr,
                     "status": _replica_status(broker_id in logs, log),
+                    "damaged_ranges": list(log.damaged_ranges) if log else [],
                 })
             replication_factor = len(state.replicas) - len(state.adding_replicas)
             row |= {
@@ -84,7 +85,8 @@ def describe_rows(topics: Sequence[pb.TopicDescription], logs: Mapping[int, brok
 
 
 def status_notes(row: Row) -> str:
-    """What needs attention, in a few words: offline, under-replicated, reassigning, unclean."""
+    """What needs attention, in a few words: offline, under-replicated, reassigning, unclean,
+    damaged ranges of a replica (``broker 1 repairing 4-7``, ``broker 1 corrupt 4-7`` when lost)."""
     notes = []
     if row["offline"]:
         notes.append("offline")
@@ -94,6 +96,7 @@ def status_notes(row: Row) -> str:
         notes.append(f"reassigning +{ids(row['adding_replicas'])} -{ids(row['removing_replicas'])}")
     if row["unclean_leader_elections"]:
         notes.append(f"unclean elections: {row['unclean_leader_elections']}")
+    notes.extend(f"broker {r['broker_id']} {damage}" for r in row["replica_state"] for damage in r.get("damaged_ranges", ()))
     return ", ".join(notes)
 
 

@@ -2,8 +2,14 @@
 
 Produce sends ``--num-records`` records of ``--record-size`` bytes through the producer's bulk
 path (``send_batch``: one encoded batch per call, spread round-robin over the topic's
-partitions). Latency is measured per batch, from the call to its acknowledgement; every
-record in a batch is counted with its batch's latency.
+partitions). At most ``OUTSTANDING_BATCHES_PER_PARTITION`` batches per partition wait for
+their acknowledgement at a time, so that latency (measured per batch, from the call to its
+acknowledgement, and counted once per record in it) is the time a batch takes to be written,
+not the time it queued behind the whole run in client memory. The report says how many
+batches the percentiles are drawn from: a p99.9 needs a thousand of them to differ from max.
+
+Consume reads from the earliest offset and counts exactly ``--num-records`` records (a poll
+can return more than are left; the excess is neither counted nor timed).
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import threading
 import time
 from concurrent.futures import Future
 
@@ -19,19 +26,52 @@ from cli.output import emit
 from cli.perf_common import Ticker, percentiles, topic_partitions
 
 ACKS = {"all": "all", "1": 1, "0": 0}
+OUTSTANDING_BATCHES_PER_PARTITION = 4
 
 
-def _report(args: argparse.Namespace, records: int, total_bytes: int, elapsed_s: float, latency: dict[str, float]) -> None:
+class ConsumeTally:
+    """Counts polled batches up to a target number of records. The batch that crosses the
+    target counts only the records still needed, and its bytes in proportion."""
+
+    def __init__(self, target_records: int) -> None:
+        self.target_records = target_records
+        self.records = 0
+        self.bytes = 0
+
+    @property
+    def done(self) -> bool:
+        return self.records >= self.target_records
+
+    def add(self, batches) -> int:
+        """Counts `batches` (anything with header.record_count and header.batch_length);
+        returns how many of their records counted."""
+        counted = 0
+        for batch in batches:
+            needed = self.target_records - self.records
+            if needed <= 0:
+                break
+            count = min(batch.header.record_count, needed)
+            self.records += count
+            self.bytes += batch.header.batch_length * count // batch.header.record_count
+            counted += count
+        return counted
+
+
+def _report(
+    args: argparse.Namespace, records: int, total_bytes: int, elapsed_s: float, latency: dict[str, float], samples: int
+) -> None:
     document = {
         "records": records,
         "elapsed_s": round(elapsed_s, 3),
         "records_per_sec": round(records / elapsed_s, 1) if elapsed_s else 0.0,
         "mb_per_sec": round(total_bytes / elapsed_s / 1e6, 2) if elapsed_s else 0.0,
         "latency_ms": latency,
+        "latency_samples": samples,
     }
     human = (
         f"{records:,} records in {elapsed_s:.2f}s: {document['records_per_sec']:,.0f} records/s, "
-        f"{document['mb_per_sec']:.1f} MB/s, latency p50 {latency['p50']} ms, p99 {latency['p99']} ms, p99.9 {latency['p999']} ms"
+        f"{document['mb_per_sec']:.1f} MB/s, latency p50 {latency['p50']} ms, p99 {latency['p99']} ms, "
+        f"p99.9 {latency['p999']} ms, max {latency['max']} ms (over {samples:,} samples)"
     )
     emit(args.json, document, human)
 
@@ -52,11 +92,13 @@ def produce(args: argparse.Namespace) -> int:
     latencies: list[float] = []
     weights: list[int] = []
     futures: list[Future] = []
+    window = threading.BoundedSemaphore(OUTSTANDING_BATCHES_PER_PARTITION * len(partitions))
 
     def record_latency(sent_at: float, count: int):
         def done(_: Future) -> None:
             latencies.append((time.perf_counter() - sent_at) * 1000)
             weights.append(count)
+            window.release()
 
         return done
 
@@ -66,6 +108,7 @@ def produce(args: argparse.Namespace) -> int:
         i = 0
         while sent < args.num_records:
             count = min(args.batch_records, args.num_records - sent)
+            window.acquire()
             future = producer.send_batch(args.topic, partitions[i % len(partitions)], batch[:count] if count < len(batch) else batch)
             future.add_done_callback(record_latency(time.perf_counter(), count))
             futures.append(future)
@@ -78,16 +121,18 @@ def produce(args: argparse.Namespace) -> int:
     failed = [f.exception() for f in futures if f.exception() is not None]
     if failed:
         raise ValueError(f"{len(failed)} of {len(futures)} batches failed; first error: {failed[0]}")
-    _report(args, sent, sent * args.record_size, elapsed, percentiles(latencies, weights))
+    _report(args, sent, sent * args.record_size, elapsed, percentiles(latencies, weights), len(latencies))
     return 0
 
 
 def consume(args: argparse.Namespace) -> int:
     from data_plane.client import Consumer
 
+    if args.num_records < 1:
+        raise ValueError("--num-records must be positive")
     bootstrap = resolve_bootstrap(args.bootstrap, args.data_dir)
     partitions = topic_partitions(bootstrap, args.topic)
-    received = total_bytes = 0
+    tally = ConsumeTally(args.num_records)
     latencies: list[float] = []
     weights: list[int] = []
     with Consumer(bootstrap) as consumer:
@@ -96,20 +141,21 @@ def consume(args: argparse.Namespace) -> int:
         consumer.seek_to_beginning(tps)
         ticker = Ticker()
         last_data = ticker.started
-        while received < args.num_records:
+        while not tally.done:
             poll_started = time.perf_counter()
             batches = consumer.poll_batches(timeout_ms=500)
-            count = sum(b.header.record_count for bs in batches.values() for b in bs)
-            if count:
+            counted = tally.add(b for bs in batches.values() for b in bs)
+            if counted:
                 latencies.append((time.perf_counter() - poll_started) * 1000)
-                weights.append(count)
-                received += count
-                total_bytes += sum(b.header.batch_length for bs in batches.values() for b in bs)
+                weights.append(counted)
                 last_data = time.monotonic()
             elif (time.monotonic() - last_data) * 1000 > args.timeout_ms:
-                raise TimeoutError(f"only {received:,} of {args.num_records:,} records arrived within {args.timeout_ms} ms of the last data: is the topic that full?")
+                raise TimeoutError(
+                    f"only {tally.records:,} of {args.num_records:,} records arrived within {args.timeout_ms} ms of the last data: "
+                    f"does the topic hold that many? (lower --num-records)"
+                )
             if ticker.due():
-                _progress(received, args.num_records, ticker)
+                _progress(tally.records, args.num_records, ticker)
         elapsed = ticker.elapsed_s
-    _report(args, received, total_bytes, elapsed, percentiles(latencies, weights))
+    _report(args, tally.records, tally.bytes, elapsed, percentiles(latencies, weights), len(latencies))
     return 0

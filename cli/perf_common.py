@@ -37,11 +37,10 @@ def percentiles(samples_ms: Sequence[float], weights: Sequence[int] | None = Non
 
 
 def topic_partitions(bootstrap: str, topic: str) -> list[int]:
-    """The topic's partition numbers, sorted (raises UNKNOWN_TOPIC_OR_PARTITION if it has none)."""
-    from data_plane.client import Admin
+    """The topic's partition numbers, sorted (a missing topic is a one-line error)."""
+    from cli.bootstrap import partitions_of
 
-    with Admin(bootstrap) as admin:
-        return sorted(admin.describe_topics([topic])[topic].partitions)
+    return partitions_of(bootstrap, topic)
 
 
 class DeliveryLog:

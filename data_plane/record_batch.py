@@ -33,6 +33,7 @@ Body (lz4 *frame* compressed as a whole when compression is lz4), n records, h h
 
 from __future__ import annotations
 
+import codecs
 import struct
 import sys
 import time
@@ -69,6 +70,9 @@ CONTROL_BIT = 0x20
 CREATE_TIME = 0
 LOG_APPEND_TIME = 1
 
+NO_PRODUCER_ID = -1
+BODY_DECOMPRESSED_BYTES_MAX = 64 << 20  # an lz4 body larger than this once decompressed is refused
+
 _NULL_LENGTH = struct.pack("<i", -1)
 _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
 _LITTLE_ENDIAN_HOST = sys.byteorder == "little"
@@ -76,6 +80,19 @@ _LITTLE_ENDIAN_HOST = sys.byteorder == "little"
 
 class CorruptBatchError(ValueError):
     """Bytes that are not a valid record batch; the message says what is wrong and where."""
+
+
+class InvalidRecordError(CorruptBatchError):
+    """A batch whose CRC matches but whose fields or body break the format: its writer encoded
+    it wrong, so no reader could use it. ``error_code`` is the protocol's answer."""
+
+    error_code = "INVALID_RECORD"
+
+
+class InvalidTimestampError(InvalidRecordError):
+    """A batch whose timestamps are negative or disagree with its header."""
+
+    error_code = "INVALID_TIMESTAMP"
 
 
 class BatchHeader(NamedTuple):
@@ -411,6 +428,100 @@ def iter_headers(buf: bytes | bytearray | memoryview) -> Iterator[tuple[int, Bat
         pos += header.batch_length
 
 
+# ---------------------------------------------------------------------------------- append checks
+
+
+def validate_for_append(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
+    """Everything the leader checks before storing the batch at ``pos``: ``validate_batch``
+    (length, magic, counts, CRC), then the producer and timestamp fields, then the body's
+    structure, so that every batch it stores is one every reader can decode.
+
+    The body check reads only the four int32 length columns (C-level ``min``/``sum`` over
+    arrays, no per-record Python work): header counts >= 0, lengths >= -1, and the lengths
+    adding up to exactly the body's size. An lz4 body is decompressed once for this (lz4
+    runs at GB/s, on the order of the CRC) and the result dropped; the stored batch stays
+    compressed. Timestamps: see ``_check_timestamps``. Raises CorruptBatchError for a CRC failure, InvalidRecordError (or
+    InvalidTimestampError) for a batch whose CRC matches but whose content is wrong.
+    """
+    header = validate_batch(buf, pos)
+    try:
+        _check_producer_fields(header)
+        body = memoryview(buf)[pos + HEADER_SIZE : pos + header.batch_length]
+        if header.compression == "lz4":
+            body = memoryview(_decompress_bounded(body))
+        _check_header_keys(*_body_layout(header, body))
+        if header.timestamp_type == CREATE_TIME:
+            _check_timestamps(header, body)
+    except InvalidRecordError as exc:
+        raise type(exc)(f"batch at position {pos}: {exc}") from None
+    except CorruptBatchError as exc:
+        raise InvalidRecordError(f"batch at position {pos}: its CRC matches but its body does not parse: {exc}") from None
+    return header
+
+
+def _check_producer_fields(header: BatchHeader) -> None:
+    if header.producer_id == NO_PRODUCER_ID:
+        if header.producer_epoch != -1 or header.base_sequence != -1:
+            raise InvalidRecordError(
+                f"producer_id -1 (not idempotent) needs producer_epoch -1 and base_sequence -1, got "
+                f"{header.producer_epoch} and {header.base_sequence}"
+            )
+    elif header.producer_id < 0 or header.producer_epoch < 0 or header.base_sequence < 0:
+        raise InvalidRecordError(
+            f"producer_id {header.producer_id}, producer_epoch {header.producer_epoch} and base_sequence "
+            f"{header.base_sequence} must all be >= 0 (an id from InitProducerId), or -1, -1, -1 without idempotence"
+        )
+
+
+def _check_timestamps(header: BatchHeader, body: bytes | memoryview) -> None:
+    """Record timestamps (first_timestamp + an int32 delta) must be >= 0: only a first
+    timestamp below 2**31 ms (January 1970) lets a delta make one negative, so only then is
+    the delta column read. ``max_timestamp`` is checked against the header alone (>= the
+    first timestamp, within the int32 delta range), not against each record."""
+    first, largest = header.first_timestamp, header.max_timestamp
+    if first < 0:
+        raise InvalidTimestampError(f"timestamps must be >= 0 (ms since the epoch), got first_timestamp {first}")
+    if first <= _INT32_MAX and first + min(_unpack_int32s(body, 0, header.record_count)) < 0:
+        raise InvalidTimestampError("timestamps must be >= 0 (ms since the epoch): a record's delta makes its timestamp negative")
+    if not first <= largest <= first + _INT32_MAX:
+        raise InvalidTimestampError(
+            f"max_timestamp {largest} must lie between first_timestamp {first} and {first} + 2**31 - 1 (the deltas' range)"
+        )
+
+
+def _check_header_keys(layout: BodyLayout, null_keys: int) -> None:
+    """Header keys are never null and are utf-8: checked over the whole key blob at once (a
+    multi-byte character split across two adjacent keys is the one case this lets through)."""
+    if null_keys:
+        raise InvalidRecordError("a header key is null (only header values may be)")
+    try:
+        codecs.decode(layout.body[layout.header_names_at : layout.header_values_at], "utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidRecordError(f"header keys are not utf-8 ({exc.reason} at byte {exc.start} of the key blob)") from None
+
+
+def _decompress_bounded(body: memoryview) -> bytes:
+    """An lz4 frame's content, refused past BODY_DECOMPRESSED_BYTES_MAX or when it is not one
+    whole frame. The output buffer is sized by the frame's declared content size (our encoder
+    declares it), else by the limit."""
+    try:
+        declared = lz4.frame.get_frame_info(body)["content_size"]
+    except RuntimeError as exc:
+        raise InvalidRecordError(f"its lz4 body does not start with an lz4 frame header ({exc})") from None
+    if declared > BODY_DECOMPRESSED_BYTES_MAX:
+        raise InvalidRecordError(f"its lz4 body declares {declared} bytes, over {BODY_DECOMPRESSED_BYTES_MAX}: send smaller batches")
+    decompressor = lz4.frame.LZ4FrameDecompressor()
+    try:
+        out = decompressor.decompress(body, max_length=declared or BODY_DECOMPRESSED_BYTES_MAX)
+    except RuntimeError as exc:
+        raise InvalidRecordError(f"its lz4 body does not decompress ({exc})") from None
+    if not decompressor.eof or decompressor.unused_data or (declared and len(out) != declared):
+        raise InvalidRecordError(
+            f"its lz4 body is not exactly one whole lz4 frame of at most {declared or BODY_DECOMPRESSED_BYTES_MAX} bytes"
+        )
+    return out
+
+
 # ---------------------------------------------------------------------------------- broker edits
 
 
@@ -455,7 +566,7 @@ def decode_batches(buf: bytes | bytearray | memoryview) -> Iterator[DecodedBatch
         yield decode_batch(buf, pos)
 
 
-def _unpack_int32s(body: bytes, start: int, count: int) -> array:
+def _unpack_int32s(body: bytes | memoryview, start: int, count: int) -> array:
     if start + 4 * count > len(body):
         raise CorruptBatchError(f"body of {len(body)} bytes is too short for its length columns")
     ints = array("i")
@@ -465,44 +576,96 @@ def _unpack_int32s(body: bytes, start: int, count: int) -> array:
     return ints
 
 
-def _decode_body(header: BatchHeader, body: bytes) -> DecodedBatch:
-    """Checks every length against the body (C-level sums, no per-record work) and keeps
-    the layout; only header keys and values are cut here (they need a utf-8 check)."""
-    n = header.record_count
-    fixed = _unpack_int32s(body, 0, 4 * n)
-    key_lengths, value_lengths, header_counts = fixed[n : 2 * n], fixed[2 * n : 3 * n], fixed[3 * n :]
-    if min(header_counts) < 0:
+def _body_layout(header: BatchHeader, body: bytes | memoryview) -> tuple[BodyLayout, int]:
+    """(layout, null header keys) after checking every length against the body, with
+    ``_int32_total`` over whole columns (no per-record work). Ends are monotonic (every
+    item takes >= 0 bytes), so the final end matching the body's size bounds all of them.
+    Shared by decoding and the append check."""
+    n, size = header.record_count, len(body)
+    if 16 * n > size:
+        raise CorruptBatchError(f"body of {size} bytes is too short for its length columns")
+    view = memoryview(body)
+    try:
+        h, negative_counts = _int32_total(view[12 * n : 16 * n])
+    except CorruptBatchError:
+        negative_counts = 1
+    if negative_counts:
         raise CorruptBatchError("negative header count")
-    h = sum(header_counts)
-    header_lengths = _unpack_int32s(body, 16 * n, 2 * h)
     keys_at = 16 * n + 8 * h
-    values_at, key_nulls = _column_end(body, key_lengths, keys_at)
-    names_at, value_nulls = _column_end(body, value_lengths, values_at)
-    header_values_at, _ = _column_end(body, header_lengths[:h], names_at)
-    end, _ = _column_end(body, header_lengths[h:], header_values_at)
-    if end != len(body):
-        raise CorruptBatchError(f"lengths add up to {end} bytes but the body holds {len(body)}")
-    layout = BodyLayout(body, n, h, key_nulls, value_nulls, keys_at, values_at, names_at, header_values_at)
-    names = _cut_column(body, header_lengths[:h], names_at)
-    header_values = _cut_column(body, header_lengths[h:], header_values_at)
+    if keys_at > size:
+        raise CorruptBatchError(f"body of {size} bytes is too short for its length columns")
+    key_bytes, key_nulls = _int32_total(view[4 * n : 8 * n])
+    value_bytes, value_nulls = _int32_total(view[8 * n : 12 * n])
+    name_bytes, name_nulls = _int32_total(view[16 * n : 16 * n + 4 * h])
+    header_value_bytes, _ = _int32_total(view[16 * n + 4 * h : keys_at])
+    values_at = keys_at + key_bytes
+    names_at = values_at + value_bytes
+    header_values_at = names_at + name_bytes
+    end = header_values_at + header_value_bytes
+    if end > size:
+        raise CorruptBatchError(f"lengths run past the end of the {size}-byte body")
+    if end != size:
+        raise CorruptBatchError(f"lengths add up to {end} bytes but the body holds {size}")
+    layout = BodyLayout(body, n, h, key_nulls, value_nulls, keys_at, values_at, names_at, header_values_at)  # type: ignore[arg-type]
+    return layout, name_nulls
+
+
+_NEGATIVE_TOP_BYTE = bytes(0xFF if b >= 0x80 else 0 for b in range(256))  # translate table: sign of a top byte
+
+
+def _int32_total(column: memoryview) -> tuple[int, int]:
+    """(sum counting -1 as 0, number of -1s) of a little-endian int32 column; CorruptBatchError
+    for any other negative value. All C-level work, whatever the column's length: the sign
+    comes from the top byte lane (``bytes.translate``), the -1 check from big-int masks, and
+    the sum from widening each value to 64 bits (extended-slice assignment) and reading the
+    column as one big integer modulo 2**64 - 1 ("casting out" in base 2**64: exact, since the
+    true sum of fewer than 2**31 unsigned 32-bit values is below the modulus)."""
+    count = len(column) // 4
+    if not count:
+        return 0, 0
+    data = bytes(column)  # one copy: strided slices of bytes are C loops, of a memoryview generic and slow
+    if data == _NULL_LENGTH * count:
+        return 0, count  # every item null (keys are often all null)
+    lanes = [data[k::4] for k in range(4)]
+    negative = lanes[3].translate(_NEGATIVE_TOP_BYTE)
+    nulls = negative.count(0xFF)
+    if nulls:
+        mask = int.from_bytes(negative, "little")
+        if any(int.from_bytes(lane, "little") & mask != mask for lane in lanes):
+            raise CorruptBatchError("negative length other than -1 (null)")
+    wide = bytearray(8 * count)
+    for k, lane in enumerate(lanes):
+        wide[k::8] = lane
+    unsigned_sum = _casting_out_64(int.from_bytes(wide, "little"))
+    return unsigned_sum - nulls * (1 << 32) + nulls, nulls
+
+
+def _casting_out_64(x: int) -> int:
+    """``x % (2**64 - 1)`` by folding halves (2**(64k) = 1 modulo 2**64 - 1): linear big-int
+    shifts and adds, where one big-int ``%`` by a 64-bit divisor is many times slower."""
+    while x.bit_length() > 128:
+        half = x.bit_length() // 128 * 64
+        x = (x >> half) + (x & ((1 << half) - 1))
+    return x % ((1 << 64) - 1)
+
+
+def _decode_body(header: BatchHeader, body: bytes) -> DecodedBatch:
+    """Checks the body (``_body_layout``) and keeps the layout; only header keys and values
+    are cut here (they need a utf-8 check)."""
+    n = header.record_count
+    layout, _ = _body_layout(header, body)
+    h = layout.header_count
+    if h == 0:
+        return DecodedBatch.from_layout(header, layout, [()] * n)
+    header_counts = _unpack_int32s(body, 12 * n, n)
+    header_lengths = _unpack_int32s(body, 16 * n, 2 * h)
+    names = _cut_column(body, header_lengths[:h], layout.header_names_at)
+    header_values = _cut_column(body, header_lengths[h:], layout.header_values_at)
     return DecodedBatch.from_layout(header, layout, _group_headers(n, header_counts, h, names, header_values))
 
 
-def _column_end(body: bytes, lengths: array, start: int) -> tuple[int, int]:
-    """(end, nulls) of the blob starting at ``start`` whose items have ``lengths`` (-1 = null)."""
-    if not lengths:
-        return start, 0
-    if min(lengths) < -1:
-        raise CorruptBatchError("negative length other than -1 (null)")
-    nulls = lengths.count(-1)
-    end = start + sum(lengths) + nulls
-    if end > len(body):
-        raise CorruptBatchError(f"lengths run past the end of the {len(body)}-byte body")
-    return end, nulls
-
-
 def _cut_column(body: bytes, lengths: array, start: int) -> list[bytes | None]:
-    """Cut ``len(lengths)`` items (-1 = None) out of ``body`` from ``start`` (already checked by ``_column_end``)."""
+    """Cut ``len(lengths)`` items (-1 = None) out of ``body`` from ``start`` (already checked by ``_body_layout``)."""
     if not lengths:
         return []
     nulls = lengths.count(-1)

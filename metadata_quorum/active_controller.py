@@ -4,7 +4,14 @@ The Raft leader becomes the active controller only after an entry of its own ter
 applied (its image then holds everything committed before), and it then gives every broker a
 full session before fencing anyone. Writes are decided one at a time under a lock on the
 freshest local image, so decisions rarely go stale; the compare-and-set checks where entries
-are applied catch the rest. Periodic duties: fence brokers whose sessions expired, and (with
+are applied catch the rest. A decision of several entries (a large topic creation) holds the
+lock until its last entry, and one that fails half way has its invisible leftovers dropped.
+
+Liveness is judged apart from writes: a heartbeat counts when it arrives (``note_heartbeat``),
+not when the write lock lets it through, and time during which this process was stalled is
+credited to every broker's session (``_account_stall``).
+
+Periodic duties: fence brokers whose sessions expired, and (with
 ``auto.leader.rebalance.enable``) move leaderships back to preferred replicas every
 ``leader.imbalance.check.interval.seconds``, counted from activation so that brokers have
 come back into ISRs before a new controller moves anything.
@@ -19,12 +26,13 @@ from typing import Callable, Generic, TypeVar
 
 import structlog
 
-from metadata_quorum.broker_decisions import expired_broker_fencing
+from metadata_quorum.broker_decisions import broker_problem, expired_broker_fencing
 from metadata_quorum.broker_heartbeats import BrokerHeartbeatManager
 from metadata_quorum.decision import Decision
 from metadata_quorum.election import PREFERRED_ELECTIONS_PER_ENTRY_MAX, rebalance_leaders
 from metadata_quorum.image import MetadataImage
 from metadata_quorum.raft_node import ControllerRaftNode, EntryResult
+from metadata_quorum.topic_admin import abandon_pending_topics
 from proto import common_pb2 as common
 from proto import controller_pb2 as pb
 
@@ -33,6 +41,9 @@ R = TypeVar("R")
 LEADERSHIP_POLL_S = 0.02
 FENCE_CHECK_INTERVAL_S = 0.1
 ACTIVATION_WAIT_S = 2.0
+STALL_CHECK_S = 0.1
+# Waking later than this counts as a stall of the controller (see _watch_stalls).
+STALL_TOLERANCE_MS = 250
 DEFAULT_LEADER_IMBALANCE_CHECK_INTERVAL_S = 10.0
 
 
@@ -68,6 +79,7 @@ class ActiveController:
         self._write_lock = asyncio.Lock()
         self._active_term: int | None = None
         self._activated = asyncio.Event()
+        self._last_awake_ms = monotonic_ms()
         self._log = structlog.get_logger("controller").bind(controller_id=node.voter.node_id)
 
     @property
@@ -91,7 +103,8 @@ class ActiveController:
         return f"controller {me} is not the active controller; retry against controller {hint.controller_id} at {hint.host}:{hint.port}"
 
     async def write(self, decide: Callable[[MetadataImage], Decision[R]]) -> WriteOutcome[R]:
-        """Decide on the current image and commit the decision's records as one entry."""
+        """Decide on the current image and commit the decision's entries, one after another
+        under the write lock (so no other decision sees the image between them)."""
         if not await self._await_active():
             return WriteOutcome(common.NOT_CONTROLLER, self.not_controller_message())
         async with self._write_lock:
@@ -100,10 +113,33 @@ class ActiveController:
             decision = decide(self.node.image)
             if not decision.records:
                 return WriteOutcome(common.NONE, "", decision)
-            result: EntryResult = await self.node.propose(decision.records)
+            first_offset = -1
+            for entry in decision.entries():
+                result: EntryResult = await self.node.propose(entry)
+                if result.error_code != common.NONE:
+                    break
+                first_offset = result.first_offset if first_offset < 0 else first_offset
+            if result.error_code != common.NONE and self.node.image.pending_partitions and self.node.is_leader():
+                await self._abandon_pending_topics()
         if result.error_code == common.NOT_CONTROLLER:
             return WriteOutcome(common.NOT_CONTROLLER, f"{result.error_message}; {self.not_controller_message()}")
-        return WriteOutcome(result.error_code, result.error_message, decision, result.first_offset)
+        return WriteOutcome(result.error_code, result.error_message, decision, first_offset)
+
+    async def _abandon_pending_topics(self) -> None:
+        """Drop half-committed topic creations (only a decision that holds the write lock
+        creates them, so none is in progress here)."""
+        decision = abandon_pending_topics(self.node.image)
+        result = await self.node.propose(decision.records)
+        if result.error_code == common.NONE:
+            self._log.warning("abandoned unfinished topic creations", topics=decision.response, metadata_offset=result.first_offset)
+        else:
+            self._log.warning("could not abandon unfinished topic creations; the next active controller will", error=result.error_message)
+
+    def note_heartbeat(self, broker_id: int, broker_epoch: int) -> None:
+        """A heartbeat arrived: the broker is alive now, whatever the write that answers it
+        waits for (a long entry, a queue of writes). Liveness is never decided behind writes."""
+        if self.is_active and broker_problem(self.node.image, broker_id, broker_epoch) is None:
+            self.heartbeats.touch(broker_id, monotonic_ms())
 
     async def _await_active(self) -> bool:
         if self.is_active:
@@ -118,6 +154,13 @@ class ActiveController:
 
     async def run(self) -> None:
         """Follow Raft leadership forever: activate, run the periodic duties, step down."""
+        watchdog = asyncio.create_task(self._watch_stalls())
+        try:
+            await self._follow_leadership()
+        finally:
+            watchdog.cancel()
+
+    async def _follow_leadership(self) -> None:
         while True:
             try:
                 if not self.node.is_leader():
@@ -131,6 +174,25 @@ class ActiveController:
                 self._log.exception("active controller step failed")
                 self._step_down()
             await asyncio.sleep(LEADERSHIP_POLL_S)
+
+    async def _watch_stalls(self) -> None:
+        """Wake every STALL_CHECK_S so that a stall is noticed even when nothing else runs."""
+        while True:
+            await asyncio.sleep(STALL_CHECK_S)
+            self._account_stall()
+
+    def _account_stall(self) -> None:
+        """The watchdog should have woken within STALL_CHECK_S of the last check; if it is
+        much later, the process (event loop, GIL, machine) was stalled and heartbeats could
+        not be processed either, so that time is credited to every broker's session. Called
+        by the watchdog and right before any fencing decision, whichever runs first after a
+        stall."""
+        now_ms = monotonic_ms()
+        late_ms = now_ms - self._last_awake_ms - int(STALL_CHECK_S * 1000)
+        self._last_awake_ms = now_ms
+        if late_ms > STALL_TOLERANCE_MS and self.is_active:
+            self.heartbeats.credit_stall(late_ms, now_ms)
+            self._log.warning("controller was stalled; broker sessions extended", stall_ms=late_ms)
 
     async def _periodic_duties(self, now: float) -> None:
         if now - self._last_fence_check >= FENCE_CHECK_INTERVAL_S:
@@ -151,6 +213,8 @@ class ActiveController:
         result = await self.node.propose([])  # applied here => every earlier committed entry is too
         if result.error_code != common.NONE or not self.node.is_leader() or self.node.term() != term:
             return
+        if self.node.image.pending_partitions:  # a creation the previous controller did not finish
+            await self._abandon_pending_topics()
         image = self.node.image
         self.heartbeats.start_grace(image.brokers, monotonic_ms())
         self._last_balance_check = time.monotonic()
@@ -169,7 +233,7 @@ class ActiveController:
 
     async def _fence_expired(self) -> None:
         while True:
-            outcome = await self.write(lambda image: expired_broker_fencing(image, self.heartbeats, monotonic_ms()))
+            outcome = await self.write(self._decide_fencing)
             if outcome.decision is None or outcome.decision.response is None:
                 return
             broker_id = outcome.decision.response
@@ -177,6 +241,10 @@ class ActiveController:
                 self._log.warning("fencing failed; will retry", broker_id=broker_id, error=outcome.error_message)
                 return
             self._log.info("broker fenced", broker_id=broker_id, metadata_offset=outcome.first_offset)
+
+    def _decide_fencing(self, image: MetadataImage) -> Decision[int | None]:
+        self._account_stall()
+        return expired_broker_fencing(image, self.heartbeats, monotonic_ms())
 
     async def _rebalance_leaders(self) -> None:
         """Preferred leader elections, one bounded entry at a time, until none is left."""

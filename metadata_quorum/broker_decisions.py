@@ -47,10 +47,21 @@ def _moves(image: MetadataImage, broker_id: int, why: str) -> list[Record]:
 
 
 def broker_problem(image: MetadataImage, broker_id: int, broker_epoch: int) -> tuple[int, str] | None:
-    """Why a request from ``broker_id`` at ``broker_epoch`` cannot be served, or None."""
+    """Why a request from ``broker_id`` at ``broker_epoch`` cannot be served, or None.
+
+    An epoch older than the registration's means a newer process took the id over (each
+    incarnation keeps one epoch): that process must stop, not register again and take the
+    id back, so it is told DUPLICATE_BROKER_REGISTRATION rather than STALE_BROKER_EPOCH."""
     broker = image.brokers.get(broker_id)
     if broker is None:
         return common.BROKER_NOT_REGISTERED, f"broker {broker_id} is not registered; register (restart the broker) and retry"
+    if broker_epoch < 0:
+        return common.STALE_BROKER_EPOCH, f"broker {broker_id} has no broker epoch yet (current registration {broker.epoch}); retry once it has registered"
+    if broker_epoch < broker.epoch:
+        return common.DUPLICATE_BROKER_REGISTRATION, (
+            f"broker {broker_id} epoch {broker_epoch} was replaced by a newer process with the same id (incarnation "
+            f"{broker.incarnation_id}, epoch {broker.epoch}): stop this process, or give it another --broker-id"
+        )
     if broker.epoch != broker_epoch:
         return common.STALE_BROKER_EPOCH, f"broker {broker_id} epoch {broker_epoch} is stale (current {broker.epoch}); register again and retry"
     return None
@@ -58,24 +69,30 @@ def broker_problem(image: MetadataImage, broker_id: int, broker_epoch: int) -> t
 
 def register_broker(image: MetadataImage, request: pb.RegisterBrokerRequest, heartbeats: BrokerHeartbeatManager, now_ms: int) -> Decision[pb.RegisterBrokerResponse]:
     """A broker process starts: a new registration (fenced until caught up) with a new epoch.
-    A retry of the same incarnation gets its existing epoch; another live process with the
-    same id is refused until its session expires."""
+
+    A retry of the same incarnation gets its existing epoch and changes nothing. A new
+    incarnation replaces the registration at once (KIP-903's broker epochs make that safe):
+    a process restarting with the same id must not wait out the old one's session, which a
+    newly active controller grants in full to every broker. The old registration's epoch is
+    fenced with it, and its leaderships and ISR memberships move in the same entry; should
+    the old process still run, its requests carry that epoch and are refused from then on
+    (see broker_problem), so two processes never take the id from each other in turn."""
+    if not request.incarnation_id:
+        return Decision((), pb.RegisterBrokerResponse(
+            error_code=common.INVALID_REQUEST,
+            error_message=f"broker {request.broker_id} registered without an incarnation id: send a fresh one per process start",
+        ))
     existing = image.brokers.get(request.broker_id)
     if existing is not None and existing.incarnation_id == request.incarnation_id:
         heartbeats.touch(request.broker_id, now_ms)
         return Decision((), pb.RegisterBrokerResponse(broker_epoch=existing.epoch))
-    if existing is not None and not existing.fenced and heartbeats.is_alive(request.broker_id, now_ms):
-        since = heartbeats.since_last_contact_ms(request.broker_id, now_ms)
-        return Decision((), pb.RegisterBrokerResponse(
-            error_code=common.DUPLICATE_BROKER_REGISTRATION,
-            error_message=(
-                f"broker id {request.broker_id} is registered by another live process (incarnation {existing.incarnation_id}, "
-                f"last heartbeat {since} ms ago); if that process is gone, retry after broker.session.timeout.ms "
-                f"({heartbeats.session_timeout_ms} ms), otherwise give this broker another id"
-            ),
-        ))
     records: list[Record] = []
     if existing is not None and not existing.fenced:
+        log.warning(
+            "new broker incarnation replaces a live registration", broker_id=request.broker_id, broker_epoch=existing.epoch,
+            incarnation_id=request.incarnation_id, replaced_incarnation_id=existing.incarnation_id,
+            since_last_heartbeat_ms=heartbeats.since_last_contact_ms(request.broker_id, now_ms),
+        )
         records += _moves(image, request.broker_id, "broker re-registered with a new incarnation")
     records.append(RegisterBrokerRecord(request.broker_id, NEW_BROKER_EPOCH, request.host, request.port, request.rack, request.incarnation_id))
     heartbeats.touch(request.broker_id, now_ms)

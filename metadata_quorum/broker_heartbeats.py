@@ -4,7 +4,9 @@ Kept in memory on the active controller only (KIP-631): the quorum replicates de
 (fence, unfence), never heartbeats. Time is passed in as ``now_ms`` so fencing is tested
 without a clock. A newly active controller calls ``start_grace`` so that every registered
 broker gets one full session before it can be fenced: the new controller has not heard from
-anyone yet, which is not the brokers' fault.
+anyone yet, which is not the brokers' fault. For the same reason, time during which the
+controller itself could not have processed a heartbeat (its event loop stalled) is not held
+against the brokers: ``credit_stall`` moves every session forward by that much.
 """
 
 from __future__ import annotations
@@ -27,6 +29,13 @@ class BrokerHeartbeatManager:
     def touch(self, broker_id: int, now_ms: int) -> None:
         """A heartbeat or registration from ``broker_id`` arrived at ``now_ms``."""
         self._last_contact_ms[broker_id] = max(now_ms, self._last_contact_ms.get(broker_id, now_ms))
+
+    def credit_stall(self, stall_ms: int, now_ms: int) -> None:
+        """The controller could not process heartbeats for ``stall_ms`` up to ``now_ms``:
+        heartbeats that arrived meanwhile were not seen, so sessions are judged as if the
+        stall had not happened (never beyond ``now_ms``)."""
+        assert stall_ms >= 0
+        self._last_contact_ms = {b: min(now_ms, last + stall_ms) for b, last in self._last_contact_ms.items()}
 
     def forget(self, broker_id: int) -> None:
         self._last_contact_ms.pop(broker_id, None)

@@ -308,10 +308,12 @@ class MetadataFollower:
                 image = replace(image, cluster_id=batch.cluster_id)
         if image.offset == previous.offset and not batch.snapshot:
             return
-        self._image = image
         result = self._listener(previous, image)
         if inspect.isawaitable(result):
             await result
+        # Only now: the offset this broker reports (heartbeats, metadata answers) is one it
+        # has fully acted on, and a listener that failed gets the same records again.
+        self._image = image
         async with self._applied:
             self._applied.notify_all()
 

@@ -13,6 +13,7 @@ import grpc
 
 from metadata_quorum.controller_router import ControllerError, ControllerRouter
 from metadata_quorum.endpoints import Endpoint, parse_endpoints
+from metadata_quorum.topic_admin import PARTITIONS_PER_ENTRY_MAX
 from proto import common_pb2 as common
 from proto import controller_pb2 as pb
 from proto import controller_pb2_grpc
@@ -48,9 +49,11 @@ class ControllerClient:
             self._channels[key] = grpc.insecure_channel(f"{key[0]}:{key[1]}", options=[("grpc.max_receive_message_length", MESSAGE_BYTES_MAX)])
         return controller_pb2_grpc.ControllerServiceStub(self._channels[key])
 
-    def _call(self, method: str, request, write: bool = True, endpoint: Endpoint | None = None):
+    def _call(self, method: str, request, write: bool = True, endpoint: Endpoint | None = None, rpc_timeout_s: float | None = None):
         """One RPC, retried against other controllers until ``timeout_s``. Read RPCs are
-        answered by any controller; write RPCs only by the active one."""
+        answered by any controller; write RPCs only by the active one. ``rpc_timeout_s``
+        overrides the per-attempt deadline for a write known to take longer."""
+        rpc_timeout_s = rpc_timeout_s or self.rpc_timeout_s
         deadline = time.monotonic() + self.timeout_s
         last = "no controller tried yet"
         while True:
@@ -59,7 +62,7 @@ class ControllerClient:
             if remaining <= 0:
                 raise ControllerError(common.REQUEST_TIMED_OUT, f"{method} got no answer within {self.timeout_s:.0f} s ({last}); check the controllers with `kraftlog quorum describe`")
             try:
-                response = getattr(self._stub(target), method)(request, timeout=min(self.rpc_timeout_s, remaining))
+                response = getattr(self._stub(target), method)(request, timeout=min(rpc_timeout_s, remaining))
             except grpc.RpcError as e:
                 if e.code() not in _RETRIABLE_TRANSPORT:
                     raise ControllerError(common.UNKNOWN_SERVER_ERROR, f"{self._router.describe(target)} failed {method}: {e.code().name} {e.details()}") from None
@@ -91,7 +94,10 @@ class ControllerClient:
             topics=[pb.CreateTopicsRequest.Topic(name=n, num_partitions=p, replication_factor=rf, configs=dict(c)) for n, p, rf, c in topics],
             validate_only=validate_only,
         )
-        response = self._call("CreateTopics", request)
+        # A large creation commits in several Raft entries; an attempt cut off by its deadline
+        # would be retried and answered TOPIC_ALREADY_EXISTS although it succeeded.
+        entries = sum(-(-p // PARTITIONS_PER_ENTRY_MAX) for _, p, _, _ in topics)
+        response = self._call("CreateTopics", request, rpc_timeout_s=self.rpc_timeout_s * max(1, entries))
         self._raise_failed(response.topics)
         return list(response.topics)
 

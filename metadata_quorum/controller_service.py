@@ -65,6 +65,7 @@ class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
         return response
 
     async def BrokerHeartbeat(self, request: pb.BrokerHeartbeatRequest, context) -> pb.BrokerHeartbeatResponse:
+        self.controller.note_heartbeat(request.broker_id, request.broker_epoch)
         response, _ = await self._write(
             lambda image: broker_decisions.broker_heartbeat(image, request, self.controller.heartbeats, monotonic_ms()), pb.BrokerHeartbeatResponse
         )
@@ -108,13 +109,21 @@ class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
             self._log.warning("could not fence a disconnected broker; its session timeout will", broker_id=broker_id, error=outcome.error_message)
 
     async def StreamMetadata(self, request: pb.StreamMetadataRequest, context):
-        """Snapshot when the ring no longer reaches ``from_offset``, then deltas as they apply."""
+        """A snapshot first when the broker starts from nothing (``from_offset`` ≤ 1) or the ring
+        no longer reaches ``from_offset``, then deltas as they apply.
+
+        A starting broker gets the current image, never the log from its beginning: replayed
+        one entry at a time, history looks like orders (lead partition P in an epoch long
+        over, drop the replica of a topic deleted and later recreated under the same name)
+        and a restarting broker acting on them would damage its logs."""
         next_offset = max(request.from_offset, 1)
+        first_contact = request.from_offset <= 1
         me = self.node.voter.node_id
         while True:
             wake = self.node.applied_event
             image, recent = self.node.read_since(next_offset)
-            if recent is None:
+            if first_contact or recent is None:
+                first_contact = False
                 records = image_to_records(image)
                 yield pb.MetadataBatch(snapshot=True, base_offset=image.offset, last_offset=image.offset, records=[to_proto(r) for r in records], cluster_id=image.cluster_id, controller_id=me)
                 next_offset = image.offset + 1

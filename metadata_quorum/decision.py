@@ -1,5 +1,6 @@
-"""What a controller decision returns: records to commit as one Raft entry, and the answer
-to send once they have committed (or at once, when there are no records)."""
+"""What a controller decision returns: records to commit (as one Raft entry, or as several
+where the decision says a prefix may commit on its own), and the answer to send once they
+have committed (or at once, when there are no records)."""
 
 from __future__ import annotations
 
@@ -15,3 +16,11 @@ R = TypeVar("R")
 class Decision(Generic[R]):
     records: tuple[Record, ...]
     response: R
+    # Indexes into ``records`` where another Raft entry starts; empty: one entry. Only a
+    # decision whose every prefix (cut at these indexes) leaves a consistent image sets them.
+    entry_starts: tuple[int, ...] = ()
+
+    def entries(self) -> list[tuple[Record, ...]]:
+        """The records, cut into the entries to commit one after another."""
+        bounds = [0, *self.entry_starts, len(self.records)]
+        return [self.records[a:b] for a, b in zip(bounds, bounds[1:]) if b > a]

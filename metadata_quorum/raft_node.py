@@ -36,6 +36,13 @@ from proto import common_pb2
 log = structlog.get_logger("controller")
 
 RING_RECORDS_MAX = 20_000
+# pysyncobj checks these on its one thread, which also applies entries and writes dumps: a
+# follower that spent longer than the timeout applying (or waiting for the GIL on a busy
+# machine) starts an election before it reads the leader's pending heartbeat. Kafka's
+# controller.quorum.election.timeout.ms is 1 s; entries are kept small (topic_admin) so that
+# one apply takes a small fraction of the minimum.
+RAFT_ELECTION_TIMEOUT_MIN_S = 0.5
+RAFT_ELECTION_TIMEOUT_MAX_S = 1.0
 PROPOSAL_TIMEOUT_S = 5.0
 
 
@@ -141,9 +148,9 @@ class ControllerRaftNode:
             password=password,
             autoTickPeriod=0.005,
             appendEntriesPeriod=0.01,
-            raftMinTimeout=0.1,
-            raftMaxTimeout=0.3,
-            leaderFallbackTimeout=0.5,
+            raftMinTimeout=RAFT_ELECTION_TIMEOUT_MIN_S,
+            raftMaxTimeout=RAFT_ELECTION_TIMEOUT_MAX_S,
+            leaderFallbackTimeout=RAFT_ELECTION_TIMEOUT_MAX_S,
             connectionRetryTime=0.1,
             useFork=False,  # forking a process that runs gRPC threads is unsafe
         )

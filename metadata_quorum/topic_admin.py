@@ -27,6 +27,10 @@ from proto import controller_pb2 as pb
 
 TOPIC_NAME_LENGTH_MAX = 249
 PARTITIONS_PER_TOPIC_MAX = 10_000
+# A Raft entry of a topic creation holds at most this many partitions: a controller applies
+# (and a follower receives) one entry per Raft tick, so an entry must apply well within
+# raftMinTimeout on a busy machine. About 35 KB encoded.
+PARTITIONS_PER_ENTRY_MAX = 500
 T = TypeVar("T")
 _LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 
@@ -71,8 +75,14 @@ def _new_partitions(image: MetadataImage, topic_id: str, first: int, count: int,
 
 
 def create_topics(image: MetadataImage, request: pb.CreateTopicsRequest, new_topic_id: Callable[[], str]) -> Decision[pb.CreateTopicsResponse]:
-    """Validate each topic and place its partitions; all valid topics commit as one entry."""
+    """Validate each topic and place its partitions. The records of all valid topics commit
+    in entries of at most PARTITIONS_PER_ENTRY_MAX partitions: a topic's partitions first
+    (kept aside by the image, invisible), then its TopicRecord with its configs in one entry,
+    which makes the whole topic appear at once. A creation cut short leaves only invisible
+    partitions, which the controller drops (``abandon_pending_topics``)."""
     records: list[Record] = []
+    entry_starts: list[int] = []
+    entry_start = 0
     results = []
     seen: set[str] = set()
     for t in request.topics:
@@ -90,6 +100,7 @@ def create_topics(image: MetadataImage, request: pb.CreateTopicsRequest, new_top
         if problem is None:
             try:
                 configs = topic_config.validate(dict(t.configs))
+                topic_config.check_min_insync_replicas(configs, t.replication_factor)
             except topic_config.InvalidConfigError as e:
                 problem, code = str(e), common.INVALID_CONFIG
         seen.add(t.name)
@@ -100,10 +111,21 @@ def create_topics(image: MetadataImage, request: pb.CreateTopicsRequest, new_top
         results.append(_result(t.name, topic_id=topic_id))
         if request.validate_only:
             continue
+        for partition in _new_partitions(image, topic_id, 0, t.num_partitions, t.replication_factor):
+            if len(records) - entry_start >= PARTITIONS_PER_ENTRY_MAX:
+                entry_start = len(records)
+                entry_starts.append(entry_start)
+            records.append(partition)
         records.append(TopicRecord(t.name, topic_id))
-        records.extend(_new_partitions(image, topic_id, 0, t.num_partitions, t.replication_factor))
         records.extend(ConfigRecord(t.name, k, v) for k, v in sorted(configs.items()))
-    return Decision(tuple(records), pb.CreateTopicsResponse(topics=results))
+    return Decision(tuple(records), pb.CreateTopicsResponse(topics=results), tuple(entry_starts))
+
+
+def abandon_pending_topics(image: MetadataImage) -> Decision[int]:
+    """Drop the partitions of topic creations that never got their TopicRecord (the
+    controller creating them lost leadership or an entry failed); the response is how many
+    creations were dropped. Their clients got an error or no answer and retry."""
+    return Decision(tuple(RemoveTopicRecord(topic_id) for topic_id in sorted(image.pending_partitions)), len(image.pending_partitions))
 
 
 def _unknown_topic(name: str) -> pb.TopicResult:
@@ -166,11 +188,16 @@ def create_partitions(image: MetadataImage, request: pb.CreatePartitionsRequest)
     return Decision(records, pb.CreatePartitionsResponse(topics=results))
 
 
+def _replication_factor(topic: TopicImage) -> int:
+    """The smallest replica count among the topic's partitions once reassignments complete."""
+    return min(len(p.target_replicas) for p in topic.partitions.values())
+
+
 def alter_configs(image: MetadataImage, request: pb.AlterConfigsRequest) -> Decision[pb.AlterConfigsResponse]:
     """Incremental alter: SET validates the value, DELETE returns a key to its default."""
 
     def alter(topic: TopicImage, t: pb.AlterConfigsRequest.Topic) -> list[Record] | Refusal:
-        out: list[Record] = []
+        out: list[ConfigRecord] = []
         try:
             for op in t.ops:
                 if op.op == pb.AlterConfigsRequest.DELETE:
@@ -178,9 +205,12 @@ def alter_configs(image: MetadataImage, request: pb.AlterConfigsRequest) -> Deci
                     out.append(ConfigRecord(t.name, op.key, None))
                 else:
                     out.append(ConfigRecord(t.name, op.key, topic_config.validate({op.key: op.value})[op.key]))
+            after = dict(image.configs.get(t.name, {}))
+            after.update({r.key: r.value for r in out})
+            topic_config.check_min_insync_replicas({k: v for k, v in after.items() if v is not None}, _replication_factor(topic))
         except topic_config.InvalidConfigError as e:
             return Refusal(common.INVALID_CONFIG, str(e))
-        return out
+        return list(out)
 
     records, results = _for_existing_topics(image, request.topics, lambda t: t.name, alter, request.validate_only)
     elections = changes_electing_offline(apply_all(image, records), {r.topic for r in records if isinstance(r, ConfigRecord)})

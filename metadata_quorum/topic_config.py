@@ -96,6 +96,18 @@ def validate(raw: Mapping[str, str]) -> dict[str, str]:
     return normalised
 
 
+def check_min_insync_replicas(overrides: Mapping[str, str], replication_factor: int) -> None:
+    """Refuse a min.insync.replicas no ISR of ``replication_factor`` replicas can reach: every
+    acks=all write would fail with NOT_ENOUGH_REPLICAS."""
+    raw = overrides.get("min.insync.replicas")
+    if raw is not None and int(raw) > replication_factor:
+        raise InvalidConfigError(
+            f"config 'min.insync.replicas' {raw} is larger than the replication factor {replication_factor}, so every acks=all write "
+            f"would fail with NOT_ENOUGH_REPLICAS; set it to at most {replication_factor} (usually {max(1, replication_factor - 1)}) "
+            f"or give the topic at least {raw} replicas (a new topic: --replication-factor; an existing one: reassign its partitions)"
+        )
+
+
 def effective(overrides: Mapping[str, str]) -> dict[str, object]:
     """Every key with its typed value: the override where one is set, else the default."""
     out: dict[str, object] = {name: spec.default for name, spec in TOPIC_CONFIG_KEYS.items()}

@@ -82,20 +82,22 @@ class PartitionProduceResponse(_message.Message):
     def __init__(self, partition: _Optional[int] = ..., error_code: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., base_offset: _Optional[int] = ..., log_append_time_ms: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., current_leader: _Optional[_Union[_common_pb2.LeaderHint, _Mapping]] = ...) -> None: ...
 
 class FetchRequest(_message.Message):
-    __slots__ = ("max_wait_ms", "min_bytes", "max_bytes", "topics", "format", "client_id")
+    __slots__ = ("max_wait_ms", "min_bytes", "max_bytes", "topics", "format", "client_id", "repair_read")
     MAX_WAIT_MS_FIELD_NUMBER: _ClassVar[int]
     MIN_BYTES_FIELD_NUMBER: _ClassVar[int]
     MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     FORMAT_FIELD_NUMBER: _ClassVar[int]
     CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    REPAIR_READ_FIELD_NUMBER: _ClassVar[int]
     max_wait_ms: int
     min_bytes: int
     max_bytes: int
     topics: _containers.RepeatedCompositeFieldContainer[FetchTopic]
     format: RecordFormat
     client_id: str
-    def __init__(self, max_wait_ms: _Optional[int] = ..., min_bytes: _Optional[int] = ..., max_bytes: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[FetchTopic, _Mapping]]] = ..., format: _Optional[_Union[RecordFormat, str]] = ..., client_id: _Optional[str] = ...) -> None: ...
+    repair_read: bool
+    def __init__(self, max_wait_ms: _Optional[int] = ..., min_bytes: _Optional[int] = ..., max_bytes: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[FetchTopic, _Mapping]]] = ..., format: _Optional[_Union[RecordFormat, str]] = ..., client_id: _Optional[str] = ..., repair_read: _Optional[bool] = ...) -> None: ...
 
 class FetchTopic(_message.Message):
     __slots__ = ("topic", "partitions")
@@ -302,7 +304,7 @@ class DescribeLogsResponse(_message.Message):
     def __init__(self, broker_id: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[PartitionLogState, _Mapping]]] = ...) -> None: ...
 
 class PartitionLogState(_message.Message):
-    __slots__ = ("topic", "partition", "is_leader", "leader_epoch", "log_start_offset", "log_end_offset", "high_watermark", "size_bytes", "error_code", "replicas", "checksum_below_hw", "latest_epoch")
+    __slots__ = ("topic", "partition", "is_leader", "leader_epoch", "log_start_offset", "log_end_offset", "high_watermark", "size_bytes", "error_code", "replicas", "checksum_below_hw", "latest_epoch", "damaged_ranges")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     IS_LEADER_FIELD_NUMBER: _ClassVar[int]
@@ -315,6 +317,7 @@ class PartitionLogState(_message.Message):
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
     CHECKSUM_BELOW_HW_FIELD_NUMBER: _ClassVar[int]
     LATEST_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    DAMAGED_RANGES_FIELD_NUMBER: _ClassVar[int]
     topic: str
     partition: int
     is_leader: bool
@@ -327,7 +330,8 @@ class PartitionLogState(_message.Message):
     replicas: _containers.RepeatedCompositeFieldContainer[ReplicaProgress]
     checksum_below_hw: int
     latest_epoch: int
-    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., is_leader: _Optional[bool] = ..., leader_epoch: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ..., size_bytes: _Optional[int] = ..., error_code: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., replicas: _Optional[_Iterable[_Union[ReplicaProgress, _Mapping]]] = ..., checksum_below_hw: _Optional[int] = ..., latest_epoch: _Optional[int] = ...) -> None: ...
+    damaged_ranges: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., is_leader: _Optional[bool] = ..., leader_epoch: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ..., size_bytes: _Optional[int] = ..., error_code: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., replicas: _Optional[_Iterable[_Union[ReplicaProgress, _Mapping]]] = ..., checksum_below_hw: _Optional[int] = ..., latest_epoch: _Optional[int] = ..., damaged_ranges: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ReplicaProgress(_message.Message):
     __slots__ = ("broker_id", "log_end_offset", "last_caught_up_ms", "in_sync")

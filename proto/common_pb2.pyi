@@ -48,6 +48,7 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     BROKER_NOT_AVAILABLE: _ClassVar[ErrorCode]
     INVALID_REQUIRED_ACKS: _ClassVar[ErrorCode]
     OFFSET_NOT_AVAILABLE: _ClassVar[ErrorCode]
+    INVALID_RECORD: _ClassVar[ErrorCode]
 NONE: ErrorCode
 UNKNOWN_SERVER_ERROR: ErrorCode
 NOT_LEADER_OR_FOLLOWER: ErrorCode
@@ -87,6 +88,7 @@ REPLICA_NOT_AVAILABLE: ErrorCode
 BROKER_NOT_AVAILABLE: ErrorCode
 INVALID_REQUIRED_ACKS: ErrorCode
 OFFSET_NOT_AVAILABLE: ErrorCode
+INVALID_RECORD: ErrorCode
 
 class Header(_message.Message):
     __slots__ = ("key", "value")

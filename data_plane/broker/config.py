@@ -58,6 +58,8 @@ class BrokerConfig:
     hw_checkpoint_interval_ms: int = 5000
     retention_check_interval_ms: int = 30000
     flush_check_interval_ms: int = 1000
+    scrub_interval_ms: int = 1000
+    scrub_bytes_per_second: int = 8 * MIB  # background CRC verification of stored batches; 0: off
     fetch_max_wait_ms_cap: int = 30000
     controlled_shutdown_timeout_s: float = 30.0
     topic_defaults: dict[str, str] = field(default_factory=dict)
@@ -83,6 +85,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="DELIBERATELY WRONG replication, for chaos negative controls only: never in production")
     parser.add_argument("--retention-check-interval-ms", type=int, default=30000)
     parser.add_argument("--log-format", choices=["console", "json"], default="console")
+    parser.add_argument("--scrub-bytes-per-second", type=int, default=8 * MIB,
+                        help="rate of the background CRC check of stored batches (0: off)")
 
 
 def from_args(args: argparse.Namespace) -> BrokerConfig:
@@ -103,4 +107,5 @@ def from_args(args: argparse.Namespace) -> BrokerConfig:
         peer_addresses=parse_address_overrides(args.peer_address, "--peer-address"),
         unsafe=UnsafeBehaviour(args.unsafe_testing) if args.unsafe_testing else None,
         retention_check_interval_ms=args.retention_check_interval_ms,
+        scrub_bytes_per_second=args.scrub_bytes_per_second,
     )

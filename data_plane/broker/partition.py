@@ -154,6 +154,11 @@ class Partition:
         self.apply(self.leader_core.add_delayed_produce(token, required_offset, deadline_ms, now_ms))
         return future
 
+    @property
+    def has_delayed_produces(self) -> bool:
+        """acks=all produces are waiting here (the timer must expire them)."""
+        return bool(self._produce_waiters)
+
     def _complete(self, outcomes: tuple[ProduceOutcome, ...]) -> None:
         for outcome in outcomes:
             future = self._produce_waiters.pop(outcome.token, None)  # type: ignore[arg-type]

@@ -10,6 +10,14 @@ Answers are applied only if the partition still follows the same leader in the s
 epoch from the same offset; anything else is a stale answer and is dropped (the follower
 half of leader-epoch fencing). A diverging-epoch answer truncates the log by KIP-279's rule
 and the next round fetches again from the new end. Batches are appended as bytes.
+
+A replica must never stop replicating in silence, so every wait is bounded and explained:
+every metadata change wakes every fetcher (it may change what a round sends even when the
+fetcher's partition set stays the same); a round with nothing to send looks again within
+`fetch_round.IDLE_RECHECK_S`; a partition held back is logged with the reason (and again
+when it is fetched again); a stream whose answer does not come within the leader's wait
+plus `ANSWER_GRACE_S` is treated as broken and reopened; a diverging answer that changes
+nothing locally backs the partition off with a warning instead of spinning.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ import structlog
 
 from data_plane.broker.config import BrokerConfig, UnsafeBehaviour
 from data_plane.broker.errors import PartitionError
+from data_plane.broker.fetch_round import RoundPlan, plan_round, skip_changes
 from data_plane.broker.partition import Partition
 from data_plane.broker.replica_manager import ReplicaManager, TopicPartition
 from data_plane.replication.divergence import DivergingEpoch, truncation_for_diverging_epoch
@@ -37,6 +46,9 @@ PARTITION_BACKOFF_S = 0.2
 # the one that moved it): a matter of milliseconds, and it delays every failover.
 METADATA_SKEW_BACKOFF_S = 0.01
 METADATA_SKEW = (common_pb2.UNKNOWN_LEADER_EPOCH, common_pb2.NOT_LEADER_OR_FOLLOWER, common_pb2.FENCED_LEADER_EPOCH)
+# How much longer than its own long-poll wait a leader may take to answer before the stream
+# counts as broken (a leader that lost the stream's request, or a half-open connection).
+ANSWER_GRACE_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -56,6 +68,7 @@ class LeaderFetcher:
     manager: "ReplicaFetcherManager"
     partitions: set[TopicPartition] = field(default_factory=set)
     backoff_until: dict[TopicPartition, float] = field(default_factory=dict)
+    skipped: dict[TopicPartition, str] = field(default_factory=dict)  # held back, as last logged
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task | None = None
 
@@ -68,6 +81,9 @@ class LeaderFetcher:
             except grpc.aio.AioRpcError as exc:
                 self.manager.log.info("replica fetch stream broke; reconnecting", leader=self.leader_id,
                                       address=self.address, code=exc.code().name)
+            except ConnectionError as exc:
+                self.manager.log.warning("replica fetch stream broke; reconnecting", leader=self.leader_id,
+                                         address=self.address, reason=str(exc))
             except Exception:  # a fetcher must outlive any single bad answer
                 self.manager.log.exception("replica fetcher failed; restarting it", leader=self.leader_id)
             await self._pause(RECONNECT_BACKOFF_S)
@@ -83,28 +99,33 @@ class LeaderFetcher:
     async def _stream(self) -> None:
         config = self.manager.config
         options = [("grpc.max_receive_message_length", config.request_max_bytes)]
+        answer_timeout_s = config.replica_fetch_wait_max_ms / 1000 + ANSWER_GRACE_S
         async with grpc.aio.insecure_channel(self.address, options=options) as channel:
             call = broker_pb2_grpc.BrokerStub(channel).ReplicaFetch()
             while True:
-                request, sent = self._request()
+                request, sent, idle_s = self._request()
                 if not sent:
-                    await self._pause(self._idle_seconds())
+                    await self._pause(idle_s)
                     continue
-                await call.write(request)
-                response = await call.read()
+                try:
+                    await asyncio.wait_for(call.write(request), answer_timeout_s)
+                    response = await asyncio.wait_for(call.read(), answer_timeout_s)
+                except asyncio.TimeoutError:
+                    call.cancel()
+                    raise ConnectionError(f"leader {self.leader_id} did not answer within {answer_timeout_s:.1f}s") from None
                 if response is grpc.aio.EOF:
                     raise ConnectionError(f"leader {self.leader_id} closed the replica fetch stream")
                 self._apply(response, sent)
 
-    def _idle_seconds(self) -> float:
-        if not self.backoff_until:
-            return 3600.0
-        return max(0.0, min(self.backoff_until.values()) - time.monotonic())
-
-    def _request(self) -> tuple[broker_pb2.ReplicaFetchRequest, dict[TopicPartition, _Sent]]:
+    def _request(self) -> tuple[broker_pb2.ReplicaFetchRequest, dict[TopicPartition, _Sent], float]:
+        """This round's request, what it asked per partition, and how long to wait if it asks
+        for nothing."""
         config = self.manager.config
         now = time.monotonic()
         self.backoff_until = {tp: t for tp, t in self.backoff_until.items() if t > now and tp in self.partitions}
+        followers = {tp: self.manager.follower_or_reason(tp, self.leader_id) for tp in self.partitions}
+        plan = plan_round({tp: f if isinstance(f, str) else None for tp, f in followers.items()}, self.backoff_until, now)
+        self._log_skips(plan)
         request = broker_pb2.ReplicaFetchRequest(
             replica_id=config.broker_id,
             broker_epoch=self.manager.broker_epoch(),
@@ -113,12 +134,9 @@ class LeaderFetcher:
             max_bytes=config.replica_fetch_max_bytes,
         )
         sent: dict[TopicPartition, _Sent] = {}
-        for tp in sorted(self.partitions):
-            if tp in self.manager.unsafe_stalled:
-                continue
-            partition = self.manager.follower(tp, self.leader_id)
-            if partition is None or tp in self.backoff_until:
-                continue
+        for tp in plan.send:
+            partition = followers[tp]
+            assert isinstance(partition, Partition), (tp, partition)
             plog = partition.log
             request.partitions.add(
                 topic=tp[0], partition=tp[1], fetch_offset=plog.log_end_offset,
@@ -126,14 +144,24 @@ class LeaderFetcher:
                 current_leader_epoch=partition.state.leader_epoch, log_start_offset=plog.log_start_offset,
             )
             sent[tp] = _Sent(partition.state.leader_epoch, plog.log_end_offset)
-        return request, sent
+        return request, sent, plan.idle_s
+
+    def _log_skips(self, plan: RoundPlan) -> None:
+        """Say when a partition stops being fetched, why, and when it is fetched again."""
+        held, resumed = skip_changes(self.skipped, plan)
+        for tp, reason in held.items():
+            self.manager.log.info("replica fetch holding a partition back", topic=tp[0], partition=tp[1],
+                                  leader=self.leader_id, reason=reason)
+        for tp in resumed:
+            self.manager.log.info("replica fetch resumed", topic=tp[0], partition=tp[1], leader=self.leader_id)
+        self.skipped = dict(plan.skipped)
 
     def _apply(self, response: broker_pb2.ReplicaFetchResponse, sent: dict[TopicPartition, _Sent]) -> None:
         for answer in response.partitions:
             tp = (answer.topic, answer.partition)
-            partition = self.manager.follower(tp, self.leader_id)
+            partition = self.manager.follower_or_reason(tp, self.leader_id)
             asked = sent.get(tp)
-            if partition is None or asked is None:
+            if isinstance(partition, str) or asked is None:
                 continue
             stale = partition.state.leader_epoch != asked.leader_epoch or partition.log.log_end_offset != asked.fetch_offset
             if stale and not partition.skip_epoch_fencing:
@@ -161,10 +189,19 @@ class LeaderFetcher:
             truncation = truncation_for_diverging_epoch(
                 diverging, partition.log.leader_epoch_cache.entries, partition.log.log_end_offset
             )
+            before = (partition.log.log_end_offset, partition.log.leader_epoch_cache.latest_epoch)
             replicas.truncate_follower(
                 partition, truncation.offset,
                 f"diverged from leader {self.leader_id} at epoch {diverging.epoch} (ends at {diverging.end_offset} there)",
             )
+            if (partition.log.log_end_offset, partition.log.leader_epoch_cache.latest_epoch) == before:
+                # The next fetch would be the same and so would the answer: never spin on it.
+                self.backoff_until[tp] = time.monotonic() + PARTITION_BACKOFF_S
+                self.manager.log.warning(
+                    "diverging answer changed nothing locally; backing off", topic=tp[0], partition=tp[1],
+                    leader=self.leader_id, leader_epoch=partition.state.leader_epoch, diverging_epoch=diverging.epoch,
+                    diverging_end_offset=diverging.end_offset, log_end_offset=before[0], last_epoch=before[1],
+                )
             return
         if answer.batches:
             replicas.append_as_follower(partition, answer.batches)
@@ -181,8 +218,14 @@ class LeaderFetcher:
             replicas.restart_follower_at(partition, answer.log_start_offset)
         elif leo > answer.log_end_offset >= 0:
             replicas.truncate_follower(partition, answer.log_end_offset, f"ahead of leader {self.leader_id}'s log end")
-        else:
+        else:  # the leader could not place our last epoch in its history: say so, never spin in silence
             self.backoff_until[(partition.topic, partition.partition)] = time.monotonic() + PARTITION_BACKOFF_S
+            self.manager.log.warning(
+                "leader cannot place this replica's log; backing off", topic=partition.topic, partition=partition.partition,
+                leader=self.leader_id, leader_epoch=partition.state.leader_epoch, log_end_offset=leo,
+                last_epoch=partition.log.leader_epoch_cache.latest_epoch, leader_log_start_offset=answer.log_start_offset,
+                leader_log_end_offset=answer.log_end_offset, message=answer.error_message,
+            )
 
 
 class ReplicaFetcherManager:
@@ -200,19 +243,33 @@ class ReplicaFetcherManager:
         stall = config.unsafe is UnsafeBehaviour.STALL_FETCHER
         self.unsafe_stalled: frozenset[TopicPartition] = frozenset(replicas.logs.partitions()) if stall else frozenset()
 
-    def follower(self, tp: TopicPartition, leader_id: int) -> Partition | None:
-        """The local replica of ``tp`` if it still follows ``leader_id`` and is online."""
+    def follower_or_reason(self, tp: TopicPartition, leader_id: int) -> Partition | str:
+        """The local replica of ``tp`` if it still follows ``leader_id`` and is online, else
+        why it cannot be fetched from that leader."""
+        if tp in self.unsafe_stalled:
+            return "unsafe testing: stall-fetcher holds back the replicas found on disk at start"
         partition = self.replicas.partitions.get(tp)
-        if partition is None or partition.offline_reason is not None or partition.is_leader:
-            return None
-        return partition if partition.state.leader == leader_id else None
+        if partition is None:
+            return "no local replica"
+        if partition.offline_reason is not None:
+            return f"local log offline: {partition.offline_reason}"
+        if partition.is_leader:
+            return f"this broker leads it (leader epoch {partition.state.leader_epoch})"
+        if partition.state.leader != leader_id:
+            return f"its leader is now broker {partition.state.leader} (leader epoch {partition.state.leader_epoch})"
+        if partition.state.leader_epoch < partition.log.leader_epoch_cache.latest_epoch:
+            return (f"metadata older than the log (leader epoch {partition.state.leader_epoch} < "
+                    f"{partition.log.leader_epoch_cache.latest_epoch} in the log); waiting for newer metadata")
+        return partition
 
     def start(self) -> None:
         self._running = True
         self.sync()
 
     def sync(self) -> None:
-        """Called after every metadata change: move partitions between fetchers."""
+        """Called after every metadata change: move partitions between fetchers, and wake every
+        fetcher, since a change of leader epoch or state changes what its next round sends
+        even when its partition set stays the same."""
         if not self._running:
             return
         wanted: dict[int, set[TopicPartition]] = {}
@@ -221,13 +278,13 @@ class ReplicaFetcherManager:
             if leader >= 0 and leader != self.config.broker_id and partition.offline_reason is None:
                 wanted.setdefault(leader, set()).add(tp)
         for leader_id in list(self.fetchers):
-            address = self._address(leader_id)
+            address = self.broker_address(leader_id)
             if leader_id not in wanted or self.fetchers[leader_id].address != address:
                 self._stop_fetcher(leader_id)
         for leader_id, tps in wanted.items():
             fetcher = self.fetchers.get(leader_id)
             if fetcher is None:
-                address = self._address(leader_id)
+                address = self.broker_address(leader_id)
                 if address is None:
                     continue  # the leader's registration has not arrived yet; a later image brings it
                 fetcher = self.fetchers[leader_id] = LeaderFetcher(leader_id, address, self)
@@ -236,9 +293,11 @@ class ReplicaFetcherManager:
             if fetcher.partitions != tps:
                 fetcher.partitions = tps
                 fetcher.backoff_until.clear()
-                fetcher.wake.set()
+            fetcher.wake.set()
 
-    def _address(self, leader_id: int) -> str | None:
+    def broker_address(self, leader_id: int) -> str | None:
+        """Where broker ``leader_id`` serves replication (``--peer-address`` first, so tests can
+        route a link through a proxy); None until its registration reaches this broker."""
         if leader_id in self.config.peer_addresses:
             host, port = self.config.peer_addresses[leader_id]
             return f"{host}:{port}"

@@ -4,8 +4,8 @@ Plain Python in, plain Python out: ``service.py`` translates gRPC messages to an
 calls. Runs entirely on the broker's asyncio loop, so no locks: every await point is
 explicit, and reads of partition state between awaits are consistent.
 
-Partitions come and go only through metadata: ``on_metadata(previous, new)`` compares two
-images and creates, updates or deletes local replicas in metadata order.
+Partitions come and go only through metadata: ``on_metadata(image)`` compares it with the last
+image applied and creates, updates or deletes local replicas in metadata order.
 """
 
 from __future__ import annotations
@@ -20,13 +20,16 @@ import structlog
 from data_plane.broker.config import BrokerConfig, UnsafeBehaviour
 from data_plane.broker.errors import PartitionError, not_leader, unknown_partition
 from data_plane.broker.partition import LeadershipState, Partition
-from data_plane.record_batch import iter_headers
+from data_plane.record_batch import BatchHeader
 from data_plane.replication.divergence import DivergingEpoch, FetchRejected, ServeFrom
 from data_plane.replication.errors import ErrorCode
 from data_plane.replication.partition_state import AlterPartitionCommitted, BrokerStatus, FollowerFetch, IsrProposal
 from data_plane.replication.producer_state import NO_PRODUCER_ID, Duplicate, ProducerState, Rejected
 from data_plane.storage import (
     CorruptBatchError,
+    DamagedRange,
+    DamagedRangeError,
+    InvalidRecordError,
     LogManager,
     LogSettings,
     OffsetOutOfRangeError,
@@ -39,6 +42,8 @@ from metadata_quorum import topic_config
 log = structlog.get_logger("broker.replicas")
 
 TopicPartition = tuple[str, int]
+APPLY_SLICE_MS = 20  # longest stretch of metadata application between yields to the event loop
+ISR_SWEEP_INTERVAL_MS = 1000  # how often tick() looks at every leader for lagging followers
 EARLIEST = -2
 LATEST = -1
 
@@ -129,45 +134,95 @@ class ReplicaManager:
         self.clock_ms = clock_ms
         self.partitions: dict[TopicPartition, Partition] = {}
         self.topic_ids: dict[str, str] = {}
-        self.image = None  # the last metadata image applied
+        self.image = None  # the metadata image being applied or last applied
+        self._applied_image = None  # the last image applied without an error
+        self._applying = False  # on_metadata is creating or changing replicas
+        self._last_isr_sweep_ms = 0
         self._log = log.bind(broker_id=config.broker_id)
         self._high_watermarks = logs.read_high_watermarks()
+        self._scrub_next = 0  # index (in sorted order) of the partition the scrub works on
         # Set by the server: where ISR proposals go (AlterPartition) and who follows leaders.
         self.propose_isr: Callable[[Partition, IsrProposal], None] = lambda partition, proposal: None
         self.followers_changed: Callable[[], None] = lambda: None
 
     # ------------------------------------------------------------------ metadata
 
-    def on_metadata(self, previous, image) -> None:
-        """React to the difference between two metadata images, in metadata order."""
+    async def on_metadata(self, image) -> None:
+        """React to the difference between the last image applied here and ``image``, in
+        metadata order. Costs in proportion to what changed: images share unchanged topics
+        and partitions, so only topics and partitions that are not the same objects as
+        before are looked at. The difference is taken from the last image applied without
+        an error, so an apply that failed half way is completed by the next one.
+
+        Creating thousands of replicas takes seconds (each new log fsyncs its files), so the
+        work yields to the event loop every APPLY_SLICE_MS: heartbeats, fetches and produces
+        go on meanwhile, and requests for replicas not created yet get a retriable answer."""
+        previous = self._applied_image
         self.image = image
-        wanted: dict[TopicPartition, tuple[str, object]] = {}
-        for name, topic in image.topics.items():
-            for index, part in topic.partitions.items():
-                if self.config.broker_id in part.replicas:
-                    wanted[(name, index)] = (topic.topic_id, part)
-        for tp in list(self.partitions):
-            if tp not in wanted or self.topic_ids.get(tp[0]) != wanted[tp][0]:
-                # Gone from this broker: the topic was deleted (or recreated under a new id),
-                # or this broker is no longer a replica. Either way its data goes.
-                self._remove_partition(tp)
-        for (name, index), (topic_id, part) in wanted.items():
-            self.topic_ids[name] = topic_id
+        self._applying = True
+        try:
+            moved = previous is None or previous.brokers is not image.brokers
+            old_topics = {} if previous is None else previous.topics
+            for name, old in old_topics.items():
+                if image.topics.get(name) is None or image.topics[name].topic_id != old.topic_id:
+                    # Deleted (or recreated under a new id): the local replicas and their data go.
+                    moved |= self._remove_topic(name)
+            for name, topic in image.topics.items():
+                old = old_topics.get(name)
+                configs_changed = previous is None or previous.configs.get(name) is not image.configs.get(name)
+                if old is topic and not configs_changed:
+                    continue
+                moved |= await self._apply_topic_change(image, topic, None if old is None or old.topic_id != topic.topic_id else old, configs_changed)
+        finally:
+            self._applying = False
+        if moved:
+            self.followers_changed()
+        self._applied_image = image
+
+    def _remove_topic(self, name: str) -> bool:
+        local = [tp for tp in self.partitions if tp[0] == name]
+        for tp in local:
+            self._remove_partition(tp)
+        self.topic_ids.pop(name, None)
+        return bool(local)
+
+    async def _apply_topic_change(self, image, topic, old, configs_changed: bool) -> bool:
+        """Bring this broker's replicas of ``topic`` in line with ``image``; ``old`` is the
+        topic as the previous image had it (None: new to this broker). True if a replica
+        came, went or changed leader (the fetchers must follow)."""
+        name = topic.name
+        settings = self._settings(image, name)
+        if configs_changed:
+            for (topic_name, _), partition in self.partitions.items():
+                if topic_name == name:
+                    partition.log.update_settings(settings)
+        changed = topic.partitions if old is None else {n: p for n, p in topic.partitions.items() if old.partitions.get(n) is not p}
+        moved = False
+        slice_started = time.monotonic()
+        for index, part in changed.items():
+            if time.monotonic() - slice_started > APPLY_SLICE_MS / 1000:
+                await asyncio.sleep(0)
+                slice_started = time.monotonic()
+            tp = (name, index)
+            existing = self.partitions.get(tp)
+            if self.config.broker_id not in part.replicas:
+                if existing is not None:  # reassigned away from this broker
+                    self._remove_partition(tp)
+                    moved = True
+                continue
+            self.topic_ids[name] = topic.topic_id
             state = LeadershipState(part.leader, part.leader_epoch, part.partition_epoch, tuple(part.replicas), tuple(part.isr))
-            existing = self.partitions.get((name, index))
-            settings = self._settings(image, name)
             if existing is None:
                 self._add_partition(name, index, state, settings)
-            else:
-                if previous is None or _configs(previous, name) != _configs(image, name):
-                    existing.log.update_settings(settings)
-                if existing.state != state:
-                    if existing.is_leader and state.leader != self.config.broker_id and self.config.unsafe is UnsafeBehaviour.SKIP_EPOCH_FENCING:
-                        self._log.warning("unsafe: ignoring a newer leader epoch, still leading", **_fields(existing),
-                                          new_leader=state.leader, new_leader_epoch=state.leader_epoch)
-                        continue
-                    self._change_leadership(existing, state)
-        self.followers_changed()
+                moved = True
+            elif existing.state != state:
+                if existing.is_leader and state.leader != self.config.broker_id and self.config.unsafe is UnsafeBehaviour.SKIP_EPOCH_FENCING:
+                    self._log.warning("unsafe: ignoring a newer leader epoch, still leading", **_fields(existing),
+                                      new_leader=state.leader, new_leader_epoch=state.leader_epoch)
+                    continue
+                moved |= existing.state.leader != state.leader
+                self._change_leadership(existing, state)
+        return moved
 
     def _propose(self, partition: Partition, proposal: IsrProposal) -> None:
         """Send an ISR proposal to the controller, which checks its epochs before committing.
@@ -222,9 +277,21 @@ class ReplicaManager:
         self._take_role(partition, state, "leader epoch changed")
 
     def _take_role(self, partition: Partition, state: LeadershipState, why: str) -> None:
-        """Become leader or follower for ``state``'s leader epoch."""
+        """Become leader or follower for ``state``'s leader epoch.
+
+        Leader epochs only grow, so a state older than the newest epoch in the log is
+        metadata from the past (a restarting broker streams the metadata log from its start
+        and sees every old leadership go by). Leading in it would re-assign that old epoch at
+        the log end and erase the epoch history after it, and followers would then truncate
+        by that wrong history; so the replica only steps aside and waits for current metadata."""
         if partition.offline_reason is not None:
             partition.state = state
+            return
+        log_epoch = partition.log.leader_epoch_cache.latest_epoch
+        if state.leader_epoch < log_epoch:
+            partition.become_follower(state)
+            self._log.info("metadata older than the log; waiting for newer metadata", **_fields(partition), reason=why,
+                           leader=state.leader, log_latest_epoch=log_epoch, log_end_offset=partition.log.log_end_offset)
             return
         if state.leader == self.config.broker_id:
             partition.become_leader(state, partition.log.settings.min_insync_replicas, self.clock_ms())
@@ -253,6 +320,11 @@ class ReplicaManager:
             return partition
         if self.image is not None and topic in self.image.topics and index in self.image.topics[topic].partitions:
             leader = self.image.topics[topic].partitions[index].leader
+            if self._applying and self.config.broker_id in self.image.topics[topic].partitions[index].replicas:
+                raise PartitionError(
+                    "REPLICA_NOT_AVAILABLE",
+                    f"{topic}-{index} is still being created on broker {self.config.broker_id} (metadata being applied): retry shortly",
+                )
             if leader == self.config.broker_id:
                 raise PartitionError(
                     "STORAGE_ERROR",
@@ -333,16 +405,26 @@ class ReplicaManager:
         if check != ErrorCode.NONE:
             raise PartitionError(check.name, f"acks must be 0, 1 or -1 (all), not {acks}")
         try:
-            duplicate = self._check_sequence(partition, item.batches)
+            located = partition.log.validate_append(item.batches)
+            duplicate = self._check_sequence(partition, [header for _, header in located])
             if duplicate is not None:
                 result.base_offset = duplicate.first_offset
                 result.log_start_offset = partition.log.log_start_offset
                 return duplicate.last_offset + 1 if duplicate.last_offset + 1 > partition.high_watermark else None
             appended = partition.log.append(
-                item.batches, assign_offsets=True, leader_epoch=partition.state.leader_epoch, now_ms=self.clock_ms()
+                item.batches, assign_offsets=True, leader_epoch=partition.state.leader_epoch, now_ms=self.clock_ms(),
+                validated=located,
             )
+        except InvalidRecordError as exc:
+            raise PartitionError(
+                exc.error_code, f"{partition.name}: {exc}; nothing was written: the producer encoded this batch wrong, "
+                "fix its encoder (data_plane.record_batch.encode_batch writes valid batches)",
+            ) from None
         except CorruptBatchError as exc:
-            raise PartitionError("CORRUPT_MESSAGE", f"{partition.name}: {exc}; nothing was written: re-encode the batch") from None
+            raise PartitionError(
+                "CORRUPT_MESSAGE", f"{partition.name}: {exc}; nothing was written: the bytes changed after they were "
+                "encoded (client memory or network): send the batch again",
+            ) from None
         except RecordTooLargeError as exc:
             raise PartitionError("MESSAGE_TOO_LARGE", str(exc)) from None
         except StorageError as exc:
@@ -354,9 +436,8 @@ class ReplicaManager:
         self._after_append(partition, core.on_leader_append(partition.log.log_end_offset, self.clock_ms()))
         return appended.last_offset + 1
 
-    def _check_sequence(self, partition: Partition, batches: bytes) -> Duplicate | None:
+    def _check_sequence(self, partition: Partition, headers: list[BatchHeader]) -> Duplicate | None:
         """Idempotent producers: a retried request is answered from memory, a gap is refused."""
-        headers = [header for _, header in iter_headers(batches)]
         if all(h.producer_id == NO_PRODUCER_ID for h in headers):
             return None
         verdict = partition.producers.check_run(headers)
@@ -434,6 +515,12 @@ class ReplicaManager:
                 "OFFSET_OUT_OF_RANGE",
                 f"offset {offset} is outside {partition.name}'s range [{partition.log.log_start_offset}, {upto}]: "
                 "seek to the earliest or latest offset",
+            ) from None
+        except DamagedRangeError as exc:
+            raise PartitionError(
+                "STORAGE_ERROR",
+                f"{partition.name}: {exc} on broker {self.config.broker_id} (its copy from another replica is on the "
+                "way): retry shortly; every record before the damage is readable",
             ) from None
         except StorageError as exc:
             self._go_offline(partition, exc)
@@ -515,14 +602,21 @@ class ReplicaManager:
         partition.producers.rebuild_from_batches(appended.headers)
 
     def truncate_follower(self, partition: Partition, offset: int, why: str) -> None:
-        """Cut the log back to ``offset`` (divergence, or the unsafe truncate-to-HW mode)."""
+        """Cut the log back to ``offset`` (divergence, or the unsafe truncate-to-HW mode).
+        At or past the log end no record goes, but the log still drops an epoch entry that
+        starts there with no record in it (see PartitionLog.truncate_to)."""
         before = partition.log.log_end_offset
-        if offset >= before:
-            return
+        last_epoch = partition.log.leader_epoch_cache.latest_epoch
         try:
             partition.log.truncate_to(offset)
         except StorageError as exc:
             self._go_offline(partition, exc)
+        if offset >= before:
+            if partition.log.leader_epoch_cache.latest_epoch != last_epoch:
+                self._log.info("dropped an epoch with no record at the log end", **_fields(partition), reason=why,
+                               dropped_epoch=last_epoch, last_epoch=partition.log.leader_epoch_cache.latest_epoch,
+                               log_end_offset=before)
+            return
         partition.producers.truncate_to(partition.log.log_end_offset)
         partition.high_watermark = min(partition.high_watermark, partition.log.log_end_offset)
         self._log.warning(
@@ -540,12 +634,98 @@ class ReplicaManager:
         partition.high_watermark = offset
         self._log.warning("follower log restarted at the leader's log start", **_fields(partition), log_start_offset=offset)
 
+    # ------------------------------------------------------------------ damaged ranges
+
+    def repair_read(self, items: list[FetchItem]) -> list[FetchResult]:
+        """Serve another replica's repair: our own copy from ``offset``, up to our log end,
+        whatever our role (the asker checks offsets, epochs and CRCs before using it)."""
+        results: list[FetchResult] = []
+        for item in items:
+            result = FetchResult(item.topic, item.partition)
+            results.append(result)
+            try:
+                partition = self._partition(item.topic, item.partition)
+                if partition.offline_reason is not None:
+                    raise PartitionError("STORAGE_ERROR", f"{partition.name} is offline on broker {self.config.broker_id}")
+                result.data = self._read(partition, item.offset, max(item.max_bytes, 1), partition.log.log_end_offset)
+            except PartitionError as exc:
+                self._fail(result, exc)
+        return results
+
+    def damaged(self) -> list[tuple[Partition, DamagedRange]]:
+        """Every damaged range still waiting for a copy, on online replicas."""
+        return [
+            (p, damage)
+            for p in list(self.partitions.values())
+            if p.offline_reason is None
+            for damage in p.log.damaged_ranges()
+            if not damage.lost
+        ]
+
+    def repair_sources(self, partition: Partition) -> list[int]:
+        """The other replicas to ask for a copy: the leader first (a follower's source of
+        truth), then in-sync replicas, then the rest."""
+        others = [r for r in partition.state.replicas if r != self.config.broker_id]
+        in_sync = partition.in_sync()
+        return sorted(others, key=lambda r: (r != partition.state.leader, r not in in_sync))
+
+    def repair(self, partition: Partition, damage: DamagedRange, copy: bytes, source: int) -> bool:
+        """Write ``source``'s copy over ``damage``; False (logged) when the copy does not fit."""
+        try:
+            partition.log.repair(damage, copy)
+        except CorruptBatchError as exc:
+            self._log.warning("replica's copy refused for a damaged range", **_fields(partition), source=source,
+                              first_offset=damage.first_offset, next_offset=damage.next_offset, reason=str(exc))
+            return False
+        except StorageError as exc:
+            partition.mark_offline(exc)
+            return False
+        self._log.warning("damaged range repaired", **_fields(partition), source=source,
+                          first_offset=damage.first_offset, next_offset=damage.next_offset)
+        partition.notify_waiters()
+        return True
+
+    def declare_lost(self, partition: Partition, damage: DamagedRange, why: str) -> None:
+        """No replica can give the range back: its records are gone; readers skip them and
+        the offsets are never given to new records."""
+        partition.log.mark_lost(damage)
+        self._log.error(
+            f"RECORDS LOST: damaged range cannot be repaired ({why}); readers skip it",
+            **_fields(partition), first_offset=damage.first_offset, next_offset=damage.next_offset,
+            records=damage.next_offset - damage.first_offset,
+        )
+        partition.notify_waiters()
+
+    def run_scrub(self, budget_bytes: int) -> None:
+        """Verify the CRCs of up to ``budget_bytes`` more stored bytes: one partition's log
+        to its end, then the next one's (round robin), so an idle broker's cost stays flat
+        however many partitions it holds."""
+        tps = sorted(self.partitions)
+        for _ in range(len(tps)):
+            tp = tps[self._scrub_next % len(tps)]
+            partition = self.partitions[tp]
+            if partition.offline_reason is None:
+                try:
+                    budget_bytes -= partition.log.scrub(budget_bytes)
+                except StorageError as exc:
+                    partition.mark_offline(exc)
+            if budget_bytes <= 0:
+                return
+            self._scrub_next += 1  # this log is verified to its end (or offline): the next one
+
     # ------------------------------------------------------------------ timers
 
     def tick(self) -> None:
-        """Expire delayed produces and shrink ISRs of lagging followers."""
+        """Expire delayed produces (every tick, for the leaders that have some) and shrink
+        ISRs of lagging followers (every leader, once per ISR_SWEEP_INTERVAL_MS at most: a
+        lag of replica.lag.time.max.ms needs no finer clock than that, so an idle broker
+        need not look at thousands of leaders ten times a second)."""
         now = self.clock_ms()
-        for partition in list(self.partitions.values()):
+        sweep_interval_ms = min(ISR_SWEEP_INTERVAL_MS, self.config.replica_lag_time_max_ms // 2)
+        sweep = now - self._last_isr_sweep_ms >= sweep_interval_ms
+        if sweep:
+            self._last_isr_sweep_ms = now
+        for partition in [p for p in self.partitions.values() if sweep or p.has_delayed_produces]:
             if partition.leader_core is not None:
                 proposal = partition.apply(partition.leader_core.on_tick(now, self.config.replica_lag_time_max_ms))
                 if proposal is not None:

@@ -18,6 +18,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from data_plane.broker.config import BrokerConfig, add_arguments, from_args
+from data_plane.broker.damage_repair import DamageRepairer
 from data_plane.broker.isr_updates import AlterPartitionSender
 from data_plane.broker.replica_fetcher import ReplicaFetcherManager
 from data_plane.broker.replica_manager import ReplicaManager
@@ -59,8 +60,8 @@ class BrokerServer:
         self._server: grpc.aio.Server | None = None
         self._timers: list[asyncio.Task] = []
 
-    def _on_metadata(self, previous, image) -> None:
-        self.replicas.on_metadata(previous, image)
+    async def _on_metadata(self, previous, image) -> None:
+        await self.replicas.on_metadata(image)
 
     def metadata_response(self, topics: list[str]) -> broker_pb2.MetadataResponse:
         image = self.metadata.image
@@ -143,7 +144,11 @@ class BrokerServer:
             asyncio.create_task(self._every(self.config.hw_checkpoint_interval_ms, self._checkpoint)),
             asyncio.create_task(self._every(self.config.retention_check_interval_ms, self.replicas.run_retention)),
             asyncio.create_task(self._every(self.config.flush_check_interval_ms, self.replicas.run_flush)),
+            asyncio.create_task(DamageRepairer(self.replicas, self.fetchers.broker_address).run()),
         ]
+        if self.config.scrub_bytes_per_second > 0:
+            budget = max(self.config.scrub_bytes_per_second * self.config.scrub_interval_ms // 1000, 1)
+            self._timers.append(asyncio.create_task(self._every(self.config.scrub_interval_ms, lambda: self.replicas.run_scrub(budget))))
         self._log.info("broker started", listen=f"{self.config.host}:{bound}", broker_epoch=self.lifecycle.broker_epoch)
 
     def _checkpoint(self) -> None:

@@ -13,6 +13,7 @@ import grpc
 from data_plane import record_batch
 from data_plane.broker.errors import MalformedRequest
 from data_plane.broker.replica_manager import FetchItem, LeaderHint, ProduceItem, ReplicaFetchItem, ReplicaManager
+from data_plane.storage import DamagedRangeError
 from proto import broker_pb2, broker_pb2_grpc, common_pb2
 
 VALID_ACKS = (-1, 0, 1)
@@ -30,13 +31,16 @@ def records_to_batch(records, compression: str, now_ms: int) -> bytes:
     """Encode simple-path records into one batch (the only place the broker encodes records)."""
     if not records:
         raise MalformedRequest("a partition in the request carries neither batches nor records: send at least one record")
-    return record_batch.encode_batch(
-        [r.value if r.HasField("value") else None for r in records],
-        keys=[r.key if r.HasField("key") else None for r in records],
-        headers=[[(h.key, h.value if h.HasField("value") else None) for h in r.headers] for r in records],
-        timestamps_ms=[r.timestamp_ms or now_ms for r in records],
-        compression=compression,
-    )
+    try:
+        return record_batch.encode_batch(
+            [r.value if r.HasField("value") else None for r in records],
+            keys=[r.key if r.HasField("key") else None for r in records],
+            headers=[[(h.key, h.value if h.HasField("value") else None) for h in r.headers] for r in records],
+            timestamps_ms=[r.timestamp_ms or now_ms for r in records],
+            compression=compression,
+        )
+    except ValueError as exc:  # records the batch format cannot hold (timestamps too far apart)
+        raise MalformedRequest(f"these records cannot form one batch: {exc}") from None
 
 
 def batches_to_records(data: bytes, from_offset: int) -> list[common_pb2.Record]:
@@ -142,7 +146,10 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             for t in request.topics
             for p in t.partitions
         ]
-        results = await self.replicas.fetch(request.max_wait_ms, request.min_bytes, max_bytes, items)
+        if request.repair_read:
+            results = self.replicas.repair_read(items)
+        else:
+            results = await self.replicas.fetch(request.max_wait_ms, request.min_bytes, max_bytes, items)
         response = broker_pb2.FetchResponse()
         by_topic: dict[str, broker_pb2.FetchTopicResponse] = {}
         for item, r in zip(items, results):
@@ -154,8 +161,12 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 log_start_offset=r.log_start_offset,
                 current_leader=_hint(r.leader),
             )
-            if request.format == broker_pb2.RECORDS:
-                out.records.extend(batches_to_records(r.data, item.offset))
+            if request.format == broker_pb2.RECORDS and not request.repair_read:
+                try:
+                    out.records.extend(batches_to_records(r.data, item.offset))
+                except record_batch.CorruptBatchError as exc:  # stored before bodies were checked on append
+                    out.error_code = _code("CORRUPT_MESSAGE")
+                    out.error_message = f"{r.topic}-{r.partition}: a stored batch does not decode ({exc}): fetch from a later offset"
             else:
                 out.batches = r.data
         self._add_endpoints(response, [r.leader.leader_id for r in results if r.error != "NONE"])
@@ -228,10 +239,14 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 size_bytes=p.log.size_bytes,
                 latest_epoch=p.log.leader_epoch_cache.latest_epoch,
                 error_code=_code("STORAGE_ERROR" if p.offline_reason else "NONE"),
+                damaged_ranges=[damage.describe() for damage in p.log.damaged_ranges()],
             )
             if request.include_checksums and p.offline_reason is None:
                 upto = request.checksum_upto_offset if request.HasField("checksum_upto_offset") else p.high_watermark
-                state.checksum_below_hw = p.log.checksum(upto)
+                try:
+                    state.checksum_below_hw = p.log.checksum(upto)
+                except DamagedRangeError:
+                    state.damaged_ranges[:] = [damage.describe() for damage in p.log.damaged_ranges()]  # found by this read
             if p.is_leader:
                 leos = p.replica_log_end_offsets()
                 in_sync = p.in_sync()

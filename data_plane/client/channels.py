@@ -12,8 +12,9 @@ import threading
 
 import grpc
 import grpc.aio
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from proto import broker_pb2_grpc
+from proto import broker_pb2_grpc, controller_pb2
 
 MESSAGE_BYTES_MAX = 64 * 1024 * 1024
 
@@ -28,6 +29,23 @@ CHANNEL_OPTIONS: list[tuple[str, int]] = [
     ("grpc.initial_reconnect_backoff_ms", 100),
     ("grpc.max_reconnect_backoff_ms", 2_000),
 ]
+
+
+CONTROLLER_SERVICE = controller_pb2.DESCRIPTOR.services_by_name["ControllerService"].full_name
+
+
+def listed_services(address: str, timeout_s: float) -> list[str]:
+    """The gRPC services the server at `address` lists through reflection (every kraftlog
+    node offers it); [] when it does not answer. Used to explain a refused broker call."""
+    with grpc.insecure_channel(address) as channel:
+        stub = reflection_pb2_grpc.ServerReflectionStub(channel)
+        request = reflection_pb2.ServerReflectionRequest(list_services="")
+        try:
+            for answer in stub.ServerReflectionInfo(iter([request]), timeout=timeout_s):
+                return [service.name for service in answer.list_services_response.service]
+        except grpc.RpcError:
+            pass
+    return []
 
 
 class ChannelPool:

@@ -60,15 +60,17 @@ _ADVICE: dict[str, str] = {
     "BROKER_NOT_AVAILABLE": "check that the broker is running and reachable at the address in the bootstrap list or metadata",
     "OFFSET_OUT_OF_RANGE": "the offset was deleted by retention or is past the end; seek_to_beginning/seek_to_end or set auto_offset_reset",
     "MESSAGE_TOO_LARGE": "split the batch, or raise the topic's max.message.bytes and the client's batch_size",
-    "CORRUPT_MESSAGE": "the batch failed its CRC check; this is a client or network bug, please report it",
+    "CORRUPT_MESSAGE": "a batch failed its CRC check or does not parse; on produce nothing was written, send it again; "
+    "on fetch the broker takes the damaged range out of service and repairs it from a replica, retry; if it persists, report it",
+    "INVALID_RECORD": "the batch's producer fields or body break the format (a client encoding bug); nothing was written: fix the encoder",
     "INVALID_REQUEST": "the broker rejected the request as malformed; check client and broker versions",
     "INVALID_REQUIRED_ACKS": "use acks=0, 1 or 'all'",
-    "INVALID_TIMESTAMP": "the record timestamp is outside the topic's allowed range (message.timestamp.*.ms)",
+    "INVALID_TIMESTAMP": "a record timestamp is negative or the batch's max_timestamp is out of range; send timestamps in ms since the epoch",
     "BUFFER_EXHAUSTED": "records are produced faster than brokers accept them; raise buffer_memory or max_block_ms, or slow down",
     "DELIVERY_TIMEOUT": "the batch could not be delivered within delivery_timeout_ms; check broker health and the last error",
     "CLIENT_CLOSED": "the client was closed; create a new one",
-    "NO_BROKER_REACHABLE": "none of the bootstrap or known brokers answered; check the bootstrap list and that brokers run",
-    "OUT_OF_ORDER_SEQUENCE": "the broker lost track of this idempotent producer's sequence; recreate the producer",
+    "NO_BROKER_REACHABLE": "check the address and that the brokers run: 'kraftlog cluster status' shows a local cluster's brokers, 'kraftlog cluster up' starts one",
+    "OUT_OF_ORDER_SEQUENCE": "the leader saw a gap in this producer's sequence; the producer renumbers the partition under a new producer id and retries",
     "UNKNOWN_PRODUCER_ID": "the broker forgot this producer id (expired); recreate the producer",
     "INVALID_PRODUCER_EPOCH": "a newer producer with the same id fenced this one; stop using it",
     "UNKNOWN_SERVER_ERROR": "see the broker's log for details",
@@ -85,14 +87,26 @@ class KraftlogError(Exception):
     `refresh_metadata` says the client's view of leaders was stale.
     """
 
-    def __init__(self, code: str, message: str = "", *, retriable: bool | None = None) -> None:
+    def __init__(
+        self, code: str, message: str = "", *, retriable: bool | None = None, outcome_unknown: bool = False
+    ) -> None:
         self.code = code
         self.detail = message
         self.retriable = code in RETRIABLE_CODES if retriable is None else retriable
         self.refresh_metadata = code in METADATA_REFRESH_CODES
+        self.outcome_unknown = outcome_unknown
         advice = _ADVICE.get(code)
         text = f"{code}: {message}" if message else code
+        if outcome_unknown:
+            text += " [outcome unknown: an attempt reached a broker, so the records may have been written]"
         super().__init__(f"{text} ({advice})" if advice else text)
+
+    def with_outcome_unknown(self) -> KraftlogError:
+        """The same error for records a broker may have written (a failed produce whose
+        request reached a leader without a definite answer): callers count these apart."""
+        if self.outcome_unknown:
+            return self
+        return KraftlogError(self.code, self.detail, retriable=self.retriable, outcome_unknown=True)
 
 
 def error_code_name(code: int) -> str:

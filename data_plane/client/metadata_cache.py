@@ -9,6 +9,7 @@ the only I/O here: they ask the known brokers, then the bootstrap list, one at a
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -16,7 +17,8 @@ from typing import NamedTuple
 
 import grpc
 
-from data_plane.client.errors import KraftlogError, error_code_name, from_rpc_error
+from data_plane.client.channels import CONTROLLER_SERVICE, listed_services
+from data_plane.client.errors import KraftlogError, error_code_name
 from proto import broker_pb2, common_pb2
 
 TopicPartition = tuple[str, int]
@@ -248,18 +250,19 @@ def refresh_sync(
     deadline = time.monotonic() + timeout_s
     request = cache.request() if request is None else request
     errors: list[str] = []
-    for address in cache.refresh_addresses():
+    addresses = list(cache.refresh_addresses())
+    for address in addresses:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             break
         try:
             response = stub_for(address).Metadata(request, timeout=min(remaining, 5.0))
         except grpc.RpcError as err:
-            errors.append(str(from_rpc_error(err, address)))
+            errors.append(explain_refusal(err, address))
             continue
         cache.update(response, now_ms())
         return response
-    raise KraftlogError("NO_BROKER_REACHABLE", "; ".join(errors) or "metadata refresh timed out")
+    raise no_broker_answered(addresses, errors)
 
 
 async def refresh_async(
@@ -269,15 +272,32 @@ async def refresh_async(
     deadline = time.monotonic() + timeout_s
     request = cache.request()
     errors: list[str] = []
-    for address in cache.refresh_addresses():
+    addresses = list(cache.refresh_addresses())
+    for address in addresses:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             break
         try:
             response = await stub_for(address).Metadata(request, timeout=min(remaining, 5.0))
         except grpc.RpcError as err:
-            errors.append(str(from_rpc_error(err, address)))
+            errors.append(await asyncio.to_thread(explain_refusal, err, address))
             continue
         cache.update(response, now_ms())
         return response
-    raise KraftlogError("NO_BROKER_REACHABLE", "; ".join(errors) or "metadata refresh timed out")
+    raise no_broker_answered(addresses, errors)
+
+
+def explain_refusal(err: grpc.RpcError, address: str) -> str:
+    """What a failed Metadata call says about `address`. A server without the Broker service
+    is asked (gRPC reflection) what it is, so that a controller's address gets named as such."""
+    if err.code() == grpc.StatusCode.UNIMPLEMENTED:
+        if CONTROLLER_SERVICE in listed_services(address, 2.0):
+            return f"{address} is a kraftlog controller, not a broker: pass a broker's address ('kraftlog cluster status' lists them)"
+        return f"{address} answers gRPC but is not a kraftlog broker: pass a broker's address"
+    return f"{address}: {err.code().name}: {err.details()}"
+
+
+def no_broker_answered(addresses: Iterable[str], errors: list[str]) -> KraftlogError:
+    """The error when no address gave metadata: where we asked, and each failure, in one line."""
+    where = ", ".join(addresses)
+    return KraftlogError("NO_BROKER_REACHABLE", f"no broker answered at {where} ({'; '.join(errors) or 'metadata refresh timed out'})")

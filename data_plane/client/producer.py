@@ -13,6 +13,8 @@ import concurrent.futures
 import time
 from collections.abc import Iterable
 
+import structlog
+
 from data_plane.client.buffer_memory import BufferMemory
 from data_plane.client.channels import MESSAGE_BYTES_MAX
 from data_plane.client.errors import KraftlogError
@@ -30,10 +32,14 @@ from data_plane.client.record_accumulator import RecordAccumulator
 from data_plane.client.records import RecordMetadata
 from data_plane.client.sender import Sender, SenderConfig
 
+log = structlog.get_logger(__name__)
+
 _ACKS = {"all": -1, -1: -1, 1: 1, 0: 0}
 _COMPRESSIONS = ("none", "lz4")
 # Room for protobuf framing around the batches of one request.
 _REQUEST_OVERHEAD_BYTES = 1024 * 1024
+# How often a `send` waiting for a topic's metadata asks again.
+WAIT_SLICE_S = 0.1
 
 
 class Producer:
@@ -234,30 +240,35 @@ class Producer:
     def _wait_for_topic(self, topic: str) -> int:
         """Refreshes metadata until `topic` has partitions, up to max_block_ms.
 
-        UNKNOWN_TOPIC_OR_PARTITION is waited out (the topic may be being created);
-        other topic errors (INVALID_TOPIC, ...) are raised at once.
+        UNKNOWN_TOPIC_OR_PARTITION is waited out (the topic may be being created), with one
+        log line saying so; other topic errors (INVALID_TOPIC, ...) are raised at once, and so
+        is the producer's fatal error (no broker answered, producer id refused).
         """
         self._metadata.want([topic])
         deadline = time.monotonic() + self._max_block_s
         last_error: Exception | None = None
+        said_waiting = False
         while True:
-            try:
-                self._sender.submit(self._sender.refresh_metadata()).result(max(deadline - time.monotonic(), 0.0))
-            except KraftlogError as err:
-                last_error = err
-            except concurrent.futures.TimeoutError:
-                pass
+            refresh = self._sender.submit(self._sender.refresh_metadata())
+            concurrent.futures.wait([refresh], timeout=max(deadline - time.monotonic(), 0.0))
+            self._check_open()  # the sender stopped (its lookups end cancelled): raise why
+            if refresh.done() and not refresh.cancelled() and refresh.exception() is not None:
+                last_error = refresh.exception()
             count = self._metadata.partition_count(topic)
             if count:
                 return count
             error = self._metadata.topic_error(topic)
             if error is not None and error != "UNKNOWN_TOPIC_OR_PARTITION":
                 raise KraftlogError(error, f"topic {topic!r}")
-            if time.monotonic() + 0.1 >= deadline:
+            if time.monotonic() + WAIT_SLICE_S >= deadline:
                 detail = f"; last error: {last_error}" if last_error else ""
                 raise KraftlogError(
                     "UNKNOWN_TOPIC_OR_PARTITION",
                     f"topic {topic!r} not in metadata after max_block_ms={self._max_block_s * 1000:.0f}{detail}",
                     retriable=False,
                 )
-            time.sleep(0.1)
+            if not said_waiting and error is not None:
+                said_waiting = True
+                log.warning("waiting for the topic to appear in metadata", topic=topic, max_block_ms=self._max_block_s * 1000,
+                            hint=f"create it with 'kraftlog topics create {topic}'")
+            time.sleep(WAIT_SLICE_S)

@@ -2,7 +2,9 @@
 
 A batch collects records as columns (values, keys, headers, timestamps) because that is
 what the columnar codec consumes, is encoded once when first drained (so a retry resends
-the very same bytes, sequence numbers included), and completes exactly once. Records do
+the very same bytes, sequence numbers included), and completes exactly once. Only an
+idempotent partition's reset (idempotence.py) changes a batch's producer id and sequence;
+then the stored bytes are decoded and encoded again with the new numbers. Records do
 not get a `concurrent.futures.Future` each: creating one costs ~6 µs (a Condition and an
 RLock), which alone would cap `send` near 150k records/s. Instead the batch owns one
 Future and each record gets a `RecordFuture` view of it (slot object, ~0.2 µs).
@@ -63,7 +65,9 @@ class ProducerBatch:
         "retry_at_ms",
         "encoded",
         "base_sequence",
-        "sequence_producer_id",
+        "producer_id",
+        "producer_epoch",
+        "outcome_unknown",
         "last_error",
         "bulk_timestamp_ms",
         "log_append_time_ms",
@@ -84,8 +88,10 @@ class ProducerBatch:
         self.attempts = 0
         self.retry_at_ms = 0.0
         self.encoded: bytes | None = None
-        self.base_sequence = -1
-        self.sequence_producer_id = -1  # the producer id base_sequence was numbered under
+        self.base_sequence = -1  # -1: not numbered (yet)
+        self.producer_id = -1  # the producer id base_sequence was numbered under
+        self.producer_epoch = -1
+        self.outcome_unknown = False  # an attempt may have been written; cleared by a definite answer
         self.last_error: KraftlogError | None = None
         self.bulk_timestamp_ms = -1  # the one timestamp of every record in a bulk batch
         self.log_append_time_ms = -1
@@ -140,8 +146,9 @@ class ProducerBatch:
             self.callbacks.append((index, callback))
         return index
 
-    def encode(self, compression: str, producer_id: int, producer_epoch: int) -> bytes:
-        """Encodes once; later calls (retries) return the same bytes. Drops the columns."""
+    def encode(self, compression: str) -> bytes:
+        """Encodes once, with the batch's producer id and sequence; later calls (retries)
+        return the same bytes. Drops the columns."""
         if self.encoded is None:
             self.encoded = record_batch.encode_batch(
                 self.values,
@@ -149,13 +156,34 @@ class ProducerBatch:
                 self.headers,
                 self.timestamps,
                 compression=compression,
-                producer_id=producer_id,
-                producer_epoch=producer_epoch,
+                producer_id=self.producer_id,
+                producer_epoch=self.producer_epoch,
                 base_sequence=self.base_sequence,
                 now_ms=self.bulk_timestamp_ms if self.timestamps is None else None,
             )
             self.values, self.keys, self.headers = [], None, None
         return self.encoded
+
+    def number(self, producer_id: int, producer_epoch: int, base_sequence: int) -> None:
+        """Gives the batch its producer id and sequence. A batch already encoded with other
+        numbers (a reset renumbers it) is re-encoded from its stored bytes: the numbers sit
+        under the CRC, and the columns were dropped at the first encode."""
+        numbers = (producer_id, producer_epoch, base_sequence)
+        if numbers == (self.producer_id, self.producer_epoch, self.base_sequence):
+            return
+        self.producer_id, self.producer_epoch, self.base_sequence = numbers
+        if self.encoded is not None:
+            decoded = record_batch.decode_batch(self.encoded)
+            self.encoded = record_batch.encode_batch(
+                decoded.values,
+                decoded.keys,
+                decoded.headers,
+                decoded.timestamps,
+                compression=decoded.header.compression,
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                base_sequence=base_sequence,
+            )
 
     def complete(self, base_offset: int, log_append_time_ms: int) -> None:
         """Resolves the batch: record i sits at `base_offset + i` (-1 stays -1 for acks=0)."""

@@ -7,6 +7,8 @@ passed since it opened (or retry_backoff since its last failure), or when someon
 closes or is blocked on memory; a drain takes ready partitions' batches grouped by leader
 broker, so the sender makes one request per broker. A drain also piggybacks any other
 partition of the same broker that has data, since that request is being paid for anyway.
+With a producer id, drains number batches per partition and reset a partition whose
+numbering cannot continue (the rules are in idempotence.py).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import NamedTuple
 
+from data_plane.client.idempotence import BATCHES_PER_REQUEST_MAX, PartitionSequence
 from data_plane.client.metadata_cache import TopicPartition
 from data_plane.client.producer_batch import DeliveryCallback, Headers, ProducerBatch
 
@@ -53,8 +56,8 @@ class RecordAccumulator:
         self._flushes = 0
         self._closing = False
         self._drain_rotation = 0  # start point of the next drain, for fairness across partitions
-        self.next_sequence: dict[TopicPartition, int] = {}
-        self.producer_id = -1
+        self._sequences: dict[TopicPartition, PartitionSequence] = {}
+        self.producer_id = -1  # the newest producer id; -1: not idempotent
         self.producer_epoch = -1
 
     # ------------------------------------------------------------ application side
@@ -135,7 +138,7 @@ class RecordAccumulator:
         with self._lock:
             urgent = self._flushes > 0 or self._closing or memory_waiters > 0
             for tp, queue in self._queues.items():
-                if not queue or tp in self._muted:
+                if not queue or tp in self._muted or self._awaits_producer_id(tp, queue):
                     continue
                 node = leader_of(tp)
                 if node is None:
@@ -165,9 +168,10 @@ class RecordAccumulator:
         A drained partition is muted until `unmute`: gRPC does not promise that a broker
         handles concurrent calls in the order they were sent, so a second request for the
         same partition could overtake the first. One request per partition in flight (with
-        as many of its batches as fit) keeps each partition's records in send order; other
-        partitions of the same broker still use the remaining in-flight slots. Batches
-        leave their queue closed; with a producer id they get their sequence numbers here.
+        as many of its batches as fit, at most BATCHES_PER_REQUEST_MAX with a producer id)
+        keeps each partition's records in send order; other partitions of the same broker
+        still use the remaining in-flight slots. Batches leave their queue closed; with a
+        producer id they get their sequence numbers here.
         """
         drained: dict[int, list[ProducerBatch]] = {}
         sizes: dict[int, int] = {}
@@ -178,11 +182,14 @@ class RecordAccumulator:
             start = self._drain_rotation % len(items)
             self._drain_rotation += 1
             for tp, queue in items[start:] + items[:start]:
-                if not queue or tp in self._muted:
+                if not queue or tp in self._muted or self._awaits_producer_id(tp, queue):
                     continue
                 node = leader_of(tp)
                 if node not in nodes:
                     continue
+                if self.producer_id >= 0:
+                    self._reset_if_due(tp, queue)
+                taken = 0
                 while queue:
                     head = queue[0]
                     if head.attempts > 0 and head.retry_at_ms > now_ms:
@@ -190,31 +197,85 @@ class RecordAccumulator:
                     size = sizes.get(node, 0)
                     if size and size + head.size_bytes > self.request_bytes_max:
                         break
+                    if self.producer_id >= 0 and taken == BATCHES_PER_REQUEST_MAX:
+                        break
                     queue.popleft()
                     head.closed = True
                     self._assign_sequence(head)
                     drained.setdefault(node, []).append(head)
                     sizes[node] = size + head.size_bytes
+                    taken += 1
                     self._muted.add(tp)
                     if head.attempts > 0:
                         break  # a retry goes alone: the broker answers a retried request from memory as a whole
         return drained
 
-    def _assign_sequence(self, batch: ProducerBatch) -> None:
-        """Gives a first-time-drained batch its base sequence (idempotent producers only);
-        a retry keeps its own unless the producer id changed since it was numbered."""
-        if self.producer_id < 0 or (batch.base_sequence >= 0 and batch.sequence_producer_id == self.producer_id):
+    def _awaits_producer_id(self, tp: TopicPartition, queue: deque[ProducerBatch]) -> bool:
+        """True while a partition must reset but the newest producer id is the one it would
+        leave (the sender is fetching a newer one). A head batch whose outcome is unknown is
+        still retried under its own id first: that is how it is found to be in the log or not."""
+        state = self._sequences.get(tp)
+        if state is None or not state.needs_reset or state.producer_id != self.producer_id:
+            return False
+        head = queue[0]
+        return not (head.outcome_unknown and head.producer_id == state.producer_id)
+
+    def _reset_if_due(self, tp: TopicPartition, queue: deque[ProducerBatch]) -> None:
+        """Moves a partition that must reset to the newest producer id, numbering from 0, once
+        no batch of unknown outcome under the old id leads its queue (the caller has checked
+        that nothing of it is in flight). Queued batches are renumbered as they are drained."""
+        state = self._sequences.get(tp)
+        if state is None:
+            self._sequences[tp] = PartitionSequence(self.producer_id, self.producer_epoch)
             return
-        sequence = self.next_sequence.get(batch.tp, 0)
-        batch.base_sequence, batch.sequence_producer_id = sequence, self.producer_id
-        self.next_sequence[batch.tp] = (sequence + batch.record_count) & 0x7FFFFFFF
+        if not state.needs_reset or state.producer_id == self.producer_id:
+            return
+        head = queue[0]
+        if head.outcome_unknown and head.producer_id == state.producer_id:
+            return
+        self._sequences[tp] = PartitionSequence(self.producer_id, self.producer_epoch)
+
+    def _assign_sequence(self, batch: ProducerBatch) -> None:
+        """Numbers a batch under its partition's producer id (idempotent producers only); a
+        retry keeps its number unless its partition reset since."""
+        if self.producer_id < 0:
+            return
+        state = self._sequences[batch.tp]
+        if batch.base_sequence >= 0 and batch.producer_id == state.producer_id:
+            return
+        batch.number(state.producer_id, state.producer_epoch, state.take(batch.record_count))
 
     def new_producer_id(self, producer_id: int, producer_epoch: int) -> None:
-        """Start numbering over under a new producer id: every batch is renumbered when it is
-        next drained (the broker accepts any first sequence from a producer id it does not know)."""
+        """The newest producer id: partitions that must reset move to it (numbering from 0);
+        the others keep numbering under theirs."""
         with self._lock:
             self.producer_id, self.producer_epoch = producer_id, producer_epoch
-            self.next_sequence.clear()
+
+    def needs_new_producer_id(self) -> bool:
+        """True when some partition must reset and the newest producer id is its own."""
+        with self._lock:
+            return any(s.needs_reset and s.producer_id == self.producer_id for s in self._sequences.values())
+
+    def batch_failed(self, batch: ProducerBatch) -> None:
+        """A numbered batch failed for good: later numbers of its partition would leave a gap
+        the leader never accepts, so the partition resets."""
+        with self._lock:
+            state = self._sequences.get(batch.tp)
+            if state is not None and batch.base_sequence >= 0 and batch.producer_id == state.producer_id:
+                state.needs_reset = True
+
+    def sequence_refused(self, batch: ProducerBatch) -> None:
+        """The leader answered OUT_OF_ORDER_SEQUENCE for `batch`: it is not in the log, and nor
+        is any later batch of the same producer id (a leader never appends past a gap). Call
+        after `reenqueue`, so that the queued batches behind it are cleared too."""
+        with self._lock:
+            for queued in self._queues.get(batch.tp, ()):
+                if queued.producer_id == batch.producer_id:
+                    queued.outcome_unknown = False
+            batch.outcome_unknown = False
+            state = self._sequences.get(batch.tp)
+            if state is not None and batch.producer_id == state.producer_id:
+                state.needs_reset = True
 
     def unmute(self, tp: TopicPartition) -> None:
         """The partition's in-flight batch completed or came back for retry."""

@@ -6,7 +6,9 @@ and sends each as one Produce call carrying every partition it holds for that br
 Answers resolve batches, re-queue retriable failures with backoff (after correcting the
 leader from the answer's hint or refreshing metadata), and fail the rest. A batch never
 outlives `delivery_timeout_ms`. The loop sleeps until the next linger deadline or until
-the application wakes it (new batch, full batch, flush, close).
+the application wakes it (new batch, full batch, flush, close). With idempotence, a
+partition whose sequence cannot continue waits for a newer producer id, fetched by a task
+beside the loop while other partitions go on (idempotence.py has the rules).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import structlog
 from data_plane.client.buffer_memory import BufferMemory
 from data_plane.client.channels import AioChannelPool
 from data_plane.client.errors import KraftlogError, from_error_code, from_rpc_error
+from data_plane.client.idempotence import OUTCOME_UNKNOWN_CODES
 from data_plane.client.metadata_cache import MetadataCache, TopicPartition, now_ms, refresh_async
 from data_plane.client.producer_batch import ProducerBatch
 from data_plane.client.record_accumulator import RecordAccumulator
@@ -80,7 +83,7 @@ class Sender:
         self._refresh_warned_ms = float("-inf")
         self._pool: AioChannelPool | None = None
         self._fatal: KraftlogError | None = None
-        self._sequence_gap = False
+        self._producer_id_pending = False  # a task is fetching a newer producer id
         self._thread = threading.Thread(target=self._run_thread, name="kraftlog-producer-sender", daemon=True)
 
     # ------------------------------------------------------------ called from other threads
@@ -100,8 +103,13 @@ class Sender:
             pass  # the loop has already stopped: nothing left to wake
 
     def submit(self, coroutine: Coroutine[Any, Any, Any]) -> concurrent.futures.Future[Any]:
-        """Runs a coroutine on the sender loop (metadata lookups for `send`)."""
-        return asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+        """Runs a coroutine on the sender loop (metadata lookups for `send`). Raises the
+        producer's fatal error (or CLIENT_CLOSED) once the loop has stopped."""
+        try:
+            return asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+        except RuntimeError:  # the loop is closed
+            coroutine.close()
+            raise self._fatal or KraftlogError("CLIENT_CLOSED", "the producer's sender has stopped") from None
 
     def close(self, timeout_s: float | None) -> None:
         """Sends what is queued, waits for answers up to `timeout_s`, then fails the rest."""
@@ -130,6 +138,11 @@ class Sender:
         try:
             self._loop.run_until_complete(self._run())
         finally:
+            # metadata lookups submitted by `send` may still wait: they end as cancelled
+            left = asyncio.all_tasks(self._loop)
+            for task in left:
+                task.cancel()
+            self._loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
             self._loop.close()
 
     async def _run(self) -> None:
@@ -138,12 +151,11 @@ class Sender:
             if self._config.enable_idempotence:
                 await self._init_producer_id()
             while not self._done():
-                if self._sequence_gap:
-                    # a numbered batch failed for good, or the leader saw a gap: sequences
-                    # after it can never be accepted, so continue under a new producer id
-                    self._sequence_gap = False
-                    log.info("sequence gap: getting a new producer id", old_producer_id=self._accumulator.producer_id)
-                    await self._init_producer_id()
+                if not self._producer_id_pending and self._accumulator.needs_new_producer_id():
+                    self._producer_id_pending = True
+                    log.info("a partition's sequence cannot continue: getting a new producer id",
+                             old_producer_id=self._accumulator.producer_id)
+                    self._spawn(self._renew_producer_id())
                 self._wakeup.clear()
                 sleep_ms = self._run_once(now_ms())
                 try:
@@ -223,6 +235,15 @@ class Sender:
         """A refresh on behalf of the application (`send` to a topic not yet known)."""
         await refresh_async(self._metadata, self._pool.stub, self._config.request_timeout_ms / 1000.0)
 
+    async def _renew_producer_id(self) -> None:
+        """Fetches a newer producer id for the partitions that must reset, then wakes the loop."""
+        try:
+            await self._init_producer_id()
+            log.info("new producer id", producer_id=self._accumulator.producer_id)
+        finally:
+            self._producer_id_pending = False
+            self._wakeup.set()
+
     async def _init_producer_id(self) -> None:
         """Gets a producer id for idempotent sends, retrying until delivery_timeout_ms."""
         deadline = now_ms() + self._config.delivery_timeout_ms
@@ -272,6 +293,8 @@ class Sender:
                 if self._config.acks == 0:
                     log.warning("acks=0 produce failed", broker=node, error=str(error))
                     return
+                for batch in batches:
+                    batch.outcome_unknown = True  # the request may have reached the leader
                 if error.refresh_metadata:
                     self._metadata.invalidate()
                 self._retry_or_fail(batches, error)
@@ -302,12 +325,11 @@ class Sender:
         several batches sends them concatenated in drain order. Batches the codec refuses
         fail here and are left out."""
         config = self._config
-        accumulator = self._accumulator
         by_tp: dict[TopicPartition, list[bytes]] = {}
         carried: list[ProducerBatch] = []
         for batch in batches:
             try:
-                encoded = batch.encode(config.compression, accumulator.producer_id, accumulator.producer_epoch)
+                encoded = batch.encode(config.compression)
             except (ValueError, TypeError, OverflowError) as err:
                 self._fail(batch, KraftlogError("INVALID_REQUEST", f"cannot encode records: {err}", retriable=False))
                 continue
@@ -359,15 +381,20 @@ class Sender:
                     self._complete(batch, -1, -1)  # already written by an earlier attempt
                     continue
                 if error.code == "OUT_OF_ORDER_SEQUENCE" and self._config.enable_idempotence:
-                    # nothing was appended: renumber under a new producer id and retry
-                    self._sequence_gap = True
+                    # nothing was appended: the partition resets (renumbers under a new
+                    # producer id) and the batch is retried within delivery_timeout_ms
                     error = KraftlogError(error.code, error.detail, retriable=True)
+                elif error.code in OUTCOME_UNKNOWN_CODES:
+                    batch.outcome_unknown = True
                 if error.refresh_metadata:
                     hint = answer.current_leader if answer.HasField("current_leader") else None
                     self._metadata.apply_leader_hint(batch.tp, hint, response.node_endpoints)
                 retry.append((batch, error))
-        for batch, error in retry:
+        for batch, error in reversed(retry):  # re-queued at the head: last first keeps their order
             self._retry_or_fail([batch], error)
+        for batch, error in retry:
+            if error.code == "OUT_OF_ORDER_SEQUENCE":
+                self._accumulator.sequence_refused(batch)
 
     def _retry_or_fail(self, batches: list[ProducerBatch], error: KraftlogError) -> None:
         """Re-queues retriable failures that still have attempts and time left; fails others."""
@@ -378,7 +405,8 @@ class Sender:
             backoff = min(config.retry_backoff_ms * (2 ** batch.attempts), config.retry_backoff_max_ms)
             in_time = now + backoff < batch.created_ms + config.delivery_timeout_ms
             if error.retriable and batch.attempts < config.retries and in_time and not self._force_close:
-                log.info("retrying batch", topic=batch.tp[0], partition=batch.tp[1], attempt=batch.attempts + 1, error=error.code)
+                log.info("retrying batch", topic=batch.tp[0], partition=batch.tp[1], attempt=batch.attempts + 1, error=error.code,
+                         producer_id=batch.producer_id, sequence=batch.base_sequence)
                 self._accumulator.reenqueue(batch, now, backoff)
             elif error.retriable and not in_time:
                 self._fail(batch, self._timeout_error(batch))
@@ -389,7 +417,7 @@ class Sender:
         last = f"; last error: {batch.last_error}" if batch.last_error else ""
         return KraftlogError(
             "DELIVERY_TIMEOUT",
-            f"{batch.record_count} records for {batch.tp[0]}-{batch.tp[1]} not delivered within "
+            f"{batch.record_count} records for {batch.tp[0]}-{batch.tp[1]} not acknowledged within "
             f"delivery_timeout_ms={self._config.delivery_timeout_ms:.0f}{last}",
             retriable=False,
         )
@@ -400,8 +428,9 @@ class Sender:
         batch.complete(base_offset, log_append_time_ms)
 
     def _fail(self, batch: ProducerBatch, error: KraftlogError) -> None:
-        if batch.base_sequence >= 0 and batch.sequence_producer_id == self._accumulator.producer_id:
-            self._sequence_gap = True  # later batches of its partition would wait for it forever
+        self._accumulator.batch_failed(batch)
+        if batch.outcome_unknown:
+            error = error.with_outcome_unknown()
         self._accumulator.completed(batch)
         self._memory.release(batch.size_bytes)
         batch.fail(error)

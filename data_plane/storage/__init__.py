@@ -5,8 +5,11 @@ replica); see each module's docstring for the design.
 """
 
 from data_plane.storage.epoch_cache import LeaderEpochCache
+from data_plane.storage.damage import DamagedRange
 from data_plane.storage.errors import (
     CorruptBatchError,
+    DamagedRangeError,
+    InvalidRecordError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
     StorageError,
@@ -19,6 +22,9 @@ from data_plane.storage.settings import LogSettings
 __all__ = [
     "AppendResult",
     "CorruptBatchError",
+    "DamagedRange",
+    "DamagedRangeError",
+    "InvalidRecordError",
     "LeaderEpochCache",
     "LogManager",
     "LogSettings",

@@ -92,6 +92,8 @@ class LeaderEpochCache:
             self._persist()
 
     def clear(self) -> None:
+        if not self._entries and (self.path is None or not self.path.exists()):
+            return  # a new log: nothing to forget, and no checkpoint to write (and fsync) yet
         self._entries = []
         self._persist()
 

@@ -10,10 +10,13 @@ from __future__ import annotations
 import errno as errno_names
 from pathlib import Path
 
-from data_plane.record_batch import CorruptBatchError
+from data_plane.record_batch import CorruptBatchError, InvalidRecordError
+from data_plane.storage.damage import DamagedRange
 
 __all__ = [
     "CorruptBatchError",
+    "DamagedRangeError",
+    "InvalidRecordError",
     "OffsetOutOfRangeError",
     "RecordTooLargeError",
     "StorageError",
@@ -54,3 +57,11 @@ class RecordTooLargeError(ValueError):
 
 class UnexpectedAppendOffsetError(ValueError):
     """A follower append whose batches do not continue the log exactly at its end offset."""
+
+
+class DamagedRangeError(ValueError):
+    """A read starts at a damaged range that is waiting for its repair from a replica."""
+
+    def __init__(self, damage: DamagedRange) -> None:
+        super().__init__(f"offsets {damage.first_offset}-{damage.next_offset - 1} are damaged on this replica and being repaired")
+        self.damage = damage

@@ -6,18 +6,24 @@ that already carry them. Reads return whole batches as raw bytes (never decoded)
 OSError turns the partition offline: the error is raised as ``StorageError`` with advice,
 later calls raise it again, and in-memory offsets never run ahead of the bytes on disk.
 
+Every read verifies the CRC of the batches it returns, and ``scrub`` verifies the rest of
+the log a budget at a time. A batch that fails becomes a ``DamagedRange`` (see
+``damage.py``): reads return the intact batches before it and stop there, until ``repair``
+writes a replica's copy over it, or skip it once it is marked ``lost``.
+
 Not thread-safe: the broker drives each log from one thread (its asyncio loop).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import shutil
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, TypeVar
 
 import structlog
 
@@ -28,10 +34,13 @@ from data_plane.record_batch import (
     set_log_append_time,
     stamp_batch,
     validate_batch,
+    validate_for_append,
 )
 from data_plane.storage.checkpoint_file import fsync_dir
+from data_plane.storage.damage import DamagedRange, find_resync, read_damage_file, write_damage_file
 from data_plane.storage.epoch_cache import CorruptEpochCheckpointError, LeaderEpochCache
 from data_plane.storage.errors import (
+    DamagedRangeError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
     StorageError,
@@ -40,11 +49,13 @@ from data_plane.storage.errors import (
 from data_plane.storage.index_file import floor_slot
 from data_plane.storage.recovery import first_segment_to_recover, recover_segments
 from data_plane.storage.retention import segments_to_delete
-from data_plane.storage.segment import LogSegment, scan_headers
+from data_plane.storage.segment import LogSegment, UnparsableBatchError, scan_headers
 from data_plane.storage.settings import LogSettings
 
 EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 CHECKSUM_READ_BYTES = 8 << 20
+UNPARSABLE_RETRIES_MAX = 8  # unparsable headers one read or scrub round turns into damaged ranges before giving up
+_T = TypeVar("_T")
 _SEGMENT_NAME = re.compile(r"^\d{20}\.log$")
 
 log = structlog.get_logger("storage")
@@ -82,6 +93,7 @@ class PartitionLog:
         self.offline_error: StorageError | None = None
         self._unflushed_records = 0
         self._first_unflushed_ms: int | None = None
+        self._scrub_at: tuple[int, int] = (self.log_start_offset, 0)  # (segment base, position) verified next
         self._log = log.bind(partition=directory.name)
 
     # ---------------------------------------------------------------- open
@@ -112,10 +124,12 @@ class PartitionLog:
         _remove_strays(directory)
         bases = sorted(int(p.name[:20]) for p in directory.iterdir() if _SEGMENT_NAME.match(p.name))
         first_untrusted = len(bases) if clean_shutdown else first_segment_to_recover(bases, recovery_point)
+        recorded = read_damage_file(directory)
         segments: list[LogSegment] = []
         try:
             for i, base in enumerate(bases):
-                segments.append(LogSegment.open(directory, base, settings, trusted=i < first_untrusted))
+                damaged = [r for r in recorded if r.segment_base == base]
+                segments.append(LogSegment.open(directory, base, settings, trusted=i < first_untrusted, damaged=damaged))
             epochs, epochs_trusted = _load_epochs(directory / EPOCH_CHECKPOINT)
             observe = _epoch_observer(epochs) if epochs_trusted else _ignore_batch
             segments = recover_segments(segments, first_untrusted, observe)
@@ -130,6 +144,8 @@ class PartitionLog:
         plog = cls(directory, settings, segments, epochs, recovery_point)
         epochs.truncate_from_end(plog.log_end_offset)
         epochs.truncate_from_start(plog.log_start_offset)
+        if plog.damaged_ranges() != sorted(recorded, key=_first_offset):
+            plog._save_damage()
         return plog
 
     # ---------------------------------------------------------------- state
@@ -153,17 +169,35 @@ class PartitionLog:
 
     # ---------------------------------------------------------------- append
 
-    def append(self, batches: bytes | memoryview, *, assign_offsets: bool, leader_epoch: int, now_ms: int) -> AppendResult:
+    def validate_append(self, batches: bytes | memoryview) -> list[tuple[int, BatchHeader]]:
+        """The leader's checks of a produce (``validate_for_append`` on every batch, and the
+        size limit) before anything else looks at it; returns (position, header) of each batch."""
+        return self._validate(batches, validate_for_append)
+
+    def append(
+        self,
+        batches: bytes | memoryview,
+        *,
+        assign_offsets: bool,
+        leader_epoch: int,
+        now_ms: int,
+        validated: list[tuple[int, BatchHeader]] | None = None,
+    ) -> AppendResult:
         """Append whole batches; all are validated before any byte is written.
 
         Leader (``assign_offsets``): offsets from the log end and ``leader_epoch`` are stamped
-        into each batch (LogAppendTime topics also get ``now_ms``). Follower: the batches
-        carry offsets and epochs already (``leader_epoch`` is ignored) and must continue the
-        log exactly at its end. If the disk fails mid-append, the runs written to earlier
-        segments stay (the log end covers exactly them) and the log goes offline.
+        into each batch (LogAppendTime topics also get ``now_ms``); ``validated`` is what
+        ``validate_append`` returned for these bytes (checked here when None). Follower: the
+        batches carry offsets and epochs already (``leader_epoch`` is ignored), pass the CRC
+        check, and must continue the log at its end with increasing offsets (a gap is a range
+        the leader lost). If the disk fails mid-append, the runs written to earlier segments
+        stay (the log end covers exactly them) and the log goes offline.
         """
         self._check_online()
-        located = self._validate(batches)
+        if validated is not None:
+            located = validated
+        else:
+            located = self.validate_append(batches) if assign_offsets else self._validate(batches, validate_batch)
         if assign_offsets:
             buffer = bytearray(batches)
             located = self._assign_offsets(buffer, located, leader_epoch, now_ms)
@@ -184,11 +218,11 @@ class PartitionLog:
             headers=tuple(header for _, header in located),
         )
 
-    def _validate(self, batches: bytes | memoryview) -> list[tuple[int, BatchHeader]]:
+    def _validate(self, batches: bytes | memoryview, check: Callable[[bytes | memoryview, int], BatchHeader]) -> list[tuple[int, BatchHeader]]:
         located: list[tuple[int, BatchHeader]] = []
         pos = 0
         while pos < len(batches):
-            header = validate_batch(batches, pos)
+            header = check(batches, pos)
             if header.batch_length > self.settings.max_message_bytes:
                 raise RecordTooLargeError(
                     f"batch at position {pos} is {header.batch_length} bytes, over the topic's max.message.bytes="
@@ -219,7 +253,7 @@ class PartitionLog:
     def _check_follower_offsets(self, located: list[tuple[int, BatchHeader]]) -> None:
         expected = self.log_end_offset
         for pos, header in located:
-            if header.base_offset != expected:
+            if header.base_offset < expected:
                 raise UnexpectedAppendOffsetError(
                     f"{self.directory.name}: batch at position {pos} starts at offset {header.base_offset} but the log "
                     f"continues at {expected}: fetch from offset {self.log_end_offset} (after truncating if diverged)"
@@ -299,19 +333,188 @@ class PartitionLog:
                 f"[{self.log_start_offset}, {self.log_end_offset}]: seek to the earliest or latest offset"
             )
         stop = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
-        chunks: list[bytes] = []
-        next_offset, budget = start_offset, max_bytes
         with self._io_guard("read"):
-            for segment in self._segments_from(start_offset):
-                pos = segment.find_position(next_offset)
-                data, after = segment.read_batches(pos, budget, stop, at_least_one=not chunks)
-                if data:
-                    chunks.append(data)
-                    next_offset, budget = after, budget - len(data)  # type: ignore[assignment]
-                if budget <= 0 or pos + len(data) < segment.size_bytes:
-                    break
+            chunks, next_offset, blocked = self._retrying_unparsable(lambda: self._read_verified(start_offset, max_bytes, stop))
+        if blocked is not None and not chunks:
+            raise DamagedRangeError(blocked)
         first_offset = read_header(chunks[0]).base_offset if chunks else start_offset
         return ReadResult(b"".join(chunks), first_offset, next_offset)
+
+    def _read_verified(self, start_offset: int, max_bytes: int, stop: int) -> tuple[list[bytes], int, DamagedRange | None]:
+        """(chunks, next offset, the damaged range that stopped the read) for ``read``."""
+        chunks: list[bytes] = []
+        next_offset, budget = start_offset, max_bytes
+        blocked: DamagedRange | None = None
+        for segment in self._segments_from(start_offset):
+            with self._unparsable_is_damage(segment):
+                pos = segment.find_position(next_offset)
+                while pos < segment.size_bytes and blocked is None:
+                    hole = segment.damaged.get(pos)
+                    if hole is not None:
+                        if hole.first_offset >= stop:
+                            break
+                        if not hole.lost:
+                            blocked = hole
+                            break
+                        pos, next_offset = hole.end_position, max(next_offset, hole.next_offset)
+                        continue
+                    data, after = segment.read_batches(pos, budget, stop, at_least_one=not chunks)
+                    taken, after = self._verified(segment, pos, data, after)
+                    if taken:
+                        chunks.append(data if taken == len(data) else data[:taken])
+                        pos, next_offset, budget = pos + taken, after, budget - taken  # type: ignore[assignment]
+                    if taken == len(data) and pos not in segment.damaged:
+                        break  # stopped by the budget, the stop offset or the segment's end
+            if blocked is not None or budget <= 0 or pos < segment.size_bytes:
+                break
+        return chunks, next_offset, blocked
+
+    def _retrying_unparsable(self, attempt: Callable[[], _T]) -> _T:
+        """Run ``attempt`` again after each batch header it could not parse (now a damaged
+        range every scan jumps over), at most UNPARSABLE_RETRIES_MAX times."""
+        for _ in range(UNPARSABLE_RETRIES_MAX):
+            try:
+                return attempt()
+            except _DamageNoted:
+                continue
+        raise CorruptBatchError(f"more than {UNPARSABLE_RETRIES_MAX} unparsable batch headers found in one pass")
+
+    @contextlib.contextmanager
+    def _unparsable_is_damage(self, segment: LogSegment) -> Iterator[None]:
+        """A header in ``segment`` that does not parse becomes a damaged range (then _DamageNoted)."""
+        try:
+            yield
+        except UnparsableBatchError as exc:
+            self._note_damage(segment, exc.position, segment.offset_at(exc.position), str(exc))
+            raise _DamageNoted() from exc
+
+    def _verified(self, segment: LogSegment, pos: int, data: bytes, after: int | None) -> tuple[int, int | None]:
+        """(bytes, next offset) of the prefix of ``data`` (read at ``pos``) whose batches pass
+        their CRC; the first batch that fails becomes a damaged range."""
+        at, next_offset = 0, None
+        while at < len(data):
+            try:
+                header = validate_batch(data, at)
+            except CorruptBatchError as exc:
+                expected = segment.offset_at(pos) if next_offset is None else next_offset
+                self._note_damage(segment, pos + at, expected, str(exc))
+                return at, next_offset
+            at, next_offset = at + header.batch_length, header.next_offset
+        return at, after
+
+    # ---------------------------------------------------------------- damage
+
+    def damaged_ranges(self) -> list[DamagedRange]:
+        """Every damaged range, lowest offsets first."""
+        return sorted((r for segment in self.segments for r in segment.damaged.values()), key=_first_offset)
+
+    def _note_damage(self, segment: LogSegment, position: int, expected_offset: int, reason: str) -> DamagedRange:
+        """Take the failed batch at ``position`` out of service up to the next intact batch
+        (or the segment's end), record it on disk and log it."""
+        resync = find_resync(segment.fd, position, segment.size_bytes, expected_offset)
+        end, next_offset = (resync[0], resync[1].base_offset) if resync else (segment.size_bytes, segment.next_offset)
+        damage = DamagedRange(segment.base_offset, position, end, expected_offset, max(next_offset, expected_offset + 1))
+        for inside in [p for p in segment.damaged if position <= p < end]:
+            del segment.damaged[inside]  # found earlier from a wrong length in front of it: the new range covers it
+        segment.damaged[position] = damage
+        self._save_damage()
+        self._log.error("damaged batch found: taken out of service until repaired", segment=segment.base_offset,
+                        position=position, first_offset=damage.first_offset, next_offset=damage.next_offset, reason=reason)
+        return damage
+
+    def _save_damage(self) -> None:
+        with self._io_guard("recording damaged ranges"):
+            write_damage_file(self.directory, self.damaged_ranges())
+
+    def _save_damage_if_changed(self, before: list[DamagedRange]) -> None:
+        """Truncation and retention drop the damaged ranges of the bytes they remove: keep the file in step."""
+        if self.damaged_ranges() != before:
+            self._save_damage()
+
+    def mark_lost(self, damage: DamagedRange) -> None:
+        """No replica can give ``damage`` back: readers skip its offsets from now on (never reused)."""
+        segment = self._segment_at(damage.segment_base)
+        if segment is not None and segment.damaged.get(damage.position) == damage:
+            segment.damaged[damage.position] = damage.marked_lost()
+            self._save_damage()
+
+    def repair(self, damage: DamagedRange, copy: bytes) -> None:
+        """Write a replica's copy of the damaged range over it. The copy must be whole batches
+        that pass their CRC, hold exactly offsets [first_offset, next_offset) in exactly the
+        range's bytes, and carry the leader epochs this log's epoch cache expects at those
+        offsets; CorruptBatchError says which check failed (nothing is written then)."""
+        self._check_online()
+        segment = self._segment_at(damage.segment_base)
+        if segment is None or damage.position not in segment.damaged:
+            return  # truncated or deleted meanwhile
+        length = damage.end_position - damage.position
+        expected, at = damage.first_offset, 0
+        while at < length:
+            header = validate_batch(copy, at, length - at)
+            if header.base_offset != expected or header.leader_epoch != self._epoch_at(header.base_offset):
+                raise CorruptBatchError(
+                    f"the copy's batch at offset {header.base_offset} (epoch {header.leader_epoch}) is not the one this log "
+                    f"holds there (offset {expected}, epoch {self._epoch_at(expected)})"
+                )
+            at, expected = at + header.batch_length, header.next_offset
+        if expected != damage.next_offset:
+            raise CorruptBatchError(f"the copy ends at offset {expected}, the damaged range at {damage.next_offset}")
+        with self._io_guard("repair"):
+            fd, data, written = segment.fd, memoryview(copy)[:length], 0
+            while written < length:  # pwrite: the append position stays at the file's end
+                written += os.pwrite(fd, data[written:], damage.position + written)
+            os.fdatasync(fd)
+        del segment.damaged[damage.position]
+        self._save_damage()
+        self._log.warning("damaged range repaired from a replica's copy", first_offset=damage.first_offset,
+                          next_offset=damage.next_offset, bytes=length)
+
+    def _epoch_at(self, offset: int) -> int:
+        epoch = -1
+        for e, start in self.leader_epoch_cache.entries:
+            if start <= offset:
+                epoch = e
+        return epoch
+
+    def _segment_at(self, base_offset: int) -> LogSegment | None:
+        return next((segment for segment in self.segments if segment.base_offset == base_offset), None)
+
+    def scrub(self, max_bytes: int) -> int:
+        """Verify the CRCs of up to ``max_bytes`` more of the log (whole batches), from where the
+        last call stopped, wrapping to the log start at the end; returns bytes verified. A batch
+        that fails becomes a damaged range, as on a read."""
+        self._check_online()
+        done = unparsable = 0
+        with self._io_guard("scrub"):
+            while done < max_bytes:
+                base, pos = self._scrub_at
+                segment = self._segment_at(base) or self.segments[0]
+                if segment.base_offset != base:
+                    pos = 0
+                hole = segment.damaged.get(pos)
+                if hole is not None:
+                    self._scrub_at = (segment.base_offset, hole.end_position)
+                    continue
+                if pos >= segment.size_bytes:
+                    later = [s for s in self.segments if s.base_offset > segment.base_offset]
+                    self._scrub_at = (later[0].base_offset if later else self.segments[0].base_offset, 0)
+                    if not later:
+                        break
+                    continue
+                try:
+                    with self._unparsable_is_damage(segment):
+                        data, after = segment.read_batches(pos, max_bytes - done, segment.next_offset + 1, at_least_one=True)
+                except _DamageNoted:
+                    unparsable += 1
+                    if unparsable > UNPARSABLE_RETRIES_MAX:
+                        raise CorruptBatchError(f"more than {UNPARSABLE_RETRIES_MAX} unparsable batch headers found in one pass") from None
+                    continue  # the next round jumps over the new damaged range
+                taken, _ = self._verified(segment, pos, data, after)
+                self._scrub_at = (segment.base_offset, pos + taken)
+                done += taken
+                if not data:
+                    break
+        return done
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record stamped at or after ``timestamp_ms``; None if there is none."""
@@ -338,7 +541,7 @@ class PartitionLog:
         """Headers of the batches from the one holding ``from_offset`` to the log end, read
         from the files without the bodies (rebuilding producer state on open)."""
         for segment in self._segments_from(from_offset):
-            for _, header in scan_headers(segment.fd, 0, segment.size_bytes):
+            for _, header in scan_headers(segment.fd, 0, segment.size_bytes, segment.damaged):
                 if header.last_offset >= from_offset:
                     yield header
 
@@ -357,28 +560,38 @@ class PartitionLog:
         """
         self._check_online()
         if offset >= self.log_end_offset:
+            # Nothing to cut, but an epoch this broker started as leader and never wrote in
+            # may sit at the log end (Kafka's UnifiedLog.truncateTo keeps the same rule). It
+            # must go: kept, the follower keeps naming it as its last fetched epoch and the
+            # leader keeps answering "diverging" at this very offset, forever.
+            with self._io_guard("truncate the epoch cache"):
+                self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
             return
         if offset < self.log_start_offset:
             self.truncate_fully_and_start_at(offset)
             return
+        damage_before = self.damaged_ranges()
         with self._io_guard("truncate"):
             while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
                 self.segments.pop().delete()
             self.active.truncate_to(offset)
             self.log_end_offset = self.active.next_offset
             self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        self._save_damage_if_changed(damage_before)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self._log.info("truncated", requested_offset=offset, log_end_offset=self.log_end_offset)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Empty the log and restart it at ``offset`` (a follower far behind the leader's log start)."""
         self._check_online()
+        damage_before = self.damaged_ranges()
         with self._io_guard("truncate"):
             while self.segments:
                 self.segments.pop().delete()
             self.segments.append(LogSegment.create(self.directory, offset, self.settings))
             self.leader_epoch_cache.clear()
             fsync_dir(self.directory)
+        self._save_damage_if_changed(damage_before)
         self.log_start_offset = self.log_end_offset = self.recovery_point = offset
         self._log.info("truncated fully", log_start_offset=offset)
 
@@ -388,6 +601,7 @@ class PartitionLog:
             return 0
         segments = [(segment.size_bytes, segment.max_timestamp) for segment in self.segments]
         doomed = segments_to_delete(segments, now_ms, self.settings.retention_ms, self.settings.retention_bytes)
+        damage_before = self.damaged_ranges()
         with self._io_guard("retention"):
             for _ in range(doomed):
                 self.segments[0].delete()
@@ -395,6 +609,7 @@ class PartitionLog:
                 self.log_start_offset = self.segments[0].base_offset
             if doomed:
                 self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        self._save_damage_if_changed(damage_before)
         self.recovery_point = max(self.recovery_point, self.log_start_offset)
         if doomed:
             self._log.info("retention deleted segments", segments=doomed, log_start_offset=self.log_start_offset)
@@ -450,6 +665,14 @@ class PartitionLog:
         raise error from cause
 
 
+class _DamageNoted(Exception):
+    """An unparsable header was just recorded as a damaged range: the pass starts over."""
+
+
+def _first_offset(damage: DamagedRange) -> int:
+    return damage.first_offset
+
+
 def _remove_strays(directory: Path) -> None:
     """Delete temp files and indexes whose segment is gone (left by a crash mid-operation)."""
     for path in directory.iterdir():
@@ -484,5 +707,5 @@ def _rebuild_epochs(epochs: LeaderEpochCache, segments: list[LogSegment]) -> Non
     epochs.clear()
     observe = _epoch_observer(epochs)
     for segment in segments:
-        for _, header in scan_headers(segment.fd, 0, segment.size_bytes):
+        for _, header in scan_headers(segment.fd, 0, segment.size_bytes, segment.damaged):
             observe(header)

@@ -2,9 +2,16 @@
 
 Segments from the one holding the recovery point (everything below it was fsynced) to the
 end are read batch by batch with full validation (length, magic, CRC, offsets continuing
-the previous batch). The first batch that fails marks a torn or corrupt tail: the file is
-cut there and every later segment is deleted, exactly like Kafka's log recovery. Indexes
-and the leader-epoch cache are rebuilt from the batches that survive.
+the previous batch). When a batch fails, what follows it decides:
+
+- intact batches follow (``find_resync``: a batch with a matching CRC and higher offsets
+  later in the same file): the failed bytes are *damage in the middle*. They stay in the
+  file as a ``DamagedRange`` (out of service, to be repaired from a replica, or lost for
+  good when there is none) and every batch after them is kept, so no offset is reused;
+- nothing intact follows: a *torn tail* (a write cut short by the crash). The file is cut
+  there and every later segment is deleted, as in Kafka's log recovery.
+
+Indexes and the leader-epoch cache are rebuilt from the batches that survive.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from typing import Callable, Iterator
 import structlog
 
 from data_plane.record_batch import HEADER_SIZE, BatchHeader, CorruptBatchError, read_header, validate_batch
+from data_plane.storage.damage import DamagedRange, find_resync
 from data_plane.storage.segment import LogSegment
 
 RECOVERY_CHUNK_BYTES = 4 << 20
@@ -22,12 +30,12 @@ RECOVERY_CHUNK_BYTES = 4 << 20
 log = structlog.get_logger("storage.recovery")
 
 
-def valid_batches(fd: int, file_size: int, first_offset: int) -> Iterator[tuple[int, BatchHeader]]:
-    """(position, header) of the valid batches at the start of the file, stopping at the first invalid one.
+def valid_batches(fd: int, file_size: int, first_offset: int, start: int = 0) -> Iterator[tuple[int, BatchHeader]]:
+    """(position, header) of the valid batches from file position ``start``, stopping at the first invalid one.
 
     Batches must be whole, pass ``validate_batch`` and continue the offsets from ``first_offset``.
     """
-    pos, want, expected = 0, RECOVERY_CHUNK_BYTES, first_offset
+    pos, want, expected = start, RECOVERY_CHUNK_BYTES, first_offset
     while pos < file_size:
         chunk = os.pread(fd, min(want, file_size - pos), pos)
         offset = 0
@@ -59,14 +67,26 @@ def _length_of_batch_beyond(chunk: bytes) -> int | None:
 
 
 def recover_segment(segment: LogSegment, on_batch: Callable[[BatchHeader], None]) -> int:
-    """Rebuild ``segment``'s indexes from a validating scan and cut its invalid tail; returns bytes cut."""
+    """Rebuild ``segment``'s indexes from a validating scan, keep damaged ranges followed by
+    intact batches, and cut the torn tail; returns bytes cut."""
     file_size = segment.file_size()
     segment.reset()
-    end = 0
-    for pos, header in valid_batches(segment.fd, file_size, segment.base_offset):
-        on_batch(header)
-        segment.account(pos, header)
-        end = pos + header.batch_length
+    end, expected = 0, segment.base_offset
+    while True:
+        for pos, header in valid_batches(segment.fd, file_size, expected, end):
+            on_batch(header)
+            segment.account(pos, header)
+            end, expected = pos + header.batch_length, header.next_offset
+        resync = find_resync(segment.fd, end, file_size, expected) if end < file_size else None
+        if resync is None:
+            break
+        damage = DamagedRange(segment.base_offset, end, resync[0], expected, resync[1].base_offset)
+        log.error(
+            "damaged batch in the middle of the log: kept out of service, the intact batches after it kept",
+            segment=str(segment.log_path), position=end, first_offset=damage.first_offset, next_offset=damage.next_offset,
+        )
+        segment.account_damage(damage)
+        end, expected = damage.end_position, damage.next_offset
     segment.cut_at(end)
     segment.rolling_base_ms = segment.first_batch_timestamp()
     return file_size - end

@@ -17,9 +17,10 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
-from typing import Iterator
+from typing import Container, Iterator, Mapping
 
-from data_plane.record_batch import HEADER_SIZE, BatchHeader, CorruptBatchError, decode_batch, read_header
+from data_plane.record_batch import HEADER_SIZE, MAGIC, BatchHeader, CorruptBatchError, decode_batch, read_header
+from data_plane.storage.damage import DamagedRange
 from data_plane.storage.index_file import IndexFileCorrupt
 from data_plane.storage.offset_index import OffsetIndex
 from data_plane.storage.settings import LogSettings
@@ -33,28 +34,53 @@ def file_stem(base_offset: int) -> str:
     return f"{base_offset:020d}"
 
 
-def headers_in(buf: bytes) -> Iterator[tuple[int, BatchHeader]]:
-    """(position, header) of batches laid end to end in ``buf`` whose header is complete (bodies may be cut off)."""
-    pos = 0
-    while pos + HEADER_SIZE <= len(buf):
+class UnparsableBatchError(CorruptBatchError):
+    """A header in a segment file that cannot start a batch (wrong magic, a length shorter than
+    a header or past the file's end, offsets going back): ``position`` is where, in the file."""
+
+    def __init__(self, message: str, position: int) -> None:
+        super().__init__(message)
+        self.position = position
+
+
+def headers_in(buf: bytes, stop_at: Container[int] = (), base: int = 0) -> Iterator[tuple[int, BatchHeader]]:
+    """(position, header) of batches laid end to end in ``buf`` whose header is complete (bodies
+    may be cut off), stopping before any position in ``stop_at`` (file positions: ``base`` + position).
+    Raises UnparsableBatchError at a header no batch could have."""
+    pos, after = 0, -1
+    while pos + HEADER_SIZE <= len(buf) and base + pos not in stop_at:
         header = read_header(buf, pos)
-        if header.batch_length < HEADER_SIZE:
-            raise CorruptBatchError(f"batch at position {pos} claims a length of {header.batch_length} bytes")
+        if header.magic != MAGIC or header.batch_length < HEADER_SIZE or header.base_offset < after:
+            raise UnparsableBatchError(
+                f"batch header at position {base + pos} does not parse (magic {header.magic}, length "
+                f"{header.batch_length}, base offset {header.base_offset})",
+                base + pos,
+            )
         yield pos, header
-        pos += header.batch_length
+        pos, after = pos + header.batch_length, header.next_offset
 
 
-def scan_headers(fd: int, start: int, end: int) -> Iterator[tuple[int, BatchHeader]]:
-    """Headers of the batches in file bytes [start, end), read in chunks; no CRC (our own, recovered bytes)."""
+def scan_headers(
+    fd: int, start: int, end: int, damaged: Mapping[int, DamagedRange] = {}
+) -> Iterator[tuple[int, BatchHeader]]:
+    """Headers of the batches in file bytes [start, end), read in chunks; no CRC (our own,
+    recovered bytes). A damaged range yields its stand-in header and is jumped over."""
     pos = start
-    while pos + HEADER_SIZE <= end:
+    while pos < end:
+        hole = damaged.get(pos)
+        if hole is not None:
+            yield pos, hole.as_header()
+            pos = hole.end_position
+            continue
+        if pos + HEADER_SIZE > end:
+            break
         chunk = os.pread(fd, min(SCAN_CHUNK_BYTES, end - pos), pos)
         step = 0
-        for offset, header in headers_in(chunk):
+        for offset, header in headers_in(chunk, damaged, pos):
             yield pos + offset, header
             step = offset + header.batch_length
         if step == 0:
-            raise CorruptBatchError(f"file ends inside the batch header at position {pos}")
+            raise UnparsableBatchError(f"file ends inside the batch header at position {pos}", pos)
         pos += step
 
 
@@ -84,6 +110,7 @@ class LogSegment:
         self.time_index = TimeIndex(stem.with_suffix(".timeindex"))
         self.size_bytes = 0
         self.rolling_base_ms: int | None = None  # when the first batch arrived: segment.ms counts from here
+        self.damaged: dict[int, DamagedRange] = {}  # by position: ranges every scan jumps over
         self._reset_tail()
 
     # ---------------------------------------------------------------- lifecycle
@@ -98,14 +125,17 @@ class LogSegment:
         return segment
 
     @classmethod
-    def open(cls, directory: Path, base_offset: int, settings: LogSettings, *, trusted: bool) -> "LogSegment":
-        """An existing segment. A ``trusted`` one (fsynced or cleanly closed) loads its indexes
-        (rebuilt if they fail their sanity check) and tail state; an untrusted one is left for
-        recovery to rebuild."""
+    def open(
+        cls, directory: Path, base_offset: int, settings: LogSettings, *, trusted: bool, damaged: list[DamagedRange] = ()
+    ) -> "LogSegment":
+        """An existing segment. A ``trusted`` one (fsynced or cleanly closed) takes the damaged
+        ranges recorded for it, loads its indexes (rebuilt if they fail their sanity check) and
+        tail state; an untrusted one is left for recovery to rebuild."""
         fd = os.open(directory / f"{file_stem(base_offset)}.log", os.O_RDWR)
         segment = cls(directory, base_offset, fd, settings)
         segment.size_bytes = os.lseek(fd, 0, os.SEEK_END)
         if trusted:
+            segment.damaged = {r.position: r for r in damaged if r.end_position <= segment.size_bytes}
             segment._load_state()
         return segment
 
@@ -134,6 +164,7 @@ class LogSegment:
 
     def delete(self) -> None:
         self.release()
+        self.damaged.clear()
         self.log_path.unlink(missing_ok=True)
         self.offset_index.clear()
         self.time_index.clear()
@@ -166,12 +197,26 @@ class LogSegment:
         if header.max_timestamp > self.max_timestamp:
             self.max_timestamp = header.max_timestamp
             self.offset_of_max_timestamp = header.base_offset
-        if self.bytes_since_index_entry > self.settings.index_interval_bytes:
+        if self.bytes_since_index_entry > self.settings.index_interval_bytes and pos not in self.damaged:
             self.offset_index.append(header.base_offset - self.base_offset, pos)
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp - self.base_offset)
             self.bytes_since_index_entry = 0
         self.bytes_since_index_entry += header.batch_length
         self.next_offset = header.next_offset
+
+    def account_damage(self, damage: DamagedRange) -> None:
+        """Fold a damaged range (found by recovery) into the tail state: its offsets stay taken."""
+        self.damaged[damage.position] = damage
+        self.account(damage.position, damage.as_header())
+
+    def offset_at(self, position: int) -> int:
+        """The offset the batch at ``position`` should start with: the end of the batch before it
+        (a full header scan: only used when a batch there turns out damaged)."""
+        expected = self.base_offset
+        for pos, header in scan_headers(self.fd, 0, position, self.damaged):
+            if pos < position:
+                expected = header.next_offset
+        return expected
 
     def _reload_tail(self) -> None:
         """Recompute the tail state from the last index entries and a scan of the bytes after them.
@@ -186,7 +231,7 @@ class LogSegment:
         start = self.offset_index.last_position()
         if self.offset_index:
             self.next_offset = self.base_offset + self.offset_index.keys[-1]
-        for pos, header in scan_headers(self.fd, start, self.size_bytes):
+        for pos, header in scan_headers(self.fd, start, self.size_bytes, self.damaged):
             self.account(pos, header)
         self.rolling_base_ms = self.first_batch_timestamp()
 
@@ -211,6 +256,7 @@ class LogSegment:
         """Forget the indexes and tail state (recovery re-accounts every valid batch)."""
         self.offset_index.clear()
         self.time_index.clear()
+        self.damaged.clear()
         self.size_bytes = 0
         self._reset_tail()
 
@@ -256,7 +302,9 @@ class LogSegment:
         pos = self.find_position(offset)
         if pos >= self.size_bytes:
             return
-        cut_base = read_header(os.pread(self.fd, HEADER_SIZE, pos)).base_offset
+        hole = self.damaged.get(pos)
+        cut_base = hole.first_offset if hole else read_header(os.pread(self.fd, HEADER_SIZE, pos)).base_offset
+        self.damaged = {p: r for p, r in self.damaged.items() if p < pos}
         self.offset_index.truncate(self.offset_index.count_before_position(pos))
         self.time_index.truncate(self.time_index.count_before_offset(cut_base - self.base_offset))
         self.cut_at(pos)
@@ -267,26 +315,29 @@ class LogSegment:
     def read(self, pos: int, length: int) -> bytes:
         data = os.pread(self.fd, length, pos)
         if len(data) != length:
-            raise CorruptBatchError(f"{self.log_path}: wanted {length} bytes at {pos}, the file holds {len(data)}")
+            raise UnparsableBatchError(f"{self.log_path}: wanted {length} bytes at {pos}, the file holds {len(data)}", pos)
         return data
 
     def find_position(self, offset: int) -> int:
         """Position of the batch holding ``offset`` (or the first one after it); ``size_bytes`` if none."""
         start = self.offset_index.position_at_or_before(offset - self.base_offset)
-        for pos, header in scan_headers(self.fd, start, self.size_bytes):
+        for pos, header in scan_headers(self.fd, start, self.size_bytes, self.damaged):
             if header.next_offset > offset:
                 return pos
         return self.size_bytes
 
     def read_batches(self, pos: int, max_bytes: int, stop_offset: int, at_least_one: bool) -> tuple[bytes, int | None]:
         """Whole batches from ``pos``: up to ``max_bytes`` (or the first batch whole if ``at_least_one``),
-        none whose base offset is >= ``stop_offset``. Returns (bytes, next offset after them or None)."""
+        none whose base offset is >= ``stop_offset``, none at or after a damaged range. Returns
+        (bytes, next offset after them or None)."""
         chunk = self.read(pos, min(max(max_bytes, HEADER_SIZE), self.size_bytes - pos))
         taken, next_offset = 0, None
-        for offset, header in headers_in(chunk):
+        for offset, header in headers_in(chunk, self.damaged, pos):
             if header.base_offset >= stop_offset:
                 break
             if offset + header.batch_length > len(chunk):
+                if pos + offset + header.batch_length > self.size_bytes:
+                    raise UnparsableBatchError(f"batch at position {pos + offset} runs past the end of {self.log_path}", pos + offset)
                 if offset == 0 and at_least_one:
                     return self.read(pos, header.batch_length), header.next_offset
                 break
@@ -296,8 +347,8 @@ class LogSegment:
     def find_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record stamped at or after ``timestamp_ms`` in this segment."""
         start = self.offset_index.position_at_or_before(self.time_index.offset_before(timestamp_ms))
-        for pos, header in scan_headers(self.fd, start, self.size_bytes):
-            if header.max_timestamp >= timestamp_ms:
+        for pos, header in scan_headers(self.fd, start, self.size_bytes, self.damaged):
+            if header.max_timestamp >= timestamp_ms and pos not in self.damaged:
                 found = _first_record_at_or_after(self.read(pos, header.batch_length), timestamp_ms)
                 if found is not None:
                     return found

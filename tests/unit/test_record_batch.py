@@ -20,9 +20,12 @@ from data_plane.record_batch import (
     iter_batches,
     iter_headers,
     read_header,
+    InvalidRecordError,
+    InvalidTimestampError,
     set_log_append_time,
     stamp_batch,
     validate_batch,
+    validate_for_append,
 )
 
 maybe_bytes = st.none() | st.binary(max_size=40)
@@ -202,3 +205,112 @@ def test_validate_within_a_region() -> None:
 def test_encode_refuses_bad_input(kwargs, message) -> None:
     with pytest.raises(ValueError, match=message):
         encode_batch(**kwargs)
+
+
+# ---------------------------------------------------------------------------------- append checks
+
+
+def _recrc(buf: bytearray) -> bytes:
+    struct.pack_into("<I", buf, 17, zlib.crc32(buf[21:]))
+    return bytes(buf)
+
+
+@settings(max_examples=200, deadline=None)
+@given(batches())
+def test_append_check_accepts_exactly_consistent_producer_fields_and_timestamps(drawn) -> None:
+    records, data, options = drawn
+    pid, epoch, seq = options["producer_id"], options["producer_epoch"], options["base_sequence"]
+    producer_ok = (pid, epoch, seq) == (-1, -1, -1) or min(pid, epoch, seq) >= 0
+    timestamps_ok = min(ts for *_, ts in records) >= 0
+    if producer_ok and timestamps_ok:
+        assert validate_for_append(data).record_count == len(records)
+    else:
+        with pytest.raises(InvalidTimestampError if producer_ok else InvalidRecordError):
+            validate_for_append(data)
+
+
+@settings(max_examples=300, deadline=None)
+@given(batches(), st.data())
+def test_whatever_the_append_check_accepts_decodes(drawn, data) -> None:
+    """The property problem 3 broke: a body changed under a recomputed CRC is refused on
+    append unless every reader can still decode it."""
+    _, encoded, options = drawn
+    if options["compression"] != "none":
+        return
+    buf = bytearray(encoded)
+    for _ in range(data.draw(st.integers(1, 4))):
+        at = data.draw(st.integers(HEADER_SIZE, len(buf) - 1))
+        buf[at] = data.draw(st.integers(0, 255))
+    mutated = _recrc(buf)
+    try:
+        validate_for_append(mutated)
+    except InvalidRecordError:
+        return
+    decode_batch(mutated)
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        pytest.param(lambda b: struct.pack_into("<i", b, HEADER_SIZE + 12, -5), "negative header count", id="header-count"),
+        pytest.param(lambda b: struct.pack_into("<i", b, HEADER_SIZE + 8, 50), "past the end", id="value-length"),
+        pytest.param(lambda b: struct.pack_into("<i", b, HEADER_SIZE + 4, -3), "other than -1", id="key-length"),
+        pytest.param(lambda b: b.extend(b"junk"), "add up to", id="trailing-bytes"),
+    ],
+)
+def test_crc_valid_body_that_does_not_parse_is_refused_on_append(edit, message) -> None:
+    buf = bytearray(encode_batch([b"abc"], keys=[b"k"]))
+    edit(buf)
+    struct.pack_into("<i", buf, 8, len(buf))  # batch_length follows the edit
+    with pytest.raises(InvalidRecordError, match=f"CRC matches but its body does not parse: .*{message}"):
+        validate_for_append(_recrc(buf))
+
+
+@pytest.mark.parametrize(
+    "fields, error",
+    [
+        ({"producer_id": 7, "producer_epoch": 0, "base_sequence": -7}, InvalidRecordError),
+        ({"producer_id": 7, "producer_epoch": -3, "base_sequence": 0}, InvalidRecordError),
+        ({"producer_id": -5, "producer_epoch": 0, "base_sequence": 0}, InvalidRecordError),
+        ({"producer_id": -1, "producer_epoch": 0, "base_sequence": -1}, InvalidRecordError),
+        ({"timestamps_ms": -1}, InvalidTimestampError),
+    ],
+)
+def test_producer_fields_and_timestamps_out_of_range_are_refused(fields, error) -> None:
+    with pytest.raises(error, match="must|needs"):
+        validate_for_append(encode_batch([b"v"], **fields))
+
+
+def test_max_timestamp_must_lie_within_the_deltas_range() -> None:
+    buf = bytearray(encode_batch([b"a", b"b"], timestamps_ms=[10, 20]))
+    struct.pack_into("<q", buf, 35, 9)
+    with pytest.raises(InvalidTimestampError, match="max_timestamp 9 must lie between first_timestamp 10"):
+        validate_for_append(_recrc(buf))
+
+
+def test_lz4_body_is_checked_after_decompression() -> None:
+    good = encode_batch([b"x" * 100] * 5, compression="lz4")
+    assert validate_for_append(good).record_count == 5
+    garbage = bytearray(good[:HEADER_SIZE]) + b"\x04\x22\x4d\x18garbage-not-a-frame"
+    struct.pack_into("<i", garbage, 8, len(garbage))
+    with pytest.raises(InvalidRecordError, match="lz4"):
+        validate_for_append(_recrc(garbage))
+
+
+def test_non_utf8_header_key_is_refused() -> None:
+    buf = bytearray(encode_batch([b"v"], headers=[[("k", b"v")]]))
+    buf[buf.index(b"kv")] = 0xFF
+    with pytest.raises(InvalidRecordError, match="utf-8"):
+        validate_for_append(_recrc(buf))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.just(-1), st.integers(0, (1 << 31) - 1), st.integers(-(1 << 31), -2)), max_size=300))
+def test_column_total_agrees_with_a_plain_sum(values) -> None:
+    """The big-int column sum behind the body checks, against the obvious per-item code."""
+    column = memoryview(struct.pack(f"<{len(values)}i", *values))
+    if any(v < -1 for v in values):
+        with pytest.raises(CorruptBatchError, match="other than -1"):
+            rb._int32_total(column)
+    else:
+        assert rb._int32_total(column) == (sum(v for v in values if v != -1), values.count(-1))

@@ -3,19 +3,26 @@ retries, leader hints, fetch positions) are tested without processes or disks.
 
 It implements just enough of the Broker service: Metadata, Produce (stamps offsets with
 record_batch.stamp_batch), Fetch (whole batches from the fetch offset, long poll),
-ListOffsets (-2/-1 only) and DescribeLogs. `fail_produce[tp]` holds error codes to answer
-the next produce requests for that partition with, one per request.
+ListOffsets (-2/-1 only) and DescribeLogs. Idempotent batches go through the broker's own
+sequence rules (data_plane/replication/producer_state.py): duplicates are answered with their
+original offsets, gaps with OUT_OF_ORDER_SEQUENCE. Faults, one per request, per partition:
+`fail_produce[tp]` answers an error code without appending; `lose_answer[tp]` appends and
+then answers an error code (the outcome a client cannot know); `on_append(tp)`, when set,
+runs after each append, under the broker's lock (to change faults at an exact point). `overlaps` counts requests
+that reached the broker while another request for one of their partitions was being handled.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import defaultdict, deque
+from collections.abc import Callable
 from concurrent import futures
 
 import grpc
 
 from data_plane import record_batch
+from data_plane.replication.producer_state import Duplicate, ProducerState, Rejected
 from data_plane.client.channels import CHANNEL_OPTIONS
 from proto import broker_pb2, broker_pb2_grpc, common_pb2
 
@@ -31,6 +38,13 @@ class FakeBroker(broker_pb2_grpc.BrokerServicer):
         self.batches: dict[tuple[str, int], list[tuple[int, bytes]]] = defaultdict(list)  # (base offset, bytes)
         self.end_offsets: dict[tuple[str, int], int] = defaultdict(int)
         self.fail_produce: dict[tuple[str, int], deque[int]] = defaultdict(deque)
+        self.lose_answer: dict[tuple[str, int], deque[int]] = defaultdict(deque)
+        self.producers: dict[tuple[str, int], ProducerState] = defaultdict(ProducerState)
+        self.next_producer_id = 1000
+        self.produce_delay_s: dict[tuple[str, int], float] = {}
+        self.on_append: Callable[[tuple[str, int]], None] | None = None
+        self.overlaps = 0
+        self._handling: set[tuple[str, int]] = set()
         self.produce_requests = 0
         self.fetch_requests = 0
         self._cond = threading.Condition()
@@ -67,10 +81,27 @@ class FakeBroker(broker_pb2_grpc.BrokerServicer):
         return response
 
     def InitProducerId(self, request, context):
-        return broker_pb2.InitProducerIdResponse(producer_id=1000, producer_epoch=0)
+        with self._cond:
+            producer_id, self.next_producer_id = self.next_producer_id, self.next_producer_id + 1
+        return broker_pb2.InitProducerIdResponse(producer_id=producer_id, producer_epoch=0)
 
     def Produce(self, request, context):
         self.produce_requests += 1
+        tps = {(t.topic, p.partition) for t in request.topics for p in t.partitions}
+        with self._cond:
+            if tps & self._handling:
+                self.overlaps += 1
+            self._handling |= tps
+        try:
+            delay_s = max((self.produce_delay_s.get(tp, 0.0) for tp in tps), default=0.0)
+            if delay_s:
+                threading.Event().wait(delay_s)  # a slow partition: its answer comes after others'
+            return self._produce(request)
+        finally:
+            with self._cond:
+                self._handling -= tps
+
+    def _produce(self, request) -> broker_pb2.ProduceResponse:
         response = broker_pb2.ProduceResponse()
         with self._cond:
             for topic in request.topics:
@@ -82,14 +113,34 @@ class FakeBroker(broker_pb2_grpc.BrokerServicer):
                         answer.error_code = self.fail_produce[tp].popleft()
                         answer.current_leader.CopyFrom(self._hint())
                         continue
+                    headers = [header for _, header in record_batch.iter_batches(data.batches)]
+                    verdict = self.producers[tp].check_run(headers)
+                    if isinstance(verdict, Rejected):
+                        answer.error_code = int(verdict.error)
+                        continue
+                    if isinstance(verdict, Duplicate):
+                        answer.base_offset = verdict.first_offset
+                        continue
                     answer.base_offset = self.end_offsets[tp]
                     buf = bytearray(data.batches)
                     for pos, header in record_batch.iter_batches(buf):
-                        record_batch.stamp_batch(buf, pos, self.end_offsets[tp], self.leader_epoch)
-                        self.batches[tp].append((self.end_offsets[tp], bytes(buf[pos : pos + header.batch_length])))
+                        base = self.end_offsets[tp]
+                        record_batch.stamp_batch(buf, pos, base, self.leader_epoch)
+                        self.batches[tp].append((base, bytes(buf[pos : pos + header.batch_length])))
                         self.end_offsets[tp] += header.record_count
+                        self.producers[tp].on_appended(
+                            header.producer_id, header.producer_epoch, header.base_sequence, base, base + header.record_count - 1
+                        )
+                    if self.on_append is not None:
+                        self.on_append(tp)
+                    if self.lose_answer[tp]:
+                        answer.error_code = self.lose_answer[tp].popleft()
             self._cond.notify_all()
         return response
+
+    def stored(self, tp: tuple[str, int]) -> list[record_batch.DecodedBatch]:
+        """The partition's batches as stored, decoded (headers carry producer id and sequence)."""
+        return [record_batch.decode_batch(data) for _, data in self.batches[tp]]
 
     def _fetch_answer(self, topic: str, p: broker_pb2.FetchPartition) -> broker_pb2.FetchPartitionResponse:
         tp = (topic, p.partition)

@@ -183,22 +183,3 @@ def test_record_larger_than_the_buffer_is_refused_at_once():
     with pytest.raises(KraftlogError) as err:
         BufferMemory(100).reserve(101, 10)
     assert err.value.code == "MESSAGE_TOO_LARGE"
-
-
-def test_a_new_producer_id_renumbers_every_batch_from_zero():
-    """After a numbered batch fails for good its successors could never be accepted: under a
-    new producer id (which the leader accepts at any first sequence) numbering starts over."""
-    acc = make(batch_size=100)
-    acc.new_producer_id(7, 0)
-    for _ in range(2):
-        add(acc, ("a", 0), now=0)
-    first = acc.drain({1}, leader_of, 10)[1]
-    assert [(b.base_sequence, b.sequence_producer_id) for b in first] == [(0, 7), (1, 7)]
-    acc.reenqueue(first[1], 10, 0)
-    acc.unmute(("a", 0))
-    acc.new_producer_id(8, 0)
-    add(acc, ("a", 0), now=10)
-    resent = acc.drain({1}, leader_of, 10)[1]
-    acc.unmute(("a", 0))
-    fresh = acc.drain({1}, leader_of, 10)[1]
-    assert [(b.base_sequence, b.sequence_producer_id) for b in resent + fresh] == [(0, 8), (1, 8)]

@@ -14,7 +14,10 @@ from proto import controller_pb2 as pb
 
 
 def commit(image: MetadataImage, decision: Decision) -> MetadataImage:
-    return apply_all(image, decision.records)
+    """Apply the decision entry by entry, as the controller commits it."""
+    for entry in decision.entries():
+        image = apply_all(image, entry)
+    return image
 
 
 def topic_ids():

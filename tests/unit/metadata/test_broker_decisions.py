@@ -41,16 +41,51 @@ def test_registration_starts_fenced_and_unfences_once_caught_up():
     assert not commit(image, caught_up).brokers[2].fenced
 
 
-def test_same_incarnation_retry_keeps_epoch_and_live_duplicate_is_refused():
+def test_same_incarnation_retry_keeps_epoch_and_changes_nothing():
     hb = BrokerHeartbeatManager(SESSION_MS)
     image = cluster((1,), hb)
     retry = register(image, hb, 1, 100, "inc-1")
     assert retry.records == () and retry.response.broker_epoch == image.brokers[1].epoch
-    duplicate = register(image, hb, 1, 100, "someone-else")
-    assert duplicate.response.error_code == common.DUPLICATE_BROKER_REGISTRATION
-    assert "retry after broker.session.timeout.ms" in duplicate.response.error_message
-    after_session = register(image, hb, 1, 100 + SESSION_MS + 1, "someone-else")
-    assert after_session.response.error_code == common.NONE
+    assert retry.response.error_code == common.NONE
+
+
+def test_a_new_incarnation_takes_over_a_live_registration_at_once():
+    """A broker restarting with the same id while its old session still counts as alive (a
+    newly active controller grants every broker a full one) registers at once: new epoch,
+    fenced until caught up, and the old epoch's leaderships and ISR places move in the same
+    entry."""
+    hb = BrokerHeartbeatManager(SESSION_MS)
+    image = with_topic(cluster((1, 2, 3), hb), "t", 3, 3)
+    old_epoch = image.brokers[1].epoch
+    assert hb.is_alive(1, 100)
+    takeover = register(image, hb, 1, 100, "restarted")
+    assert takeover.response.error_code == common.NONE
+    after = commit(image, takeover)
+    assert after.brokers[1].incarnation_id == "restarted" and after.brokers[1].fenced
+    assert after.brokers[1].epoch > old_epoch
+    assert all(p.leader != 1 and 1 not in p.isr for p in after.topics["t"].partitions.values())
+    again = register(after, hb, 1, 150, "restarted")
+    assert again.records == () and again.response.broker_epoch == after.brokers[1].epoch
+
+
+def test_the_replaced_process_is_refused_and_cannot_take_the_id_back_by_heartbeating():
+    hb = BrokerHeartbeatManager(SESSION_MS)
+    image = cluster((1,), hb)
+    old_epoch = image.brokers[1].epoch
+    image = commit(image, register(image, hb, 1, 100, "restarted"))
+    stale = bd.broker_heartbeat(image, pb.BrokerHeartbeatRequest(broker_id=1, broker_epoch=old_epoch, current_metadata_offset=image.offset), hb, 200)
+    assert stale.records == () and stale.response.is_fenced
+    assert stale.response.error_code == common.DUPLICATE_BROKER_REGISTRATION
+    assert "stop this process" in stale.response.error_message
+    ahead = bd.broker_heartbeat(image, pb.BrokerHeartbeatRequest(broker_id=1, broker_epoch=image.brokers[1].epoch + 5), hb, 200)
+    assert ahead.response.error_code == common.STALE_BROKER_EPOCH
+
+
+def test_a_registration_without_incarnation_id_is_refused():
+    hb = BrokerHeartbeatManager(SESSION_MS)
+    decision = register(cluster((1,), hb), hb, 2, 0, "")
+    assert decision.records == () and decision.response.error_code == common.INVALID_REQUEST
+    assert "incarnation id" in decision.response.error_message
 
 
 @pytest.mark.parametrize("last_heartbeat_ms,now_ms,fenced", [(0, SESSION_MS, False), (0, SESSION_MS + 1, True), (5000, SESSION_MS + 1, False)])
@@ -72,6 +107,17 @@ def test_new_active_controller_gives_a_full_session():
     new.start_grace(image.brokers, now_ms=60_000)
     assert bd.expired_broker_fencing(image, new, 60_000 + SESSION_MS).response is None
     assert bd.expired_broker_fencing(image, new, 60_000 + SESSION_MS + 1).response == 1
+
+
+def test_a_controller_stall_is_not_held_against_brokers():
+    hb = BrokerHeartbeatManager(SESSION_MS)
+    image = cluster((1, 2), hb, now_ms=0)  # both heard at 0
+    hb.credit_stall(3000, now_ms=SESSION_MS)  # the controller could not process heartbeats for 3 s
+    assert bd.expired_broker_fencing(image, hb, SESSION_MS + 3000).response is None
+    assert bd.expired_broker_fencing(image, hb, SESSION_MS + 3001).response == 1
+    hb.credit_stall(10 * SESSION_MS, now_ms=SESSION_MS + 4000)  # never beyond now
+    assert bd.expired_broker_fencing(image, hb, 2 * SESSION_MS + 4000).response is None
+    assert bd.expired_broker_fencing(image, hb, 2 * SESSION_MS + 4001).response == 1
 
 
 def test_fencing_moves_leadership_to_another_isr_member():
@@ -194,8 +240,13 @@ def test_alter_partition_refusals(shrunk, case, code):
 def test_alter_partition_from_stale_broker_epoch():
     image = with_topic(cluster(), "t", 1, 1)
     leader = image.partition("t", 0).leader
-    response = bd.alter_partition(image, pb.AlterPartitionRequest(broker_id=leader, broker_epoch=0)).response
-    assert response.error_code == common.STALE_BROKER_EPOCH
+    current = image.brokers[leader].epoch
+    replaced = bd.alter_partition(image, pb.AlterPartitionRequest(broker_id=leader, broker_epoch=current - 1)).response
+    assert replaced.error_code == common.DUPLICATE_BROKER_REGISTRATION
+    unknown = bd.alter_partition(image, pb.AlterPartitionRequest(broker_id=leader, broker_epoch=current + 1)).response
+    assert unknown.error_code == common.STALE_BROKER_EPOCH
+    unregistered = bd.alter_partition(image, pb.AlterPartitionRequest(broker_id=leader, broker_epoch=-1)).response
+    assert unregistered.error_code == common.STALE_BROKER_EPOCH and "no broker epoch yet" in unregistered.error_message
 
 
 def test_producer_id_blocks_do_not_overlap():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from metadata_quorum import topic_admin
-from metadata_quorum.image import apply_all
+from metadata_quorum.image import RecordRejected, apply_all, image_from_snapshot, image_to_records
 from metadata_quorum.records import ConfigRecord, PartitionRecord, TopicRecord
 from proto import common_pb2 as common
 from proto import controller_pb2 as pb
@@ -47,13 +47,67 @@ def test_legal_name_characters():
     assert topic_admin.topic_name_problem("x" * 249) is None
 
 
-def test_create_produces_one_entry_with_topic_partitions_and_configs():
+def test_create_produces_one_entry_with_partitions_then_topic_and_configs():
     decision = create(cluster(), "orders", 3, 2, {"retention.ms": "1000"})
     kinds = [type(r) for r in decision.records]
-    assert kinds == [TopicRecord, PartitionRecord, PartitionRecord, PartitionRecord, ConfigRecord]
+    assert kinds == [PartitionRecord, PartitionRecord, PartitionRecord, TopicRecord, ConfigRecord]
+    assert len(decision.entries()) == 1
     partitions = [r for r in decision.records if isinstance(r, PartitionRecord)]
     assert sorted(p.leader for p in partitions) == [1, 2, 3]
     assert all(p.isr == p.replicas and p.leader == p.replicas[0] for p in partitions)
+
+
+def test_large_topic_commits_in_bounded_entries_and_appears_whole_with_the_last():
+    count = 2 * topic_admin.PARTITIONS_PER_ENTRY_MAX + 7
+    decision = create(cluster(), "big", count, 3, {"min.insync.replicas": "2"})
+    entries = decision.entries()
+    assert len(entries) == 3
+    assert all(len(e) <= topic_admin.PARTITIONS_PER_ENTRY_MAX for e in entries[:-1])
+    assert [type(r) for r in entries[-1][-2:]] == [TopicRecord, ConfigRecord]
+    image = cluster()
+    for entry in entries[:-1]:
+        image = apply_all(image, entry)
+        assert "big" not in image.topics and not image.topics_by_id  # nobody sees half a topic
+        assert image_from_snapshot(image.cluster_id, image_to_records(image), image.offset) == image
+    image = apply_all(image, entries[-1])
+    assert len(image.topics["big"].partitions) == count and not image.pending_partitions
+    assert {p.topic for p in image.topics["big"].partitions.values()} == {"big"}
+    assert dict(image.configs["big"]) == {"min.insync.replicas": "2"}
+
+
+def test_an_unfinished_creation_is_abandoned_without_a_trace():
+    image = cluster()
+    entries = create(image, "big", topic_admin.PARTITIONS_PER_ENTRY_MAX + 1, 3).entries()
+    half = apply_all(image, entries[0])
+    abandon = topic_admin.abandon_pending_topics(half)
+    assert abandon.response == 1
+    after = commit(half, abandon)
+    assert not after.pending_partitions and "big" not in after.topics
+    assert topic_admin.abandon_pending_topics(after).records == ()
+    with pytest.raises(RecordRejected):  # the rest of the creation cannot commit any more
+        apply_all(after, entries[1])
+
+
+@pytest.mark.parametrize("rf,value,ok", [(3, "3", True), (3, "4", False), (1, "2", False), (2, "1", True)])
+def test_min_insync_replicas_above_the_replication_factor_is_refused_at_creation(rf, value, ok):
+    result = create(cluster(), "t", 1, rf, {"min.insync.replicas": value}).response.topics[0]
+    assert (result.error_code == common.NONE) == ok
+    if not ok:
+        assert result.error_code == common.INVALID_CONFIG
+        assert f"set it to at most {rf}" in result.error_message
+
+
+def test_min_insync_replicas_above_the_replication_factor_is_refused_at_alter():
+    image = with_topic(cluster(), "t", 2, 2, {"min.insync.replicas": "2"})
+
+    def alter(*ops):
+        return topic_admin.alter_configs(image, pb.AlterConfigsRequest(topics=[pb.AlterConfigsRequest.Topic(name="t", ops=list(ops))]))
+
+    refused = alter(pb.AlterConfigsRequest.Op(key="min.insync.replicas", value="3"))
+    assert refused.records == () and refused.response.topics[0].error_code == common.INVALID_CONFIG
+    assert "larger than the replication factor 2" in refused.response.topics[0].error_message
+    assert alter(pb.AlterConfigsRequest.Op(key="min.insync.replicas", value="1")).response.topics[0].error_code == common.NONE
+    assert alter(pb.AlterConfigsRequest.Op(key="min.insync.replicas", op=pb.AlterConfigsRequest.DELETE)).response.topics[0].error_code == common.NONE
 
 
 def test_rf_counts_only_usable_brokers():

@@ -154,6 +154,22 @@ def test_truncate_to_start_and_below(log_dir: Path) -> None:
     assert offsets(plog.read(500, 1 << 20).data) == [500, 501, 502]
 
 
+def test_truncating_at_the_log_end_drops_an_epoch_that_holds_no_record(log_dir: Path) -> None:
+    """A broker that became leader in epoch 3 and wrote nothing before losing leadership
+    keeps (3, 20) at its log end; a new leader without epoch 3 answers "diverging at epoch 1,
+    ending at 20". Truncating to 20 cuts no record but must drop epoch 3 (and persist that),
+    or the follower names epoch 3 again on every fetch and never gets another record."""
+    plog = PartitionLog.open(log_dir, small_settings(), now_ms=0)
+    fill(plog, 20, epoch=1)
+    plog.leader_epoch_cache.assign(3, plog.log_end_offset)
+    plog.truncate_to(plog.log_end_offset)
+    assert plog.leader_epoch_cache.entries == [(1, 0)]
+    plog.truncate_to(plog.log_end_offset + 5)
+    assert (plog.log_end_offset, plog.leader_epoch_cache.entries) == (60, [(1, 0)])
+    plog.close()
+    assert PartitionLog.open(log_dir, small_settings(), now_ms=0).leader_epoch_cache.entries == [(1, 0)]
+
+
 def test_retention_by_time_and_size(log_dir: Path) -> None:
     plog = PartitionLog.open(log_dir, small_settings(retention_ms=1000), now_ms=0)
     fill(plog, 40, ts=0)
@@ -208,6 +224,7 @@ def test_timestamp_lookup_survives_a_batch_whose_body_does_not_decode(log_dir: P
     garbage = bytearray(encode_batch([b"abc"], timestamps_ms=500))
     garbage[-4:] = b"\xff\xff\xff\x7f"  # header count and value bytes now disagree with the body; CRC redone
     struct.pack_into("<I", garbage, 17, zlib.crc32(garbage[21:]))
-    plog.append(bytes(garbage), assign_offsets=True, leader_epoch=0, now_ms=0)
+    stamp_batch(garbage, 0, 6, 0)  # a leader refuses such a body; one stored before that check was added
+    plog.append(bytes(garbage), assign_offsets=False, leader_epoch=-1, now_ms=0)
     assert plog.offset_for_timestamp(300) == (6, 500)
     assert not plog.is_offline

@@ -1,5 +1,5 @@
 """Recovery after a crash: torn and corrupt tails are cut, indexes and epochs rebuilt, and a
-clean shutdown skips the scan."""
+clean shutdown skips the scan. Damage in the middle of a log: tests/unit/storage/test_damage.py."""
 
 from __future__ import annotations
 
@@ -58,20 +58,6 @@ def test_damaged_tail_is_cut_and_the_log_continues(log_dir: Path, damage) -> Non
     again.append(batch(2), assign_offsets=True, leader_epoch=2, now_ms=0)
     assert offsets(again.read(0, 1 << 20).data) == list(range(intact_records + 2))
     assert again.leader_epoch_cache.entries == [(1, 0), (2, intact_records)]
-
-
-def test_corruption_in_an_older_segment_drops_everything_after_it(log_dir: Path) -> None:
-    _, data, _ = crashed_log(log_dir)
-    segments = sorted(log_dir.glob("*.log"))
-    assert len(segments) > 3
-    victim = segments[1]
-    raw = bytearray(victim.read_bytes())
-    raw[100] ^= 0xFF  # inside the first batch of the second segment
-    victim.write_bytes(raw)
-    again = PartitionLog.open(log_dir, small_settings(), now_ms=0)
-    assert again.log_end_offset == int(victim.stem)
-    assert len(list(log_dir.glob("*.log"))) == 2
-    assert again.read(0, 1 << 20).data == data[: again.size_bytes]
 
 
 def test_recovery_rebuilds_indexes_and_the_epoch_cache(log_dir: Path) -> None:

@@ -1,0 +1,72 @@
+"""The CLI's answers to the first mistakes a user makes, run as a user runs them (a subprocess):
+one line on stderr saying what is wrong and what to do, a non-zero exit, never a traceback."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from cli.local_cluster import free_ports
+from tests.cluster import TestCluster, local_cluster
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory) -> TestCluster:
+    with local_cluster(tmp_path_factory.mktemp("cli-errors"), controllers=1, brokers=1) as c:
+        yield c
+
+
+def kraftlog(*args: str, stdin: bytes = b"hi\n") -> subprocess.CompletedProcess:
+    # the timeout only guards the test run; a command that waited out max_block_ms (60 s) fails it
+    return subprocess.run([sys.executable, "-m", "cli", *args], input=stdin, capture_output=True, timeout=45)
+
+
+def one_error_line(done: subprocess.CompletedProcess) -> str:
+    stderr = done.stderr.decode()
+    assert done.returncode != 0, stderr
+    assert "Traceback" not in stderr, stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    return lines[0]
+
+
+def test_the_line_checker_refuses_a_traceback():
+    traceback = subprocess.CompletedProcess([], 1, b"", b"Traceback (most recent call last):\n  ...\nRuntimeError: Event loop is closed\n")
+    with pytest.raises(AssertionError):
+        one_error_line(traceback)
+
+
+def test_nothing_listening_is_one_line_naming_the_address():
+    (port,) = free_ports(1)
+    line = one_error_line(kraftlog("produce", "T", "--bootstrap", f"127.0.0.1:{port}"))
+    assert line.startswith("kraftlog produce: ") and f"no broker answered at 127.0.0.1:{port}" in line
+    assert "kraftlog cluster up" in line  # what to do next
+
+
+def test_a_controller_address_is_named_as_a_controller(cluster: TestCluster):
+    address = cluster.controllers[0].address
+    line = one_error_line(kraftlog("produce", "T", "--bootstrap", address))
+    assert f"{address} is a kraftlog controller, not a broker" in line
+
+
+def test_a_missing_topic_fails_at_once_saying_how_to_create_it(cluster: TestCluster):
+    line = one_error_line(kraftlog("produce", "no-such-topic", "--bootstrap", cluster.bootstrap))
+    assert "topic 'no-such-topic' does not exist" in line and "kraftlog topics create no-such-topic" in line
+
+
+def test_an_empty_bootstrap_is_an_error_not_a_fallback(cluster: TestCluster):
+    line = one_error_line(kraftlog("topics", "list", "--bootstrap", ""))
+    assert "--bootstrap is empty" in line
+
+
+def test_bootstrap_before_the_command_works(cluster: TestCluster):
+    created = kraftlog("--bootstrap", cluster.bootstrap, "topics", "create", "global-opt")
+    assert created.returncode == 0, created.stderr.decode()
+    produced = kraftlog("--bootstrap", cluster.bootstrap, "produce", "global-opt", stdin=b"a\nb\n")
+    assert produced.returncode == 0, produced.stderr.decode()
+    consumed = kraftlog("--bootstrap", cluster.bootstrap, "consume", "global-opt", "--from-beginning", "--max-messages", "2")
+    assert consumed.stdout.decode().split() == ["a", "b"]

@@ -1,0 +1,309 @@
+"""``kraftlog cluster up/down`` as a user runs them: real processes, real signals.
+
+Ports: a new cluster takes the stable layout (brokers from the base, controllers 100 above,
+Raft 200 above); a taken port moves to a free one with a line saying so; a restart keeps the
+recorded ports and refuses when someone else holds one. These tests never use 9092: each
+finds a base whose whole layout is free (``KRAFTLOG_PORT_BASE``), below the OS's ephemeral
+range, so a developer's cluster on 9092 or a parallel test run cannot collide with them.
+
+Shutdown: ``cluster up`` runs in a process group of its own and gets SIGINT the way a
+terminal's Ctrl-C delivers it (to the whole foreground group). Brokers must finish their
+controlled shutdown while the controllers still run, and a second SIGINT, or one to
+``cluster down``, must leave no process running.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from cli.cluster_cmd import PORT_BASE_ENV
+from cli.local_cluster import HOST, LocalCluster, node_ports, port_taken, stable_nodes, wait_for
+
+pytestmark = pytest.mark.integration
+
+SHUTDOWN_BOUND_S = 15  # a controlled shutdown here takes 1-5 s; brokers waiting out their 30 s timeout fail it
+STARTUP_S = 90
+EPHEMERAL_FLOOR = 32768  # Linux hands out ephemeral ports from here: bases below it are never picked by the OS
+
+
+def free_base(controllers: int, brokers: int) -> int:
+    """A port base whose whole stable layout is free now."""
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(20000, EPHEMERAL_FLOOR - 300, 10)
+        if not any(port_taken(port) for _, _, port in node_ports(stable_nodes(controllers, brokers, base))):
+            return base
+    raise AssertionError("no free port base between 20000 and 32468")
+
+
+def cli_env(base: int) -> dict[str, str]:
+    return {**os.environ, PORT_BASE_ENV: str(base), "PYTHONUNBUFFERED": "1"}
+
+
+def kraftlog(*args: str, base: int) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cli", *args], capture_output=True, text=True, timeout=STARTUP_S + 30, env=cli_env(base))
+
+
+def layout(data_dir: Path) -> dict[str, tuple[int, int]]:
+    nodes = json.loads((data_dir / "cluster.json").read_text())["nodes"]
+    return {f"{n['role']}-{n['node_id']}": (n["port"], n["raft_port"]) for n in nodes}
+
+
+def running(data_dir: Path) -> list[str]:
+    cluster = LocalCluster.load(data_dir)
+    return [n.name for n in cluster.nodes if cluster.is_running(n)]
+
+
+def listen_on(port: int) -> socket.socket:
+    """Hold ``port`` the way another program's server would."""
+    holder = socket.socket()
+    holder.bind((HOST, port))
+    holder.listen()
+    return holder
+
+
+@contextmanager
+def cleanup(data_dir: Path) -> Iterator[None]:
+    """Whatever the test did, no node of the cluster in ``data_dir`` outlives it."""
+    try:
+        yield
+    finally:
+        if (data_dir / "cluster.json").exists():
+            LocalCluster.load(data_dir).kill_all()
+
+
+class Foreground:
+    """``kraftlog ARGS`` in a process group of its own, as a shell runs a foreground job;
+    its output lines are collected as they come, until ``hang_up`` closes our end."""
+
+    def __init__(self, *args: str, base: int) -> None:
+        self.lines: list[str] = []
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "cli", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=cli_env(base), start_new_session=True
+        )
+        self._hung_up = threading.Event()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        fd, pending = self.process.stdout.fileno(), b""
+        while not self._hung_up.is_set():
+            if not select.select([fd], [], [], 0.05)[0]:
+                continue
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            *complete, pending = (pending + chunk).split(b"\n")
+            self.lines += [line.decode() for line in complete]
+        self.process.stdout.close()
+
+    @property
+    def output(self) -> str:
+        return "\n".join(self.lines)
+
+    def wait_line(self, predicate, timeout_s: float, what: str) -> str:
+        """The first output line ``predicate`` accepts; fails at once if the command exits first."""
+
+        def seen_or_exited() -> str | bool:
+            line = next((line for line in self.lines if predicate(line)), None)
+            return line or (self.process.poll() is not None and not self._reader.is_alive())
+
+        try:
+            seen = wait_for(seen_or_exited, timeout_s, what)
+        except TimeoutError as timeout:
+            raise AssertionError(f"{timeout}; output:\n{self.output}") from None
+        if seen is True:
+            raise AssertionError(f"kraftlog exited ({self.process.returncode}) before {what}:\n{self.output}")
+        return seen
+
+    def ctrl_c(self) -> None:
+        """SIGINT to the whole process group, as a terminal's Ctrl-C."""
+        os.killpg(self.process.pid, signal.SIGINT)
+
+    def wait_output_closed(self) -> None:
+        """Every line it printed is in ``lines``."""
+        self._reader.join(timeout=5)
+
+    def hang_up(self) -> None:
+        """Close our end of its output, as a closed terminal or ``| head`` leaves it."""
+        self._hung_up.set()
+        self._reader.join(timeout=5)
+
+    def __enter__(self) -> "Foreground":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+
+
+def wait_all_gone(foreground: Foreground, pids: list[int], timeout_s: float) -> None:
+    def gone() -> bool:
+        return foreground.process.poll() is not None and not any(_alive(pid) for pid in pids)
+
+    try:
+        wait_for(gone, timeout_s, f"kraftlog and every node ({pids}) to exit")
+    except TimeoutError as timeout:
+        raise AssertionError(f"{timeout}; output:\n{foreground.output}") from None
+    foreground.wait_output_closed()
+
+
+def ctrl_c_while_stopping(command: Foreground, cluster: LocalCluster) -> None:
+    """Ctrl-C once ``command`` has begun stopping the cluster: every node must be gone
+    soon after, killed, with a line that names them, and the exit status 130."""
+    command.wait_line(lambda line: line.startswith("stopping brokers"), SHUTDOWN_BOUND_S, "the stop to begin")
+    command.ctrl_c()
+    wait_all_gone(command, [n.pid for n in cluster.nodes], SHUTDOWN_BOUND_S)
+    assert command.process.returncode == 130, command.output
+    killed = next(line for line in command.lines if line.startswith("interrupted: sent SIGKILL to "))
+    assert "broker-1" in killed and "controller-1" in killed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def log_events(path: Path, *events: str) -> list[dict]:
+    entries = [json.loads(line) for line in path.read_text().splitlines() if line.startswith("{")]
+    return [e for e in entries if e.get("event") in events]
+
+
+# ---------------------------------------------------------------------------------- ports
+
+
+def test_a_new_cluster_takes_the_stable_ports_and_a_restart_keeps_them(tmp_path):
+    data_dir = tmp_path / "cluster"
+    base = free_base(3, 3)
+    with cleanup(data_dir):
+        started = kraftlog("cluster", "up", "--detach", "--data-dir", str(data_dir), base=base)
+        assert started.returncode == 0, started.stdout + started.stderr
+        assert "in use" not in started.stdout
+        assert f"cluster ready; bootstrap {HOST}:{base},{HOST}:{base + 1},{HOST}:{base + 2}" in started.stdout
+        assert layout(data_dir) == {
+            **{f"controller-{i}": (base + 99 + i, base + 199 + i) for i in (1, 2, 3)},
+            **{f"broker-{i}": (base - 1 + i, 0) for i in (1, 2, 3)},
+        }
+        recorded = layout(data_dir)
+
+        stopped = kraftlog("cluster", "down", "--data-dir", str(data_dir), base=base)
+        assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+        assert running(data_dir) == []
+
+        # another base in the environment does not move a recorded cluster
+        restarted = kraftlog("cluster", "up", "--detach", "--data-dir", str(data_dir), base=free_base(3, 3))
+        assert restarted.returncode == 0, restarted.stdout + restarted.stderr
+        assert layout(data_dir) == recorded
+        assert f"bootstrap {HOST}:{base}," in restarted.stdout
+        assert kraftlog("cluster", "down", "--data-dir", str(data_dir), base=base).returncode == 0
+
+
+def test_a_taken_port_moves_with_a_line_and_a_restart_refuses_a_taken_port(tmp_path):
+    data_dir = tmp_path / "cluster"
+    base = free_base(1, 2)
+    with cleanup(data_dir):
+        holder = listen_on(base)  # broker 1's stable port
+        try:
+            started = kraftlog("cluster", "up", "--detach", "--controllers", "1", "--brokers", "2", "--data-dir", str(data_dir), base=base)
+        finally:
+            holder.close()
+        assert started.returncode == 0, started.stdout + started.stderr
+        ports = layout(data_dir)
+        moved_to = ports["broker-1"][0]
+        assert moved_to != base
+        assert f"port {base} (broker-1 gRPC) is in use by another process; broker-1 uses {moved_to} instead" in started.stdout
+        assert ports == {"controller-1": (base + 100, base + 200), "broker-1": (moved_to, 0), "broker-2": (base + 1, 0)}
+        assert f"bootstrap {HOST}:{moved_to},{HOST}:{base + 1}" in started.stdout
+        assert kraftlog("cluster", "down", "--data-dir", str(data_dir), base=base).returncode == 0
+
+        holder = listen_on(base + 1)  # now someone takes broker 2's recorded port
+        try:
+            refused = kraftlog("cluster", "up", "--detach", "--data-dir", str(data_dir), base=base)
+        finally:
+            holder.close()
+        assert refused.returncode == 1
+        assert f"other processes hold its recorded ports {base + 1} (broker-2 gRPC)" in refused.stderr
+        assert "another --data-dir" in refused.stderr
+        assert running(data_dir) == []
+        assert layout(data_dir) == ports
+
+
+# ---------------------------------------------------------------------------------- shutdown
+
+
+def test_ctrl_c_stops_brokers_in_controlled_shutdown_before_controllers(tmp_path):
+    """The README's command with its demo workload on an RF=3 topic, then Ctrl-C."""
+    data_dir = tmp_path / "cluster"
+    with cleanup(data_dir), Foreground("cluster", "up", "--data-dir", str(data_dir), base=free_base(3, 3)) as up:
+        up.wait_line(lambda line: line.startswith("t=") and "acked=0 " not in line, STARTUP_S, "the demo to acknowledge records")
+        cluster = LocalCluster.load(data_dir)
+        up.ctrl_c()
+        wait_all_gone(up, [n.pid for n in cluster.nodes], SHUTDOWN_BOUND_S)
+    assert up.process.returncode == 0, up.output
+    assert any(line.startswith("stopped in ") for line in up.lines), up.output
+    brokers_stopped = []
+    for broker in cluster.brokers:
+        log = cluster.log_path(broker)
+        assert log_events(log, "controlled shutdown complete"), f"{broker.name} did not complete a controlled shutdown (see {log})"
+        assert not log_events(log, "controlled shutdown timed out; leaderships move when the session expires")
+        brokers_stopped += [e["timestamp"] for e in log_events(log, "broker stopped cleanly")]
+    controllers_stopping = [e["timestamp"] for c in cluster.controllers for e in log_events(cluster.log_path(c), "controller stopping")]
+    assert len(brokers_stopped) == 3 and len(controllers_stopping) == 3
+    assert max(brokers_stopped) < min(controllers_stopping), "a controller stopped before every broker had"
+
+
+def test_a_second_ctrl_c_kills_every_node_still_running(tmp_path):
+    """A paused broker cannot finish its controlled shutdown, so the stop is still waiting
+    when the second Ctrl-C comes."""
+    data_dir = tmp_path / "cluster"
+    args = ("cluster", "up", "--no-workload", "--controllers", "1", "--brokers", "2", "--data-dir", str(data_dir))
+    with cleanup(data_dir), Foreground(*args, base=free_base(1, 2)) as up:
+        up.wait_line(lambda line: line == "press Ctrl-C to stop", STARTUP_S, "the cluster to be ready")
+        cluster = LocalCluster.load(data_dir)
+        os.kill(cluster.node("broker", 1).pid, signal.SIGSTOP)
+        up.ctrl_c()
+        ctrl_c_while_stopping(up, cluster)
+
+
+def test_ctrl_c_on_cluster_down_kills_every_node_still_running(tmp_path):
+    data_dir = tmp_path / "cluster"
+    base = free_base(1, 2)
+    with cleanup(data_dir):
+        started = kraftlog("cluster", "up", "--detach", "--controllers", "1", "--brokers", "2", "--data-dir", str(data_dir), base=base)
+        assert started.returncode == 0, started.stdout + started.stderr
+        cluster = LocalCluster.load(data_dir)
+        os.kill(cluster.node("broker", 1).pid, signal.SIGSTOP)
+        with Foreground("cluster", "down", "--data-dir", str(data_dir), base=base) as down:
+            ctrl_c_while_stopping(down, cluster)
+
+
+def test_a_closed_output_or_a_hangup_stops_the_cluster_in_order(tmp_path):
+    """``kraftlog cluster up | head`` or a closed terminal: the demo's next progress line
+    fails to print, and a terminal's SIGHUP reaches ``up`` only; either way every node stops."""
+    data_dir = tmp_path / "cluster"
+    args = ("cluster", "up", "--controllers", "1", "--brokers", "2", "--data-dir", str(data_dir))
+    with cleanup(data_dir), Foreground(*args, base=free_base(1, 2)) as up:
+        up.wait_line(lambda line: line.startswith("t="), STARTUP_S, "the demo's first progress line")
+        cluster = LocalCluster.load(data_dir)
+        up.hang_up()
+        os.killpg(up.process.pid, signal.SIGHUP)
+        wait_all_gone(up, [n.pid for n in cluster.nodes], SHUTDOWN_BOUND_S)
+    for broker in cluster.brokers:
+        assert log_events(cluster.log_path(broker), "controlled shutdown complete"), f"{broker.name} did not complete a controlled shutdown"

@@ -1,0 +1,94 @@
+"""The local cluster's port layout: the stable ranges, moving taken ports, the base from the
+environment, and the check that a port is taken (with real sockets)."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from cli.cluster_cmd import PORT_BASE_ENV, port_base
+from cli.local_cluster import HOST, MovedPort, free_ports, move_taken_ports, node_ports, port_taken, stable_nodes
+
+
+def ports_by_node(nodes) -> dict[str, tuple[int, int]]:
+    return {n.name: (n.port, n.raft_port) for n in nodes}
+
+
+def test_stable_layout_gives_each_role_its_own_range():
+    nodes = stable_nodes(controllers=3, brokers=3, port_base=9092)
+    assert ports_by_node(nodes) == {
+        "controller-1": (9192, 9292),
+        "controller-2": (9193, 9293),
+        "controller-3": (9194, 9294),
+        "broker-1": (9092, 0),
+        "broker-2": (9093, 0),
+        "broker-3": (9094, 0),
+    }
+
+
+def test_stable_layout_moves_with_the_base_and_never_overlaps():
+    nodes = stable_nodes(controllers=100, brokers=100, port_base=20000)
+    ports = [port for _, _, port in node_ports(nodes)]
+    assert len(ports) == len(set(ports)) == 300
+    assert min(ports) == 20000 and max(ports) == 20299
+
+
+@pytest.mark.parametrize(
+    ("controllers", "brokers", "base", "message"),
+    [(101, 3, 9092, "at most 100"), (3, 101, 9092, "at most 100"), (3, 3, 80, "out of range"), (3, 3, 65300, "out of range")],
+)
+def test_stable_layout_refuses_what_it_cannot_lay_out(controllers, brokers, base, message):
+    with pytest.raises(ValueError, match=message):
+        stable_nodes(controllers, brokers, base)
+
+
+def test_only_taken_ports_move_and_replacements_avoid_the_layout():
+    nodes = stable_nodes(controllers=2, brokers=2, port_base=9092)
+    taken = {9092, 9293}
+    # the spare ports on offer include ports of the layout itself: those must be skipped
+    moved_nodes, moved = move_taken_ports(nodes, taken.__contains__, lambda n: [9093, 40001, 9192, 40002][:n])
+    assert moved == [
+        MovedPort("controller-2", "Raft", 9293, 40001),
+        MovedPort("broker-1", "gRPC", 9092, 40002),
+    ]
+    assert ports_by_node(moved_nodes) == {
+        "controller-1": (9192, 9292),
+        "controller-2": (9193, 40001),
+        "broker-1": (40002, 0),
+        "broker-2": (9093, 0),
+    }
+    assert "port 9092 (broker-1 gRPC) is in use by another process; broker-1 uses 40002 instead" == moved[1].describe()
+
+
+def test_nothing_moves_when_every_port_is_free():
+    nodes = stable_nodes(controllers=1, brokers=1, port_base=9092)
+    assert move_taken_ports(nodes, lambda port: False, lambda n: pytest.fail("no spare port is needed")) == (nodes, [])
+
+
+def test_port_taken_sees_a_listener_and_not_a_closed_socket():
+    listener = socket.socket()
+    listener.bind((HOST, 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+    try:
+        assert port_taken(port)
+    finally:
+        listener.close()
+    assert not port_taken(port)
+    assert not port_taken(free_ports(1)[0])
+
+
+@pytest.mark.parametrize(("value", "expected"), [(None, 9092), ("", 9092), ("20000", 20000), (" 21000 ", 21000), ("0", None)])
+def test_port_base_from_the_environment(monkeypatch, value, expected):
+    if value is None:
+        monkeypatch.delenv(PORT_BASE_ENV, raising=False)
+    else:
+        monkeypatch.setenv(PORT_BASE_ENV, value)
+    assert port_base() == expected
+
+
+def test_a_port_base_that_is_not_a_number_is_an_error_saying_what_to_give(monkeypatch):
+    monkeypatch.setenv(PORT_BASE_ENV, "ninety")
+    with pytest.raises(ValueError, match="is not a port: give the first broker port, such as 9092, or 0 for free ports"):
+        port_base()

@@ -1,0 +1,52 @@
+"""The active controller on a single-voter quorum (loopback, no other processes): a decision
+of several entries that fails half way leaves nothing visible, and a newly active controller
+drops the invisible leftovers of a creation its predecessor did not finish."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from cli.local_cluster import async_wait_for
+from metadata_quorum import records as r
+from metadata_quorum.active_controller import ActiveController
+from metadata_quorum.decision import Decision
+from tests.unit.metadata.test_raft_node import _started, _voter
+
+PENDING = [r.PartitionRecord("id-new", p, (1,), (1,), 1, 0, 0) for p in range(3)]
+
+
+async def _active(node) -> tuple[ActiveController, asyncio.Task]:
+    controller = ActiveController(node, session_timeout_ms=9000)
+    task = asyncio.create_task(controller.run())
+    await async_wait_for(lambda: controller.is_active, 10, "the controller to activate")
+    return controller, task
+
+
+def test_a_split_write_failing_half_way_leaves_nothing_visible(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        node = await _started(_voter(), tmp_path)
+        controller, task = await _active(node)
+        assert (await node.propose([r.TopicRecord("a", "id-a")])).error_code == 0
+        decision = Decision((*PENDING, r.TopicRecord("a", "id-new")), None, entry_starts=(len(PENDING),))
+        outcome = await controller.write(lambda image: decision)
+        assert outcome.error_code != 0 and "already exists" in outcome.error_message
+        assert not node.image.pending_partitions
+        assert node.image.topics["a"].topic_id == "id-a" and not node.image.topics["a"].partitions
+        task.cancel()
+        node.destroy()
+
+    asyncio.run(scenario())
+
+
+def test_a_new_active_controller_drops_an_unfinished_creation(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        node = await _started(_voter(), tmp_path)
+        assert (await node.propose(PENDING)).error_code == 0  # a predecessor's first entry
+        assert set(node.image.pending_partitions) == {"id-new"}
+        _, task = await _active(node)
+        assert not node.image.pending_partitions and not node.image.topics
+        task.cancel()
+        node.destroy()
+
+    asyncio.run(scenario())
