@@ -19,6 +19,7 @@ from typing import Literal, Union
 
 Outcome = Literal["ok", "failed", "unknown"]
 Read = tuple[int, str]  # (offset, value)
+FINAL = "final"  # the label of the comparison after healing
 
 
 @dataclass(frozen=True)
@@ -78,11 +79,13 @@ class FinalReadOp:
 
 @dataclass(frozen=True)
 class ReplicaOp:
-    """One replica's log after healing, read on its broker.
+    """One replica's log in a comparison (after healing, or after a restart), read on its
+    broker.
 
-    ``reads`` holds its records below ``high_watermark`` when the records could be read
-    (``None`` otherwise); ``checksum`` is a CRC over its bytes below the HW when the broker
-    gave one. Either is enough to compare replicas; records say where they differ.
+    ``reads`` holds its records below ``upto_offset`` when the records could be read
+    (``None`` otherwise); ``checksum`` is a CRC over its bytes below ``upto_offset`` when the
+    broker gave one. Either is enough to compare replicas; records say where they differ.
+    ``upto_offset`` None means the replica's own HW. ``label`` names the comparison.
     """
 
     broker: int
@@ -93,7 +96,41 @@ class ReplicaOp:
     log_end: int
     reads: list[Read] | None = None
     checksum: int | None = None
+    upto_offset: int | None = None
+    label: str = FINAL
     kind: str = "replica"
+
+    @property
+    def compared_upto(self) -> int:
+        """The offset below which ``reads`` or ``checksum`` cover this replica's log."""
+        return self.high_watermark if self.upto_offset is None else self.upto_offset
+
+
+@dataclass(frozen=True)
+class ConvergenceOp:
+    """Whether a partition's replicas came back together by a deadline: after healing
+    (``FINAL``) or after the restart numbered ``restart``.
+
+    ``target_offset`` is what the leader held when every replica first answered: its log
+    end, or with ``quiescent`` (no writes running) its HW, which every replica's HW must then
+    reach too. Every replica must hold at least that much and be in the ISR. ``waited_s``
+    counts from the moment every replica's broker answered (or, when one never did, from
+    the start of the comparison). ``unanswered`` maps each replica's broker that gave no
+    log state to why: such a replica is a failure, not a smaller comparison.
+    """
+
+    partition: int
+    label: str
+    at_s: float
+    waited_s: float
+    leader: int
+    replicas: list[int]
+    isr: list[int]
+    target_offset: int
+    quiescent: bool
+    restart: int | None = None
+    unanswered: dict[int, str] = field(default_factory=dict)
+    kind: str = "convergence"
 
 
 @dataclass(frozen=True)
@@ -108,9 +145,9 @@ class FaultOp:
     kind: str = "fault"
 
 
-Op = Union[SendOp, PollOp, SeekOp, FinalReadOp, ReplicaOp, FaultOp]
-_KINDS: dict[str, type] = {cls.kind: cls for cls in (SendOp, PollOp, SeekOp, FinalReadOp, ReplicaOp, FaultOp)}
-_INT_KEYED = ("reads", "high_watermarks", "log_starts")
+Op = Union[SendOp, PollOp, SeekOp, FinalReadOp, ReplicaOp, ConvergenceOp, FaultOp]
+_KINDS: dict[str, type] = {cls.kind: cls for cls in (SendOp, PollOp, SeekOp, FinalReadOp, ReplicaOp, ConvergenceOp, FaultOp)}
+_INT_KEYED = ("reads", "high_watermarks", "log_starts", "unanswered")
 
 
 def op_to_json(op: Op) -> dict:

@@ -2,10 +2,16 @@
 processes or links, applies the fault, heals it when its time is up and records it.
 
 Process faults: ``kill`` (SIGKILL, healed by a restart), ``pause`` (SIGSTOP, healed by
-SIGCONT), ``graceful-restart`` (SIGTERM, then start again), ``rolling-restart`` (each
-broker in turn, waiting for full ISRs in between), ``kill-leaders-in-turn`` (the leader, then
-each successor, with replication slowed: the KIP-101 sequence). Network faults: ``toxic`` (a Toxiproxy
-toxic on the target links) and ``cut`` (the links' proxies disabled).
+SIGCONT), ``graceful-restart`` (SIGTERM, then start again), ``restart`` (one broker, all
+of them at once, or the whole cluster with its controllers; SIGTERM or SIGKILL, then
+start), ``rolling-restart`` (each broker in
+turn), ``kill-leaders-in-turn`` (the leader, then each successor, with replication slowed:
+the KIP-101 sequence). After each broker restart of ``restart`` and ``rolling-restart`` the
+replicas are compared (``chaos.replica_logs.compare_replicas``): every partition must be
+back in its full ISR within the step's ``deadline_s`` with identical replicas, and the
+comparison goes into the history with the restart's number for the checker. Network
+faults: ``toxic`` (a Toxiproxy toxic on the target links) and ``cut`` (the links' proxies
+disabled).
 """
 
 from __future__ import annotations
@@ -13,20 +19,21 @@ from __future__ import annotations
 import signal
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 from chaos.chaos_cluster import ChaosCluster
 from chaos.history import FaultOp, History
 from chaos.network import client_link, controller_link, replication_link
+from chaos.replica_logs import Assignment, compare_replicas, settled_partitions
 from chaos.schedule import FaultStep
-from chaos.workload.final_read import wait_for_leaders
 from chaos.workload.settings import WorkloadSettings
 from cli.local_cluster import Node, wait_for
 from data_plane.client import Admin, KraftlogError
 from metadata_quorum.controller_client import ControllerClient, ControllerError
 
 Heal = Callable[[], None]
-FAULTS = ("kill", "pause", "graceful-restart", "rolling-restart", "toxic", "cut", "kill-leaders-in-turn")
-PROCESS_ROLES = ("leader", "follower", "broker", "all-brokers", "active-controller", "controller-majority")
+FAULTS = ("kill", "pause", "graceful-restart", "restart", "rolling-restart", "toxic", "cut", "kill-leaders-in-turn")
+PROCESS_ROLES = ("leader", "follower", "broker", "all-brokers", "cluster", "active-controller", "controller-majority")
 LINK_ROLES = (
     "replication-links",
     "client-links",
@@ -35,18 +42,21 @@ LINK_ROLES = (
     "follower-replication-link",
     "active-controller-raft-links",
 )
-ROLLING_RESTART_READY_S = 30.0
+RESTART_DEADLINE_S = 10.0  # after a broker restart, every partition back in its full ISR this soon
+RESTART_SIGNALS = ("SIGTERM", "SIGKILL")
 
 
 class Nemesis(threading.Thread):
     """Runs the steps in time order on its own thread; ``heal_everything`` undoes all."""
 
-    def __init__(self, cluster: ChaosCluster, steps: list[FaultStep], workload: WorkloadSettings, history: History) -> None:
+    def __init__(self, cluster: ChaosCluster, steps: list[FaultStep], workload: WorkloadSettings, assignment: Assignment, history: History) -> None:
         super().__init__(name="nemesis", daemon=True)
         self.cluster = cluster
         self.steps = steps
         self.workload = workload
+        self.assignment = assignment  # each partition's replicas: what a comparison expects to hear from
         self.history = history
+        self.restarts = 0  # broker restarts so far, numbering their comparisons
         self.stopping = threading.Event()
         self.current = ""  # the fault in force, for progress lines
         self.error: BaseException | None = None
@@ -56,6 +66,7 @@ class Nemesis(threading.Thread):
             "kill": self._kill,
             "pause": self._pause,
             "graceful-restart": self._graceful_restart,
+            "restart": self._restart,
             "rolling-restart": self._rolling_restart,
             "toxic": self._toxic,
             "cut": self._cut,
@@ -99,6 +110,8 @@ class Nemesis(threading.Thread):
             return [f"broker-{brokers[pick % len(brokers)]}"]
         if role == "all-brokers":
             return [f"broker-{b}" for b in brokers]
+        if role == "cluster":
+            return [n.name for n in self.cluster.nodes]
         if role in ("active-controller", "controller-majority"):
             return self._controllers(role, pick)
         if role == "active-controller-raft-links":
@@ -175,15 +188,54 @@ class Nemesis(threading.Thread):
             self.cluster.start_node(node)
         return lambda: None
 
-    def _rolling_restart(self, targets: list[str], params: dict) -> Heal:
-        for broker in self.cluster.brokers:
-            self.cluster.stop_node(broker)
-            self.cluster.start_node(broker)
-            try:
-                wait_for_leaders(self.cluster.client_bootstrap, self.workload, ROLLING_RESTART_READY_S)
-            except TimeoutError:
-                pass  # the checker judges the result; the schedule goes on
+    def _restart(self, targets: list[str], params: dict) -> Heal:
+        """One restart of the targets together (a broker, or every broker: a full restart),
+        then the replicas compared."""
+        nodes = [self._node(name) for name in targets]
+        self._stop_and_start(nodes, params)
+        if len(nodes) == len(self.cluster.nodes):
+            what = "the whole cluster"
+        else:
+            what = "every broker" if len(nodes) == len(self.cluster.brokers) > 1 else ", ".join(targets)
+        self._compare_after_restart(f"{params.get('signal', 'SIGTERM')} {what}", params)
         return lambda: None
+
+    def _rolling_restart(self, targets: list[str], params: dict) -> Heal:
+        """Each broker in turn, the replicas compared after each."""
+        for broker in self.cluster.brokers:
+            self._stop_and_start([broker], params)
+            self._compare_after_restart(f"{params.get('signal', 'SIGTERM')} {broker.name}, rolling", params)
+        return lambda: None
+
+    def _stop_and_start(self, nodes: list[Node], params: dict) -> None:
+        """Stops ``nodes`` with the step's signal (SIGTERM: controlled shutdowns in parallel;
+        SIGKILL), brokers before controllers as ``cluster down`` does, then starts them,
+        controllers first as ``cluster up`` does."""
+        how = params.get("signal", "SIGTERM")
+        assert how in RESTART_SIGNALS, f"a restart signals SIGTERM or SIGKILL, not {how}"
+        stop = self.cluster.kill if how == "SIGKILL" else self.cluster.stop_node
+        brokers = [n for n in nodes if n.role == "broker"]
+        controllers = [n for n in nodes if n.role == "controller"]
+        for group in (brokers, controllers):
+            if group:
+                with ThreadPoolExecutor(len(group)) as pool:
+                    list(pool.map(stop, group))
+        for node in controllers + brokers:
+            self.cluster.start_node(node)
+
+    def _compare_after_restart(self, what: str, params: dict) -> None:
+        """Waits for every replica to come back (full ISR, each holding what the leader held
+        once all answered) within the step's deadline and records the comparison under this
+        restart's number."""
+        self.restarts += 1
+        label = f"restart {self.restarts} ({what})"
+        self.current = f"{label}: comparing replicas"
+        deadline_s = params.get("deadline_s", RESTART_DEADLINE_S)
+        ops = compare_replicas(self.cluster.client_bootstrap, self.workload.topic, self.assignment, self.history, deadline_s, quiescent=False, label=label, restart=self.restarts)
+        for op in ops:
+            self.history.add(op)
+        settled, partitions = settled_partitions(ops)
+        self.current = f"{label}: {settled} of {partitions} partitions back within {deadline_s:g}s"
 
     def _kill_leaders_in_turn(self, targets: list[str], params: dict) -> Heal:
         """Slows every replication link, lets followers fall behind, then kills the leader and

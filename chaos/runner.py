@@ -6,8 +6,11 @@ Phases, in order (the history records what happened in each):
    no faults), and the RF=3, min.insync.replicas=2 topic;
 2. the workload, with the nemesis running the seeded schedule for ``duration_s``;
 3. every fault healed, then ``recovery_s`` more of workload so retries settle;
-4. the final read of every partition, each replica's log (DescribeLogs, then the segment
-   files of the stopped brokers), the checker and the report files.
+4. the replica comparison: every partition back in its full ISR with every replica holding
+   the leader's HW within HEAL_DEADLINE_S, each replica's broker asked on its own (what
+   stands at the deadline is recorded; a broker that does not answer is an anomaly);
+5. the final read of every partition, the replicas' records from the segment files of the
+   stopped brokers, the checker and the report files.
 """
 
 from __future__ import annotations
@@ -23,19 +26,18 @@ from chaos.checker import CheckResult, check
 from chaos.history import History, PollOp, ReplicaOp, SendOp
 from chaos.nemesis import Nemesis
 from chaos.network import Network
-from chaos.replica_logs import describe_replicas, read_replica_files
+from chaos.replica_logs import Assignment, compare_replicas, read_replica_files, replica_assignment, settled_partitions
 from chaos.report import summary, write_report
 from chaos.scenarios import Scenario
 from chaos.schedule import FaultStep, generate
 from chaos.toxiproxy import start_toxiproxy
 from chaos.workload import Workload, WorkloadSettings
 from chaos.workload.final_read import final_reads, wait_for_leaders
-from cli.local_cluster import wait_for
 from data_plane.client import Admin
 
 READY_S = 60.0
 FINAL_READ_S = 30.0
-CONVERGE_S = 20.0
+HEAL_DEADLINE_S = 30.0  # after the workload stops, every replica back in the ISR and caught up this soon
 PROGRESS_EVERY_S = 2.0
 
 
@@ -81,10 +83,11 @@ def run(options: RunOptions) -> RunResult:
             cluster = stack.enter_context(_local_cluster(options))
             bootstrap = cluster.client_bootstrap
         _create_topic(bootstrap, options.workload)
+        assignment = replica_assignment(bootstrap, options.workload.topic)
         history = History()  # time 0: the workload starts, the schedule's clock with it
         options.progress(f"topic {options.workload.topic} ready; {len(steps)} fault steps over {options.duration_s:.0f}s (seed {options.seed})")
         workload = Workload(bootstrap, options.workload, history)
-        nemesis = Nemesis(cluster, steps, options.workload, history) if cluster else None
+        nemesis = Nemesis(cluster, steps, options.workload, assignment, history) if cluster else None
         workload.start()
         if nemesis:
             nemesis.start()
@@ -98,7 +101,7 @@ def run(options: RunOptions) -> RunResult:
         workload.stop()
         if nemesis and nemesis.error is not None:
             raise RuntimeError(f"the nemesis failed: {nemesis.error!r}") from nemesis.error
-        _read_back(options, bootstrap, cluster, history)
+        _read_back(options, bootstrap, cluster, assignment, history)
     result = check(history.ops)
     title = f"kraftlog chaos: {options.scenario.name}, seed {options.seed}, {options.duration_s:.0f}s"
     info = {
@@ -152,36 +155,20 @@ def _report_progress(options: RunOptions, history: History, nemesis: Nemesis | N
         options.progress(f"[{history.now():6.1f}s] acked {outcomes['ok']} failed {outcomes['failed']} unknown {outcomes['unknown']} polled {polled}{fault}")
 
 
-def _read_back(options: RunOptions, bootstrap: str, cluster: ChaosCluster | None, history: History) -> None:
-    """The final read and the replicas' logs, into the history."""
+def _read_back(options: RunOptions, bootstrap: str, cluster: ChaosCluster | None, assignment: Assignment, history: History) -> None:
+    """The replica comparison after healing, the final read and the replicas' records, into
+    the history."""
     settings = options.workload
-    try:
-        wait_for_leaders(bootstrap, settings, READY_S)
-    except TimeoutError as error:
-        options.progress(f"warning: {error}; reading what is there")
+    comparison = compare_replicas(bootstrap, settings.topic, assignment, history, HEAL_DEADLINE_S, quiescent=True)
+    settled, partitions = settled_partitions(comparison)
+    if settled < partitions:
+        options.progress(f"{partitions - settled} of {partitions} partitions not back in their full ISR, caught up, {HEAL_DEADLINE_S:.0f}s after healing: the checker reports them")
     for op in final_reads(bootstrap, settings, history, FINAL_READ_S):
         history.add(op)
-    replicas = _converged_replicas(bootstrap, settings.topic, history)
     if cluster is not None:
         cluster.stop()
-        replicas = read_replica_files(replicas, {b.node_id: cluster.data_dir / b.name for b in cluster.brokers}, settings.topic)
-    for op in replicas:
+        comparison = read_replica_files(comparison, {b.node_id: cluster.data_dir / b.name for b in cluster.brokers}, settings.topic)
+    for op in comparison:
         history.add(op)
-    options.progress(f"final read and {len(replicas)} replica logs taken")
-
-
-def _converged_replicas(bootstrap: str, topic: str, history: History) -> list[ReplicaOp]:
-    """Replica states once every replica of each partition reports the same HW and log end
-    (or whatever they report when CONVERGE_S runs out: the checker compares what it can)."""
-
-    def converged() -> list[ReplicaOp] | None:
-        replicas = describe_replicas(bootstrap, topic, history)
-        ends: dict[int, set[tuple[int, int]]] = {}
-        for r in replicas:
-            ends.setdefault(r.partition, set()).add((r.high_watermark, r.log_end))
-        return replicas if all(len(e) == 1 for e in ends.values()) else None
-
-    try:
-        return wait_for(converged, CONVERGE_S, "replicas to agree on HW and log end", interval_s=0.5)
-    except TimeoutError:
-        return describe_replicas(bootstrap, topic, history)
+    compared = sum(1 for op in comparison if isinstance(op, ReplicaOp))
+    options.progress(f"final read taken; {compared} of {sum(map(len, assignment.values()))} replicas compared")

@@ -89,7 +89,21 @@ _SAFE: list[Scenario] = [
             _toxic("leader-client-link", (2, 5), (2, 4), type="bandwidth", rate=16, stream="upstream"),
         ],
     ),
-    Scenario("rolling-restart", "restart every broker in turn (SIGTERM: controlled shutdown), waiting for full ISRs", [FaultSpec("rolling-restart", "all-brokers", (0.1, 0.2), (5, 10))]),
+    Scenario(
+        "rolling-restart",
+        "restart every broker in turn (SIGTERM: controlled shutdown); after each, full ISRs and identical replicas within 10 s",
+        [FaultSpec("rolling-restart", "all-brokers", (0.1, 0.2), (5, 10))],
+    ),
+    Scenario(
+        "restart-loop",
+        "restart brokers again and again under load: one (SIGTERM or SIGKILL, then start), each in turn, all at once, or with the controllers; "
+        "after each restart every partition back in its full ISR within 10 s with identical replicas",
+        [
+            FaultSpec(fault, role, (0.1, 0.2), (2, 4), {"signal": how})
+            for fault, role in (("restart", "broker"), ("rolling-restart", "all-brokers"), ("restart", "all-brokers"), ("restart", "cluster"))
+            for how in ("SIGTERM", "SIGKILL")
+        ],
+    ),
     Scenario("graceful-restart", "restart one broker with SIGTERM (controlled shutdown)", [FaultSpec("graceful-restart", "broker", (0.1, 0.2), (3, 6))]),
     Scenario("all-brokers-killed", "SIGKILL every broker at once, restart them all", [FaultSpec("kill", "all-brokers", (1, 4), (6, 10))]),
     Scenario("quorum-loss", "SIGKILL a majority of controllers (the active one included), restore them", [FaultSpec("kill", "controller-majority", (3, 8), (5, 8))]),
@@ -116,6 +130,13 @@ _UNSAFE: list[Scenario] = [
         [_ZOMBIE, FaultSpec("kill-leaders-in-turn", "leader", (6, 8), (6, 9), {**_KIP101, "kills": 1})],
         ClusterSettings(unsafe="skip-epoch-fencing", replica_lag_time_max_ms=_KIP101_LAG_MS),
         WRITE_LOSS | {"duplicate", "hw-backwards", "non-monotonic-poll", "read-above-hw"},
+    ),
+    Scenario(
+        "unsafe-stall-fetcher",
+        "a restarted broker's followers never fetch the partitions it had on disk; one broker restarted at a time (SIGTERM or SIGKILL)",
+        [FaultSpec("restart", "broker", (0.1, 0.2), (2, 4), {"signal": how}) for how in ("SIGTERM", "SIGKILL")],
+        ClusterSettings(unsafe="stall-fetcher"),
+        frozenset({"under-replicated"}),
     ),
 ]
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in [*_SAFE, _MIX, *_UNSAFE]}

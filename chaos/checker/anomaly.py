@@ -17,6 +17,8 @@ KINDS: dict[str, str] = {
     "skipping-poll": "a consumer's reads jumped over offsets that hold records, without seeking",
     "aborted-read": "a consumer read a value whose send definitely failed",
     "replicas-differ": "two replicas of a partition hold different records below both their high watermarks",
+    "under-replicated": "after healing or after a restart, a replica stayed out of the ISR, or short of what the leader held (its log end under load, its high watermark after healing), past the deadline",
+    "replica-unanswered": "a broker holding a replica gave no log state to a replica comparison (a failure, not a smaller comparison)",
     "hw-backwards": "a consumer saw a partition's high watermark go down",
     "log-start-backwards": "a consumer saw a partition's log start offset go down",
     "read-above-hw": "a read returned a record at or above the high watermark the same answer reported",

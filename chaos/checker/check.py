@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from chaos.checker import poll_checks, replica_checks, write_checks
 from chaos.checker.anomaly import KINDS, Anomaly
 from chaos.checker.partition_facts import PartitionFacts, gather
-from chaos.history import FinalReadOp, Op, PollOp, SendOp
+from chaos.history import ConvergenceOp, FinalReadOp, Op, PollOp, ReplicaOp, SendOp
 
 CHECKS: tuple[Callable[[PartitionFacts], Iterator[Anomaly]], ...] = (
     write_checks.lost_writes,
@@ -26,6 +26,8 @@ CHECKS: tuple[Callable[[PartitionFacts], Iterator[Anomaly]], ...] = (
     poll_checks.watermarks_backwards,
     poll_checks.reads_above_hw,
     replica_checks.replicas_differ,
+    replica_checks.under_replicated,
+    replica_checks.replicas_unanswered,
 )
 EXAMPLES_MAX = 10
 
@@ -37,6 +39,7 @@ class CheckResult:
     anomalies: list[Anomaly]
     counts: dict[str, int] = field(default_factory=dict)  # operation counts, by what and outcome
     incomplete_final_reads: list[int] = field(default_factory=list)
+    comparisons: list[dict] = field(default_factory=list)  # replica comparisons: how many replicas each compared
 
     @property
     def valid(self) -> bool:
@@ -61,6 +64,7 @@ class CheckResult:
             },
             "counts": self.counts,
             "incomplete_final_reads": self.incomplete_final_reads,
+            "replica_comparisons": self.comparisons,
         }
 
 
@@ -73,7 +77,36 @@ def check(ops: list[Op]) -> CheckResult:
         anomalies,
         _counts(ops),
         sorted(op.partition for op in finals if not op.complete),
+        comparisons(ops),
     )
+
+
+def comparisons(ops: list[Op]) -> list[dict]:
+    """Each replica comparison (after each restart, after healing) in the order taken: how
+    many replicas the assignment holds and how many answered and were compared, and how
+    many partitions had every replica back in time."""
+    states: dict[tuple[str, int], list[ReplicaOp]] = {}
+    by_label: dict[str, list[ConvergenceOp]] = {}
+    for op in ops:
+        if isinstance(op, ReplicaOp):
+            states.setdefault((op.label, op.partition), []).append(op)
+        elif isinstance(op, ConvergenceOp):
+            by_label.setdefault(op.label, []).append(op)
+    summaries = []
+    for label, found in by_label.items():
+        answered = [{r.broker for r in states.get((label, c.partition), [])} & set(c.replicas) for c in found]
+        summaries.append(
+            {
+                "label": label,
+                "restart": found[0].restart,
+                "partitions": len(found),
+                "replicas_expected": sum(len(c.replicas) for c in found),
+                "replicas_compared": sum(map(len, answered)),
+                "partitions_converged": sum(1 for c in found if replica_checks.came_back(c, states.get((label, c.partition), []))),
+                "waited_s_max": round(max(c.waited_s for c in found), 3),
+            }
+        )
+    return summaries
 
 
 def _counts(ops: list[Op]) -> dict[str, int]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from chaos.history import FinalReadOp, Op, PollOp, ReplicaOp, Read, SeekOp, SendOp
+from chaos.history import ConvergenceOp, FinalReadOp, Op, PollOp, ReplicaOp, Read, SeekOp, SendOp
 
 
 @dataclass
@@ -37,7 +37,15 @@ class PartitionFacts:
     consumers: dict[str, ConsumerTrack] = field(default_factory=lambda: defaultdict(ConsumerTrack))
     reads_above_hw: list[tuple[str, int, int]] = field(default_factory=list)  # (process, offset, hw)
     final: FinalReadOp | None = None
-    replicas: list[ReplicaOp] = field(default_factory=list)
+    replicas: list[ReplicaOp] = field(default_factory=list)  # of every comparison
+    convergence: list[ConvergenceOp] = field(default_factory=list)  # one per comparison
+
+    def replicas_by_label(self) -> dict[str, list[ReplicaOp]]:
+        """The replicas of each comparison (after healing, after each restart), by broker."""
+        grouped: dict[str, list[ReplicaOp]] = {}
+        for replica in sorted(self.replicas, key=lambda r: r.broker):
+            grouped.setdefault(replica.label, []).append(replica)
+        return grouped
 
     @property
     def final_values(self) -> dict[str, int]:
@@ -70,6 +78,8 @@ def gather(ops: list[Op]) -> dict[int, PartitionFacts]:
             _observe(of(op.partition), op.reads)
         elif isinstance(op, ReplicaOp):
             of(op.partition).replicas.append(op)
+        elif isinstance(op, ConvergenceOp):
+            of(op.partition).convergence.append(op)
     for op in polls:
         if isinstance(op, SeekOp):
             track = of(op.partition).consumers[op.process]

@@ -42,6 +42,7 @@ def render(title: str, result: CheckResult, line: Timeline) -> str:
             _chart(seconds, latency, line, log_scale=True),
             _faults_table(line),
             _anomalies(result),
+            _comparisons(result),
             _counts(result),
             "</body></html>",
         ]
@@ -99,6 +100,18 @@ def _anomalies(result: CheckResult) -> str:
         examples = "".join(f"<li>partition {a.partition}: {escape(a.message)}</li>" for a in found[:10])
         sections.append(f"<h4 class='bad'>{escape(kind)} ({len(found)})</h4><p>{escape(KINDS[kind])}</p><ul>{examples}</ul>")
     return "<h3>Anomalies</h3>" + "".join(sections)
+
+
+def _comparisons(result: CheckResult) -> str:
+    """One row per replica comparison: how many replicas answered and were compared."""
+    rows = "".join(
+        f"<tr class='{'good' if c['replicas_compared'] == c['replicas_expected'] and c['partitions_converged'] == c['partitions'] else 'bad'}'>"
+        f"<td>{escape(c['label'])}</td><td>{c['replicas_compared']} of {c['replicas_expected']}</td>"
+        f"<td>{c['partitions_converged']} of {c['partitions']}</td><td>{c['waited_s_max']:.1f} s</td></tr>"
+        for c in result.comparisons
+    )
+    header = "<tr><th>comparison</th><th>replicas compared</th><th>partitions back in full ISR, caught up</th><th>waited</th></tr>"
+    return f"<h3>Replica comparisons</h3><table>{header}{rows}</table>" if rows else "<h3>Replica comparisons</h3><p>none recorded</p>"
 
 
 def _counts(result: CheckResult) -> str:

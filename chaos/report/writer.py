@@ -23,6 +23,7 @@ def summary(title: str, result: CheckResult) -> str:
         f"polls: {counts.get('poll_ok', 0)} ok, {counts.get('poll_failed', 0) + counts.get('poll_unknown', 0)} failed; "
         f"records polled {counts.get('records_polled', 0)}, final read {counts.get('records_final_read', 0)}",
     ]
+    lines.extend(f"  {line}" for line in comparison_lines(result.comparisons))
     if result.incomplete_final_reads:
         lines.append(f"  final read did not reach the HW of partitions {result.incomplete_final_reads}")
     if result.valid:
@@ -31,6 +32,25 @@ def summary(title: str, result: CheckResult) -> str:
         lines.append(f"  {kind}: {len(found)} — {KINDS[kind]}")
         lines.extend(f"    partition {a.partition}: {a.message}" for a in found[:EXAMPLES_IN_SUMMARY])
     return "\n".join(lines)
+
+
+def comparison_lines(comparisons: list[dict]) -> list[str]:
+    """How many replicas the comparisons compared: the one after healing, and all those
+    after restarts together."""
+    restarts = [c for c in comparisons if c["restart"] is not None]
+    lines = [
+        f"replicas compared after healing: {c['replicas_compared']} of {c['replicas_expected']}; "
+        f"{c['partitions_converged']} of {c['partitions']} partitions back in their full ISR, caught up ({c['waited_s_max']:.1f}s)"
+        for c in comparisons
+        if c["restart"] is None
+    ]
+    if restarts:
+        lines.append(
+            f"replicas compared after {len(restarts)} restart{'' if len(restarts) == 1 else 's'}: {sum(c['replicas_compared'] for c in restarts)} of "
+            f"{sum(c['replicas_expected'] for c in restarts)}; {sum(c['partitions_converged'] for c in restarts)} of "
+            f"{sum(c['partitions'] for c in restarts)} partitions back in time (slowest {max(c['waited_s_max'] for c in restarts):.1f}s)"
+        )
+    return lines
 
 
 def write_report(directory: Path, title: str, run_info: dict, history: History, result: CheckResult) -> Path:

@@ -34,6 +34,7 @@ class UnsafeBehaviour(enum.Enum):
     TRUNCATE_TO_HW = "truncate-to-hw"  # pre-KIP-101: a new follower truncates to its HW
     ACK_BEFORE_REPLICATION = "ack-before-replication"  # acks=all answered after the leader's append
     SKIP_EPOCH_FENCING = "skip-epoch-fencing"  # requests with another leader epoch are served
+    STALL_FETCHER = "stall-fetcher"  # after a restart, followers never fetch the partitions they had on disk
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import grpc
 import structlog
 
-from data_plane.broker.config import BrokerConfig
+from data_plane.broker.config import BrokerConfig, UnsafeBehaviour
 from data_plane.broker.errors import PartitionError
 from data_plane.broker.fetch_round import RoundPlan, plan_round, skip_changes
 from data_plane.broker.partition import Partition
@@ -238,10 +238,16 @@ class ReplicaFetcherManager:
         self.fetchers: dict[int, LeaderFetcher] = {}
         self.log = log.bind(broker_id=config.broker_id)
         self._running = False
+        # --unsafe-testing stall-fetcher (a chaos negative control): the replicas this broker
+        # found on disk at start, i.e. after a restart, are never fetched again.
+        stall = config.unsafe is UnsafeBehaviour.STALL_FETCHER
+        self.unsafe_stalled: frozenset[TopicPartition] = frozenset(replicas.logs.partitions()) if stall else frozenset()
 
     def follower_or_reason(self, tp: TopicPartition, leader_id: int) -> Partition | str:
         """The local replica of ``tp`` if it still follows ``leader_id`` and is online, else
         why it cannot be fetched from that leader."""
+        if tp in self.unsafe_stalled:
+            return "unsafe testing: stall-fetcher holds back the replicas found on disk at start"
         partition = self.replicas.partitions.get(tp)
         if partition is None:
             return "no local replica"

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from chaos.history import FinalReadOp, Op, PollOp, ReplicaOp, SeekOp, SendOp
+from chaos.history import FINAL, ConvergenceOp, FinalReadOp, Op, PollOp, ReplicaOp, SeekOp, SendOp
 
 VALUES = [f"v{i}" for i in range(6)]
 
 
 def clean_history(partition: int = 0) -> list[Op]:
     """Six acknowledged writes, one consumer reading them in two polls, a final read and
-    three identical replicas: a history with nothing wrong."""
+    three identical replicas, all in the ISR after healing: a history with nothing wrong."""
     sends: list[Op] = [SendOp("producer-0", partition, v, i, i + 0.5, "ok", offset=i) for i, v in enumerate(VALUES)]
     log = list(enumerate(VALUES))
     polls: list[Op] = [
@@ -22,7 +22,16 @@ def clean_history(partition: int = 0) -> list[Op]:
     ]
     final: list[Op] = [FinalReadOp(partition, 9.0, 0, 6, log, complete=True)]
     replicas: list[Op] = [ReplicaOp(b, partition, 10.0, 0, 6, 6, reads=log) for b in (1, 2, 3)]
-    return sends + polls + final + replicas
+    return sends + polls + final + [convergence(partition)] + replicas
+
+
+def convergence(partition: int = 0, label: str = FINAL, isr: tuple[int, ...] = (1, 2, 3), target: int = 6, **changes) -> ConvergenceOp:
+    """A comparison of replicas 1, 2 and 3 led by broker 1 (after healing unless ``label``
+    names a restart)."""
+    quiescent = label == FINAL
+    restart = None if quiescent else int(label.split()[1])
+    fields = dict(leader=1, replicas=[1, 2, 3], isr=list(isr), target_offset=target, quiescent=quiescent, restart=restart)
+    return ConvergenceOp(partition, label, 9.5, 1.0, **{**fields, **changes})
 
 
 def poll(partition: int, reads: list[tuple[int, str]], hw: int, at: float, process: str = "consumer-0", log_start: int = 0) -> PollOp:

@@ -12,8 +12,8 @@ from dataclasses import replace
 import pytest
 
 from chaos.checker import KINDS, check
-from chaos.history import FinalReadOp, History, PollOp, ReplicaOp, SeekOp, SendOp
-from tests.chaos.histories import VALUES, clean_history, poll, replace_ops, with_final_reads
+from chaos.history import ConvergenceOp, FinalReadOp, History, PollOp, ReplicaOp, SeekOp, SendOp
+from tests.chaos.histories import VALUES, clean_history, convergence, poll, replace_ops, with_final_reads
 
 LOG = list(enumerate(VALUES))
 
@@ -63,6 +63,47 @@ def _replicas_differ():
     return replace_ops(clean_history(), ReplicaOp, lambda op: replace(op, reads=diverged), lambda op: op.broker == 3)
 
 
+def _with_convergence(ops: list, **changes) -> list:
+    """``ops`` whose comparison after healing says ``changes`` instead."""
+    return replace_ops(ops, ConvergenceOp, lambda op: replace(op, **changes))
+
+
+def _stuck_out_of_isr():
+    """Broker 3 stuck four records behind, out of the ISR: the restart bug's picture."""
+    ops = replace_ops(clean_history(), ReplicaOp, lambda op: replace(op, high_watermark=4, log_end=4, reads=LOG[:4]), lambda op: op.broker == 3)
+    return _with_convergence(ops, isr=[1, 2])
+
+
+def _stuck_in_stale_isr():
+    """Metadata still lists broker 3 in the ISR, but its log never reached the leader's HW."""
+    return replace_ops(clean_history(), ReplicaOp, lambda op: replace(op, high_watermark=4, log_end=4, reads=LOG[:4]), lambda op: op.broker == 3)
+
+
+def _hw_short_when_quiescent():
+    return replace_ops(clean_history(), ReplicaOp, lambda op: replace(op, high_watermark=5, reads=LOG[:5]), lambda op: op.broker == 2)
+
+
+def _leaderless():
+    return _with_convergence(clean_history(), leader=-1, isr=[])
+
+
+def _stuck_after_restart():
+    """After restart 2, under load: broker 2 never came back (checksums at offset 4)."""
+    label = "restart 2 (SIGKILL broker-2)"
+    states = [ReplicaOp(b, 0, 5.0, 0, hw, end, checksum=0xABC, upto_offset=4, label=label) for b, hw, end in ((1, 5, 6), (2, 3, 3), (3, 4, 5))]
+    return clean_history() + [convergence(label=label, isr=(1, 3), target=4)] + states
+
+
+def _unanswered_broker():
+    """Broker 3 gave no log state: the comparison must not shrink to two replicas."""
+    ops = [op for op in clean_history() if not (isinstance(op, ReplicaOp) and op.broker == 3)]
+    return _with_convergence(ops, unanswered={3: "DescribeLogs failed: UNAVAILABLE"})
+
+
+def _replica_silently_missing():
+    return [op for op in clean_history() if not (isinstance(op, ReplicaOp) and op.broker == 2)]
+
+
 def _hw_backwards():
     return clean_history() + [poll(0, [], hw=4, at=8.0)]
 
@@ -89,6 +130,8 @@ NEGATIVE_CONTROLS = {
     "skipping-poll": [_skipping],
     "aborted-read": [_aborted],
     "replicas-differ": [_replicas_differ],
+    "under-replicated": [_stuck_out_of_isr, _stuck_in_stale_isr, _hw_short_when_quiescent, _leaderless, _stuck_after_restart],
+    "replica-unanswered": [_unanswered_broker, _replica_silently_missing],
     "hw-backwards": [_hw_backwards],
     "log-start-backwards": [_log_start_backwards],
     "read-above-hw": [_read_above_hw, _final_read_above_hw],
@@ -123,7 +166,9 @@ def _failed_write_unread():
 
 
 def _replicas_with_different_hws():
-    return replace_ops(clean_history(), ReplicaOp, lambda op: replace(op, high_watermark=4, reads=LOG[:4] + [(4, "tail")]), lambda op: op.broker == 2)
+    """Replicas compared below both HWs only (this history has no ISR deadline to meet)."""
+    ops = replace_ops(clean_history(), ReplicaOp, lambda op: replace(op, high_watermark=4, reads=LOG[:4] + [(4, "tail")]), lambda op: op.broker == 2)
+    return [op for op in ops if not isinstance(op, ConvergenceOp)]
 
 
 def _incomplete_final_read():
@@ -139,7 +184,37 @@ def _two_partitions():
     return clean_history(0) + clean_history(1)
 
 
-CLEAN = [clean_history, _seek_then_reread, _unknown_write_missing, _failed_write_unread, _replicas_with_different_hws, _checksums_agree, _two_partitions]
+def _restart_under_load():
+    """After a restart, under load: HWs and log ends differ, every replica holds the target
+    and is in the ISR, checksums below it agree."""
+    label = "restart 1 (SIGTERM broker-3)"
+    states = [ReplicaOp(b, 0, 5.0, 0, hw, end, checksum=0xABC, upto_offset=4, label=label) for b, hw, end in ((1, 5, 6), (2, 4, 5), (3, 3, 4))]
+    return clean_history() + [convergence(label=label, target=4)] + states
+
+
+def _tail_lost_after_the_state_was_taken():
+    """Broker 3's file holds four records though DescribeLogs said six: not a difference
+    (its log went short after the state was taken; the ISR deadline judges that)."""
+    return replace_ops(clean_history(), ReplicaOp, lambda op: replace(op, reads=LOG[:4]), lambda op: op.broker == 3)
+
+
+def _history_without_comparisons():
+    """A history saved before comparisons were recorded still checks."""
+    return [op for op in clean_history() if not isinstance(op, ConvergenceOp)]
+
+
+CLEAN = [
+    clean_history,
+    _seek_then_reread,
+    _unknown_write_missing,
+    _failed_write_unread,
+    _replicas_with_different_hws,
+    _checksums_agree,
+    _two_partitions,
+    _restart_under_load,
+    _tail_lost_after_the_state_was_taken,
+    _history_without_comparisons,
+]
 
 
 @pytest.mark.parametrize("build", CLEAN, ids=lambda b: b.__name__)
@@ -168,9 +243,42 @@ def test_report_counts_and_examples() -> None:
 
 
 def test_history_round_trips_through_json(tmp_path) -> None:
-    ops = _lost_polled() + [SendOp("producer-1", 1, "x", 1.0, 2.0, "failed", error="E")]
+    ops = _lost_polled() + _unanswered_broker()[-3:] + [SendOp("producer-1", 1, "x", 1.0, 2.0, "failed", error="E")]
     History(ops).save(tmp_path / "history.jsonl")
     loaded = History.load(tmp_path / "history.jsonl").ops
     assert loaded == ops
     assert check(loaded).to_json() == check(ops).to_json()
 
+
+
+def test_a_stuck_replica_is_named_with_its_log_end_and_the_leaders() -> None:
+    found = check(_stuck_out_of_isr()).by_kind
+    assert list(found) == ["under-replicated"], "a short replica is stuck, not different"
+    [anomaly] = found["under-replicated"]
+    assert (anomaly.partition, anomaly.details["broker"], anomaly.details["log_end"]) == (0, 3, 4)
+    assert (anomaly.details["leader"], anomaly.details["leader_log_end"], anomaly.details["leader_high_watermark"]) == (1, 6, 6)
+    assert "broker 3 was still out of the ISR [1, 2]" in anomaly.message and "leader 1's log end 6, HW 6" in anomaly.message
+
+
+def test_a_stall_after_a_restart_names_the_restart() -> None:
+    found = check(_stuck_after_restart()).by_kind["under-replicated"]
+    assert [(a.details["restart"], a.details["broker"], a.details["log_end"]) for a in found] == [(2, 2, 3)]
+    assert found[0].message.startswith("after restart 2 (SIGKILL broker-2), broker 2")
+
+
+def test_checksums_after_a_restart_that_differ_are_caught() -> None:
+    ops = replace_ops(_restart_under_load(), ReplicaOp, lambda op: replace(op, checksum=0xDEF), lambda op: op.broker == 3 and op.label != "final")
+    assert [(a.kind, a.details["brokers"]) for a in check(ops).anomalies] == [("replicas-differ", [1, 3]), ("replicas-differ", [2, 3])]
+
+
+def test_report_says_how_many_replicas_each_comparison_compared() -> None:
+    report = check(_unanswered_broker() + _restart_under_load()[-4:]).to_json()
+    assert report["replica_comparisons"] == [
+        {"label": "final", "restart": None, "partitions": 1, "replicas_expected": 3, "replicas_compared": 2, "partitions_converged": 0, "waited_s_max": 1.0},
+        {"label": "restart 1 (SIGTERM broker-3)", "restart": 1, "partitions": 1, "replicas_expected": 3, "replicas_compared": 3, "partitions_converged": 1, "waited_s_max": 1.0},
+    ]
+
+
+def test_a_hole_in_a_replica_is_a_difference() -> None:
+    ops = replace_ops(clean_history(), ReplicaOp, lambda op: replace(op, reads=LOG[:2] + LOG[3:]), lambda op: op.broker == 3)
+    assert {a.kind for a in check(ops).anomalies} == {"replicas-differ"}

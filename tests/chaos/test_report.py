@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from chaos.checker import check
-from chaos.history import FaultOp, History, SendOp
+from chaos.history import ConvergenceOp, FaultOp, History, ReplicaOp, SendOp
 from chaos.report import summary, write_report
 from chaos.report.timeline import timeline
-from tests.chaos.histories import clean_history, with_final_reads
+from tests.chaos.histories import clean_history, convergence, with_final_reads
 
 
 def test_timeline_buckets_by_completion_second() -> None:
@@ -36,3 +37,22 @@ def test_report_files_name_the_anomalies(tmp_path) -> None:
 
 def test_summary_of_a_clean_run() -> None:
     assert "no anomalies" in summary("clean", check(clean_history()))
+
+
+def test_reports_say_how_many_replicas_were_compared(tmp_path) -> None:
+    """A broker that did not answer shows as a smaller count in every form of the report."""
+    ops = [op for op in clean_history() if not (isinstance(op, ReplicaOp) and op.broker == 3)]
+    ops = [replace(op, unanswered={3: "DescribeLogs failed"}) if isinstance(op, ConvergenceOp) else op for op in ops]
+    ops += [convergence(label="restart 1 (SIGKILL broker-2)")] + [ReplicaOp(b, 0, 5.0, 0, 6, 6, checksum=1, upto_offset=6, label="restart 1 (SIGKILL broker-2)") for b in (1, 2, 3)]
+    result = check(ops)
+    html = write_report(tmp_path, "unit run", {}, History(ops), result).read_text()
+    assert "<td>final</td><td>2 of 3</td><td>0 of 1</td>" in html and "<td>1 of 1</td>" in html
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert [(c["label"], c["replicas_compared"], c["replicas_expected"]) for c in report["check"]["replica_comparisons"]] == [
+        ("final", 2, 3),
+        ("restart 1 (SIGKILL broker-2)", 3, 3),
+    ]
+    text = (tmp_path / "summary.txt").read_text()
+    assert "replicas compared after healing: 2 of 3; 0 of 1 partitions" in text
+    assert "replicas compared after 1 restart: 3 of 3; 1 of 1 partitions back in time" in text
+    assert "replica-unanswered: 1" in text

@@ -7,6 +7,7 @@ when the checker finds one of the anomalies its broken broker behaviour must cau
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -14,17 +15,18 @@ import pytest
 from chaos.chaos_cluster import ChaosCluster
 from chaos.runner import RunOptions, RunResult, run
 from chaos.scenarios import SCENARIOS
+from chaos.workload import WorkloadSettings
 
 SOAK_SEEDS = (1, 2, 3)
 SOAK_DURATION_S = 120.0
 
 
-def _run(tmp_path: Path, name: str, seed: int, duration_s: float) -> RunResult:
+def _run(tmp_path: Path, name: str, seed: int, duration_s: float, workload: WorkloadSettings = WorkloadSettings()) -> RunResult:
     scenario = SCENARIOS[name]
     missing = ChaosCluster.missing_flags(scenario.cluster, scenario.needs_proxied_clients)
     if missing:
         pytest.skip(f"broker lacks {missing}")
-    return run(RunOptions(scenario, duration_s, seed, tmp_path / "report", progress=lambda _line: None))
+    return run(RunOptions(scenario, duration_s, seed, tmp_path / "report", workload, progress=lambda _line: None))
 
 
 def _assert_verdict(name: str, outcome: RunResult) -> None:
@@ -44,8 +46,60 @@ def test_short_scenario(tmp_path: Path, name: str, duration_s: float) -> None:
     _assert_verdict(name, _run(tmp_path, name, seed=3, duration_s=duration_s))
 
 
+def _restart_comparisons(outcome: RunResult) -> list[dict]:
+    return [c for c in outcome.result.comparisons if c["restart"] is not None]
+
+
+@pytest.fixture(scope="module")
+def restart_loop(tmp_path_factory: pytest.TempPathFactory) -> RunResult:
+    """One short restart-loop run (seed 3: a rolling SIGKILL restart, then whole-cluster
+    restarts as long as 25 s last), shared by the mechanics and the verdict tests."""
+    return _run(tmp_path_factory.mktemp("restart-loop"), "restart-loop", seed=3, duration_s=25.0)
+
+
+@pytest.mark.chaos
+def test_restart_loop_compares_replicas_after_every_restart(restart_loop: RunResult) -> None:
+    """Every restart numbered in order and followed by a comparison of all nine replicas;
+    one more after healing. Holds whatever the cluster did."""
+    restarts = _restart_comparisons(restart_loop)
+    assert len(restarts) >= 2, restart_loop.summary
+    assert [c["restart"] for c in restarts] == list(range(1, len(restarts) + 1))
+    assert all((c["partitions"], c["replicas_expected"]) == (3, 9) for c in restarts)
+    [final] = [c for c in restart_loop.result.comparisons if c["restart"] is None]
+    assert final["replicas_expected"] == 9
+
+
+@pytest.mark.chaos
+def test_restart_loop_finds_every_replica_back_after_every_restart(restart_loop: RunResult) -> None:
+    """The verdict: after each restart every partition back in its full ISR within 10 s
+    with identical replicas, and at the end; nothing lost or duplicated."""
+    _assert_verdict("restart-loop", restart_loop)
+
+
+@pytest.mark.chaos
+def test_a_stalled_follower_after_a_restart_is_caught_at_that_restart(tmp_path: Path) -> None:
+    """The negative control: a restarted broker's fetcher never fetches its partitions
+    again; the comparison after the first restart must name that broker's replicas."""
+    outcome = _run(tmp_path, "unsafe-stall-fetcher", seed=1, duration_s=12.0)
+    _assert_verdict("unsafe-stall-fetcher", outcome)
+    first = _restart_comparisons(outcome)[0]
+    assert first["partitions_converged"] < first["partitions"], outcome.summary
+    restarted = int(re.search(r"broker-(\d+)", first["label"]).group(1))
+    stuck = [a for a in outcome.result.by_kind["under-replicated"] if a.details["restart"] == 1]
+    assert stuck and {a.details["broker"] for a in stuck} == {restarted}, [a.message for a in stuck]
+
+
 @pytest.mark.soak
 @pytest.mark.parametrize("seed", SOAK_SEEDS)
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_soak(tmp_path: Path, name: str, seed: int) -> None:
     _assert_verdict(name, _run(tmp_path, name, seed, SOAK_DURATION_S))
+
+
+@pytest.mark.soak
+@pytest.mark.parametrize("seed", SOAK_SEEDS)
+def test_restart_loop_with_twelve_partitions(tmp_path: Path, seed: int) -> None:
+    """The shape the restart stall was first seen in: more partitions per fetcher."""
+    outcome = _run(tmp_path, "restart-loop", seed, SOAK_DURATION_S, WorkloadSettings(partitions=12))
+    assert all(c["replicas_expected"] == 36 for c in outcome.result.comparisons)
+    _assert_verdict("restart-loop", outcome)

@@ -56,7 +56,7 @@ def test_every_metadata_change_wakes_the_fetcher_even_when_its_partitions_stay_t
     sends; the fetcher must look again at once, not when its partition set next changes."""
 
     async def scenario() -> None:
-        config = SimpleNamespace(broker_id=1, peer_addresses={2: ("127.0.0.1", 1)})
+        config = SimpleNamespace(broker_id=1, peer_addresses={2: ("127.0.0.1", 1)}, unsafe=None)
         replicas = SimpleNamespace(partitions={A: _replica(2, 5)}, image=None)
         manager = ReplicaFetcherManager(config, replicas, lambda: 7)  # type: ignore[arg-type]
         manager._running = True
