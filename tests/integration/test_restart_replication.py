@@ -15,6 +15,8 @@ A failure names the partitions and the replicas that are behind.
 from __future__ import annotations
 
 import threading
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
@@ -183,6 +185,14 @@ def test_brokers_restarted_while_their_registrations_look_alive_take_them_over_a
         assert takeovers >= 1, "no registration was taken over: the scenario did not leave a live-looking registration behind"
 
 
+@dataclass(frozen=True)
+class Answer:
+    partition: int
+    high_watermark: int
+    sent: float  # time.monotonic() when the request left
+    received: float
+
+
 class HighWatermarkObserver:
     """Asks every broker for every partition's high watermark (ListOffsets LATEST, as a
     consumer checking its lag does) over and over, one thread per broker, each on a channel
@@ -192,7 +202,7 @@ class HighWatermarkObserver:
     while the cluster restarts and are skipped; every answer is kept, in the order received."""
 
     def __init__(self, cluster: TestCluster) -> None:
-        self.answers: list[tuple[int, int]] = []  # (partition, high watermark); list.append is atomic
+        self.answers: list[Answer] = []  # list.extend is atomic
         self._closed = threading.Event()
         self._threads = [threading.Thread(target=self._run, args=(b.address,), daemon=True) for b in cluster.brokers]
         for thread in self._threads:
@@ -206,20 +216,30 @@ class HighWatermarkObserver:
         with grpc.insecure_channel(address, options=options) as channel:
             stub = broker_pb2_grpc.BrokerStub(channel)
             while not self._closed.wait(0.005):
+                sent = time.monotonic()
                 try:
                     response = stub.ListOffsets(request, timeout=0.5)
                 except grpc.RpcError:
                     continue
-                self.answers += [(a.partition, a.offset) for t in response.topics for a in t.partitions if a.error_code == common_pb2.NONE]
+                received = time.monotonic()
+                self.answers.extend(
+                    Answer(a.partition, a.offset, sent, received) for t in response.topics for a in t.partitions if a.error_code == common_pb2.NONE
+                )
 
     def backwards(self) -> list[str]:
-        """Every answer lower than one received before it for the same partition."""
+        """Answers lower than one received before their request was sent (answers that
+        overlap in time may come from two leaders, and their order is not known)."""
+        by_receipt = sorted(self.answers, key=lambda a: a.received)
         highest: dict[int, int] = {}
         problems = []
-        for partition, hw in self.answers:
-            if hw < highest.get(partition, 0):
-                problems.append(f"{TOPIC}-{partition}: high watermark {hw} after {highest[partition]}")
-            highest[partition] = max(hw, highest.get(partition, 0))
+        known = 0
+        for answer in sorted(self.answers, key=lambda a: a.sent):
+            while known < len(by_receipt) and by_receipt[known].received < answer.sent:
+                earlier = by_receipt[known]
+                highest[earlier.partition] = max(highest.get(earlier.partition, 0), earlier.high_watermark)
+                known += 1
+            if answer.high_watermark < highest.get(answer.partition, 0):
+                problems.append(f"{TOPIC}-{answer.partition}: high watermark {answer.high_watermark} after {highest[answer.partition]}")
         return problems
 
     def close(self) -> None:
