@@ -166,15 +166,16 @@ class Partition:
                 future.set_result(outcome.error)
 
     def check_high_watermark_settled(self) -> None:
-        """A new leader's HW starts at what it knew as a follower, which may lag what the old
-        leader had published; until it reaches the start of this epoch, answering with it
-        would show consumers the HW going backwards (Kafka answers OFFSET_NOT_AVAILABLE)."""
+        """A new leader's HW starts at what it knew as a follower (or, after a restart, at its
+        checkpoint), which may lag what was published before; until it reaches the log end
+        this leadership started at, answering with it would show consumers the HW going
+        backwards (Kafka answers OFFSET_NOT_AVAILABLE)."""
         core = self.leader_core
-        if core is not None and core.high_watermark < core.epoch_start_offset:
+        if core is not None and core.high_watermark < core.leadership_start_offset:
             raise PartitionError(
                 "OFFSET_NOT_AVAILABLE",
-                f"{self.name}: the leader of epoch {core.leader_epoch} is still establishing its high watermark "
-                f"({core.high_watermark} < {core.epoch_start_offset}): retry shortly",
+                f"{self.name}: the leader (epoch {core.leader_epoch}) is still establishing its high watermark "
+                f"({core.high_watermark} < {core.leadership_start_offset}, its log end when it took the leadership): retry shortly",
             )
 
     def replica_log_end_offsets(self) -> dict[int, int]:

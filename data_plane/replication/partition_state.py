@@ -155,7 +155,15 @@ class LeaderPartitionState:
         """Become leader. `leader_history` must already end with (leader_epoch, LEO at
         election), which the shell assigns in the epoch checkpoint first (Kafka's `makeLeader`).
         Followers start with an unknown LEO; those in the ISR count as caught up now, so they
-        get a full `replica_lag_time_max_ms` before being shrunk out."""
+        get a full `replica_lag_time_max_ms` before being shrunk out.
+
+        `leadership_start_offset` is the LEO now, not where `leader_epoch` starts in the log:
+        a broker restarted after a crash may lead again in the epoch it led before (the
+        metadata it replays says so until its new registration moves the leadership), with
+        the HW of its checkpoint, below the HW it had published. Until the HW reaches this
+        offset it is not published (see `Partition.check_high_watermark_settled`), and a
+        follower must reach it to join the ISR (Kafka's `leaderEpochStartOffsetOpt`, also
+        set to the LEO whenever a replica becomes leader)."""
         history = check_history(leader_history, log_end_offset)
         assert history and history[-1].epoch == leader_epoch, (history, leader_epoch)
         assert leader_id in replicas and leader_id in isr, (leader_id, replicas, isr)
@@ -169,7 +177,7 @@ class LeaderPartitionState:
         self.isr = frozenset(isr)
         self.pending_isr: IsrProposal | None = None
         self.leader_history: EpochHistory = history
-        self.epoch_start_offset = history[-1].start_offset
+        self.leadership_start_offset = log_end_offset
         self.log_end_offset = log_end_offset
         self.high_watermark = high_watermark
         self.min_insync_replicas = min_insync_replicas
@@ -335,7 +343,7 @@ class LeaderPartitionState:
         progress = self.progress[replica_id]
         caught_up = (
             progress.log_end_offset >= self.high_watermark
-            and progress.log_end_offset >= self.epoch_start_offset
+            and progress.log_end_offset >= self.leadership_start_offset
         )
         eligible = (
             broker is not None

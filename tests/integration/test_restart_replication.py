@@ -15,12 +15,17 @@ A failure names the partitions and the replicas that are behind.
 from __future__ import annotations
 
 import threading
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
+import grpc
 import pytest
 
 from cli.local_cluster import wait_for
 from data_plane.client import Admin, Producer
+from data_plane.client.offset_lookup import LATEST
+from proto import broker_pb2, broker_pb2_grpc, common_pb2
 from tests.cluster import TestCluster, local_cluster
 from tests.integration.test_replication import TOPIC_CONFIG
 
@@ -178,3 +183,93 @@ def test_brokers_restarted_while_their_registrations_look_alive_take_them_over_a
         assert not refused, f"registration refused after the restart on {refused}: a new incarnation must take over at once"
         takeovers = sum(since_restart(c).count("new broker incarnation replaces a live registration") for c in cluster.controllers)
         assert takeovers >= 1, "no registration was taken over: the scenario did not leave a live-looking registration behind"
+
+
+@dataclass(frozen=True)
+class Answer:
+    partition: int
+    high_watermark: int
+    sent: float  # time.monotonic() when the request left
+    received: float
+
+
+class HighWatermarkObserver:
+    """Asks every broker for every partition's high watermark (ListOffsets LATEST, as a
+    consumer checking its lag does) over and over, one thread per broker, each on a channel
+    of its own that reconnects within 50 ms of the broker listening again (a client's usual
+    reconnect backoff could sleep through the moment a restarted broker answers wrongly).
+    Errors (not the leader, a leader still establishing its HW, broker down) are expected
+    while the cluster restarts and are skipped; every answer is kept, in the order received."""
+
+    def __init__(self, cluster: TestCluster) -> None:
+        self.answers: list[Answer] = []  # list.extend is atomic
+        self._closed = threading.Event()
+        self._threads = [threading.Thread(target=self._run, args=(b.address,), daemon=True) for b in cluster.brokers]
+        for thread in self._threads:
+            thread.start()
+
+    def _run(self, address: str) -> None:
+        options = [("grpc.use_local_subchannel_pool", 1), ("grpc.initial_reconnect_backoff_ms", 20), ("grpc.max_reconnect_backoff_ms", 50)]
+        request = broker_pb2.ListOffsetsRequest(topics=[broker_pb2.ListOffsetsTopic(
+            topic=TOPIC, partitions=[broker_pb2.ListOffsetsPartition(partition=p, timestamp=LATEST) for p in range(PARTITIONS)],
+        )])
+        with grpc.insecure_channel(address, options=options) as channel:
+            stub = broker_pb2_grpc.BrokerStub(channel)
+            while not self._closed.wait(0.005):
+                sent = time.monotonic()
+                try:
+                    response = stub.ListOffsets(request, timeout=0.5)
+                except grpc.RpcError:
+                    continue
+                received = time.monotonic()
+                self.answers.extend(
+                    Answer(a.partition, a.offset, sent, received) for t in response.topics for a in t.partitions if a.error_code == common_pb2.NONE
+                )
+
+    def backwards(self) -> list[str]:
+        """Answers lower than one received before their request was sent (answers that
+        overlap in time may come from two leaders, and their order is not known)."""
+        by_receipt = sorted(self.answers, key=lambda a: a.received)
+        highest: dict[int, int] = {}
+        problems = []
+        known = 0
+        for answer in sorted(self.answers, key=lambda a: a.sent):
+            while known < len(by_receipt) and by_receipt[known].received < answer.sent:
+                earlier = by_receipt[known]
+                highest[earlier.partition] = max(highest.get(earlier.partition, 0), earlier.high_watermark)
+                known += 1
+            if answer.high_watermark < highest.get(answer.partition, 0):
+                problems.append(f"{TOPIC}-{answer.partition}: high watermark {answer.high_watermark} after {highest[answer.partition]}")
+        return problems
+
+    def close(self) -> None:
+        self._closed.set()
+        for thread in self._threads:
+            thread.join(10)
+
+
+def test_high_watermark_never_goes_down_across_a_sigkill_of_the_whole_cluster(tmp_path: Path) -> None:
+    """Every controller and broker SIGKILLed at once under load, then all restarted. The
+    controllers replay their journal, so each restarted broker first sees itself leading in
+    the epoch it led before the crash, with the HW of its checkpoint (written every few
+    seconds, so lower than the HW it had published). Answering with that HW would show
+    consumers the HW going down; the leader must answer OFFSET_NOT_AVAILABLE instead until
+    its HW reaches its log end at the time it took the leadership."""
+    with local_cluster(tmp_path) as cluster:
+        cluster.create_topic(TOPIC, partitions=PARTITIONS, replication_factor=3, configs=TOPIC_CONFIG)
+        load = SteadyLoad(cluster)
+        observer = HighWatermarkObserver(cluster)
+        try:
+            load.resume()
+            load.wait_progress(2_000)
+            seen_before = len(observer.answers)
+            assert seen_before > 0, "the observer got no answer before the crash"
+            cluster.kill_all()
+            cluster.start()
+            cluster.wait_ready()
+            load.wait_progress(1_000)
+            wait_for(lambda: len(observer.answers) > seen_before + PARTITIONS * 20, 30, "answers after the restart")
+        finally:
+            observer.close()
+            load.close()
+        assert not observer.backwards(), "; ".join(observer.backwards()[:10])

@@ -296,3 +296,13 @@ def test_follower_high_watermark_is_capped_by_its_log_and_never_lowered_by_a_res
     assert follower_high_watermark(10, 7, 3) == 7
     assert follower_high_watermark(10, 12, 3) == 10
     assert follower_high_watermark(2, 12, 5) == 5
+
+
+def test_a_leader_continuing_an_epoch_starts_its_leadership_at_its_log_end() -> None:
+    """After a restart a broker may lead on in the epoch it led before (it started at 5 in
+    the log); what it published before is unknown, so its leadership starts at its LEO: a
+    follower joins the ISR only from there, and the shell hides the HW until it gets there."""
+    state = leader(isr=(LEADER, F1), leo=10, hw=7, history=((0, 0), (EPOCH, 5)))
+    assert state.leadership_start_offset == 10
+    assert fetch(state, F2, 8).decisions.isr_proposal is None  # past the HW, short of the start
+    assert fetch(state, F2, 10).decisions.isr_proposal is not None
