@@ -245,9 +245,13 @@ class Sender:
             self._wakeup.set()
 
     async def _init_producer_id(self) -> None:
-        """Gets a producer id for idempotent sends, retrying until delivery_timeout_ms."""
-        deadline = now_ms() + self._config.delivery_timeout_ms
-        while True:
+        """Gets a producer id for idempotent sends.
+
+        A cluster that cannot answer for a while (every broker restarting, say) is waited out,
+        never fatal: records queued meanwhile fail once they outlive ``delivery_timeout_ms``,
+        and the producer carries on as soon as a broker answers. Only an answer that no retry
+        can change stops the producer."""
+        while not self._force_close and not (self._closing and not self._accumulator.has_queued()):
             last: KraftlogError
             try:
                 await refresh_async(self._metadata, self._pool.stub, self._config.request_timeout_ms / 1000.0)
@@ -263,9 +267,12 @@ class Sender:
                 last = from_rpc_error(err, "InitProducerId")
             except KraftlogError as err:
                 last = err
-            if not last.retriable or now_ms() + self._config.retry_backoff_ms > deadline:
+            if not last.retriable:
                 self._fatal = last
                 return
+            for batch in self._accumulator.expire(now_ms(), self._config.delivery_timeout_ms):
+                batch.last_error = last
+                self._fail(batch, self._timeout_error(batch))
             await asyncio.sleep(self._config.retry_backoff_ms / 1000.0)
 
     # ------------------------------------------------------------ produce

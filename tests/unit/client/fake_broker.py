@@ -6,7 +6,7 @@ record_batch.stamp_batch), Fetch (whole batches from the fetch offset, long poll
 ListOffsets (-2/-1 only) and DescribeLogs. Idempotent batches go through the broker's own
 sequence rules (data_plane/replication/producer_state.py): duplicates are answered with their
 original offsets, gaps with OUT_OF_ORDER_SEQUENCE. Faults, one per request, per partition:
-`fail_produce[tp]` answers an error code without appending; `lose_answer[tp]` appends and
+`init_producer_id_error`, while set, is InitProducerId's answer; `fail_produce[tp]` answers an error code without appending; `lose_answer[tp]` appends and
 then answers an error code (the outcome a client cannot know); `on_append(tp)`, when set,
 runs after each append, under the broker's lock (to change faults at an exact point). `overlaps` counts requests
 that reached the broker while another request for one of their partitions was being handled.
@@ -41,6 +41,7 @@ class FakeBroker(broker_pb2_grpc.BrokerServicer):
         self.lose_answer: dict[tuple[str, int], deque[int]] = defaultdict(deque)
         self.producers: dict[tuple[str, int], ProducerState] = defaultdict(ProducerState)
         self.next_producer_id = 1000
+        self.init_producer_id_error: int | None = None  # InitProducerId answers this code while set
         self.produce_delay_s: dict[tuple[str, int], float] = {}
         self.on_append: Callable[[tuple[str, int]], None] | None = None
         self.overlaps = 0
@@ -81,6 +82,8 @@ class FakeBroker(broker_pb2_grpc.BrokerServicer):
         return response
 
     def InitProducerId(self, request, context):
+        if self.init_producer_id_error is not None:
+            return broker_pb2.InitProducerIdResponse(error_code=self.init_producer_id_error, error_message="fault")
         with self._cond:
             producer_id, self.next_producer_id = self.next_producer_id, self.next_producer_id + 1
         return broker_pb2.InitProducerIdResponse(producer_id=producer_id, producer_epoch=0)

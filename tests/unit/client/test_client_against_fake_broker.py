@@ -76,6 +76,17 @@ def test_retries_stop_at_the_delivery_timeout(broker):
     assert err.value.code == "DELIVERY_TIMEOUT" and "NOT_ENOUGH_REPLICAS" in str(err.value)
 
 
+def test_a_cluster_that_cannot_hand_out_producer_ids_is_waited_out(broker):
+    """Every broker restarting at once: records time out meanwhile, the producer does not die."""
+    broker.init_producer_id_error = common_pb2.BROKER_NOT_AVAILABLE
+    with Producer(broker.address, retry_backoff_ms=20, delivery_timeout_ms=300) as producer:
+        with pytest.raises(KraftlogError) as err:
+            producer.send("one", b"early").result(10)
+        assert err.value.code == "DELIVERY_TIMEOUT" and "BROKER_NOT_AVAILABLE" in str(err.value)
+        broker.init_producer_id_error = None
+        assert producer.send("one", b"later").result(10).offset == 0
+
+
 def test_acks_zero_reports_offset_minus_one(broker):
     with Producer(broker.address, acks=0) as producer:
         assert producer.send("one", b"v").result(10).offset == -1
