@@ -1,6 +1,6 @@
 """The pure replication core: Kafka's replication rules as events in, decisions out.
 
-No sockets, threads, clocks or files (DESIGN.md principle 1, STYLE.md's etcd-raft habit):
+No sockets, threads, clocks or files (docs/architecture.md, "Pure cores, thin shells"; the etcd-raft habit):
 the broker's asyncio code feeds these with requests and `now_ms`, persists and sends what
 they return, and tests drive them through whole failure transcripts deterministically.
 

@@ -1,6 +1,6 @@
 """Finding and repairing divergent follower logs by leader epoch, never by high watermark.
 
-Rule (DESIGN.md, "Replication rules"): a follower's fetch carries its fetch offset (its log
+Rule (docs/architecture.md, "Replication"): a follower's fetch carries its fetch offset (its log
 end) and the epoch of its last record. Where the logs diverge the leader answers with the
 diverging epoch and that epoch's end offset in the leader's log; the follower truncates and
 fetches again.

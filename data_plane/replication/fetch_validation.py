@@ -1,6 +1,6 @@
 """Leader-epoch checks shared by produce, fetch, replica fetch and list offsets.
 
-Rule (DESIGN.md, "Replication rules"; KIP-320 for clients, KIP-101 for replicas): every
+Rule (docs/architecture.md, "Replication"; KIP-320 for clients, KIP-101 for replicas): every
 request to or about a partition leader carries the leader epoch its sender believes in.
 
 - older than ours  -> FENCED_LEADER_EPOCH: the sender talks to a leader that has since been

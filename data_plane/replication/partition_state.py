@@ -1,13 +1,13 @@
 """One partition's replication state on its leader: HW, ISR, follower progress, delayed produces.
 
-A pure core in the etcd-raft style (STYLE.md): no sockets, threads, clocks or files. The
+A pure core in etcd-raft's style: no sockets, threads, clocks or files. The
 broker's asyncio shell feeds it events (`on_leader_append`, `on_follower_fetch`, `on_tick`,
 `on_alter_partition_result`, `on_partition_change`, `add_delayed_produce`) with the time as
 `now_ms`, and carries out the `LeaderDecisions` it gets back: publish the new HW, send the
 AlterPartition proposal, answer the completed produces. One instance lives for one leader
 epoch; a new epoch (even with the same leader) is a new instance, and the old one `resign`s.
 
-Rules implemented (DESIGN.md, "Replication rules"; Kafka `Partition.scala`):
+Rules implemented (docs/architecture.md, "Replication"; Kafka `Partition.scala`):
 
 - HW = min LEO over the ISR, and a leader's HW never goes down
   (`maybeIncrementLeaderHW`). While an AlterPartition is in flight the HW counts the

@@ -1,4 +1,4 @@
-"""Leader-epoch fencing table (KIP-320 / DESIGN.md) and the error enum's match with the proto."""
+"""Leader-epoch fencing table (KIP-320 / docs/architecture.md) and the error enum's match with the proto."""
 
 import pytest
 

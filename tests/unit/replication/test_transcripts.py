@@ -5,7 +5,7 @@ cluster (`replica_model.Cluster`), whose leaders and followers decide through th
 With the leader-epoch rules, every scenario ends with identical logs and no committed record
 lost. Replayed with the rule each KIP replaced, the same events must end in loss or
 divergence, and the test asserts the checker reports it: a checker that never fails proves
-nothing (DESIGN.md, "Chaos").
+nothing (docs/chaos.md).
 """
 
 import pytest
