@@ -87,6 +87,16 @@ class Interrupts:
         raise KeyboardInterrupt
 
 
+def catch_interrupts() -> Interrupts:
+    """Install ``Interrupts`` for SIGINT, SIGTERM and SIGHUP. Set explicitly because Python
+    leaves SIGINT ignored when the shell that started it did (a background job), and a stop
+    must still be interruptible then."""
+    interrupts = Interrupts()
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, interrupts)
+    return interrupts
+
+
 def say(line: str) -> None:
     """Print for the person at the terminal; a stdout that is gone (a closed pipe, a hung-up
     terminal) must never keep the cluster from stopping."""
@@ -123,9 +133,7 @@ def up(args: argparse.Namespace) -> int:
         print(moved.describe())
     if cluster.moved_ports:
         print(f"(cluster.json records the ports used; {PORT_BASE_ENV}=N lays a new cluster out from port N instead)")
-    interrupts = Interrupts()
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, interrupts)
+    interrupts = catch_interrupts()
     print(f"starting {len(cluster.controllers)} controllers and {len(cluster.brokers)} brokers in {directory} (logs in {directory / 'logs'})", flush=True)
     try:
         cluster.start(detach=args.detach)
@@ -160,6 +168,7 @@ def shut_down(cluster: LocalCluster, interrupts: Interrupts) -> bool:
 def down(args: argparse.Namespace) -> int:
     directory = data_dir(args.data_dir)
     cluster = LocalCluster.load(directory)
+    catch_interrupts()
     clean = stop_in_order(cluster, "Ctrl-C kills every process at once")
     print(f"stopped the cluster in {directory}")
     return 0 if clean else EXIT_INTERRUPTED
