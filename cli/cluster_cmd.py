@@ -75,7 +75,7 @@ def check_restartable(cluster: LocalCluster, directory: Path, args: argparse.Nam
 
 
 class Interrupts:
-    """Signal handler for the foreground ``cluster up``: counts SIGINT, SIGTERM and SIGHUP and
+    """Signal handler for ``cluster up`` and ``cluster down``: counts SIGINT, SIGTERM and SIGHUP and
     raises KeyboardInterrupt, so the first stops the cluster in order and a second, arriving
     while the demo winds down, makes the stop a kill."""
 
