@@ -96,8 +96,11 @@ def describe(args: argparse.Namespace) -> int:
         [[r["topic"], r["partition"], r["leader"] if r["leader"] >= 0 else "none", r["leader_epoch"], r["partition_epoch"], ids(r["replicas"]), ids(r["isr"]),
           r["high_watermark"], r["log_end_offset"], " ".join(replica_cell(s) for s in r["replica_state"]), status_notes(r)]
          for r in rows],
-    ) if rows else "no partitions match"
-    emit(args.json, rows, human)
+    ) if rows else "no topics"
+    if rows or args.json or not (args.under_replicated or args.offline):
+        emit(args.json, rows, human)
+    # else: a healthy cluster prints nothing for --under-replicated / --offline, as Kafka's
+    # --under-replicated-partitions does, so scripts and watch loops can test for empty output
     return 0
 
 

@@ -151,6 +151,7 @@ def test_fenced_broker_loses_leaderships_and_isr_memberships_in_one_entry(cluste
         under = kraftlog_json(cluster, "topics", "describe", "fence", "--under-replicated")
         assert [r["partition"] for r in under] == [s.partition for s in states if victim in s.replicas]
         assert kraftlog_json(cluster, "topics", "describe", "fence", "--offline") == []
+        assert kraftlog(cluster, "topics", "describe", "fence", "--offline").stdout == ""  # nothing matches: nothing printed
 
         refused = kraftlog(cluster, "leaders", "elect", "--topic", "fence", "--partition", "0")
         assert refused.returncode == 1 and "PREFERRED_LEADER_NOT_AVAILABLE" in refused.stdout
