@@ -217,23 +217,18 @@ class RecordAccumulator:
         state = self._sequences.get(tp)
         if state is None or not state.needs_reset or state.producer_id != self.producer_id:
             return False
-        head = queue[0]
-        return not (head.outcome_unknown and head.producer_id == state.producer_id)
+        return not _unknown_outcome_leads(state, queue)
 
     def _reset_if_due(self, tp: TopicPartition, queue: deque[ProducerBatch]) -> None:
         """Moves a partition that must reset to the newest producer id, numbering from 0, once
         no batch of unknown outcome under the old id leads its queue (the caller has checked
         that nothing of it is in flight). Queued batches are renumbered as they are drained."""
         state = self._sequences.get(tp)
-        if state is None:
+        due = state is None or (
+            state.needs_reset and state.producer_id != self.producer_id and not _unknown_outcome_leads(state, queue)
+        )
+        if due:
             self._sequences[tp] = PartitionSequence(self.producer_id, self.producer_epoch)
-            return
-        if not state.needs_reset or state.producer_id == self.producer_id:
-            return
-        head = queue[0]
-        if head.outcome_unknown and head.producer_id == state.producer_id:
-            return
-        self._sequences[tp] = PartitionSequence(self.producer_id, self.producer_epoch)
 
     def _assign_sequence(self, batch: ProducerBatch) -> None:
         """Numbers a batch under its partition's producer id (idempotent producers only); a
@@ -324,3 +319,10 @@ class RecordAccumulator:
         """True while any batch waits in a queue (not counting in-flight ones)."""
         with self._lock:
             return any(self._queues.values())
+
+
+def _unknown_outcome_leads(state: PartitionSequence, queue: deque[ProducerBatch]) -> bool:
+    """The queue's head is a batch of unknown outcome numbered under ``state``'s producer id:
+    it is retried under that id before the partition may reset."""
+    head = queue[0]
+    return head.outcome_unknown and head.producer_id == state.producer_id
