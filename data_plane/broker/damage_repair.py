@@ -63,13 +63,13 @@ class DamageRepairer:
         damaged = self._replicas.damaged()
         current = {(p.topic, p.partition, d.first_offset) for p, d in damaged}
         for partition, damage in damaged:
+            sources = self._replicas.repair_sources(partition)
             if (partition.topic, partition.partition, damage.first_offset) not in self._reported:
                 self._log.warning("damaged range out of service: asking other replicas for their copy", topic=partition.topic,
                                   partition=partition.partition, leader_epoch=partition.state.leader_epoch,
-                                  first_offset=damage.first_offset, next_offset=damage.next_offset,
-                                  sources=self._replicas.repair_sources(partition))
+                                  first_offset=damage.first_offset, next_offset=damage.next_offset, sources=sources)
             answers: list[bytes | None] = []
-            for source in self._replicas.repair_sources(partition):
+            for source in sources:
                 copy = await self._copy_from(source, partition, damage)
                 if copy and self._replicas.repair(partition, damage, copy, source):
                     break
