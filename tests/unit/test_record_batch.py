@@ -232,7 +232,7 @@ def test_append_check_accepts_exactly_consistent_producer_fields_and_timestamps(
 @settings(max_examples=300, deadline=None)
 @given(batches(), st.data())
 def test_whatever_the_append_check_accepts_decodes(drawn, data) -> None:
-    """The property problem 3 broke: a body changed under a recomputed CRC is refused on
+    """A body changed under a recomputed CRC is refused on
     append unless every reader can still decode it."""
     _, encoded, options = drawn
     if options["compression"] != "none":
