@@ -158,7 +158,14 @@ def up(args: argparse.Namespace) -> int:
 
 def shut_down(cluster: LocalCluster, interrupts: Interrupts) -> bool:
     """Stop the foreground cluster in order, or kill it when a second interrupt has come
-    already (while the demo wound down); False when it was killed."""
+    already (while the demo wound down); False when it was killed. The cluster stopped is
+    the one the data dir records now: after ``cluster down`` and ``cluster up --detach`` in
+    another shell, the processes this command started are gone and the data dir's cluster
+    runs on under new pids."""
+    recorded = LocalCluster.load(cluster.data_dir)
+    if [n.pid for n in recorded.nodes] != [n.pid for n in cluster.nodes]:
+        say(f"the cluster in {cluster.data_dir} was restarted by another command since; stopping that one")
+        cluster = recorded
     if interrupts.count >= 2:
         say(f"interrupted again: {killed_message(cluster.kill_all())}")
         return False
