@@ -34,12 +34,12 @@ from typing import TYPE_CHECKING
 
 import grpc
 
-from cli.cluster_cmd import wait_ready
-from cli.local_cluster import LocalCluster, Node, wait_for
-from cli.logging_setup import configure_logging
 from cli.output import emit, table
 from cli.perf_common import DeliveryLog, Schedule, percentiles
 from proto import broker_pb2, broker_pb2_grpc, common_pb2
+from server_common.local_cluster import LocalCluster, Node, wait_ready
+from server_common.logging_setup import configure_logging
+from server_common.waiting import wait_for
 
 if TYPE_CHECKING:
     from data_plane.client import Producer

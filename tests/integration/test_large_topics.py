@@ -24,9 +24,9 @@ from pathlib import Path
 import grpc
 import pytest
 
-from cli.local_cluster import wait_for
 from data_plane.client import Admin
 from proto import broker_pb2, broker_pb2_grpc
+from server_common.waiting import wait_for
 from tests.cluster import TestCluster, local_cluster
 
 pytestmark = [pytest.mark.integration]
