@@ -28,8 +28,8 @@ from metadata_quorum.records import from_proto
 from proto import common_pb2 as common
 from proto import controller_pb2 as pb
 from proto import controller_pb2_grpc
+from server_common.limits import MESSAGE_BYTES_MAX
 
-MESSAGE_BYTES_MAX = 64 << 20
 _RETRIABLE_WRITE_ERRORS = {common.NOT_CONTROLLER, common.REQUEST_TIMED_OUT}
 
 Listener = Callable[[MetadataImage, MetadataImage], Awaitable[None] | None]

@@ -17,10 +17,10 @@ from metadata_quorum.topic_admin import PARTITIONS_PER_ENTRY_MAX
 from proto import common_pb2 as common
 from proto import controller_pb2 as pb
 from proto import controller_pb2_grpc
+from server_common.limits import MESSAGE_BYTES_MAX
 
 __all__ = ["ControllerClient", "ControllerError"]
 
-MESSAGE_BYTES_MAX = 64 << 20
 _RETRIABLE_TRANSPORT = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
 
 

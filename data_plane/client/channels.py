@@ -15,8 +15,7 @@ import grpc.aio
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from proto import broker_pb2_grpc, controller_pb2
-
-MESSAGE_BYTES_MAX = 64 * 1024 * 1024
+from server_common.limits import MESSAGE_BYTES_MAX
 
 CHANNEL_OPTIONS: list[tuple[str, int]] = [
     ("grpc.max_send_message_length", MESSAGE_BYTES_MAX),
