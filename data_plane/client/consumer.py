@@ -19,7 +19,7 @@ from typing import NamedTuple
 import grpc
 
 from data_plane import record_batch
-from data_plane.client.channels import ChannelPool
+from data_plane.client.channels import broker_channels
 from data_plane.client.errors import KraftlogError, from_error_code, from_rpc_error
 from data_plane.client.metadata_cache import MetadataCache, TopicPartition, refresh_sync
 from data_plane.client.offset_lookup import EARLIEST, LATEST, list_offsets
@@ -75,7 +75,7 @@ class Consumer:
         self._retry_backoff_s = retry_backoff_ms / 1000.0
         self._client_id = client_id
         self._metadata = MetadataCache(bootstrap)
-        self._pool = ChannelPool()
+        self._pool = broker_channels()
         self._positions: dict[TopicPartition, int | None] = {}
         self._high_watermarks: dict[TopicPartition, int] = {}
         self._log_start_offsets: dict[TopicPartition, int] = {}
