@@ -27,6 +27,9 @@ CHANNEL_OPTIONS: list[tuple[str, int]] = [
     ("grpc.max_reconnect_backoff_ms", 2_000),
 ]
 
+# Kafka's request.timeout.ms: how long a client waits for one broker call (the producer,
+# consumer and admin client all default to it).
+REQUEST_TIMEOUT_MS_DEFAULT = 30_000
 
 CONTROLLER_SERVICE = controller_pb2.DESCRIPTOR.services_by_name["ControllerService"].full_name
 

@@ -19,7 +19,7 @@ from typing import NamedTuple
 import grpc
 
 from data_plane import record_batch
-from data_plane.client.channels import broker_channels
+from data_plane.client.channels import REQUEST_TIMEOUT_MS_DEFAULT, broker_channels
 from data_plane.client.errors import KraftlogError, from_error_code, from_rpc_error
 from data_plane.client.metadata_cache import MetadataCache, TopicPartition, refresh_sync
 from data_plane.client.offset_lookup import EARLIEST, LATEST, list_offsets
@@ -58,7 +58,7 @@ class Consumer:
         fetch_max_bytes: int = FETCH_BYTES_MAX_DEFAULT,
         max_partition_fetch_bytes: int = 8 * 1024 * 1024,
         auto_offset_reset: str = "none",
-        request_timeout_ms: int = 30_000,
+        request_timeout_ms: int = REQUEST_TIMEOUT_MS_DEFAULT,
         retry_backoff_ms: int = 100,
         client_id: str = "kraftlog-consumer",
     ) -> None:

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 import structlog
 
 from data_plane.client.buffer_memory import BufferMemory
+from data_plane.client.channels import REQUEST_TIMEOUT_MS_DEFAULT
 from data_plane.client.errors import KraftlogError
 from data_plane.client.metadata_cache import MetadataCache, now_ms
 from data_plane.client.partitioner import StickyPartitioner
@@ -81,7 +82,7 @@ class Producer:
         max_in_flight_per_broker: int = 5,
         buffer_memory: int = 64 * 1024 * 1024,
         max_block_ms: float = 60_000,
-        request_timeout_ms: float = 30_000,
+        request_timeout_ms: float = REQUEST_TIMEOUT_MS_DEFAULT,
         max_request_size: int = 16 * 1024 * 1024,
         enable_idempotence: bool | None = None,
         client_id: str = "kraftlog-producer",
