@@ -15,9 +15,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from cli.cluster_cmd import wait_ready
-from cli.local_cluster import HOST, LocalCluster, Node
 from chaos.network import Network, client_link, controller_link, raft_link, replication_link
+from server_common.local_cluster import HOST, READY_TIMEOUT_S, LocalCluster, Node, wait_ready
 
 ADVERTISED_FLAG = "--advertised-address"
 PEER_FLAG = "--peer-address"
@@ -134,6 +133,6 @@ class ChaosCluster(LocalCluster):
     def controller_endpoints(self) -> str:
         return ",".join(f"{c.node_id}@{c.host}:{c.raft_port}:{c.port}" for c in self.controllers)
 
-    def start_and_wait(self, timeout_s: float = 60) -> None:
+    def start_and_wait(self, timeout_s: float = READY_TIMEOUT_S) -> None:
         self.start()
         wait_ready(self, timeout_s)

@@ -47,7 +47,7 @@ def list_scenarios(args: argparse.Namespace) -> int:
 def run_scenario(args: argparse.Namespace) -> int:
     from chaos.runner import RunOptions, run
     from chaos.workload import WorkloadSettings
-    from cli.logging_setup import configure_logging
+    from server_common.logging_setup import configure_logging
 
     configure_logging("console", "ERROR")  # the clients' retry chatter would drown the progress lines
 

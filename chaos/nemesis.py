@@ -27,9 +27,10 @@ from chaos.network import client_link, controller_link, replication_link
 from chaos.replica_logs import Assignment, compare_replicas, settled_partitions
 from chaos.schedule import FaultStep
 from chaos.workload.settings import WorkloadSettings
-from cli.local_cluster import Node, wait_for
 from data_plane.client import Admin, KraftlogError
 from metadata_quorum.controller_client import ControllerClient, ControllerError
+from server_common.local_cluster import Node
+from server_common.waiting import wait_for
 
 Heal = Callable[[], None]
 FAULTS = ("kill", "pause", "graceful-restart", "restart", "rolling-restart", "toxic", "cut", "kill-leaders-in-turn")

@@ -23,10 +23,10 @@ from pathlib import Path
 
 from chaos.checker.replica_checks import came_back
 from chaos.history import FINAL, ConvergenceOp, History, Op, Read, ReplicaOp
-from cli.local_cluster import wait_for
 from data_plane import record_batch
 from data_plane.client import Admin
 from proto import broker_pb2, common_pb2
+from server_common.waiting import wait_for
 
 Assignment = dict[int, list[int]]  # partition -> the brokers holding its replicas
 REQUEST_TIMEOUT_MS = 2_000

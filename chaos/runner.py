@@ -34,8 +34,8 @@ from chaos.toxiproxy import start_toxiproxy
 from chaos.workload import Workload, WorkloadSettings
 from chaos.workload.final_read import final_reads, wait_for_leaders
 from data_plane.client import Admin
+from server_common.local_cluster import READY_TIMEOUT_S
 
-READY_S = 60.0
 FINAL_READ_S = 30.0
 HEAL_DEADLINE_S = 30.0  # after the workload stops, every replica back in the ISR and caught up this soon
 PROGRESS_EVERY_S = 2.0
@@ -130,7 +130,7 @@ def _local_cluster(options: RunOptions) -> Iterator[ChaosCluster]:
         cluster = ChaosCluster.build(directory / "cluster", scenario.cluster, Network(proxy))
         options.progress(f"starting {len(cluster.controllers)} controllers and {len(cluster.brokers)} brokers in {directory / 'cluster'}")
         try:
-            cluster.start_and_wait(READY_S)
+            cluster.start_and_wait()
             yield cluster
         finally:
             for node in cluster.nodes:
@@ -140,7 +140,7 @@ def _local_cluster(options: RunOptions) -> Iterator[ChaosCluster]:
 def _create_topic(bootstrap: str, settings: WorkloadSettings) -> None:
     with Admin(bootstrap) as admin:
         admin.create_topics([(settings.topic, settings.partitions, settings.replication_factor)], settings.topic_configs())
-    wait_for_leaders(bootstrap, settings, READY_S)
+    wait_for_leaders(bootstrap, settings, READY_TIMEOUT_S)
 
 
 def _report_progress(options: RunOptions, history: History, nemesis: Nemesis | None, until_s: float) -> None:

@@ -33,10 +33,10 @@ def open_clients(args: argparse.Namespace):
 def replica_logs(brokers: Iterable[pb.BrokerRegistration], topics: Iterable[str] = (), timeout_s: float = LOG_STATE_TIMEOUT_S) -> dict[int, broker_pb2.DescribeLogsResponse]:
     """Each registered broker's DescribeLogs answer (log start, LEO, HW per hosted replica),
     asked of all brokers at once; brokers that do not answer within ``timeout_s`` are left out."""
-    from data_plane.client.channels import ChannelPool
+    from data_plane.client.channels import broker_channels
 
     request = broker_pb2.DescribeLogsRequest(topics=list(topics))
-    pool = ChannelPool()
+    pool = broker_channels()
     try:
         futures = {
             b.endpoint.broker_id: pool.stub(f"{b.endpoint.host}:{b.endpoint.port}").DescribeLogs.future(request, timeout=timeout_s)

@@ -15,33 +15,12 @@ import signal
 import time
 from pathlib import Path
 
-import grpc
-
 from cli.bootstrap import data_dir
-from cli.local_cluster import CLUSTER_FILE, DEFAULT_PORT_BASE, LocalCluster, StopInterrupted, killed_message, wait_for
 from cli.output import emit, table
-from proto import broker_pb2, broker_pb2_grpc
+from server_common.local_cluster import CLUSTER_FILE, DEFAULT_PORT_BASE, LocalCluster, StopInterrupted, killed_message, wait_ready
 
-READY_TIMEOUT_S = 60
 PORT_BASE_ENV = "KRAFTLOG_PORT_BASE"
 EXIT_INTERRUPTED = 130  # as a shell reports a process ended by SIGINT
-
-
-def live_brokers(address: str) -> int:
-    """How many registered, unfenced brokers the broker at ``address`` knows of."""
-    with grpc.insecure_channel(address) as channel:
-        response = broker_pb2_grpc.BrokerStub(channel).Metadata(broker_pb2.MetadataRequest(), timeout=2)
-    return sum(1 for b in response.brokers if not b.fenced)
-
-
-def wait_ready(cluster: LocalCluster, timeout_s: float = READY_TIMEOUT_S) -> None:
-    """Every broker is registered and unfenced, as seen by every broker."""
-    for broker in cluster.brokers:
-        wait_for(
-            lambda: live_brokers(broker.address) == len(cluster.brokers),
-            timeout_s,
-            f"{len(cluster.brokers)} live brokers seen by {broker.name} (see {cluster.log_path(broker)})",
-        )
 
 
 def port_base() -> int | None:

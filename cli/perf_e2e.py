@@ -31,11 +31,11 @@ import threading
 import time
 
 from cli.bootstrap import resolve_bootstrap
-from cli.local_cluster import wait_for
-from cli.logging_setup import configure_logging
 from cli.output import emit
 from cli.perf_cmd import ACKS
 from cli.perf_common import DeliveryLog, Schedule, Ticker, percentiles, topic_partitions
+from server_common.logging_setup import configure_logging
+from server_common.waiting import wait_for
 
 # run id, sequence number, send time (CLOCK_MONOTONIC ns): the start of every value.
 VALUE_HEADER = struct.Struct("<8sqq")

@@ -34,12 +34,13 @@ from typing import TYPE_CHECKING
 
 import grpc
 
-from cli.cluster_cmd import wait_ready
-from cli.local_cluster import LocalCluster, Node, wait_for
-from cli.logging_setup import configure_logging
 from cli.output import emit, table
 from cli.perf_common import DeliveryLog, Schedule, percentiles
 from proto import broker_pb2, broker_pb2_grpc, common_pb2
+from server_common.channel_pool import ChannelPool
+from server_common.local_cluster import LocalCluster, Node, wait_ready
+from server_common.logging_setup import configure_logging
+from server_common.waiting import wait_for
 
 if TYPE_CHECKING:
     from data_plane.client import Producer
@@ -82,22 +83,21 @@ class Probe:
 
     def __init__(self, brokers: list[Node], topic: str) -> None:
         self.topic = topic
-        self._channels = {b.node_id: grpc.insecure_channel(b.address) for b in brokers}
-        self._stubs = {i: broker_pb2_grpc.BrokerStub(c) for i, c in self._channels.items()}
+        self._addresses = {b.node_id: b.address for b in brokers}
+        self._channels = ChannelPool(broker_pb2_grpc.BrokerStub, options=[])  # gRPC's defaults: a probe is small
 
     def close(self) -> None:
         """Closes the channels (calls still in flight fail)."""
-        for channel in self._channels.values():
-            channel.close()
+        self._channels.close()
 
     def leadership(self, skip: frozenset[int] = frozenset()) -> Leadership | None:
         """Partition 0's leadership from the first broker (not in ``skip``) that answers."""
         request = broker_pb2.MetadataRequest(topics=[self.topic])
-        for broker_id, stub in self._stubs.items():
+        for broker_id, address in self._addresses.items():
             if broker_id in skip:
                 continue
             try:
-                response = stub.Metadata(request, timeout=PROBE_RPC_TIMEOUT_S)
+                response = self._channels.stub(address).Metadata(request, timeout=PROBE_RPC_TIMEOUT_S)
             except grpc.RpcError:
                 continue
             for topic in response.topics:
@@ -130,7 +130,7 @@ class Probe:
             ],
         )
         try:
-            response = self._stubs[after.leader].Produce(request, timeout=PROBE_ACK_TIMEOUT_MS / 1000 + PROBE_RPC_TIMEOUT_S)
+            response = self._channels.stub(self._addresses[after.leader]).Produce(request, timeout=PROBE_ACK_TIMEOUT_MS / 1000 + PROBE_RPC_TIMEOUT_S)
         except grpc.RpcError:
             return None
         acked_at = time.monotonic()

@@ -21,36 +21,18 @@ import grpc
 import structlog
 
 from metadata_quorum.broker_heartbeats import DEFAULT_SESSION_TIMEOUT_MS
-from metadata_quorum.controller_router import ControllerError, ControllerRouter
-from metadata_quorum.endpoints import Endpoint
+from metadata_quorum.controller_router import CONTROLLER_CHANNEL_OPTIONS, ControllerError, ControllerRouter
+from metadata_quorum.endpoints import Endpoint, grpc_address
 from metadata_quorum.image import MetadataImage, apply_all, image_from_snapshot
 from metadata_quorum.records import from_proto
 from proto import common_pb2 as common
 from proto import controller_pb2 as pb
 from proto import controller_pb2_grpc
+from server_common.channel_pool import AioChannelPool
 
-MESSAGE_BYTES_MAX = 64 << 20
 _RETRIABLE_WRITE_ERRORS = {common.NOT_CONTROLLER, common.REQUEST_TIMED_OUT}
 
 Listener = Callable[[MetadataImage, MetadataImage], Awaitable[None] | None]
-
-
-class _ControllerChannels:
-    """grpc.aio stubs per controller address, created lazily and closed together."""
-
-    def __init__(self) -> None:
-        self._channels: dict[tuple[str, int], grpc.aio.Channel] = {}
-
-    def stub(self, endpoint: Endpoint) -> controller_pb2_grpc.ControllerServiceStub:
-        key = (endpoint[1], endpoint[2])
-        if key not in self._channels:
-            self._channels[key] = grpc.aio.insecure_channel(f"{key[0]}:{key[1]}", options=[("grpc.max_receive_message_length", MESSAGE_BYTES_MAX)])
-        return controller_pb2_grpc.ControllerServiceStub(self._channels[key])
-
-    async def close(self) -> None:
-        for channel in self._channels.values():
-            await channel.close()
-        self._channels.clear()
 
 
 class BrokerLifecycleManager:
@@ -73,7 +55,7 @@ class BrokerLifecycleManager:
         self._heartbeat_interval_s = heartbeat_interval_ms / 1000
         self._rpc_timeout_s = min(5.0, session_timeout_ms / 3000)
         self._router = ControllerRouter(controller_endpoints)
-        self._channels = _ControllerChannels()
+        self._channels = AioChannelPool(controller_pb2_grpc.ControllerServiceStub, CONTROLLER_CHANNEL_OPTIONS)
         self._broker_epoch = -1
         self._is_fenced = True
         self._want_shutdown = False
@@ -98,7 +80,7 @@ class BrokerLifecycleManager:
         while True:
             target = self._router.current()
             try:
-                response = await getattr(self._channels.stub(target), method)(request, timeout=self._rpc_timeout_s)
+                response = await getattr(self._channels.stub(grpc_address(target)), method)(request, timeout=self._rpc_timeout_s)
             except grpc.aio.AioRpcError as e:
                 if e.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
                     raise ControllerError(common.UNKNOWN_SERVER_ERROR, f"{self._router.describe(target)} failed {method}: {e.code().name} {e.details()}") from None
@@ -131,7 +113,7 @@ class BrokerLifecycleManager:
         while True:
             target = self._router.current()
             try:
-                async for event in self._channels.stub(target).BrokerSession(request):
+                async for event in self._channels.stub(grpc_address(target)).BrokerSession(request):
                     if event.error_code == common.NOT_CONTROLLER:
                         delay = self._router.on_not_controller(event.active_controller)
                         break
@@ -241,7 +223,7 @@ class BrokerLifecycleManager:
 class MetadataFollower:
     def __init__(self, controller_endpoints: Sequence[Endpoint], listener: Listener) -> None:
         self._router = ControllerRouter(controller_endpoints)
-        self._channels = _ControllerChannels()
+        self._channels = AioChannelPool(controller_pb2_grpc.ControllerServiceStub, CONTROLLER_CHANNEL_OPTIONS)
         self._listener = listener
         self._image = MetadataImage.empty("")
         self._applied = asyncio.Condition()
@@ -276,7 +258,7 @@ class MetadataFollower:
         while True:
             target = self._router.current()
             try:
-                stream = self._channels.stub(target).StreamMetadata(pb.StreamMetadataRequest(from_offset=self._image.offset + 1))
+                stream = self._channels.stub(grpc_address(target)).StreamMetadata(pb.StreamMetadataRequest(from_offset=self._image.offset + 1))
                 async for batch in stream:
                     await self._apply(batch)
                     self._router.on_success()

@@ -11,16 +11,16 @@ from typing import Iterable, Mapping, Sequence
 
 import grpc
 
-from metadata_quorum.controller_router import ControllerError, ControllerRouter
-from metadata_quorum.endpoints import Endpoint, parse_endpoints
+from metadata_quorum.controller_router import CONTROLLER_CHANNEL_OPTIONS, ControllerError, ControllerRouter
+from metadata_quorum.endpoints import Endpoint, grpc_address, parse_endpoints
 from metadata_quorum.topic_admin import PARTITIONS_PER_ENTRY_MAX
 from proto import common_pb2 as common
 from proto import controller_pb2 as pb
 from proto import controller_pb2_grpc
+from server_common.channel_pool import ChannelPool
 
 __all__ = ["ControllerClient", "ControllerError"]
 
-MESSAGE_BYTES_MAX = 64 << 20
 _RETRIABLE_TRANSPORT = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
 
 
@@ -30,7 +30,7 @@ class ControllerClient:
         self._router = ControllerRouter(endpoints)
         self.timeout_s = timeout_s
         self.rpc_timeout_s = rpc_timeout_s
-        self._channels: dict[tuple[str, int], grpc.Channel] = {}
+        self._channels = ChannelPool(controller_pb2_grpc.ControllerServiceStub, CONTROLLER_CHANNEL_OPTIONS)
 
     def __enter__(self) -> "ControllerClient":
         return self
@@ -39,15 +39,10 @@ class ControllerClient:
         self.close()
 
     def close(self) -> None:
-        for channel in self._channels.values():
-            channel.close()
-        self._channels.clear()
+        self._channels.close()
 
     def _stub(self, endpoint: Endpoint) -> controller_pb2_grpc.ControllerServiceStub:
-        key = (endpoint[1], endpoint[2])
-        if key not in self._channels:
-            self._channels[key] = grpc.insecure_channel(f"{key[0]}:{key[1]}", options=[("grpc.max_receive_message_length", MESSAGE_BYTES_MAX)])
-        return controller_pb2_grpc.ControllerServiceStub(self._channels[key])
+        return self._channels.stub(grpc_address(endpoint))
 
     def _call(self, method: str, request, write: bool = True, endpoint: Endpoint | None = None, rpc_timeout_s: float | None = None):
         """One RPC, retried against other controllers until ``timeout_s``. Read RPCs are

@@ -26,9 +26,9 @@ from metadata_quorum.controller_service import ControllerService
 from metadata_quorum.endpoints import Voter, parse_address_overrides, parse_quorum
 from metadata_quorum.raft_node import ControllerRaftNode
 from proto import controller_pb2, controller_pb2_grpc
+from server_common.limits import MESSAGE_BYTES_MAX
 
 PASSWORD_ENV = "KRAFTLOG_QUORUM_PASSWORD"
-MESSAGE_BYTES_MAX = 64 << 20  # snapshots travel as one message
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -125,7 +125,7 @@ async def serve(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cli.logging_setup import configure_logging
+    from server_common.logging_setup import configure_logging
 
     configure_logging(args.log_format)
     try:

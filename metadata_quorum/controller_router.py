@@ -9,9 +9,12 @@ from typing import Sequence
 from metadata_quorum.endpoints import Endpoint
 from proto import common_pb2 as common
 from proto import controller_pb2 as pb
+from server_common.limits import MESSAGE_BYTES_MAX
 
 BACKOFF_S_MIN = 0.05
 BACKOFF_S_MAX = 1.0
+# Channel options of every controller client: a metadata snapshot arrives as one message.
+CONTROLLER_CHANNEL_OPTIONS = [("grpc.max_receive_message_length", MESSAGE_BYTES_MAX)]
 
 
 class ControllerError(Exception):

@@ -9,6 +9,11 @@ from dataclasses import dataclass
 Endpoint = tuple[int, str, int]  # (controller id or -1 when unknown, host, gRPC port)
 
 
+def grpc_address(endpoint: Endpoint) -> str:
+    """"host:port" of an endpoint's gRPC service (its channel's key: the id may be learned later)."""
+    return f"{endpoint[1]}:{endpoint[2]}"
+
+
 @dataclass(frozen=True)
 class Voter:
     node_id: int

@@ -10,7 +10,8 @@ a rejected entry changes nothing and its proposer gets the error as the result.
 The state machine is a ``SyncObjConsumer`` so that pysyncobj's full dump (log compaction)
 holds exactly the image, encoded as snapshot records (protobuf, not pickled classes), and
 restoring it cannot race with construction. Both ``journalFile`` and ``fullDumpFile`` are
-set (FACTS.md: either alone loses data), and the raft port binds only to its own address.
+set (a journal alone comes back empty after a log compaction: docs/operations.md, Controller
+quorum security), and the raft port binds only to its own address.
 """
 
 from __future__ import annotations

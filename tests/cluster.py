@@ -10,8 +10,8 @@ import contextlib
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
-from cli.cluster_cmd import wait_ready
-from cli.local_cluster import LocalCluster, Node, wait_for
+from server_common.local_cluster import READY_TIMEOUT_S, LocalCluster, Node, wait_ready
+from server_common.waiting import wait_for
 
 
 class TestCluster(LocalCluster):
@@ -53,7 +53,7 @@ class TestCluster(LocalCluster):
     def controller(self, node_id: int) -> Node:
         return self.node("controller", node_id)
 
-    def wait_ready(self, timeout_s: float = 60) -> None:
+    def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> None:
         wait_ready(self, timeout_s)
 
 

@@ -11,9 +11,9 @@ import time
 
 from chaos.history import FinalReadOp, History, Read
 from chaos.workload.settings import WorkloadSettings
-from cli.local_cluster import wait_for
 from data_plane.client import Admin, Consumer, KraftlogError
 from data_plane.client.offset_lookup import EARLIEST, LATEST
+from server_common.waiting import wait_for
 
 
 def wait_for_leaders(bootstrap: str, settings: WorkloadSettings, timeout_s: float) -> None:

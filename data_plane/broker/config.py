@@ -11,7 +11,9 @@ import enum
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from metadata_quorum.broker_heartbeats import DEFAULT_SESSION_TIMEOUT_MS
 from metadata_quorum.endpoints import Voter, parse_address_overrides, parse_quorum
+from server_common.limits import MESSAGE_BYTES_MAX
 
 MIB = 1 << 20
 
@@ -45,9 +47,9 @@ class BrokerConfig:
     data_dir: Path
     controllers: list[Voter]
     rack: str = ""
-    request_max_bytes: int = 64 * MIB
+    request_max_bytes: int = MESSAGE_BYTES_MAX
     heartbeat_interval_ms: int = 500
-    session_timeout_ms: int = 9000
+    session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS
     replica_lag_time_max_ms: int = 30000
     replica_fetch_wait_max_ms: int = 500
     replica_fetch_max_bytes: int = 8 * MIB
@@ -71,21 +73,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-dir", type=Path, required=True, help="where partition logs live")
     parser.add_argument("--controllers", required=True, help="controller quorum: id@host:raft_port:grpc_port,...")
     parser.add_argument("--rack", default="", help="rack label (informational)")
-    parser.add_argument("--request-max-bytes", type=int, default=64 * MIB, help="largest gRPC request or response")
-    parser.add_argument("--heartbeat-interval-ms", type=int, default=500)
-    parser.add_argument("--session-timeout-ms", type=int, default=9000)
-    parser.add_argument("--replica-lag-time-max-ms", type=int, default=30000,
+    parser.add_argument("--request-max-bytes", type=int, default=BrokerConfig.request_max_bytes, help="largest gRPC request or response")
+    parser.add_argument("--heartbeat-interval-ms", type=int, default=BrokerConfig.heartbeat_interval_ms)
+    parser.add_argument("--session-timeout-ms", type=int, default=BrokerConfig.session_timeout_ms)
+    parser.add_argument("--replica-lag-time-max-ms", type=int, default=BrokerConfig.replica_lag_time_max_ms,
                         help="a follower not caught up for this long leaves the ISR")
-    parser.add_argument("--replica-fetch-wait-max-ms", type=int, default=500,
+    parser.add_argument("--replica-fetch-wait-max-ms", type=int, default=BrokerConfig.replica_fetch_wait_max_ms,
                         help="longest a follower's fetch waits at the leader for new data")
     parser.add_argument("--advertised-address", help="host:port registered for clients and peers (default: --listen)")
     parser.add_argument("--peer-address", action="append", default=[], metavar="ID=HOST:PORT",
                         help="reach broker ID's data plane here instead of its registered address (repeatable; e.g. a proxy)")
     parser.add_argument("--unsafe-testing", choices=[b.value for b in UnsafeBehaviour],
                         help="DELIBERATELY WRONG replication, for chaos negative controls only: never in production")
-    parser.add_argument("--retention-check-interval-ms", type=int, default=30000)
+    parser.add_argument("--retention-check-interval-ms", type=int, default=BrokerConfig.retention_check_interval_ms)
     parser.add_argument("--log-format", choices=["console", "json"], default="console")
-    parser.add_argument("--scrub-bytes-per-second", type=int, default=8 * MIB,
+    parser.add_argument("--scrub-bytes-per-second", type=int, default=BrokerConfig.scrub_bytes_per_second,
                         help="rate of the background CRC check of stored batches (0: off)")
 
 

@@ -193,7 +193,7 @@ async def serve(config: BrokerConfig) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cli.logging_setup import configure_logging
+    from server_common.logging_setup import configure_logging
 
     configure_logging(args.log_format)
     try:

@@ -15,6 +15,7 @@ from data_plane.broker.errors import MalformedRequest
 from data_plane.broker.replica_manager import FetchItem, LeaderHint, ProduceItem, ReplicaFetchItem, ReplicaManager
 from data_plane.storage import DamagedRangeError
 from proto import broker_pb2, broker_pb2_grpc, common_pb2
+from server_common.limits import FETCH_BYTES_MAX_DEFAULT
 
 VALID_ACKS = (-1, 0, 1)
 
@@ -140,7 +141,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
     async def Fetch(self, request: broker_pb2.FetchRequest, context: grpc.aio.ServicerContext) -> broker_pb2.FetchResponse:
         if request.max_bytes < 0 or request.min_bytes < 0 or request.max_wait_ms < 0:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "max_bytes, min_bytes and max_wait_ms must be >= 0")
-        max_bytes = request.max_bytes or 50 << 20
+        max_bytes = request.max_bytes or FETCH_BYTES_MAX_DEFAULT
         items = [
             FetchItem(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes, _requested_epoch(p))
             for t in request.topics

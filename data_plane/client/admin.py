@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 import grpc
 
-from data_plane.client.channels import ChannelPool
+from data_plane.client.channels import REQUEST_TIMEOUT_MS_DEFAULT, broker_channels
 from data_plane.client.errors import KraftlogError, error_code_name, from_rpc_error
 from data_plane.client.metadata_cache import MetadataCache, TopicPartition, refresh_sync
 from data_plane.client.offset_lookup import OffsetAndTimestamp, list_offsets
@@ -43,9 +43,9 @@ class TopicDescription(NamedTuple):
 class Admin:
     """Reads cluster state from brokers. Use as a context manager, or call close()."""
 
-    def __init__(self, bootstrap: str | Iterable[str], *, request_timeout_ms: int = 30_000) -> None:
+    def __init__(self, bootstrap: str | Iterable[str], *, request_timeout_ms: int = REQUEST_TIMEOUT_MS_DEFAULT) -> None:
         self._metadata = MetadataCache(bootstrap)
-        self._pool = ChannelPool()
+        self._pool = broker_channels()
         self._timeout_s = request_timeout_ms / 1000.0
 
     def describe_topics(self, names: Iterable[str] | None = None) -> dict[str, TopicDescription]:

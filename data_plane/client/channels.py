@@ -1,22 +1,19 @@
-"""One gRPC channel per broker address, shared by everything a client object does.
+"""The client's channels to brokers: one per broker address (``server_common.channel_pool``),
+with the options every client channel to a broker uses.
 
-A channel multiplexes any number of concurrent calls over one HTTP/2 connection, so a
-channel per request (or per partition) would only add connection set-up cost. Message
-limits are raised to 64 MiB both ways because produce requests and fetch responses carry
-many large batches; gRPC's default 4 MiB would fail them with RESOURCE_EXHAUSTED.
+Message limits are raised to ``MESSAGE_BYTES_MAX`` both ways because produce requests and
+fetch responses carry many large batches; gRPC's default 4 MiB would fail them with
+RESOURCE_EXHAUSTED.
 """
 
 from __future__ import annotations
 
-import threading
-
 import grpc
-import grpc.aio
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from proto import broker_pb2_grpc, controller_pb2
-
-MESSAGE_BYTES_MAX = 64 * 1024 * 1024
+from server_common.channel_pool import AioChannelPool, ChannelPool
+from server_common.limits import MESSAGE_BYTES_MAX
 
 CHANNEL_OPTIONS: list[tuple[str, int]] = [
     ("grpc.max_send_message_length", MESSAGE_BYTES_MAX),
@@ -30,6 +27,9 @@ CHANNEL_OPTIONS: list[tuple[str, int]] = [
     ("grpc.max_reconnect_backoff_ms", 2_000),
 ]
 
+# Kafka's request.timeout.ms: how long a client waits for one broker call (the producer,
+# consumer and admin client all default to it).
+REQUEST_TIMEOUT_MS_DEFAULT = 30_000
 
 CONTROLLER_SERVICE = controller_pb2.DESCRIPTOR.services_by_name["ControllerService"].full_name
 
@@ -48,52 +48,11 @@ def listed_services(address: str, timeout_s: float) -> list[str]:
     return []
 
 
-class ChannelPool:
-    """Blocking channels and Broker stubs keyed by "host:port", for the consumer and admin."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._channels: dict[str, grpc.Channel] = {}
-        self._stubs: dict[str, broker_pb2_grpc.BrokerStub] = {}
-
-    def stub(self, address: str) -> broker_pb2_grpc.BrokerStub:
-        """The stub for `address`, opening its channel on first use."""
-        stub = self._stubs.get(address)
-        if stub is not None:
-            return stub
-        with self._lock:
-            if address not in self._stubs:
-                channel = grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
-                self._channels[address] = channel
-                self._stubs[address] = broker_pb2_grpc.BrokerStub(channel)
-            return self._stubs[address]
-
-    def close(self) -> None:
-        """Closes every channel; in-flight calls fail with CANCELLED."""
-        with self._lock:
-            channels, self._channels, self._stubs = self._channels, {}, {}
-        for channel in channels.values():
-            channel.close()
+def broker_channels() -> ChannelPool[broker_pb2_grpc.BrokerStub]:
+    """Blocking Broker stubs with the client's channel options (consumer, admin, CLI)."""
+    return ChannelPool(broker_pb2_grpc.BrokerStub, CHANNEL_OPTIONS)
 
 
-class AioChannelPool:
-    """`grpc.aio` channels for the producer's sender; use only from the loop that made it."""
-
-    def __init__(self) -> None:
-        self._channels: dict[str, grpc.aio.Channel] = {}
-        self._stubs: dict[str, broker_pb2_grpc.BrokerStub] = {}
-
-    def stub(self, address: str) -> broker_pb2_grpc.BrokerStub:
-        """The stub for `address`, opening its channel on first use."""
-        stub = self._stubs.get(address)
-        if stub is None:
-            channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
-            self._channels[address] = channel
-            stub = self._stubs[address] = broker_pb2_grpc.BrokerStub(channel)
-        return stub
-
-    async def close(self) -> None:
-        """Closes every channel, giving in-flight calls no grace period."""
-        channels, self._channels, self._stubs = self._channels, {}, {}
-        for channel in channels.values():
-            await channel.close()
+def aio_broker_channels() -> AioChannelPool[broker_pb2_grpc.BrokerStub]:
+    """``grpc.aio`` Broker stubs with the client's channel options (the producer's sender)."""
+    return AioChannelPool(broker_pb2_grpc.BrokerStub, CHANNEL_OPTIONS)

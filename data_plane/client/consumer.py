@@ -19,12 +19,13 @@ from typing import NamedTuple
 import grpc
 
 from data_plane import record_batch
-from data_plane.client.channels import MESSAGE_BYTES_MAX, ChannelPool
+from data_plane.client.channels import REQUEST_TIMEOUT_MS_DEFAULT, broker_channels
 from data_plane.client.errors import KraftlogError, from_error_code, from_rpc_error
 from data_plane.client.metadata_cache import MetadataCache, TopicPartition, refresh_sync
 from data_plane.client.offset_lookup import EARLIEST, LATEST, list_offsets
 from data_plane.client.records import ConsumerRecord
 from proto import broker_pb2, common_pb2
+from server_common.limits import BATCH_BYTES_PER_MESSAGE_MAX, FETCH_BYTES_MAX_DEFAULT
 
 _RESETS = ("none", "earliest", "latest")
 
@@ -54,17 +55,17 @@ class Consumer:
         *,
         fetch_max_wait_ms: int = 500,
         fetch_min_bytes: int = 1,
-        fetch_max_bytes: int = 50 * 1024 * 1024,
+        fetch_max_bytes: int = FETCH_BYTES_MAX_DEFAULT,
         max_partition_fetch_bytes: int = 8 * 1024 * 1024,
         auto_offset_reset: str = "none",
-        request_timeout_ms: int = 30_000,
+        request_timeout_ms: int = REQUEST_TIMEOUT_MS_DEFAULT,
         retry_backoff_ms: int = 100,
         client_id: str = "kraftlog-consumer",
     ) -> None:
         if auto_offset_reset not in _RESETS:
             raise ValueError(f"auto_offset_reset={auto_offset_reset!r}: use one of {_RESETS}")
-        if not 0 < fetch_max_bytes <= MESSAGE_BYTES_MAX - 1024 * 1024:
-            raise ValueError(f"fetch_max_bytes must be in (0, {MESSAGE_BYTES_MAX - 1024 * 1024}]")
+        if not 0 < fetch_max_bytes <= BATCH_BYTES_PER_MESSAGE_MAX:
+            raise ValueError(f"fetch_max_bytes must be in (0, {BATCH_BYTES_PER_MESSAGE_MAX}]")
         self._fetch_max_wait_ms = fetch_max_wait_ms
         self._fetch_min_bytes = fetch_min_bytes
         self._fetch_max_bytes = fetch_max_bytes
@@ -74,7 +75,7 @@ class Consumer:
         self._retry_backoff_s = retry_backoff_ms / 1000.0
         self._client_id = client_id
         self._metadata = MetadataCache(bootstrap)
-        self._pool = ChannelPool()
+        self._pool = broker_channels()
         self._positions: dict[TopicPartition, int | None] = {}
         self._high_watermarks: dict[TopicPartition, int] = {}
         self._log_start_offsets: dict[TopicPartition, int] = {}

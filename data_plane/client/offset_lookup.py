@@ -13,10 +13,11 @@ from typing import NamedTuple
 
 import grpc
 
-from data_plane.client.channels import ChannelPool
 from data_plane.client.errors import KraftlogError, from_error_code, from_rpc_error
 from data_plane.client.metadata_cache import MetadataCache, TopicPartition, refresh_sync
 from proto import broker_pb2, common_pb2
+from proto.broker_pb2_grpc import BrokerStub
+from server_common.channel_pool import ChannelPool
 
 EARLIEST = -2
 LATEST = -1
@@ -31,7 +32,7 @@ class OffsetAndTimestamp(NamedTuple):
 
 def list_offsets(
     metadata: MetadataCache,
-    pool: ChannelPool,
+    pool: ChannelPool[BrokerStub],
     queries: Mapping[TopicPartition, int],
     timeout_s: float,
     retry_backoff_s: float = 0.1,

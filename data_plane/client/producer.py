@@ -16,7 +16,7 @@ from collections.abc import Iterable
 import structlog
 
 from data_plane.client.buffer_memory import BufferMemory
-from data_plane.client.channels import MESSAGE_BYTES_MAX
+from data_plane.client.channels import REQUEST_TIMEOUT_MS_DEFAULT
 from data_plane.client.errors import KraftlogError
 from data_plane.client.metadata_cache import MetadataCache, now_ms
 from data_plane.client.partitioner import StickyPartitioner
@@ -31,13 +31,12 @@ from data_plane.client.producer_batch import (
 from data_plane.client.record_accumulator import RecordAccumulator
 from data_plane.client.records import RecordMetadata
 from data_plane.client.sender import Sender, SenderConfig
+from server_common.limits import BATCH_BYTES_PER_MESSAGE_MAX
 
 log = structlog.get_logger(__name__)
 
 _ACKS = {"all": -1, -1: -1, 1: 1, 0: 0}
 _COMPRESSIONS = ("none", "lz4")
-# Room for protobuf framing around the batches of one request.
-_REQUEST_OVERHEAD_BYTES = 1024 * 1024
 # How often a `send` waiting for a topic's metadata asks again.
 WAIT_SLICE_S = 0.1
 
@@ -83,7 +82,7 @@ class Producer:
         max_in_flight_per_broker: int = 5,
         buffer_memory: int = 64 * 1024 * 1024,
         max_block_ms: float = 60_000,
-        request_timeout_ms: float = 30_000,
+        request_timeout_ms: float = REQUEST_TIMEOUT_MS_DEFAULT,
         max_request_size: int = 16 * 1024 * 1024,
         enable_idempotence: bool | None = None,
         client_id: str = "kraftlog-producer",
@@ -96,8 +95,8 @@ class Producer:
             raise ValueError("enable_idempotence needs acks='all'")
         if enable_idempotence is None:
             enable_idempotence = _ACKS[acks] == -1
-        if not 0 < max_request_size <= MESSAGE_BYTES_MAX - _REQUEST_OVERHEAD_BYTES:
-            raise ValueError(f"max_request_size must be in (0, {MESSAGE_BYTES_MAX - _REQUEST_OVERHEAD_BYTES}]")
+        if not 0 < max_request_size <= BATCH_BYTES_PER_MESSAGE_MAX:
+            raise ValueError(f"max_request_size must be in (0, {BATCH_BYTES_PER_MESSAGE_MAX}]")
         if not 0 < batch_size <= max_request_size:
             raise ValueError("batch_size must be positive and at most max_request_size")
         if max_in_flight_per_broker < 1 or retries < 0 or linger_ms < 0:

@@ -24,13 +24,15 @@ import grpc
 import structlog
 
 from data_plane.client.buffer_memory import BufferMemory
-from data_plane.client.channels import AioChannelPool
+from data_plane.client.channels import aio_broker_channels
 from data_plane.client.errors import KraftlogError, from_error_code, from_rpc_error
 from data_plane.client.idempotence import OUTCOME_UNKNOWN_CODES
 from data_plane.client.metadata_cache import MetadataCache, TopicPartition, now_ms, refresh_async
 from data_plane.client.producer_batch import ProducerBatch
 from data_plane.client.record_accumulator import RecordAccumulator
 from proto import broker_pb2, common_pb2
+from proto.broker_pb2_grpc import BrokerStub
+from server_common.channel_pool import AioChannelPool
 
 log = structlog.get_logger(__name__)
 
@@ -81,7 +83,7 @@ class Sender:
         self._tasks: set[asyncio.Task[None]] = set()
         self._refresh: asyncio.Task[None] | None = None
         self._refresh_warned_ms = float("-inf")
-        self._pool: AioChannelPool | None = None
+        self._pool: AioChannelPool[BrokerStub] | None = None
         self._fatal: KraftlogError | None = None
         self._producer_id_pending = False  # a task is fetching a newer producer id
         self._thread = threading.Thread(target=self._run_thread, name="kraftlog-producer-sender", daemon=True)
@@ -146,7 +148,7 @@ class Sender:
             self._loop.close()
 
     async def _run(self) -> None:
-        self._pool = AioChannelPool()
+        self._pool = aio_broker_channels()
         try:
             if self._config.enable_idempotence:
                 await self._init_producer_id()

@@ -10,8 +10,8 @@ from chaos.nemesis import FAULTS, LINK_ROLES, PROCESS_ROLES
 from chaos.scenarios import SCENARIOS
 from chaos.schedule import FaultSpec, generate
 from chaos.workload.producer_worker import outcome_of
-from cli.local_cluster import Node
 from data_plane.client import KraftlogError
+from server_common.local_cluster import Node
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_same_seed_same_schedule(name: str) -> None:

@@ -19,7 +19,7 @@ import toxiproxy
 from toxiproxy.exceptions import InvalidToxic, NotFound, ProxyExists
 
 from chaos.toxiproxy import ToxiproxyHandle, start_toxiproxy
-from cli.local_cluster import wait_for
+from server_common.waiting import wait_for
 
 pytestmark = [pytest.mark.chaos, pytest.mark.timeout(60)]
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from cli.local_cluster import wait_for
 from data_plane.record_batch import encode_batch
+from server_common.waiting import wait_for
 from tests.cluster import TestCluster, local_cluster
 from tests.integration.test_cluster_e2e import read_all
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from cli.local_cluster import free_ports
+from server_common.local_cluster import free_ports
 from tests.cluster import TestCluster, local_cluster
 
 pytestmark = pytest.mark.integration

@@ -15,8 +15,8 @@ import time
 import grpc
 import pytest
 
-from cli.local_cluster import wait_for
 from proto import broker_pb2, broker_pb2_grpc, common_pb2
+from server_common.waiting import wait_for
 from tests.cluster import TestCluster, local_cluster
 
 pytestmark = pytest.mark.integration

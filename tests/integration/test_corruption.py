@@ -15,9 +15,9 @@ from pathlib import Path
 import grpc
 import pytest
 
-from cli.local_cluster import wait_for
 from data_plane.record_batch import HEADER_SIZE, encode_batch, iter_headers
 from proto import broker_pb2, broker_pb2_grpc, common_pb2
+from server_common.waiting import wait_for
 from tests.cluster import TestCluster, local_cluster
 
 pytestmark = pytest.mark.integration

@@ -22,8 +22,8 @@ from typing import Iterator
 
 import pytest
 
-from cli.local_cluster import wait_for
 from proto import controller_pb2 as pb
+from server_common.waiting import wait_for
 from tests.cluster import TestCluster, local_cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]

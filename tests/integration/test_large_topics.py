@@ -24,9 +24,10 @@ from pathlib import Path
 import grpc
 import pytest
 
-from cli.local_cluster import wait_for
 from data_plane.client import Admin
 from proto import broker_pb2, broker_pb2_grpc
+from server_common.limits import MESSAGE_BYTES_MAX
+from server_common.waiting import wait_for
 from tests.cluster import TestCluster, local_cluster
 
 pytestmark = [pytest.mark.integration]
@@ -60,7 +61,7 @@ class MetadataWatcher:
         brokers = self.cluster.brokers
         while not self._stop.is_set():
             broker = brokers[self.polls % len(brokers)]
-            with grpc.insecure_channel(broker.address, options=[("grpc.max_receive_message_length", 64 << 20)]) as channel:
+            with grpc.insecure_channel(broker.address, options=[("grpc.max_receive_message_length", MESSAGE_BYTES_MAX)]) as channel:
                 self._poll(broker.name, broker_pb2_grpc.BrokerStub(channel))
             self._stop.wait(POLL_INTERVAL_S)
 

@@ -30,7 +30,8 @@ from pathlib import Path
 import pytest
 
 from cli.cluster_cmd import PORT_BASE_ENV
-from cli.local_cluster import HOST, LocalCluster, node_ports, port_taken, stable_nodes, wait_for
+from server_common.local_cluster import HOST, LocalCluster, node_ports, port_taken, stable_nodes
+from server_common.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

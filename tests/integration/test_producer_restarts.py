@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from cli.demo import DEMO_PRODUCER_SETTINGS, Progress, produce_numbered
-from cli.local_cluster import wait_for
+from server_common.waiting import wait_for
 from tests.cluster import TestCluster, local_cluster
 
 pytestmark = pytest.mark.integration

@@ -23,10 +23,11 @@ from typing import Iterator
 import grpc
 import pytest
 
-from cli.local_cluster import async_wait_for, free_ports, wait_for
 from metadata_quorum.broker_link import BrokerLifecycleManager, MetadataFollower
 from metadata_quorum.controller_client import ControllerClient
 from proto import common_pb2, controller_pb2, controller_pb2_grpc
+from server_common.local_cluster import free_ports
+from server_common.waiting import async_wait_for, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

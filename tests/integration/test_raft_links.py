@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from cli.local_cluster import HOST, wait_for
+from server_common.local_cluster import HOST
+from server_common.waiting import wait_for
 from tests.cluster import TestCluster, local_cluster
 
 pytestmark = pytest.mark.integration

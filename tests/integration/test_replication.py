@@ -15,7 +15,8 @@ from pathlib import Path
 import grpc
 import pytest
 
-from cli.local_cluster import HOST, wait_for
+from server_common.local_cluster import HOST
+from server_common.waiting import wait_for
 from tests.cluster import TestCluster, local_cluster
 from tests.integration.test_cluster_e2e import read_all
 

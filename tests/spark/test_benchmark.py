@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from cli.local_cluster import wait_for
 from data_plane.client import Producer
+from server_common.waiting import wait_for
 from spark_source.reader import RangePartition, read_range
 from tests.spark.arrow_floor_source import ArrowFloorSource
 from tests.spark.conftest import load

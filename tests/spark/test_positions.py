@@ -5,8 +5,8 @@ import time
 
 import pytest
 
-from cli.local_cluster import wait_for
 from data_plane.client import Admin, Producer
+from server_common.waiting import wait_for
 from tests.spark.conftest import load, produce, run_available_now
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cli.local_cluster import wait_for
+from server_common.waiting import wait_for
 from tests.spark.conftest import load, produce, run_available_now
 from tests.spark.file_sink_query import MAX_OFFSETS_PER_TRIGGER, BatchFiles, read_batch_files, start_query
 

@@ -8,7 +8,7 @@ import socket
 import pytest
 
 from cli.cluster_cmd import PORT_BASE_ENV, port_base
-from cli.local_cluster import HOST, MovedPort, free_ports, move_taken_ports, node_ports, port_taken, stable_nodes
+from server_common.local_cluster import HOST, MovedPort, free_ports, move_taken_ports, node_ports, port_taken, stable_nodes
 
 
 def ports_by_node(nodes) -> dict[str, tuple[int, int]]:

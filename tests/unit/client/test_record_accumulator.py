@@ -6,11 +6,11 @@ import time
 
 import pytest
 
-from cli.local_cluster import wait_for
 from data_plane.client.buffer_memory import BufferMemory
 from data_plane.client.errors import KraftlogError
 from data_plane.client.producer_batch import ProducerBatch, record_size_bytes
 from data_plane.client.record_accumulator import RecordAccumulator
+from server_common.waiting import wait_for
 
 LEADERS = {("a", 0): 1, ("a", 1): 2, ("b", 0): 1}
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from cli.local_cluster import async_wait_for
 from metadata_quorum import records as r
 from metadata_quorum.active_controller import ActiveController
 from metadata_quorum.decision import Decision
+from server_common.waiting import async_wait_for
 from tests.unit.metadata.test_raft_node import _started, _voter
 
 PENDING = [r.PartitionRecord("id-new", p, (1,), (1,), 1, 0, 0) for p in range(3)]

@@ -8,11 +8,11 @@ import asyncio
 import socket
 from pathlib import Path
 
-from cli.local_cluster import async_wait_for
 from metadata_quorum import records as r
 from metadata_quorum.endpoints import Voter
 from metadata_quorum.raft_node import ControllerRaftNode
 from proto import common_pb2 as common
+from server_common.waiting import async_wait_for
 
 
 def _voter() -> Voter:

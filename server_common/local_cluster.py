@@ -1,7 +1,8 @@
 """Start, stop and fault a local cluster of separate controller and broker processes.
 
 Used by ``kraftlog cluster up/down/status``, by the integration tests and by the chaos
-harness, so all three run the cluster the same way. ``<data_dir>/cluster.json`` records the
+harness, so all three run the cluster the same way (it lives here, below ``cli`` and
+``chaos``, so that both use it without importing each other). ``<data_dir>/cluster.json`` records the
 layout (ids, roles, addresses, pids), so a second ``cluster up`` on the same data dir
 restarts the same cluster with its data and ports, and other commands find the bootstrap
 addresses.
@@ -15,7 +16,6 @@ reported. Tests, the chaos harness and throwaway benchmark clusters ask for free
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
@@ -23,10 +23,14 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable
+
+import grpc
+
+from proto import broker_pb2, broker_pb2_grpc
+from server_common.waiting import wait_for
 
 CLUSTER_FILE = "cluster.json"
 HOST = "127.0.0.1"
@@ -34,6 +38,7 @@ DEFAULT_PORT_BASE = 9092  # Kafka's broker port; broker N listens on base + N - 
 CONTROLLER_PORT_OFFSET = 100  # controller N's gRPC port is base + 100 + N - 1 (9192, 9193, ...)
 RAFT_PORT_OFFSET = 200  # controller N's Raft port is base + 200 + N - 1 (9292, 9293, ...)
 NODES_PER_ROLE_MAX = 100  # so that one role's ports never run into the next role's range
+READY_TIMEOUT_S = 60.0  # a cluster whose brokers are not all registered and unfenced by then has failed to start
 
 
 def free_ports(count: int) -> list[int]:
@@ -154,32 +159,6 @@ class StopInterrupted(KeyboardInterrupt):
     def __init__(self, killed: list[str]) -> None:
         super().__init__(killed_message(killed))
         self.killed = killed
-
-
-def wait_for(condition: Callable[[], object], timeout_s: float, what: str, interval_s: float = 0.05) -> object:
-    """Poll ``condition`` until it returns something truthy; raise TimeoutError naming ``what``."""
-    deadline = time.monotonic() + timeout_s
-    last_error: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            value = condition()
-            if value:
-                return value
-        except Exception as exc:  # the condition may fail while a process is still starting
-            last_error = exc
-        time.sleep(interval_s)
-    raise TimeoutError(f"timed out after {timeout_s:.0f}s waiting for {what}" + (f" (last error: {last_error})" if last_error else ""))
-
-
-async def async_wait_for(condition: Callable[[], object], timeout_s: float, what: str, interval_s: float = 0.05) -> object:
-    """``wait_for`` for code on an event loop (the loop keeps running between checks)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        await asyncio.sleep(interval_s)
-    raise TimeoutError(f"timed out after {timeout_s:.0f}s waiting for {what}")
 
 
 class LocalCluster:
@@ -391,3 +370,20 @@ def _pid_alive(pid: int) -> bool:
             return f.read().split()[2] != "Z"
     except OSError:
         return True
+
+
+def live_brokers(address: str) -> int:
+    """How many registered, unfenced brokers the broker at ``address`` knows of."""
+    with grpc.insecure_channel(address) as channel:
+        response = broker_pb2_grpc.BrokerStub(channel).Metadata(broker_pb2.MetadataRequest(), timeout=2)
+    return sum(1 for b in response.brokers if not b.fenced)
+
+
+def wait_ready(cluster: LocalCluster, timeout_s: float = READY_TIMEOUT_S) -> None:
+    """Every broker is registered and unfenced, as seen by every broker."""
+    for broker in cluster.brokers:
+        wait_for(
+            lambda: live_brokers(broker.address) == len(cluster.brokers),
+            timeout_s,
+            f"{len(cluster.brokers)} live brokers seen by {broker.name} (see {cluster.log_path(broker)})",
+        )

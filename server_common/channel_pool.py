@@ -1,0 +1,77 @@
+"""One gRPC channel per server address, shared by everything a client object does, in
+blocking and in asyncio code.
+
+A channel multiplexes any number of concurrent calls over one HTTP/2 connection, so a
+channel per request (or per partition) would only add connection set-up cost. Every client
+of kraftlog keeps its channels this way: the consumer and admin client (blocking), the
+producer's sender (asyncio), the controller admin client (blocking) and the broker's link
+to the controllers (asyncio). They differ only in the stub they make, the channel options
+they pass (given explicitly, as each is a decision of its caller) and how a channel closes,
+so one implementation serves them all: ``ChannelPool`` for blocking channels,
+``AioChannelPool`` for ``grpc.aio`` ones.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, Generic, Sequence, TypeVar
+
+import grpc
+import grpc.aio
+
+Stub = TypeVar("Stub")
+ChannelOptions = Sequence[tuple[str, Any]]
+
+
+class _Pool(Generic[Stub]):
+    """Channels and stubs keyed by "host:port", opened on first use and closed together."""
+
+    def __init__(self, stub_class: Callable[[Any], Stub], options: ChannelOptions, open_channel: Callable[..., Any]) -> None:
+        self._stub_class = stub_class
+        self._options = list(options)
+        self._open_channel = open_channel
+        self._lock = threading.Lock()
+        self._channels: dict[str, Any] = {}
+        self._stubs: dict[str, Stub] = {}
+
+    def stub(self, address: str) -> Stub:
+        """The stub for ``address`` ("host:port"), opening its channel on first use."""
+        stub = self._stubs.get(address)
+        if stub is not None:
+            return stub
+        with self._lock:
+            if address not in self._stubs:
+                channel = self._open_channel(address, options=self._options)
+                self._channels[address] = channel
+                self._stubs[address] = self._stub_class(channel)
+            return self._stubs[address]
+
+    def _take_channels(self) -> list[Any]:
+        """Every open channel, leaving the pool empty (a later ``stub`` opens a new one)."""
+        with self._lock:
+            channels, self._channels, self._stubs = list(self._channels.values()), {}, {}
+        return channels
+
+
+class ChannelPool(_Pool[Stub]):
+    """Blocking channels; shared by any number of threads."""
+
+    def __init__(self, stub_class: Callable[[grpc.Channel], Stub], options: ChannelOptions) -> None:
+        super().__init__(stub_class, options, grpc.insecure_channel)
+
+    def close(self) -> None:
+        """Closes every channel; in-flight calls fail with CANCELLED."""
+        for channel in self._take_channels():
+            channel.close()
+
+
+class AioChannelPool(_Pool[Stub]):
+    """``grpc.aio`` channels; use only from the event loop that opened them."""
+
+    def __init__(self, stub_class: Callable[[grpc.aio.Channel], Stub], options: ChannelOptions) -> None:
+        super().__init__(stub_class, options, grpc.aio.insecure_channel)
+
+    async def close(self) -> None:
+        """Closes every channel, giving in-flight calls no grace period."""
+        for channel in self._take_channels():
+            await channel.close()
