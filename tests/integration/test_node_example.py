@@ -1,0 +1,145 @@
+"""The Node.js example client (examples/node) against a real cluster: proof on every run that a
+client in another language, built from proto/*.proto and docs/protocol.md alone, produces and
+fetches records with keys and headers, and rides out a leader's SIGKILL by refreshing metadata.
+
+`npm ci` runs once per package-lock.json into a cache under the system's temporary directory;
+later runs reuse it and take seconds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from cli.local_cluster import wait_for
+
+pytestmark = pytest.mark.integration
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "node"
+NPM_CI_TIMEOUT_S = 300
+
+
+def node_tools() -> tuple[str, str]:
+    """node and npm from PATH, or a failure saying what to install (CI has both)."""
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        pytest.fail(
+            "the Node.js example test needs `node` (18 or newer) and `npm` on PATH: install Node.js "
+            "(e.g. `apt-get install nodejs npm`, or from https://nodejs.org) and run the tests again"
+        )
+    return node, npm
+
+
+def installed_node_modules(npm: str) -> Path:
+    """examples/node's dependencies, installed by `npm ci` once per package-lock.json.
+
+    The install goes to a private directory renamed into place when complete, so a run that was
+    interrupted, or two runs at once, never leave a half-filled cache behind."""
+    lock = (EXAMPLE / "package-lock.json").read_bytes()
+    cache = Path(tempfile.gettempdir()) / "kraftlog-node-example" / hashlib.sha256(lock).hexdigest()[:16]
+    if (cache / "node_modules").is_dir():
+        return cache / "node_modules"
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix="staging-", dir=cache.parent))
+    for name in ("package.json", "package-lock.json"):
+        shutil.copy(EXAMPLE / name, staging / name)
+    done = subprocess.run(
+        [npm, "ci", "--no-audit", "--no-fund", "--prefer-offline"], cwd=staging, capture_output=True, text=True, timeout=NPM_CI_TIMEOUT_S
+    )
+    if done.returncode != 0:
+        shutil.rmtree(staging, ignore_errors=True)
+        pytest.fail(f"`npm ci` in examples/node failed (is the npm registry reachable?):\n{done.stdout}\n{done.stderr}")
+    try:
+        staging.rename(cache)
+    except OSError:  # another run finished first: use its copy
+        shutil.rmtree(staging, ignore_errors=True)
+    return cache / "node_modules"
+
+
+@pytest.fixture(scope="module")
+def node_env() -> tuple[str, dict[str, str]]:
+    node, npm = node_tools()
+    env = dict(os.environ, NODE_PATH=str(installed_node_modules(npm)))
+    return node, env
+
+
+def result_of(stdout: str) -> dict:
+    """The client's last line, `RESULT {json}`."""
+    lines = [line for line in stdout.splitlines() if line.startswith("RESULT ")]
+    assert lines, f"the client printed no RESULT line:\n{stdout}"
+    return json.loads(lines[-1].removeprefix("RESULT "))
+
+
+def test_the_example_check_flags_missing_changed_and_unexpected_records(node_env) -> None:
+    """Negative control for the example's own check: tampered fetches must not pass."""
+    node, env = node_env
+    script = """
+const { checkRecords } = require('./check');
+const h = [{ key: 'index', value: Buffer.from('0') }];
+const sent = [{ index: 0, partition: 0, offset: 5, key: null, value: Buffer.from('v'), headers: h }];
+const fetched = (records) => new Map([[0, new Map(records)]]);
+const same = { key: null, value: Buffer.from('v'), headers: h };
+console.log(JSON.stringify({
+  intact: checkRecords(sent, fetched([[5, same]]), false).problems,
+  missing: checkRecords(sent, fetched([]), false).problems,
+  emptyKey: checkRecords(sent, fetched([[5, { ...same, key: Buffer.alloc(0) }]]), false).problems,
+  value: checkRecords(sent, fetched([[5, { ...same, value: Buffer.from('w') }]]), false).problems,
+  header: checkRecords(sent, fetched([[5, { ...same, headers: [] }]]), false).problems,
+  duplicate: checkRecords(sent, fetched([[4, same], [5, same]]), false).problems,
+  duplicateAfterUnknownOutcome: checkRecords(sent, fetched([[4, same], [5, same]]), true).problems,
+}));
+"""
+    done = subprocess.run([node, "-e", script], cwd=EXAMPLE, env=env, capture_output=True, text=True, timeout=30, check=True)
+    problems = json.loads(done.stdout)
+    assert problems.pop("intact") == [] and problems.pop("duplicateAfterUnknownOutcome") == []
+    for case, found in problems.items():
+        assert len(found) == 1, f"{case}: {found}"
+    assert "missing" in problems["missing"][0] and "key" in problems["emptyKey"][0]
+
+
+def test_node_client_round_trip_and_leader_kill(tmp_path: Path, node_env) -> None:
+    from tests.cluster import local_cluster
+
+    node, env = node_env
+    with local_cluster(tmp_path, controllers=1, brokers=3) as cluster:
+        command = [node, "client.js", "--bootstrap", cluster.bootstrap, "--replication-factor", "3", "--timeout-s", "90"]
+
+        done = subprocess.run(
+            [*command, "--topic", "round-trip", "--records", "1000"], cwd=EXAMPLE, env=env, capture_output=True, text=True, timeout=120
+        )
+        result = result_of(done.stdout)
+        assert done.returncode == 0 and result["ok"], done.stdout + done.stderr
+        assert result["checked"] == 1000 and result["duplicates"] == 0
+        assert "OK: 1000 records produced to round-trip (3 partitions)" in done.stdout
+
+        # The same client while the leader of partition 0 dies: it must refresh metadata, find the
+        # new leader and finish with every acknowledged record intact.
+        client = subprocess.Popen(
+            [*command, "--topic", "leader-kill", "--records", "3000", "--batch", "50", "--interval-ms", "100"],
+            cwd=EXAMPLE, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )
+        try:
+            output = []
+            for line in client.stdout:
+                output.append(line)
+                if line.startswith("produced "):
+                    break
+            victim = cluster.leader("leader-kill", 0)
+            cluster.kill(cluster.broker(victim))
+            wait_for(lambda: cluster.leader("leader-kill", 0) not in (-1, victim), 30, "a new leader for leader-kill-0")
+            output.extend(client.stdout)
+            assert client.wait(timeout=120) == 0, "".join(output)
+        finally:
+            if client.poll() is None:
+                client.kill()
+                client.wait()
+        result = result_of("".join(output))
+        assert result["ok"] and result["checked"] == 3000, "".join(output)
+        assert result["retries"], f"the client saw no retriable answer after broker {victim} died:\n{''.join(output)}"
