@@ -18,13 +18,15 @@ const {
 } = require('./kraftlog');
 
 const USAGE = `usage: node client.js [--bootstrap HOST:PORT,...] [--topic NAME] [--records N]
-       [--partitions N] [--replication-factor N] [--batch N] [--interval-ms MS] [--timeout-s S] [--proto-dir DIR]
+       [--partitions N] [--replication-factor N] [--batch N] [--value-bytes N] [--interval-ms MS]
+       [--timeout-s S] [--proto-dir DIR]
   --bootstrap          brokers to ask first (default: $KRAFTLOG_BOOTSTRAP or 127.0.0.1:9092)
   --topic              topic to write and read (default node-example; created when missing)
   --records            how many records to produce (default 1000)
   --partitions         partitions of a topic this run creates (default 3)
   --replication-factor replicas of a topic this run creates (default 1)
   --batch              records per partition per Produce request (default 100)
+  --value-bytes        pad each value to this many bytes with '.' (default 0: no padding)
   --interval-ms        pause between produce rounds, to spread a run over time (default 0)
   --timeout-s          give up after this long (default 60)
   --proto-dir          the repository root holding proto/*.proto (default: two levels up)`;
@@ -32,7 +34,7 @@ const USAGE = `usage: node client.js [--bootstrap HOST:PORT,...] [--topic NAME] 
 function parseArgs(argv) {
   const options = {
     bootstrap: process.env.KRAFTLOG_BOOTSTRAP || '127.0.0.1:9092', topic: 'node-example', records: 1000,
-    partitions: 3, 'replication-factor': 1, batch: 100, 'interval-ms': 0, 'timeout-s': 60, 'proto-dir': resolveRepoRoot(),
+    partitions: 3, 'replication-factor': 1, batch: 100, 'value-bytes': 0, 'interval-ms': 0, 'timeout-s': 60, 'proto-dir': resolveRepoRoot(),
   };
   for (let i = 0; i < argv.length; i += 2) {
     const name = argv[i].replace(/^--/, '');
@@ -225,13 +227,13 @@ async function fetchAll(view, records, options, retries) {
   }
 }
 
-function makeRecords(count, partitions) {
+function makeRecords(count, partitions, valueBytes) {
   const stamp = Date.now().toString(36);
   return Array.from({ length: count }, (_, index) => ({
     index,
     partition: partitions[index % partitions.length],
     key: index % 10 === 0 ? null : Buffer.from(`key-${index}`), // some null keys: absent, not empty
-    value: Buffer.from(`value-${index}-${stamp}`),
+    value: Buffer.from(`value-${index}-${stamp}`.padEnd(valueBytes, '.')),
     headers: [
       { key: 'index', value: Buffer.from(String(index)) },
       { key: 'source', value: Buffer.from('node-example') },
@@ -249,7 +251,7 @@ async function main() {
   try {
     if ((await view.refresh(options.topic)) === 'UNKNOWN_TOPIC_OR_PARTITION') await createTopic(kraftlog, view, options, retries);
     const partitions = await awaitLeaders(view, options, retries);
-    const records = makeRecords(options.records, partitions);
+    const records = makeRecords(options.records, partitions, options['value-bytes']);
     await produceAll(view, records, options, retries);
     const fetched = await fetchAll(view, records, options, retries);
     const check = checkRecords(records, fetched, retries.outcomeUnknown);

@@ -1,6 +1,7 @@
 """The Node.js example client (examples/node) against a real cluster: proof on every run that a
 client in another language, built from proto/*.proto and docs/protocol.md alone, produces and
-fetches records with keys and headers, and rides out a leader's SIGKILL by refreshing metadata.
+fetches records with keys and headers, receives a records-path answer larger than gRPC's
+default 4 MiB limit, and rides out a leader's SIGKILL by refreshing metadata.
 
 `npm ci` runs once per package-lock.json into a cache under the system's temporary directory;
 later runs reuse it and take seconds.
@@ -104,42 +105,79 @@ console.log(JSON.stringify({
     assert "missing" in problems["missing"][0] and "key" in problems["emptyKey"][0]
 
 
-def test_node_client_round_trip_and_leader_kill(tmp_path: Path, node_env) -> None:
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """One controller, three brokers, shared by the tests below (the last one kills a broker)."""
     from tests.cluster import local_cluster
 
+    with local_cluster(tmp_path_factory.mktemp("node-example"), controllers=1, brokers=3) as running:
+        yield running
+
+
+def client_command(node: str, cluster) -> list[str]:
+    return [node, "client.js", "--bootstrap", cluster.bootstrap, "--replication-factor", "3", "--timeout-s", "90"]
+
+
+def run_client(command: list[str], env: dict[str, str]) -> tuple[subprocess.CompletedProcess, dict]:
+    done = subprocess.run(command, cwd=EXAMPLE, env=env, capture_output=True, text=True, timeout=120)
+    return done, result_of(done.stdout)
+
+
+def test_node_client_round_trip(cluster, node_env) -> None:
     node, env = node_env
-    with local_cluster(tmp_path, controllers=1, brokers=3) as cluster:
-        command = [node, "client.js", "--bootstrap", cluster.bootstrap, "--replication-factor", "3", "--timeout-s", "90"]
+    done, result = run_client([*client_command(node, cluster), "--topic", "round-trip", "--records", "1000"], env)
+    assert done.returncode == 0 and result["ok"], done.stdout + done.stderr
+    assert result["checked"] == 1000 and result["duplicates"] == 0
+    assert "OK: 1000 records produced to round-trip (3 partitions)" in done.stdout
 
-        done = subprocess.run(
-            [*command, "--topic", "round-trip", "--records", "1000"], cwd=EXAMPLE, env=env, capture_output=True, text=True, timeout=120
-        )
-        result = result_of(done.stdout)
-        assert done.returncode == 0 and result["ok"], done.stdout + done.stderr
-        assert result["checked"] == 1000 and result["duplicates"] == 0
-        assert "OK: 1000 records produced to round-trip (3 partitions)" in done.stdout
 
-        # The same client while the leader of partition 0 dies: it must refresh metadata, find the
-        # new leader and finish with every acknowledged record intact.
-        client = subprocess.Popen(
-            [*command, "--topic", "leader-kill", "--records", "3000", "--batch", "50", "--interval-ms", "100"],
-            cwd=EXAMPLE, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        )
-        try:
-            output = []
-            for line in client.stdout:
-                output.append(line)
-                if line.startswith("produced "):
-                    break
-            victim = cluster.leader("leader-kill", 0)
-            cluster.kill(cluster.broker(victim))
-            wait_for(lambda: cluster.leader("leader-kill", 0) not in (-1, victim), 30, "a new leader for leader-kill-0")
-            output.extend(client.stdout)
-            assert client.wait(timeout=120) == 0, "".join(output)
-        finally:
-            if client.poll() is None:
-                client.kill()
-                client.wait()
-        result = result_of("".join(output))
-        assert result["ok"] and result["checked"] == 3000, "".join(output)
-        assert result["retries"], f"the client saw no retriable answer after broker {victim} died:\n{''.join(output)}"
+def test_node_client_receives_a_records_answer_above_grpc_default_limit(cluster, node_env) -> None:
+    """An lz4 topic's records decode to far more than the fetch's max_bytes (1 MiB) of stored
+    batches: the client's raised receive limit (docs/protocol.md) is what lets it through."""
+    node, env = node_env
+    cluster.create_topic("lz4-records", 1, 1, {"compression.type": "lz4"})
+    command = [*client_command(node, cluster), "--topic", "lz4-records", "--records", "20000", "--value-bytes", "1000", "--batch", "500"]
+    done, result = run_client(command, env)
+    assert done.returncode == 0 and result["ok"] and result["checked"] == 20000, done.stdout + done.stderr
+
+    # Negative control: the same fetch on a channel with grpc-js defaults is refused.
+    leader = cluster.broker(cluster.leader("lz4-records", 0)).address
+    script = """
+const grpc = require('@grpc/grpc-js');
+const { loadProtos, resolveRepoRoot } = require('./kraftlog');
+const stub = new (loadProtos(resolveRepoRoot()).Broker)(process.argv[1], grpc.credentials.createInsecure());
+stub.Fetch({ max_wait_ms: 100, min_bytes: 1, max_bytes: 1 << 20, format: 'RECORDS',
+  topics: [{ topic: 'lz4-records', partitions: [{ partition: 0, fetch_offset: 0 }] }] },
+  (err, answer) => console.log(err ? grpc.status[err.code] : `${answer.topics[0].partitions[0].records.length} records`));
+"""
+    refused = subprocess.run([node, "-e", script, leader], cwd=EXAMPLE, env=env, capture_output=True, text=True, timeout=60, check=True)
+    assert refused.stdout.strip() == "RESOURCE_EXHAUSTED", refused.stdout + refused.stderr
+
+
+def test_node_client_rides_out_a_leader_kill(cluster, node_env) -> None:
+    """The client while the leader of partition 0 dies: it must refresh metadata, find the new
+    leader and finish with every acknowledged record intact."""
+    node, env = node_env
+    command = client_command(node, cluster)
+    client = subprocess.Popen(
+        [*command, "--topic", "leader-kill", "--records", "3000", "--batch", "50", "--interval-ms", "100"],
+        cwd=EXAMPLE, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        output = []
+        for line in client.stdout:
+            output.append(line)
+            if line.startswith("produced "):
+                break
+        victim = cluster.leader("leader-kill", 0)
+        cluster.kill(cluster.broker(victim))
+        wait_for(lambda: cluster.leader("leader-kill", 0) not in (-1, victim), 30, "a new leader for leader-kill-0")
+        output.extend(client.stdout)
+        assert client.wait(timeout=120) == 0, "".join(output)
+    finally:
+        if client.poll() is None:
+            client.kill()
+            client.wait()
+    result = result_of("".join(output))
+    assert result["ok"] and result["checked"] == 3000, "".join(output)
+    assert result["retries"], f"the client saw no retriable answer after broker {victim} died:\n{''.join(output)}"
