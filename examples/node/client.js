@@ -152,9 +152,10 @@ async function perLeader(view, partitions, method, buildPartition, wrap, retries
     if (outcome.answer && outcome.answer.error_code !== 'NONE') {
       const code = outcome.answer.error_code;
       if (!RETRIABLE.has(code)) throw new Error(`${method} partition ${p}: ${code}: ${outcome.answer.error_message}`);
-      outcomes.set(p, { cause: code, message: outcome.answer.error_message });
+      outcomes.set(p, { cause: code, message: `partition ${p}: ${outcome.answer.error_message}` });
     }
-    if (outcome.cause) retries.note(outcome.cause, outcome.message);
+    const { cause, message } = outcomes.get(p);
+    if (cause) retries.note(cause, message);
   }
   return outcomes;
 }

@@ -1,7 +1,8 @@
 """The Node.js example client (examples/node) against a real cluster: proof on every run that a
 client in another language, built from proto/*.proto and docs/protocol.md alone, produces and
 fetches records with keys and headers, receives a records-path answer larger than gRPC's
-default 4 MiB limit, and rides out a leader's SIGKILL by refreshing metadata.
+default 4 MiB limit, and follows a moved leadership and a leader's SIGKILL by refreshing
+metadata.
 
 `npm ci` runs once per package-lock.json into a cache under the system's temporary directory;
 later runs reuse it and take seconds.
@@ -13,13 +14,16 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
 from cli.local_cluster import wait_for
+from data_plane.client import Admin
 
 pytestmark = pytest.mark.integration
 
@@ -154,30 +158,74 @@ stub.Fetch({ max_wait_ms: 100, min_bytes: 1, max_bytes: 1 << 20, format: 'RECORD
     assert refused.stdout.strip() == "RESOURCE_EXHAUSTED", refused.stdout + refused.stderr
 
 
-def test_node_client_rides_out_a_leader_kill(cluster, node_env) -> None:
-    """The client while the leader of partition 0 dies: it must refresh metadata, find the new
-    leader and finish with every acknowledged record intact."""
-    node, env = node_env
-    command = client_command(node, cluster)
-    client = subprocess.Popen(
-        [*command, "--topic", "leader-kill", "--records", "3000", "--batch", "50", "--interval-ms", "100"],
-        cwd=EXAMPLE, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
+def run_client_while(command: list[str], env: dict[str, str], disturb: Callable[[], None]) -> tuple[dict, str]:
+    """Runs the client and, once it has acknowledged its first produce round, stops it
+    (SIGSTOP), calls `disturb()` and lets it go on (SIGCONT): its next requests go by the
+    metadata it had before. --interval-ms keeps rounds to come; returns its RESULT and output."""
+    client = subprocess.Popen(command, cwd=EXAMPLE, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    output: list[str] = []
     try:
-        output = []
         for line in client.stdout:
             output.append(line)
             if line.startswith("produced "):
                 break
-        victim = cluster.leader("leader-kill", 0)
-        cluster.kill(cluster.broker(victim))
-        wait_for(lambda: cluster.leader("leader-kill", 0) not in (-1, victim), 30, "a new leader for leader-kill-0")
+        client.send_signal(signal.SIGSTOP)
+        try:
+            disturb()
+        finally:
+            client.send_signal(signal.SIGCONT)
         output.extend(client.stdout)
         assert client.wait(timeout=120) == 0, "".join(output)
     finally:
         if client.poll() is None:
             client.kill()
             client.wait()
-    result = result_of("".join(output))
-    assert result["ok"] and result["checked"] == 3000, "".join(output)
-    assert result["retries"], f"the client saw no retriable answer after broker {victim} died:\n{''.join(output)}"
+    return result_of("".join(output)), "".join(output)
+
+
+def replicas_of(cluster, topic: str) -> list[int]:
+    """Partition 0's replicas, preferred leader first."""
+    with Admin(cluster.bootstrap) as admin:
+        return list(admin.describe_topics([topic])[topic].partitions[0].replicas)
+
+
+SPREAD_OUT = ["--records", "3000", "--batch", "50", "--interval-ms", "100"]
+
+
+def test_node_client_follows_a_moved_leadership(cluster, node_env) -> None:
+    """The leader of partition 0 hands its leadership to another replica while the client
+    produces: the client's next request reaches the old leader, which refuses it as no longer
+    leading (or with a stale epoch); the client refreshes metadata and goes on at the new one."""
+    node, env = node_env
+    topic = "leader-move"
+
+    def move_leadership() -> None:
+        old = cluster.leader(topic, 0)
+        order = [r for r in replicas_of(cluster, topic) if r != old] + [old]
+        with cluster.controller_client() as controllers:
+            controllers.alter_partition_reassignments({(topic, 0): order})
+            wait_for(lambda: replicas_of(cluster, topic) == order, 30, "the new replica order")
+            controllers.elect_leaders({topic: [0]})
+        wait_for(lambda: cluster.leader(topic, 0) == order[0], 30, f"broker {order[0]} to lead {topic}-0")
+
+    result, output = run_client_while([*client_command(node, cluster), "--topic", topic, *SPREAD_OUT], env, move_leadership)
+    assert result["ok"] and result["checked"] == 3000, output
+    assert {"NOT_LEADER_OR_FOLLOWER", "FENCED_LEADER_EPOCH"} & result["retries"].keys(), output
+
+
+def test_node_client_rides_out_a_leader_kill(cluster, node_env) -> None:
+    """The leader of partition 0 dies (SIGKILL) while the client produces: it must refresh
+    metadata, find the new leader and finish with every acknowledged record intact."""
+    node, env = node_env
+    topic = "leader-kill"
+    victim = -1
+
+    def kill_leader() -> None:
+        nonlocal victim
+        victim = cluster.leader(topic, 0)
+        cluster.kill(cluster.broker(victim))
+        wait_for(lambda: cluster.leader(topic, 0) not in (-1, victim), 30, f"a new leader for {topic}-0")
+
+    result, output = run_client_while([*client_command(node, cluster), "--topic", topic, *SPREAD_OUT], env, kill_leader)
+    assert result["ok"] and result["checked"] == 3000, output
+    assert result["retries"], f"the client saw no retriable answer after broker {victim} died:\n{output}"
