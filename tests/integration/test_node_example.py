@@ -22,7 +22,7 @@ from typing import Callable
 
 import pytest
 
-from cli.local_cluster import wait_for
+from server_common.waiting import wait_for
 from data_plane.client import Admin
 
 pytestmark = pytest.mark.integration

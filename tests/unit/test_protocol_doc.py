@@ -1,6 +1,7 @@
 """docs/protocol.md against the code it describes: every RPC and every error code of
 proto/*.proto is named there, and its retry rules are the ones the Python client and the Node
-example follow. Each checker also runs on a doctored copy that it must flag."""
+example follow, and the Node example sets the servers' message-size limit. Each checker
+also runs on a doctored copy that it must flag."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ from pathlib import Path
 
 from data_plane.client.errors import METADATA_REFRESH_CODES, RETRIABLE_CODES
 from data_plane.client.idempotence import OUTCOME_UNKNOWN_CODES
+from server_common.limits import MESSAGE_BYTES_MAX
 
 ROOT = Path(__file__).resolve().parents[2]
-PROTOCOL_DOC = ROOT / "docs" / "protocol.md"
+PROTOCOL_DOC = ROOT / "docs/protocol.md"
 NODE_CLIENT = ROOT / "examples" / "node" / "kraftlog.js"
 
 
@@ -61,6 +63,16 @@ def js_set(source: str, name: str) -> set[str]:
     return set(re.findall(r"'([A-Z_]+)'", body.group(1)))
 
 
+def js_product(source: str, name: str) -> int:
+    """The value of `const NAME = A * B * ...;` (integer literals only) in a JavaScript file."""
+    expression = re.search(rf"const {name} = ([0-9 *]+);", source)
+    assert expression, f"no `const {name} = <integer product>;` found"
+    value = 1
+    for factor in expression.group(1).split("*"):
+        value *= int(factor)
+    return value
+
+
 # ---------------------------------------------------------------- the repository as it is
 
 
@@ -88,6 +100,13 @@ def test_retry_rules_match_the_node_example() -> None:
     assert retry_rule_differences(table, *node_sets) == []
 
 
+def test_the_node_example_sets_the_servers_message_limit() -> None:
+    source = NODE_CLIENT.read_text()
+    assert js_product(source, "MESSAGE_BYTES_MAX") == MESSAGE_BYTES_MAX
+    assert "'grpc.max_receive_message_length': MESSAGE_BYTES_MAX" in source
+    assert "'grpc.max_send_message_length': MESSAGE_BYTES_MAX" in source
+
+
 # ---------------------------------------------------------------- negative controls
 
 
@@ -113,3 +132,7 @@ def test_retry_rules_that_drift_from_the_code_are_flagged() -> None:
     assert retry_rule_differences(flipped, *code_sets) == ["NOT_ENOUGH_REPLICAS: 'refresh Metadata first' is True in the table"]
     extra = dict(table, CORRUPT_MESSAGE=(False, False))
     assert retry_rule_differences(extra, *code_sets) == ["CORRUPT_MESSAGE: in the table, not retriable in the code"]
+
+
+def test_a_different_node_limit_is_read_as_such() -> None:
+    assert js_product("const MESSAGE_BYTES_MAX = 4 * 1024 * 1024;", "MESSAGE_BYTES_MAX") == 4 << 20 != MESSAGE_BYTES_MAX
