@@ -29,9 +29,9 @@ def add_subcommand(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--seed", type=int, help="fault schedule seed (default: random, printed so the run can be replayed)")
     run.add_argument("--report", type=Path, help="report directory (default: a new temporary directory)")
     run.add_argument("--bootstrap", help="run the workload only against this existing cluster (no faults)")
-    run.add_argument("--partitions", type=int, default=3)
-    run.add_argument("--replication-factor", type=int, default=3)
-    run.add_argument("--min-insync-replicas", type=int, default=2)
+    run.add_argument("--partitions", type=int, default=3, help="partitions of the workload topic (default: %(default)s)")
+    run.add_argument("--replication-factor", type=int, default=3, help="replicas of each partition of the workload topic (default: %(default)s)")
+    run.add_argument("--min-insync-replicas", type=int, default=2, help="the topic's min.insync.replicas: acks=all writes fail below it (default: %(default)s)")
     run.add_argument("--rate", type=int, default=100, help="records per second per producer")
     run.set_defaults(func=run_scenario)
 

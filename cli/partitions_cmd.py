@@ -23,8 +23,8 @@ def register(sub: argparse._SubParsersAction, client_options: Callable[[argparse
     """Add ``partitions reassign`` and ``partitions reassignments`` to the ``kraftlog`` parser."""
     partitions = sub.add_parser("partitions", help="move partition replicas between brokers").add_subparsers(dest="action", required=True)
     reassign_parser = partitions.add_parser("reassign", help="start (or cancel) moving one partition's replicas")
-    reassign_parser.add_argument("--topic", required=True)
-    reassign_parser.add_argument("--partition", type=int, required=True)
+    reassign_parser.add_argument("--topic", required=True, help="topic of the partition to move")
+    reassign_parser.add_argument("--partition", type=int, required=True, help="partition to move")
     target = reassign_parser.add_mutually_exclusive_group(required=True)
     target.add_argument("--replicas", type=broker_ids, metavar="ID,ID,...", help="the target replicas, preferred leader first, e.g. 2,3,4")
     target.add_argument("--cancel", action="store_true", help="cancel the reassignment in progress (the replicas being added are dropped)")

@@ -74,8 +74,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--controllers", required=True, help="controller quorum: id@host:raft_port:grpc_port,...")
     parser.add_argument("--rack", default="", help="rack label (informational)")
     parser.add_argument("--request-max-bytes", type=int, default=BrokerConfig.request_max_bytes, help="largest gRPC request or response")
-    parser.add_argument("--heartbeat-interval-ms", type=int, default=BrokerConfig.heartbeat_interval_ms)
-    parser.add_argument("--session-timeout-ms", type=int, default=BrokerConfig.session_timeout_ms)
+    parser.add_argument("--heartbeat-interval-ms", type=int, default=BrokerConfig.heartbeat_interval_ms, help="time between heartbeats to the active controller (default: %(default)s)")
+    parser.add_argument("--session-timeout-ms", type=int, default=BrokerConfig.session_timeout_ms, help="the controllers' broker.session.timeout.ms as this broker assumes it: bounds its controller calls; must exceed --heartbeat-interval-ms (default: %(default)s)")
     parser.add_argument("--replica-lag-time-max-ms", type=int, default=BrokerConfig.replica_lag_time_max_ms,
                         help="a follower not caught up for this long leaves the ISR")
     parser.add_argument("--replica-fetch-wait-max-ms", type=int, default=BrokerConfig.replica_fetch_wait_max_ms,
@@ -85,8 +85,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="reach broker ID's data plane here instead of its registered address (repeatable; e.g. a proxy)")
     parser.add_argument("--unsafe-testing", choices=[b.value for b in UnsafeBehaviour],
                         help="DELIBERATELY WRONG replication, for chaos negative controls only: never in production")
-    parser.add_argument("--retention-check-interval-ms", type=int, default=BrokerConfig.retention_check_interval_ms)
-    parser.add_argument("--log-format", choices=["console", "json"], default="console")
+    parser.add_argument("--retention-check-interval-ms", type=int, default=BrokerConfig.retention_check_interval_ms, help="how often retention deletes old segments (default: %(default)s)")
+    parser.add_argument("--log-format", choices=["console", "json"], default="console", help="console: lines for people, json: one object per line (default: %(default)s)")
     parser.add_argument("--scrub-bytes-per-second", type=int, default=BrokerConfig.scrub_bytes_per_second,
                         help="rate of the background CRC check of stored batches (0: off)")
 

@@ -1,10 +1,15 @@
-"""Chooses the partition for a record: Kafka's murmur2 hash of the key, or sticky for no key.
+"""Chooses the partition for a record, by one of two partitioners a producer selects by name.
 
-Keyed records use the same function as Kafka's Java client (murmur2, seed 0x9747b28c,
-sign bit cleared, modulo the partition count), so a key lands on the same partition
-number whichever client wrote it. Records without a key stick to one partition until its
-open batch is closed, then move on (KIP-480): batches fill up instead of every partition
-getting a sliver of each linger period, which means fewer, larger requests.
+`sticky` (the default, Kafka's default): keyed records use the same function as Kafka's Java
+client (murmur2, seed 0x9747b28c, sign bit cleared, modulo the partition count), so a key
+lands on the same partition number whichever client wrote it. Records without a key stick
+to one partition until its open batch is closed, then move on (KIP-480): batches fill up
+instead of every partition getting a sliver of each linger period, which means fewer,
+larger requests.
+
+`round-robin` (Kafka's RoundRobinPartitioner): every record, keyed or not, goes to the
+topic's next partition in turn, for an even spread record by record when keys are skewed or
+absent, at the cost of smaller batches and of the key's partition affinity.
 """
 
 from __future__ import annotations
@@ -75,3 +80,27 @@ class StickyPartitioner:
             current = 0
         self._sticky[topic] = current
         return current
+
+
+class RoundRobinPartitioner:
+    """Each topic's records to partitions 0, 1, 2, ... in turn, whatever their key."""
+
+    def __init__(self) -> None:
+        self._next: dict[str, int] = {}
+
+    def partition(self, topic: str, key: bytes | None, partition_count: int) -> int:
+        """The partition after the one this topic's previous record got (key ignored)."""
+        assert partition_count > 0
+        turn = self._next.get(topic, 0)
+        self._next[topic] = turn + 1
+        return turn % partition_count
+
+
+PARTITIONERS = {"sticky": StickyPartitioner, "round-robin": RoundRobinPartitioner}
+
+
+def make_partitioner(name: str) -> StickyPartitioner | RoundRobinPartitioner:
+    """The partitioner a producer's `partitioner=` names; a clear error for any other name."""
+    if name not in PARTITIONERS:
+        raise ValueError(f"partitioner={name!r}: use one of {sorted(PARTITIONERS)}")
+    return PARTITIONERS[name]()

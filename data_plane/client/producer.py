@@ -19,7 +19,7 @@ from data_plane.client.buffer_memory import BufferMemory
 from data_plane.client.channels import REQUEST_TIMEOUT_MS_DEFAULT
 from data_plane.client.errors import KraftlogError
 from data_plane.client.metadata_cache import MetadataCache, now_ms
-from data_plane.client.partitioner import StickyPartitioner
+from data_plane.client.partitioner import StickyPartitioner, make_partitioner
 from data_plane.client.producer_batch import (
     RECORD_OVERHEAD_BYTES,
     DeliveryCallback,
@@ -65,6 +65,9 @@ class Producer:
             leader answers a retried duplicate with its original offset and refuses gaps.
             None (the default) means on with acks='all' and off otherwise, as in Kafka.
         client_id: shown in broker logs.
+        partitioner: where records sent without a partition go: "sticky" (keyed records by
+            Kafka's murmur2 hash of the key, unkeyed ones to one partition per batch) or
+            "round-robin" (every record to the topic's next partition in turn, key ignored).
     """
 
     def __init__(
@@ -86,6 +89,7 @@ class Producer:
         max_request_size: int = 16 * 1024 * 1024,
         enable_idempotence: bool | None = None,
         client_id: str = "kraftlog-producer",
+        partitioner: str = "sticky",
     ) -> None:
         if acks not in _ACKS:
             raise ValueError(f"acks={acks!r}: use 'all', 1 or 0")
@@ -104,7 +108,9 @@ class Producer:
         self._max_block_s = max_block_ms / 1000.0
         self._max_request_size = max_request_size
         self._metadata = MetadataCache(bootstrap)
-        self._partitioner = StickyPartitioner()
+        self._partitioner = make_partitioner(partitioner)
+        # Only the sticky partitioner moves unkeyed records on when their batch is full.
+        self._sticky = self._partitioner if isinstance(self._partitioner, StickyPartitioner) else None
         self._memory = BufferMemory(buffer_memory)
         self._accumulator = RecordAccumulator(batch_size, linger_ms, max_request_size)
         self._sender = Sender(
@@ -145,7 +151,7 @@ class Producer:
         """
         self._check_open()
         count = self._metadata.snapshot.partition_counts.get(topic) or self._wait_for_topic(topic)
-        sticky = partition is None and key is None
+        sticky = partition is None and key is None and self._sticky is not None
         if partition is None:
             partition = self._partitioner.partition(topic, key, count)
         elif not 0 <= partition < count:
@@ -162,7 +168,8 @@ class Producer:
             (topic, partition), value, key, headers, timestamp_ms, size, now, on_delivery, abort_on_new_batch=sticky
         )
         if result is None:
-            partition = self._partitioner.on_new_batch(topic, partition, count)
+            assert self._sticky is not None, "only sticky appends are aborted on a new batch"
+            partition = self._sticky.on_new_batch(topic, partition, count)
             result = accumulator.append((topic, partition), value, key, headers, timestamp_ms, size, now, on_delivery)
         if result.wake_sender:
             self._sender.wakeup()

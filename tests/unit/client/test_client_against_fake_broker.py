@@ -41,6 +41,19 @@ def test_send_batches_many_records_into_few_requests_and_reads_back_in_order(bro
         assert offsets == list(range(len(offsets)))
 
 
+def test_round_robin_producer_sends_record_after_record_to_the_next_partition(broker):
+    with Producer(broker.address, linger_ms=20, partitioner="round-robin") as producer:
+        futures = [producer.send("t", b"%d" % i, key=b"k" if i % 2 else None) for i in range(30)]
+        producer.flush(10)
+    assert [f.result().partition for f in futures] == [i % 3 for i in range(30)]
+    assert all(f.result().offset == i // 3 for i, f in enumerate(futures))
+
+
+def test_an_unknown_partitioner_is_refused(broker):
+    with pytest.raises(ValueError, match="partitioner='hash'"):
+        Producer(broker.address, partitioner="hash")
+
+
 def test_send_batch_offsets_and_on_delivery(broker):
     delivered = []
     with Producer(broker.address) as producer:

@@ -1,4 +1,5 @@
-"""Kafka-compatible key hashing and sticky partitioning of unkeyed records."""
+"""Kafka-compatible key hashing, sticky partitioning of unkeyed records, round-robin, and
+choosing a partitioner by name."""
 
 import random
 
@@ -6,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from data_plane.client.partitioner import StickyPartitioner, murmur2, partition_for_key
+from data_plane.client.partitioner import RoundRobinPartitioner, StickyPartitioner, make_partitioner, murmur2, partition_for_key
 
 
 @pytest.mark.parametrize(
@@ -65,3 +66,32 @@ def test_sticky_spreads_over_partitions():
         current = partitioner.on_new_batch("t", current, 4)
         seen.add(current)
     assert seen == {0, 1, 2, 3}
+
+
+def test_round_robin_cycles_per_topic_and_ignores_keys():
+    partitioner = RoundRobinPartitioner()
+    keys = [b"same", None, b"same", b"other", None, b"same", b"same"]
+    assert [partitioner.partition("t", key, 3) for key in keys] == [0, 1, 2, 0, 1, 2, 0]
+    assert [partitioner.partition("u", None, 2) for _ in range(3)] == [0, 1, 0]  # its own turn
+    assert partitioner.partition("t", None, 3) == 1  # "t" went on where it was
+
+
+def test_round_robin_follows_a_grown_partition_count():
+    partitioner = RoundRobinPartitioner()
+    assert [partitioner.partition("t", None, 2) for _ in range(2)] == [0, 1]
+    assert [partitioner.partition("t", None, 4) for _ in range(4)] == [2, 3, 0, 1]
+
+
+@given(st.lists(st.one_of(st.none(), st.binary(max_size=8)), min_size=1, max_size=200), st.integers(min_value=1, max_value=50))
+def test_round_robin_spreads_evenly(keys, count):
+    partitioner = RoundRobinPartitioner()
+    chosen = [partitioner.partition("t", key, count) for key in keys]
+    per_partition = [chosen.count(p) for p in range(count)]
+    assert max(per_partition) - min(per_partition) <= 1
+
+
+def test_partitioners_by_name():
+    assert isinstance(make_partitioner("sticky"), StickyPartitioner)
+    assert isinstance(make_partitioner("round-robin"), RoundRobinPartitioner)
+    with pytest.raises(ValueError, match=r"use one of \['round-robin', 'sticky'\]"):
+        make_partitioner("murmur")
