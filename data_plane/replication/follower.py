@@ -34,10 +34,10 @@ The rules, in the order `decide` applies them:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Generic, Sized, TypeVar
+from typing import Callable, Generic, NamedTuple, Sized, TypeVar
 
 from data_plane.replication.divergence import DivergingEpoch, truncation_for_diverging_epoch
-from data_plane.replication.epoch_history import EpochHistory, latest_epoch, truncate_from_end
+from data_plane.replication.epoch_history import latest_epoch, truncate_from_end
 from data_plane.replication.errors import ErrorCode
 from data_plane.replication.partition_state import follower_high_watermark
 
@@ -53,24 +53,19 @@ METADATA_SKEW = frozenset(
 Records = TypeVar("Records", bound=Sized)
 
 
-@dataclass(frozen=True)
-class FollowerLog:
+class FollowerLog(NamedTuple):
     """The follower's view of its replica when an answer arrives.
 
     ``leader_epoch`` is the leader epoch it follows now (from metadata); ``history`` the
-    (epoch, start offset) entries of its log.
+    (epoch, start offset) entries of its log, oldest first. A named tuple, like the answer:
+    both are built for every partition of every answer, so they must cost next to nothing.
     """
 
     log_start_offset: int
     log_end_offset: int
-    history: EpochHistory
+    history: tuple[tuple[int, int], ...]
     high_watermark: int
     leader_epoch: int
-
-    def __post_init__(self) -> None:
-        assert 0 <= self.log_start_offset <= self.log_end_offset, self
-        assert 0 <= self.high_watermark <= self.log_end_offset, self
-        assert not self.history or self.history[-1].start_offset <= self.log_end_offset, self
 
     @property
     def last_epoch(self) -> int:
@@ -78,8 +73,7 @@ class FollowerLog:
         return latest_epoch(self.history)
 
 
-@dataclass(frozen=True)
-class LeaderAnswer(Generic[Records]):
+class LeaderAnswer(NamedTuple, Generic[Records]):
     """One partition of the leader's answer, as plain values, with what the fetch asked.
 
     ``error`` is a `kraftlog.v1.ErrorCode` name ("NONE" when records or a diverging epoch
@@ -97,14 +91,14 @@ class LeaderAnswer(Generic[Records]):
     diverging: DivergingEpoch | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Ignore:
     """The answer no longer applies; the next round asks again."""
 
     reason: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Append(Generic[Records]):
     """Append ``records`` (offsets and epochs set by the leader), then set the HW with
     `high_watermark_after` from the new log end."""
@@ -117,14 +111,14 @@ class Append(Generic[Records]):
         return follower_high_watermark(self.leader_high_watermark, log_end_offset, self.high_watermark)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SetHighWatermark:
     """No records came back: only the HW may move."""
 
     high_watermark: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Truncate:
     """Keep records below ``offset`` and fetch again from the new end. ``complete`` is False
     when the next fetch may diverge again further back (KIP-279's second round)."""
@@ -134,7 +128,7 @@ class Truncate:
     complete: bool = True
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RestartAt:
     """Empty the log and start it again at ``offset`` (everything we hold is before the
     leader's log start, or the cut falls below our own log start)."""
@@ -143,7 +137,7 @@ class RestartAt:
     reason: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class BackOff:
     """Fetch this partition again only after ``backoff_ms``. ``warn`` marks a state that will
     not clear by itself (an operator should look), as opposed to metadata catching up."""
@@ -172,7 +166,7 @@ def apply_stale_answers(log: FollowerLog, answer: LeaderAnswer) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class FollowerCore:
     """The follower's rules. Built once per broker; ``stale_answer`` is the one rule a
     negative control replaces (`apply_stale_answers`)."""
@@ -180,6 +174,10 @@ class FollowerCore:
     stale_answer: StaleAnswerRule = drop_stale_answers
 
     def decide(self, log: FollowerLog, answer: LeaderAnswer) -> FollowerDecision:
+        assert 0 <= log.log_start_offset <= log.log_end_offset, log
+        assert 0 <= log.high_watermark <= log.log_end_offset, log
+        assert not log.history or log.history[-1][1] <= log.log_end_offset, log
+        assert 0 <= answer.log_start_offset <= answer.log_end_offset or answer.error != "NONE", answer
         stale = self.stale_answer(log, answer)
         if stale is not None:
             return Ignore(stale)

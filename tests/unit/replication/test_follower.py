@@ -4,6 +4,8 @@ Each row is the follower's log, one leader answer, and the decision expected. Th
 runs in the broker's fetcher and in the transcripts and interleaving tests of this folder.
 """
 
+import dataclasses
+
 import pytest
 
 from data_plane.replication.divergence import DivergingEpoch
@@ -88,7 +90,7 @@ def test_decision(follower: FollowerLog, leader_answer: LeaderAnswer, expected) 
     assert type(decided) is type(expected), decided
     if isinstance(expected, (Truncate, RestartAt, BackOff)):
         assert decided.reason, "every cut and back-off says why"
-        decided = type(decided)(**{**decided.__dict__, "reason": ""})
+        decided = dataclasses.replace(decided, reason="")
     assert decided == expected
 
 
@@ -107,5 +109,6 @@ def test_stale_rule_is_the_one_a_negative_control_replaces() -> None:
 
 
 def test_a_view_that_cannot_exist_is_refused() -> None:
+    impossible = FollowerLog(log_start_offset=0, log_end_offset=5, history=(), high_watermark=6, leader_epoch=0)
     with pytest.raises(AssertionError):
-        FollowerLog(log_start_offset=0, log_end_offset=5, history=(), high_watermark=6, leader_epoch=0)
+        FollowerCore().decide(impossible, answer(asked_fetch_offset=5))
