@@ -134,6 +134,23 @@ def kip279_two_round_scenario(truncation: TruncationRule) -> Cluster:
     return cluster
 
 
+def leader_alone_deletes_records(cluster: Cluster, down: list[int], delete_before: int) -> None:
+    """A commits m0, m1 with B; ``down`` fail; A, shrunk to ISR {A}, commits m2, m3 alone and
+    its retention deletes the records below ``delete_before``."""
+    cluster.produce("m0")
+    cluster.produce("m1")
+    cluster.fetch(B)
+    cluster.fetch(B)
+    for replica_id in down:
+        cluster.crash(replica_id)
+    cluster.produce("m2")
+    cluster.produce("m3")
+    cluster.tick(LAG_TIME_MAX_MS + 1)
+    cluster.commit_alter_partition()
+    assert cluster.isr == {A}
+    cluster.delete_records(delete_before)
+
+
 def behind_retention_scenario(truncation: TruncationRule) -> Cluster:
     """OFFSET_OUT_OF_RANGE below the leader's log start: the follower starts over there.
 
@@ -142,17 +159,7 @@ def behind_retention_scenario(truncation: TruncationRule) -> Cluster:
     OFFSET_OUT_OF_RANGE, B empties its log, starts it at 3 and fetches m3 from there.
     """
     cluster = Cluster([A, B], truncation)
-    cluster.produce("m0")
-    cluster.produce("m1")
-    cluster.fetch(B)
-    cluster.fetch(B)
-    cluster.crash(B)
-    cluster.produce("m2")
-    cluster.produce("m3")
-    cluster.tick(LAG_TIME_MAX_MS + 1)
-    cluster.commit_alter_partition()
-    assert cluster.isr == {A}
-    cluster.delete_records(3)
+    leader_alone_deletes_records(cluster, [B], 3)
     assert (cluster.leader.log_start_offset, cluster.leader.high_watermark) == (3, 4)
     cluster.restart(B)
     cluster.catch_up()
@@ -170,18 +177,7 @@ def ahead_of_unclean_leader_scenario(truncation: TruncationRule) -> Cluster:
     The unclean election loses m2, m3 by design; everything after it converges.
     """
     cluster = Cluster([A, B, C], truncation)
-    cluster.produce("m0")
-    cluster.produce("m1")
-    cluster.fetch(B)
-    cluster.fetch(B)
-    cluster.crash(B)
-    cluster.crash(C)
-    cluster.produce("m2")
-    cluster.produce("m3")
-    cluster.tick(LAG_TIME_MAX_MS + 1)
-    cluster.commit_alter_partition()
-    assert cluster.isr == {A}
-    cluster.delete_records(4)
+    leader_alone_deletes_records(cluster, [B, C], 4)
     cluster.restart(C)
     cluster.fetch(C)
     assert (cluster.replicas[C].log_start_offset, cluster.replicas[C].history) == (4, ())
