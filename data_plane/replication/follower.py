@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Callable, Generic, NamedTuple, Sized, TypeVar
 
 from data_plane.replication.divergence import DivergingEpoch, truncation_for_diverging_epoch
-from data_plane.replication.epoch_history import latest_epoch, truncate_from_end
+from data_plane.replication.epoch_history import NO_EPOCH, truncate_from_end
 from data_plane.replication.errors import ErrorCode
 from data_plane.replication.partition_state import follower_high_watermark
 
@@ -69,8 +69,9 @@ class FollowerLog(NamedTuple):
 
     @property
     def last_epoch(self) -> int:
-        """The epoch a fetch names as its last fetched epoch (NO_EPOCH with no history)."""
-        return latest_epoch(self.history)
+        """The epoch a fetch names as its last fetched epoch (NO_EPOCH with no history).
+        Indexed, not `.epoch`: the broker's epoch cache hands plain pairs."""
+        return self.history[-1][0] if self.history else NO_EPOCH
 
 
 class LeaderAnswer(NamedTuple, Generic[Records]):

@@ -78,6 +78,9 @@ CASES = {
         answer(error="OFFSET_OUT_OF_RANGE", log_end_offset=5), RestartAt(5, "")),
     "leader holds our offset but not our epoch: back off with a warning": (
         LOG, answer(error="OFFSET_OUT_OF_RANGE", log_end_offset=12), BackOff(PARTITION_BACKOFF_MS, "", True)),
+    "the same with the plain pairs the broker's epoch cache hands": (
+        log(history=((0, 0), (2, 6))), answer(error="OFFSET_OUT_OF_RANGE", log_end_offset=12),
+        BackOff(PARTITION_BACKOFF_MS, "", True)),
 }
 
 
