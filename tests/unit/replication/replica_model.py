@@ -10,8 +10,9 @@ broker's fetcher does. Deliberately wrong modes exist only so tests can prove th
 catches what they break:
 
 - `truncation="high_watermark"`: the pre-KIP-101 rule. Fetches carry no epoch, a replica
-  truncates to its own HW on restart and on becoming follower, and a follower ahead of the
-  leader truncates to the leader's log end.
+  truncates to its own HW on restart and on becoming follower; a follower ahead of the
+  leader then gets OFFSET_OUT_OF_RANGE and, with no epoch to compare, the follower core cuts
+  it to the leader's log end.
 - `truncation="pre_kip279"`: KIP-101 without KIP-279. The follower asks for the end of its
   latest epoch; a leader that never had that epoch answers with the start of its next newer
   epoch, and the follower truncates to min(that, own log end).
