@@ -6,10 +6,13 @@ Each round sends one request for all of the pair's partitions (fetch offset = lo
 last fetched epoch = the epoch of the last local record, the leader epoch we follow) and
 gets one answer, which the leader holds back until data arrives or its wait expires.
 
-Answers are applied only if the partition still follows the same leader in the same leader
-epoch from the same offset; anything else is a stale answer and is dropped (the follower
-half of leader-epoch fencing). A diverging-epoch answer truncates the log by KIP-279's rule
-and the next round fetches again from the new end. Batches are appended as bytes.
+What each partition's answer means is decided by the pure follower core
+(`data_plane/replication/follower.py`: stale answers dropped, records appended and the HW
+moved, a diverging epoch truncated by KIP-279's rule, OFFSET_OUT_OF_RANGE handled as Kafka
+does, errors backed off); this module only builds the request, carries the decision out
+through the replica manager (`append_as_follower`, `truncate_follower`,
+`restart_follower_at`) and fetches again. The negative controls of the follower side are
+rules the fetchers are built with (`fetcher_rules`), not checks in the fetch path.
 
 A replica must never stop replicating in silence, so every wait is bounded and explained:
 every metadata change wakes every fetcher (it may change what a round sends even when the
@@ -25,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
+from typing import Callable, Iterable, Mapping
 
 import grpc
 import structlog
@@ -34,18 +38,25 @@ from data_plane.broker.errors import PartitionError
 from data_plane.broker.fetch_round import RoundPlan, plan_round, skip_changes
 from data_plane.broker.partition import Partition
 from data_plane.broker.replica_manager import ReplicaManager, TopicPartition
-from data_plane.replication.divergence import DivergingEpoch, truncation_for_diverging_epoch
-from data_plane.replication.partition_state import follower_high_watermark
+from data_plane.replication.divergence import DivergingEpoch
+from data_plane.replication.follower import (
+    Append,
+    BackOff,
+    FollowerCore,
+    FollowerDecision,
+    FollowerLog,
+    Ignore,
+    LeaderAnswer,
+    RestartAt,
+    SetHighWatermark,
+    Truncate,
+    apply_stale_answers,
+)
 from proto import broker_pb2, broker_pb2_grpc, common_pb2
 
 log = structlog.get_logger("broker.fetcher")
 
 RECONNECT_BACKOFF_S = 0.1
-PARTITION_BACKOFF_S = 0.2
-# The leader has not applied the metadata that made it leader yet (or we have not applied
-# the one that moved it): a matter of milliseconds, and it delays every failover.
-METADATA_SKEW_BACKOFF_S = 0.01
-METADATA_SKEW = (common_pb2.UNKNOWN_LEADER_EPOCH, common_pb2.NOT_LEADER_OR_FOLLOWER, common_pb2.FENCED_LEADER_EPOCH)
 # How much longer than its own long-poll wait a leader may take to answer before the stream
 # counts as broken (a leader that lost the stream's request, or a half-open connection).
 ANSWER_GRACE_S = 5.0
@@ -157,75 +168,88 @@ class LeaderFetcher:
         self.skipped = dict(plan.skipped)
 
     def _apply(self, response: broker_pb2.ReplicaFetchResponse, sent: dict[TopicPartition, _Sent]) -> None:
+        """Ask the follower core what each partition's answer means, and carry that out."""
         for answer in response.partitions:
             tp = (answer.topic, answer.partition)
             partition = self.manager.follower_or_reason(tp, self.leader_id)
             asked = sent.get(tp)
             if isinstance(partition, str) or asked is None:
                 continue
-            stale = partition.state.leader_epoch != asked.leader_epoch or partition.log.log_end_offset != asked.fetch_offset
-            if stale and not partition.skip_epoch_fencing:
-                continue  # leadership or the log moved while the answer was in flight
+            decision = self.manager.rules.core.decide(follower_log(partition), leader_answer(answer, asked))
             try:
-                self._apply_partition(partition, answer)
+                self._carry_out(partition, decision)
             except PartitionError as exc:  # the local log went offline; the replica manager logged it
                 self.manager.log.error("follower append failed", topic=tp[0], partition=tp[1], error=str(exc))
 
-    def _apply_partition(self, partition: Partition, answer: broker_pb2.ReplicaFetchPartitionResponse) -> None:
+    def _carry_out(self, partition: Partition, decision: FollowerDecision) -> None:
         replicas = self.manager.replicas
-        tp = (partition.topic, partition.partition)
-        if answer.error_code == common_pb2.OFFSET_OUT_OF_RANGE:
-            self._out_of_range(partition, answer)
-            return
-        if answer.error_code != common_pb2.NONE:
-            skew = answer.error_code in METADATA_SKEW
-            self.backoff_until[tp] = time.monotonic() + (METADATA_SKEW_BACKOFF_S if skew else PARTITION_BACKOFF_S)
-            self.manager.log.info("replica fetch refused; retrying after metadata catches up", topic=tp[0],
-                                  partition=tp[1], leader=self.leader_id, error=common_pb2.ErrorCode.Name(answer.error_code),
-                                  leader_epoch=partition.state.leader_epoch)
-            return
-        if answer.HasField("diverging_epoch"):
-            diverging = DivergingEpoch(answer.diverging_epoch.epoch, answer.diverging_epoch.end_offset)
-            truncation = truncation_for_diverging_epoch(
-                diverging, partition.log.leader_epoch_cache.entries, partition.log.log_end_offset
-            )
-            before = (partition.log.log_end_offset, partition.log.leader_epoch_cache.latest_epoch)
-            replicas.truncate_follower(
-                partition, truncation.offset,
-                f"diverged from leader {self.leader_id} at epoch {diverging.epoch} (ends at {diverging.end_offset} there)",
-            )
-            if (partition.log.log_end_offset, partition.log.leader_epoch_cache.latest_epoch) == before:
-                # The next fetch would be the same and so would the answer: never spin on it.
-                self.backoff_until[tp] = time.monotonic() + PARTITION_BACKOFF_S
-                self.manager.log.warning(
-                    "diverging answer changed nothing locally; backing off", topic=tp[0], partition=tp[1],
-                    leader=self.leader_id, leader_epoch=partition.state.leader_epoch, diverging_epoch=diverging.epoch,
-                    diverging_end_offset=diverging.end_offset, log_end_offset=before[0], last_epoch=before[1],
-                )
-            return
-        if answer.batches:
-            replicas.append_as_follower(partition, answer.batches)
-        partition.high_watermark = follower_high_watermark(
-            answer.high_watermark, partition.log.log_end_offset, partition.high_watermark
-        )
+        match decision:
+            case Append(records=records):
+                replicas.append_as_follower(partition, records)
+                partition.high_watermark = decision.high_watermark_after(partition.log.log_end_offset)
+            case SetHighWatermark(high_watermark):
+                partition.high_watermark = high_watermark
+            case Truncate(offset, reason):
+                replicas.truncate_follower(partition, offset, f"leader {self.leader_id}: {reason}")
+            case RestartAt(offset, reason):
+                self.manager.log.info("follower log starts over", topic=partition.topic, partition=partition.partition,
+                                      leader=self.leader_id, leader_epoch=partition.state.leader_epoch, reason=reason)
+                replicas.restart_follower_at(partition, offset)
+            case BackOff(backoff_ms, reason, warn):
+                self.backoff_until[(partition.topic, partition.partition)] = time.monotonic() + backoff_ms / 1000
+                say = self.manager.log.warning if warn else self.manager.log.info
+                say("replica fetch backing off", topic=partition.topic, partition=partition.partition,
+                    leader=self.leader_id, leader_epoch=partition.state.leader_epoch, reason=reason,
+                    backoff_ms=backoff_ms, log_end_offset=partition.log.log_end_offset,
+                    last_epoch=partition.log.leader_epoch_cache.latest_epoch)
+            case Ignore():
+                pass  # leadership or the log moved while the answer was in flight
 
-    def _out_of_range(self, partition: Partition, answer: broker_pb2.ReplicaFetchPartitionResponse) -> None:
-        """The leader cannot place our fetch offset: behind its log start (retention) we start
-        over there; ahead of its end with no epoch to compare we cut back to its end."""
-        replicas = self.manager.replicas
-        leo = partition.log.log_end_offset
-        if leo < answer.log_start_offset:
-            replicas.restart_follower_at(partition, answer.log_start_offset)
-        elif leo > answer.log_end_offset >= 0:
-            replicas.truncate_follower(partition, answer.log_end_offset, f"ahead of leader {self.leader_id}'s log end")
-        else:  # the leader could not place our last epoch in its history: say so, never spin in silence
-            self.backoff_until[(partition.topic, partition.partition)] = time.monotonic() + PARTITION_BACKOFF_S
-            self.manager.log.warning(
-                "leader cannot place this replica's log; backing off", topic=partition.topic, partition=partition.partition,
-                leader=self.leader_id, leader_epoch=partition.state.leader_epoch, log_end_offset=leo,
-                last_epoch=partition.log.leader_epoch_cache.latest_epoch, leader_log_start_offset=answer.log_start_offset,
-                leader_log_end_offset=answer.log_end_offset, message=answer.error_message,
-            )
+
+def follower_log(partition: Partition) -> FollowerLog:
+    """The follower core's view of a local replica."""
+    plog = partition.log
+    return FollowerLog(
+        log_start_offset=plog.log_start_offset, log_end_offset=plog.log_end_offset,
+        history=tuple(plog.leader_epoch_cache.entries), high_watermark=partition.high_watermark,
+        leader_epoch=partition.state.leader_epoch,
+    )
+
+
+def leader_answer(answer: broker_pb2.ReplicaFetchPartitionResponse, asked: _Sent) -> LeaderAnswer[bytes]:
+    """One partition of a leader's answer as the follower core's plain values."""
+    diverging = answer.diverging_epoch if answer.HasField("diverging_epoch") else None
+    return LeaderAnswer(
+        asked_leader_epoch=asked.leader_epoch, asked_fetch_offset=asked.fetch_offset,
+        error=common_pb2.ErrorCode.Name(answer.error_code), message=answer.error_message, records=answer.batches,
+        high_watermark=answer.high_watermark, log_start_offset=answer.log_start_offset,
+        log_end_offset=answer.log_end_offset,
+        diverging=None if diverging is None else DivergingEpoch(diverging.epoch, diverging.end_offset),
+    )
+
+
+@dataclass(frozen=True)
+class FetcherRules:
+    """The rules a broker's fetchers are built with: the follower core, and the partitions
+    held back for good with the reason (none, unless a negative control says otherwise)."""
+
+    core: FollowerCore
+    held_back: Mapping[TopicPartition, str]
+
+
+def fetcher_rules(unsafe: UnsafeBehaviour | None, restored: Callable[[], Iterable[TopicPartition]]) -> FetcherRules:
+    """The one place the follower side reads ``--unsafe-testing`` (chaos negative controls):
+
+    - ``skip-epoch-fencing``: answers apply even when leadership or the log moved meanwhile;
+    - ``stall-fetcher``: the replicas found on disk at start (``restored``), i.e. after a
+      restart, are never fetched again (``restored`` is asked only then).
+    """
+    if unsafe is UnsafeBehaviour.SKIP_EPOCH_FENCING:
+        return FetcherRules(FollowerCore(stale_answer=apply_stale_answers), {})
+    if unsafe is UnsafeBehaviour.STALL_FETCHER:
+        reason = "unsafe testing: stall-fetcher holds back the replicas found on disk at start"
+        return FetcherRules(FollowerCore(), {tp: reason for tp in restored()})
+    return FetcherRules(FollowerCore(), {})
 
 
 class ReplicaFetcherManager:
@@ -238,16 +262,14 @@ class ReplicaFetcherManager:
         self.fetchers: dict[int, LeaderFetcher] = {}
         self.log = log.bind(broker_id=config.broker_id)
         self._running = False
-        # --unsafe-testing stall-fetcher (a chaos negative control): the replicas this broker
-        # found on disk at start, i.e. after a restart, are never fetched again.
-        stall = config.unsafe is UnsafeBehaviour.STALL_FETCHER
-        self.unsafe_stalled: frozenset[TopicPartition] = frozenset(replicas.logs.partitions()) if stall else frozenset()
+        self.rules = fetcher_rules(config.unsafe, lambda: replicas.logs.partitions())
 
     def follower_or_reason(self, tp: TopicPartition, leader_id: int) -> Partition | str:
         """The local replica of ``tp`` if it still follows ``leader_id`` and is online, else
         why it cannot be fetched from that leader."""
-        if tp in self.unsafe_stalled:
-            return "unsafe testing: stall-fetcher holds back the replicas found on disk at start"
+        held_back = self.rules.held_back.get(tp)
+        if held_back is not None:
+            return held_back
         partition = self.replicas.partitions.get(tp)
         if partition is None:
             return "no local replica"

@@ -1,17 +1,23 @@
 """A tiny in-memory cluster for one partition, driven through the pure replication core.
 
-Each replica's log is a list of (epoch, value) with offset = index, plus its epoch history
-and HW. A single controller (this class) elects leaders and commits AlterPartition
+Each replica's log is a list of (epoch, value) from its log start offset, plus its epoch
+history and HW. A single controller (this class) elects leaders and commits AlterPartition
 proposals. The leader's HW, ISR proposals and fetch answers come from
-`LeaderPartitionState`; follower truncation from `divergence`. Two deliberately wrong modes
-exist only so tests can prove the checker catches what they break:
+`LeaderPartitionState`; every follower decision (append and HW, truncation by diverging
+epoch, OFFSET_OUT_OF_RANGE, back-off) comes from the shipping follower core,
+`data_plane.replication.follower.FollowerCore`, which this model only carries out as the
+broker's fetcher does. Deliberately wrong modes exist only so tests can prove the checker
+catches what they break:
 
 - `truncation="high_watermark"`: the pre-KIP-101 rule. Fetches carry no epoch, a replica
-  truncates to its own HW on restart and on becoming follower, and a follower ahead of the
-  leader truncates to the leader's log end.
+  truncates to its own HW on restart and on becoming follower; a follower ahead of the
+  leader then gets OFFSET_OUT_OF_RANGE and, with no epoch to compare, the follower core cuts
+  it to the leader's log end.
 - `truncation="pre_kip279"`: KIP-101 without KIP-279. The follower asks for the end of its
   latest epoch; a leader that never had that epoch answers with the start of its next newer
   epoch, and the follower truncates to min(that, own log end).
+- `truncation="no_restart"`: the leader-epoch rules, but a follower told to start over at
+  the leader's log start (it fell behind retention) keeps its log instead.
 """
 
 from dataclasses import dataclass, field
@@ -19,9 +25,9 @@ from typing import Literal
 
 from data_plane.replication.divergence import (
     DivergingEpoch,
+    FetchCheck,
     FetchRejected,
     ServeFrom,
-    truncation_for_diverging_epoch,
 )
 from data_plane.replication.epoch_history import (
     NO_EPOCH,
@@ -31,6 +37,16 @@ from data_plane.replication.epoch_history import (
     truncate_from_end,
 )
 from data_plane.replication.errors import ErrorCode
+from data_plane.replication.follower import (
+    Append,
+    BackOff,
+    FollowerCore,
+    FollowerLog,
+    LeaderAnswer,
+    RestartAt,
+    SetHighWatermark,
+    Truncate,
+)
 from data_plane.replication.partition_state import (
     AlterPartitionCommitted,
     AlterPartitionRefused,
@@ -39,27 +55,41 @@ from data_plane.replication.partition_state import (
     IsrProposal,
     LeaderDecisions,
     LeaderPartitionState,
-    follower_high_watermark,
 )
 
-TruncationRule = Literal["leader_epoch", "high_watermark", "pre_kip279"]
+TruncationRule = Literal["leader_epoch", "high_watermark", "pre_kip279", "no_restart"]
+Record = tuple[int, str]
 LAG_TIME_MAX_MS = 100
+FOLLOWER_CORE = FollowerCore()
 
 
 @dataclass
 class Replica:
     replica_id: int
-    log: list[tuple[int, str]] = field(default_factory=list)
+    log: list[Record] = field(default_factory=list)  # offsets log_start_offset, log_start_offset + 1, ...
+    log_start_offset: int = 0
     history: EpochHistory = ()
     high_watermark: int = 0
     alive: bool = True
     broker_epoch: int = 1
+    anomalies: list[str] = field(default_factory=list)
 
     @property
     def log_end_offset(self) -> int:
-        return len(self.log)
+        return self.log_start_offset + len(self.log)
 
-    anomalies: list[str] = field(default_factory=list)
+    def records_from(self, offset: int) -> list[Record]:
+        assert offset >= self.log_start_offset, (offset, self.log_start_offset)
+        return self.log[offset - self.log_start_offset:]
+
+    def record_at(self, offset: int) -> Record | None:
+        """The record at ``offset``, None outside [log start, log end)."""
+        inside = self.log_start_offset <= offset < self.log_end_offset
+        return self.log[offset - self.log_start_offset] if inside else None
+
+    def view(self, leader_epoch: int) -> FollowerLog:
+        """What the follower core sees of this replica (the fetcher's `follower_log`)."""
+        return FollowerLog(self.log_start_offset, self.log_end_offset, self.history, self.high_watermark, leader_epoch)
 
     def append(self, epoch: int, value: str) -> None:
         """Append a record; a record older than the log's last epoch is only possible when
@@ -74,9 +104,21 @@ class Replica:
 
     def truncate(self, offset: int) -> None:
         offset = min(offset, self.log_end_offset)
-        self.log = self.log[:offset]
+        assert offset >= self.log_start_offset, (offset, self.log_start_offset)
+        self.log = self.log[:offset - self.log_start_offset]
         self.history = truncate_from_end(self.history, offset)
         self.high_watermark = min(self.high_watermark, offset)
+
+    def restart_at(self, offset: int) -> None:
+        """Empty the log and start it at ``offset`` (the fetcher's `restart_follower_at`)."""
+        self.log, self.log_start_offset, self.history, self.high_watermark = [], offset, (), offset
+
+    def delete_before(self, offset: int) -> None:
+        """Retention: records below ``offset`` go. The epoch history keeps its older entries
+        (harmless here: no question asked of it reaches below the log start)."""
+        assert self.log_start_offset <= offset <= self.high_watermark, (offset, self.log_start_offset)
+        self.log = self.records_from(offset)
+        self.log_start_offset = offset
 
 
 class Cluster:
@@ -96,14 +138,18 @@ class Cluster:
         self.committed: dict[int, tuple[int, str]] = {}
         self.violations: list[str] = []
         self.truncations_below_hw: list[str] = []
+        self.stuck: list[str] = []  # back-offs that would not clear by themselves
         self.elect(replica_ids[0])
 
     # ------------------------------------------------------------------ controller
 
-    def elect(self, new_leader: int) -> None:
-        """Clean election: the new leader must be alive and in the committed ISR."""
+    def elect(self, new_leader: int, *, unclean: bool = False) -> None:
+        """Clean election: the new leader must be alive and in the committed ISR. An unclean
+        one (where a topic allows it) takes any live replica, with itself as the ISR."""
         replica = self.replicas[new_leader]
-        assert replica.alive and new_leader in self.isr, (new_leader, self.isr)
+        assert replica.alive and (unclean or new_leader in self.isr), (new_leader, self.isr)
+        if unclean:
+            self.isr = frozenset({new_leader})
         if self.state is not None:
             self.state.resign()
         self.leader_id = new_leader
@@ -181,43 +227,76 @@ class Cluster:
             replica.truncate(replica.high_watermark)
 
     def fetch(self, follower_id: int, *, deliver_response: bool = True) -> None:
-        """One fetch round trip from a follower to the current leader."""
+        """One fetch round trip from a follower to the current leader, its answer decided by
+        the shipping follower core."""
         follower = self.replicas[follower_id]
         if self.state is None or not follower.alive or follower_id == self.leader_id:
             return
         leader = self.leader
-        last_epoch = NO_EPOCH
-        if self.truncation == "leader_epoch" and follower.log:
-            last_epoch = follower.log[-1][0]
+        view = follower.view(self.leader_epoch)
+        last_epoch = view.last_epoch if self.truncation in ("leader_epoch", "no_restart") else NO_EPOCH
         if self.truncation == "pre_kip279" and follower.log:
             follower.truncate(_pre_kip279_end_offset(
                 leader.history, leader.log_end_offset, follower.log[-1][0]))
+            view = follower.view(self.leader_epoch)
         request = FollowerFetch(
-            follower_id, follower.broker_epoch, self.leader_epoch, follower.log_end_offset, last_epoch
+            follower_id, follower.broker_epoch, self.leader_epoch, view.log_end_offset, last_epoch
         )
         status = BrokerStatus(follower.broker_epoch, fenced=False, in_controlled_shutdown=False)
-        answer = self.state.on_follower_fetch(request, status, 0, self.now_ms)
+        answer = self.state.on_follower_fetch(request, status, leader.log_start_offset, self.now_ms)
         self._apply(answer.decisions)
         if not deliver_response:
             return
-        match answer.fetch:
-            case ServeFrom(offset):
-                for epoch, value in leader.log[offset:]:
+        decision = FOLLOWER_CORE.decide(view, self._answer(view, answer.fetch))
+        match decision:
+            case Append(records=records):
+                for epoch, value in records:
                     follower.append(epoch, value)
-                follower.high_watermark = follower_high_watermark(
-                    self.state.high_watermark, follower.log_end_offset, follower.high_watermark)
-            case DivergingEpoch() as diverging:
-                truncation = truncation_for_diverging_epoch(
-                    diverging, follower.history, follower.log_end_offset)
-                if truncation.offset < follower.high_watermark:
-                    self.truncations_below_hw.append(
-                        f"replica {follower_id} truncated to {truncation.offset} below its HW "
-                        f"{follower.high_watermark}")
-                follower.truncate(truncation.offset)
-            case FetchRejected(ErrorCode.OFFSET_OUT_OF_RANGE) if self.truncation != "leader_epoch":
-                follower.truncate(leader.log_end_offset)
+                follower.high_watermark = decision.high_watermark_after(follower.log_end_offset)
+            case SetHighWatermark(high_watermark):
+                follower.high_watermark = high_watermark
+            case Truncate(offset):
+                self._note_cut_below_hw(follower, decision)
+                follower.truncate(offset)
+            case RestartAt(offset) if self.truncation != "no_restart":
+                self._note_cut_below_hw(follower, decision)
+                follower.restart_at(offset)
+            case BackOff(warn=True) as stuck:
+                self.stuck.append(f"replica {follower_id}: {stuck.reason}")
+            case RestartAt() | BackOff():
+                pass
             case other:
-                raise AssertionError(f"unexpected fetch answer {other}")
+                raise AssertionError(f"unexpected follower decision {other}")
+
+    def _note_cut_below_hw(self, follower: Replica, cut: Truncate | RestartAt) -> None:
+        if cut.offset < follower.high_watermark:
+            self.truncations_below_hw.append(
+                f"replica {follower.replica_id} cut to {cut.offset} below its HW {follower.high_watermark}: {cut.reason}")
+
+    def _answer(self, asked: FollowerLog, fetch: FetchCheck) -> LeaderAnswer[list[Record]]:
+        """The leader's answer as the fetcher hands it to the follower core."""
+        assert self.state is not None
+        leader = self.leader
+        records: list[Record] = []
+        error, diverging = ErrorCode.NONE, None
+        match fetch:
+            case ServeFrom(offset):
+                records = leader.records_from(offset)
+            case DivergingEpoch():
+                diverging = fetch
+            case FetchRejected(code):
+                error = code
+        return LeaderAnswer(
+            asked_leader_epoch=self.leader_epoch, asked_fetch_offset=asked.log_end_offset, error=error.name,
+            message="", records=records, high_watermark=self.state.high_watermark,
+            log_start_offset=leader.log_start_offset, log_end_offset=leader.log_end_offset, diverging=diverging,
+        )
+
+    def delete_records(self, offset: int) -> None:
+        """Retention on the leader: records below min(``offset``, HW) go."""
+        if self.state is not None:
+            leader = self.leader
+            leader.delete_before(max(leader.log_start_offset, min(offset, leader.high_watermark)))
 
     def catch_up(self, rounds: int = 12) -> None:
         """Heal: every replica restarts, fetches until nothing changes, the ISR settles."""
@@ -241,8 +320,8 @@ class Cluster:
             return
         leader = self.leader
         leader.high_watermark = decisions.high_watermark
-        for offset in range(decisions.high_watermark):
-            record = leader.log[offset]
+        for offset in range(leader.log_start_offset, decisions.high_watermark):
+            record = leader.record_at(offset)
             previous = self.committed.setdefault(offset, record)
             if previous != record:
                 self.violations.append(
@@ -254,20 +333,28 @@ class Cluster:
         for o in [o for o in self.committed if o >= offset]:
             del self.committed[o]
 
+    def logs_agree(self) -> bool:
+        """Every replica holds the same records from the highest log start on."""
+        start = max(r.log_start_offset for r in self.replicas.values())
+        return len({tuple(r.records_from(start)) for r in self.replicas.values()}) == 1
+
     def problems(self) -> list[str]:
         """Everything the replication rules promise and this run broke."""
         found = list(self.violations)
         for replica in self.replicas.values():
             found.extend(replica.anomalies)
         alive = [r for r in self.replicas.values() if r.alive]
+        start = max(r.log_start_offset for r in alive)
         reference = alive[0]
         for replica in alive[1:]:
-            if replica.log != reference.log:
+            if replica.records_from(start) != reference.records_from(start):
                 found.append(f"replica {replica.replica_id} log {replica.log} differs from "
-                             f"replica {reference.replica_id} log {reference.log}")
+                             f"replica {reference.replica_id} log {reference.log} from offset {start}")
         for replica in alive:
             for offset, record in sorted(self.committed.items()):
-                held = replica.log[offset] if offset < replica.log_end_offset else None
+                if offset < replica.log_start_offset:
+                    continue  # removed by retention (a log start moves only by retention)
+                held = replica.record_at(offset)
                 if held != record:
                     found.append(f"replica {replica.replica_id} lost committed {record} at "
                                  f"offset {offset} (holds {held})")

@@ -2,11 +2,14 @@
 
 Hypothesis drives the in-memory cluster (`replica_model.Cluster`, three replicas) through
 appends, fetches (some whose responses are lost), timer ticks, AlterPartition commits,
-crashes, restarts and clean leader elections with epoch bumps. Leaders decide HW, ISR and
-divergence through `LeaderPartitionState`; followers truncate through `divergence`. After a
-final healing round every replica must hold the same log, every record that was ever below
-a leader's HW must still be at its offset, and no follower may have truncated below its own
-HW (truncation follows epochs, and with clean elections epochs never cut committed data).
+crashes, restarts, retention on the leader (which sends followers behind it down the
+OFFSET_OUT_OF_RANGE path) and clean leader elections with epoch bumps. Leaders decide HW,
+ISR and divergence through `LeaderPartitionState`; followers decide every answer through the
+shipping follower core (`FollowerCore`). After a final healing round every replica must hold
+the same log (from the highest log start), every record that was ever below a leader's HW
+must still be at its offset on every replica whose log starts at or before it, no follower
+may have cut its log below its own HW (truncation follows epochs, and with clean elections
+epochs never cut committed data), and no follower may have been left backing off for good.
 
 The same search run with the rules KIP-101 and KIP-279 replaced must find a counterexample,
 which proves the property can fail.
@@ -25,7 +28,7 @@ REPLICAS = [1, 2, 3]
 # do not replicate before the next election.
 KINDS = (
     ["produce"] * 3 + ["fetch"] * 4 + ["fetch_lost", "crash"]
-    + ["tick", "elect", "restart", "alter_partition"] * 2
+    + ["tick", "elect", "restart", "alter_partition"] * 2 + ["retain"]
 )
 operation = st.tuples(
     st.sampled_from(KINDS), st.sampled_from(REPLICAS), st.sampled_from([10, 60, 150])
@@ -47,6 +50,8 @@ def run(ops: list[tuple], truncation: TruncationRule) -> Cluster:
                 cluster.tick(elapsed_ms)
             case ("alter_partition", _, _):
                 cluster.commit_alter_partition()
+            case ("retain", _, elapsed_ms) if cluster.state is not None:
+                cluster.delete_records(cluster.leader.log_start_offset + elapsed_ms // 10)
             case ("elect", r, _) if cluster.replicas[r].alive and r in cluster.isr:
                 cluster.elect(r)
             case ("crash", r, _) if cluster.replicas[r].alive:
@@ -66,10 +71,9 @@ def heal(cluster: Cluster, rounds_max: int = 60) -> None:
     the HW has reached the log end."""
     for _ in range(rounds_max):
         cluster.catch_up(rounds=1)
-        logs = {tuple(r.log) for r in cluster.replicas.values()}
         settled = cluster.state is not None and (
             cluster.state.high_watermark == cluster.leader.log_end_offset)
-        if settled and len(logs) == 1 and cluster.isr == set(REPLICAS) and cluster.inflight is None:
+        if settled and cluster.logs_agree() and cluster.isr == set(REPLICAS) and cluster.inflight is None:
             return
 
 
@@ -79,6 +83,7 @@ def test_no_committed_record_lost_and_logs_converge(ops: list[tuple]) -> None:
     cluster = run(ops, "leader_epoch")
     assert cluster.problems() == []
     assert cluster.truncations_below_hw == []
+    assert cluster.stuck == []
     assert cluster.isr == set(REPLICAS)
     assert cluster.state is not None
     assert cluster.state.high_watermark == cluster.leader.log_end_offset

@@ -1,7 +1,8 @@
-"""KIP-101 and KIP-279 failure scenarios as event transcripts, with negative controls.
+"""KIP-101 and KIP-279 failure scenarios, and the out-of-range paths, as event transcripts.
 
 Each scenario is a function that replays one sequence of events against the in-memory
-cluster (`replica_model.Cluster`), whose leaders and followers decide through the pure core.
+cluster (`replica_model.Cluster`), whose leaders decide through `LeaderPartitionState` and
+whose followers decide through the shipping follower core (`FollowerCore`).
 With the leader-epoch rules, every scenario ends with identical logs and no committed record
 lost. Replayed with the rule each KIP replaced, the same events must end in loss or
 divergence, and the test asserts the checker reports it: a checker that never fails proves
@@ -133,11 +134,72 @@ def kip279_two_round_scenario(truncation: TruncationRule) -> Cluster:
     return cluster
 
 
+def leader_alone_deletes_records(cluster: Cluster, down: list[int], delete_before: int) -> None:
+    """A commits m0, m1 with B; ``down`` fail; A, shrunk to ISR {A}, commits m2, m3 alone and
+    its retention deletes the records below ``delete_before``."""
+    cluster.produce("m0")
+    cluster.produce("m1")
+    cluster.fetch(B)
+    cluster.fetch(B)
+    for replica_id in down:
+        cluster.crash(replica_id)
+    cluster.produce("m2")
+    cluster.produce("m3")
+    cluster.tick(LAG_TIME_MAX_MS + 1)
+    cluster.commit_alter_partition()
+    assert cluster.isr == {A}
+    cluster.delete_records(delete_before)
+
+
+def behind_retention_scenario(truncation: TruncationRule) -> Cluster:
+    """OFFSET_OUT_OF_RANGE below the leader's log start: the follower starts over there.
+
+    B holds m0, m1 and goes down; A, alone in the ISR, commits m2, m3 and its retention
+    deletes the records below 3. B returns with log end 2, before A's log start: A answers
+    OFFSET_OUT_OF_RANGE, B empties its log, starts it at 3 and fetches m3 from there.
+    """
+    cluster = Cluster([A, B], truncation)
+    leader_alone_deletes_records(cluster, [B], 3)
+    assert (cluster.leader.log_start_offset, cluster.leader.high_watermark) == (3, 4)
+    cluster.restart(B)
+    cluster.catch_up()
+    return cluster
+
+
+def ahead_of_unclean_leader_scenario(truncation: TruncationRule) -> Cluster:
+    """OFFSET_OUT_OF_RANGE past the leader's log end with no epoch to compare.
+
+    C starts over at A's log start 4 (retention) and so holds no epoch. A fails and B, far
+    behind (log end 2), is elected uncleanly. C fetches from 4 with no last epoch: B cannot
+    place it and answers OFFSET_OUT_OF_RANGE with its log end 2. As Kafka does, C cuts back to
+    the leader's end; 2 is before C's own log start, so C starts over at 2. A, back, holds
+    epoch 0 up to 4: B answers diverging (epoch 0 ends at 2 here) and A starts over at 2 too.
+    The unclean election loses m2, m3 by design; everything after it converges.
+    """
+    cluster = Cluster([A, B, C], truncation)
+    leader_alone_deletes_records(cluster, [B, C], 4)
+    cluster.restart(C)
+    cluster.fetch(C)
+    assert (cluster.replicas[C].log_start_offset, cluster.replicas[C].history) == (4, ())
+    cluster.crash(A)
+    cluster.restart(B)
+    cluster.elect(B, unclean=True)
+    cluster.forget_committed_from(2)  # an unclean election loses them: not the follower's doing
+    cluster.fetch(C)
+    assert (cluster.replicas[C].log_start_offset, cluster.replicas[C].log_end_offset) == (2, 2)
+    cluster.produce("b2")
+    cluster.catch_up()
+    return cluster
+
+
+# scenario -> (log start offset, records from there) every replica ends with
 EXPECTED_LOGS = {
-    kip101_scenario_1: [(0, "m0"), (0, "m1"), (1, "m2")],
-    kip101_scenario_2: [(0, "m0"), (1, "m2")],
-    kip279_scenario: [(0, "a0"), (0, "a1"), (0, "a2"), (0, "a3"), (0, "a4"), (2, "a5")],
-    kip279_two_round_scenario: [(0, "a0"), (0, "a1"), (2, "a2"), (2, "a3")],
+    kip101_scenario_1: (0, [(0, "m0"), (0, "m1"), (1, "m2")]),
+    kip101_scenario_2: (0, [(0, "m0"), (1, "m2")]),
+    kip279_scenario: (0, [(0, "a0"), (0, "a1"), (0, "a2"), (0, "a3"), (0, "a4"), (2, "a5")]),
+    kip279_two_round_scenario: (0, [(0, "a0"), (0, "a1"), (2, "a2"), (2, "a3")]),
+    behind_retention_scenario: (3, [(0, "m3")]),
+    ahead_of_unclean_leader_scenario: (2, [(1, "b2")]),
 }
 
 SCENARIOS = list(EXPECTED_LOGS)
@@ -147,10 +209,12 @@ SCENARIOS = list(EXPECTED_LOGS)
 def test_leader_epoch_rules_keep_replicas_identical_and_commits_intact(scenario) -> None:
     cluster = scenario("leader_epoch")
     assert cluster.problems() == []
+    assert cluster.stuck == []
+    log_start_offset, records = EXPECTED_LOGS[scenario]
     for replica in cluster.replicas.values():
-        assert replica.log == EXPECTED_LOGS[scenario], replica.replica_id
+        assert replica.records_from(log_start_offset) == records, replica.replica_id
     assert cluster.state is not None
-    assert cluster.state.high_watermark == len(EXPECTED_LOGS[scenario])
+    assert cluster.state.high_watermark == log_start_offset + len(records)
     assert cluster.isr == set(cluster.replicas)
 
 
@@ -161,8 +225,10 @@ def test_leader_epoch_rules_keep_replicas_identical_and_commits_intact(scenario)
         (kip101_scenario_2, "high_watermark", "differs from"),
         (kip279_scenario, "pre_kip279", "differs from"),
         (kip279_two_round_scenario, "pre_kip279", "differs from"),
+        (behind_retention_scenario, "no_restart", "differs from"),
     ],
-    ids=["kip101-1-hw-truncation", "kip101-2-hw-truncation", "kip279-pre", "kip279-two-round-pre"],
+    ids=["kip101-1-hw-truncation", "kip101-2-hw-truncation", "kip279-pre", "kip279-two-round-pre",
+         "out-of-range-no-restart"],
 )
 def test_negative_control_the_replaced_rule_is_caught(scenario, wrong_rule, expected_problem) -> None:
     cluster = scenario(wrong_rule)

@@ -1,0 +1,106 @@
+"""The fetcher carries out the follower core's decisions, and nothing else decides.
+
+A fake replica manager records the calls the fetcher makes for one leader answer given as
+protobuf, the way it arrives on the stream: each decision of `FollowerCore` maps to exactly
+one `ReplicaManager` call (or a backoff), and the negative controls are rules chosen at
+construction (`fetcher_rules`).
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from data_plane.broker.config import UnsafeBehaviour
+from data_plane.broker.replica_fetcher import LeaderFetcher, _Sent, fetcher_rules
+from data_plane.replication.follower import apply_stale_answers, drop_stale_answers
+from proto import broker_pb2, common_pb2
+
+TP = ("t", 0)
+LEADER = 2
+
+
+class FakeReplicas:
+    """Records the follower-side calls; appends and cuts move the fake log's end."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+
+    def append_as_follower(self, partition, data: bytes) -> None:
+        self.calls.append(("append", data))
+        partition.log.log_end_offset += len(data)
+
+    def truncate_follower(self, partition, offset: int, why: str) -> None:
+        self.calls.append(("truncate", offset))
+        partition.log.log_end_offset = offset
+
+    def restart_follower_at(self, partition, offset: int) -> None:
+        self.calls.append(("restart", offset))
+        partition.log.log_start_offset = partition.log.log_end_offset = offset
+
+
+def _fetcher(log_end_offset: int = 10) -> tuple[LeaderFetcher, SimpleNamespace, FakeReplicas]:
+    cache = SimpleNamespace(entries=[(0, 0), (1, 6)], latest_epoch=1)
+    log = SimpleNamespace(log_start_offset=0, log_end_offset=log_end_offset, leader_epoch_cache=cache)
+    partition = SimpleNamespace(topic=TP[0], partition=TP[1], log=log, high_watermark=3,
+                                state=SimpleNamespace(leader=LEADER, leader_epoch=1))
+    replicas = FakeReplicas()
+    noop = lambda *args, **kwargs: None  # noqa: E731 - a log that drops everything
+    manager = SimpleNamespace(replicas=replicas, rules=fetcher_rules(None, lambda: ()),
+                              follower_or_reason=lambda tp, leader: partition,
+                              log=SimpleNamespace(info=noop, warning=noop, error=noop))
+    return LeaderFetcher(LEADER, "127.0.0.1:1", manager), partition, replicas  # type: ignore[arg-type]
+
+
+def _answer(**fields) -> broker_pb2.ReplicaFetchResponse:
+    response = broker_pb2.ReplicaFetchResponse()
+    response.partitions.add(**{"topic": TP[0], "partition": TP[1], "log_start_offset": 0, "log_end_offset": 12, **fields})
+    return response
+
+
+SENT = {TP: _Sent(leader_epoch=1, fetch_offset=10)}
+
+
+@pytest.mark.parametrize(
+    "fields, calls, high_watermark",
+    [
+        ({"batches": b"xy", "high_watermark": 11}, [("append", b"xy")], 11),
+        ({"high_watermark": 8}, [], 8),
+        ({"diverging_epoch": broker_pb2.DivergingEpoch(epoch=1, end_offset=7)}, [("truncate", 7)], 3),
+        ({"error_code": common_pb2.OFFSET_OUT_OF_RANGE, "log_start_offset": 11, "log_end_offset": 20}, [("restart", 11)], 3),
+        ({"error_code": common_pb2.OFFSET_OUT_OF_RANGE, "log_end_offset": 8}, [("truncate", 8)], 3),
+    ],
+    ids=["records", "hw-only", "diverging", "behind-log-start", "ahead-of-leader-end"],
+)
+def test_each_answer_becomes_one_replica_manager_call(fields, calls, high_watermark) -> None:
+    fetcher, partition, replicas = _fetcher()
+    fetcher._apply(_answer(**fields), SENT)
+    assert replicas.calls == calls
+    assert partition.high_watermark == high_watermark
+    assert fetcher.backoff_until == {}
+
+
+def test_refusals_and_unusable_answers_back_the_partition_off() -> None:
+    fetcher, _, replicas = _fetcher()
+    fetcher._apply(_answer(error_code=common_pb2.FENCED_LEADER_EPOCH), SENT)
+    assert replicas.calls == [] and set(fetcher.backoff_until) == {TP}
+    fetcher, _, replicas = _fetcher()
+    fetcher._apply(_answer(error_code=common_pb2.OFFSET_OUT_OF_RANGE, log_end_offset=12), SENT)
+    assert replicas.calls == [] and set(fetcher.backoff_until) == {TP}
+
+
+def test_a_stale_answer_changes_nothing() -> None:
+    fetcher, partition, replicas = _fetcher(log_end_offset=9)  # the log moved since the request
+    fetcher._apply(_answer(batches=b"xy", high_watermark=9), SENT)
+    assert replicas.calls == [] and partition.high_watermark == 3
+
+
+def test_negative_controls_are_rules_chosen_at_construction() -> None:
+    restored = lambda: [TP]  # noqa: E731
+    safe = fetcher_rules(None, restored)
+    assert safe.core.stale_answer is drop_stale_answers and safe.held_back == {}
+    assert fetcher_rules(UnsafeBehaviour.SKIP_EPOCH_FENCING, restored).core.stale_answer is apply_stale_answers
+    stall = fetcher_rules(UnsafeBehaviour.STALL_FETCHER, restored)
+    assert stall.core.stale_answer is drop_stale_answers and set(stall.held_back) == {TP}
+    assert fetcher_rules(UnsafeBehaviour.TRUNCATE_TO_HW, restored) == safe
