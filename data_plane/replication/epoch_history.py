@@ -60,7 +60,7 @@ def as_history(entries: Sequence[tuple[int, int]]) -> EpochHistory:
 
 def latest_epoch(entries: Sequence[tuple[int, int]]) -> int:
     """Epoch of the last entry, NO_EPOCH for an empty history."""
-    return entries[-1].epoch if entries else NO_EPOCH
+    return entries[-1][0] if entries else NO_EPOCH
 
 
 def assign_epoch(entries: Sequence[tuple[int, int]], epoch: int, start_offset: int) -> EpochHistory:
