@@ -17,7 +17,8 @@ import structlog
 from metadata_quorum.broker_heartbeats import BrokerHeartbeatManager
 from metadata_quorum.decision import Decision
 from metadata_quorum.election import changes_electing_offline, changes_removing_broker
-from metadata_quorum.image import BrokerImage, MetadataImage, apply_all
+from metadata_quorum.delta import apply_all
+from metadata_quorum.image import BrokerImage, MetadataImage
 from metadata_quorum.reassignment import settle
 from metadata_quorum.records import (
     NEW_BROKER_EPOCH,

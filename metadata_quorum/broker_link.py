@@ -23,7 +23,8 @@ import structlog
 from metadata_quorum.broker_heartbeats import DEFAULT_SESSION_TIMEOUT_MS
 from metadata_quorum.controller_router import ControllerError, ControllerRouter
 from metadata_quorum.endpoints import Endpoint
-from metadata_quorum.image import MetadataImage, apply_all, image_from_snapshot
+from metadata_quorum.delta import apply_all, image_from_snapshot
+from metadata_quorum.image import MetadataImage
 from metadata_quorum.records import from_proto
 from proto import common_pb2 as common
 from proto import controller_pb2 as pb

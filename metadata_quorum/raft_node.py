@@ -29,7 +29,8 @@ from pysyncobj.dns_resolver import globalDnsResolver
 from pysyncobj.node import TCPNode
 
 from metadata_quorum.endpoints import Voter
-from metadata_quorum.image import MetadataImage, RecordRejected, apply_all, image_from_snapshot, image_to_records
+from metadata_quorum.delta import apply_all, image_from_snapshot
+from metadata_quorum.image import MetadataImage, RecordRejected, image_to_records
 from metadata_quorum.records import Record, decode, encode
 from proto import common_pb2
 

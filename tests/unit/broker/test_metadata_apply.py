@@ -12,7 +12,8 @@ import pytest
 from data_plane.broker.config import BrokerConfig
 from data_plane.broker.replica_manager import ReplicaManager
 from data_plane.storage import LogManager
-from metadata_quorum.image import MetadataImage, apply_all
+from metadata_quorum.delta import apply_all
+from metadata_quorum.image import MetadataImage
 from metadata_quorum.records import PartitionChangeRecord, PartitionRecord, RegisterBrokerRecord, RemoveTopicRecord, TopicRecord
 
 PARTITIONS = 60
