@@ -57,7 +57,7 @@ class LocalChanges:
     """What a delta asks of one broker's replicas (Kafka's LocalReplicaChanges): only the
     partitions of this broker that the delta touched, never the rest of the cluster."""
 
-    deleted_topics: tuple[str, ...]  # topics deleted (or recreated under a new id): every local replica goes
+    deleted_topics: tuple[TopicImage, ...]  # topics deleted (or recreated under a new id), as they were: every local replica goes
     stopped: tuple[TopicPartition, ...]  # reassigned away from this broker: the local replica goes
     replicas: Mapping[str, Mapping[int, PartitionImage]]  # by topic: partitions of this broker created or changed (leader, epochs, ISR, replicas)
     configs: tuple[str, ...]  # topics whose configuration changed (the local replicas take the new settings)
@@ -241,7 +241,7 @@ class MetadataDelta:
                 elif before is not None and index in before.partitions and broker_id in before.partitions[index].replicas:
                     stopped.append((name, index))
         return LocalChanges(
-            deleted_topics=tuple(topic.name for topic in self._deleted.values()),
+            deleted_topics=tuple(self._deleted.values()),
             stopped=tuple(stopped),
             replicas=replicas,
             configs=tuple(name for name in self._configs if name in image.topics),
