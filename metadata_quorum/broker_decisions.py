@@ -5,7 +5,7 @@ reassignments whose new replicas joined the ISR) and producer-id blocks.
 Image + request + ``now_ms`` (+ the in-memory heartbeat manager, which these functions
 update) in; a Decision (records for one Raft entry, response assuming they commit) out.
 Answers that depend on the committed offset (a new broker epoch) are filled in by the
-service. Preconditions are checked again where the entry is applied (see image.apply).
+service. Preconditions are checked again where the entry is applied (see delta.py).
 """
 
 from __future__ import annotations

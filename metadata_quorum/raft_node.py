@@ -91,7 +91,7 @@ class MetadataStateMachine(SyncObjConsumer):
 
     @replicated
     def apply_entry(self, encoded: list[bytes]) -> tuple[int, str, int]:
-        """Apply one entry; returns (error code, message, first offset)."""
+        """Apply one entry, replayed into one delta (all or nothing); returns (error code, message, first offset)."""
         try:
             records = [decode(data) for data in encoded]
             new = apply_all(self.image, records)
