@@ -5,7 +5,7 @@ reassignments whose new replicas joined the ISR) and producer-id blocks.
 Image + request + ``now_ms`` (+ the in-memory heartbeat manager, which these functions
 update) in; a Decision (records for one Raft entry, response assuming they commit) out.
 Answers that depend on the committed offset (a new broker epoch) are filled in by the
-service. Preconditions are checked again where the entry is applied (see image.apply).
+service. Preconditions are checked again where the entry is applied (see delta.py).
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ import structlog
 from metadata_quorum.broker_heartbeats import BrokerHeartbeatManager
 from metadata_quorum.decision import Decision
 from metadata_quorum.election import changes_electing_offline, changes_removing_broker
-from metadata_quorum.image import BrokerImage, MetadataImage, apply_all
+from metadata_quorum.delta import apply_all
+from metadata_quorum.image import BrokerImage, MetadataImage
 from metadata_quorum.reassignment import settle
 from metadata_quorum.records import (
     NEW_BROKER_EPOCH,

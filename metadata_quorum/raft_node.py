@@ -30,7 +30,8 @@ from pysyncobj.dns_resolver import globalDnsResolver
 from pysyncobj.node import TCPNode
 
 from metadata_quorum.endpoints import Voter
-from metadata_quorum.image import MetadataImage, RecordRejected, apply_all, image_from_snapshot, image_to_records
+from metadata_quorum.delta import apply_all, image_from_snapshot
+from metadata_quorum.image import MetadataImage, RecordRejected, image_to_records
 from metadata_quorum.records import Record, decode, encode
 from proto import common_pb2
 
@@ -91,7 +92,7 @@ class MetadataStateMachine(SyncObjConsumer):
 
     @replicated
     def apply_entry(self, encoded: list[bytes]) -> tuple[int, str, int]:
-        """Apply one entry; returns (error code, message, first offset)."""
+        """Apply one entry, replayed into one delta (all or nothing); returns (error code, message, first offset)."""
         try:
             records = [decode(data) for data in encoded]
             new = apply_all(self.image, records)

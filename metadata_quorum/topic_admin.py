@@ -19,7 +19,8 @@ from typing import Callable, Iterable, Sequence, TypeVar
 from metadata_quorum import topic_config
 from metadata_quorum.decision import Decision
 from metadata_quorum.election import PartitionChange, changes_electing_offline, elect_leader, preferred_election
-from metadata_quorum.image import NO_LEADER, MetadataImage, PartitionImage, TopicImage, apply_all
+from metadata_quorum.delta import apply_all
+from metadata_quorum.image import NO_LEADER, MetadataImage, PartitionImage, TopicImage
 from metadata_quorum.placement import assign_replicas
 from metadata_quorum.records import ConfigRecord, PartitionRecord, Record, RemoveTopicRecord, TopicRecord
 from proto import common_pb2 as common

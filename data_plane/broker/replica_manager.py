@@ -4,8 +4,8 @@ Plain Python in, plain Python out: ``service.py`` translates gRPC messages to an
 calls. Runs entirely on the broker's asyncio loop, so no locks: every await point is
 explicit, and reads of partition state between awaits are consistent.
 
-Partitions come and go only through metadata: ``on_metadata(image)`` compares it with the last
-image applied and creates, updates or deletes local replicas in metadata order.
+Partitions come and go only through metadata: ``on_metadata(delta, image)`` creates, updates or
+deletes the local replicas the metadata delta says changed.
 """
 
 from __future__ import annotations
@@ -38,6 +38,8 @@ from data_plane.storage import (
     UnexpectedAppendOffsetError,
 )
 from metadata_quorum import topic_config
+from metadata_quorum.delta import MetadataDelta
+from metadata_quorum.image import MetadataImage, PartitionImage, TopicImage
 
 log = structlog.get_logger("broker.replicas")
 
@@ -135,7 +137,6 @@ class ReplicaManager:
         self.partitions: dict[TopicPartition, Partition] = {}
         self.topic_ids: dict[str, str] = {}
         self.image = None  # the metadata image being applied or last applied
-        self._applied_image = None  # the last image applied without an error
         self._applying = False  # on_metadata is creating or changing replicas
         self._last_isr_sweep_ms = 0
         self._log = log.bind(broker_id=config.broker_id)
@@ -147,71 +148,66 @@ class ReplicaManager:
 
     # ------------------------------------------------------------------ metadata
 
-    async def on_metadata(self, image) -> None:
-        """React to the difference between the last image applied here and ``image``, in
-        metadata order. Costs in proportion to what changed: images share unchanged topics
-        and partitions, so only topics and partitions that are not the same objects as
-        before are looked at. The difference is taken from the last image applied without
-        an error, so an apply that failed half way is completed by the next one.
+    async def on_metadata(self, delta: MetadataDelta, image: MetadataImage) -> None:
+        """React to what ``delta`` (one metadata batch, replayed) changed for this broker's
+        replicas, never to the rest of the cluster: replicas of deleted topics and replicas
+        reassigned away go first, then each changed topic takes its new settings and its
+        changed partitions are created or become leader or follower. ``image`` is the image
+        the delta leads to. A delta that failed half way comes again (the metadata stream
+        restarts after the last offset applied, on the same base image) and every step is
+        idempotent, so the next attempt completes it.
 
         Creating thousands of replicas takes seconds (each new log fsyncs its files), so the
         work yields to the event loop every APPLY_SLICE_MS: heartbeats, fetches and produces
         go on meanwhile, and requests for replicas not created yet get a retriable answer."""
-        previous = self._applied_image
+        changes = delta.local_changes(self.config.broker_id, image)
         self.image = image
         self._applying = True
         try:
-            moved = previous is None or previous.brokers is not image.brokers
-            old_topics = {} if previous is None else previous.topics
-            for name, old in old_topics.items():
-                if image.topics.get(name) is None or image.topics[name].topic_id != old.topic_id:
-                    # Deleted (or recreated under a new id): the local replicas and their data go.
-                    moved |= self._remove_topic(name)
-            for name, topic in image.topics.items():
-                old = old_topics.get(name)
-                configs_changed = previous is None or previous.configs.get(name) is not image.configs.get(name)
-                if old is topic and not configs_changed:
-                    continue
-                moved |= await self._apply_topic_change(image, topic, None if old is None or old.topic_id != topic.topic_id else old, configs_changed)
+            moved = changes.brokers_changed  # the fetchers may have to reconnect
+            for topic in changes.deleted_topics:
+                moved |= self._remove_topic(topic)
+            for tp in changes.stopped:
+                if tp in self.partitions:  # reassigned away from this broker
+                    self._remove_partition(tp)
+                    moved = True
+            for name in dict.fromkeys([*changes.configs, *changes.replicas]):
+                moved |= await self._apply_topic_change(image, image.topics[name], changes.replicas.get(name, {}), name in changes.configs)
         finally:
             self._applying = False
         if moved:
             self.followers_changed()
-        self._applied_image = image
 
-    def _remove_topic(self, name: str) -> bool:
-        local = [tp for tp in self.partitions if tp[0] == name]
+    def _remove_topic(self, topic: TopicImage) -> bool:
+        """Drop the local replicas (and their data) of a deleted topic; True if there were any."""
+        local = [(topic.name, index) for index in topic.partitions if (topic.name, index) in self.partitions]
         for tp in local:
             self._remove_partition(tp)
-        self.topic_ids.pop(name, None)
+        self.topic_ids.pop(topic.name, None)
         return bool(local)
 
-    async def _apply_topic_change(self, image, topic, old, configs_changed: bool) -> bool:
-        """Bring this broker's replicas of ``topic`` in line with ``image``; ``old`` is the
-        topic as the previous image had it (None: new to this broker). True if a replica
-        came, went or changed leader (the fetchers must follow)."""
+    async def _apply_topic_change(self, image: MetadataImage, topic: TopicImage, changed: dict[int, PartitionImage], configs_changed: bool) -> bool:
+        """Bring this broker's replicas of ``topic`` in line with ``image``: the settings of
+        every local replica if its configs changed, and the ``changed`` partitions (this
+        broker is a replica of each). True if a replica came or changed leader (the fetchers
+        must follow)."""
         name = topic.name
         settings = self._settings(image, name)
         if configs_changed:
-            for (topic_name, _), partition in self.partitions.items():
-                if topic_name == name:
+            for index in topic.partitions:
+                partition = self.partitions.get((name, index))
+                if partition is not None:
                     partition.log.update_settings(settings)
-        changed = topic.partitions if old is None else {n: p for n, p in topic.partitions.items() if old.partitions.get(n) is not p}
         moved = False
         slice_started = time.monotonic()
         for index, part in changed.items():
             if time.monotonic() - slice_started > APPLY_SLICE_MS / 1000:
                 await asyncio.sleep(0)
                 slice_started = time.monotonic()
-            tp = (name, index)
-            existing = self.partitions.get(tp)
-            if self.config.broker_id not in part.replicas:
-                if existing is not None:  # reassigned away from this broker
-                    self._remove_partition(tp)
-                    moved = True
-                continue
+            assert self.config.broker_id in part.replicas, "the delta hands over only this broker's replicas"
             self.topic_ids[name] = topic.topic_id
             state = LeadershipState(part.leader, part.leader_epoch, part.partition_epoch, tuple(part.replicas), tuple(part.isr))
+            existing = self.partitions.get((name, index))
             if existing is None:
                 self._add_partition(name, index, state, settings)
                 moved = True

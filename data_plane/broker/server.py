@@ -18,13 +18,13 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from data_plane.broker.config import BrokerConfig, add_arguments, from_args
+from data_plane.broker.controller_link import BrokerLifecycleManager, MetadataFollower
 from data_plane.broker.damage_repair import DamageRepairer
 from data_plane.broker.isr_updates import AlterPartitionSender
 from data_plane.broker.replica_fetcher import ReplicaFetcherManager
 from data_plane.broker.replica_manager import ReplicaManager
 from data_plane.broker.service import BrokerService
 from data_plane.storage import LogManager
-from metadata_quorum.broker_link import BrokerLifecycleManager, MetadataFollower
 from proto import broker_pb2, broker_pb2_grpc, common_pb2
 
 log = structlog.get_logger("broker")
@@ -40,7 +40,7 @@ class BrokerServer:
         self.logs = LogManager(config.data_dir, now_ms=int(time.time() * 1000))
         self.replicas = ReplicaManager(config, self.logs)
         endpoints = [(c.node_id, c.host, c.grpc_port) for c in config.controllers]
-        self.metadata = MetadataFollower(endpoints, self._on_metadata)
+        self.metadata = MetadataFollower(endpoints, self.replicas.on_metadata)
         advertised_host, advertised_port = config.advertised or (config.host, config.port)
         self.lifecycle = BrokerLifecycleManager(
             broker_id=config.broker_id,
@@ -59,9 +59,6 @@ class BrokerServer:
         self._producer_ids: list[int] = []
         self._server: grpc.aio.Server | None = None
         self._timers: list[asyncio.Task] = []
-
-    async def _on_metadata(self, previous, image) -> None:
-        await self.replicas.on_metadata(image)
 
     def metadata_response(self, topics: list[str]) -> broker_pb2.MetadataResponse:
         image = self.metadata.image

@@ -23,7 +23,7 @@ from typing import Iterator
 import grpc
 import pytest
 
-from metadata_quorum.broker_link import BrokerLifecycleManager, MetadataFollower
+from data_plane.broker.controller_link import BrokerLifecycleManager, MetadataFollower
 from metadata_quorum.controller_client import ControllerClient
 from proto import common_pb2, controller_pb2, controller_pb2_grpc
 from server_common.local_cluster import free_ports
@@ -87,7 +87,7 @@ class FakeBroker:
     """A broker that only does the controller protocol, through the real classes."""
 
     def __init__(self, quorum: Quorum, broker_id: int = 1) -> None:
-        self.follower = MetadataFollower(quorum.endpoints, lambda previous, image: None)
+        self.follower = MetadataFollower(quorum.endpoints, lambda delta, image: None)
         self.lifecycle = BrokerLifecycleManager(broker_id, "127.0.0.1", 9999, "", quorum.endpoints, lambda: self.follower.image.offset,
                                                 session_timeout_ms=SESSION_TIMEOUT_MS, heartbeat_interval_ms=200)
 

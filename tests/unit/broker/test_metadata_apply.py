@@ -1,6 +1,6 @@
-"""The broker applies metadata in proportion to what changed: only topics and partitions
-that differ from the last image it applied in full are looked at, and an apply that failed
-half way is completed by the next one."""
+"""The broker applies metadata in proportion to what changed: only the partitions a metadata
+delta says changed are looked at, and an apply that failed half way is completed when the
+same delta comes again."""
 
 from __future__ import annotations
 
@@ -12,8 +12,10 @@ import pytest
 from data_plane.broker.config import BrokerConfig
 from data_plane.broker.replica_manager import ReplicaManager
 from data_plane.storage import LogManager
-from metadata_quorum.image import MetadataImage, apply_all
-from metadata_quorum.records import PartitionChangeRecord, PartitionRecord, RegisterBrokerRecord, RemoveTopicRecord, TopicRecord
+from metadata_quorum.delta import MetadataDelta, apply_all
+from metadata_quorum.image import MetadataImage
+from metadata_quorum.records import ConfigRecord, PartitionChangeRecord, PartitionRecord, RegisterBrokerRecord, RemoveTopicRecord, TopicRecord
+from tests.unit.storage.conftest import batch
 
 PARTITIONS = 60
 
@@ -48,6 +50,22 @@ class Counting(ReplicaManager):
         super()._change_leadership(*args)
 
 
+def step(manager: ReplicaManager, image: MetadataImage, records: list) -> MetadataImage:
+    """Replay ``records`` onto ``image`` as one metadata batch and hand the delta to the broker."""
+    delta = MetadataDelta(image)
+    delta.replay_all(records)
+    after = delta.apply()
+    asyncio.run(manager.on_metadata(delta, after))
+    return after
+
+
+def start(manager: ReplicaManager) -> MetadataImage:
+    """The broker's first metadata: the topic, as a snapshot brings it."""
+    image = image_with_topic()
+    asyncio.run(manager.on_metadata(MetadataDelta.from_snapshot(MetadataImage.empty("c"), image), image))
+    return image
+
+
 @pytest.fixture
 def manager(tmp_path: Path) -> Counting:
     config = BrokerConfig(broker_id=1, host="127.0.0.1", port=9001, data_dir=tmp_path, controllers=[])
@@ -55,42 +73,66 @@ def manager(tmp_path: Path) -> Counting:
 
 
 def test_one_partition_change_touches_one_partition(manager: Counting) -> None:
-    image = image_with_topic()
-    asyncio.run(manager.on_metadata(image))
+    image = start(manager)
     assert (manager.added, manager.changed, len(manager.partitions)) == (PARTITIONS, 0, PARTITIONS)
     syncs = manager.fetcher_syncs
-    shrunk = apply_all(image, [PartitionChangeRecord("tid", 7, 0, isr=(2, 1))])
-    asyncio.run(manager.on_metadata(shrunk))
+    shrunk = step(manager, image, [PartitionChangeRecord("tid", 7, 0, isr=(2, 1))])
     assert (manager.added, manager.changed) == (PARTITIONS, 1)
     assert manager.partitions[("t", 7)].state.isr == (2, 1)
     assert manager.fetcher_syncs == syncs  # same leader: the fetchers have nothing to redo
-    moved = apply_all(shrunk, [PartitionChangeRecord("tid", 8, 0, leader=1)])
-    asyncio.run(manager.on_metadata(moved))
+    step(manager, shrunk, [PartitionChangeRecord("tid", 8, 0, leader=1)])
     assert manager.changed == 2 and manager.fetcher_syncs == syncs + 1
     assert manager.partitions[("t", 8)].is_leader
 
 
-def test_unchanged_image_does_nothing(manager: Counting) -> None:
-    image = image_with_topic()
-    asyncio.run(manager.on_metadata(image))
+def test_a_batch_of_changes_reaches_each_changed_partition_once(manager: Counting) -> None:
+    image = start(manager)
+    step(manager, image, [PartitionChangeRecord("tid", 3, 0, isr=(2, 1)), PartitionChangeRecord("tid", 3, 1, isr=(2, 1, 3)), PartitionChangeRecord("tid", 4, 0, leader=1)])
+    assert manager.changed == 2
+    assert manager.partitions[("t", 3)].state.partition_epoch == 2 and manager.partitions[("t", 4)].is_leader
+
+
+def test_broker_changes_touch_no_replica_but_wake_the_fetchers(manager: Counting) -> None:
+    image = start(manager)
     before = (manager.added, manager.changed, manager.fetcher_syncs)
-    asyncio.run(manager.on_metadata(apply_all(image, [RegisterBrokerRecord(4, -1, "h", 1, "", "i4")])))
-    assert (manager.added, manager.changed) == before[:2]
+    step(manager, image, [RegisterBrokerRecord(4, -1, "h", 1, "", "i4")])
+    assert (manager.added, manager.changed, manager.fetcher_syncs) == (before[0], before[1], before[2] + 1)
 
 
 def test_a_failed_apply_is_completed_by_the_next(manager: Counting) -> None:
     image = image_with_topic()
+    delta = MetadataDelta.from_snapshot(MetadataImage.empty("c"), image)
     manager.fail_adds = 1
     with pytest.raises(OSError):
-        asyncio.run(manager.on_metadata(image))
+        asyncio.run(manager.on_metadata(delta, image))
     assert len(manager.partitions) < PARTITIONS
-    asyncio.run(manager.on_metadata(image))
+    asyncio.run(manager.on_metadata(delta, image))  # the stream restarts after the last offset applied: the same delta again
     assert len(manager.partitions) == PARTITIONS
 
 
 def test_deleted_topic_loses_its_replicas(manager: Counting) -> None:
-    image = image_with_topic()
-    asyncio.run(manager.on_metadata(image))
+    image = start(manager)
     assert len(list(manager.logs.data_dir.glob("t-*"))) == PARTITIONS
-    asyncio.run(manager.on_metadata(apply_all(image, [RemoveTopicRecord("tid")])))
+    step(manager, image, [RemoveTopicRecord("tid")])
     assert not manager.partitions and not list(manager.logs.data_dir.glob("t-*"))
+
+
+def test_a_topic_recreated_in_the_same_batch_starts_empty(manager: Counting) -> None:
+    image = start(manager)
+    manager.partitions[("t", 0)].log.append(batch(3), assign_offsets=True, leader_epoch=0, now_ms=0)
+    step(manager, image, [RemoveTopicRecord("tid"), PartitionRecord("tid2", 0, (1,), (1,), 1, 0, 0), TopicRecord("t", "tid2")])
+    assert list(manager.partitions) == [("t", 0)] and manager.topic_ids["t"] == "tid2"
+    assert manager.partitions[("t", 0)].log.log_end_offset == 0 and manager.partitions[("t", 0)].is_leader
+
+
+def test_a_replica_reassigned_away_goes(manager: Counting) -> None:
+    image = start(manager)
+    step(manager, image, [PartitionChangeRecord("tid", 5, 0, replicas=(2, 3), isr=(2, 3))])
+    assert ("t", 5) not in manager.partitions and len(manager.partitions) == PARTITIONS - 1
+
+
+def test_a_config_change_reaches_the_local_replicas(manager: Counting) -> None:
+    image = start(manager)
+    step(manager, image, [ConfigRecord("t", "retention.ms", "1234")])
+    assert {p.log.settings.retention_ms for p in manager.partitions.values()} == {1234}
+    assert manager.changed == 0

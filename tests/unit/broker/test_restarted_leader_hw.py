@@ -11,7 +11,7 @@ from pathlib import Path
 
 from data_plane.broker.replica_manager import LATEST
 from metadata_quorum.image import MetadataImage
-from tests.unit.broker.test_stale_metadata import apply, at_epoch, broker
+from tests.unit.broker.test_stale_metadata import apply, at_epoch, broker, with_partition
 from tests.unit.storage.conftest import batch
 
 TP = ("t", 0)
@@ -19,9 +19,8 @@ TP = ("t", 0)
 
 def with_isr(image: MetadataImage, isr: tuple[int, ...]) -> MetadataImage:
     """``image`` with t-0's ISR changed in a later partition epoch, the leader epoch kept."""
-    topic = image.topics["t"]
-    part = topic.partitions[0]
-    return replace(image, topics={"t": replace(topic, partitions={0: replace(part, isr=isr, partition_epoch=part.partition_epoch + 1)})})
+    part = image.topics["t"].partitions[0]
+    return with_partition(image, replace(part, isr=isr, partition_epoch=part.partition_epoch + 1))
 
 
 def latest(replicas) -> tuple[str, int]:

@@ -13,18 +13,23 @@ from pathlib import Path
 from data_plane.broker.config import BrokerConfig
 from data_plane.broker.replica_manager import ReplicaManager
 from data_plane.storage import LogManager
-from metadata_quorum.image import MetadataImage
+from metadata_quorum.delta import MetadataDelta
+from metadata_quorum.image import MetadataImage, PartitionImage
 from tests.unit.metadata.helpers import cluster, with_topic
 from tests.unit.storage.conftest import batch
 
 BASE = with_topic(cluster((1, 2)), "t", 1, 2)
 
 
+def with_partition(image: MetadataImage, part: PartitionImage) -> MetadataImage:
+    """``image`` with t-0 replaced by ``part``."""
+    topic = replace(image.topics["t"], partitions={0: part})
+    return replace(image, topics={"t": topic}, topics_by_id={topic.topic_id: topic})
+
+
 def at_epoch(leader: int, leader_epoch: int) -> MetadataImage:
     """BASE with partition t-0 led by ``leader`` in ``leader_epoch``."""
-    topic = BASE.topics["t"]
-    part = replace(topic.partitions[0], leader=leader, leader_epoch=leader_epoch, partition_epoch=leader_epoch, isr=(1, 2))
-    return replace(BASE, topics={"t": replace(topic, partitions={0: part})})
+    return with_partition(BASE, replace(BASE.topics["t"].partitions[0], leader=leader, leader_epoch=leader_epoch, partition_epoch=leader_epoch, isr=(1, 2)))
 
 
 def broker(data_dir: Path) -> ReplicaManager:
@@ -33,7 +38,9 @@ def broker(data_dir: Path) -> ReplicaManager:
 
 
 def apply(replicas: ReplicaManager, image: MetadataImage) -> None:
-    asyncio.run(replicas.on_metadata(image))
+    """Hand ``image`` to the broker as a metadata snapshot would."""
+    previous = replicas.image or MetadataImage.empty(image.cluster_id)
+    asyncio.run(replicas.on_metadata(MetadataDelta.from_snapshot(previous, image), image))
 
 
 def lead_and_write(replicas: ReplicaManager, image: MetadataImage, records: int) -> None:

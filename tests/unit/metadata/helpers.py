@@ -8,7 +8,8 @@ import itertools
 from metadata_quorum import broker_decisions, topic_admin
 from metadata_quorum.broker_heartbeats import BrokerHeartbeatManager
 from metadata_quorum.decision import Decision
-from metadata_quorum.image import MetadataImage, apply_all
+from metadata_quorum.delta import apply_all
+from metadata_quorum.image import MetadataImage
 from proto import common_pb2 as common
 from proto import controller_pb2 as pb
 

@@ -8,7 +8,8 @@ import pytest
 
 from metadata_quorum import broker_decisions as bd
 from metadata_quorum.broker_heartbeats import BrokerHeartbeatManager
-from metadata_quorum.image import NO_LEADER, apply_all
+from metadata_quorum.delta import apply_all
+from metadata_quorum.image import NO_LEADER
 from metadata_quorum.records import BrokerRegistrationChangeRecord, FenceBrokerRecord, RegisterBrokerRecord
 from proto import common_pb2 as common
 from proto import controller_pb2 as pb

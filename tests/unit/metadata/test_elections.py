@@ -10,7 +10,8 @@ from structlog.testing import capture_logs
 from metadata_quorum import broker_decisions as bd
 from metadata_quorum import election, topic_admin
 from metadata_quorum.broker_heartbeats import BrokerHeartbeatManager
-from metadata_quorum.image import NO_LEADER, RecordRejected, apply_all, image_from_snapshot, image_to_records
+from metadata_quorum.delta import apply_all, image_from_snapshot
+from metadata_quorum.image import NO_LEADER, RecordRejected, image_to_records
 from metadata_quorum.records import BrokerRegistrationChangeRecord, FenceBrokerRecord, PartitionChangeRecord
 from proto import controller_pb2 as pb
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from metadata_quorum import records as r
-from metadata_quorum.image import MetadataImage, RecordRejected, apply, apply_all, image_from_snapshot, image_to_records
+from metadata_quorum.delta import apply, apply_all, image_from_snapshot
+from metadata_quorum.image import MetadataImage, RecordRejected, image_to_records
 from proto import common_pb2 as common
 
 from .helpers import cluster, with_topic

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from metadata_quorum import topic_admin
-from metadata_quorum.image import RecordRejected, apply_all, image_from_snapshot, image_to_records
+from metadata_quorum.delta import apply_all, image_from_snapshot
+from metadata_quorum.image import RecordRejected, image_to_records
 from metadata_quorum.records import ConfigRecord, PartitionRecord, TopicRecord
 from proto import common_pb2 as common
 from proto import controller_pb2 as pb

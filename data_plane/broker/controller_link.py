@@ -5,8 +5,9 @@ heartbeats, learns whether it is fenced, walks a controlled shutdown, and forwar
 AlterPartition and AllocateProducerIds to the active controller.
 
 ``MetadataFollower`` streams metadata records from any controller, starting after the last
-offset it applied, and applies them with the same ``image.apply`` the controllers use; the
-broker reacts to the difference between consecutive images (listener(previous, new)).
+offset it applied, replays each batch into one ``MetadataDelta`` (the replay the controllers
+use), applies it once, and hands the delta with the image it leads to to the listener
+(listener(delta, image)), which reacts to what the delta says changed.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ import structlog
 from metadata_quorum.broker_heartbeats import DEFAULT_SESSION_TIMEOUT_MS
 from metadata_quorum.controller_router import CONTROLLER_CHANNEL_OPTIONS, ControllerError, ControllerRouter
 from metadata_quorum.endpoints import Endpoint, grpc_address
-from metadata_quorum.image import MetadataImage, apply_all, image_from_snapshot
+from metadata_quorum.delta import MetadataDelta, image_from_snapshot
+from metadata_quorum.image import MetadataImage
 from metadata_quorum.records import from_proto
 from proto import common_pb2 as common
 from proto import controller_pb2 as pb
@@ -32,7 +34,7 @@ from server_common.channel_pool import AioChannelPool
 
 _RETRIABLE_WRITE_ERRORS = {common.NOT_CONTROLLER, common.REQUEST_TIMED_OUT}
 
-Listener = Callable[[MetadataImage, MetadataImage], Awaitable[None] | None]
+Listener = Callable[[MetadataDelta, MetadataImage], Awaitable[None] | None]
 
 
 class BrokerLifecycleManager:
@@ -280,21 +282,26 @@ class MetadataFollower:
             raise MetadataStreamError(f"controller {batch.controller_id} belongs to cluster {batch.cluster_id}, this broker to {previous.cluster_id}; check --controllers")
         records = [from_proto(r) for r in batch.records]
         if batch.snapshot:
-            image = image_from_snapshot(batch.cluster_id, records, batch.last_offset)
+            delta = MetadataDelta.from_snapshot(previous, image_from_snapshot(batch.cluster_id, records, batch.last_offset))
         else:
             skip = previous.offset + 1 - batch.base_offset
             if skip < 0:
                 raise MetadataStreamError(f"metadata gap: have offset {previous.offset}, controller {batch.controller_id} sent from {batch.base_offset}")
-            image = apply_all(previous, records[skip:])
-            if not previous.cluster_id:
-                image = replace(image, cluster_id=batch.cluster_id)
-        if image.offset == previous.offset and not batch.snapshot:
-            return
-        result = self._listener(previous, image)
+            if skip >= len(records):
+                return
+            delta = MetadataDelta(previous)
+            delta.replay_all(records[skip:])
+        image = delta.apply()
+        if not image.cluster_id:
+            image = replace(image, cluster_id=batch.cluster_id)
+        assert image.offset >= previous.offset or batch.snapshot, "metadata offsets only grow"
+        result = self._listener(delta, image)
         if inspect.isawaitable(result):
             await result
         # Only now: the offset this broker reports (heartbeats, metadata answers) is one it
-        # has fully acted on, and a listener that failed gets the same records again.
+        # has fully acted on, and a listener that failed gets the same records again (the
+        # stream restarts after the last offset applied, so the next delta is built on the
+        # same base and says the same things changed).
         self._image = image
         async with self._applied:
             self._applied.notify_all()

@@ -1,0 +1,81 @@
+"""A cluster of 3 brokers (and 3 controllers) with 10,000 partitions at replication factor 3.
+
+    python -m pytest -m benchmark tests/integration/test_cluster_scale.py -s
+
+Prints: the time to create 4 topics of 2,500 partitions (the create calls, then until every
+partition is in its full ISR); each process's CPU use (percent of one core) and RSS while the
+cluster sits idle for IDLE_S; the time for a broker stopped in controlled shutdown to be
+restarted and rejoin every ISR. Goals: create in under 30 s, idle CPU under 10% of a core
+per process, under 4 GiB RSS in total. Wall-clock figures on a shared machine: read them with
+the machine's load (printed too).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from server_common.waiting import wait_for
+from tests.cluster import TestCluster, local_cluster
+from tests.integration.test_large_topics import REPLICATION_FACTOR, full_isr
+
+pytestmark = [pytest.mark.benchmark, pytest.mark.integration]
+
+TOPICS = 4
+PARTITIONS_PER_TOPIC = 2_500
+IDLE_S = 20.0
+TICKS_PER_S = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_ticks(pid: int) -> int:
+    """utime + stime of ``pid``, in clock ticks."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmRSS for pid {pid}")
+
+
+def idle_usage(cluster: TestCluster) -> dict[str, tuple[float, int]]:
+    """Per node: (CPU percent of one core over IDLE_S, RSS bytes at the end)."""
+    before = {node.name: cpu_ticks(node.pid) for node in cluster.nodes}
+    started = time.monotonic()
+    time.sleep(IDLE_S)  # the measurement itself: the cluster left alone for IDLE_S
+    elapsed = time.monotonic() - started
+    return {node.name: (100 * (cpu_ticks(node.pid) - before[node.name]) / TICKS_PER_S / elapsed, rss_bytes(node.pid)) for node in cluster.nodes}
+
+
+@pytest.mark.timeout(1200)
+def test_ten_thousand_partitions_at_rf3(tmp_path: Path) -> None:
+    names = [f"scale-{i}" for i in range(TOPICS)]
+    with local_cluster(tmp_path, controllers=3, brokers=3) as cluster:
+        print(f"\nload average at start: {os.getloadavg()}")
+        with cluster.controller_client() as client:
+            started = time.monotonic()
+            for name in names:
+                client.create_topic(name, PARTITIONS_PER_TOPIC, REPLICATION_FACTOR)
+            created_s = time.monotonic() - started
+        wait_for(lambda: full_isr(cluster, names), 600, "every partition in its full ISR")
+        settled_s = time.monotonic() - started
+        print(f"created {TOPICS} x {PARTITIONS_PER_TOPIC} partitions (RF {REPLICATION_FACTOR}): calls done in {created_s:.1f} s, full ISR after {settled_s:.1f} s")
+
+        usage = idle_usage(cluster)
+        for name, (cpu, rss) in usage.items():
+            print(f"idle {name}: {cpu:.1f}% of a core, RSS {rss / 2**20:.0f} MiB")
+        print(f"idle total RSS {sum(rss for _, rss in usage.values()) / 2**30:.2f} GiB; load average {os.getloadavg()}")
+
+        broker = cluster.brokers[-1]
+        started = time.monotonic()
+        cluster.stop_node(broker, timeout_s=120)
+        stopped_s = time.monotonic() - started
+        cluster.restart(broker)
+        wait_for(lambda: full_isr(cluster, names), 600, f"{broker.name} back in every ISR")
+        print(f"{broker.name}: controlled shutdown {stopped_s:.1f} s, restart until every ISR is full again {time.monotonic() - started - stopped_s:.1f} s")
+        assert full_isr(cluster, names)
