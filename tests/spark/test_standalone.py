@@ -4,6 +4,7 @@ JVM (tests/spark/spark_processes.py), with the driver in a separate process
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -44,11 +45,14 @@ def test_exactly_once_and_batch_read_on_standalone_cluster(cluster, standalone, 
             cwd=REPO,
             stdout=log_file,
             stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group, with the JVM it starts
         )
         try:
             returncode = driver.wait(400)
         finally:
-            driver.kill()
+            if driver.poll() is None:
+                os.killpg(driver.pid, signal.SIGKILL)
+                driver.wait(30)
     assert returncode == 0, log_path.read_text()[-3000:]
     assert_each_record_once(out, {p: 150 for p in range(3)})
     rows = json.loads(batch_rows.read_text())
