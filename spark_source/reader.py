@@ -12,7 +12,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from data_plane.client import Admin, Consumer, KraftlogError
 from spark_source.arrow_rows import to_record_batch
-from spark_source.options import EARLIEST, LATEST, SourceOptions
+from spark_source.options import EARLIEST, LATEST, OptionError, SourceOptions
 
 log = logging.getLogger("spark_source")
 
@@ -31,7 +31,7 @@ class RangePartition(InputPartition):
     """One task's work: records [start, end) of one topic-partition. Everything the task
     needs travels in here (read() runs in a worker process on another reader instance)."""
 
-    def __init__(self, bootstrap, topic, partition, start, end, include_headers, fail_on_data_loss, poll_timeout_ms):
+    def __init__(self, bootstrap, topic, partition, start, end, include_headers, fail_on_data_loss, poll_timeout_ms, consumer_config=None):
         self.bootstrap = bootstrap
         self.topic = topic
         self.partition = partition
@@ -40,6 +40,7 @@ class RangePartition(InputPartition):
         self.include_headers = include_headers
         self.fail_on_data_loss = fail_on_data_loss
         self.poll_timeout_ms = poll_timeout_ms
+        self.consumer_config = consumer_config or {}
 
     def __repr__(self) -> str:
         return f"RangePartition({self.topic}-{self.partition} [{self.start}, {self.end}))"
@@ -81,20 +82,53 @@ def resolve_offsets(admin: Admin, tps: list[TopicPartition], spec: object) -> di
     return out
 
 
+def _by_timestamp(admin: Admin, tps: list[TopicPartition], timestamps: dict, name: str) -> dict[TopicPartition, int]:
+    """ListOffsets by time for every partition of `tps` with its own timestamp; like Spark's
+    Kafka source, a per-partition option must name every partition (-1 where none is found)."""
+    missing = sorted(set(tps) - set(timestamps))
+    if missing:
+        names = ", ".join(f"{t}-{p}" for t, p in missing)
+        raise OptionError(f"option {name!r} must give a timestamp for every partition read; it leaves out {names}")
+    found = {tp: -1 for tp in tps}
+    for ts in sorted({timestamps[tp] for tp in tps}):
+        found.update(list_offsets(admin, [tp for tp in tps if timestamps[tp] == ts], ts))
+    return found
+
+
 def resolve_start(admin: Admin, tps: list[TopicPartition], opts: SourceOptions) -> dict[TopicPartition, int]:
     """Where a new query starts: each partition's first offset stamped at or after
-    startingTimestamp (ListOffsets by time) when that is set, else startingOffsets."""
-    if opts.starting_timestamp is None:
+    startingTimestamp or its startingOffsetsByTimestamp entry (ListOffsets by time) when
+    one is set, else startingOffsets."""
+    if opts.starting_timestamp is not None:
+        found = list_offsets(admin, tps, opts.starting_timestamp)
+        wanted = f"startingTimestamp={opts.starting_timestamp}"
+    elif opts.starting_by_timestamp is not None:
+        found = _by_timestamp(admin, tps, opts.starting_by_timestamp, "startingOffsetsByTimestamp")
+        wanted = "the partition's startingOffsetsByTimestamp"
+    else:
         return resolve_offsets(admin, tps, opts.starting_offsets)
-    found = list_offsets(admin, tps, opts.starting_timestamp)
     missing = sorted(tp for tp, offset in found.items() if offset < 0)
     if missing and opts.timestamp_strategy == "error":
         names = ", ".join(f"{t}-{p}" for t, p in missing)
         raise NoOffsetForTimestampError(
-            f"no record at or after startingTimestamp={opts.starting_timestamp} in {names}; set "
+            f"no record at or after {wanted} in {names}; set "
             "startingOffsetsByTimestampStrategy=latest to start such partitions at their latest offset"
         )
     return {**found, **list_offsets(admin, missing, LATEST)}
+
+
+def resolve_end(admin: Admin, tps: list[TopicPartition], opts: SourceOptions) -> dict[TopicPartition, int]:
+    """Where a batch query ends (exclusive), never past the high watermark: before each
+    partition's first record stamped at or after endingTimestamp or its
+    endingOffsetsByTimestamp entry (the high watermark where there is none), else endingOffsets."""
+    hws = list_offsets(admin, tps, LATEST)
+    if opts.ending_timestamp is not None:
+        ends = list_offsets(admin, tps, opts.ending_timestamp)
+    elif opts.ending_by_timestamp is not None:
+        ends = _by_timestamp(admin, tps, opts.ending_by_timestamp, "endingOffsetsByTimestamp")
+    else:
+        ends = resolve_offsets(admin, tps, opts.ending_offsets)
+    return {tp: hws[tp] if ends.get(tp, -1) < 0 else min(ends[tp], hws[tp]) for tp in tps}
 
 
 def check_data_loss(
@@ -121,7 +155,8 @@ def plan_ranges(
     opts: SourceOptions, starts: dict[TopicPartition, int], ends: dict[TopicPartition, int]
 ) -> list[RangePartition]:
     """One partition per non-empty topic-partition range, split further so there are at
-    least minPartitions (pieces proportional to each range's size)."""
+    least minPartitions (pieces proportional to each range's size) and none holds more than
+    maxRecordsPerPartition records."""
     ranges = [(tp, starts[tp], ends[tp]) for tp in sorted(ends) if tp in starts and ends[tp] > starts[tp]]
     total = sum(e - s for _, s, e in ranges)
     want = opts.min_partitions or 0
@@ -130,12 +165,16 @@ def plan_ranges(
         pieces = 1
         if want > len(ranges) and total:
             pieces = max(1, min(e - s, round(want * (e - s) / total)))
+        if opts.max_records_per_partition:
+            pieces = max(pieces, -(-(e - s) // opts.max_records_per_partition))
         step, extra = divmod(e - s, pieces)
         lo = s
         for i in range(pieces):
             hi = lo + step + (1 if i < extra else 0)
             out.append(
-                RangePartition(opts.bootstrap, topic, p, lo, hi, opts.include_headers, opts.fail_on_data_loss, opts.poll_timeout_ms)
+                RangePartition(
+                    opts.bootstrap, topic, p, lo, hi, opts.include_headers, opts.fail_on_data_loss, opts.poll_timeout_ms, opts.consumer_config
+                )
             )
             lo = hi
     return out
@@ -147,12 +186,8 @@ def read_range(part: RangePartition) -> Iterator:
     position = part.start
     if position >= part.end:
         return
-    with Consumer(
-        part.bootstrap,
-        fetch_max_wait_ms=100,
-        max_partition_fetch_bytes=8 * 1024 * 1024,
-        fetch_max_bytes=16 * 1024 * 1024,
-    ) as consumer:
+    config = {"fetch_max_wait_ms": 100, "max_partition_fetch_bytes": 8 * 1024 * 1024, "fetch_max_bytes": 16 * 1024 * 1024}
+    with Consumer(part.bootstrap, **{**config, **part.consumer_config}) as consumer:
         consumer.assign([tp])
         consumer.seek(tp, position)
         deadline = time.monotonic() + part.poll_timeout_ms / 1000.0
@@ -205,9 +240,7 @@ class KraftlogBatchReader(DataSourceReader):
         with Admin(opts.bootstrap) as admin:
             tps = resolve_partitions(admin, opts)
             starts = resolve_start(admin, tps, opts)
-            ends = resolve_offsets(admin, tps, opts.ending_offsets)
-            hws = list_offsets(admin, tps, LATEST)
-            ends = {tp: min(e, hws[tp]) for tp, e in ends.items()}
+            ends = resolve_end(admin, tps, opts)
             starts = check_data_loss(starts, list_offsets(admin, tps, EARLIEST), opts.fail_on_data_loss)
         for tp in tps:
             if starts[tp] > ends[tp]:

@@ -65,6 +65,9 @@ class KraftlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._latest: dict[TopicPartition, int] = {}
         self._latest_at = 0.0
         self._target: dict[TopicPartition, int] | None = None  # Trigger.AvailableNow
+        # minOffsetsPerTrigger: when the last micro-batch was let through (0: none yet, so
+        # the first one never waits, as in Spark's Kafka source).
+        self._last_trigger_ms = 0.0
 
     def __getstate__(self):
         state = dict(self.__dict__)
@@ -120,10 +123,29 @@ class KraftlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             begin_all = begin
         # Never move backwards (a shrinking HW after truncation, or a vanished topic).
         latest = {tp: max(o, begin_all.get(tp, o)) for tp, o in latest.items()}
+        if self._waits_for_more(begin_all, latest):
+            return offset_codec.encode(begin)
         if isinstance(limit, ReadMaxRows):
             latest = spread_limit(begin_all, latest, limit.max_rows)
         end = {**begin, **latest}
         return offset_codec.encode(end)
+
+    def _now_ms(self) -> float:
+        return time.monotonic() * 1000.0
+
+    def _waits_for_more(self, begin: dict[TopicPartition, int], latest: dict[TopicPartition, int]) -> bool:
+        """minOffsetsPerTrigger: hold the micro-batch back while fewer records are new than
+        that, until maxTriggerDelay has passed since the last one (never under AvailableNow)."""
+        wanted = self.opts.min_offsets_per_trigger
+        if not wanted or self._target is not None:
+            return False
+        new = sum(max(0, latest[tp] - begin.get(tp, latest[tp])) for tp in latest)
+        now = self._now_ms()
+        if new < wanted and now - self._last_trigger_ms < self.opts.max_trigger_delay_ms:
+            return True
+        if new:
+            self._last_trigger_ms = now
+        return False
 
     def reportLatestOffset(self):
         return offset_codec.encode(self._latest) if self._latest else None

@@ -172,9 +172,10 @@ def _bytes(v: bytes | str | None) -> bytes | None:
 
 
 def write_batches(opts: SinkOptions, batches: Iterable[pa.RecordBatch]) -> KraftlogCommitMessage:
-    """Produces every row of `batches` and waits until each is acknowledged (acks=all)."""
+    """Produces every row of `batches` and waits until each is acknowledged (acks=all
+    unless a kafka.acks option says otherwise)."""
     count = 0
-    with Producer(opts.bootstrap, acks="all") as producer:
+    with Producer(opts.bootstrap, **{"acks": "all", **opts.producer_config}) as producer:
         bulk = _BulkSender(producer)
         futures: list = []
         for batch in batches:

@@ -11,8 +11,9 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
-def start_session(app_name: str) -> SparkSession:
-    """A local[2] SparkSession with the `kraftlog` source registered.
+def start_session(app_name: str, conf: dict[str, str] | None = None) -> SparkSession:
+    """A local[2] SparkSession (or what `conf`, e.g. a `spark.master`, says) with the
+    `kraftlog` source registered.
 
     Workers must run this interpreter (it has pyarrow and kraftlog), and everything stays
     on loopback. The polling delay is short so that idle streaming tests react quickly.
@@ -24,9 +25,11 @@ def start_session(app_name: str) -> SparkSession:
 
     from spark_source import register
 
+    builder = SparkSession.builder.master("local[2]")
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
     session = (
-        SparkSession.builder.master("local[2]")
-        .appName(app_name)
+        builder.appName(app_name)
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.driver.host", "127.0.0.1")

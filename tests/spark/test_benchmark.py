@@ -21,12 +21,15 @@ import os
 import pstats
 import statistics
 import time
+import zlib
 from pathlib import Path
 
 import pytest
 
+from data_plane import record_batch
 from data_plane.client import Producer
 from server_common.waiting import wait_for
+from spark_source.arrow_rows import to_record_batch
 from spark_source.reader import RangePartition, read_range
 from tests.spark.arrow_floor_source import ArrowFloorSource
 from tests.spark.conftest import load
@@ -119,6 +122,30 @@ def test_one_task_profile(cluster, bench_topic, capsys):
         f"CPU {main * 1000:.0f} ms in the reading thread (fetch handling, CRC, checks, Arrow), "
         f"{(cpu - main) * 1000:.0f} ms in gRPC's threads (receiving the fetches)\n" + out.getvalue(),
     )
+
+
+def test_decode_versus_arrow_cpu(capsys):
+    """CPU per record of the two stages of a task's read on one fetch held in memory (no
+    broker, no Spark): decoding the fetched bytes (data_plane.record_batch: CRC and length
+    checks) and building the Arrow batch from the decoded batches (spark_source.arrow_rows)."""
+    fetch = record_batch.encode_batch([b"%0*d" % (VALUE_BYTES, i) for i in range(PRODUCE_CHUNK)]) * 65  # ~8 MiB
+    records = 65 * PRODUCE_CHUNK
+    decoded = list(record_batch.decode_batches(fetch))
+    stages = {
+        "decode_batches (CRC + checks)": lambda: list(record_batch.decode_batches(fetch)),
+        "  of which zlib.crc32": lambda: zlib.crc32(fetch),
+        "to_record_batch (Arrow)": lambda: to_record_batch("bench", 0, decoded),
+    }
+    lines = [f"one fetch of {records:,} records of {VALUE_BYTES} bytes, CPU per record, median of 30:"]
+    for name, stage in stages.items():
+        spent = []
+        for _ in range(30):
+            started = time.process_time()
+            stage()
+            spent.append(time.process_time() - started)
+        lines.append(f"  {name:<32} {statistics.median(spent) / records * 1e6:.3f} us")
+    assert to_record_batch("bench", 0, decoded).num_rows == records
+    _report(capsys, "\n".join(lines))
 
 
 def _run(df, batches: int, checkpoint: Path) -> list[dict]:

@@ -1,15 +1,10 @@
-import os
-import signal
-import subprocess
-import sys
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
 from server_common.waiting import wait_for
 from tests.spark.conftest import load, produce, run_available_now
-from tests.spark.file_sink_query import MAX_OFFSETS_PER_TRIGGER, BatchFiles, read_batch_files, start_query
+from tests.spark.file_sink_query import BatchFiles, assert_each_record_once, kill_mid_batch, start_query
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
@@ -114,38 +109,10 @@ def test_exactly_once_after_kill_mid_batch(spark, cluster, tmp_path):
     cluster.create_topic("killed3", 3, 1)
     produce(cluster.bootstrap, "killed3", 3, 100)
     out, ckpt = tmp_path / "out", tmp_path / "ckpt"
-    out.mkdir()
-    block_at = 2
-    log_path = tmp_path / "query.log"
-    with open(log_path, "wb") as log_file:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.spark.file_sink_query", cluster.bootstrap, "killed3", str(out), str(ckpt), "--block-at", str(block_at)],
-            cwd=Path(__file__).resolve().parents[2],
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own process group: the kill takes the JVM and Python workers too
-        )
-    marker = out / f"in-progress-{block_at}"
-    try:
-        wait_for(lambda: marker.exists() or proc.poll() is not None, 240, f"batch {block_at} of the query to be in progress")
-        assert marker.exists(), f"the query process exited with {proc.returncode}:\n{log_path.read_text()[-3000:]}"
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(30)
-    assert sorted(read_batch_files(out)) == list(range(block_at))  # batch 2 was never completed
-    assert (out / f".batch-{block_at}.jsonl.tmp").exists()
+    kill_mid_batch(cluster.bootstrap, "killed3", out, ckpt, tmp_path / "query.log")
 
     produce(cluster.bootstrap, "killed3", 3, 50, start=100)
     query = start_query(spark, cluster.bootstrap, "killed3", ckpt, BatchFiles(out), {"availableNow": True})
     assert query.awaitTermination(180)
     assert query.exception() is None
-
-    batches = read_batch_files(out)
-    assert sorted(batches) == list(range(len(batches)))
-    assert all(0 < len(rows) <= MAX_OFFSETS_PER_TRIGGER for rows in batches.values())
-    per_partition: dict[int, list[int]] = {}
-    for batch_id in sorted(batches):
-        for partition, offset, value in batches[batch_id]:
-            assert value == f"{partition}-{offset}"
-            per_partition.setdefault(partition, []).append(offset)
-    assert per_partition == {p: list(range(150)) for p in range(3)}
+    assert_each_record_once(out, {p: 150 for p in range(3)})

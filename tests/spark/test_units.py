@@ -213,3 +213,69 @@ def test_bulk_writer_chunks_unkeyed_rows_and_moves_on_per_arrow_batch():
     first = producer.sent[0][1]
     sender.send(_Rows(batch, "out"))
     assert producer.sent[-1][1] != first  # the next Arrow batch moved on
+
+
+@pytest.mark.parametrize(
+    "opts,streaming,needle",
+    [
+        ({"startingoffsetsbytimestamp": '{"t":{"0":5}}', "startingtimestamp": "5"}, False, "startingTimestamp.*startingOffsetsByTimestamp.*set only one"),
+        ({"endingtimestamp": "5", "endingoffsets": "latest"}, False, "endingTimestamp.*endingOffsets.*set only one"),
+        ({"endingtimestamp": "5"}, True, "'endingTimestamp' is for batch"),
+        ({"endingoffsetsbytimestamp": '{"t":{"0":5}}'}, True, "'endingOffsetsByTimestamp' is for batch"),
+        ({"minoffsetspertrigger": "5"}, False, "'minOffsetsPerTrigger' is for streaming"),
+        ({"maxtriggerdelay": "5m"}, False, "'maxTriggerDelay' is for streaming"),
+        ({"maxtriggerdelay": "soon"}, True, "maxTriggerDelay.*duration"),
+        ({"startingoffsetsbytimestamp": '{"t":{"0":-1}}'}, False, "startingOffsetsByTimestamp.*timestamp -1"),
+        ({"maxrecordsperpartition": "0"}, False, "maxRecordsPerPartition"),
+        ({"polltimeoutms": "5", "kafkaconsumer.polltimeoutms": "6"}, False, "disagree"),
+        ({"kafka.bootstrap.servers": "y:2"}, False, "disagree"),
+        ({"groupidprefix": "g"}, False, "groupIdPrefix.*no consumer group"),
+        ({"fetchoffset.numretries": "3"}, False, "fetchOffset.numRetries.*retry"),
+        ({"kafka.group.id": "g"}, False, "kafka.group.id.*no consumer group"),
+        ({"kafka.auto.offset.reset": "earliest"}, False, "startingOffsets"),
+        ({"kafka.security.protocol": "SASL_SSL"}, False, "no authentication"),
+        ({"kafka.sasl.mechanism": "PLAIN"}, False, "no authentication"),
+        ({"kafka.session.timeout.ms": "1"}, False, "kafka.session.timeout.ms.*kafka.max.partition.fetch.bytes"),
+        ({"kafka.fetch.max.bytes": "lots"}, False, "kafka.fetch.max.bytes.*integer"),
+    ],
+)
+def test_kafka_source_option_errors(opts, streaming, needle):
+    with pytest.raises(OptionError, match=needle):
+        parse_source({"bootstrap": "x:1", "subscribe": "t", **opts}, streaming=streaming)
+
+
+def test_kafka_source_options_parsed():
+    o = parse_source(
+        {
+            "kafka.bootstrap.servers": "h:1",
+            "subscribe": "t",
+            "startingoffsetsbytimestamp": '{"t":{"0":1000,"1":2000}}',
+            "kafkaconsumer.polltimeoutms": "5000",
+            "kafka.max.partition.fetch.bytes": "1024",
+            "kafka.client.id": "job-7",
+            "minoffsetspertrigger": "100",
+            "maxtriggerdelay": "30s",
+        },
+        streaming=True,
+    )
+    assert o.bootstrap == "h:1" and o.poll_timeout_ms == 5000
+    assert o.starting_by_timestamp == {("t", 0): 1000, ("t", 1): 2000}
+    assert o.consumer_config == {"max_partition_fetch_bytes": 1024, "client_id": "job-7"}
+    assert o.min_offsets_per_trigger == 100 and o.max_trigger_delay_ms == 30_000
+    assert parse_source({"bootstrap": "h:1", "subscribe": "t"}, streaming=True).max_trigger_delay_ms == 15 * 60 * 1000
+    b = parse_source({"bootstrap": "h:1", "subscribe": "t", "endingtimestamp": "7", "maxrecordsperpartition": "10"}, streaming=False)
+    assert b.ending_timestamp == 7 and b.max_records_per_partition == 10
+    sink = parse_sink({"kafka.bootstrap.servers": "h:1", "topic": "t", "kafka.acks": "1", "kafka.compression.type": "lz4", "kafka.linger.ms": "0"})
+    assert sink.producer_config == {"acks": 1, "compression": "lz4", "linger_ms": 0}
+    with pytest.raises(OptionError, match="kafka.value.serializer.*CAST"):
+        parse_sink({"bootstrap": "h:1", "kafka.value.serializer": "x"})
+    with pytest.raises(OptionError, match="kafka.fetch.max.bytes.*producer"):
+        parse_sink({"bootstrap": "h:1", "kafka.fetch.max.bytes": "5"})
+
+
+def test_plan_ranges_max_records_per_partition():
+    o = parse_source({"bootstrap": "h:1", "subscribe": "t", "maxrecordsperpartition": "30"}, streaming=False)
+    parts = plan_ranges(o, {("t", 0): 0, ("t", 1): 10}, {("t", 0): 100, ("t", 1): 20})
+    assert [(p.partition, p.start, p.end) for p in parts] == [(0, 0, 25), (0, 25, 50), (0, 50, 75), (0, 75, 100), (1, 10, 20)]
+    both = parse_source({"bootstrap": "h:1", "subscribe": "t", "maxrecordsperpartition": "60", "minpartitions": "6"}, streaming=False)
+    assert len(plan_ranges(both, {("t", 0): 0}, {("t", 0): 100})) == 6  # the larger of the two counts

@@ -1,0 +1,131 @@
+"""Options of Spark's Kafka source against a real broker: per-partition and ending
+timestamps, minOffsetsPerTrigger with maxTriggerDelay, maxRecordsPerPartition, `kafka.*`
+client options, and partitions added while a streaming query runs."""
+
+import json
+import time
+
+import pytest
+
+from server_common.waiting import wait_for
+from spark_source.options import parse_source
+from spark_source.stream_reader import KraftlogStreamReader
+from tests.spark.conftest import load, produce
+
+pytestmark = [pytest.mark.spark, pytest.mark.integration]
+
+
+@pytest.fixture(scope="module")
+def stamped(cluster):
+    """Topic `ts2`: 2 partitions, record i of each stamped t0 + 1000*i ms."""
+    cluster.create_topic("ts2", 2, 1)
+    t0 = time.time_ns() // 1_000_000 - 60_000  # recent: retention by time never applies
+    produce(cluster.bootstrap, "ts2", 2, 10, timestamp_ms=lambda p, i: t0 + 1000 * i)
+    return t0
+
+
+def _offsets(spark, bootstrap, **options) -> list[tuple[int, int]]:
+    df = load(spark.read, bootstrap=bootstrap, subscribe="ts2", **options)
+    return sorted((r.partition, r.offset) for r in df.select("partition", "offset").collect())
+
+
+def test_timestamps_per_partition_and_ending(spark, cluster, stamped):
+    t0 = stamped
+    by_ts = json.dumps({"ts2": {"0": t0 + 5000, "1": t0 + 2500}})
+    assert _offsets(spark, cluster.bootstrap, startingOffsetsByTimestamp=by_ts) == [(0, o) for o in range(5, 10)] + [(1, o) for o in range(3, 10)]
+    # endingTimestamp: up to (not including) the first record stamped at or after it.
+    assert _offsets(spark, cluster.bootstrap, endingTimestamp=t0 + 4000) == [(p, o) for p in range(2) for o in range(4)]
+    # endingOffsetsByTimestamp past every record: the high watermark, as Spark does.
+    ends = json.dumps({"ts2": {"0": t0 + 1500, "1": t0 + 99_000}})
+    assert _offsets(spark, cluster.bootstrap, startingTimestamp=t0 + 1000, endingOffsetsByTimestamp=ends) == [(0, 1)] + [(1, o) for o in range(1, 10)]
+    with pytest.raises(Exception, match="(?s)endingOffsetsByTimestamp.*every partition.*ts2-1"):
+        _offsets(spark, cluster.bootstrap, endingOffsetsByTimestamp=json.dumps({"ts2": {"0": t0}}))
+
+
+def test_max_records_per_partition_and_kafka_options(spark, cluster, stamped):
+    df = load(
+        spark.read,
+        **{"kafka.bootstrap.servers": cluster.bootstrap, "kafka.max.partition.fetch.bytes": "64", "kafka.client.id": "spark-job"},
+        subscribe="ts2",
+        maxRecordsPerPartition=3,
+    )
+    assert df.rdd.getNumPartitions() == 8  # 10 records per partition, at most 3 each: 4 pieces of each
+    assert sorted((r.partition, r.offset) for r in df.select("partition", "offset").collect()) == [(p, o) for p in range(2) for o in range(10)]
+    with pytest.raises(Exception, match="(?s)kafka.group.id.*no consumer group"):
+        load(spark.read, bootstrap=cluster.bootstrap, subscribe="ts2", **{"kafka.group.id": "g"}).collect()
+
+
+def test_write_with_kafka_producer_options(spark, cluster):
+    cluster.create_topic("acks1", 1, 1)
+    df = spark.createDataFrame([(f"v{i}",) for i in range(10)], "value string")
+    df.write.format("kraftlog").mode("append").option("kafka.bootstrap.servers", cluster.bootstrap).option("topic", "acks1").option(
+        "kafka.acks", "1"
+    ).option("kafka.compression.type", "lz4").save()
+    assert sorted(r.value for r in load(spark.read, bootstrap=cluster.bootstrap, subscribe="acks1").collect()) == sorted(
+        f"v{i}".encode() for i in range(10)
+    )
+
+
+def test_min_offsets_per_trigger_waits_for_records_or_the_delay(cluster):
+    """The stream reader's own planning against the broker, on a clock the test moves: the
+    first micro-batch goes at once, then one waits until 30 records are new or 1 h passed."""
+    cluster.create_topic("minrows", 1, 1)
+    produce(cluster.bootstrap, "minrows", 1, 5)
+    opts = parse_source(
+        {"bootstrap": cluster.bootstrap, "subscribe": "minrows", "startingOffsets": "earliest", "minOffsetsPerTrigger": "30", "maxTriggerDelay": "1h"},
+        streaming=True,
+    )
+    reader = KraftlogStreamReader(opts)
+    clock = [10_000_000.0]
+    reader._now_ms = lambda: clock[0]
+    try:
+        limit = reader.getDefaultReadLimit()
+
+        def latest(start):
+            reader._latest_at = 0.0  # no cached high watermark: the broker's answer now
+            return reader.latestOffset(start, limit)
+
+        start = reader.initialOffset()
+        first = latest(start)
+        assert first == {"minrows": {"0": 5}}  # the first batch is never held back
+        produce(cluster.bootstrap, "minrows", 1, 10, start=5)
+        assert latest(first) == first  # 10 new < 30: no batch
+        clock[0] += 59 * 60 * 1000
+        assert latest(first) == first  # 59 min: still waiting
+        produce(cluster.bootstrap, "minrows", 1, 20, start=15)
+        assert latest(first) == {"minrows": {"0": 35}}  # 30 new: the batch goes
+        produce(cluster.bootstrap, "minrows", 1, 1, start=35)
+        assert latest({"minrows": {"0": 35}}) == {"minrows": {"0": 35}}
+        clock[0] += 60 * 60 * 1000
+        assert latest({"minrows": {"0": 35}}) == {"minrows": {"0": 36}}  # 1 h since the last batch
+        produce(cluster.bootstrap, "minrows", 1, 1, start=36)
+        reader.prepareForTriggerAvailableNow()
+        assert latest({"minrows": {"0": 36}}) == {"minrows": {"0": 37}}  # AvailableNow never waits
+    finally:
+        reader.stop()
+
+
+def test_stream_picks_up_added_partitions_from_earliest(spark, cluster, tmp_path):
+    cluster.create_topic("growing", 1, 1)
+    produce(cluster.bootstrap, "growing", 1, 5)
+    seen: list[tuple[int, int]] = []
+
+    def collect(df, batch_id):
+        seen.extend((r.partition, r.offset) for r in df.select("partition", "offset").collect())
+
+    df = load(spark.readStream, bootstrap=cluster.bootstrap, subscribe="growing", startingOffsets="latest")
+    query = df.writeStream.foreachBatch(collect).option("checkpointLocation", str(tmp_path / "ckpt")).trigger(processingTime="0 seconds").start()
+    try:
+        wait_for(lambda: query.lastProgress is not None, 120, "the query's first micro-batch")
+        produce(cluster.bootstrap, "growing", 1, 3, start=5)
+        wait_for(lambda: len(seen) >= 3, 120, "records produced after the start")
+        with cluster.controller_client() as controllers:
+            controllers.create_partitions({"growing": 3})
+        cluster.wait_topic_ready("growing", 3)
+        # Written before the query can have noticed the new partitions: read from offset 0 anyway.
+        produce(cluster.bootstrap, "growing", 3, 4)
+        wait_for(lambda: len(seen) >= 3 + 12, 120, "records of the added partitions")
+        assert query.exception() is None
+    finally:
+        query.stop()
+    assert sorted(seen) == [(0, o) for o in range(5, 12)] + [(p, o) for p in (1, 2) for o in range(4)]
