@@ -53,7 +53,7 @@ class BrokerServer:
             heartbeat_interval_ms=config.heartbeat_interval_ms,
         )
         self.fetchers = ReplicaFetcherManager(config, self.replicas, lambda: self.lifecycle.broker_epoch)
-        self.isr_updates = AlterPartitionSender(config.broker_id, self.lifecycle, self.replicas.clock_ms)
+        self.isr_updates = AlterPartitionSender(config.broker_id, self.lifecycle, self.replicas.on_alter_partition_answer)
         self.replicas.followers_changed = self.fetchers.sync
         self.replicas.propose_isr = self.isr_updates.submit
         self._producer_ids: list[int] = []
