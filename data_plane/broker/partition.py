@@ -108,6 +108,7 @@ class Partition:
     skip_epoch_fencing = False
 
     def __init__(self, topic: str, partition: int, broker_id: int, plog: PartitionLog, high_watermark: int) -> None:
+        assert partition >= 0 and broker_id >= 0 and high_watermark >= 0, (partition, broker_id, high_watermark)
         self.topic = topic
         self.partition = partition
         self.broker_id = broker_id
@@ -292,12 +293,14 @@ class Partition:
         from memory. Nothing is written when this raises."""
         core = self._core
         assert core is not None and self.offline_reason is None, self.name
-        if core.check_produce(acks) == ErrorCode.NOT_ENOUGH_REPLICAS:
+        verdict = core.check_produce(acks)
+        if verdict == ErrorCode.NOT_ENOUGH_REPLICAS:
             raise PartitionError(
                 ErrorCode.NOT_ENOUGH_REPLICAS,
                 f"{self.name} has {len(core.isr)} in-sync replicas, fewer than min.insync.replicas="
                 f"{core.min_insync_replicas}; nothing was written: retry once replicas catch up",
             )
+        assert verdict == ErrorCode.NONE, verdict
         try:
             located = self.log.validate_append(batches)
             duplicate = self._check_sequence([header for _, header in located])
@@ -342,6 +345,7 @@ class Partition:
         """Park an acks=all produce until the HW reaches ``wait_until``; its outcome comes
         back in a later (or this) Ready's ``completed``."""
         assert self._core is not None, self.name
+        assert 0 < wait_until <= self.log.log_end_offset, (wait_until, self.log.log_end_offset)
         return self._decided(self._core.add_delayed_produce(token, wait_until, deadline_ms, now_ms), now_ms)
 
     def on_follower_fetch(self, fetch: FollowerFetch, broker: BrokerStatus | None, now_ms: int) -> tuple[FetchCheck, Ready]:
@@ -349,6 +353,7 @@ class Partition:
         self.require_leader(fetch.current_leader_epoch)
         assert self._core is not None
         decided = self._core.on_follower_fetch(fetch, broker, self.log.log_start_offset, now_ms)
+        assert self._core.high_watermark <= self.log.log_end_offset, (self._core.high_watermark, self.log.log_end_offset)
         return decided.fetch, self._decided(decided.decisions, now_ms)
 
     def on_tick(self, now_ms: int, replica_lag_time_max_ms: int) -> Ready:

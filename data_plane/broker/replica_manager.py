@@ -21,25 +21,16 @@ from typing import Callable, Iterable
 import structlog
 
 from data_plane.broker.config import BrokerConfig, UnsafeBehaviour
-from data_plane.broker.delayed_produces import DelayedProduces
+from data_plane.broker.delayed_produces import MAX_DELAYED_PRODUCES, DelayedProduces
 from data_plane.broker.errors import PartitionError, not_leader, unknown_partition
 from data_plane.broker.partition import LeadershipState, Partition, Ready
-from data_plane.broker.requests import (
-    FetchItem,
-    FetchResult,
-    LeaderHint,
-    OffsetResult,
-    PartitionAnswer,
-    ProduceItem,
-    ProduceResult,
-    ReplicaFetchItem,
-    ReplicaFetchResult,
-)
+from data_plane.broker.fetch_serving import FetchServing
+from data_plane.broker.log_maintenance import LogMaintenance
+from data_plane.broker.requests import LeaderHint, PartitionAnswer, ProduceItem, ProduceResult
 from data_plane.broker.unsafe_partitions import partition_class
-from data_plane.replication.divergence import DivergingEpoch, FetchRejected, ServeFrom
 from data_plane.replication.errors import ErrorCode
-from data_plane.replication.partition_state import ACKS_ALL, AlterPartitionCommitted, AlterPartitionRefused, BrokerStatus, FollowerFetch, IsrProposal
-from data_plane.storage import CorruptBatchError, DamagedRange, LogManager, LogSettings, StorageError
+from data_plane.replication.partition_state import ACKS_ALL, AlterPartitionCommitted, AlterPartitionRefused, BrokerStatus, IsrProposal
+from data_plane.storage import LogManager, LogSettings, StorageError
 from metadata_quorum import topic_config
 from metadata_quorum.delta import MetadataDelta
 from metadata_quorum.image import MetadataImage, PartitionImage, TopicImage
@@ -49,8 +40,6 @@ log = structlog.get_logger("broker.replicas")
 TopicPartition = tuple[str, int]
 APPLY_SLICE_MS = 20  # longest stretch of metadata application between yields to the event loop
 ISR_SWEEP_INTERVAL_MS = 1000  # how often tick() looks at every leader for lagging followers
-EARLIEST = -2
-LATEST = -1
 
 
 def now_ms() -> int:
@@ -60,7 +49,8 @@ def now_ms() -> int:
 class ReplicaManager:
     """Owns every partition replica on this broker."""
 
-    def __init__(self, config: BrokerConfig, logs: LogManager, clock_ms: Callable[[], int] = now_ms) -> None:
+    def __init__(self, config: BrokerConfig, logs: LogManager, clock_ms: Callable[[], int] = now_ms,
+                 max_delayed_produces: int = MAX_DELAYED_PRODUCES) -> None:
         self.config = config
         self.logs = logs
         self.clock_ms = clock_ms
@@ -71,16 +61,17 @@ class ReplicaManager:
         self._last_isr_sweep_ms = 0
         self._log = log.bind(broker_id=config.broker_id)
         self._high_watermarks = logs.read_high_watermarks()
-        self._scrub_next = 0  # index (in sorted order) of the partition the scrub works on
         self._partition_class = partition_class(config.unsafe)
-        self._delayed = DelayedProduces()
+        self._delayed = DelayedProduces(max_delayed_produces)
+        self.reads = FetchServing(self)
+        self.maintenance = LogMaintenance(self)
         # Set by the server: where ISR proposals go (AlterPartition) and who follows leaders.
         self.propose_isr: Callable[[Partition, IsrProposal], None] = lambda partition, proposal: None
         self.followers_changed: Callable[[], None] = lambda: None
 
     # ------------------------------------------------------------------ the one driver
 
-    def _carry_out(self, partition: Partition, ready: Ready) -> None:
+    def carry_out(self, partition: Partition, ready: Ready) -> None:
         """Do what a partition event decided: the only place that acts on a `Ready`."""
         self._delayed.complete(ready.completed)
         if ready.high_watermark_moved:
@@ -91,9 +82,9 @@ class ReplicaManager:
             assert partition.is_leader, partition.name
             self.propose_isr(partition, ready.isr_proposal)
 
-    def _offline(self, partition: Partition, exc: StorageError) -> PartitionError:
+    def take_offline(self, partition: Partition, exc: StorageError) -> PartitionError:
         """The replica's log failed: take it offline; the error to answer with."""
-        self._carry_out(partition, partition.mark_offline(exc))
+        self.carry_out(partition, partition.mark_offline(exc))
         self._log.error("log directory failed", **partition.fields(), error=str(exc))
         return PartitionError(ErrorCode.STORAGE_ERROR, f"{partition.name} went offline on broker {self.config.broker_id}: {exc}")
 
@@ -174,7 +165,7 @@ class ReplicaManager:
     def on_alter_partition_answer(self, partition: Partition, proposal: IsrProposal,
                                   result: AlterPartitionCommitted | AlterPartitionRefused) -> None:
         """The controller answered an ISR proposal (the AlterPartition sender calls this)."""
-        self._carry_out(partition, partition.on_alter_partition_answer(proposal, result, self.clock_ms()))
+        self.carry_out(partition, partition.on_alter_partition_answer(proposal, result, self.clock_ms()))
 
     def unsafe_leaderships(self) -> dict[TopicPartition, int]:
         """Partitions this broker still leads against metadata (only with skip-epoch-fencing):
@@ -209,19 +200,19 @@ class ReplicaManager:
 
     def _lead_or_follow(self, partition: Partition, state: LeadershipState, why: str) -> None:
         try:
-            self._carry_out(partition, partition.on_leadership(state, why, self.clock_ms()))
+            self.carry_out(partition, partition.on_leadership(state, why, self.clock_ms()))
         except StorageError as exc:
-            self._offline(partition, exc)
+            self.take_offline(partition, exc)
 
     def _remove_partition(self, tp: TopicPartition) -> None:
         partition = self.partitions.pop(tp)
-        self._carry_out(partition, partition.resign())
+        self.carry_out(partition, partition.resign())
         self.logs.delete(*tp)
         self._log.info("replica removed", **partition.fields())
 
     # ------------------------------------------------------------------ lookups
 
-    def _partition(self, topic: str, index: int) -> Partition:
+    def lookup(self, topic: str, index: int) -> Partition:
         partition = self.partitions.get((topic, index))
         if partition is not None:
             return partition
@@ -247,13 +238,13 @@ class ReplicaManager:
         part = self.image.topics[topic].partitions.get(index)
         return LeaderHint(part.leader, part.leader_epoch) if part else LeaderHint()
 
-    def _broker_status(self, broker_id: int) -> BrokerStatus | None:
+    def broker_status(self, broker_id: int) -> BrokerStatus | None:
         broker = self.image.brokers.get(broker_id) if self.image is not None else None
         if broker is None:
             return None
         return BrokerStatus(broker.epoch, broker.fenced, broker.in_controlled_shutdown)
 
-    def _fail(self, result: PartitionAnswer, exc: PartitionError) -> None:
+    def fail(self, result: PartitionAnswer, exc: PartitionError) -> None:
         assert exc.code != ErrorCode.NONE, exc
         result.error = exc
         result.leader = self.leader_hint(result.topic, result.partition)
@@ -270,133 +261,32 @@ class ReplicaManager:
             result = ProduceResult(item.topic, item.partition)
             results.append(result)
             try:
-                partition = self._partition(item.topic, item.partition)
+                partition = self.lookup(item.topic, item.partition)
                 partition.require_leader(item.leader_epoch)
                 if acks == ACKS_ALL:
                     self._delayed.check_room(partition.name)
                 try:
                     appended, ready = partition.append_as_leader(item.batches, acks, now)
                 except StorageError as exc:
-                    raise self._offline(partition, exc) from None
+                    raise self.take_offline(partition, exc) from None
             except PartitionError as exc:
-                self._fail(result, exc)
+                self.fail(result, exc)
                 continue
-            self._carry_out(partition, ready)
+            assert appended.base_offset >= 0 and (appended.wait_until is None or appended.wait_until > appended.base_offset), appended
+            self.carry_out(partition, ready)
             result.base_offset, result.log_append_time_ms = appended.base_offset, appended.log_append_time_ms
             result.log_start_offset = appended.log_start_offset
             if appended.wait_until is not None:
                 token, future = self._delayed.park()
                 waits.append((result, partition, future))
-                self._carry_out(partition, partition.add_delayed_produce(token, appended.wait_until, now + timeout_ms, now))
+                self.carry_out(partition, partition.add_delayed_produce(token, appended.wait_until, now + timeout_ms, now))
         if waits:
             await asyncio.wait([future for _, _, future in waits], timeout=timeout_ms / 1000)
             for result, partition, future in waits:
                 code = future.result() if future.done() else ErrorCode.REQUEST_TIMED_OUT
                 if code != ErrorCode.NONE:
-                    self._fail(result, _produce_wait_failed(partition.name, code, timeout_ms))
+                    self.fail(result, _produce_wait_failed(partition.name, code, timeout_ms))
         return results
-
-    # ------------------------------------------------------------------ fetch (consumers)
-
-    async def fetch(self, max_wait_ms: int, min_bytes: int, max_bytes: int, items: list[FetchItem]) -> list[FetchResult]:
-        """Long poll: read below the HW until ``min_bytes`` are available or ``max_wait_ms`` passes."""
-        return await self._long_poll(
-            max_wait_ms, min_bytes, [(i.topic, i.partition) for i in items], lambda: self._read_all(items, max_bytes), Partition.waiter
-        )
-
-    async def _long_poll(
-        self, max_wait_ms: int, min_bytes: int, tps: list[TopicPartition], read, waiter: Callable[[Partition], asyncio.Event]
-    ) -> list:
-        """Call ``read`` (-> results, bytes, answer_now) until it has ``min_bytes`` or something
-        to say, waking on ``waiter`` events of the partitions in ``tps`` instead of polling."""
-        deadline = time.monotonic() + min(max_wait_ms, self.config.fetch_max_wait_ms_cap) / 1000
-        while True:
-            waiters = [waiter(p) for tp in set(tps) if (p := self.partitions.get(tp))]
-            results, total, answer_now = read()
-            remaining = deadline - time.monotonic()
-            if total >= min_bytes or answer_now or remaining <= 0 or not waiters:
-                return results
-            await _wait_any(waiters, remaining)
-
-    def _read_all(self, items: list[FetchItem], max_bytes: int) -> tuple[list[FetchResult], int, bool]:
-        results: list[FetchResult] = []
-        total = 0
-        errors = False
-        for item in items:
-            result = FetchResult(item.topic, item.partition)
-            results.append(result)
-            budget = min(item.max_bytes or max_bytes, max_bytes - total)
-            try:
-                partition = self._partition(item.topic, item.partition)
-                partition.require_leader(item.leader_epoch)
-                partition.check_high_watermark_settled()
-                result.high_watermark = partition.high_watermark
-                result.log_start_offset = partition.log_start_offset
-                if budget > 0 or total == 0:
-                    result.data = self._read(partition, item.offset, max(budget, 1), partition.high_watermark)
-                    total += len(result.data)
-            except PartitionError as exc:
-                self._fail(result, exc)
-                errors = True
-        return results, total, errors
-
-    def _read(self, partition: Partition, offset: int, max_bytes: int, upto: int) -> bytes:
-        try:
-            return partition.read(offset, max_bytes, upto)
-        except StorageError as exc:
-            raise self._offline(partition, exc) from None
-
-    # ------------------------------------------------------------------ fetch (followers)
-
-    async def replica_fetch(
-        self, replica_id: int, broker_epoch: int, max_wait_ms: int, min_bytes: int, max_bytes: int, items: list[ReplicaFetchItem]
-    ) -> list[ReplicaFetchResult]:
-        """A follower's fetch: serve up to the LEO (not the HW), track its progress, and tell it
-        where its log diverged from ours."""
-        return await self._long_poll(
-            max_wait_ms, min_bytes, [(i.topic, i.partition) for i in items],
-            lambda: self._serve_replica(replica_id, broker_epoch, items, max_bytes),
-            Partition.append_waiter,
-        )
-
-    def _serve_replica(
-        self, replica_id: int, broker_epoch: int, items: list[ReplicaFetchItem], max_bytes: int
-    ) -> tuple[list[ReplicaFetchResult], int, bool]:
-        results: list[ReplicaFetchResult] = []
-        total = 0
-        answer_now = False
-        now = self.clock_ms()
-        broker = self._broker_status(replica_id)
-        for item in items:
-            result = ReplicaFetchResult(item.topic, item.partition)
-            results.append(result)
-            try:
-                partition = self._partition(item.topic, item.partition)
-                fetch = FollowerFetch(replica_id, broker_epoch, item.current_leader_epoch, item.fetch_offset, item.last_fetched_epoch)
-                check, ready = partition.on_follower_fetch(fetch, broker, now)
-            except PartitionError as exc:
-                self._fail(result, exc)
-                answer_now = True
-                continue
-            self._carry_out(partition, ready)
-            result.high_watermark = partition.high_watermark
-            result.log_start_offset = partition.log_start_offset
-            result.log_end_offset = end = partition.log_end_offset
-            if isinstance(check, DivergingEpoch):
-                result.diverging = check
-                answer_now = True
-            elif isinstance(check, FetchRejected):
-                result.error = PartitionError(check.error, f"{partition.name}: fetch offset {item.fetch_offset} (last epoch "
-                                              f"{item.last_fetched_epoch}) cannot be served from [{result.log_start_offset}, {end}]")
-                answer_now = True
-            elif isinstance(check, ServeFrom) and max_bytes > total and check.offset < end:
-                try:
-                    result.data = self._read(partition, check.offset, max_bytes - total, end)
-                except PartitionError as exc:
-                    self._fail(result, exc)
-                    answer_now = True
-                total += len(result.data)
-        return results, total, answer_now
 
     # ------------------------------------------------------------------ follower appends
 
@@ -405,79 +295,21 @@ class ReplicaManager:
         try:
             partition.append_as_follower(data, self.clock_ms())
         except StorageError as exc:
-            raise self._offline(partition, exc) from None
+            raise self.take_offline(partition, exc) from None
 
     def truncate_follower(self, partition: Partition, offset: int, why: str) -> None:
         """Cut the log back to ``offset`` (a diverging epoch, or a log ahead of the leader's)."""
         try:
             partition.truncate(offset, why)
         except StorageError as exc:
-            raise self._offline(partition, exc) from None
+            raise self.take_offline(partition, exc) from None
 
     def restart_follower_at(self, partition: Partition, offset: int) -> None:
         """The leader's log starts after ours ends (retention): start over at its log start."""
         try:
             partition.restart_at(offset)
         except StorageError as exc:
-            raise self._offline(partition, exc) from None
-
-    # ------------------------------------------------------------------ damaged ranges
-
-    def repair_read(self, items: list[FetchItem]) -> list[FetchResult]:
-        """Serve another replica's repair: our own copy from ``offset``, up to our log end,
-        whatever our role (the asker checks offsets, epochs and CRCs before using it)."""
-        results: list[FetchResult] = []
-        for item in items:
-            result = FetchResult(item.topic, item.partition)
-            results.append(result)
-            try:
-                partition = self._partition(item.topic, item.partition)
-                if partition.offline_reason is not None:
-                    raise PartitionError(ErrorCode.STORAGE_ERROR, f"{partition.name} is offline on broker {self.config.broker_id}: "
-                                         "ask another replica")
-                result.data = self._read(partition, item.offset, max(item.max_bytes, 1), partition.log_end_offset)
-            except PartitionError as exc:
-                self._fail(result, exc)
-        return results
-
-    def damaged(self) -> list[tuple[Partition, DamagedRange]]:
-        """Every damaged range still waiting for a copy, on online replicas."""
-        return [
-            (p, damage) for p in list(self.partitions.values()) if p.offline_reason is None
-            for damage in p.damaged_ranges() if not damage.lost
-        ]
-
-    def repair_sources(self, partition: Partition) -> list[int]:
-        """The other replicas to ask for a copy: the leader first (a follower's source of
-        truth), then in-sync replicas, then the rest."""
-        others = [r for r in partition.state.replicas if r != self.config.broker_id]
-        in_sync = partition.in_sync()
-        return sorted(others, key=lambda r: (r != partition.state.leader, r not in in_sync))
-
-    def repair(self, partition: Partition, damage: DamagedRange, copy: bytes, source: int) -> bool:
-        """Write ``source``'s copy over ``damage``; False (logged) when the copy does not fit."""
-        try:
-            partition.repair(damage, copy)
-        except CorruptBatchError as exc:
-            self._log.warning("replica's copy refused for a damaged range", **partition.fields(), source=source,
-                              first_offset=damage.first_offset, next_offset=damage.next_offset, reason=str(exc))
-            return False
-        except StorageError as exc:
-            self._offline(partition, exc)
-            return False
-        self._log.warning("damaged range repaired", **partition.fields(), source=source,
-                          first_offset=damage.first_offset, next_offset=damage.next_offset)
-        return True
-
-    def declare_lost(self, partition: Partition, damage: DamagedRange, why: str) -> None:
-        """No replica can give the range back: its records are gone; readers skip them and
-        the offsets are never given to new records."""
-        partition.mark_lost(damage)
-        self._log.error(
-            f"RECORDS LOST: damaged range cannot be repaired ({why}); readers skip it",
-            **partition.fields(), first_offset=damage.first_offset, next_offset=damage.next_offset,
-            records=damage.next_offset - damage.first_offset,
-        )
+            raise self.take_offline(partition, exc) from None
 
     # ------------------------------------------------------------------ timers
 
@@ -492,68 +324,7 @@ class ReplicaManager:
         if sweep:
             self._last_isr_sweep_ms = now
         for partition in [p for p in self.partitions.values() if sweep or p.has_delayed_produces]:
-            self._carry_out(partition, partition.on_tick(now, self.config.replica_lag_time_max_ms))
-
-    def run_scrub(self, budget_bytes: int) -> None:
-        """Verify the CRCs of up to ``budget_bytes`` more stored bytes: one partition's log
-        to its end, then the next one's (round robin), so an idle broker's cost stays flat
-        however many partitions it holds."""
-        tps = sorted(self.partitions)
-        for _ in range(len(tps)):
-            partition = self.partitions[tps[self._scrub_next % len(tps)]]
-            if partition.offline_reason is None:
-                try:
-                    budget_bytes -= partition.scrub(budget_bytes)
-                except StorageError as exc:
-                    self._offline(partition, exc)
-            if budget_bytes <= 0:
-                return
-            self._scrub_next += 1  # this log is verified to its end (or offline): the next one
-
-    def run_retention(self) -> None:
-        now = self.clock_ms()
-        for partition in [p for p in self.partitions.values() if p.offline_reason is None]:
-            try:
-                deleted = partition.apply_retention(now)
-            except StorageError as exc:
-                self._offline(partition, exc)
-                continue
-            if deleted:
-                self._log.info("retention deleted segments", **partition.fields(), segments=deleted,
-                               log_start_offset=partition.log_start_offset)
-
-    def run_flush(self) -> None:
-        now = self.clock_ms()
-        for partition in [p for p in self.partitions.values() if p.offline_reason is None]:
-            try:
-                partition.maybe_flush(now)
-            except StorageError as exc:
-                self._offline(partition, exc)
-
-    # ------------------------------------------------------------------ offsets
-
-    def list_offsets(self, items: Iterable[tuple[str, int, int, int]]) -> list[OffsetResult]:
-        """(topic, partition, timestamp, leader_epoch): -2 earliest, -1 latest (the HW), else by time."""
-        results: list[OffsetResult] = []
-        for topic, index, timestamp, epoch in items:
-            result = OffsetResult(topic, index)
-            results.append(result)
-            try:
-                partition = self._partition(topic, index)
-                partition.require_leader(epoch)
-                if timestamp != EARLIEST:
-                    partition.check_high_watermark_settled()
-            except PartitionError as exc:
-                self._fail(result, exc)
-                continue
-            result.leader_epoch = partition.state.leader_epoch
-            if timestamp == EARLIEST:
-                result.offset = partition.log_start_offset
-            elif timestamp == LATEST:
-                result.offset = partition.high_watermark
-            else:
-                result.offset, result.timestamp = partition.offset_for_timestamp(timestamp) or (-1, -1)
-        return results
+            self.carry_out(partition, partition.on_tick(now, self.config.replica_lag_time_max_ms))
 
     def high_watermarks(self) -> dict[TopicPartition, int]:
         return {tp: p.high_watermark for tp, p in self.partitions.items()}
@@ -579,18 +350,3 @@ def _fields(partition: Partition) -> dict:
 def _configs(image, topic: str) -> dict[str, str]:
     return dict(image.configs.get(topic, {}))
 
-
-async def _wait_any(events: list[asyncio.Event], timeout_s: float) -> None:
-    """Wait until any of ``events`` is set or the timeout passes (the caller re-checks its condition)."""
-    if len(events) == 1:
-        try:
-            await asyncio.wait_for(events[0].wait(), timeout_s)
-        except asyncio.TimeoutError:
-            pass
-        return
-    tasks = [asyncio.ensure_future(e.wait()) for e in events]
-    try:
-        await asyncio.wait(tasks, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in tasks:
-            task.cancel()

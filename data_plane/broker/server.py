@@ -139,13 +139,13 @@ class BrokerServer:
         self._timers = [
             asyncio.create_task(self._every(self.config.replica_tick_interval_ms, self.replicas.tick)),
             asyncio.create_task(self._every(self.config.hw_checkpoint_interval_ms, self._checkpoint)),
-            asyncio.create_task(self._every(self.config.retention_check_interval_ms, self.replicas.run_retention)),
-            asyncio.create_task(self._every(self.config.flush_check_interval_ms, self.replicas.run_flush)),
-            asyncio.create_task(DamageRepairer(self.replicas, self.fetchers.broker_address).run()),
+            asyncio.create_task(self._every(self.config.retention_check_interval_ms, self.replicas.maintenance.run_retention)),
+            asyncio.create_task(self._every(self.config.flush_check_interval_ms, self.replicas.maintenance.run_flush)),
+            asyncio.create_task(DamageRepairer(self.replicas.maintenance, self.fetchers.broker_address).run()),
         ]
         if self.config.scrub_bytes_per_second > 0:
             budget = max(self.config.scrub_bytes_per_second * self.config.scrub_interval_ms // 1000, 1)
-            self._timers.append(asyncio.create_task(self._every(self.config.scrub_interval_ms, lambda: self.replicas.run_scrub(budget))))
+            self._timers.append(asyncio.create_task(self._every(self.config.scrub_interval_ms, lambda: self.replicas.maintenance.run_scrub(budget))))
         self._log.info("broker started", listen=f"{self.config.host}:{bound}", broker_epoch=self.lifecycle.broker_epoch)
 
     def _checkpoint(self) -> None:

@@ -148,9 +148,9 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             for p in t.partitions
         ]
         if request.repair_read:
-            results = self.replicas.repair_read(items)
+            results = self.replicas.reads.repair_read(items)
         else:
-            results = await self.replicas.fetch(request.max_wait_ms, request.min_bytes, max_bytes, items)
+            results = await self.replicas.reads.fetch(request.max_wait_ms, request.min_bytes, max_bytes, items)
         response = broker_pb2.FetchResponse()
         by_topic: dict[str, broker_pb2.FetchTopicResponse] = {}
         for item, r in zip(items, results):
@@ -175,7 +175,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         items = [(t.topic, p.partition, p.timestamp, _requested_epoch(p)) for t in request.topics for p in t.partitions]
         response = broker_pb2.ListOffsetsResponse()
         by_topic: dict[str, broker_pb2.ListOffsetsTopicResponse] = {}
-        for r in self.replicas.list_offsets(items):
+        for r in self.replicas.reads.list_offsets(items):
             _topic_entry(response, by_topic, r.topic).partitions.add(
                 partition=r.partition,
                 offset=r.offset,
@@ -199,7 +199,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 for p in request.partitions
             ]
             max_bytes = min(request.max_bytes or self.replicas.config.replica_fetch_max_bytes, self.replicas.config.request_max_bytes // 2)
-            results = await self.replicas.replica_fetch(
+            results = await self.replicas.reads.replica_fetch(
                 request.replica_id, request.broker_epoch, request.max_wait_ms, request.min_bytes, max_bytes, items
             )
             response = broker_pb2.ReplicaFetchResponse()

@@ -10,7 +10,7 @@ import asyncio
 from dataclasses import replace
 from pathlib import Path
 
-from data_plane.broker.replica_manager import LATEST
+from data_plane.broker.fetch_serving import LATEST
 from data_plane.broker.requests import ProduceItem
 from metadata_quorum.image import MetadataImage
 from tests.unit.broker.test_stale_metadata import apply, at_epoch, broker, with_partition
@@ -26,7 +26,7 @@ def with_isr(image: MetadataImage, isr: tuple[int, ...]) -> MetadataImage:
 
 
 def latest(replicas) -> tuple[str, int]:
-    [answer] = replicas.list_offsets([(*TP, LATEST, -1)])
+    [answer] = replicas.reads.list_offsets([(*TP, LATEST, -1)])
     return answer.error.code.name, answer.offset
 
 
