@@ -104,9 +104,6 @@ class Appended:
 class Partition:
     """One replica of one partition on this broker."""
 
-    # Read by the replica fetcher; True only in the skip-epoch-fencing negative control.
-    skip_epoch_fencing = False
-
     def __init__(self, topic: str, partition: int, broker_id: int, plog: PartitionLog, high_watermark: int) -> None:
         assert partition >= 0 and broker_id >= 0 and high_watermark >= 0, (partition, broker_id, high_watermark)
         self.topic = topic

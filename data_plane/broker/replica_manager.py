@@ -170,7 +170,7 @@ class ReplicaManager:
     def unsafe_leaderships(self) -> dict[TopicPartition, int]:
         """Partitions this broker still leads against metadata (only with skip-epoch-fencing):
         its Metadata answers name itself as their leader, with the image's epoch."""
-        if not self._partition_class.skip_epoch_fencing or self.image is None:
+        if self.config.unsafe is not UnsafeBehaviour.SKIP_EPOCH_FENCING or self.image is None:
             return {}
         return {
             tp: self.config.broker_id

@@ -46,8 +46,6 @@ class SkipEpochFencingPartition(Partition):
     proposals at once, as a leader with no epoch-checked controller would (a deposed leader
     shrinks the ISR to itself and goes on acknowledging writes)."""
 
-    skip_epoch_fencing = True
-
     def require_leader(self, requested_epoch: int) -> None:
         super().require_leader(-1)
 
