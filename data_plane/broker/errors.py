@@ -1,7 +1,7 @@
 """The broker's one error type, from the cores to the wire: a code of ``proto/common.proto``'s
 ErrorCode (``data_plane.replication.errors.ErrorCode``, same names and numbers) and a message
 that tells the client what to do next. ``to_wire``/``from_wire`` are the only conversions to
-and from protobuf numbers.
+and from protobuf response fields.
 
 The broker never raises these through gRPC; they become per-partition error fields. Only a
 malformed request (one no correct client would send) becomes a gRPC INVALID_ARGUMENT.
@@ -33,9 +33,9 @@ class PartitionError(Exception):
 NO_ERROR = PartitionError(ErrorCode.NONE, "")
 
 
-def to_wire(error: PartitionError) -> tuple[int, str]:
-    """(error_code, error_message) as the proto's response fields carry them."""
-    return int(error.code), error.message
+def to_wire(error: PartitionError) -> dict[str, int | str]:
+    """The response fields every answer with an error carries (``error_code``, ``error_message``)."""
+    return {"error_code": int(error.code), "error_message": error.message}
 
 
 def from_wire(code: int, message: str) -> PartitionError:

@@ -11,7 +11,8 @@ from typing import Callable
 import grpc
 
 from data_plane import record_batch
-from data_plane.broker.errors import MalformedRequest, to_wire
+from data_plane.broker.errors import MalformedRequest, PartitionError, to_wire
+from data_plane.replication.errors import ErrorCode
 from data_plane.broker.replica_manager import ReplicaManager
 from data_plane.broker.requests import FetchItem, PartitionAnswer, ProduceItem, ReplicaFetchItem
 from data_plane.storage import DamagedRangeError
@@ -23,11 +24,10 @@ VALID_ACKS = (-1, 0, 1)
 
 def _error_fields(answer: PartitionAnswer, with_hint: bool = True) -> dict:
     """A partition answer's error (and, for clients, the leader hint) as response fields."""
-    code, message = to_wire(answer.error)
-    if not with_hint:
-        return {"error_code": code, "error_message": message}
-    hint = common_pb2.LeaderHint(leader_id=answer.leader.leader_id, leader_epoch=answer.leader.leader_epoch)
-    return {"error_code": code, "error_message": message, "current_leader": hint}
+    fields = to_wire(answer.error)
+    if with_hint:
+        fields["current_leader"] = common_pb2.LeaderHint(leader_id=answer.leader.leader_id, leader_epoch=answer.leader.leader_epoch)
+    return fields
 
 
 def records_to_batch(records, compression: str, now_ms: int) -> bytes:
@@ -164,8 +164,9 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 try:
                     out.records.extend(batches_to_records(r.data, item.offset))
                 except record_batch.CorruptBatchError as exc:  # stored before bodies were checked on append
-                    out.error_code = common_pb2.CORRUPT_MESSAGE
-                    out.error_message = f"{r.topic}-{r.partition}: a stored batch does not decode ({exc}): fetch from a later offset"
+                    undecodable = PartitionError(ErrorCode.CORRUPT_MESSAGE, f"{r.topic}-{r.partition}: a stored batch does not "
+                                                 f"decode ({exc}): fetch from a later offset")
+                    out.MergeFrom(broker_pb2.FetchPartitionResponse(**to_wire(undecodable)))
             else:
                 out.batches = r.data
         self._add_endpoints(response, [r.leader.leader_id for r in results if r.failed])
@@ -234,7 +235,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 high_watermark=p.high_watermark,
                 size_bytes=p.size_bytes,
                 latest_epoch=p.latest_epoch,
-                error_code=common_pb2.STORAGE_ERROR if p.offline_reason else common_pb2.NONE,
+                error_code=ErrorCode.STORAGE_ERROR if p.offline_reason else ErrorCode.NONE,
                 damaged_ranges=[damage.describe() for damage in p.damaged_ranges()],
             )
             if request.include_checksums and p.offline_reason is None:

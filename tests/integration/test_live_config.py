@@ -11,7 +11,7 @@ from pathlib import Path
 
 import grpc
 
-from cli.local_cluster import wait_for
+from server_common.waiting import wait_for
 from data_plane.client import Admin
 from data_plane.record_batch import encode_batch
 from proto import broker_pb2, broker_pb2_grpc, common_pb2
