@@ -19,7 +19,7 @@ import grpc
 import structlog
 
 from data_plane.broker.partition import Partition
-from data_plane.broker.replica_manager import ReplicaManager
+from data_plane.broker.log_maintenance import LogMaintenance
 from data_plane.storage import DamagedRange
 from proto import broker_pb2, broker_pb2_grpc, common_pb2
 
@@ -42,11 +42,11 @@ def unrepairable(answers: list[bytes | None], is_leader: bool) -> str | None:
 
 
 class DamageRepairer:
-    def __init__(self, replicas: ReplicaManager, address_of: Callable[[int], str | None]) -> None:
-        self._replicas = replicas
+    def __init__(self, maintenance: LogMaintenance, address_of: Callable[[int], str | None]) -> None:
+        self._maintenance = maintenance
         self._address_of = address_of
         self._reported: set[tuple[str, int, int]] = set()  # (topic, partition, first offset) already logged
-        self._log = log.bind(broker_id=replicas.config.broker_id)
+        self._log = log.bind(broker_id=maintenance.config.broker_id)
 
     async def run(self) -> None:
         """Repair rounds forever (the broker cancels the task on shutdown)."""
@@ -60,10 +60,10 @@ class DamageRepairer:
                 self._log.exception("damage repair round failed")
 
     async def repair_round(self) -> None:
-        damaged = self._replicas.damaged()
+        damaged = self._maintenance.damaged()
         current = {(p.topic, p.partition, d.first_offset) for p, d in damaged}
         for partition, damage in damaged:
-            sources = self._replicas.repair_sources(partition)
+            sources = self._maintenance.repair_sources(partition)
             if (partition.topic, partition.partition, damage.first_offset) not in self._reported:
                 self._log.warning("damaged range out of service: asking other replicas for their copy", topic=partition.topic,
                                   partition=partition.partition, leader_epoch=partition.state.leader_epoch,
@@ -71,13 +71,13 @@ class DamageRepairer:
             answers: list[bytes | None] = []
             for source in sources:
                 copy = await self._copy_from(source, partition, damage)
-                if copy and self._replicas.repair(partition, damage, copy, source):
+                if copy and self._maintenance.repair(partition, damage, copy, source):
                     break
                 answers.append(copy)
             else:
                 why = unrepairable(answers, partition.is_leader)
                 if why is not None:
-                    self._replicas.declare_lost(partition, damage, why)
+                    self._maintenance.declare_lost(partition, damage, why)
         self._reported = current
 
     async def _copy_from(self, source: int, partition: Partition, damage: DamagedRange) -> bytes | None:
@@ -94,7 +94,7 @@ class DamageRepairer:
                 broker_pb2.FetchPartition(partition=partition.partition, fetch_offset=damage.first_offset, partition_max_bytes=length),
             ])],
         )
-        options = [("grpc.max_receive_message_length", self._replicas.config.request_max_bytes)]
+        options = [("grpc.max_receive_message_length", self._maintenance.config.request_max_bytes)]
         try:
             async with grpc.aio.insecure_channel(address, options=options) as channel:
                 response = await broker_pb2_grpc.BrokerStub(channel).Fetch(request, timeout=REPAIR_RPC_TIMEOUT_S)

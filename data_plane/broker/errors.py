@@ -1,5 +1,7 @@
-"""Errors the broker answers with, as values: a code from ``proto/common.proto``'s ErrorCode and a
-message that tells the client what to do next.
+"""The broker's one error type, from the cores to the wire: a code of ``proto/common.proto``'s
+ErrorCode (``data_plane.replication.errors.ErrorCode``, same names and numbers) and a message
+that tells the client what to do next. ``to_wire``/``from_wire`` are the only conversions to
+and from protobuf response fields.
 
 The broker never raises these through gRPC; they become per-partition error fields. Only a
 malformed request (one no correct client would send) becomes a gRPC INVALID_ARGUMENT.
@@ -15,13 +17,33 @@ from data_plane.replication.fetch_validation import check_leader_epoch as epoch_
 
 @dataclass(frozen=True)
 class PartitionError(Exception):
-    """A per-partition failure: ``code`` is an ErrorCode name, ``message`` says what to do next."""
+    """A per-partition failure: ``code`` says what happened, ``message`` what to do next."""
 
-    code: str
+    code: ErrorCode
     message: str
 
+    def __post_init__(self) -> None:
+        assert isinstance(self.code, ErrorCode), self.code
+        assert self.code == ErrorCode.NONE or self.message, f"{self.code.name} needs a message saying what to do next"
+
     def __str__(self) -> str:
-        return f"{self.code}: {self.message}"
+        return f"{self.code.name}: {self.message}"
+
+
+NO_ERROR = PartitionError(ErrorCode.NONE, "")
+
+
+def to_wire(error: PartitionError) -> dict[str, int | str]:
+    """The response fields every answer with an error carries (``error_code``, ``error_message``)."""
+    return {"error_code": int(error.code), "error_message": error.message}
+
+
+def from_wire(code: int, message: str) -> PartitionError:
+    """An answer's error fields; a number this version does not know is an unknown server error."""
+    try:
+        return PartitionError(ErrorCode(code), message or ErrorCode(code).name)
+    except ValueError:
+        return PartitionError(ErrorCode.UNKNOWN_SERVER_ERROR, f"error code {code} unknown to this broker: {message}")
 
 
 class MalformedRequest(ValueError):
@@ -31,14 +53,14 @@ class MalformedRequest(ValueError):
 def not_leader(topic: str, partition: int, leader: int) -> PartitionError:
     where = f"broker {leader}" if leader >= 0 else "no broker (the partition is offline)"
     return PartitionError(
-        "NOT_LEADER_OR_FOLLOWER",
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
         f"this broker does not lead {topic}-{partition}; its leader is {where}: refresh metadata and retry there",
     )
 
 
 def unknown_partition(topic: str, partition: int) -> PartitionError:
     return PartitionError(
-        "UNKNOWN_TOPIC_OR_PARTITION",
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
         f"{topic}-{partition} does not exist on this cluster; create the topic first (kraftlog topics create {topic}) "
         "or check the name and partition count (kraftlog topics list)",
     )
@@ -48,12 +70,6 @@ def check_leader_epoch(topic: str, partition: int, requested: int, current: int)
     """Fence requests that name another leader epoch (the rule lives in the replication core)."""
     code = epoch_rule(requested, current)
     if code == ErrorCode.FENCED_LEADER_EPOCH:
-        raise PartitionError(
-            code.name,
-            f"leader epoch {requested} for {topic}-{partition} is stale (current {current}): refresh metadata and retry",
-        )
+        raise PartitionError(code, f"leader epoch {requested} for {topic}-{partition} is stale (current {current}): refresh metadata and retry")
     if code == ErrorCode.UNKNOWN_LEADER_EPOCH:
-        raise PartitionError(
-            code.name,
-            f"leader epoch {requested} for {topic}-{partition} is newer than this broker knows ({current}): retry shortly",
-        )
+        raise PartitionError(code, f"leader epoch {requested} for {topic}-{partition} is newer than this broker knows ({current}): retry shortly")

@@ -3,16 +3,19 @@
 Proposals from every partition this broker leads are batched into one AlterPartition request
 with at most one request in flight, so a burst of ISR changes (a follower broker dying with
 a thousand partitions) costs one round trip, not a thousand. Each answer goes back to the
-partition's core, which forgets the proposal either way; a refused or failed proposal is
-re-derived by the core from fresh state on its next event, after a short backoff here.
+partition (through ``deliver``: the replica manager, which carries out what it decides),
+whose core forgets the proposal either way; a refused or failed proposal is re-derived by
+the core from fresh state on its next event, after a short backoff here.
 """
 
 from __future__ import annotations
 
 import asyncio
+from typing import Callable
 
 import structlog
 
+from data_plane.broker.errors import from_wire
 from data_plane.broker.partition import Partition
 from data_plane.replication.errors import ErrorCode
 from data_plane.replication.partition_state import AlterPartitionCommitted, AlterPartitionRefused, IsrProposal
@@ -24,9 +27,9 @@ RETRY_BACKOFF_S = 0.1
 
 
 class AlterPartitionSender:
-    def __init__(self, broker_id: int, lifecycle, clock_ms) -> None:
+    def __init__(self, broker_id: int, lifecycle, deliver: Callable[[Partition, IsrProposal, AlterPartitionCommitted | AlterPartitionRefused], None]) -> None:
         self._lifecycle = lifecycle
-        self._clock_ms = clock_ms
+        self._deliver = deliver
         self._pending: dict[tuple[str, int], tuple[Partition, IsrProposal]] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
@@ -67,7 +70,7 @@ class AlterPartitionSender:
         if response.error_code != common_pb2.NONE:
             self._log.warning("AlterPartition refused", error=common_pb2.ErrorCode.Name(response.error_code),
                               message=response.error_message)
-            self._answer_all(batch, AlterPartitionRefused(_error(response.error_code)))
+            self._answer_all(batch, AlterPartitionRefused(from_wire(response.error_code, response.error_message).code))
             return False
         answers = {(a.topic, a.partition): a for a in response.partitions}
         refused = False
@@ -77,24 +80,15 @@ class AlterPartitionSender:
                 code = answer.error_code if answer is not None else common_pb2.UNKNOWN_SERVER_ERROR
                 self._log.info("ISR change refused", topic=p.topic, partition=p.partition,
                                error=common_pb2.ErrorCode.Name(code), message=answer.error_message if answer else "")
-                self._answer(p, proposal, AlterPartitionRefused(_error(code)))
+                self._deliver(p, proposal, AlterPartitionRefused(from_wire(code, answer.error_message if answer else "").code))
                 refused = True
             else:
-                self._answer(p, proposal, AlterPartitionCommitted(answer.leader_epoch, answer.partition_epoch, frozenset(answer.isr)))
+                self._deliver(p, proposal, AlterPartitionCommitted(answer.leader_epoch, answer.partition_epoch, frozenset(answer.isr)))
         return not refused
 
     def _answer_all(self, batch: list[tuple[Partition, IsrProposal]], result: AlterPartitionRefused) -> None:
         for p, proposal in batch:
-            self._answer(p, proposal, result)
-
-    def _answer(self, partition: Partition, proposal: IsrProposal, result: AlterPartitionCommitted | AlterPartitionRefused) -> None:
-        """Deliver only to the core that made the proposal (leadership may have moved since)."""
-        core = partition.leader_core
-        if core is None or core.pending_isr is not proposal:
-            return
-        follow_up = partition.on_alter_partition_result(result, self._clock_ms())
-        if follow_up is not None:
-            self.submit(partition, follow_up)
+            self._deliver(p, proposal, result)
 
 
 def _partition_state(partition: Partition, proposal: IsrProposal) -> controller_pb2.AlterPartitionRequest.PartitionState:
@@ -112,9 +106,3 @@ def _partition_state(partition: Partition, proposal: IsrProposal) -> controller_
         ],
     )
 
-
-def _error(code: int) -> ErrorCode:
-    try:
-        return ErrorCode(code)
-    except ValueError:
-        return ErrorCode.REQUEST_TIMED_OUT

@@ -1,33 +1,60 @@
-"""One partition replica hosted by this broker: its log, the leadership state the metadata
-quorum assigned to it, and, while this broker leads it, the replication core.
+"""One partition replica hosted by this broker: its log, its idempotent-producer state, the
+leadership state the metadata quorum assigned to it and, while this broker leads it, the
+replication core (`data_plane.replication.partition_state`).
 
-This is the thin asyncio shell around `data_plane.replication.partition_state`: the core
-decides (HW, ISR proposals, which acks=all produces complete), this class carries the
-decisions out (publishes the HW, wakes waiting requests, resolves produce futures) and hands
-ISR proposals back to the replica manager, which sends them to the controller.
+Only this class touches the log, the producer state and the core. It offers one entry point
+per event, and each returns a `Ready`: what the broker must do about it (answer completed
+acks=all produces, send an ISR proposal, wake waiting fetches). `ReplicaManager._carry_out`
+is the one place that does it, as etcd's raft hands its `Ready` to one loop.
 
-- As leader: HW = min LEO over the (maximal) ISR, computed by the core; it never goes down.
-- As follower: HW = the leader's HW from fetch responses, capped by the local LEO.
+- As leader: HW = min LEO over the (maximal) ISR; the core computes it and owns it.
+- As follower: HW = the leader's HW from fetch answers, capped by the local LEO; this class
+  owns it. Exactly one of the two exists at a time: becoming leader seeds the core with the
+  follower's HW, resigning takes the core's HW back.
 - Becoming leader assigns (leader epoch, LEO) in the log's epoch cache first, as Kafka's
   `makeLeader` does, so a follower that fetches with an older epoch learns where it ends.
+
+Errors are `PartitionError`s (a code and what to do next); a `StorageError` passes through
+unchanged: the caller takes the replica offline (`mark_offline`) and answers STORAGE_ERROR.
 """
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+
+import structlog
 
 from data_plane.broker.errors import PartitionError, check_leader_epoch, not_leader
+from data_plane.record_batch import BatchHeader
+from data_plane.replication.divergence import FetchCheck
+from data_plane.replication.errors import ErrorCode
 from data_plane.replication.partition_state import (
+    ACKS_ALL,
     AlterPartitionCommitted,
     AlterPartitionRefused,
+    BrokerStatus,
+    FollowerFetch,
     IsrProposal,
     LeaderDecisions,
     LeaderPartitionState,
     ProduceOutcome,
 )
-from data_plane.replication.producer_state import ProducerState
-from data_plane.storage import PartitionLog, StorageError
+from data_plane.replication.producer_state import NO_PRODUCER_ID, Duplicate, ProducerState, Rejected
+from data_plane.storage import (
+    CorruptBatchError,
+    DamagedRange,
+    DamagedRangeError,
+    InvalidRecordError,
+    LogSettings,
+    OffsetOutOfRangeError,
+    PartitionLog,
+    RecordTooLargeError,
+    StorageError,
+    UnexpectedAppendOffsetError,
+)
+
+log = structlog.get_logger("broker.partition")
 
 
 @dataclass(frozen=True)
@@ -41,22 +68,59 @@ class LeadershipState:
     isr: tuple[int, ...]
 
 
-@dataclass
+NO_LEADERSHIP = LeadershipState(-1, -1, -1, (), ())  # a new replica's state until metadata gives it one
+
+
+@dataclass(frozen=True)
+class Ready:
+    """What the broker must do after one partition event (etcd's ``Ready``)."""
+
+    completed: tuple[ProduceOutcome, ...] = ()  # acks=all produces to answer
+    isr_proposal: IsrProposal | None = None  # AlterPartition to send to the controller
+    high_watermark_moved: bool = False  # wake every fetch waiting on this partition
+    appended: bool = False  # the log end moved: wake followers' fetches
+
+    def then(self, later: Ready) -> Ready:
+        """Both events' actions; the later proposal wins (the core holds one at a time)."""
+        return Ready(
+            self.completed + later.completed,
+            later.isr_proposal or self.isr_proposal,
+            self.high_watermark_moved or later.high_watermark_moved,
+            self.appended or later.appended,
+        )
+
+
+@dataclass(frozen=True)
+class Appended:
+    """A leader append's answer; ``wait_until`` is the HW an acks=all produce waits for
+    (None: the batches were already committed, or acks is not all)."""
+
+    base_offset: int
+    log_append_time_ms: int
+    log_start_offset: int
+    wait_until: int | None
+
+
 class Partition:
-    topic: str
-    partition: int
-    broker_id: int
-    log: PartitionLog
-    state: LeadershipState
-    high_watermark: int = 0
-    producers: ProducerState = field(default_factory=ProducerState)
-    leader_core: LeaderPartitionState | None = None
-    offline_reason: str | None = None
-    skip_epoch_fencing: bool = False
-    _produce_waiters: dict[int, asyncio.Future] = field(default_factory=dict)
-    _next_token: int = 0
-    _hw_waiters: asyncio.Event = field(default_factory=asyncio.Event)
-    _append_waiters: asyncio.Event = field(default_factory=asyncio.Event)
+    """One replica of one partition on this broker."""
+
+    def __init__(self, topic: str, partition: int, broker_id: int, plog: PartitionLog, high_watermark: int) -> None:
+        assert partition >= 0 and broker_id >= 0 and high_watermark >= 0, (partition, broker_id, high_watermark)
+        self.topic = topic
+        self.partition = partition
+        self.broker_id = broker_id
+        self.log = plog
+        self.state = NO_LEADERSHIP
+        self.offline_reason: str | None = None
+        self._follower_high_watermark = min(high_watermark, plog.log_end_offset)
+        self._core: LeaderPartitionState | None = None
+        self._producers = ProducerState()
+        self._producers.rebuild_from_batches(plog.batch_headers(plog.log_start_offset))
+        self._hw_waiters = asyncio.Event()
+        self._append_waiters = asyncio.Event()
+        self._log = log.bind(broker_id=broker_id, topic=topic, partition=partition)
+
+    # ------------------------------------------------------------------ queries
 
     @property
     def name(self) -> str:
@@ -64,116 +128,62 @@ class Partition:
 
     @property
     def is_leader(self) -> bool:
-        return self.state.leader == self.broker_id and self.leader_core is not None
+        return self.state.leader == self.broker_id and self._core is not None
 
-    def require_leader(self, requested_epoch: int) -> None:
-        """Raise the error a client should see when this broker cannot serve it as leader."""
-        if self.offline_reason is not None:
-            raise PartitionError(
-                "STORAGE_ERROR",
-                f"{self.name} is offline on broker {self.broker_id}: {self.offline_reason}",
-            )
-        if not self.skip_epoch_fencing:
-            check_leader_epoch(self.topic, self.partition, requested_epoch, self.state.leader_epoch)
-        if not self.is_leader:
-            raise not_leader(self.topic, self.partition, self.state.leader)
+    @property
+    def high_watermark(self) -> int:
+        return self._core.high_watermark if self._core is not None else self._follower_high_watermark
 
-    # ------------------------------------------------------------------ leadership changes
+    @high_watermark.setter
+    def high_watermark(self, value: int) -> None:
+        """A follower learns the leader's HW (already capped by its LEO) from fetch answers."""
+        assert self._core is None, f"{self.name}: a leader's HW is its core's"
+        assert value <= self.log.log_end_offset, (value, self.log.log_end_offset)
+        self._follower_high_watermark = value
 
-    def become_leader(self, state: LeadershipState, min_insync_replicas: int, now_ms: int) -> None:
-        """Start a new leader epoch: a fresh core seeded with the log's epoch history."""
-        self.resign()
-        self.state = state
-        self.log.leader_epoch_cache.assign(state.leader_epoch, self.log.log_end_offset)
-        self.leader_core = LeaderPartitionState(
-            leader_id=self.broker_id,
-            leader_epoch=state.leader_epoch,
-            partition_epoch=state.partition_epoch,
-            replicas=state.replicas,
-            isr=frozenset(state.isr),
-            leader_history=self.log.leader_epoch_cache.entries,
-            log_end_offset=self.log.log_end_offset,
-            high_watermark=min(self.high_watermark, self.log.log_end_offset),
-            min_insync_replicas=min_insync_replicas,
-            now_ms=now_ms,
-        )
-        self.apply(self.leader_core.on_leader_append(self.log.log_end_offset, now_ms))
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.log_start_offset
 
-    def become_follower(self, state: LeadershipState) -> None:
-        """Follow another leader (or none): waiting produces fail, the log is kept as it is
-        (truncation happens through the leader's diverging-epoch answers, never to the HW)."""
-        self.resign()
-        self.state = state
-        self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
 
-    def update_within_epoch(self, state: LeadershipState, now_ms: int) -> IsrProposal | None:
-        """A partition change in the same leader epoch (ISR or replicas changed)."""
-        self.state = state
-        if self.leader_core is None:
-            return None
-        return self.apply(
-            self.leader_core.on_partition_change(
-                leader_epoch=state.leader_epoch,
-                partition_epoch=state.partition_epoch,
-                replicas=state.replicas,
-                isr=frozenset(state.isr),
-                now_ms=now_ms,
-            )
-        )
+    @property
+    def latest_epoch(self) -> int:
+        return self.log.leader_epoch_cache.latest_epoch
 
-    def resign(self) -> None:
-        """Drop the leader core, failing every produce that waited on it."""
-        if self.leader_core is not None:
-            self._complete(self.leader_core.resign())
-            self.leader_core = None
-        self.notify_waiters()
-
-    # ------------------------------------------------------------------ leader events
-
-    def apply(self, decisions: LeaderDecisions) -> IsrProposal | None:
-        """Carry out what the core decided; return an ISR proposal for the controller."""
-        if decisions.high_watermark is not None:
-            self.high_watermark = decisions.high_watermark
-            self.notify_waiters()
-        self._complete(decisions.completed)
-        return decisions.isr_proposal
-
-    def on_alter_partition_result(self, result: AlterPartitionCommitted | AlterPartitionRefused, now_ms: int) -> IsrProposal | None:
-        if self.leader_core is None:
-            return None
-        return self.apply(self.leader_core.on_alter_partition_result(result, now_ms))
-
-    def delayed_produce(self, required_offset: int, deadline_ms: int, now_ms: int) -> asyncio.Future:
-        """A future resolved with the ErrorCode once the HW reaches ``required_offset`` (or the
-        wait fails: timeout, lost leadership, ISR below min.insync.replicas)."""
-        assert self.leader_core is not None
-        token = self._next_token
-        self._next_token += 1
-        future = asyncio.get_running_loop().create_future()
-        self._produce_waiters[token] = future
-        self.apply(self.leader_core.add_delayed_produce(token, required_offset, deadline_ms, now_ms))
-        return future
+    @property
+    def size_bytes(self) -> int:
+        return self.log.size_bytes
 
     @property
     def has_delayed_produces(self) -> bool:
         """acks=all produces are waiting here (the timer must expire them)."""
-        return bool(self._produce_waiters)
+        return self._core is not None and self._core.has_delayed_produces
 
-    def _complete(self, outcomes: tuple[ProduceOutcome, ...]) -> None:
-        for outcome in outcomes:
-            future = self._produce_waiters.pop(outcome.token, None)  # type: ignore[arg-type]
-            if future is not None and not future.done():
-                future.set_result(outcome.error)
+    def fields(self) -> dict:
+        """The log context every partition event carries."""
+        return {"topic": self.topic, "partition": self.partition, "leader_epoch": self.state.leader_epoch,
+                "partition_epoch": self.state.partition_epoch}
+
+    def require_leader(self, requested_epoch: int) -> None:
+        """Raise the error a client should see when this broker cannot serve it as leader."""
+        if self.offline_reason is not None:
+            raise PartitionError(ErrorCode.STORAGE_ERROR, f"{self.name} is offline on broker {self.broker_id}: {self.offline_reason}")
+        check_leader_epoch(self.topic, self.partition, requested_epoch, self.state.leader_epoch)
+        if not self.is_leader:
+            raise not_leader(self.topic, self.partition, self.state.leader)
 
     def check_high_watermark_settled(self) -> None:
         """A new leader's HW starts at what it knew as a follower (or, after a restart, at its
         checkpoint), which may lag what was published before; until it reaches the log end
         this leadership started at, answering with it would show consumers the HW going
         backwards (Kafka answers OFFSET_NOT_AVAILABLE)."""
-        core = self.leader_core
+        core = self._core
         if core is not None and core.high_watermark < core.leadership_start_offset:
             raise PartitionError(
-                "OFFSET_NOT_AVAILABLE",
+                ErrorCode.OFFSET_NOT_AVAILABLE,
                 f"{self.name}: the leader (epoch {core.leader_epoch}) is still establishing its high watermark "
                 f"({core.high_watermark} < {core.leadership_start_offset}, its log end when it took the leadership): retry shortly",
             )
@@ -181,13 +191,276 @@ class Partition:
     def replica_log_end_offsets(self) -> dict[int, int]:
         """Each replica's LEO as the leader knows it (-1: not heard from in this epoch)."""
         leos = {self.broker_id: self.log.log_end_offset}
-        if self.leader_core is not None:
-            leos.update({r: p.log_end_offset for r, p in self.leader_core.progress.items()})
+        if self._core is not None:
+            leos.update({r: p.log_end_offset for r, p in self._core.progress.items()})
         return leos
 
     def in_sync(self) -> frozenset[int]:
         """The ISR the leader acts on (committed ∪ proposed while a change is pending)."""
-        return self.leader_core.maximal_isr if self.leader_core is not None else frozenset(self.state.isr)
+        return self._core.maximal_isr if self._core is not None else frozenset(self.state.isr)
+
+    # ------------------------------------------------------------------ metadata events
+
+    def on_leadership(self, state: LeadershipState, why: str, now_ms: int) -> Ready:
+        """Metadata changed this partition: a change within the leader epoch goes to the core;
+        a new epoch makes this replica leader or follower.
+
+        Leader epochs only grow, so a state older than the newest epoch in the log is
+        metadata from the past (a restarting broker streams the metadata log from its start
+        and sees every old leadership go by). Leading in it would re-assign that old epoch at
+        the log end and erase the epoch history after it, and followers would then truncate
+        by that wrong history; so the replica only steps aside and waits for current metadata."""
+        leading = state.leader == self.broker_id
+        if state.leader_epoch == self.state.leader_epoch and self.is_leader == leading:
+            self.state = state
+            self._log.info("partition changed", **self.fields(), isr=list(state.isr), replicas=list(state.replicas))
+            if self._core is None:
+                return Ready()
+            return self._decided(self._core.on_partition_change(
+                leader_epoch=state.leader_epoch, partition_epoch=state.partition_epoch,
+                replicas=state.replicas, isr=frozenset(state.isr), now_ms=now_ms,
+            ), now_ms)
+        if self.offline_reason is not None:
+            self.state = state
+            return Ready()
+        log_epoch = self.log.leader_epoch_cache.latest_epoch
+        if state.leader_epoch < log_epoch:
+            ready = self.resign()
+            self.state = state
+            self._log.info("metadata older than the log; waiting for newer metadata", **self.fields(), reason=why,
+                           leader=state.leader, log_latest_epoch=log_epoch, log_end_offset=self.log.log_end_offset)
+            return ready
+        ready = self._become_leader(state, now_ms) if leading else self._become_follower(state)
+        self._log.info(
+            f"became {'leader' if leading else 'follower'}", **self.fields(), reason=why, leader=state.leader,
+            isr=list(state.isr), log_end_offset=self.log.log_end_offset, high_watermark=self.high_watermark,
+        )
+        return ready
+
+    def _become_leader(self, state: LeadershipState, now_ms: int) -> Ready:
+        """Start a new leader epoch: a fresh core seeded with the log's epoch history."""
+        ready = self.resign()
+        self.state = state
+        self.log.leader_epoch_cache.assign(state.leader_epoch, self.log.log_end_offset)
+        self._core = LeaderPartitionState(
+            leader_id=self.broker_id,
+            leader_epoch=state.leader_epoch,
+            partition_epoch=state.partition_epoch,
+            replicas=state.replicas,
+            isr=frozenset(state.isr),
+            leader_history=self.log.leader_epoch_cache.entries,
+            log_end_offset=self.log.log_end_offset,
+            high_watermark=min(self._follower_high_watermark, self.log.log_end_offset),
+            min_insync_replicas=self.log.settings.min_insync_replicas,
+            now_ms=now_ms,
+        )
+        return ready.then(self._decided(self._core.on_leader_append(self.log.log_end_offset, now_ms), now_ms))
+
+    def _become_follower(self, state: LeadershipState) -> Ready:
+        """Follow another leader (or none): waiting produces fail, the log is kept as it is
+        (truncation happens through the leader's diverging-epoch answers, never to the HW)."""
+        ready = self.resign()
+        self.state = state
+        return ready
+
+    def update_settings(self, settings: LogSettings) -> None:
+        """The topic's config changed: the log and, while leading, the core use it at once
+        (min.insync.replicas applies to the next acks=all produce)."""
+        self.log.update_settings(settings)
+        if self._core is not None:
+            self._core.on_config_change(settings.min_insync_replicas)
+
+    def resign(self) -> Ready:
+        """Drop the leader core, failing every produce that waited on it; its HW becomes the
+        follower's."""
+        core, self._core = self._core, None
+        if core is None:
+            return Ready(high_watermark_moved=True)
+        self._follower_high_watermark = min(core.high_watermark, self.log.log_end_offset)
+        return Ready(completed=core.resign(), high_watermark_moved=True)
+
+    def mark_offline(self, error: StorageError) -> Ready:
+        self.offline_reason = str(error)
+        return self.resign()
+
+    # ------------------------------------------------------------------ leader events
+
+    def append_as_leader(self, batches: bytes, acks: int, now_ms: int) -> tuple[Appended, Ready]:
+        """Validate and append a producer's batches; a retried idempotent batch is answered
+        from memory. Nothing is written when this raises."""
+        core = self._core
+        assert core is not None and self.offline_reason is None, self.name
+        verdict = core.check_produce(acks)
+        if verdict == ErrorCode.NOT_ENOUGH_REPLICAS:
+            raise PartitionError(
+                ErrorCode.NOT_ENOUGH_REPLICAS,
+                f"{self.name} has {len(core.isr)} in-sync replicas, fewer than min.insync.replicas="
+                f"{core.min_insync_replicas}; nothing was written: retry once replicas catch up",
+            )
+        assert verdict == ErrorCode.NONE, verdict
+        try:
+            located = self.log.validate_append(batches)
+            duplicate = self._check_sequence([header for _, header in located])
+            if duplicate is not None:
+                end = duplicate.last_offset + 1
+                wait = end if acks == ACKS_ALL and end > core.high_watermark else None
+                return Appended(duplicate.first_offset, -1, self.log.log_start_offset, wait), Ready()
+            appended = self.log.append(batches, assign_offsets=True, leader_epoch=self.state.leader_epoch, now_ms=now_ms, validated=located)
+        except InvalidRecordError as exc:
+            raise PartitionError(
+                ErrorCode[exc.error_code], f"{self.name}: {exc}; nothing was written: the producer encoded this batch wrong, "
+                "fix its encoder (data_plane.record_batch.encode_batch writes valid batches)",
+            ) from None
+        except CorruptBatchError as exc:
+            raise PartitionError(
+                ErrorCode.CORRUPT_MESSAGE, f"{self.name}: {exc}; nothing was written: the bytes changed after they were "
+                "encoded (client memory or network): send the batch again",
+            ) from None
+        except RecordTooLargeError as exc:
+            raise PartitionError(ErrorCode.MESSAGE_TOO_LARGE, str(exc)) from None
+        self._producers.rebuild_from_batches(appended.headers)
+        assert appended.last_offset + 1 == self.log.log_end_offset, (appended.last_offset, self.log.log_end_offset)
+        ready = self._decided(core.on_leader_append(self.log.log_end_offset, now_ms), now_ms, appended=True)
+        wait = appended.last_offset + 1 if acks == ACKS_ALL else None
+        return Appended(appended.first_offset, appended.log_append_time_ms, self.log.log_start_offset, wait), ready
+
+    def _check_sequence(self, headers: list[BatchHeader]) -> Duplicate | None:
+        """Idempotent producers: a retried request is answered from memory, a gap is refused."""
+        if all(h.producer_id == NO_PRODUCER_ID for h in headers):
+            return None
+        verdict = self._producers.check_run(headers)
+        if isinstance(verdict, Rejected):
+            h = headers[0]
+            raise PartitionError(
+                verdict.error,
+                f"{self.name}: batch of producer {h.producer_id} (epoch {h.producer_epoch}) at sequence "
+                f"{h.base_sequence} does not follow its last batch: an earlier batch was lost; restart the producer",
+            )
+        return verdict if isinstance(verdict, Duplicate) else None
+
+    def add_delayed_produce(self, token: int, wait_until: int, deadline_ms: int, now_ms: int) -> Ready:
+        """Park an acks=all produce until the HW reaches ``wait_until``; its outcome comes
+        back in a later (or this) Ready's ``completed``."""
+        assert self._core is not None, self.name
+        assert 0 < wait_until <= self.log.log_end_offset, (wait_until, self.log.log_end_offset)
+        return self._decided(self._core.add_delayed_produce(token, wait_until, deadline_ms, now_ms), now_ms)
+
+    def on_follower_fetch(self, fetch: FollowerFetch, broker: BrokerStatus | None, now_ms: int) -> tuple[FetchCheck, Ready]:
+        """A follower fetched: how to serve it, and what its progress changed."""
+        self.require_leader(fetch.current_leader_epoch)
+        assert self._core is not None
+        decided = self._core.on_follower_fetch(fetch, broker, self.log.log_start_offset, now_ms)
+        assert self._core.high_watermark <= self.log.log_end_offset, (self._core.high_watermark, self.log.log_end_offset)
+        return decided.fetch, self._decided(decided.decisions, now_ms)
+
+    def on_tick(self, now_ms: int, replica_lag_time_max_ms: int) -> Ready:
+        """Timer: expire delayed produces, propose removing lagging followers."""
+        if self._core is None:
+            return Ready()
+        return self._decided(self._core.on_tick(now_ms, replica_lag_time_max_ms), now_ms)
+
+    def on_alter_partition_answer(self, proposal: IsrProposal, result: AlterPartitionCommitted | AlterPartitionRefused, now_ms: int) -> Ready:
+        """The controller answered ``proposal``: delivered only to the core that made it
+        (leadership may have moved since)."""
+        if self._core is None or self._core.pending_isr is not proposal:
+            return Ready()
+        return self._decided(self._core.on_alter_partition_result(result, now_ms), now_ms)
+
+    def _decided(self, decisions: LeaderDecisions, now_ms: int, appended: bool = False) -> Ready:
+        """The core's decisions as the broker's to-do list."""
+        return Ready(decisions.completed, decisions.isr_proposal, decisions.high_watermark is not None, appended)
+
+    # ------------------------------------------------------------------ reads
+
+    def read(self, offset: int, max_bytes: int, upto: int) -> bytes:
+        """Whole batches from ``offset``, stopping before ``upto`` (the HW for consumers, the
+        LEO for followers and repairs)."""
+        assert max_bytes > 0 and upto <= self.log.log_end_offset, (max_bytes, upto)
+        if self.log.log_start_offset <= offset <= self.log.log_end_offset and offset >= upto:
+            return b""
+        try:
+            return self.log.read(offset, max_bytes, max_offset=upto).data
+        except OffsetOutOfRangeError:
+            raise PartitionError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"offset {offset} is outside {self.name}'s range [{self.log.log_start_offset}, {upto}]: "
+                "seek to the earliest or latest offset",
+            ) from None
+        except DamagedRangeError as exc:
+            raise PartitionError(
+                ErrorCode.STORAGE_ERROR,
+                f"{self.name}: {exc} on broker {self.broker_id} (its copy from another replica is on the "
+                "way): retry shortly; every record before the damage is readable",
+            ) from None
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first committed record at or after ``timestamp_ms``."""
+        found = self.log.offset_for_timestamp(timestamp_ms)
+        return found if found is not None and found[0] < self.high_watermark else None
+
+    # ------------------------------------------------------------------ follower events
+
+    def append_as_follower(self, data: bytes, now_ms: int) -> None:
+        """Append replicated batches (offsets and epochs already set by the leader)."""
+        assert self._core is None, self.name
+        try:
+            appended = self.log.append(data, assign_offsets=False, leader_epoch=-1, now_ms=now_ms)
+        except (CorruptBatchError, UnexpectedAppendOffsetError) as exc:
+            raise PartitionError(ErrorCode.CORRUPT_MESSAGE, f"{self.name}: replicated batches refused: {exc}") from None
+        self._producers.rebuild_from_batches(appended.headers)
+
+    def truncate(self, offset: int, why: str) -> None:
+        """Cut the log back to ``offset`` (divergence, or a log ahead of the leader's end).
+        At or past the log end no record goes, but the log still drops an epoch entry that
+        starts there with no record in it (see PartitionLog.truncate_to)."""
+        assert offset >= 0, offset
+        before = self.log.log_end_offset
+        last_epoch = self.log.leader_epoch_cache.latest_epoch
+        self.log.truncate_to(offset)
+        if offset >= before:
+            if self.log.leader_epoch_cache.latest_epoch != last_epoch:
+                self._log.info("dropped an epoch with no record at the log end", **self.fields(), reason=why,
+                               dropped_epoch=last_epoch, last_epoch=self.log.leader_epoch_cache.latest_epoch, log_end_offset=before)
+            return
+        self._producers.truncate_to(self.log.log_end_offset)
+        self._follower_high_watermark = min(self._follower_high_watermark, self.log.log_end_offset)
+        self._log.warning("truncated log", **self.fields(), reason=why, from_offset=before, to_offset=self.log.log_end_offset)
+
+    def restart_at(self, offset: int) -> None:
+        """The leader's log starts after ours ends (retention): start over at its log start."""
+        assert offset > self.log.log_end_offset, (offset, self.log.log_end_offset)
+        self.log.truncate_fully_and_start_at(offset)
+        self._producers = ProducerState()
+        self._producers.next_offset = offset
+        self._follower_high_watermark = offset
+        self._log.warning("follower log restarted at the leader's log start", **self.fields(), log_start_offset=offset)
+
+    # ------------------------------------------------------------------ housekeeping
+
+    def damaged_ranges(self) -> list[DamagedRange]:
+        return self.log.damaged_ranges()
+
+    def checksum(self, upto_offset: int) -> int:
+        """A checksum of the records below ``upto_offset`` (replicas compare theirs)."""
+        return self.log.checksum(upto_offset)
+
+    def repair(self, damage: DamagedRange, copy: bytes) -> None:
+        """Write another replica's copy over ``damage`` (CorruptBatchError: it does not fit)."""
+        self.log.repair(damage, copy)
+        self.notify_waiters()
+
+    def mark_lost(self, damage: DamagedRange) -> None:
+        self.log.mark_lost(damage)
+        self.notify_waiters()
+
+    def scrub(self, budget_bytes: int) -> int:
+        return self.log.scrub(budget_bytes)
+
+    def apply_retention(self, now_ms: int) -> int:
+        return self.log.apply_retention(now_ms)
+
+    def maybe_flush(self, now_ms: int) -> None:
+        self.log.maybe_flush(now_ms)
 
     # ------------------------------------------------------------------ waiting
 
@@ -211,8 +484,3 @@ class Partition:
     def append_waiter(self) -> asyncio.Event:
         """Set when the log end moves too (followers' fetches)."""
         return self._append_waiters
-
-    def mark_offline(self, error: StorageError) -> None:
-        self.offline_reason = str(error)
-        self.resign()
-

@@ -20,12 +20,14 @@ from grpc_reflection.v1alpha import reflection
 from data_plane.broker.config import BrokerConfig, add_arguments, from_args
 from data_plane.broker.controller_link import BrokerLifecycleManager, MetadataFollower
 from data_plane.broker.damage_repair import DamageRepairer
+from data_plane.broker.errors import PartitionError, to_wire
 from data_plane.broker.isr_updates import AlterPartitionSender
 from data_plane.broker.replica_fetcher import ReplicaFetcherManager
 from data_plane.broker.replica_manager import ReplicaManager
 from data_plane.broker.service import BrokerService
+from data_plane.replication.errors import ErrorCode
 from data_plane.storage import LogManager
-from proto import broker_pb2, broker_pb2_grpc, common_pb2
+from proto import broker_pb2, broker_pb2_grpc
 
 log = structlog.get_logger("broker")
 
@@ -53,7 +55,7 @@ class BrokerServer:
             heartbeat_interval_ms=config.heartbeat_interval_ms,
         )
         self.fetchers = ReplicaFetcherManager(config, self.replicas, lambda: self.lifecycle.broker_epoch)
-        self.isr_updates = AlterPartitionSender(config.broker_id, self.lifecycle, self.replicas.clock_ms)
+        self.isr_updates = AlterPartitionSender(config.broker_id, self.lifecycle, self.replicas.on_alter_partition_answer)
         self.replicas.followers_changed = self.fetchers.sync
         self.replicas.propose_isr = self.isr_updates.submit
         self._producer_ids: list[int] = []
@@ -76,8 +78,8 @@ class BrokerServer:
             if topic is None:
                 response.topics.add(
                     name=name,
-                    error_code=common_pb2.UNKNOWN_TOPIC_OR_PARTITION,
-                    error_message=f"topic '{name}' does not exist: create it with kraftlog topics create {name}",
+                    **to_wire(PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                             f"topic '{name}' does not exist: create it with kraftlog topics create {name}")),
                 )
                 continue
             out = response.topics.add(name=name, topic_id=str(topic.topic_id))
@@ -87,7 +89,7 @@ class BrokerServer:
                 leader = unsafe_leaders.get((name, index), p.leader)
                 out.partitions.add(
                     partition=index,
-                    error_code=common_pb2.NONE if leader >= 0 else common_pb2.LEADER_NOT_AVAILABLE,
+                    error_code=ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
                     leader_id=leader,
                     leader_epoch=p.leader_epoch,
                     partition_epoch=p.partition_epoch,
@@ -103,8 +105,8 @@ class BrokerServer:
                 first, count = await self.lifecycle.allocate_producer_ids()
             except Exception as exc:  # the controller may be unreachable: a retriable answer
                 return broker_pb2.InitProducerIdResponse(
-                    error_code=common_pb2.BROKER_NOT_AVAILABLE,
-                    error_message=f"could not allocate producer ids from the controller ({exc}): retry shortly",
+                    **to_wire(PartitionError(ErrorCode.BROKER_NOT_AVAILABLE,
+                                             f"could not allocate producer ids from the controller ({exc}): retry shortly")),
                 )
             self._producer_ids = list(range(first + count - 1, first - 1, -1))
         return broker_pb2.InitProducerIdResponse(producer_id=self._producer_ids.pop(), producer_epoch=0)
@@ -139,13 +141,13 @@ class BrokerServer:
         self._timers = [
             asyncio.create_task(self._every(self.config.replica_tick_interval_ms, self.replicas.tick)),
             asyncio.create_task(self._every(self.config.hw_checkpoint_interval_ms, self._checkpoint)),
-            asyncio.create_task(self._every(self.config.retention_check_interval_ms, self.replicas.run_retention)),
-            asyncio.create_task(self._every(self.config.flush_check_interval_ms, self.replicas.run_flush)),
-            asyncio.create_task(DamageRepairer(self.replicas, self.fetchers.broker_address).run()),
+            asyncio.create_task(self._every(self.config.retention_check_interval_ms, self.replicas.maintenance.run_retention)),
+            asyncio.create_task(self._every(self.config.flush_check_interval_ms, self.replicas.maintenance.run_flush)),
+            asyncio.create_task(DamageRepairer(self.replicas.maintenance, self.fetchers.broker_address).run()),
         ]
         if self.config.scrub_bytes_per_second > 0:
             budget = max(self.config.scrub_bytes_per_second * self.config.scrub_interval_ms // 1000, 1)
-            self._timers.append(asyncio.create_task(self._every(self.config.scrub_interval_ms, lambda: self.replicas.run_scrub(budget))))
+            self._timers.append(asyncio.create_task(self._every(self.config.scrub_interval_ms, lambda: self.replicas.maintenance.run_scrub(budget))))
         self._log.info("broker started", listen=f"{self.config.host}:{bound}", broker_epoch=self.lifecycle.broker_epoch)
 
     def _checkpoint(self) -> None:

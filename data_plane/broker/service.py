@@ -11,8 +11,10 @@ from typing import Callable
 import grpc
 
 from data_plane import record_batch
-from data_plane.broker.errors import MalformedRequest
-from data_plane.broker.replica_manager import FetchItem, LeaderHint, ProduceItem, ReplicaFetchItem, ReplicaManager
+from data_plane.broker.errors import MalformedRequest, PartitionError, to_wire
+from data_plane.replication.errors import ErrorCode
+from data_plane.broker.replica_manager import ReplicaManager
+from data_plane.broker.requests import FetchItem, PartitionAnswer, ProduceItem, ReplicaFetchItem
 from data_plane.storage import DamagedRangeError
 from proto import broker_pb2, broker_pb2_grpc, common_pb2
 from server_common.limits import FETCH_BYTES_MAX_DEFAULT
@@ -20,12 +22,12 @@ from server_common.limits import FETCH_BYTES_MAX_DEFAULT
 VALID_ACKS = (-1, 0, 1)
 
 
-def _code(name: str) -> int:
-    return common_pb2.ErrorCode.Value(name)
-
-
-def _hint(hint: LeaderHint) -> common_pb2.LeaderHint:
-    return common_pb2.LeaderHint(leader_id=hint.leader_id, leader_epoch=hint.leader_epoch)
+def _error_fields(answer: PartitionAnswer, with_hint: bool = True) -> dict:
+    """A partition answer's error (and, for clients, the leader hint) as response fields."""
+    fields = to_wire(answer.error)
+    if with_hint:
+        fields["current_leader"] = common_pb2.LeaderHint(leader_id=answer.leader.leader_id, leader_epoch=answer.leader.leader_epoch)
+    return fields
 
 
 def records_to_batch(records, compression: str, now_ms: int) -> bytes:
@@ -102,14 +104,12 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         for r in results:
             _topic_entry(response, by_topic, r.topic).partitions.add(
                 partition=r.partition,
-                error_code=_code(r.error),
-                error_message=r.message,
                 base_offset=r.base_offset,
                 log_append_time_ms=r.log_append_time_ms,
                 log_start_offset=r.log_start_offset,
-                current_leader=_hint(r.leader),
+                **_error_fields(r),
             )
-        self._add_endpoints(response, [r.leader.leader_id for r in results if r.error != "NONE"])
+        self._add_endpoints(response, [r.leader.leader_id for r in results if r.failed])
         return response
 
     def _produce_items(self, request: broker_pb2.ProduceRequest) -> list[ProduceItem]:
@@ -148,44 +148,41 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             for p in t.partitions
         ]
         if request.repair_read:
-            results = self.replicas.repair_read(items)
+            results = self.replicas.reads.repair_read(items)
         else:
-            results = await self.replicas.fetch(request.max_wait_ms, request.min_bytes, max_bytes, items)
+            results = await self.replicas.reads.fetch(request.max_wait_ms, request.min_bytes, max_bytes, items)
         response = broker_pb2.FetchResponse()
         by_topic: dict[str, broker_pb2.FetchTopicResponse] = {}
         for item, r in zip(items, results):
             out = _topic_entry(response, by_topic, r.topic).partitions.add(
                 partition=r.partition,
-                error_code=_code(r.error),
-                error_message=r.message,
                 high_watermark=r.high_watermark,
                 log_start_offset=r.log_start_offset,
-                current_leader=_hint(r.leader),
+                **_error_fields(r),
             )
             if request.format == broker_pb2.RECORDS and not request.repair_read:
                 try:
                     out.records.extend(batches_to_records(r.data, item.offset))
                 except record_batch.CorruptBatchError as exc:  # stored before bodies were checked on append
-                    out.error_code = _code("CORRUPT_MESSAGE")
-                    out.error_message = f"{r.topic}-{r.partition}: a stored batch does not decode ({exc}): fetch from a later offset"
+                    undecodable = PartitionError(ErrorCode.CORRUPT_MESSAGE, f"{r.topic}-{r.partition}: a stored batch does not "
+                                                 f"decode ({exc}): fetch from a later offset")
+                    out.MergeFrom(broker_pb2.FetchPartitionResponse(**to_wire(undecodable)))
             else:
                 out.batches = r.data
-        self._add_endpoints(response, [r.leader.leader_id for r in results if r.error != "NONE"])
+        self._add_endpoints(response, [r.leader.leader_id for r in results if r.failed])
         return response
 
     async def ListOffsets(self, request, context):
         items = [(t.topic, p.partition, p.timestamp, _requested_epoch(p)) for t in request.topics for p in t.partitions]
         response = broker_pb2.ListOffsetsResponse()
         by_topic: dict[str, broker_pb2.ListOffsetsTopicResponse] = {}
-        for r in self.replicas.list_offsets(items):
+        for r in self.replicas.reads.list_offsets(items):
             _topic_entry(response, by_topic, r.topic).partitions.add(
                 partition=r.partition,
-                error_code=_code(r.error),
-                error_message=r.message,
                 offset=r.offset,
                 timestamp=r.timestamp,
                 leader_epoch=r.leader_epoch,
-                current_leader=_hint(r.leader),
+                **_error_fields(r),
             )
         return response
 
@@ -203,7 +200,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 for p in request.partitions
             ]
             max_bytes = min(request.max_bytes or self.replicas.config.replica_fetch_max_bytes, self.replicas.config.request_max_bytes // 2)
-            results = await self.replicas.replica_fetch(
+            results = await self.replicas.reads.replica_fetch(
                 request.replica_id, request.broker_epoch, request.max_wait_ms, request.min_bytes, max_bytes, items
             )
             response = broker_pb2.ReplicaFetchResponse()
@@ -211,12 +208,11 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 out = response.partitions.add(
                     topic=r.topic,
                     partition=r.partition,
-                    error_code=_code(r.error),
-                    error_message=r.message,
                     high_watermark=r.high_watermark,
                     log_start_offset=r.log_start_offset,
                     log_end_offset=r.log_end_offset,
                     batches=r.data,
+                    **_error_fields(r, with_hint=False),
                 )
                 if r.diverging is not None:
                     out.diverging_epoch.epoch = r.diverging.epoch
@@ -234,20 +230,20 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 partition=index,
                 is_leader=p.is_leader,
                 leader_epoch=p.state.leader_epoch,
-                log_start_offset=p.log.log_start_offset,
-                log_end_offset=p.log.log_end_offset,
+                log_start_offset=p.log_start_offset,
+                log_end_offset=p.log_end_offset,
                 high_watermark=p.high_watermark,
-                size_bytes=p.log.size_bytes,
-                latest_epoch=p.log.leader_epoch_cache.latest_epoch,
-                error_code=_code("STORAGE_ERROR" if p.offline_reason else "NONE"),
-                damaged_ranges=[damage.describe() for damage in p.log.damaged_ranges()],
+                size_bytes=p.size_bytes,
+                latest_epoch=p.latest_epoch,
+                error_code=ErrorCode.STORAGE_ERROR if p.offline_reason else ErrorCode.NONE,
+                damaged_ranges=[damage.describe() for damage in p.damaged_ranges()],
             )
             if request.include_checksums and p.offline_reason is None:
                 upto = request.checksum_upto_offset if request.HasField("checksum_upto_offset") else p.high_watermark
                 try:
-                    state.checksum_below_hw = p.log.checksum(upto)
+                    state.checksum_below_hw = p.checksum(upto)
                 except DamagedRangeError:
-                    state.damaged_ranges[:] = [damage.describe() for damage in p.log.damaged_ranges()]  # found by this read
+                    state.damaged_ranges[:] = [damage.describe() for damage in p.damaged_ranges()]  # found by this read
             if p.is_leader:
                 leos = p.replica_log_end_offsets()
                 in_sync = p.in_sync()

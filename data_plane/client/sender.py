@@ -386,9 +386,6 @@ class Sender:
                 self._complete(batch, base, answer.log_append_time_ms)
             else:
                 error = from_error_code(answer.error_code, answer.error_message, f"{batch.tp[0]}-{batch.tp[1]}")
-                if error.code == "DUPLICATE_SEQUENCE":
-                    self._complete(batch, -1, -1)  # already written by an earlier attempt
-                    continue
                 if error.code == "OUT_OF_ORDER_SEQUENCE" and self._config.enable_idempotence:
                     # nothing was appended: the partition resets (renumbers under a new
                     # producer id) and the batch is retried within delivery_timeout_ms

@@ -33,19 +33,3 @@ def check_leader_epoch(request_leader_epoch: int, local_leader_epoch: int) -> Er
         return ErrorCode.UNKNOWN_LEADER_EPOCH
     return ErrorCode.NONE
 
-
-def check_leader_request(
-    *, request_leader_epoch: int, local_leader_epoch: int | None, is_leader: bool
-) -> ErrorCode:
-    """Validate a request that must be served by the partition leader.
-
-    `local_leader_epoch` is None when this broker holds no replica of the partition.
-    """
-    if local_leader_epoch is None:
-        return ErrorCode.NOT_LEADER_OR_FOLLOWER
-    epoch_error = check_leader_epoch(request_leader_epoch, local_leader_epoch)
-    if epoch_error != ErrorCode.NONE:
-        return epoch_error
-    if not is_leader:
-        return ErrorCode.NOT_LEADER_OR_FOLLOWER
-    return ErrorCode.NONE

@@ -2,7 +2,8 @@
 
 A pure core in etcd-raft's style: no sockets, threads, clocks or files. The
 broker's asyncio shell feeds it events (`on_leader_append`, `on_follower_fetch`, `on_tick`,
-`on_alter_partition_result`, `on_partition_change`, `add_delayed_produce`) with the time as
+`on_alter_partition_result`, `on_partition_change`, `on_config_change`,
+`add_delayed_produce`) with the time as
 `now_ms`, and carries out the `LeaderDecisions` it gets back: publish the new HW, send the
 AlterPartition proposal, answer the completed produces. One instance lives for one leader
 epoch; a new epoch (even with the same leader) is a new instance, and the old one `resign`s.
@@ -198,11 +199,14 @@ class LeaderPartitionState:
             return self.isr
         return self.isr | self.pending_isr.new_isr
 
+    @property
+    def has_delayed_produces(self) -> bool:
+        return bool(self._delayed)
+
     def check_produce(self, acks: int) -> ErrorCode:
-        """Validate a produce before anything is appended."""
+        """Check a produce before anything is appended (acks was validated at the wire)."""
         assert not self._resigned
-        if acks not in (ACKS_NONE, ACKS_LEADER, ACKS_ALL):
-            return ErrorCode.INVALID_REQUIRED_ACKS
+        assert acks in (ACKS_NONE, ACKS_LEADER, ACKS_ALL), acks
         if acks == ACKS_ALL and len(self.isr) < self.min_insync_replicas:
             return ErrorCode.NOT_ENOUGH_REPLICAS
         return ErrorCode.NONE
@@ -310,6 +314,13 @@ class LeaderPartitionState:
         self.pending_isr = None
         self._apply_isr(partition_epoch, isr)
         return self._advance(now_ms, proposal=None)
+
+    def on_config_change(self, min_insync_replicas: int) -> None:
+        """The topic's min.insync.replicas changed: the next acks=all produce and every
+        completion from now on count against the new value."""
+        assert not self._resigned
+        assert min_insync_replicas >= 1, min_insync_replicas
+        self.min_insync_replicas = min_insync_replicas
 
     def resign(self) -> tuple[ProduceOutcome, ...]:
         """Leadership is gone (become follower, new leader epoch, partition deleted): every

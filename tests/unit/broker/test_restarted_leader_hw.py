@@ -6,10 +6,12 @@ the log end it had when it took the leadership, it answers OFFSET_NOT_AVAILABLE.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from pathlib import Path
 
-from data_plane.broker.replica_manager import LATEST
+from data_plane.broker.fetch_serving import LATEST
+from data_plane.broker.requests import ProduceItem
 from metadata_quorum.image import MetadataImage
 from tests.unit.broker.test_stale_metadata import apply, at_epoch, broker, with_partition
 from tests.unit.storage.conftest import batch
@@ -24,17 +26,17 @@ def with_isr(image: MetadataImage, isr: tuple[int, ...]) -> MetadataImage:
 
 
 def latest(replicas) -> tuple[str, int]:
-    [answer] = replicas.list_offsets([(*TP, LATEST, -1)])
-    return answer.error, answer.offset
+    [answer] = replicas.reads.list_offsets([(*TP, LATEST, -1)])
+    return answer.error.code.name, answer.offset
 
 
 def test_a_leader_continuing_its_epoch_after_a_crash_hides_its_checkpointed_hw(tmp_path: Path) -> None:
     first = broker(tmp_path)
     alone = with_isr(at_epoch(1, 3), (1,))
     apply(first, alone)
-    partition = first.partitions[TP]
-    partition.log.append(batch(5), assign_offsets=True, leader_epoch=3, now_ms=0)
-    partition.apply(partition.leader_core.on_leader_append(partition.log.log_end_offset, 0))
+    [answer] = asyncio.run(first.produce(1, 1000, [ProduceItem(*TP, batch(5))]))
+    assert not answer.failed, answer.error
+
     assert latest(first) == ("NONE", 5)  # published
     first.logs.checkpoint_high_watermarks({TP: 2})  # the last checkpoint, written earlier
     first.logs.close()  # the crash: nothing more is written

@@ -217,7 +217,6 @@ def test_partition_epoch_never_goes_backwards() -> None:
         ((LEADER,), 2, -1, E.NOT_ENOUGH_REPLICAS),
         ((LEADER,), 2, 1, E.NONE),          # min.insync only binds acks=all
         ((LEADER,), 2, 0, E.NONE),
-        ((LEADER, F1), 2, 2, E.INVALID_REQUIRED_ACKS),
     ],
 )
 def test_check_produce(isr, min_insync, acks, expected) -> None:

@@ -1,0 +1,189 @@
+"""Reads: consumers' fetches (below the HW), followers' replica fetches (to the LEO, moving
+their progress in the leader core), list offsets, and other replicas' repair reads.
+
+Fetches are long polls: a read that has less than ``min_bytes`` to give waits for any of its
+partitions' events (HW moved, log end moved) instead of polling, until ``max_wait_ms``.
+Every partition is reached through the replica manager, which also carries out what a
+follower's fetch made the partition decide.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING, Callable, Iterable
+
+from data_plane.broker.errors import PartitionError
+from data_plane.broker.partition import Partition
+from data_plane.broker.requests import FetchItem, FetchResult, OffsetResult, ReplicaFetchItem, ReplicaFetchResult
+from data_plane.replication.divergence import DivergingEpoch, FetchRejected, ServeFrom
+from data_plane.replication.errors import ErrorCode
+from data_plane.replication.partition_state import FollowerFetch
+from data_plane.storage import StorageError
+
+if TYPE_CHECKING:
+    from data_plane.broker.replica_manager import ReplicaManager
+
+EARLIEST = -2
+LATEST = -1
+
+
+class FetchServing:
+    def __init__(self, replicas: ReplicaManager) -> None:
+        self._replicas = replicas
+
+    async def fetch(self, max_wait_ms: int, min_bytes: int, max_bytes: int, items: list[FetchItem]) -> list[FetchResult]:
+        """Long poll: read below the HW until ``min_bytes`` are available or ``max_wait_ms`` passes."""
+        return await self._long_poll(
+            max_wait_ms, min_bytes, [(i.topic, i.partition) for i in items], lambda: self._read_all(items, max_bytes), Partition.waiter
+        )
+
+    async def replica_fetch(
+        self, replica_id: int, broker_epoch: int, max_wait_ms: int, min_bytes: int, max_bytes: int, items: list[ReplicaFetchItem]
+    ) -> list[ReplicaFetchResult]:
+        """A follower's fetch: serve up to the LEO (not the HW), track its progress, and tell it
+        where its log diverged from ours."""
+        return await self._long_poll(
+            max_wait_ms, min_bytes, [(i.topic, i.partition) for i in items],
+            lambda: self._serve_replica(replica_id, broker_epoch, items, max_bytes),
+            Partition.append_waiter,
+        )
+
+    async def _long_poll(
+        self, max_wait_ms: int, min_bytes: int, tps: list[tuple[str, int]], read, waiter: Callable[[Partition], asyncio.Event]
+    ) -> list:
+        """Call ``read`` (-> results, bytes, answer_now) until it has ``min_bytes`` or something
+        to say, waking on ``waiter`` events of the partitions in ``tps`` instead of polling."""
+        assert max_wait_ms >= 0 and min_bytes >= 0, (max_wait_ms, min_bytes)
+        deadline = time.monotonic() + min(max_wait_ms, self._replicas.config.fetch_max_wait_ms_cap) / 1000
+        partitions = self._replicas.partitions
+        while True:
+            waiters = [waiter(p) for tp in set(tps) if (p := partitions.get(tp))]
+            results, total, answer_now = read()
+            remaining = deadline - time.monotonic()
+            if total >= min_bytes or answer_now or remaining <= 0 or not waiters:
+                return results
+            await _wait_any(waiters, remaining)
+
+    def _read_all(self, items: list[FetchItem], max_bytes: int) -> tuple[list[FetchResult], int, bool]:
+        results: list[FetchResult] = []
+        total = 0
+        errors = False
+        for item in items:
+            result = FetchResult(item.topic, item.partition)
+            results.append(result)
+            budget = min(item.max_bytes or max_bytes, max_bytes - total)
+            try:
+                partition = self._replicas.lookup(item.topic, item.partition)
+                partition.require_leader(item.leader_epoch)
+                partition.check_high_watermark_settled()
+                result.high_watermark = partition.high_watermark
+                result.log_start_offset = partition.log_start_offset
+                if budget > 0 or total == 0:
+                    result.data = self._read(partition, item.offset, max(budget, 1), partition.high_watermark)
+                    total += len(result.data)
+            except PartitionError as exc:
+                self._replicas.fail(result, exc)
+                errors = True
+        return results, total, errors
+
+    def _serve_replica(
+        self, replica_id: int, broker_epoch: int, items: list[ReplicaFetchItem], max_bytes: int
+    ) -> tuple[list[ReplicaFetchResult], int, bool]:
+        results: list[ReplicaFetchResult] = []
+        total = 0
+        answer_now = False
+        now = self._replicas.clock_ms()
+        broker = self._replicas.broker_status(replica_id)
+        for item in items:
+            result = ReplicaFetchResult(item.topic, item.partition)
+            results.append(result)
+            try:
+                partition = self._replicas.lookup(item.topic, item.partition)
+                fetch = FollowerFetch(replica_id, broker_epoch, item.current_leader_epoch, item.fetch_offset, item.last_fetched_epoch)
+                check, ready = partition.on_follower_fetch(fetch, broker, now)
+            except PartitionError as exc:
+                self._replicas.fail(result, exc)
+                answer_now = True
+                continue
+            self._replicas.carry_out(partition, ready)
+            result.high_watermark = partition.high_watermark
+            result.log_start_offset = partition.log_start_offset
+            result.log_end_offset = end = partition.log_end_offset
+            if isinstance(check, DivergingEpoch):
+                result.diverging = check
+                answer_now = True
+            elif isinstance(check, FetchRejected):
+                result.error = PartitionError(check.error, f"{partition.name}: fetch offset {item.fetch_offset} (last epoch "
+                                              f"{item.last_fetched_epoch}) cannot be served from [{result.log_start_offset}, {end}]")
+                answer_now = True
+            elif isinstance(check, ServeFrom) and max_bytes > total and check.offset < end:
+                try:
+                    result.data = self._read(partition, check.offset, max_bytes - total, end)
+                except PartitionError as exc:
+                    self._replicas.fail(result, exc)
+                    answer_now = True
+                total += len(result.data)
+        return results, total, answer_now
+
+    def repair_read(self, items: list[FetchItem]) -> list[FetchResult]:
+        """Serve another replica's repair: our own copy from ``offset``, up to our log end,
+        whatever our role (the asker checks offsets, epochs and CRCs before using it)."""
+        results: list[FetchResult] = []
+        for item in items:
+            result = FetchResult(item.topic, item.partition)
+            results.append(result)
+            try:
+                partition = self._replicas.lookup(item.topic, item.partition)
+                if partition.offline_reason is not None:
+                    raise PartitionError(ErrorCode.STORAGE_ERROR, f"{partition.name} is offline on broker "
+                                         f"{self._replicas.config.broker_id}: ask another replica")
+                result.data = self._read(partition, item.offset, max(item.max_bytes, 1), partition.log_end_offset)
+            except PartitionError as exc:
+                self._replicas.fail(result, exc)
+        return results
+
+    def list_offsets(self, items: Iterable[tuple[str, int, int, int]]) -> list[OffsetResult]:
+        """(topic, partition, timestamp, leader_epoch): -2 earliest, -1 latest (the HW), else by time."""
+        results: list[OffsetResult] = []
+        for topic, index, timestamp, epoch in items:
+            result = OffsetResult(topic, index)
+            results.append(result)
+            try:
+                partition = self._replicas.lookup(topic, index)
+                partition.require_leader(epoch)
+                if timestamp != EARLIEST:
+                    partition.check_high_watermark_settled()
+            except PartitionError as exc:
+                self._replicas.fail(result, exc)
+                continue
+            result.leader_epoch = partition.state.leader_epoch
+            if timestamp == EARLIEST:
+                result.offset = partition.log_start_offset
+            elif timestamp == LATEST:
+                result.offset = partition.high_watermark
+            else:
+                result.offset, result.timestamp = partition.offset_for_timestamp(timestamp) or (-1, -1)
+        return results
+
+    def _read(self, partition: Partition, offset: int, max_bytes: int, upto: int) -> bytes:
+        try:
+            return partition.read(offset, max_bytes, upto)
+        except StorageError as exc:
+            raise self._replicas.take_offline(partition, exc) from None
+
+
+async def _wait_any(events: list[asyncio.Event], timeout_s: float) -> None:
+    """Wait until any of ``events`` is set or the timeout passes (the caller re-checks its condition)."""
+    if len(events) == 1:
+        try:
+            await asyncio.wait_for(events[0].wait(), timeout_s)
+        except asyncio.TimeoutError:
+            pass
+        return
+    tasks = [asyncio.ensure_future(e.wait()) for e in events]
+    try:
+        await asyncio.wait(tasks, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()

@@ -1,0 +1,104 @@
+"""Work on every log of the broker that no request asks for: retention, flushes, the CRC
+scrub, and carrying out damage repair (which ranges wait for a copy, from whom, writing the
+copy in, declaring a range lost). Timers in ``server.py`` and the `DamageRepairer` call it;
+a log that fails here goes offline through the replica manager like anywhere else.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import structlog
+
+from data_plane.broker.partition import Partition
+from data_plane.storage import CorruptBatchError, DamagedRange, StorageError
+
+if TYPE_CHECKING:
+    from data_plane.broker.replica_manager import ReplicaManager
+
+log = structlog.get_logger("broker.maintenance")
+
+
+class LogMaintenance:
+    def __init__(self, replicas: ReplicaManager) -> None:
+        self._replicas = replicas
+        self.config = replicas.config
+        self._scrub_next = 0  # index (in sorted order) of the partition the scrub works on
+        self._log = log.bind(broker_id=replicas.config.broker_id)
+
+    def _online(self) -> list[Partition]:
+        return [p for p in self._replicas.partitions.values() if p.offline_reason is None]
+
+    def run_retention(self) -> None:
+        now = self._replicas.clock_ms()
+        for partition in self._online():
+            try:
+                deleted = partition.apply_retention(now)
+            except StorageError as exc:
+                self._replicas.take_offline(partition, exc)
+                continue
+            if deleted:
+                self._log.info("retention deleted segments", **partition.fields(), segments=deleted,
+                               log_start_offset=partition.log_start_offset)
+
+    def run_flush(self) -> None:
+        now = self._replicas.clock_ms()
+        for partition in self._online():
+            try:
+                partition.maybe_flush(now)
+            except StorageError as exc:
+                self._replicas.take_offline(partition, exc)
+
+    def run_scrub(self, budget_bytes: int) -> None:
+        """Verify the CRCs of up to ``budget_bytes`` more stored bytes: one partition's log
+        to its end, then the next one's (round robin), so an idle broker's cost stays flat
+        however many partitions it holds."""
+        assert budget_bytes > 0, budget_bytes
+        partitions = self._replicas.partitions
+        tps = sorted(partitions)
+        for _ in range(len(tps)):
+            partition = partitions[tps[self._scrub_next % len(tps)]]
+            if partition.offline_reason is None:
+                try:
+                    budget_bytes -= partition.scrub(budget_bytes)
+                except StorageError as exc:
+                    self._replicas.take_offline(partition, exc)
+            if budget_bytes <= 0:
+                return
+            self._scrub_next += 1  # this log is verified to its end (or offline): the next one
+
+    def damaged(self) -> list[tuple[Partition, DamagedRange]]:
+        """Every damaged range still waiting for a copy, on online replicas."""
+        return [(p, damage) for p in self._online() for damage in p.damaged_ranges() if not damage.lost]
+
+    def repair_sources(self, partition: Partition) -> list[int]:
+        """The other replicas to ask for a copy: the leader first (a follower's source of
+        truth), then in-sync replicas, then the rest."""
+        others = [r for r in partition.state.replicas if r != self.config.broker_id]
+        in_sync = partition.in_sync()
+        return sorted(others, key=lambda r: (r != partition.state.leader, r not in in_sync))
+
+    def repair(self, partition: Partition, damage: DamagedRange, copy: bytes, source: int) -> bool:
+        """Write ``source``'s copy over ``damage``; False (logged) when the copy does not fit."""
+        try:
+            partition.repair(damage, copy)
+        except CorruptBatchError as exc:
+            self._log.warning("replica's copy refused for a damaged range", **partition.fields(), source=source,
+                              first_offset=damage.first_offset, next_offset=damage.next_offset, reason=str(exc))
+            return False
+        except StorageError as exc:
+            self._replicas.take_offline(partition, exc)
+            return False
+        self._log.warning("damaged range repaired", **partition.fields(), source=source,
+                          first_offset=damage.first_offset, next_offset=damage.next_offset)
+        return True
+
+    def declare_lost(self, partition: Partition, damage: DamagedRange, why: str) -> None:
+        """No replica can give the range back: its records are gone; readers skip them and
+        the offsets are never given to new records."""
+        partition.mark_lost(damage)
+        self._log.error(
+            f"RECORDS LOST: damaged range cannot be repaired ({why}); readers skip it",
+            **partition.fields(), first_offset=damage.first_offset, next_offset=damage.next_offset,
+            records=damage.next_offset - damage.first_offset,
+        )

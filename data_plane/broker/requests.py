@@ -1,0 +1,85 @@
+"""The data-plane requests and answers the broker's service hands to ``ReplicaManager``:
+plain Python in, plain Python out, one entry per partition. ``service.py`` builds the items
+from protobuf and turns the results back into protobuf; nothing here knows gRPC."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from data_plane.broker.errors import NO_ERROR, PartitionError
+from data_plane.replication.divergence import DivergingEpoch
+from data_plane.replication.errors import ErrorCode
+
+
+@dataclass
+class LeaderHint:
+    leader_id: int = -1
+    leader_epoch: int = -1
+
+
+@dataclass
+class ProduceItem:
+    topic: str
+    partition: int
+    batches: bytes
+    leader_epoch: int = -1
+
+
+@dataclass
+class FetchItem:
+    topic: str
+    partition: int
+    offset: int
+    max_bytes: int
+    leader_epoch: int = -1
+
+
+@dataclass
+class ReplicaFetchItem:
+    topic: str
+    partition: int
+    fetch_offset: int
+    last_fetched_epoch: int
+    current_leader_epoch: int
+
+
+@dataclass
+class PartitionAnswer:
+    """What every per-partition answer carries: the partition, an error (NONE when it
+    succeeded) with a message saying what to do next, and where the leader is."""
+
+    topic: str
+    partition: int
+    error: PartitionError = NO_ERROR
+    leader: LeaderHint = field(default_factory=LeaderHint)
+
+    @property
+    def failed(self) -> bool:
+        return self.error.code != ErrorCode.NONE
+
+
+@dataclass
+class ProduceResult(PartitionAnswer):
+    base_offset: int = -1
+    log_append_time_ms: int = -1
+    log_start_offset: int = -1
+
+
+@dataclass
+class FetchResult(PartitionAnswer):
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    data: bytes = b""
+
+
+@dataclass
+class ReplicaFetchResult(FetchResult):
+    log_end_offset: int = -1
+    diverging: DivergingEpoch | None = None
+
+
+@dataclass
+class OffsetResult(PartitionAnswer):
+    offset: int = -1
+    timestamp: int = -1
+    leader_epoch: int = -1
