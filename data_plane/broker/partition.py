@@ -154,6 +154,11 @@ class Partition:
         return self.log.leader_epoch_cache.latest_epoch
 
     @property
+    def epoch_entries(self) -> tuple[tuple[int, int], ...]:
+        """The log's leader-epoch history, (epoch, start offset) oldest first."""
+        return tuple(self.log.leader_epoch_cache.entries)
+
+    @property
     def size_bytes(self) -> int:
         return self.log.size_bytes
 

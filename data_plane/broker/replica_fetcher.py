@@ -148,13 +148,12 @@ class LeaderFetcher:
         for tp in plan.send:
             partition = followers[tp]
             assert isinstance(partition, Partition), (tp, partition)
-            plog = partition.log
             request.partitions.add(
-                topic=tp[0], partition=tp[1], fetch_offset=plog.log_end_offset,
-                last_fetched_epoch=plog.leader_epoch_cache.latest_epoch,
-                current_leader_epoch=partition.state.leader_epoch, log_start_offset=plog.log_start_offset,
+                topic=tp[0], partition=tp[1], fetch_offset=partition.log_end_offset,
+                last_fetched_epoch=partition.latest_epoch,
+                current_leader_epoch=partition.state.leader_epoch, log_start_offset=partition.log_start_offset,
             )
-            sent[tp] = _Sent(partition.state.leader_epoch, plog.log_end_offset)
+            sent[tp] = _Sent(partition.state.leader_epoch, partition.log_end_offset)
         return request, sent, plan.idle_s
 
     def _log_skips(self, plan: RoundPlan) -> None:
@@ -186,7 +185,7 @@ class LeaderFetcher:
         match decision:
             case Append(records=records):
                 replicas.append_as_follower(partition, records)
-                partition.high_watermark = decision.high_watermark_after(partition.log.log_end_offset)
+                partition.high_watermark = decision.high_watermark_after(partition.log_end_offset)
             case SetHighWatermark(high_watermark):
                 partition.high_watermark = high_watermark
             case Truncate(offset, reason):
@@ -200,18 +199,17 @@ class LeaderFetcher:
                 say = self.manager.log.warning if warn else self.manager.log.info
                 say("replica fetch backing off", topic=partition.topic, partition=partition.partition,
                     leader=self.leader_id, leader_epoch=partition.state.leader_epoch, reason=reason,
-                    backoff_ms=backoff_ms, log_end_offset=partition.log.log_end_offset,
-                    last_epoch=partition.log.leader_epoch_cache.latest_epoch)
+                    backoff_ms=backoff_ms, log_end_offset=partition.log_end_offset,
+                    last_epoch=partition.latest_epoch)
             case Ignore():
                 pass  # leadership or the log moved while the answer was in flight
 
 
 def follower_log(partition: Partition) -> FollowerLog:
     """The follower core's view of a local replica."""
-    plog = partition.log
     return FollowerLog(
-        log_start_offset=plog.log_start_offset, log_end_offset=plog.log_end_offset,
-        history=tuple(plog.leader_epoch_cache.entries), high_watermark=partition.high_watermark,
+        log_start_offset=partition.log_start_offset, log_end_offset=partition.log_end_offset,
+        history=partition.epoch_entries, high_watermark=partition.high_watermark,
         leader_epoch=partition.state.leader_epoch,
     )
 
@@ -279,9 +277,9 @@ class ReplicaFetcherManager:
             return f"this broker leads it (leader epoch {partition.state.leader_epoch})"
         if partition.state.leader != leader_id:
             return f"its leader is now broker {partition.state.leader} (leader epoch {partition.state.leader_epoch})"
-        if partition.state.leader_epoch < partition.log.leader_epoch_cache.latest_epoch:
+        if partition.state.leader_epoch < partition.latest_epoch:
             return (f"metadata older than the log (leader epoch {partition.state.leader_epoch} < "
-                    f"{partition.log.leader_epoch_cache.latest_epoch} in the log); waiting for newer metadata")
+                    f"{partition.latest_epoch} in the log); waiting for newer metadata")
         return partition
 
     def start(self) -> None:

@@ -47,8 +47,7 @@ def test_skips_are_reported_once_per_reason_and_resumption_once() -> None:
 
 def _replica(leader: int, leader_epoch: int, log_epoch: int = 0) -> SimpleNamespace:
     state = SimpleNamespace(leader=leader, leader_epoch=leader_epoch)
-    log = SimpleNamespace(leader_epoch_cache=SimpleNamespace(latest_epoch=log_epoch))
-    return SimpleNamespace(state=state, offline_reason=None, is_leader=False, log=log)
+    return SimpleNamespace(state=state, offline_reason=None, is_leader=False, latest_epoch=log_epoch)
 
 
 def test_every_metadata_change_wakes_the_fetcher_even_when_its_partitions_stay_the_same() -> None:

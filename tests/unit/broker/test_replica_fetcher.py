@@ -40,11 +40,18 @@ class FakeReplicas:
         partition.log.log_start_offset = partition.log.log_end_offset = offset
 
 
-def _fetcher(log_end_offset: int = 10) -> tuple[LeaderFetcher, SimpleNamespace, FakeReplicas]:
-    cache = SimpleNamespace(entries=[(0, 0), (1, 6)], latest_epoch=1)
-    log = SimpleNamespace(log_start_offset=0, log_end_offset=log_end_offset, leader_epoch_cache=cache)
-    partition = SimpleNamespace(topic=TP[0], partition=TP[1], log=log, high_watermark=3,
-                                state=SimpleNamespace(leader=LEADER, leader_epoch=1))
+class FakePartition(SimpleNamespace):
+    """The follower-side reads of a Partition, over a plain log."""
+
+    log_start_offset = property(lambda self: self.log.log_start_offset)
+    log_end_offset = property(lambda self: self.log.log_end_offset)
+    latest_epoch = property(lambda self: self.epoch_entries[-1][0])
+
+
+def _fetcher(log_end_offset: int = 10) -> tuple[LeaderFetcher, FakePartition, FakeReplicas]:
+    log = SimpleNamespace(log_start_offset=0, log_end_offset=log_end_offset)
+    partition = FakePartition(topic=TP[0], partition=TP[1], log=log, high_watermark=3, epoch_entries=((0, 0), (1, 6)),
+                              state=SimpleNamespace(leader=LEADER, leader_epoch=1))
     replicas = FakeReplicas()
     noop = lambda *args, **kwargs: None  # noqa: E731 - a log that drops everything
     manager = SimpleNamespace(replicas=replicas, rules=fetcher_rules(None, lambda: ()),
