@@ -9,13 +9,13 @@ follower's fetch made the partition decide.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import TYPE_CHECKING, Callable, Iterable
 
 from data_plane.broker.errors import PartitionError
 from data_plane.broker.partition import Partition
 from data_plane.broker.requests import FetchItem, FetchResult, OffsetResult, ReplicaFetchItem, ReplicaFetchResult
+from data_plane.broker.wakeups import Wakeups, wait_until_woken, woken_by
 from data_plane.replication.divergence import DivergingEpoch, FetchRejected, ServeFrom
 from data_plane.replication.errors import ErrorCode
 from data_plane.replication.partition_state import FollowerFetch
@@ -50,20 +50,21 @@ class FetchServing:
         )
 
     async def _long_poll(
-        self, max_wait_ms: int, min_bytes: int, tps: list[tuple[str, int]], read, waiter: Callable[[Partition], asyncio.Event]
+        self, max_wait_ms: int, min_bytes: int, tps: list[tuple[str, int]], read, waiter: Callable[[Partition], Wakeups]
     ) -> list:
         """Call ``read`` (-> results, bytes, answer_now) until it has ``min_bytes`` or something
-        to say, waking on ``waiter`` events of the partitions in ``tps`` instead of polling."""
+        to say, woken by the ``waiter`` wakeups of the partitions in ``tps`` instead of polling."""
         assert max_wait_ms >= 0 and min_bytes >= 0, (max_wait_ms, min_bytes)
         deadline = time.monotonic() + min(max_wait_ms, self._replicas.config.fetch_max_wait_ms_cap) / 1000
         partitions = self._replicas.partitions
         while True:
-            waiters = [waiter(p) for tp in set(tps) if (p := partitions.get(tp))]
-            results, total, answer_now = read()
-            remaining = deadline - time.monotonic()
-            if total >= min_bytes or answer_now or remaining <= 0 or not waiters:
-                return results
-            await _wait_any(waiters, remaining)
+            sources = [waiter(p) for tp in set(tps) if (p := partitions.get(tp))]
+            with woken_by(sources) as woken:  # registered before the read: no change is missed
+                results, total, answer_now = read()
+                remaining = deadline - time.monotonic()
+                if total >= min_bytes or answer_now or remaining <= 0 or not sources:
+                    return results
+                await wait_until_woken(woken, remaining)
 
     def _read_all(self, items: list[FetchItem], max_bytes: int) -> tuple[list[FetchResult], int, bool]:
         results: list[FetchResult] = []
@@ -171,19 +172,3 @@ class FetchServing:
             return partition.read(offset, max_bytes, upto)
         except StorageError as exc:
             raise self._replicas.take_offline(partition, exc) from None
-
-
-async def _wait_any(events: list[asyncio.Event], timeout_s: float) -> None:
-    """Wait until any of ``events`` is set or the timeout passes (the caller re-checks its condition)."""
-    if len(events) == 1:
-        try:
-            await asyncio.wait_for(events[0].wait(), timeout_s)
-        except asyncio.TimeoutError:
-            pass
-        return
-    tasks = [asyncio.ensure_future(e.wait()) for e in events]
-    try:
-        await asyncio.wait(tasks, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in tasks:
-            task.cancel()

@@ -20,12 +20,12 @@ unchanged: the caller takes the replica offline (`mark_offline`) and answers STO
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 
 import structlog
 
 from data_plane.broker.errors import PartitionError, check_leader_epoch, not_leader
+from data_plane.broker.wakeups import Wakeups
 from data_plane.record_batch import BatchHeader
 from data_plane.replication.divergence import FetchCheck
 from data_plane.replication.errors import ErrorCode
@@ -116,8 +116,8 @@ class Partition:
         self._core: LeaderPartitionState | None = None
         self._producers = ProducerState()
         self._producers.rebuild_from_batches(plog.batch_headers(plog.log_start_offset))
-        self._hw_waiters = asyncio.Event()
-        self._append_waiters = asyncio.Event()
+        self._hw_wakeups = Wakeups()
+        self._append_wakeups = Wakeups()
         self._log = log.bind(broker_id=broker_id, topic=topic, partition=partition)
 
     # ------------------------------------------------------------------ queries
@@ -443,7 +443,7 @@ class Partition:
     # ------------------------------------------------------------------ housekeeping
 
     def damaged_ranges(self) -> list[DamagedRange]:
-        return self.log.damaged_ranges()
+        return self.log.damaged_ranges() if self.log.has_damage else []
 
     def checksum(self, upto_offset: int) -> int:
         """A checksum of the records below ``upto_offset`` (replicas compare theirs)."""
@@ -472,20 +472,18 @@ class Partition:
     def notify_waiters(self) -> None:
         """The HW moved or the partition's state changed: wake every waiting fetch (each
         re-checks its own condition)."""
-        self._hw_waiters.set()
-        self._hw_waiters = asyncio.Event()
+        self._hw_wakeups.fire()
         self.notify_appended()
 
     def notify_appended(self) -> None:
         """The log end moved: wake followers' fetches only. Consumers read below the HW, so
         an append alone gives them nothing new; waking them would only cost CPU."""
-        self._append_waiters.set()
-        self._append_waiters = asyncio.Event()
+        self._append_wakeups.fire()
 
-    def waiter(self) -> asyncio.Event:
-        """Set when the HW moves or the partition's state changes (consumer fetches)."""
-        return self._hw_waiters
+    def waiter(self) -> Wakeups:
+        """Fired when the HW moves or the partition's state changes (consumer fetches)."""
+        return self._hw_wakeups
 
-    def append_waiter(self) -> asyncio.Event:
-        """Set when the log end moves too (followers' fetches)."""
-        return self._append_waiters
+    def append_waiter(self) -> Wakeups:
+        """Fired when the log end moves too (followers' fetches)."""
+        return self._append_wakeups

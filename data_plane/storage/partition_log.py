@@ -404,6 +404,12 @@ class PartitionLog:
 
     # ---------------------------------------------------------------- damage
 
+    @property
+    def has_damage(self) -> bool:
+        """Whether any damaged range is recorded (cheap: the repair loop asks every partition
+        several times a second)."""
+        return any(segment.damaged for segment in self.segments)
+
     def damaged_ranges(self) -> list[DamagedRange]:
         """Every damaged range, lowest offsets first."""
         return sorted((r for segment in self.segments for r in segment.damaged.values()), key=_first_offset)
