@@ -29,7 +29,7 @@ from typing import Callable, Iterable
 
 import grpc
 
-from proto import broker_pb2, broker_pb2_grpc
+from proto import broker_pb2, broker_pb2_grpc, controller_pb2, controller_pb2_grpc
 from server_common.waiting import wait_for
 
 CLUSTER_FILE = "cluster.json"
@@ -379,11 +379,37 @@ def live_brokers(address: str) -> int:
     return sum(1 for b in response.brokers if not b.fenced)
 
 
+def usable_brokers_at_active_controller(cluster: LocalCluster) -> int:
+    """How many brokers the active controller would place replicas on (registered, unfenced,
+    not in controlled shutdown); 0 while no controller answers as the active one.
+
+    A broker's own view is not enough after a restart: the registrations of the previous run
+    end in controlled shutdown and stay unfenced until their sessions expire, so brokers list
+    them as live while the controller refuses to place anything on them."""
+    for controller in cluster.controllers:
+        try:
+            with grpc.insecure_channel(controller.address) as channel:
+                answer = controller_pb2_grpc.ControllerServiceStub(channel).DescribeCluster(
+                    controller_pb2.DescribeClusterRequest(), timeout=2
+                )
+        except grpc.RpcError:
+            continue
+        if answer.answering_controller_id == answer.active_controller.controller_id:
+            return sum(1 for b in answer.brokers if not b.endpoint.fenced and not b.in_controlled_shutdown)
+    return 0
+
+
 def wait_ready(cluster: LocalCluster, timeout_s: float = READY_TIMEOUT_S) -> None:
-    """Every broker is registered and unfenced, as seen by every broker."""
+    """Every broker is registered and unfenced, as seen by every broker, and usable for new
+    replicas as the active controller sees it."""
     for broker in cluster.brokers:
         wait_for(
             lambda: live_brokers(broker.address) == len(cluster.brokers),
             timeout_s,
             f"{len(cluster.brokers)} live brokers seen by {broker.name} (see {cluster.log_path(broker)})",
         )
+    wait_for(
+        lambda: usable_brokers_at_active_controller(cluster) == len(cluster.brokers),
+        timeout_s,
+        f"{len(cluster.brokers)} usable brokers at the active controller (see {cluster.data_dir / 'logs'})",
+    )

@@ -270,6 +270,23 @@ def test_ctrl_c_stops_brokers_in_controlled_shutdown_before_controllers(tmp_path
     assert max(brokers_stopped) < min(controllers_stopping), "a controller stopped before every broker had"
 
 
+def test_the_demo_starts_on_a_cluster_restarted_before_its_topic_exists(tmp_path):
+    """``up --detach``, ``down``, then the README's command: the previous run's registrations
+    end in controlled shutdown, so "cluster ready" must wait until the active controller can
+    place replicas on the new ones, or creating the demo topic is refused with 0 usable brokers."""
+    data_dir = tmp_path / "cluster"
+    base = free_base(1, 3)
+    args = ("--controllers", "1", "--brokers", "3", "--data-dir", str(data_dir))
+    with cleanup(data_dir):
+        assert kraftlog("cluster", "up", "--detach", *args, base=base).returncode == 0
+        assert kraftlog("cluster", "down", "--data-dir", str(data_dir), base=base).returncode == 0
+        with Foreground("cluster", "up", *args, base=base) as up:
+            up.wait_line(lambda line: line.startswith("t=") and "acked=0 " not in line, STARTUP_S, "the demo to acknowledge records")
+            up.ctrl_c()
+            up.wait_output_closed()
+    assert "created topic demo" in up.output, up.output
+
+
 def test_a_second_ctrl_c_kills_every_node_still_running(tmp_path):
     """A paused broker cannot finish its controlled shutdown, so the stop is still waiting
     when the second Ctrl-C comes."""
