@@ -320,9 +320,10 @@ class Consumer:
         if answer.error_code == common_pb2.NONE:
             self._high_watermarks[tp] = answer.high_watermark
             self._log_start_offsets[tp] = answer.log_start_offset
-            if answer.batches:
+            data = answer.batches  # each read of a bytes field copies it: read it once
+            if data:
                 try:
-                    decoded = list(record_batch.decode_batches(answer.batches))
+                    decoded = list(record_batch.decode_batches(data))
                 except record_batch.CorruptBatchError as err:
                     self._pending_error = KraftlogError("CORRUPT_MESSAGE", f"{tp[0]}-{tp[1]} at offset {fetch_offset}: {err}")
                     return
@@ -366,9 +367,9 @@ class Consumer:
 
 def cut_batch(batch: record_batch.DecodedBatch, start_offset: int) -> record_batch.DecodedBatch:
     """The part of a decoded batch at or after `start_offset` (the batch itself if whole)."""
+    if batch.header.base_offset >= start_offset:
+        return batch  # decided from the header: the offsets column is not built
     offsets = batch.offsets
-    if not offsets or offsets[0] >= start_offset:
-        return batch
     skip = bisect.bisect_left(offsets, start_offset)
     kept = offsets[skip:]
     header = batch.header._replace(
