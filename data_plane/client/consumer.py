@@ -153,12 +153,15 @@ class Consumer:
             records.extend(_records(tp, batches))
         return records
 
-    def poll_batches(self, timeout_ms: float = 0) -> dict[TopicPartition, list[record_batch.DecodedBatch]]:
+    def poll_batches(self, timeout_ms: float = 0, fetch_ahead: bool = True) -> dict[TopicPartition, list[record_batch.DecodedBatch]]:
         """Like poll, but hands out decoded batches per partition (no per-record objects).
 
         Every record returned is at or after the partition's position: a batch that
         straddles it is cut, and its header's base_offset, last_offset_delta and
         record_count describe the cut columns (its crc no longer matches, it is not bytes).
+        With `fetch_ahead=False` no fetch is sent before returning: a caller that reads up
+        to a known offset calls `fetch_ahead()` only if it needs more, and so never has a
+        whole fetch past its end sent, received and thrown away.
         """
         self._check_open()
         self._reset_positions([tp for tp, pos in self._positions.items() if pos is None])
@@ -172,8 +175,15 @@ class Consumer:
             self._collect_completions(remaining)
         self._raise_pending()
         parts = self._take_buffered()
-        self._send_fetches()  # prefetch while the caller processes
+        if fetch_ahead:
+            self.fetch_ahead()
         return parts
+
+    def fetch_ahead(self) -> None:
+        """Sends the next fetches now (for partitions with nothing buffered), so that they
+        travel while the caller processes what it polled."""
+        self._check_open()
+        self._send_fetches()
 
     def close(self) -> None:
         """Cancels outstanding fetches and closes channels."""
