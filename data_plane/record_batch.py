@@ -74,6 +74,7 @@ NO_PRODUCER_ID = -1
 BODY_DECOMPRESSED_BYTES_MAX = 64 << 20  # an lz4 body larger than this once decompressed is refused
 
 _NULL_LENGTH = struct.pack("<i", -1)
+_INT32 = struct.Struct("<i")
 _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
 _LITTLE_ENDIAN_HOST = sys.byteorder == "little"
 
@@ -562,8 +563,12 @@ def decode_batch(buf: bytes | bytearray | memoryview, pos: int = 0) -> DecodedBa
 
 
 def decode_batches(buf: bytes | bytearray | memoryview) -> Iterator[DecodedBatch]:
-    for pos, _ in iter_batches(buf):
-        yield decode_batch(buf, pos)
+    """Each of the concatenated batches in ``buf``, validated (CRC once) and decoded."""
+    pos = 0
+    while pos < len(buf):
+        batch = decode_batch(buf, pos)
+        yield batch
+        pos += batch.header.batch_length
 
 
 def _unpack_int32s(body: bytes | memoryview, start: int, count: int) -> array:
@@ -624,8 +629,15 @@ def _int32_total(column: memoryview) -> tuple[int, int]:
     if not count:
         return 0, 0
     data = bytes(column)  # one copy: strided slices of bytes are C loops, of a memoryview generic and slow
-    if data == _NULL_LENGTH * count:
-        return 0, count  # every item null (keys are often all null)
+    if data == data[:4] * count:
+        # Every item the same length (one memcmp): keys are often all null, values often
+        # of one size, header counts often all 0.
+        (length,) = _INT32.unpack_from(data)
+        if length == -1:
+            return 0, count
+        if length < 0:
+            raise CorruptBatchError("negative length other than -1 (null)")
+        return length * count, 0
     lanes = [data[k::4] for k in range(4)]
     negative = lanes[3].translate(_NEGATIVE_TOP_BYTE)
     nulls = negative.count(0xFF)

@@ -193,7 +193,7 @@ def read_range(part: RangePartition) -> Iterator:
         deadline = time.monotonic() + part.poll_timeout_ms / 1000.0
         while position < part.end:
             try:
-                polled = consumer.poll_batches(timeout_ms=200)
+                polled = consumer.poll_batches(timeout_ms=200, fetch_ahead=False)
             except KraftlogError as err:
                 if err.code != "OFFSET_OUT_OF_RANGE":
                     raise
@@ -217,11 +217,12 @@ def read_range(part: RangePartition) -> Iterator:
             # part.end: whole batches past it are dropped, the last one is cut in Arrow (no copy).
             kept = [b for b in batches if b.header.base_offset < part.end]
             rows = sum(min(b.header.next_offset, part.end) - b.header.base_offset for b in kept)
+            position = max(position, batches[-1].header.next_offset)  # gaps (compaction, control batches) are normal
+            if position < part.end:
+                consumer.fetch_ahead()  # the next fetch travels while this one becomes Arrow
             if rows:
                 arrow = to_record_batch(part.topic, part.partition, kept, part.include_headers)
                 yield arrow.slice(0, rows) if rows < arrow.num_rows else arrow
-            last = batches[-1].header.next_offset
-            position = max(position, last)  # gaps (compaction, control batches) are normal
 
 
 def _log_start(bootstrap: str, tp: TopicPartition) -> int:

@@ -153,12 +153,15 @@ class Consumer:
             records.extend(_records(tp, batches))
         return records
 
-    def poll_batches(self, timeout_ms: float = 0) -> dict[TopicPartition, list[record_batch.DecodedBatch]]:
+    def poll_batches(self, timeout_ms: float = 0, fetch_ahead: bool = True) -> dict[TopicPartition, list[record_batch.DecodedBatch]]:
         """Like poll, but hands out decoded batches per partition (no per-record objects).
 
         Every record returned is at or after the partition's position: a batch that
         straddles it is cut, and its header's base_offset, last_offset_delta and
         record_count describe the cut columns (its crc no longer matches, it is not bytes).
+        With `fetch_ahead=False` no fetch is sent before returning: a caller that reads up
+        to a known offset calls `fetch_ahead()` only if it needs more, and so never has a
+        whole fetch past its end sent, received and thrown away.
         """
         self._check_open()
         self._reset_positions([tp for tp, pos in self._positions.items() if pos is None])
@@ -172,8 +175,15 @@ class Consumer:
             self._collect_completions(remaining)
         self._raise_pending()
         parts = self._take_buffered()
-        self._send_fetches()  # prefetch while the caller processes
+        if fetch_ahead:
+            self.fetch_ahead()
         return parts
+
+    def fetch_ahead(self) -> None:
+        """Sends the next fetches now (for partitions with nothing buffered), so that they
+        travel while the caller processes what it polled."""
+        self._check_open()
+        self._send_fetches()
 
     def close(self) -> None:
         """Cancels outstanding fetches and closes channels."""
@@ -320,9 +330,10 @@ class Consumer:
         if answer.error_code == common_pb2.NONE:
             self._high_watermarks[tp] = answer.high_watermark
             self._log_start_offsets[tp] = answer.log_start_offset
-            if answer.batches:
+            data = answer.batches  # each read of a bytes field copies it: read it once
+            if data:
                 try:
-                    decoded = list(record_batch.decode_batches(answer.batches))
+                    decoded = list(record_batch.decode_batches(data))
                 except record_batch.CorruptBatchError as err:
                     self._pending_error = KraftlogError("CORRUPT_MESSAGE", f"{tp[0]}-{tp[1]} at offset {fetch_offset}: {err}")
                     return
@@ -366,9 +377,9 @@ class Consumer:
 
 def cut_batch(batch: record_batch.DecodedBatch, start_offset: int) -> record_batch.DecodedBatch:
     """The part of a decoded batch at or after `start_offset` (the batch itself if whole)."""
+    if batch.header.base_offset >= start_offset:
+        return batch  # decided from the header: the offsets column is not built
     offsets = batch.offsets
-    if not offsets or offsets[0] >= start_offset:
-        return batch
     skip = bisect.bisect_left(offsets, start_offset)
     kept = offsets[skip:]
     header = batch.header._replace(

@@ -1,9 +1,11 @@
 """Options of Spark's Kafka source against a real broker: per-partition and ending
 timestamps, minOffsetsPerTrigger with maxTriggerDelay, maxRecordsPerPartition, `kafka.*`
-client options, and partitions added while a streaming query runs."""
+client options, and partitions and topics (subscribePattern) added while a streaming
+query runs."""
 
 import json
 import time
+from contextlib import contextmanager
 
 import pytest
 
@@ -105,27 +107,57 @@ def test_min_offsets_per_trigger_waits_for_records_or_the_delay(cluster):
         reader.stop()
 
 
-def test_stream_picks_up_added_partitions_from_earliest(spark, cluster, tmp_path):
-    cluster.create_topic("growing", 1, 1)
-    produce(cluster.bootstrap, "growing", 1, 5)
-    seen: list[tuple[int, int]] = []
+@contextmanager
+def query_from_latest(spark, cluster, tmp_path, topic: str, **subscription):
+    """Topic `topic` (1 partition, records 0-4) and a processingTime query of
+    `subscription` into foreachBatch started at latest; yields the (topic, partition,
+    offset) rows it has collected so far once it has read records 5-6, written after its
+    first micro-batch; stops it on exit."""
+    cluster.create_topic(topic, 1, 1)
+    produce(cluster.bootstrap, topic, 1, 5)
+    seen: list[tuple[str, int, int]] = []
 
-    def collect(df, batch_id):
-        seen.extend((r.partition, r.offset) for r in df.select("partition", "offset").collect())
+    def collect(batch, batch_id):
+        seen.extend((r.topic, r.partition, r.offset) for r in batch.select("topic", "partition", "offset").collect())
 
-    df = load(spark.readStream, bootstrap=cluster.bootstrap, subscribe="growing", startingOffsets="latest")
+    df = load(spark.readStream, bootstrap=cluster.bootstrap, startingOffsets="latest", **subscription)
     query = df.writeStream.foreachBatch(collect).option("checkpointLocation", str(tmp_path / "ckpt")).trigger(processingTime="0 seconds").start()
     try:
         wait_for(lambda: query.lastProgress is not None, 120, "the query's first micro-batch")
-        produce(cluster.bootstrap, "growing", 1, 3, start=5)
-        wait_for(lambda: len(seen) >= 3, 120, "records produced after the start")
+        produce(cluster.bootstrap, topic, 1, 2, start=5)
+        wait_for(lambda: len(seen) >= 2, 120, "records produced after the start")
+        yield seen
+        assert query.exception() is None
+    finally:
+        query.stop()
+
+
+def test_stream_picks_up_added_partitions_from_earliest(spark, cluster, tmp_path):
+    with query_from_latest(spark, cluster, tmp_path, "growing", subscribe="growing") as seen:
         with cluster.controller_client() as controllers:
             controllers.create_partitions({"growing": 3})
         cluster.wait_topic_ready("growing", 3)
         # Written before the query can have noticed the new partitions: read from offset 0 anyway.
         produce(cluster.bootstrap, "growing", 3, 4)
-        wait_for(lambda: len(seen) >= 3 + 12, 120, "records of the added partitions")
-        assert query.exception() is None
-    finally:
-        query.stop()
-    assert sorted(seen) == [(0, o) for o in range(5, 12)] + [(p, o) for p in (1, 2) for o in range(4)]
+        wait_for(lambda: len(seen) >= 2 + 12, 120, "records of the added partitions")
+    assert sorted(seen) == [("growing", 0, o) for o in range(5, 11)] + [("growing", p, o) for p in (1, 2) for o in range(4)]
+
+
+def test_pattern_picks_up_new_topics_from_earliest(spark, cluster, tmp_path):
+    """A running streaming query over subscribePattern reads a topic created after it
+    started from offset 0, though the topic's records were written before the query could
+    know of it (its metadata is cached for seconds) and the query started at latest; a
+    batch query planned afterwards reads it too. Topics not matching are never read."""
+    with query_from_latest(spark, cluster, tmp_path, "gain-a", subscribePattern="gain-[ab]") as seen:
+        cluster.create_topic("gain-b", 2, 1)
+        cluster.create_topic("gain-c", 1, 1)
+        produce(cluster.bootstrap, "gain-b", 2, 4)
+        produce(cluster.bootstrap, "gain-c", 1, 3)
+        wait_for(lambda: len(seen) >= 2 + 8, 120, "records of the new topic")
+        produce(cluster.bootstrap, "gain-b", 2, 1, start=4)
+        wait_for(lambda: len(seen) >= 2 + 8 + 2, 120, "records written to the new topic later")
+    assert sorted(seen) == [("gain-a", 0, 5), ("gain-a", 0, 6)] + [("gain-b", p, o) for p in (0, 1) for o in range(5)]
+
+    batch = load(spark.read, bootstrap=cluster.bootstrap, subscribePattern="gain-[ab]")
+    rows = sorted((r.topic, r.partition, r.offset) for r in batch.select("topic", "partition", "offset").collect())
+    assert rows == [("gain-a", 0, o) for o in range(7)] + [("gain-b", p, o) for p in (0, 1) for o in range(5)]

@@ -314,3 +314,16 @@ def test_column_total_agrees_with_a_plain_sum(values) -> None:
             rb._int32_total(column)
     else:
         assert rb._int32_total(column) == (sum(v for v in values if v != -1), values.count(-1))
+
+
+@pytest.mark.parametrize("value", [-1, 0, 100, (1 << 31) - 1, -2, -(1 << 31)])
+@pytest.mark.parametrize("count", [1, 2, 1000])
+def test_column_of_one_repeated_length_agrees_with_a_plain_sum(value, count) -> None:
+    """Columns whose items all have one length take a shortcut (one comparison): the same
+    answer, and the same refusal of negative lengths other than -1."""
+    column = memoryview(struct.pack(f"<{count}i", *[value] * count))
+    if value < -1:
+        with pytest.raises(CorruptBatchError, match="other than -1"):
+            rb._int32_total(column)
+    else:
+        assert rb._int32_total(column) == ((0, count) if value == -1 else (value * count, 0))
