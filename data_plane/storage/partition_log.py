@@ -194,6 +194,7 @@ class PartitionLog:
         stay (the log end covers exactly them) and the log goes offline.
         """
         self._check_online()
+        end_before = self.log_end_offset
         if validated is not None:
             located = validated
         else:
@@ -206,9 +207,12 @@ class PartitionLog:
             self._check_follower_offsets(located)
             data = memoryview(batches)
         record_count = sum(header.record_count for _, header in located)
+        assert located and located[0][1].base_offset >= end_before, (end_before, located[0][1].base_offset)
+        assert not assign_offsets or located[0][1].base_offset == end_before, (end_before, located[0][1].base_offset)
         with self._io_guard("append"):
             self._write(data, located, now_ms)
             self._note_unflushed(record_count, now_ms)
+        assert self.log_end_offset == located[-1][1].last_offset + 1, (self.log_end_offset, located[-1][1].last_offset)
         return AppendResult(
             first_offset=located[0][1].base_offset,
             last_offset=located[-1][1].last_offset,
@@ -585,6 +589,7 @@ class PartitionLog:
             self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self._save_damage_if_changed(damage_before)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        assert self.log_end_offset <= offset, (self.log_end_offset, offset)
         self._log.info("truncated", requested_offset=offset, log_end_offset=self.log_end_offset)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
