@@ -26,6 +26,7 @@ from chaos.history import FINAL, ConvergenceOp, History, Op, Read, ReplicaOp
 from data_plane import record_batch
 from data_plane.client import Admin
 from proto import broker_pb2, common_pb2
+from server_common.error_names import error_code_name
 from server_common.waiting import wait_for
 
 Assignment = dict[int, list[int]]  # partition -> the brokers holding its replicas
@@ -179,7 +180,7 @@ def _log_states(
             if p.error_code == common_pb2.NONE:
                 states[broker][p.partition] = p
             else:
-                errors[(broker, p.partition)] = f"its replica answered {common_pb2.ErrorCode.Name(p.error_code)}"
+                errors[(broker, p.partition)] = f"its replica answered {error_code_name(p.error_code)}"
     return states, errors
 
 

@@ -17,6 +17,7 @@ from cli.admin_clients import open_clients
 from cli.output import emit, table
 from cli.partition_view import ids, partition_fields
 from proto import common_pb2 as common
+from server_common.error_names import error_code_name
 
 _OK = {common.NONE, common.ELECTION_NOT_NEEDED}
 
@@ -40,7 +41,7 @@ def elect(args: argparse.Namespace) -> int:
     admin, controller = open_clients(args)
     with admin, controller:
         results = controller.elect_leaders(selection, unclean=args.election_type == "unclean")
-    rows = [partition_fields(r) | {"result": "elected" if r.error_code == common.NONE else common.ErrorCode.Name(r.error_code), "message": r.error_message} for r in results]
+    rows = [partition_fields(r) | {"result": "elected" if r.error_code == common.NONE else error_code_name(r.error_code), "message": r.error_message} for r in results]
     failed = [r for r in results if r.error_code not in _OK]
     acted = [row for row, r in zip(rows, results) if r.error_code != common.ELECTION_NOT_NEEDED]
     not_needed = len(rows) - len(acted)

@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Sequence
 
 from metadata_quorum.endpoints import Endpoint
-from proto import common_pb2 as common
 from proto import controller_pb2 as pb
+from server_common.error_names import error_code_name
 from server_common.limits import MESSAGE_BYTES_MAX
 
 BACKOFF_S_MIN = 0.05
@@ -22,7 +22,7 @@ class ControllerError(Exception):
 
     def __init__(self, code: int, message: str) -> None:
         self.code = code
-        self.code_name = common.ErrorCode.Name(code) if code in common.ErrorCode.values() else str(code)
+        self.code_name = error_code_name(code)
         self.message = message
         super().__init__(f"{self.code_name}: {message}")
 

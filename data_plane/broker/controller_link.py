@@ -31,6 +31,7 @@ from proto import common_pb2 as common
 from proto import controller_pb2 as pb
 from proto import controller_pb2_grpc
 from server_common.channel_pool import AioChannelPool
+from server_common.error_names import error_code_name
 
 _RETRIABLE_WRITE_ERRORS = {common.NOT_CONTROLLER, common.REQUEST_TIMED_OUT}
 
@@ -135,7 +136,7 @@ class BrokerLifecycleManager:
                 self._open_session()
                 self._log.info("registered with the controller", broker_epoch=self._broker_epoch, incarnation_id=self.incarnation_id)
                 return
-            self._log.warning("registration refused; retrying", error=common.ErrorCode.Name(response.error_code), message=response.error_message)
+            self._log.warning("registration refused; retrying", error=error_code_name(response.error_code), message=response.error_message)
             await asyncio.sleep(self._heartbeat_interval_s)
 
     async def _heartbeat_loop(self) -> None:

@@ -20,6 +20,7 @@ from data_plane.broker.partition import Partition
 from data_plane.replication.errors import ErrorCode
 from data_plane.replication.partition_state import AlterPartitionCommitted, AlterPartitionRefused, IsrProposal
 from proto import common_pb2, controller_pb2
+from server_common.error_names import error_code_name
 
 log = structlog.get_logger("broker.isr")
 
@@ -68,7 +69,7 @@ class AlterPartitionSender:
             self._answer_all(batch, AlterPartitionRefused(ErrorCode.REQUEST_TIMED_OUT))
             return False
         if response.error_code != common_pb2.NONE:
-            self._log.warning("AlterPartition refused", error=common_pb2.ErrorCode.Name(response.error_code),
+            self._log.warning("AlterPartition refused", error=error_code_name(response.error_code),
                               message=response.error_message)
             self._answer_all(batch, AlterPartitionRefused(from_wire(response.error_code, response.error_message).code))
             return False
@@ -79,7 +80,7 @@ class AlterPartitionSender:
             if answer is None or answer.error_code != common_pb2.NONE:
                 code = answer.error_code if answer is not None else common_pb2.UNKNOWN_SERVER_ERROR
                 self._log.info("ISR change refused", topic=p.topic, partition=p.partition,
-                               error=common_pb2.ErrorCode.Name(code), message=answer.error_message if answer else "")
+                               error=error_code_name(code), message=answer.error_message if answer else "")
                 self._deliver(p, proposal, AlterPartitionRefused(from_wire(code, answer.error_message if answer else "").code))
                 refused = True
             else:

@@ -52,7 +52,8 @@ from data_plane.replication.follower import (
     Truncate,
     apply_stale_answers,
 )
-from proto import broker_pb2, broker_pb2_grpc, common_pb2
+from proto import broker_pb2, broker_pb2_grpc
+from server_common.error_names import error_code_name
 
 log = structlog.get_logger("broker.fetcher")
 
@@ -219,7 +220,7 @@ def leader_answer(answer: broker_pb2.ReplicaFetchPartitionResponse, asked: _Sent
     diverging = answer.diverging_epoch if answer.HasField("diverging_epoch") else None
     return LeaderAnswer(
         asked_leader_epoch=asked.leader_epoch, asked_fetch_offset=asked.fetch_offset,
-        error=common_pb2.ErrorCode.Name(answer.error_code), message=answer.error_message, records=answer.batches,
+        error=error_code_name(answer.error_code), message=answer.error_message, records=answer.batches,
         high_watermark=answer.high_watermark, log_start_offset=answer.log_start_offset,
         log_end_offset=answer.log_end_offset,
         diverging=None if diverging is None else DivergingEpoch(diverging.epoch, diverging.end_offset),

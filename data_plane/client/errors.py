@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import grpc
 
-from proto import common_pb2
+from server_common.error_names import error_code_name
 
 # Conditions that clear up by themselves: a leader moved, a replica caught up, a broker
 # restarted. The producer and consumer retry these (bounded by their timeouts).
@@ -107,14 +107,6 @@ class KraftlogError(Exception):
         if self.outcome_unknown:
             return self
         return KraftlogError(self.code, self.detail, retriable=self.retriable, outcome_unknown=True)
-
-
-def error_code_name(code: int) -> str:
-    """The ErrorCode enum name for a wire value; unknown values stay visible as numbers."""
-    try:
-        return common_pb2.ErrorCode.Name(code)
-    except ValueError:
-        return f"ERROR_CODE_{code}"
 
 
 def from_error_code(code: int, message: str, where: str) -> KraftlogError:
