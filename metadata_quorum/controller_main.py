@@ -17,8 +17,6 @@ from pathlib import Path
 
 import grpc
 import structlog
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 
 from metadata_quorum.active_controller import DEFAULT_LEADER_IMBALANCE_CHECK_INTERVAL_S, ActiveController
 from metadata_quorum.broker_heartbeats import DEFAULT_SESSION_TIMEOUT_MS
@@ -26,6 +24,7 @@ from metadata_quorum.controller_service import ControllerService
 from metadata_quorum.endpoints import Voter, parse_address_overrides, parse_quorum
 from metadata_quorum.raft_node import ControllerRaftNode
 from proto import controller_pb2, controller_pb2_grpc
+from server_common.grpc_standard_services import ServingState
 from server_common.limits import MESSAGE_BYTES_MAX
 
 PASSWORD_ENV = "KRAFTLOG_QUORUM_PASSWORD"
@@ -102,12 +101,11 @@ async def serve(args: argparse.Namespace) -> None:
     node = ControllerRaftNode(me, voters, args.data_dir, cluster_id, password, loop, raft_routes)
     controller = ActiveController(node, args.session_timeout_ms, args.auto_leader_rebalance_enable, args.leader_imbalance_check_interval_seconds)
     controller_pb2_grpc.add_ControllerServiceServicer_to_server(ControllerService(controller), server)
-    health_servicer = health.aio.HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    service_name = controller_pb2.DESCRIPTOR.services_by_name["ControllerService"].full_name
-    reflection.enable_server_reflection([service_name, health.SERVICE_NAME, reflection.SERVICE_NAME], server)
+    health = ServingState(server, controller_pb2.DESCRIPTOR.services_by_name["ControllerService"].full_name)
     await server.start()
-    await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+    stopping = False
+    # Serving once this voter knows a Raft leader: before that no write can be answered.
+    reporting = asyncio.create_task(health.follow(lambda: not stopping and node.leader_id() >= 0))
     log.info("controller started", raft_address=me.raft_address, grpc_address=me.grpc_address, voters=len(voters), cluster_id=cluster_id,
              data_dir=str(args.data_dir), encrypted=password is not None, session_timeout_ms=args.session_timeout_ms,
              auto_leader_rebalance=args.auto_leader_rebalance_enable, leader_imbalance_check_interval_s=args.leader_imbalance_check_interval_seconds)
@@ -118,6 +116,9 @@ async def serve(args: argparse.Namespace) -> None:
     role = asyncio.create_task(controller.run())
     await stop.wait()
     log.info("controller stopping")
+    stopping = True
+    reporting.cancel()
+    await health.set(False)
     role.cancel()
     await server.stop(grace=1.0)
     node.destroy()

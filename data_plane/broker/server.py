@@ -14,8 +14,6 @@ import time
 
 import grpc
 import structlog
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 
 from data_plane.broker.config import BrokerConfig, add_arguments, from_args
 from data_plane.broker.controller_link import BrokerLifecycleManager, MetadataFollower
@@ -28,6 +26,7 @@ from data_plane.broker.service import BrokerService
 from data_plane.replication.errors import ErrorCode
 from data_plane.storage import LogManager
 from proto import broker_pb2, broker_pb2_grpc
+from server_common.grpc_standard_services import ServingState
 
 log = structlog.get_logger("broker")
 
@@ -60,6 +59,8 @@ class BrokerServer:
         self.replicas.propose_isr = self.isr_updates.submit
         self._producer_ids: list[int] = []
         self._server: grpc.aio.Server | None = None
+        self._health: ServingState | None = None
+        self._stopping = False
         self._timers: list[asyncio.Task] = []
 
     def metadata_response(self, topics: list[str]) -> broker_pb2.MetadataResponse:
@@ -121,17 +122,13 @@ class BrokerServer:
         broker_pb2_grpc.add_BrokerServicer_to_server(
             BrokerService(self.replicas, self.metadata_response, self.init_producer_id), server
         )
-        health_servicer = health.aio.HealthServicer()
-        health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-        reflection.enable_server_reflection(
-            [broker_pb2.DESCRIPTOR.services_by_name["Broker"].full_name, health.SERVICE_NAME, reflection.SERVICE_NAME], server
-        )
+        self._health = ServingState(server, broker_pb2.DESCRIPTOR.services_by_name["Broker"].full_name)
+        await self._health.set(False)  # starting: not registered and unfenced yet
         bound = server.add_insecure_port(f"{self.config.host}:{self.config.port}")
         if bound == 0:
             raise SystemExit(f"cannot listen on {self.config.host}:{self.config.port}: is another process using the port?")
         await server.start()
         self._server = server
-        await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
         if self.config.unsafe is not None:
             self._log.warning("UNSAFE TESTING MODE: this broker breaks replication rules on purpose", behaviour=self.config.unsafe.value)
         self.isr_updates.start()
@@ -144,6 +141,7 @@ class BrokerServer:
             asyncio.create_task(self._every(self.config.retention_check_interval_ms, self.replicas.maintenance.run_retention)),
             asyncio.create_task(self._every(self.config.flush_check_interval_ms, self.replicas.maintenance.run_flush)),
             asyncio.create_task(DamageRepairer(self.replicas.maintenance, self.fetchers.broker_address).run()),
+            asyncio.create_task(self._health.follow(lambda: not self._stopping and not self.lifecycle.is_fenced)),
         ]
         if self.config.scrub_bytes_per_second > 0:
             budget = max(self.config.scrub_bytes_per_second * self.config.scrub_interval_ms // 1000, 1)
@@ -163,6 +161,9 @@ class BrokerServer:
                 self._log.exception("periodic task failed", task=getattr(action, "__name__", str(action)))
 
     async def stop(self, controlled: bool) -> None:
+        self._stopping = True
+        if self._health is not None:
+            await self._health.set(False)  # shutting down: probes stop sending work here first
         if controlled:
             await self.lifecycle.controlled_shutdown(self.config.controlled_shutdown_timeout_s)
         for task in self._timers:
