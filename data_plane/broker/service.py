@@ -67,9 +67,22 @@ def batches_to_records(data: bytes, from_offset: int) -> list[common_pb2.Record]
     return out
 
 
-def _requested_epoch(partition_request) -> int:
+def _requested_epoch(topic: str, partition_request) -> int:
     """The leader epoch a request names; unset (or -1) means the client does not check."""
-    return partition_request.current_leader_epoch if partition_request.HasField("current_leader_epoch") else -1
+    if not partition_request.HasField("current_leader_epoch"):
+        return -1
+    epoch = partition_request.current_leader_epoch
+    if epoch < -1:
+        raise MalformedRequest(f"{topic}-{partition_request.partition}: current_leader_epoch must be -1 (not checked) "
+                               f"or a leader epoch >= 0, got {epoch}")
+    return epoch
+
+
+def _first_mention(seen: set[tuple[str, int]], topic: str, partition: int, what: str) -> None:
+    """Refuse a partition named twice in one request (which answer would be the real one?)."""
+    if (topic, partition) in seen:
+        raise MalformedRequest(f"{topic}-{partition} appears twice in one request: {what}")
+    seen.add((topic, partition))
 
 
 def _topic_entry(response, by_topic: dict, name: str):
@@ -124,13 +137,11 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             if not topic.topic:
                 raise MalformedRequest("a topic entry has an empty name")
             for part in topic.partitions:
-                if (topic.topic, part.partition) in seen:
-                    raise MalformedRequest(f"{topic.topic}-{part.partition} appears twice in one request: merge its batches")
-                seen.add((topic.topic, part.partition))
+                _first_mention(seen, topic.topic, part.partition, "merge its batches")
                 if part.batches and len(part.records):
                     raise MalformedRequest(f"{topic.topic}-{part.partition} carries both batches and records: use one path")
                 data = part.batches or records_to_batch(part.records, self._compression(topic.topic), now)
-                items.append(ProduceItem(topic.topic, part.partition, data, _requested_epoch(part)))
+                items.append(ProduceItem(topic.topic, part.partition, data, _requested_epoch(topic.topic, part)))
         return items
 
     def _compression(self, topic: str) -> str:
@@ -142,11 +153,10 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         if request.max_bytes < 0 or request.min_bytes < 0 or request.max_wait_ms < 0:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "max_bytes, min_bytes and max_wait_ms must be >= 0")
         max_bytes = request.max_bytes or FETCH_BYTES_MAX_DEFAULT
-        items = [
-            FetchItem(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes, _requested_epoch(p))
-            for t in request.topics
-            for p in t.partitions
-        ]
+        try:
+            items = self._fetch_items(request)
+        except MalformedRequest as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         if request.repair_read:
             results = self.replicas.reads.repair_read(items)
         else:
@@ -172,8 +182,37 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         self._add_endpoints(response, [r.leader.leader_id for r in results if r.failed])
         return response
 
+    @staticmethod
+    def _fetch_items(request: broker_pb2.FetchRequest) -> list[FetchItem]:
+        items: list[FetchItem] = []
+        seen: set[tuple[str, int]] = set()
+        for t in request.topics:
+            for p in t.partitions:
+                _first_mention(seen, t.topic, p.partition, "ask for it once")
+                if p.partition_max_bytes < 0:
+                    raise MalformedRequest(f"{t.topic}-{p.partition}: partition_max_bytes must be >= 0 (0: the request's "
+                                           f"max_bytes), got {p.partition_max_bytes}")
+                items.append(FetchItem(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes, _requested_epoch(t.topic, p)))
+        return items
+
+    @staticmethod
+    def _list_offsets_items(request: broker_pb2.ListOffsetsRequest) -> list[tuple[str, int, int, int]]:
+        items: list[tuple[str, int, int, int]] = []
+        seen: set[tuple[str, int]] = set()
+        for t in request.topics:
+            for p in t.partitions:
+                _first_mention(seen, t.topic, p.partition, "ask for it once")
+                if p.timestamp < -2:
+                    raise MalformedRequest(f"{t.topic}-{p.partition}: timestamp must be -2 (earliest), -1 (latest) or a "
+                                           f"time in ms >= 0, got {p.timestamp}")
+                items.append((t.topic, p.partition, p.timestamp, _requested_epoch(t.topic, p)))
+        return items
+
     async def ListOffsets(self, request, context):
-        items = [(t.topic, p.partition, p.timestamp, _requested_epoch(p)) for t in request.topics for p in t.partitions]
+        try:
+            items = self._list_offsets_items(request)
+        except MalformedRequest as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         response = broker_pb2.ListOffsetsResponse()
         by_topic: dict[str, broker_pb2.ListOffsetsTopicResponse] = {}
         for r in self.replicas.reads.list_offsets(items):
