@@ -48,11 +48,6 @@ class ServingState:
             })
         ])
 
-    @property
-    def serving(self) -> bool | None:
-        """The state last set (None before the first)."""
-        return self._serving
-
     async def follow(self, serving: Callable[[], bool]) -> None:
         """Keep the health answer equal to ``serving()``, checked every HEALTH_CHECK_INTERVAL_S
         (a polling period, not synchronisation), until cancelled."""

@@ -443,7 +443,7 @@ class Partition:
     # ------------------------------------------------------------------ housekeeping
 
     def damaged_ranges(self) -> list[DamagedRange]:
-        return self.log.damaged_ranges() if self.log.has_damage else []
+        return self.log.damaged_ranges()
 
     def checksum(self, upto_offset: int) -> int:
         """A checksum of the records below ``upto_offset`` (replicas compare theirs)."""

@@ -408,15 +408,11 @@ class PartitionLog:
 
     # ---------------------------------------------------------------- damage
 
-    @property
-    def has_damage(self) -> bool:
-        """Whether any damaged range is recorded (cheap: the repair loop asks every partition
-        several times a second)."""
-        return any(segment.damaged for segment in self.segments)
-
     def damaged_ranges(self) -> list[DamagedRange]:
-        """Every damaged range, lowest offsets first."""
-        return sorted((r for segment in self.segments for r in segment.damaged.values()), key=_first_offset)
+        """Every damaged range, lowest offsets first. Cheap on an undamaged log: the repair
+        loop asks every partition several times a second."""
+        ranges = [r for segment in self.segments if segment.damaged for r in segment.damaged.values()]
+        return sorted(ranges, key=_first_offset) if ranges else ranges
 
     def _note_damage(self, segment: LogSegment, position: int, expected_offset: int, reason: str) -> DamagedRange:
         """Take the failed batch at ``position`` out of service up to the next intact batch

