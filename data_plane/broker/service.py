@@ -226,7 +226,11 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         return response
 
     async def Metadata(self, request, context):
-        return self._metadata_response(list(request.topics))
+        response = self._metadata_response(list(request.topics))
+        if not response.brokers:  # no cluster metadata yet: an empty answer would read as "no brokers exist"
+            await context.abort(grpc.StatusCode.UNAVAILABLE, f"broker {response.answering_broker_id} has no cluster metadata "
+                                "yet (starting or cut off from the controllers): ask another broker, or retry shortly")
+        return response
 
     async def InitProducerId(self, request, context):
         return await self._init_producer_id()

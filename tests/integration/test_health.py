@@ -2,7 +2,9 @@
 
 A broker that cannot reach any controller is not registered: NOT_SERVING. A controller alone
 of three voters knows no Raft leader: NOT_SERVING. Once the quorum forms and the broker is
-unfenced, both say SERVING, for the whole server and for their own service name."""
+unfenced, both say SERVING, for the whole server and for their own service name. A broker
+with no cluster metadata refuses Metadata as UNAVAILABLE (clients ask another broker) rather
+than answering that no brokers exist."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2
 
+from proto import broker_pb2, broker_pb2_grpc
 from server_common.grpc_standard_services import REFLECTION_V1_SERVICE_NAME
 from server_common.local_cluster import LocalCluster, Node
 from server_common.waiting import wait_for
@@ -55,6 +58,10 @@ def test_health_follows_quorum_and_registration_and_reflection_answers_v1(tmp_pa
         assert status(lone) == NOT_SERVING, "a controller without a quorum is not serving"
         assert status(broker) == NOT_SERVING and status(broker, "kraftlog.v1.Broker") == NOT_SERVING, \
             "a broker that cannot register is not serving"
+        with pytest.raises(grpc.RpcError) as no_metadata:
+            with grpc.insecure_channel(broker.address) as channel:
+                broker_pb2_grpc.BrokerStub(channel).Metadata(broker_pb2.MetadataRequest(), timeout=5)
+        assert no_metadata.value.code() == grpc.StatusCode.UNAVAILABLE, "no metadata is not an empty cluster"
         for controller in others:
             cluster.start_node(controller)
         wait_for(lambda: status(broker, "kraftlog.v1.Broker") == SERVING, 60, "the broker to be registered and unfenced")
