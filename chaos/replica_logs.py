@@ -25,7 +25,7 @@ from chaos.checker.replica_checks import came_back
 from chaos.history import FINAL, ConvergenceOp, History, Op, Read, ReplicaOp
 from data_plane import record_batch
 from data_plane.client import Admin
-from proto import broker_pb2, common_pb2
+from kraftlog_proto import broker_pb2, common_pb2
 from server_common.error_names import error_code_name
 from server_common.waiting import wait_for
 

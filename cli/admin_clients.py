@@ -14,8 +14,8 @@ from typing import Iterable
 import grpc
 
 from cli.bootstrap import resolve_bootstrap
-from proto import broker_pb2
-from proto import controller_pb2 as pb
+from kraftlog_proto import broker_pb2
+from kraftlog_proto import controller_pb2 as pb
 
 LOG_STATE_TIMEOUT_S = 3.0
 

@@ -16,7 +16,7 @@ from typing import Callable
 from cli.admin_clients import open_clients
 from cli.output import emit, table
 from cli.partition_view import ids, partition_fields
-from proto import common_pb2 as common
+from kraftlog_proto import common_pb2 as common
 from server_common.error_names import error_code_name
 
 _OK = {common.NONE, common.ELECTION_NOT_NEEDED}

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from proto import broker_pb2, common_pb2
-from proto import controller_pb2 as pb
+from kraftlog_proto import broker_pb2, common_pb2
+from kraftlog_proto import controller_pb2 as pb
 
 Row = dict[str, Any]
 

@@ -36,7 +36,7 @@ import grpc
 
 from cli.output import emit, table
 from cli.perf_common import DeliveryLog, Schedule, percentiles
-from proto import broker_pb2, broker_pb2_grpc, common_pb2
+from kraftlog_proto import broker_pb2, broker_pb2_grpc, common_pb2
 from server_common.channel_pool import ChannelPool
 from server_common.local_cluster import LocalCluster, Node, wait_ready
 from server_common.logging_setup import configure_logging

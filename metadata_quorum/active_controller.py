@@ -33,8 +33,8 @@ from metadata_quorum.election import PREFERRED_ELECTIONS_PER_ENTRY_MAX, rebalanc
 from metadata_quorum.image import MetadataImage
 from metadata_quorum.raft_node import ControllerRaftNode, EntryResult
 from metadata_quorum.topic_admin import abandon_pending_topics
-from proto import common_pb2 as common
-from proto import controller_pb2 as pb
+from kraftlog_proto import common_pb2 as common
+from kraftlog_proto import controller_pb2 as pb
 
 R = TypeVar("R")
 

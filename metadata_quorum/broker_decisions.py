@@ -30,8 +30,8 @@ from metadata_quorum.records import (
     UnfenceBrokerRecord,
 )
 from metadata_quorum.topic_admin import lookup_partition, partition_state, states_after
-from proto import common_pb2 as common
-from proto import controller_pb2 as pb
+from kraftlog_proto import common_pb2 as common
+from kraftlog_proto import controller_pb2 as pb
 
 PRODUCER_ID_BLOCK_SIZE = 1000
 

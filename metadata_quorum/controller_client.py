@@ -14,9 +14,9 @@ import grpc
 from metadata_quorum.controller_router import CONTROLLER_CHANNEL_OPTIONS, ControllerError, ControllerRouter
 from metadata_quorum.endpoints import Endpoint, grpc_address, parse_endpoints
 from metadata_quorum.topic_admin import PARTITIONS_PER_ENTRY_MAX
-from proto import common_pb2 as common
-from proto import controller_pb2 as pb
-from proto import controller_pb2_grpc
+from kraftlog_proto import common_pb2 as common
+from kraftlog_proto import controller_pb2 as pb
+from kraftlog_proto import controller_pb2_grpc
 from server_common.channel_pool import ChannelPool
 
 __all__ = ["ControllerClient", "ControllerError"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from metadata_quorum.endpoints import Endpoint
-from proto import controller_pb2 as pb
+from kraftlog_proto import controller_pb2 as pb
 from server_common.error_names import error_code_name
 from server_common.limits import MESSAGE_BYTES_MAX
 

@@ -19,9 +19,9 @@ from metadata_quorum.decision import Decision
 from metadata_quorum.image import MetadataImage, image_to_records
 from metadata_quorum.raft_node import ControllerRaftNode
 from metadata_quorum.records import Record, to_proto
-from proto import common_pb2 as common
-from proto import controller_pb2 as pb
-from proto import controller_pb2_grpc
+from kraftlog_proto import common_pb2 as common
+from kraftlog_proto import controller_pb2 as pb
+from kraftlog_proto import controller_pb2_grpc
 
 R = TypeVar("R")
 

@@ -47,7 +47,7 @@ from metadata_quorum.records import (
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
 )
-from proto import common_pb2
+from kraftlog_proto import common_pb2
 
 TopicPartition = tuple[str, int]
 

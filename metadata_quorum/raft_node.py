@@ -33,7 +33,7 @@ from metadata_quorum.endpoints import Voter
 from metadata_quorum.delta import apply_all, image_from_snapshot
 from metadata_quorum.image import MetadataImage, RecordRejected, image_to_records
 from metadata_quorum.records import Record, decode, encode
-from proto import common_pb2
+from kraftlog_proto import common_pb2
 
 log = structlog.get_logger("controller")
 

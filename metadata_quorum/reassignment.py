@@ -28,8 +28,8 @@ from metadata_quorum.election import PartitionChange, elect_leader, unclean_allo
 from metadata_quorum.image import NO_LEADER, MetadataImage, PartitionImage, TopicImage
 from metadata_quorum.records import BrokerIds, Record
 from metadata_quorum.topic_admin import Refusal, lookup_partition, partition_state, selected_partitions, states_after
-from proto import common_pb2 as common
-from proto import controller_pb2 as pb
+from kraftlog_proto import common_pb2 as common
+from kraftlog_proto import controller_pb2 as pb
 
 
 def start(p: PartitionImage, target: BrokerIds) -> PartitionImage:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Union
 
-from proto import controller_pb2
+from kraftlog_proto import controller_pb2
 
 BrokerIds = tuple[int, ...]
 

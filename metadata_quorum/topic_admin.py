@@ -23,8 +23,8 @@ from metadata_quorum.delta import apply_all
 from metadata_quorum.image import NO_LEADER, MetadataImage, PartitionImage, TopicImage
 from metadata_quorum.placement import assign_replicas
 from metadata_quorum.records import ConfigRecord, PartitionRecord, Record, RemoveTopicRecord, TopicRecord
-from proto import common_pb2 as common
-from proto import controller_pb2 as pb
+from kraftlog_proto import common_pb2 as common
+from kraftlog_proto import controller_pb2 as pb
 
 TOPIC_NAME_LENGTH_MAX = 249
 PARTITIONS_PER_TOPIC_MAX = 10_000

@@ -6,7 +6,7 @@ values stay visible as numbers."""
 
 from __future__ import annotations
 
-from proto import common_pb2
+from kraftlog_proto import common_pb2
 
 
 def error_code_name(code: int) -> str:

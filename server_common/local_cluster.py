@@ -29,7 +29,7 @@ from typing import Callable, Iterable
 
 import grpc
 
-from proto import broker_pb2, broker_pb2_grpc, controller_pb2, controller_pb2_grpc
+from kraftlog_proto import broker_pb2, broker_pb2_grpc, controller_pb2, controller_pb2_grpc
 from server_common.waiting import wait_for
 
 CLUSTER_FILE = "cluster.json"

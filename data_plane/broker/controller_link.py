@@ -27,9 +27,9 @@ from metadata_quorum.endpoints import Endpoint, grpc_address
 from metadata_quorum.delta import MetadataDelta, image_from_snapshot
 from metadata_quorum.image import MetadataImage
 from metadata_quorum.records import from_proto
-from proto import common_pb2 as common
-from proto import controller_pb2 as pb
-from proto import controller_pb2_grpc
+from kraftlog_proto import common_pb2 as common
+from kraftlog_proto import controller_pb2 as pb
+from kraftlog_proto import controller_pb2_grpc
 from server_common.channel_pool import AioChannelPool
 from server_common.error_names import error_code_name
 

@@ -21,7 +21,7 @@ import structlog
 from data_plane.broker.partition import Partition
 from data_plane.broker.log_maintenance import LogMaintenance
 from data_plane.storage import DamagedRange
-from proto import broker_pb2, broker_pb2_grpc, common_pb2
+from kraftlog_proto import broker_pb2, broker_pb2_grpc, common_pb2
 
 log = structlog.get_logger("broker.repair")
 

@@ -19,7 +19,7 @@ from data_plane.broker.errors import from_wire
 from data_plane.broker.partition import Partition
 from data_plane.replication.errors import ErrorCode
 from data_plane.replication.partition_state import AlterPartitionCommitted, AlterPartitionRefused, IsrProposal
-from proto import common_pb2, controller_pb2
+from kraftlog_proto import common_pb2, controller_pb2
 from server_common.error_names import error_code_name
 
 log = structlog.get_logger("broker.isr")

@@ -52,7 +52,7 @@ from data_plane.replication.follower import (
     Truncate,
     apply_stale_answers,
 )
-from proto import broker_pb2, broker_pb2_grpc
+from kraftlog_proto import broker_pb2, broker_pb2_grpc
 from server_common.error_names import error_code_name
 
 log = structlog.get_logger("broker.fetcher")

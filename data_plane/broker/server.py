@@ -25,7 +25,7 @@ from data_plane.broker.replica_manager import ReplicaManager
 from data_plane.broker.service import BrokerService
 from data_plane.replication.errors import ErrorCode
 from data_plane.storage import LogManager
-from proto import broker_pb2, broker_pb2_grpc
+from kraftlog_proto import broker_pb2, broker_pb2_grpc
 from server_common.grpc_standard_services import ServingState
 
 log = structlog.get_logger("broker")

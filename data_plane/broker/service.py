@@ -16,7 +16,7 @@ from data_plane.replication.errors import ErrorCode
 from data_plane.broker.replica_manager import ReplicaManager
 from data_plane.broker.requests import FetchItem, PartitionAnswer, ProduceItem, ReplicaFetchItem
 from data_plane.storage import DamagedRangeError
-from proto import broker_pb2, broker_pb2_grpc, common_pb2
+from kraftlog_proto import broker_pb2, broker_pb2_grpc, common_pb2
 from server_common.limits import FETCH_BYTES_MAX_DEFAULT
 
 VALID_ACKS = (-1, 0, 1)

@@ -18,7 +18,7 @@ from data_plane.client.channels import REQUEST_TIMEOUT_MS_DEFAULT, broker_channe
 from data_plane.client.errors import KraftlogError, error_code_name, from_rpc_error
 from data_plane.client.metadata_cache import MetadataCache, TopicPartition, refresh_sync
 from data_plane.client.offset_lookup import OffsetAndTimestamp, list_offsets
-from proto import broker_pb2, common_pb2
+from kraftlog_proto import broker_pb2, common_pb2
 
 
 class PartitionDescription(NamedTuple):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from proto import broker_pb2_grpc, controller_pb2
+from kraftlog_proto import broker_pb2_grpc, controller_pb2
 from server_common.channel_pool import AioChannelPool, ChannelPool
 from server_common.limits import MESSAGE_BYTES_MAX
 

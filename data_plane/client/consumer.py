@@ -24,7 +24,7 @@ from data_plane.client.errors import KraftlogError, from_error_code, from_rpc_er
 from data_plane.client.metadata_cache import MetadataCache, TopicPartition, refresh_sync
 from data_plane.client.offset_lookup import EARLIEST, LATEST, list_offsets
 from data_plane.client.records import ConsumerRecord
-from proto import broker_pb2, common_pb2
+from kraftlog_proto import broker_pb2, common_pb2
 from server_common.limits import BATCH_BYTES_PER_MESSAGE_MAX, FETCH_BYTES_MAX_DEFAULT
 
 _RESETS = ("none", "earliest", "latest")

@@ -19,7 +19,7 @@ import grpc
 
 from data_plane.client.channels import CONTROLLER_SERVICE, listed_services
 from data_plane.client.errors import KraftlogError, error_code_name
-from proto import broker_pb2, common_pb2
+from kraftlog_proto import broker_pb2, common_pb2
 
 TopicPartition = tuple[str, int]
 

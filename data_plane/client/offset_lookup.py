@@ -15,8 +15,8 @@ import grpc
 
 from data_plane.client.errors import KraftlogError, from_error_code, from_rpc_error
 from data_plane.client.metadata_cache import MetadataCache, TopicPartition, refresh_sync
-from proto import broker_pb2, common_pb2
-from proto.broker_pb2_grpc import BrokerStub
+from kraftlog_proto import broker_pb2, common_pb2
+from kraftlog_proto.broker_pb2_grpc import BrokerStub
 from server_common.channel_pool import ChannelPool
 
 EARLIEST = -2

@@ -30,8 +30,8 @@ from data_plane.client.idempotence import OUTCOME_UNKNOWN_CODES
 from data_plane.client.metadata_cache import MetadataCache, TopicPartition, now_ms, refresh_async
 from data_plane.client.producer_batch import ProducerBatch
 from data_plane.client.record_accumulator import RecordAccumulator
-from proto import broker_pb2, common_pb2
-from proto.broker_pb2_grpc import BrokerStub
+from kraftlog_proto import broker_pb2, common_pb2
+from kraftlog_proto.broker_pb2_grpc import BrokerStub
 from server_common.channel_pool import AioChannelPool
 
 log = structlog.get_logger(__name__)

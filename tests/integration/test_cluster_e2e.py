@@ -15,7 +15,7 @@ import time
 import grpc
 import pytest
 
-from proto import broker_pb2, broker_pb2_grpc, common_pb2
+from kraftlog_proto import broker_pb2, broker_pb2_grpc, common_pb2
 from server_common.waiting import wait_for
 from tests.cluster import TestCluster, local_cluster
 

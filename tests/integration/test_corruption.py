@@ -16,7 +16,7 @@ import grpc
 import pytest
 
 from data_plane.record_batch import HEADER_SIZE, encode_batch, iter_headers
-from proto import broker_pb2, broker_pb2_grpc, common_pb2
+from kraftlog_proto import broker_pb2, broker_pb2_grpc, common_pb2
 from server_common.waiting import wait_for
 from tests.cluster import TestCluster, local_cluster
 

@@ -22,7 +22,7 @@ from typing import Iterator
 
 import pytest
 
-from proto import controller_pb2 as pb
+from kraftlog_proto import controller_pb2 as pb
 from server_common.waiting import wait_for
 from tests.cluster import TestCluster, local_cluster
 

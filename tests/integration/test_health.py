@@ -15,7 +15,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2
 
-from proto import broker_pb2, broker_pb2_grpc
+from kraftlog_proto import broker_pb2, broker_pb2_grpc
 from server_common.grpc_standard_services import REFLECTION_V1_SERVICE_NAME
 from server_common.local_cluster import LocalCluster, Node
 from server_common.waiting import wait_for

@@ -25,7 +25,7 @@ import grpc
 import pytest
 
 from data_plane.client import Admin
-from proto import broker_pb2, broker_pb2_grpc
+from kraftlog_proto import broker_pb2, broker_pb2_grpc
 from server_common.limits import MESSAGE_BYTES_MAX
 from server_common.waiting import wait_for
 from tests.cluster import TestCluster, local_cluster

@@ -14,7 +14,7 @@ import grpc
 from server_common.waiting import wait_for
 from data_plane.client import Admin
 from data_plane.record_batch import encode_batch
-from proto import broker_pb2, broker_pb2_grpc, common_pb2
+from kraftlog_proto import broker_pb2, broker_pb2_grpc, common_pb2
 from tests.cluster import TestCluster, local_cluster
 
 TOPIC = "live-config"

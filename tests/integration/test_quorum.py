@@ -25,7 +25,7 @@ import pytest
 
 from data_plane.broker.controller_link import BrokerLifecycleManager, MetadataFollower
 from metadata_quorum.controller_client import ControllerClient
-from proto import common_pb2, controller_pb2, controller_pb2_grpc
+from kraftlog_proto import common_pb2, controller_pb2, controller_pb2_grpc
 from server_common.local_cluster import free_ports
 from server_common.waiting import async_wait_for, wait_for
 

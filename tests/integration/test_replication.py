@@ -258,7 +258,7 @@ def test_a_slow_follower_leaves_the_isr_and_rejoins_when_it_catches_up(tmp_path:
 
 def test_a_paused_leader_is_fenced_and_its_unacknowledged_tail_truncated(tmp_path: Path, links: ReplicationLinks) -> None:
     from data_plane.client import Admin, Producer
-    from proto import broker_pb2, broker_pb2_grpc, common_pb2
+    from kraftlog_proto import broker_pb2, broker_pb2_grpc, common_pb2
 
     session = ["--session-timeout-ms", "3000"]
     with local_cluster(tmp_path, controller_args=session, broker_args=session, configure=links.configure) as cluster:

@@ -8,7 +8,7 @@ from typing import Callable, Iterator
 import grpc
 import pytest
 
-from proto import broker_pb2, broker_pb2_grpc, common_pb2
+from kraftlog_proto import broker_pb2, broker_pb2_grpc, common_pb2
 from tests.cluster import TestCluster, local_cluster
 
 pytestmark = pytest.mark.integration

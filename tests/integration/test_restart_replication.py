@@ -24,7 +24,7 @@ import pytest
 
 from data_plane.client import Admin, Producer
 from data_plane.client.offset_lookup import LATEST
-from proto import broker_pb2, broker_pb2_grpc, common_pb2
+from kraftlog_proto import broker_pb2, broker_pb2_grpc, common_pb2
 from server_common.waiting import wait_for
 from tests.cluster import TestCluster, local_cluster
 from tests.integration.test_replication import TOPIC_CONFIG

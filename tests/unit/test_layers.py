@@ -20,15 +20,15 @@ ROOT = Path(__file__).resolve().parents[2]
 # package (or subpackage) -> the kraftlog packages its modules may import. The most specific
 # entry that contains a module applies to it.
 LAYERS: dict[str, frozenset[str]] = {
-    "proto": frozenset({"proto"}),
-    "server_common": frozenset({"server_common", "proto"}),
-    "metadata_quorum": frozenset({"metadata_quorum", "server_common", "proto"}),
-    "data_plane": frozenset({"data_plane", "metadata_quorum", "server_common", "proto"}),
+    "kraftlog_proto": frozenset({"kraftlog_proto"}),
+    "server_common": frozenset({"server_common", "kraftlog_proto"}),
+    "metadata_quorum": frozenset({"metadata_quorum", "server_common", "kraftlog_proto"}),
+    "data_plane": frozenset({"data_plane", "metadata_quorum", "server_common", "kraftlog_proto"}),
     # the pure replication core: no storage, no broker, no client, no wire format
     "data_plane.replication": frozenset({"data_plane.replication"}),
-    "spark_source": frozenset({"spark_source", "data_plane", "metadata_quorum", "server_common", "proto"}),
-    "chaos": frozenset({"chaos", "data_plane", "metadata_quorum", "server_common", "proto"}),
-    "cli": frozenset({"cli", "chaos", "data_plane", "metadata_quorum", "server_common", "proto"}),
+    "spark_source": frozenset({"spark_source", "data_plane", "metadata_quorum", "server_common", "kraftlog_proto"}),
+    "chaos": frozenset({"chaos", "data_plane", "metadata_quorum", "server_common", "kraftlog_proto"}),
+    "cli": frozenset({"cli", "chaos", "data_plane", "metadata_quorum", "server_common", "kraftlog_proto"}),
 }
 UNCHECKED = frozenset({"tests", "examples"})  # on top of every layer
 

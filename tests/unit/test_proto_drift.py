@@ -1,4 +1,4 @@
-"""The committed Python stubs must match the `.proto` files (regenerate with ``python -m proto``).
+"""The committed Python stubs must match the `.proto` files (regenerate with ``python -m kraftlog_proto``).
 
 Compares descriptors, not text, so a different grpcio-tools version that formats the
 generated code differently does not fail the test, while any change to a message, field,
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from google.protobuf import descriptor_pb2
 
-from proto.__main__ import ROOT, proto_files
+from kraftlog_proto.__main__ import ROOT, proto_files
 
 grpc_tools = pytest.importorskip("grpc_tools", reason="grpcio-tools is in the test extra: pip install -e '.[test]'")
 
@@ -45,19 +45,19 @@ def _strip_json_names(message) -> None:
 @pytest.mark.parametrize("proto", [p.name for p in proto_files()])
 def test_generated_stubs_match_proto(proto: str, tmp_path: Path) -> None:
     fresh = compiled_descriptors(tmp_path)[f"proto/{proto}"]
-    module = importlib.import_module(f"proto.{proto.removesuffix('.proto')}_pb2")
+    module = importlib.import_module(f"kraftlog_proto.{proto.removesuffix('.proto')}_pb2")
     committed = descriptor_pb2.FileDescriptorProto.FromString(module.DESCRIPTOR.serialized_pb)
-    assert committed == fresh, f"proto/{proto} changed but its stubs were not regenerated: run python -m proto"
+    assert committed == fresh, f"proto/{proto} changed but its stubs were not regenerated: run python -m kraftlog_proto"
 
 
 def test_grpc_stubs_name_every_rpc() -> None:
     for path in proto_files():
-        module = importlib.import_module(f"proto.{path.stem}_pb2")
+        module = importlib.import_module(f"kraftlog_proto.{path.stem}_pb2")
         for service in module.DESCRIPTOR.services_by_name.values():
-            grpc_module = importlib.import_module(f"proto.{path.stem}_pb2_grpc")
+            grpc_module = importlib.import_module(f"kraftlog_proto.{path.stem}_pb2_grpc")
             servicer = getattr(grpc_module, f"{service.name}Servicer")
             missing = [m.name for m in service.methods if not hasattr(servicer, m.name)]
-            assert not missing, f"{service.name} stubs lack {missing}: run python -m proto"
+            assert not missing, f"{service.name} stubs lack {missing}: run python -m kraftlog_proto"
 
 
 def test_drift_is_detected(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ import pytest
 from data_plane.broker.config import UnsafeBehaviour
 from data_plane.broker.replica_fetcher import LeaderFetcher, _Sent, fetcher_rules
 from data_plane.replication.follower import apply_stale_answers, drop_stale_answers
-from proto import broker_pb2, common_pb2
+from kraftlog_proto import broker_pb2, common_pb2
 
 TP = ("t", 0)
 LEADER = 2

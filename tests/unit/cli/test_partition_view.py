@@ -4,8 +4,8 @@ state; lag, replica status and the attention notes, including while brokers are 
 from __future__ import annotations
 
 from cli.partition_view import describe_rows, replica_cell, status_notes
-from proto import broker_pb2, common_pb2
-from proto import controller_pb2 as pb
+from kraftlog_proto import broker_pb2, common_pb2
+from kraftlog_proto import controller_pb2 as pb
 
 
 def topic(*states: pb.PartitionState) -> pb.TopicDescription:

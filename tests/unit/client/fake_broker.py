@@ -24,7 +24,7 @@ import grpc
 from data_plane import record_batch
 from data_plane.replication.producer_state import Duplicate, ProducerState, Rejected
 from data_plane.client.channels import CHANNEL_OPTIONS
-from proto import broker_pb2, broker_pb2_grpc, common_pb2
+from kraftlog_proto import broker_pb2, broker_pb2_grpc, common_pb2
 
 BROKER_ID = 1
 

@@ -6,7 +6,7 @@ import time
 import pytest
 
 from data_plane.client import Admin, Consumer, KraftlogError, Producer
-from proto import common_pb2
+from kraftlog_proto import common_pb2
 from tests.unit.client.fake_broker import FakeBroker
 
 

@@ -4,7 +4,7 @@ import grpc
 import pytest
 
 from data_plane.client.errors import KraftlogError, from_error_code, from_rpc_error
-from proto import common_pb2
+from kraftlog_proto import common_pb2
 
 
 @pytest.mark.parametrize(

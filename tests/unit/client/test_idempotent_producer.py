@@ -10,7 +10,7 @@ import pytest
 
 from data_plane.client import KraftlogError, Producer
 from data_plane.record_batch import encode_batch
-from proto import broker_pb2, common_pb2
+from kraftlog_proto import broker_pb2, common_pb2
 from tests.unit.client.fake_broker import FakeBroker
 
 TP = ("one", 0)

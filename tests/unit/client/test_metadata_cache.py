@@ -3,7 +3,7 @@
 import pytest
 
 from data_plane.client.metadata_cache import MetadataCache, parse_bootstrap
-from proto import broker_pb2, common_pb2
+from kraftlog_proto import broker_pb2, common_pb2
 
 
 def response(leader=1, epoch=5, partitions=2, topic_id="id1", brokers=(1, 2)):

@@ -10,8 +10,8 @@ from metadata_quorum.broker_heartbeats import BrokerHeartbeatManager
 from metadata_quorum.decision import Decision
 from metadata_quorum.delta import apply_all
 from metadata_quorum.image import MetadataImage
-from proto import common_pb2 as common
-from proto import controller_pb2 as pb
+from kraftlog_proto import common_pb2 as common
+from kraftlog_proto import controller_pb2 as pb
 
 
 def commit(image: MetadataImage, decision: Decision) -> MetadataImage:

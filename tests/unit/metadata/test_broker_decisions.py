@@ -11,8 +11,8 @@ from metadata_quorum.broker_heartbeats import BrokerHeartbeatManager
 from metadata_quorum.delta import apply_all
 from metadata_quorum.image import NO_LEADER
 from metadata_quorum.records import BrokerRegistrationChangeRecord, FenceBrokerRecord, RegisterBrokerRecord
-from proto import common_pb2 as common
-from proto import controller_pb2 as pb
+from kraftlog_proto import common_pb2 as common
+from kraftlog_proto import controller_pb2 as pb
 
 from .helpers import cluster, commit, with_topic
 

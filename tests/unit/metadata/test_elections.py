@@ -13,7 +13,7 @@ from metadata_quorum.broker_heartbeats import BrokerHeartbeatManager
 from metadata_quorum.delta import apply_all, image_from_snapshot
 from metadata_quorum.image import NO_LEADER, RecordRejected, image_to_records
 from metadata_quorum.records import BrokerRegistrationChangeRecord, FenceBrokerRecord, PartitionChangeRecord
-from proto import controller_pb2 as pb
+from kraftlog_proto import controller_pb2 as pb
 
 from .helpers import cluster, commit, with_topic
 

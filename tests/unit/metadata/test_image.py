@@ -8,7 +8,7 @@ import pytest
 from metadata_quorum import records as r
 from metadata_quorum.delta import apply, apply_all, image_from_snapshot
 from metadata_quorum.image import MetadataImage, RecordRejected, image_to_records
-from proto import common_pb2 as common
+from kraftlog_proto import common_pb2 as common
 
 from .helpers import cluster, with_topic
 

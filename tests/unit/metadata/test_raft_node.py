@@ -11,7 +11,7 @@ from pathlib import Path
 from metadata_quorum import records as r
 from metadata_quorum.endpoints import Voter
 from metadata_quorum.raft_node import ControllerRaftNode
-from proto import common_pb2 as common
+from kraftlog_proto import common_pb2 as common
 from server_common.waiting import async_wait_for
 
 

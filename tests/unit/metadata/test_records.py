@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from metadata_quorum import records as r
-from proto import controller_pb2 as pb
+from kraftlog_proto import controller_pb2 as pb
 
 SAMPLES = [
     r.TopicRecord("orders", "id-1"),

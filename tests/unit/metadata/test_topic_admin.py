@@ -8,8 +8,8 @@ from metadata_quorum import topic_admin
 from metadata_quorum.delta import apply_all, image_from_snapshot
 from metadata_quorum.image import RecordRejected, image_to_records
 from metadata_quorum.records import ConfigRecord, PartitionRecord, TopicRecord
-from proto import common_pb2 as common
-from proto import controller_pb2 as pb
+from kraftlog_proto import common_pb2 as common
+from kraftlog_proto import controller_pb2 as pb
 
 from .helpers import cluster, commit, topic_ids, with_topic
 

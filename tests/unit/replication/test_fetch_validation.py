@@ -4,7 +4,7 @@ import pytest
 
 from data_plane.replication.errors import ErrorCode
 from data_plane.replication.fetch_validation import check_leader_epoch
-from proto import common_pb2
+from kraftlog_proto import common_pb2
 
 E = ErrorCode
 

@@ -1,5 +1,5 @@
 from server_common.error_names import error_code_name
-from proto import common_pb2
+from kraftlog_proto import common_pb2
 
 
 def test_known_codes_are_named_and_unknown_ones_stay_visible_as_numbers() -> None:

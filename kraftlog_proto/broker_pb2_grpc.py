@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from proto import broker_pb2 as proto_dot_broker__pb2
+from kraftlog_proto import broker_pb2 as proto_dot_broker__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
