@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import copy
 import json
+import struct
+import subprocess
+import zlib
 from pathlib import Path
 
+import lz4.frame
 import pytest
 
 from data_plane import record_batch_vectors as vectors
-from data_plane.record_batch import HEADER_SIZE
+from data_plane.record_batch import HEADER_SIZE, encode_batch
 
 VECTOR_FILE = Path(__file__).resolve().parents[2] / vectors.DEFAULT_PATH
 
@@ -117,3 +121,64 @@ def test_the_command_checks_and_writes_the_file(tmp_path, document, capsys) -> N
     assert vectors.main(["--check", str(path)]) == 1
     out = capsys.readouterr().out
     assert "valid empty-key-and-value: refused" in out and "1 problems: regenerate it" in out
+
+
+# ---------------------------------------------------------------------------------- another language
+
+
+def _run_node_check(document: dict, tmp_path: Path) -> tuple[int, str]:
+    """examples/node/check_vectors.js over ``document``: (exit status, output)."""
+    from tests.integration.test_node_example import EXAMPLE, node_tools
+
+    node, _, _ = node_tools()
+    path = tmp_path / "vectors.json"
+    path.write_text(json.dumps(document), encoding="utf-8")
+    done = subprocess.run([node, str(EXAMPLE / "check_vectors.js"), str(path)], capture_output=True, text=True, timeout=60)
+    return done.returncode, done.stdout + done.stderr
+
+
+def test_a_javascript_decoder_written_from_the_doc_agrees_with_every_vector(document, tmp_path) -> None:
+    status, output = _run_node_check(document, tmp_path)
+    assert status == 0, output
+    assert f'"valid":{len(document["valid"])},"invalid":{len(document["invalid"])},"problems":0' in output
+
+
+def test_the_javascript_check_catches_a_tampered_vector(document, tmp_path) -> None:
+    tampered = copy.deepcopy(document)
+    tampered["valid"][0]["batch_hex"] = _flip(tampered["valid"][0]["batch_hex"], -1)
+    tampered["valid"][5]["records"][1]["timestamp_ms"] += 1
+    tampered["invalid"][0]["batch_hex"] = document["valid"][0]["batch_hex"]
+    status, output = _run_node_check(tampered, tmp_path)
+    assert status == 1, output
+    assert "valid one-record: refused: CRC" in output and "valid timestamps: record 1" in output
+    assert "invalid crc-mismatch: decoded, but a reader must refuse it" in output and '"problems":3' in output
+
+
+def _batch_with_body(template: bytes, compression_code: int, body: bytes) -> bytes:
+    """``template``'s header over ``body`` with that compression code, length and CRC fixed up."""
+    buf = bytearray(template[:HEADER_SIZE]) + body
+    struct.pack_into("<h", buf, 21, compression_code)
+    struct.pack_into("<i", buf, 8, len(buf))
+    struct.pack_into("<I", buf, 17, zlib.crc32(buf[21:]))
+    return bytes(buf)
+
+
+def test_the_javascript_decoder_reads_frames_other_encoders_write(tmp_path) -> None:
+    """Beyond the vector file: lz4 frames of several linked blocks, without a declared size
+    but with checksums, of independent blocks; and a large zstd body."""
+    values = [(f"record {i} " + "abcdefghij" * (i % 97)).encode() for i in range(400)]
+    plain = encode_batch(values, timestamps_ms=vectors.T0)
+    body = plain[HEADER_SIZE:]
+    assert len(body) > 3 * 65536  # several lz4 blocks
+    frames = [
+        lz4.frame.compress(body),
+        lz4.frame.compress(body, store_size=False, content_checksum=True, block_checksum=True),
+        lz4.frame.compress(body, block_linked=False, block_size=lz4.frame.BLOCKSIZE_MAX256KB),
+    ]
+    batches = [_batch_with_body(plain, 1, frame) for frame in frames]
+    batches.append(encode_batch(values, timestamps_ms=vectors.T0, compression="zstd"))
+    case = vectors.ValidCase("large", "400 records over 200 KB", [None] * 400, values, [()] * 400, [vectors.T0] * 400)
+    document = {"valid": [vectors.describe_valid(case._replace(name=f"large-{i}"), data) for i, data in enumerate(batches)], "invalid": []}
+    assert {v["header"]["compression"] for v in document["valid"]} == {"lz4", "zstd"}
+    status, output = _run_node_check(document, tmp_path)
+    assert status == 0, output
