@@ -126,8 +126,8 @@ def valid_cases() -> list[ValidCase]:
             [b"k0", b"k1", b"k2"], [b"v0", b"v1", b"v2"], [()] * 3, [T0, T0 + 10, T0 + 20], stamp=(1000, 7),
         ),
         ValidCase(
-            "log-append-time", "stamped by a leader of a LogAppendTime topic: attribute bit 3 set, max_timestamp the broker's clock, CRC recomputed; readers see every record at max_timestamp",
-            [None, None], [b"v0", b"v1"], [(), ()], [T0, T0], compression="lz4", stamp=(42, 3), log_append_time_ms=T0 + 123_456,
+            "log-append-time", "stamped by a leader of a LogAppendTime topic: attribute bit 3 set, max_timestamp the broker's clock, CRC recomputed; readers see every record at max_timestamp (the body keeps the producer's deltas, 0 and 5)",
+            [None, None], [b"v0", b"v1"], [(), ()], [T0, T0 + 5], stamp=(42, 3), log_append_time_ms=T0 + 123_456,
         ),
     ]
 

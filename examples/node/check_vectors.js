@@ -1,8 +1,9 @@
 'use strict';
 /**
  * Checks record_batch.js against kraftlog's record batch test vectors: every valid vector must
- * decode to its recorded header, uncompressed body and records, every invalid one marked
- * readers_reject must be refused.
+ * decode to its recorded header, uncompressed body and records, and its records must encode
+ * back to that body (and, uncompressed, to the very batch bytes once stamped as the leader
+ * does); every invalid one marked readers_reject must be refused.
  *
  *   node check_vectors.js [path/to/record_batches.json]
  *
@@ -10,7 +11,7 @@
  */
 const fs = require('node:fs');
 const path = require('node:path');
-const { decodeBatch } = require('./record_batch');
+const { decodeBatch, encodeBatch, encodeBody, setLogAppendTime, stampBatch } = require('./record_batch');
 
 const DEFAULT_FILE = path.join(__dirname, '..', '..', 'proto', 'testdata', 'record_batches.json');
 
@@ -45,6 +46,27 @@ function validProblems(vector) {
   return problems;
 }
 
+const unhex = (text) => (text === null ? null : Buffer.from(text, 'hex'));
+
+/** Encode the vector's records again: the body must match body_hex, an uncompressed batch batch_hex. */
+function encodeProblems(vector) {
+  const { header } = vector;
+  const recorded = Buffer.from(vector.body_hex, 'hex');
+  const records = vector.records.map((r, i) => ({
+    key: unhex(r.key_hex),
+    value: unhex(r.value_hex),
+    headers: r.headers.map((h) => ({ key: h.key, value: unhex(h.value_hex) })),
+    // LogAppendTime records read as max_timestamp; the producer's deltas stay in the body
+    timestamp_ms: header.timestamp_type === 1 ? header.first_timestamp + recorded.readInt32LE(4 * i) : r.timestamp_ms,
+  }));
+  if (!encodeBody(records, header.first_timestamp).equals(recorded)) return ['its records encode to another body'];
+  if (header.compression !== 'none') return [];
+  const batch = encodeBatch(records, { producerId: header.producer_id, producerEpoch: header.producer_epoch, baseSequence: header.base_sequence });
+  stampBatch(batch, header.base_offset, header.leader_epoch);
+  if (header.timestamp_type === 1) setLogAppendTime(batch, header.max_timestamp);
+  return batch.toString('hex') === vector.batch_hex ? [] : [`its records encode to other bytes: ${batch.toString('hex')}`];
+}
+
 function invalidProblems(vector) {
   if (!vector.readers_reject) return [];
   try {
@@ -59,7 +81,7 @@ function main() {
   const file = process.argv[2] || DEFAULT_FILE;
   const document = JSON.parse(fs.readFileSync(file, 'utf8'));
   const problems = [
-    ...document.valid.flatMap((v) => validProblems(v).map((p) => `valid ${v.name}: ${p}`)),
+    ...document.valid.flatMap((v) => [...validProblems(v), ...encodeProblems(v)].map((p) => `valid ${v.name}: ${p}`)),
     ...document.invalid.flatMap((v) => invalidProblems(v).map((p) => `invalid ${v.name}: ${p}`)),
   ];
   problems.forEach((p) => console.log(p));

@@ -1,6 +1,6 @@
 'use strict';
 /**
- * A decoder of kraftlog record batches (the fast path's `batches` bytes), written from the
+ * A decoder (and an uncompressed encoder) of kraftlog record batches (the fast path's `batches` bytes), written from the
  * "Record batch format" section of docs/protocol.md alone, and checked against the test
  * vectors in proto/testdata/record_batches.json by check_vectors.js.
  *
@@ -250,6 +250,77 @@ function decodeBatch(buf, pos = 0) {
   return { header: h, records, body };
 }
 
+// ------------------------------------------------------------------------- encoding
+
+/**
+ * The uncompressed body of records [{ key, value, headers: [{ key, value }], timestamp_ms }]
+ * (key, value and header values Buffers or null; header keys strings), deltas from firstTimestamp.
+ */
+function encodeBody(records, firstTimestamp) {
+  const n = records.length;
+  const headers = records.flatMap((r) => r.headers);
+  const h = headers.length;
+  const names = headers.map((x) => Buffer.from(x.key, 'utf8'));
+  const columns = Buffer.alloc(4 * (4 * n + 2 * h));
+  const length = (item) => (item === null ? -1 : item.length);
+  records.forEach((r, i) => {
+    columns.writeInt32LE(r.timestamp_ms - firstTimestamp, 4 * i);
+    columns.writeInt32LE(length(r.key), 4 * (n + i));
+    columns.writeInt32LE(length(r.value), 4 * (2 * n + i));
+    columns.writeInt32LE(r.headers.length, 4 * (3 * n + i));
+  });
+  headers.forEach((x, k) => {
+    columns.writeInt32LE(names[k].length, 4 * (4 * n + k));
+    columns.writeInt32LE(length(x.value), 4 * (4 * n + h + k));
+  });
+  const present = (items) => items.filter((item) => item !== null);
+  return Buffer.concat([
+    columns,
+    ...present(records.map((r) => r.key)),
+    ...present(records.map((r) => r.value)),
+    ...names,
+    ...present(headers.map((x) => x.value)),
+  ]);
+}
+
+/**
+ * One uncompressed batch as a producer sends it: base_offset 0, leader_epoch -1, CRC set.
+ * options: producerId, producerEpoch, baseSequence (default -1: not idempotent).
+ */
+function encodeBatch(records, { producerId = -1, producerEpoch = -1, baseSequence = -1 } = {}) {
+  const first = records[0].timestamp_ms;
+  const body = encodeBody(records, first);
+  const out = Buffer.alloc(HEADER_SIZE + body.length);
+  out.writeBigInt64LE(0n, 0);
+  out.writeInt32LE(out.length, 8);
+  out.writeInt32LE(-1, 12);
+  out.writeInt8(MAGIC, 16);
+  out.writeInt16LE(0, 21);
+  out.writeInt32LE(records.length - 1, 23);
+  out.writeBigInt64LE(BigInt(first), 27);
+  out.writeBigInt64LE(BigInt(Math.max(...records.map((r) => r.timestamp_ms))), 35);
+  out.writeBigInt64LE(BigInt(producerId), 43);
+  out.writeInt16LE(producerEpoch, 51);
+  out.writeInt32LE(baseSequence, 53);
+  out.writeInt32LE(records.length, 57);
+  body.copy(out, HEADER_SIZE);
+  out.writeUInt32LE(crc32(out.subarray(21)), 17);
+  return out;
+}
+
+/** What a leader writes on append: base offset and leader epoch, outside the CRC. */
+function stampBatch(buf, baseOffset, leaderEpoch) {
+  buf.writeBigInt64LE(BigInt(baseOffset), 0);
+  buf.writeInt32LE(leaderEpoch, 12);
+}
+
+/** What a leader of a LogAppendTime topic also writes: bit 3, max_timestamp, and a new CRC. */
+function setLogAppendTime(buf, timestampMs) {
+  buf.writeInt16LE(buf.readInt16LE(21) | 0x08, 21);
+  buf.writeBigInt64LE(BigInt(timestampMs), 35);
+  buf.writeUInt32LE(crc32(buf.subarray(21, buf.readInt32LE(8))), 17);
+}
+
 /** Every batch of a `batches` field, in order. */
 function decodeBatches(buf) {
   const batches = [];
@@ -261,4 +332,4 @@ function decodeBatches(buf) {
   return batches;
 }
 
-module.exports = { BatchError, HEADER_SIZE, crc32, decodeBatch, decodeBatches };
+module.exports = { BatchError, HEADER_SIZE, crc32, decodeBatch, decodeBatches, encodeBody, encodeBatch, stampBatch, setLogAppendTime };
