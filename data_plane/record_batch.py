@@ -14,11 +14,14 @@ Header (``HEADER_SIZE`` = 61 bytes)::
     attributes int16 | last_offset_delta int32 | first_timestamp int64 | max_timestamp int64
     producer_id int64 | producer_epoch int16 | base_sequence int32 | record_count int32
 
-The CRC (``zlib.crc32``: CRC-32 as in zip and Ethernet, not Kafka's CRC-32C) covers everything after the crc field to the end of the batch. The
-prefix stays outside it so the leader can stamp ``base_offset`` and ``leader_epoch`` without
-touching the CRC. The one exception is LogAppendTime: the broker sets attribute bit 3 and
-``max_timestamp`` (both covered) and recomputes the CRC (``set_log_append_time``). Readers
-of a LogAppendTime batch see every record stamped with ``max_timestamp``.
+The CRC (``zlib.crc32``: CRC-32 as in zip and Ethernet, not Kafka's CRC-32C) covers
+everything after the crc field to the end of the batch. The prefix stays outside it so the
+leader can stamp ``base_offset`` and ``leader_epoch`` without touching the CRC. The one
+exception is LogAppendTime: the broker sets attribute bit 3 and ``max_timestamp`` (both
+covered) and recomputes the CRC (``set_log_append_time``). Readers of a LogAppendTime batch
+see every record stamped with ``max_timestamp``. docs/protocol.md ("Record batch format")
+specifies the format for other languages; proto/testdata/record_batches.json holds test
+vectors (``record_batch_vectors``).
 
 Attributes: bits 0-2 compression (0 none, 1 lz4, 2 zstd), bit 3 timestamp type (0 CreateTime,
 1 LogAppendTime), bit 4 transactional, bit 5 control.
@@ -45,7 +48,7 @@ from itertools import accumulate, chain, islice, repeat
 from operator import add, sub
 from typing import Iterator, NamedTuple, Sequence
 
-from data_plane.batch_compression import BODY_DECOMPRESSED_BYTES_MAX, BodyCompressionError, compress, decompress
+from data_plane.batch_compression import BodyCompressionError, compress, decompress
 from data_plane.batch_compression import CODES as COMPRESSION_CODES
 from data_plane.batch_compression import NAMES as COMPRESSION_NAMES
 
@@ -440,7 +443,8 @@ def validate_for_append(buf: bytes | bytearray | memoryview, pos: int = 0) -> Ba
     arrays, no per-record Python work): header counts >= 0, lengths >= -1, and the lengths
     adding up to exactly the body's size. A compressed body is decompressed once for this
     (lz4 runs at GB/s, on the order of the CRC; zstd at around 1 GB/s) and the result dropped:
-    the stored batch stays compressed as the producer sent it. Timestamps: see ``_check_timestamps``. Raises CorruptBatchError for a CRC failure, InvalidRecordError (or
+    the stored batch stays compressed as the producer sent it. Timestamps: see
+    ``_check_timestamps``. Raises CorruptBatchError for a CRC failure, InvalidRecordError (or
     InvalidTimestampError) for a batch whose CRC matches but whose content is wrong.
     """
     header = validate_batch(buf, pos)
@@ -501,7 +505,7 @@ def _check_header_keys(layout: BodyLayout, null_keys: int) -> None:
 
 
 def _decompressed(header: BatchHeader, body: bytes | memoryview) -> bytes:
-    """The batch's body decompressed, bounded by BODY_DECOMPRESSED_BYTES_MAX (InvalidRecordError if not)."""
+    """The batch's body decompressed (one whole frame within ``batch_compression``'s size limit, else InvalidRecordError)."""
     try:
         return decompress(header.compression, body)
     except BodyCompressionError as exc:
