@@ -17,7 +17,7 @@ def produce(args: argparse.Namespace) -> int:
     bootstrap = resolve_bootstrap(args.bootstrap, args.data_dir)
     _check_partition(args.topic, args.partition, partitions_of(bootstrap, args.topic))
     futures = []
-    with Producer(bootstrap, acks=ACKS[args.acks]) as producer:
+    with Producer(bootstrap, acks=ACKS[args.acks], compression=args.compression) as producer:
         for line in sys.stdin.buffer:
             line = line.rstrip(b"\r\n")
             key = None

@@ -92,6 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     produce.add_argument("--acks", choices=["all", "1", "0"], default="all", help="all: wait for the in-sync replicas, 1: the leader only, 0: do not wait (default: %(default)s)")
     produce.add_argument("--key-separator", help="split each line into key and value at the first SEP")
     produce.add_argument("--partition", type=int, help="send every record to this partition")
+    produce.add_argument("--compression", choices=["none", "lz4", "zstd"], default="none", help="batch compression (default: %(default)s)")
     _client_options(produce, json_flag=False)
     produce.set_defaults(func=data_cmd.produce)
 
@@ -123,7 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
     pprod.add_argument("--record-size", type=int, default=100, help="bytes per record value (default: %(default)s)")
     pprod.add_argument("--acks", choices=["all", "1", "0"], default="1", help="all: wait for the in-sync replicas, 1: the leader only, 0: do not wait (default: %(default)s)")
     pprod.add_argument("--batch-records", type=int, default=8000, help="records per batch (keep batches under the topic's max.message.bytes)")
-    pprod.add_argument("--compression", choices=["none", "lz4"], default="none", help="batch compression (default: %(default)s)")
+    pprod.add_argument("--compression", choices=["none", "lz4", "zstd"], default="none", help="batch compression (default: %(default)s)")
     _client_options(pprod)
     pprod.set_defaults(func=perf_cmd.produce)
     pcons = perf.add_parser("consume", help="consumer throughput from the earliest offset")

@@ -51,7 +51,7 @@ TOPIC_CONFIG_KEYS: dict[str, ConfigKey] = {
         ConfigKey("unclean.leader.election.enable", bool, False, "Elect a replica outside the ISR when no in-sync replica is alive (may lose committed data)."),
         ConfigKey("message.timestamp.type", str, "CreateTime", "CreateTime keeps the producer's timestamps; LogAppendTime stamps the broker's clock.", _one_of("CreateTime", "LogAppendTime")),
         ConfigKey("cleanup.policy", str, "delete", "How old data goes: delete (time/size retention).", _one_of("delete")),
-        ConfigKey("compression.type", str, "producer", "Codec the broker uses for batches it encodes itself (simple-records path): producer/none keep them uncompressed, lz4 compresses.", _one_of("producer", "none", "lz4")),
+        ConfigKey("compression.type", str, "producer", "Codec the broker uses for batches it encodes itself (simple-records path): producer/none keep them uncompressed, lz4 or zstd compresses.", _one_of("producer", "none", "lz4", "zstd")),
     ]
 }
 

@@ -147,7 +147,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
     def _compression(self, topic: str) -> str:
         image = self.replicas.image
         configured = image.configs.get(topic, {}).get("compression.type", "producer") if image else "producer"
-        return "lz4" if configured == "lz4" else "none"
+        return configured if configured in ("lz4", "zstd") else "none"
 
     async def Fetch(self, request: broker_pb2.FetchRequest, context: grpc.aio.ServicerContext) -> broker_pb2.FetchResponse:
         if request.max_bytes < 0 or request.min_bytes < 0 or request.max_wait_ms < 0:

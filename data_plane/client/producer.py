@@ -36,7 +36,7 @@ from server_common.limits import BATCH_BYTES_PER_MESSAGE_MAX
 log = structlog.get_logger(__name__)
 
 _ACKS = {"all": -1, -1: -1, 1: 1, 0: 0}
-_COMPRESSIONS = ("none", "lz4")
+_COMPRESSIONS = ("none", "lz4", "zstd")
 # How often a `send` waiting for a topic's metadata asks again.
 WAIT_SLICE_S = 0.1
 
@@ -50,7 +50,7 @@ class Producer:
             replicas), 1 (on the leader) or 0 (sent; futures get offset -1).
         linger_ms: how long a batch waits for more records before it is sent.
         batch_size: bytes after which a batch is sent without waiting for linger_ms.
-        compression: "none" or "lz4", per batch, done on the sender thread.
+        compression: "none", "lz4" or "zstd", per batch, done on the sender thread.
         retries: attempts after the first for retriable errors, bounded by delivery_timeout_ms.
         delivery_timeout_ms: the most a record may take from `send` to success or failure.
         retry_backoff_ms: first wait before a retry; doubles up to retry_backoff_max_ms.

@@ -126,7 +126,7 @@ def fetched_batches(draw: st.DrawFn) -> list[record_batch.DecodedBatch]:
                 keys=[k for k, _, _ in records],
                 headers=[h for _, _, h in records],
                 timestamps_ms=[draw(st.integers(1 << 40, (1 << 40) + 100_000)) for _ in records],
-                compression=draw(st.sampled_from(["none", "lz4"])),
+                compression=draw(st.sampled_from(["none", "lz4", "zstd"])),
             )
         )
         record_batch.stamp_batch(buf, 0, offset, 0)

@@ -38,7 +38,7 @@ record = st.tuples(maybe_bytes, maybe_bytes, header_list, st.integers(-(1 << 30)
 def batches(draw: st.DrawFn) -> tuple[list, bytes, dict]:
     records = draw(st.lists(record, min_size=1, max_size=25))
     options = {
-        "compression": draw(st.sampled_from(["none", "lz4"])),
+        "compression": draw(st.sampled_from(["none", "lz4", "zstd"])),
         "producer_id": draw(st.integers(-1, 1 << 40)),
         "producer_epoch": draw(st.integers(-1, 1000)),
         "base_sequence": draw(st.integers(-1, 1 << 30)),
@@ -196,7 +196,7 @@ def test_validate_within_a_region() -> None:
     "kwargs, message",
     [
         ({"values": []}, "at least one record"),
-        ({"values": [b"a"], "compression": "zstd"}, "unknown compression"),
+        ({"values": [b"a"], "compression": "gzip"}, "unknown compression"),
         ({"values": [b"a"], "keys": [b"k", b"k"]}, "keys for 1 values"),
         ({"values": [b"a", b"b"], "timestamps_ms": [0, 1 << 40]}, "24 days"),
         ({"values": [b"a"], "timestamps_ms": [1, 2]}, "timestamps for 1 values"),
@@ -288,13 +288,17 @@ def test_max_timestamp_must_lie_within_the_deltas_range() -> None:
         validate_for_append(_recrc(buf))
 
 
-def test_lz4_body_is_checked_after_decompression() -> None:
-    good = encode_batch([b"x" * 100] * 5, compression="lz4")
+@pytest.mark.parametrize("codec, magic", [("lz4", b"\x04\x22\x4d\x18"), ("zstd", b"\x28\xb5\x2f\xfd")])
+def test_compressed_body_is_checked_after_decompression(codec, magic) -> None:
+    good = encode_batch([b"x" * 100] * 5, compression=codec)
     assert validate_for_append(good).record_count == 5
-    garbage = bytearray(good[:HEADER_SIZE]) + b"\x04\x22\x4d\x18garbage-not-a-frame"
+    assert good[HEADER_SIZE : HEADER_SIZE + 4] == magic
+    garbage = bytearray(good[:HEADER_SIZE]) + magic + b"garbage-not-a-frame"
     struct.pack_into("<i", garbage, 8, len(garbage))
-    with pytest.raises(InvalidRecordError, match="lz4"):
+    with pytest.raises(InvalidRecordError, match=codec):
         validate_for_append(_recrc(garbage))
+    with pytest.raises(CorruptBatchError, match=codec):
+        decode_batch(_recrc(garbage))
 
 
 def test_non_utf8_header_key_is_refused() -> None:
