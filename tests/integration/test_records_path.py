@@ -219,3 +219,21 @@ def test_delete_records_moves_the_log_start_on_every_replica_across_a_leader_cha
 
     cluster.restart(cluster.broker(old_leader))
     wait_for(lambda: log_starts(cluster, "trimmed", [old_leader])[old_leader] == 35, 60, "the restarted broker keeps log start 35")
+
+
+# ---------------------------------------------------------------- configs
+
+
+def test_describe_configs_shows_every_effective_config_with_its_source(cluster) -> None:
+    cluster.create_topic("configured", configs={"retention.ms": "3600000"})
+    shown = kraftlog(cluster, "topics", "describe-configs", "--topic", "configured", "--json")
+    assert shown.returncode == 0, shown.stderr
+    rows = {r["key"]: r for r in json.loads(shown.stdout)}
+    assert rows["retention.ms"] == {"topic": "configured", "key": "retention.ms", "value": "3600000", "source": "topic override"}
+    assert rows["segment.bytes"]["source"] == "default" and rows["segment.bytes"]["value"] == str(1 << 30)
+    assert {"min.insync.replicas", "compression.type", "max.message.bytes"} <= set(rows)
+    table = kraftlog(cluster, "topics", "describe-configs", "configured")
+    assert table.returncode == 0 and "SOURCE" in table.stdout
+    assert any(line.split()[1:] == ["retention.ms", "3600000", "topic", "override"] for line in table.stdout.splitlines())
+    missing = kraftlog(cluster, "topics", "describe-configs", "--topic", "no-such-topic")
+    assert missing.returncode == 1 and "no-such-topic" in missing.stderr, missing.stderr
