@@ -6,7 +6,7 @@ everything about partitions is answered per partition with an ErrorCode and a hi
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Iterator
 
 import grpc
 
@@ -120,6 +120,16 @@ def _first_mention(seen: set[tuple[str, int]], topic: str, partition: int, what:
     seen.add((topic, partition))
 
 
+def _partitions_once(topics, what: str) -> Iterator[tuple[str, object]]:
+    """(topic name, partition entry) of a Fetch, ListOffsets or DeleteRecords request, each
+    partition at most once (``what`` says what the client should do instead)."""
+    seen: set[tuple[str, int]] = set()
+    for t in topics:
+        for p in t.partitions:
+            _first_mention(seen, t.topic, p.partition, what)
+            yield t.topic, p
+
+
 def _topic_entry(response, by_topic: dict, name: str):
     """The response's entry for topic ``name``, added on first use (answers group partitions by topic)."""
     entry = by_topic.get(name)
@@ -225,27 +235,21 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
     @staticmethod
     def _fetch_items(request: broker_pb2.FetchRequest) -> list[FetchItem]:
         items: list[FetchItem] = []
-        seen: set[tuple[str, int]] = set()
-        for t in request.topics:
-            for p in t.partitions:
-                _first_mention(seen, t.topic, p.partition, "ask for it once")
-                if p.partition_max_bytes < 0:
-                    raise MalformedRequest(f"{t.topic}-{p.partition}: partition_max_bytes must be >= 0 (0: the request's "
-                                           f"max_bytes), got {p.partition_max_bytes}")
-                items.append(FetchItem(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes, _requested_epoch(t.topic, p)))
+        for topic, p in _partitions_once(request.topics, "ask for it once"):
+            if p.partition_max_bytes < 0:
+                raise MalformedRequest(f"{topic}-{p.partition}: partition_max_bytes must be >= 0 (0: the request's "
+                                       f"max_bytes), got {p.partition_max_bytes}")
+            items.append(FetchItem(topic, p.partition, p.fetch_offset, p.partition_max_bytes, _requested_epoch(topic, p)))
         return items
 
     @staticmethod
     def _list_offsets_items(request: broker_pb2.ListOffsetsRequest) -> list[tuple[str, int, int, int]]:
         items: list[tuple[str, int, int, int]] = []
-        seen: set[tuple[str, int]] = set()
-        for t in request.topics:
-            for p in t.partitions:
-                _first_mention(seen, t.topic, p.partition, "ask for it once")
-                if p.timestamp < -2:
-                    raise MalformedRequest(f"{t.topic}-{p.partition}: timestamp must be -2 (earliest), -1 (latest) or a "
-                                           f"time in ms >= 0, got {p.timestamp}")
-                items.append((t.topic, p.partition, p.timestamp, _requested_epoch(t.topic, p)))
+        for topic, p in _partitions_once(request.topics, "ask for it once"):
+            if p.timestamp < -2:
+                raise MalformedRequest(f"{topic}-{p.partition}: timestamp must be -2 (earliest), -1 (latest) or a "
+                                       f"time in ms >= 0, got {p.timestamp}")
+            items.append((topic, p.partition, p.timestamp, _requested_epoch(topic, p)))
         return items
 
     async def ListOffsets(self, request, context):
@@ -268,14 +272,11 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
     @staticmethod
     def _delete_records_items(request: broker_pb2.DeleteRecordsRequest) -> list[DeleteRecordsItem]:
         items: list[DeleteRecordsItem] = []
-        seen: set[tuple[str, int]] = set()
-        for t in request.topics:
-            for p in t.partitions:
-                _first_mention(seen, t.topic, p.partition, "name it once")
-                if p.offset < -1:
-                    raise MalformedRequest(f"{t.topic}-{p.partition}: offset must be -1 (the high watermark) or an "
-                                           f"offset >= 0, got {p.offset}")
-                items.append(DeleteRecordsItem(t.topic, p.partition, p.offset, _requested_epoch(t.topic, p)))
+        for topic, p in _partitions_once(request.topics, "name it once"):
+            if p.offset < -1:
+                raise MalformedRequest(f"{topic}-{p.partition}: offset must be -1 (the high watermark) or an "
+                                       f"offset >= 0, got {p.offset}")
+            items.append(DeleteRecordsItem(topic, p.partition, p.offset, _requested_epoch(topic, p)))
         return items
 
     async def DeleteRecords(self, request: broker_pb2.DeleteRecordsRequest, context: grpc.aio.ServicerContext) -> broker_pb2.DeleteRecordsResponse:

@@ -172,14 +172,32 @@ def test_a_record_larger_than_max_bytes_still_comes_alone(cluster) -> None:
 # ---------------------------------------------------------------- followers
 
 
-def test_list_offsets_at_a_follower_answers_not_leader_with_the_leaders_hint(cluster) -> None:
+def delete_request(topic: str, offset: int) -> broker_pb2.DeleteRecordsRequest:
+    return broker_pb2.DeleteRecordsRequest(topics=[broker_pb2.DeleteRecordsTopic(topic=topic, partitions=[
+        broker_pb2.DeleteRecordsPartition(partition=0, offset=offset)])])
+
+
+def test_list_offsets_and_delete_records_at_a_follower_answer_not_leader_with_the_leaders_hint(cluster) -> None:
     cluster.create_topic("hinted", replication_factor=3)
     leader_id = cluster.leader("hinted", 0)
-    follower_id = next(b for b in (1, 2, 3) if b != leader_id)
-    answer = list_offset(stub(cluster, follower_id), "hinted", -2)
-    assert answer.error_code == common_pb2.NOT_LEADER_OR_FOLLOWER, answer
-    assert answer.current_leader.leader_id == leader_id and answer.error_message
+    follower = stub(cluster, next(b for b in (1, 2, 3) if b != leader_id))
+    for answer in (list_offset(follower, "hinted", -2), follower.DeleteRecords(delete_request("hinted", -1), timeout=10).topics[0].partitions[0]):
+        assert answer.error_code == common_pb2.NOT_LEADER_OR_FOLLOWER, answer
+        assert answer.current_leader.leader_id == leader_id and "leader" in answer.error_message
     assert list_offset(stub(cluster, leader_id), "hinted", -2).error_code == common_pb2.NONE
+
+
+def test_delete_records_refuses_what_no_client_means(cluster) -> None:
+    cluster.create_topic("delete-bad")
+    broker = leader_stub(cluster, "delete-bad")
+    for request, words in [(delete_request("delete-bad", -2), "offset must be -1"),
+                           (broker_pb2.DeleteRecordsRequest(topics=[broker_pb2.DeleteRecordsTopic(topic="delete-bad", partitions=[
+                               broker_pb2.DeleteRecordsPartition(partition=0), broker_pb2.DeleteRecordsPartition(partition=0)])]), "twice")]:
+        with pytest.raises(grpc.RpcError) as refused:
+            broker.DeleteRecords(request, timeout=10)
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT and words in refused.value.details()
+    empty = broker.DeleteRecords(delete_request("delete-bad", -1), timeout=10).topics[0].partitions[0]
+    assert (empty.error_code, empty.low_watermark) == (common_pb2.NONE, 0)  # nothing committed: nothing to delete
 
 
 # ---------------------------------------------------------------- DeleteRecords
