@@ -25,13 +25,19 @@ def register(sub: argparse._SubParsersAction, client_options: Callable[[argparse
 
 def delete(args: argparse.Namespace) -> int:
     from data_plane.client import Admin
+    from data_plane.client.errors import KraftlogError
 
     if args.partition < 0:
         raise ValueError(f"--partition must be >= 0, got {args.partition}")
     if args.before < -1:
         raise ValueError(f"--before must be -1 (every committed record) or an offset >= 0, got {args.before}")
     with Admin(resolve_bootstrap(args.bootstrap, args.data_dir)) as admin:
-        low_watermark = admin.delete_records((args.topic, args.partition), args.before)
+        try:
+            low_watermark = admin.delete_records((args.topic, args.partition), args.before)
+        except KraftlogError as exc:
+            if exc.code == "OFFSET_OUT_OF_RANGE":  # the broker's message says what to do; the client's
+                raise ValueError(f"{exc.code}: {exc.detail}") from None  # advice is for consumers
+            raise
     emit(args.json, {"topic": args.topic, "partition": args.partition, "low_watermark": low_watermark},
          f"{args.topic}-{args.partition}: records below offset {low_watermark} deleted (log start offset is now {low_watermark})")
     return 0

@@ -10,7 +10,7 @@ import time
 
 import grpc
 
-from data_plane.client.errors import KraftlogError, from_error_code, from_rpc_error
+from data_plane.client.errors import KraftlogError, error_code_name, from_rpc_error
 from data_plane.client.metadata_cache import MetadataCache, TopicPartition, refresh_sync
 from kraftlog_proto import broker_pb2, common_pb2
 from kraftlog_proto.broker_pb2_grpc import BrokerStub
@@ -62,7 +62,7 @@ def _attempt(metadata: MetadataCache, pool: ChannelPool[BrokerStub], tp: TopicPa
     answer = response.topics[0].partitions[0]
     if answer.error_code == common_pb2.NONE:
         return answer.low_watermark
-    error = from_error_code(answer.error_code, answer.error_message, f"{tp[0]}-{tp[1]}")
+    error = KraftlogError(error_code_name(answer.error_code), answer.error_message)  # the message names the partition
     if error.refresh_metadata:
         metadata.apply_leader_hint(tp, answer.current_leader if answer.HasField("current_leader") else None)
     return error
