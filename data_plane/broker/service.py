@@ -6,6 +6,7 @@ everything about partitions is answered per partition with an ErrorCode and a hi
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable, Iterator
 
 import grpc
@@ -72,14 +73,25 @@ def producer_fields(topic: str, part: broker_pb2.PartitionProduceData) -> dict[s
     return {"producer_id": part.producer_id, "producer_epoch": part.producer_epoch, "base_sequence": part.base_sequence}
 
 
-def batches_to_records(data: bytes, from_offset: int, max_bytes: int, at_least_one: bool) -> tuple[list[common_pb2.Record], int]:
-    """Decode whole batches for the simple path, skipping records before the requested offset,
-    and stop before the decoded answer passes ``max_bytes`` (its serialized size: an lz4 batch
-    decodes to many times its stored size). With ``at_least_one``, the first record comes
-    even when it alone is larger, so a consumer is never stuck behind it.
-    Returns (records, their serialized size in bytes)."""
+@dataclass
+class DecodedBytes:
+    """What a records-path answer holds so far, against its ``max_bytes``: decoded records
+    are counted by their serialized size, since an lz4 batch decodes to many times its stored
+    size and the stored bytes would say nothing about the answer's."""
+
+    max_bytes: int
+    used_bytes: int = 0
+
+
+def batches_to_records(
+    data: bytes, from_offset: int, budget: DecodedBytes | None = None, partition_max_bytes: int = 0
+) -> list[common_pb2.Record]:
+    """Decode whole batches for the simple path, skipping records before the requested offset.
+    With a ``budget``, stop before the answer passes its ``max_bytes`` or this partition passes
+    ``partition_max_bytes`` (0: no own limit), and count what is taken; the answer's first
+    record comes even when it alone is larger, so a consumer is never stuck behind it."""
     out: list[common_pb2.Record] = []
-    size = 0
+    taken_bytes = 0
     for batch in record_batch.decode_batches(data):
         ts_type = batch.header.timestamp_type
         for rec in batch.records():
@@ -94,12 +106,15 @@ def batches_to_records(data: bytes, from_offset: int, max_bytes: int, at_least_o
                 header = msg.headers.add(key=hk)
                 if hv is not None:
                     header.value = hv
-            record_size = msg.ByteSize() + RECORD_FIELD_OVERHEAD_BYTES
-            if size + record_size > max_bytes and (out or not at_least_one):
-                return out, size
+            if budget is not None:
+                size = msg.ByteSize() + RECORD_FIELD_OVERHEAD_BYTES
+                over = budget.used_bytes + size > budget.max_bytes or 0 < partition_max_bytes < taken_bytes + size
+                if over and budget.used_bytes > 0:
+                    return out
+                budget.used_bytes += size
+                taken_bytes += size
             out.append(msg)
-            size += record_size
-    return out, size
+    return out
 
 
 def _requested_epoch(topic: str, partition_request) -> int:
@@ -209,7 +224,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             results = await self.replicas.reads.fetch(request.max_wait_ms, request.min_bytes, max_bytes, items)
         response = broker_pb2.FetchResponse()
         by_topic: dict[str, broker_pb2.FetchTopicResponse] = {}
-        records_bytes = 0  # decoded answer so far, bounded by max_bytes as the stored batches are
+        budget = DecodedBytes(max_bytes)  # the records path's answer, bounded as the stored batches are
         for item, r in zip(items, results):
             out = _topic_entry(response, by_topic, r.topic).partitions.add(
                 partition=r.partition,
@@ -218,11 +233,8 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 **_error_fields(r),
             )
             if request.format == broker_pb2.RECORDS and not request.repair_read:
-                budget = min(item.max_bytes or max_bytes, max_bytes - records_bytes)
                 try:
-                    records, size = batches_to_records(r.data, item.offset, budget, at_least_one=records_bytes == 0)
-                    out.records.extend(records)
-                    records_bytes += size
+                    out.records.extend(batches_to_records(r.data, item.offset, budget, item.max_bytes))
                 except record_batch.CorruptBatchError as exc:  # stored before bodies were checked on append
                     undecodable = PartitionError(ErrorCode.CORRUPT_MESSAGE, f"{r.topic}-{r.partition}: a stored batch does not "
                                                  f"decode ({exc}): fetch from a later offset")

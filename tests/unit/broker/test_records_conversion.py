@@ -7,7 +7,7 @@ import pytest
 
 from data_plane import record_batch
 from data_plane.broker.errors import MalformedRequest
-from data_plane.broker.service import batches_to_records, producer_fields, records_to_batch
+from data_plane.broker.service import DecodedBytes, batches_to_records, producer_fields, records_to_batch
 from kraftlog_proto import broker_pb2, common_pb2
 
 RECORDS = [common_pb2.Record(value=b"v" * 100) for _ in range(50)]
@@ -38,12 +38,21 @@ def test_idempotence_fields_that_cannot_be_honoured_are_refused(fields, words) -
         producer_fields("t", broker_pb2.PartitionProduceData(partition=0, **fields))
 
 
+def offsets(records) -> list[int]:
+    return [r.offset for r in records]
+
+
 def test_decoded_answers_stop_before_max_bytes_but_never_come_back_empty() -> None:
     data = stored(RECORDS)
-    everything, size_all = batches_to_records(data, 10, 1 << 20, at_least_one=True)
-    assert [r.offset for r in everything] == list(range(10, 60))
-    some, size = batches_to_records(data, 15, 1000, at_least_one=True)
-    assert [r.offset for r in some] == list(range(15, 15 + len(some))) and 0 < size <= 1000 < size_all
-    assert sum(r.ByteSize() for r in some) <= size
-    assert [r.offset for r in batches_to_records(data, 15, 1, at_least_one=True)[0]] == [15]
-    assert batches_to_records(data, 15, 1, at_least_one=False) == ([], 0)
+    assert offsets(batches_to_records(data, 10)) == list(range(10, 60))  # no budget: everything
+    whole = DecodedBytes(1 << 20)
+    assert offsets(batches_to_records(data, 10, whole)) == list(range(10, 60))
+    answer = DecodedBytes(1000)
+    some = batches_to_records(data, 15, answer)
+    assert offsets(some) == list(range(15, 15 + len(some))) and 0 < answer.used_bytes <= 1000 < whole.used_bytes
+    assert sum(r.ByteSize() for r in some) <= answer.used_bytes
+    assert batches_to_records(data, 15, answer) == [], "the answer is full: a second partition gets nothing"
+    assert offsets(batches_to_records(data, 15, DecodedBytes(1))) == [15], "the answer's first record comes alone"
+    per_partition = DecodedBytes(1 << 20)
+    assert len(batches_to_records(data, 10, per_partition, partition_max_bytes=1000)) == len(some)
+    assert len(batches_to_records(data, 10, per_partition, partition_max_bytes=1)) == 0, "only the answer's first record passes a limit"
