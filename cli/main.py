@@ -76,6 +76,11 @@ def build_parser() -> argparse.ArgumentParser:
     describe.add_argument("--offline", action="store_true", help="only partitions without a leader")
     _client_options(describe)
     describe.set_defaults(func=topics_cmd.describe)
+    describe_configs = topics.add_parser("describe-configs", help="every effective config of a topic and its source (default or topic override)")
+    describe_configs.add_argument("name", nargs="?", help="topic (default: every topic)")
+    describe_configs.add_argument("--topic", dest="topic_option", metavar="TOPIC", help="the same as the positional topic name")
+    _client_options(describe_configs)
+    describe_configs.set_defaults(func=topics_cmd.describe_configs)
     delete = topics.add_parser("delete", help="delete a topic and its data")
     delete.add_argument("name", help="topic to delete")
     _client_options(delete)
@@ -112,10 +117,11 @@ def build_parser() -> argparse.ArgumentParser:
     _client_options(qdescribe)
     qdescribe.set_defaults(func=topics_cmd.quorum_describe)
 
-    from cli import leaders_cmd, partitions_cmd
+    from cli import leaders_cmd, partitions_cmd, records_cmd
 
     leaders_cmd.register(sub, _client_options)
     partitions_cmd.register(sub, _client_options)
+    records_cmd.register(sub, _client_options)
 
     perf = sub.add_parser("perf", help="measure throughput and latency").add_subparsers(dest="action", required=True)
     pprod = perf.add_parser("produce", help="producer throughput and latency")

@@ -104,6 +104,23 @@ def describe(args: argparse.Namespace) -> int:
     return 0
 
 
+def describe_configs(args: argparse.Namespace) -> int:
+    """Every config key of the topic(s) with its effective value and where it comes from."""
+    if args.name and args.topic_option and args.name != args.topic_option:
+        raise ValueError(f"two topics given ({args.name} and --topic {args.topic_option}): give one")
+    name = args.name or args.topic_option
+    admin, controller = open_clients(args)
+    with admin, controller:
+        configs = controller.describe_configs([name] if name else [])
+    rows = [
+        {"topic": topic, "key": e.key, "value": e.value, "source": "default" if e.is_default else "topic override"}
+        for topic, entries in sorted(configs.items()) for e in entries
+    ]
+    human = table(["TOPIC", "CONFIG", "VALUE", "SOURCE"], [[r["topic"], r["key"], r["value"], r["source"]] for r in rows]) if rows else "no topics"
+    emit(args.json, rows, human)
+    return 0
+
+
 def quorum_describe(args: argparse.Namespace) -> int:
     admin, controller = open_clients(args)
     with admin, controller:

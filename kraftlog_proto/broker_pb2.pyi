@@ -36,16 +36,22 @@ class TopicProduceData(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[PartitionProduceData, _Mapping]]] = ...) -> None: ...
 
 class PartitionProduceData(_message.Message):
-    __slots__ = ("partition", "batches", "records", "current_leader_epoch")
+    __slots__ = ("partition", "batches", "records", "current_leader_epoch", "producer_id", "producer_epoch", "base_sequence")
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     BATCHES_FIELD_NUMBER: _ClassVar[int]
     RECORDS_FIELD_NUMBER: _ClassVar[int]
     CURRENT_LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    BASE_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     partition: int
     batches: bytes
     records: _containers.RepeatedCompositeFieldContainer[_common_pb2.Record]
     current_leader_epoch: int
-    def __init__(self, partition: _Optional[int] = ..., batches: _Optional[bytes] = ..., records: _Optional[_Iterable[_Union[_common_pb2.Record, _Mapping]]] = ..., current_leader_epoch: _Optional[int] = ...) -> None: ...
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    def __init__(self, partition: _Optional[int] = ..., batches: _Optional[bytes] = ..., records: _Optional[_Iterable[_Union[_common_pb2.Record, _Mapping]]] = ..., current_leader_epoch: _Optional[int] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., base_sequence: _Optional[int] = ...) -> None: ...
 
 class ProduceResponse(_message.Message):
     __slots__ = ("topics", "node_endpoints")
@@ -412,3 +418,57 @@ class ReplicaFetchPartitionResponse(_message.Message):
     diverging_epoch: DivergingEpoch
     batches: bytes
     def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., error_code: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., high_watermark: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., diverging_epoch: _Optional[_Union[DivergingEpoch, _Mapping]] = ..., batches: _Optional[bytes] = ...) -> None: ...
+
+class DeleteRecordsRequest(_message.Message):
+    __slots__ = ("topics",)
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[DeleteRecordsTopic]
+    def __init__(self, topics: _Optional[_Iterable[_Union[DeleteRecordsTopic, _Mapping]]] = ...) -> None: ...
+
+class DeleteRecordsTopic(_message.Message):
+    __slots__ = ("topic", "partitions")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partitions: _containers.RepeatedCompositeFieldContainer[DeleteRecordsPartition]
+    def __init__(self, topic: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[DeleteRecordsPartition, _Mapping]]] = ...) -> None: ...
+
+class DeleteRecordsPartition(_message.Message):
+    __slots__ = ("partition", "offset", "current_leader_epoch")
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    partition: int
+    offset: int
+    current_leader_epoch: int
+    def __init__(self, partition: _Optional[int] = ..., offset: _Optional[int] = ..., current_leader_epoch: _Optional[int] = ...) -> None: ...
+
+class DeleteRecordsResponse(_message.Message):
+    __slots__ = ("topics", "node_endpoints")
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    NODE_ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[DeleteRecordsTopicResponse]
+    node_endpoints: _containers.RepeatedCompositeFieldContainer[_common_pb2.BrokerEndpoint]
+    def __init__(self, topics: _Optional[_Iterable[_Union[DeleteRecordsTopicResponse, _Mapping]]] = ..., node_endpoints: _Optional[_Iterable[_Union[_common_pb2.BrokerEndpoint, _Mapping]]] = ...) -> None: ...
+
+class DeleteRecordsTopicResponse(_message.Message):
+    __slots__ = ("topic", "partitions")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partitions: _containers.RepeatedCompositeFieldContainer[DeleteRecordsPartitionResponse]
+    def __init__(self, topic: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[DeleteRecordsPartitionResponse, _Mapping]]] = ...) -> None: ...
+
+class DeleteRecordsPartitionResponse(_message.Message):
+    __slots__ = ("partition", "error_code", "error_message", "low_watermark", "current_leader")
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    LOW_WATERMARK_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_LEADER_FIELD_NUMBER: _ClassVar[int]
+    partition: int
+    error_code: _common_pb2.ErrorCode
+    error_message: str
+    low_watermark: int
+    current_leader: _common_pb2.LeaderHint
+    def __init__(self, partition: _Optional[int] = ..., error_code: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., low_watermark: _Optional[int] = ..., current_leader: _Optional[_Union[_common_pb2.LeaderHint, _Mapping]] = ...) -> None: ...

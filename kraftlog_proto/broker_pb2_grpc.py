@@ -69,6 +69,11 @@ class BrokerStub:
                 request_serializer=proto_dot_broker__pb2.ReplicaFetchRequest.SerializeToString,
                 response_deserializer=proto_dot_broker__pb2.ReplicaFetchResponse.FromString,
                 _registered_method=True)
+        self.DeleteRecords = channel.unary_unary(
+                '/kraftlog.v1.Broker/DeleteRecords',
+                request_serializer=proto_dot_broker__pb2.DeleteRecordsRequest.SerializeToString,
+                response_deserializer=proto_dot_broker__pb2.DeleteRecordsResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerServicer:
@@ -123,6 +128,13 @@ class BrokerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DeleteRecords(self, request, context):
+        """Moves each partition's log start offset up (Kafka's DeleteRecords); sent to the leader.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -160,6 +172,11 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.ReplicaFetch,
                     request_deserializer=proto_dot_broker__pb2.ReplicaFetchRequest.FromString,
                     response_serializer=proto_dot_broker__pb2.ReplicaFetchResponse.SerializeToString,
+            ),
+            'DeleteRecords': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteRecords,
+                    request_deserializer=proto_dot_broker__pb2.DeleteRecordsRequest.FromString,
+                    response_serializer=proto_dot_broker__pb2.DeleteRecordsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -351,6 +368,33 @@ class Broker:
             '/kraftlog.v1.Broker/ReplicaFetch',
             proto_dot_broker__pb2.ReplicaFetchRequest.SerializeToString,
             proto_dot_broker__pb2.ReplicaFetchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteRecords(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kraftlog.v1.Broker/DeleteRecords',
+            proto_dot_broker__pb2.DeleteRecordsRequest.SerializeToString,
+            proto_dot_broker__pb2.DeleteRecordsResponse.FromString,
             options,
             channel_credentials,
             insecure,

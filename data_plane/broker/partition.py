@@ -403,7 +403,34 @@ class Partition:
         found = self.log.offset_for_timestamp(timestamp_ms)
         return found if found is not None and found[0] < self.high_watermark else None
 
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords as leader: move the log start up to ``offset`` (-1: the HW) and answer
+        the new log start. Only committed records can go: deleting above the HW would remove
+        records that followers have not copied, which a new leader could then still serve."""
+        target = self.high_watermark if offset == -1 else offset
+        if not 0 <= target <= self.high_watermark:
+            raise PartitionError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"{self.name}: cannot delete records before {offset}: only committed records can be deleted, so the "
+                f"offset must be -1 or within [0, {self.high_watermark}] (the high watermark): use a smaller offset, "
+                "or -1 to delete everything committed",
+            )
+        if target > self.log.log_start_offset:
+            self.log.advance_log_start(target)
+            self._log.info("records deleted", **self.fields(), log_start_offset=target)
+            self.notify_waiters()
+        return self.log.log_start_offset
+
     # ------------------------------------------------------------------ follower events
+
+    def follow_log_start(self, leader_log_start: int) -> None:
+        """A follower follows the leader's log start (moved by DeleteRecords), up to its own HW:
+        records below both were committed and deleted on the leader."""
+        assert self._core is None, self.name
+        target = min(leader_log_start, self.high_watermark)
+        if target > self.log.log_start_offset:
+            self.log.advance_log_start(target)
+            self._log.info("log start follows the leader", **self.fields(), log_start_offset=target)
 
     def append_as_follower(self, data: bytes, now_ms: int) -> None:
         """Append replicated batches (offsets and epochs already set by the leader)."""

@@ -178,6 +178,8 @@ class LeaderFetcher:
             decision = self.manager.rules.core.decide(follower_log(partition), leader_answer(answer, asked))
             try:
                 self._carry_out(partition, decision)
+                if isinstance(decision, (Append, SetHighWatermark)):  # a served answer: follow DeleteRecords
+                    self.manager.replicas.follow_log_start(partition, answer.log_start_offset)
             except PartitionError as exc:  # the local log went offline; the replica manager logged it
                 self.manager.log.error("follower append failed", topic=tp[0], partition=tp[1], error=str(exc))
 

@@ -304,6 +304,13 @@ class ReplicaManager:
         except StorageError as exc:
             raise self.take_offline(partition, exc) from None
 
+    def follow_log_start(self, partition: Partition, leader_log_start: int) -> None:
+        """A follower's log start follows the leader's (DeleteRecords), below its own HW."""
+        try:
+            partition.follow_log_start(leader_log_start)
+        except StorageError as exc:
+            raise self.take_offline(partition, exc) from None
+
     def restart_follower_at(self, partition: Partition, offset: int) -> None:
         """The leader's log starts after ours ends (retention): start over at its log start."""
         try:

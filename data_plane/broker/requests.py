@@ -83,3 +83,16 @@ class OffsetResult(PartitionAnswer):
     offset: int = -1
     timestamp: int = -1
     leader_epoch: int = -1
+
+
+@dataclass
+class DeleteRecordsItem:
+    topic: str
+    partition: int
+    offset: int  # records below it go; -1: the high watermark
+    leader_epoch: int = -1
+
+
+@dataclass
+class DeleteRecordsResult(PartitionAnswer):
+    low_watermark: int = -1

@@ -6,7 +6,8 @@ everything about partitions is answered per partition with an ErrorCode and a hi
 
 from __future__ import annotations
 
-from typing import Callable
+from dataclasses import dataclass
+from typing import Callable, Iterator
 
 import grpc
 
@@ -14,12 +15,17 @@ from data_plane import record_batch
 from data_plane.broker.errors import MalformedRequest, PartitionError, to_wire
 from data_plane.replication.errors import ErrorCode
 from data_plane.broker.replica_manager import ReplicaManager
-from data_plane.broker.requests import FetchItem, PartitionAnswer, ProduceItem, ReplicaFetchItem
+from data_plane.broker.record_deletion import delete_records
+from data_plane.broker.requests import DeleteRecordsItem, FetchItem, PartitionAnswer, ProduceItem, ReplicaFetchItem
 from data_plane.storage import DamagedRangeError
 from kraftlog_proto import broker_pb2, broker_pb2_grpc, common_pb2
 from server_common.limits import FETCH_BYTES_MAX_DEFAULT
 
 VALID_ACKS = (-1, 0, 1)
+NO_PRODUCER_ID = -1
+PRODUCER_EPOCH_MAX = 2**15 - 1  # the batch header's int16
+SEQUENCE_MAX = 2**31 - 1
+RECORD_FIELD_OVERHEAD_BYTES = 6  # a Record's tag and length prefix inside its partition answer, at most
 
 
 def _error_fields(answer: PartitionAnswer, with_hint: bool = True) -> dict:
@@ -30,8 +36,9 @@ def _error_fields(answer: PartitionAnswer, with_hint: bool = True) -> dict:
     return fields
 
 
-def records_to_batch(records, compression: str, now_ms: int) -> bytes:
-    """Encode simple-path records into one batch (the only place the broker encodes records)."""
+def records_to_batch(records, compression: str, now_ms: int, **producer: int) -> bytes:
+    """Encode simple-path records into one batch (the only place the broker encodes records);
+    ``producer`` is the idempotent producer's id, epoch and base sequence (see ``producer_fields``)."""
     if not records:
         raise MalformedRequest("a partition in the request carries neither batches nor records: send at least one record")
     try:
@@ -41,14 +48,50 @@ def records_to_batch(records, compression: str, now_ms: int) -> bytes:
             headers=[[(h.key, h.value if h.HasField("value") else None) for h in r.headers] for r in records],
             timestamps_ms=[r.timestamp_ms or now_ms for r in records],
             compression=compression,
+            **producer,
         )
     except ValueError as exc:  # records the batch format cannot hold (timestamps too far apart)
         raise MalformedRequest(f"these records cannot form one batch: {exc}") from None
 
 
-def batches_to_records(data: bytes, from_offset: int) -> list[common_pb2.Record]:
-    """Decode whole batches for the simple path, skipping records before the requested offset."""
+def producer_fields(topic: str, part: broker_pb2.PartitionProduceData) -> dict[str, int]:
+    """The idempotence fields of a records-path partition, checked, as ``encode_batch``
+    keywords (empty when the producer is not idempotent)."""
+    name = f"{topic}-{part.partition}"
+    given = [f for f in ("producer_id", "producer_epoch", "base_sequence") if part.HasField(f)]
+    if not given or (given == ["producer_id"] and part.producer_id == NO_PRODUCER_ID):
+        return {}
+    if part.batches:
+        raise MalformedRequest(f"{name}: {', '.join(given)} belong to the records path; a batch carries its producer "
+                               "id, epoch and sequence in its own header")
+    if len(given) != 3 or part.producer_id < 0:
+        raise MalformedRequest(f"{name}: an idempotent produce sets producer_id (>= 0, from InitProducerId), "
+                               f"producer_epoch and base_sequence together; got {', '.join(given)}")
+    if not 0 <= part.producer_epoch <= PRODUCER_EPOCH_MAX or not 0 <= part.base_sequence <= SEQUENCE_MAX:
+        raise MalformedRequest(f"{name}: producer_epoch must be in [0, {PRODUCER_EPOCH_MAX}] and base_sequence in "
+                               f"[0, {SEQUENCE_MAX}], got {part.producer_epoch} and {part.base_sequence}")
+    return {"producer_id": part.producer_id, "producer_epoch": part.producer_epoch, "base_sequence": part.base_sequence}
+
+
+@dataclass
+class DecodedBytes:
+    """What a records-path answer holds so far, against its ``max_bytes``: decoded records
+    are counted by their serialized size, since an lz4 batch decodes to many times its stored
+    size and the stored bytes would say nothing about the answer's."""
+
+    max_bytes: int
+    used_bytes: int = 0
+
+
+def batches_to_records(
+    data: bytes, from_offset: int, budget: DecodedBytes | None = None, partition_max_bytes: int = 0
+) -> list[common_pb2.Record]:
+    """Decode whole batches for the simple path, skipping records before the requested offset.
+    With a ``budget``, stop before the answer passes its ``max_bytes`` or this partition passes
+    ``partition_max_bytes`` (0: no own limit), and count what is taken; the answer's first
+    record comes even when it alone is larger, so a consumer is never stuck behind it."""
     out: list[common_pb2.Record] = []
+    taken_bytes = 0
     for batch in record_batch.decode_batches(data):
         ts_type = batch.header.timestamp_type
         for rec in batch.records():
@@ -63,6 +106,13 @@ def batches_to_records(data: bytes, from_offset: int) -> list[common_pb2.Record]
                 header = msg.headers.add(key=hk)
                 if hv is not None:
                     header.value = hv
+            if budget is not None:
+                size = msg.ByteSize() + RECORD_FIELD_OVERHEAD_BYTES
+                over = budget.used_bytes + size > budget.max_bytes or 0 < partition_max_bytes < taken_bytes + size
+                if over and budget.used_bytes > 0:
+                    return out
+                budget.used_bytes += size
+                taken_bytes += size
             out.append(msg)
     return out
 
@@ -83,6 +133,16 @@ def _first_mention(seen: set[tuple[str, int]], topic: str, partition: int, what:
     if (topic, partition) in seen:
         raise MalformedRequest(f"{topic}-{partition} appears twice in one request: {what}")
     seen.add((topic, partition))
+
+
+def _partitions_once(topics, what: str) -> Iterator[tuple[str, object]]:
+    """(topic name, partition entry) of a Fetch, ListOffsets or DeleteRecords request, each
+    partition at most once (``what`` says what the client should do instead)."""
+    seen: set[tuple[str, int]] = set()
+    for t in topics:
+        for p in t.partitions:
+            _first_mention(seen, t.topic, p.partition, what)
+            yield t.topic, p
 
 
 def _topic_entry(response, by_topic: dict, name: str):
@@ -140,7 +200,8 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 _first_mention(seen, topic.topic, part.partition, "merge its batches")
                 if part.batches and len(part.records):
                     raise MalformedRequest(f"{topic.topic}-{part.partition} carries both batches and records: use one path")
-                data = part.batches or records_to_batch(part.records, self._compression(topic.topic), now)
+                data = part.batches or records_to_batch(part.records, self._compression(topic.topic), now,
+                                                        **producer_fields(topic.topic, part))
                 items.append(ProduceItem(topic.topic, part.partition, data, _requested_epoch(topic.topic, part)))
         return items
 
@@ -163,6 +224,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             results = await self.replicas.reads.fetch(request.max_wait_ms, request.min_bytes, max_bytes, items)
         response = broker_pb2.FetchResponse()
         by_topic: dict[str, broker_pb2.FetchTopicResponse] = {}
+        budget = DecodedBytes(max_bytes)  # the records path's answer, bounded as the stored batches are
         for item, r in zip(items, results):
             out = _topic_entry(response, by_topic, r.topic).partitions.add(
                 partition=r.partition,
@@ -172,7 +234,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             )
             if request.format == broker_pb2.RECORDS and not request.repair_read:
                 try:
-                    out.records.extend(batches_to_records(r.data, item.offset))
+                    out.records.extend(batches_to_records(r.data, item.offset, budget, item.max_bytes))
                 except record_batch.CorruptBatchError as exc:  # stored before bodies were checked on append
                     undecodable = PartitionError(ErrorCode.CORRUPT_MESSAGE, f"{r.topic}-{r.partition}: a stored batch does not "
                                                  f"decode ({exc}): fetch from a later offset")
@@ -185,27 +247,21 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
     @staticmethod
     def _fetch_items(request: broker_pb2.FetchRequest) -> list[FetchItem]:
         items: list[FetchItem] = []
-        seen: set[tuple[str, int]] = set()
-        for t in request.topics:
-            for p in t.partitions:
-                _first_mention(seen, t.topic, p.partition, "ask for it once")
-                if p.partition_max_bytes < 0:
-                    raise MalformedRequest(f"{t.topic}-{p.partition}: partition_max_bytes must be >= 0 (0: the request's "
-                                           f"max_bytes), got {p.partition_max_bytes}")
-                items.append(FetchItem(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes, _requested_epoch(t.topic, p)))
+        for topic, p in _partitions_once(request.topics, "ask for it once"):
+            if p.partition_max_bytes < 0:
+                raise MalformedRequest(f"{topic}-{p.partition}: partition_max_bytes must be >= 0 (0: the request's "
+                                       f"max_bytes), got {p.partition_max_bytes}")
+            items.append(FetchItem(topic, p.partition, p.fetch_offset, p.partition_max_bytes, _requested_epoch(topic, p)))
         return items
 
     @staticmethod
     def _list_offsets_items(request: broker_pb2.ListOffsetsRequest) -> list[tuple[str, int, int, int]]:
         items: list[tuple[str, int, int, int]] = []
-        seen: set[tuple[str, int]] = set()
-        for t in request.topics:
-            for p in t.partitions:
-                _first_mention(seen, t.topic, p.partition, "ask for it once")
-                if p.timestamp < -2:
-                    raise MalformedRequest(f"{t.topic}-{p.partition}: timestamp must be -2 (earliest), -1 (latest) or a "
-                                           f"time in ms >= 0, got {p.timestamp}")
-                items.append((t.topic, p.partition, p.timestamp, _requested_epoch(t.topic, p)))
+        for topic, p in _partitions_once(request.topics, "ask for it once"):
+            if p.timestamp < -2:
+                raise MalformedRequest(f"{topic}-{p.partition}: timestamp must be -2 (earliest), -1 (latest) or a "
+                                       f"time in ms >= 0, got {p.timestamp}")
+            items.append((topic, p.partition, p.timestamp, _requested_epoch(topic, p)))
         return items
 
     async def ListOffsets(self, request, context):
@@ -223,6 +279,29 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 leader_epoch=r.leader_epoch,
                 **_error_fields(r),
             )
+        return response
+
+    @staticmethod
+    def _delete_records_items(request: broker_pb2.DeleteRecordsRequest) -> list[DeleteRecordsItem]:
+        items: list[DeleteRecordsItem] = []
+        for topic, p in _partitions_once(request.topics, "name it once"):
+            if p.offset < -1:
+                raise MalformedRequest(f"{topic}-{p.partition}: offset must be -1 (the high watermark) or an "
+                                       f"offset >= 0, got {p.offset}")
+            items.append(DeleteRecordsItem(topic, p.partition, p.offset, _requested_epoch(topic, p)))
+        return items
+
+    async def DeleteRecords(self, request: broker_pb2.DeleteRecordsRequest, context: grpc.aio.ServicerContext) -> broker_pb2.DeleteRecordsResponse:
+        try:
+            items = self._delete_records_items(request)
+        except MalformedRequest as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        results = delete_records(self.replicas, items)
+        response = broker_pb2.DeleteRecordsResponse()
+        by_topic: dict[str, broker_pb2.DeleteRecordsTopicResponse] = {}
+        for r in results:
+            _topic_entry(response, by_topic, r.topic).partitions.add(partition=r.partition, low_watermark=r.low_watermark, **_error_fields(r))
+        self._add_endpoints(response, [r.leader.leader_id for r in results if r.failed])
         return response
 
     async def Metadata(self, request, context):

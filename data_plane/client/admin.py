@@ -18,6 +18,7 @@ from data_plane.client.channels import REQUEST_TIMEOUT_MS_DEFAULT, broker_channe
 from data_plane.client.errors import KraftlogError, error_code_name, from_rpc_error
 from data_plane.client.metadata_cache import MetadataCache, TopicPartition, refresh_sync
 from data_plane.client.offset_lookup import OffsetAndTimestamp, list_offsets
+from data_plane.client.record_deletion import delete_records
 from kraftlog_proto import broker_pb2, common_pb2
 
 
@@ -80,6 +81,11 @@ class Admin:
         """Per partition: -2 the log start offset, -1 the high watermark, else the first
         offset with a timestamp at or after the one given (offset -1 when none)."""
         return list_offsets(self._metadata, self._pool, queries, self._timeout_s)
+
+    def delete_records(self, tp: TopicPartition, before_offset: int) -> int:
+        """Delete the records of ``tp`` below ``before_offset`` (-1: every committed record) by
+        moving its log start offset; returns the new log start (the low watermark)."""
+        return delete_records(self._metadata, self._pool, tp, before_offset, self._timeout_s)
 
     def describe_logs(
         self,

@@ -36,7 +36,7 @@ from data_plane.record_batch import (
     validate_batch,
     validate_for_append,
 )
-from data_plane.storage.checkpoint_file import fsync_dir
+from data_plane.storage.checkpoint_file import fsync_dir, read_lines, write_lines
 from data_plane.storage.damage import DamagedRange, find_resync, read_damage_file, write_damage_file
 from data_plane.storage.epoch_cache import CorruptEpochCheckpointError, LeaderEpochCache
 from data_plane.storage.errors import (
@@ -53,6 +53,7 @@ from data_plane.storage.segment import LogSegment, UnparsableBatchError, scan_he
 from data_plane.storage.settings import LogSettings
 
 EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+LOG_START_CHECKPOINT = "log-start-offset"  # set by DeleteRecords: a log start inside the first segment
 CHECKSUM_READ_BYTES = 8 << 20
 UNPARSABLE_RETRIES_MAX = 8  # unparsable headers one read or scrub round turns into damaged ranges before giving up
 _T = TypeVar("_T")
@@ -142,6 +143,7 @@ class PartitionLog:
                 segment.release()
             raise
         plog = cls(directory, settings, segments, epochs, recovery_point)
+        plog.log_start_offset = min(max(plog.log_start_offset, _read_log_start(directory)), plog.log_end_offset)
         epochs.truncate_from_end(plog.log_end_offset)
         epochs.truncate_from_start(plog.log_start_offset)
         if plog.damaged_ranges() != sorted(recorded, key=_first_offset):
@@ -597,7 +599,7 @@ class PartitionLog:
                 self.segments.pop().delete()
             self.segments.append(LogSegment.create(self.directory, offset, self.settings))
             self.leader_epoch_cache.clear()
-            fsync_dir(self.directory)
+            write_lines(self.directory / LOG_START_CHECKPOINT, version=0, lines=[str(offset)])
         self._save_damage_if_changed(damage_before)
         self.log_start_offset = self.log_end_offset = self.recovery_point = offset
         self._log.info("truncated fully", log_start_offset=offset)
@@ -613,7 +615,7 @@ class PartitionLog:
             for _ in range(doomed):
                 self.segments[0].delete()
                 self.segments.pop(0)
-                self.log_start_offset = self.segments[0].base_offset
+                self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
             if doomed:
                 self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
         self._save_damage_if_changed(damage_before)
@@ -621,6 +623,27 @@ class PartitionLog:
         if doomed:
             self._log.info("retention deleted segments", segments=doomed, log_start_offset=self.log_start_offset)
         return doomed
+
+    def advance_log_start(self, offset: int) -> None:
+        """Make ``offset`` the log start (DeleteRecords): records below it are no longer
+        served, segments wholly below it are deleted, and the new start is checkpointed so a
+        restart keeps it even where it falls inside the first remaining segment.
+
+        The log is flushed first: the checkpoint never names an offset a crash could take
+        back, so after recovery the start is never past the end."""
+        self._check_online()
+        assert self.log_start_offset < offset <= self.log_end_offset, (self.log_start_offset, offset, self.log_end_offset)
+        self.flush()
+        damage_before = self.damaged_ranges()
+        with self._io_guard("advance the log start"):
+            write_lines(self.directory / LOG_START_CHECKPOINT, version=0, lines=[str(offset)])
+            while len(self.segments) > 1 and self.segments[1].base_offset <= offset:
+                self.segments.pop(0).delete()
+            self.log_start_offset = offset
+            self.leader_epoch_cache.truncate_from_start(offset)
+        self._save_damage_if_changed(damage_before)
+        self.recovery_point = max(self.recovery_point, offset)
+        self._log.info("log start advanced", log_start_offset=offset)
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -695,6 +718,17 @@ def _load_epochs(path: Path) -> tuple[LeaderEpochCache, bool]:
     except CorruptEpochCheckpointError as exc:
         log.warning("rebuilding leader epoch cache from the log", path=str(path), reason=str(exc))
         return LeaderEpochCache(path), False
+
+
+def _read_log_start(directory: Path) -> int:
+    """The checkpointed log start (0 when none was ever set, or the file is unreadable: the
+    first segment's base then stands, which only shows deleted records again, never loses any)."""
+    try:
+        lines = read_lines(directory / LOG_START_CHECKPOINT, version=0)
+        return int(lines[0]) if lines else 0
+    except ValueError as exc:
+        log.warning("log start checkpoint unreadable: starting at the first segment", partition=directory.name, reason=str(exc))
+        return 0
 
 
 def _ignore_batch(header: BatchHeader) -> None:

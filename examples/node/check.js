@@ -19,15 +19,14 @@ function sameHeaders(sent, got) {
 
 /**
  * Every acknowledged record must be at its acknowledged offset with its key, value and headers.
- * A record found at a second offset is a duplicate: a retry after an answer whose outcome was
- * unknown (the records path has no idempotence), allowed only when such a retry happened.
+ * A record found at an offset no answer acknowledged is a duplicate: a retry wrote it twice,
+ * which an idempotent producer must never do, whatever outcomes were unknown on the way.
  *
  * @param {Array} sent produced records with acknowledged offsets
  * @param {Map<number, Map<number, object>>} fetched partition -> offset -> fetched Record
- * @param {boolean} duplicatesAllowed whether an outcome-unknown retry happened
  * @returns {{problems: string[], duplicates: number, checked: number}}
  */
-function checkRecords(sent, fetched, duplicatesAllowed) {
+function checkRecords(sent, fetched) {
   const problems = [];
   const wanted = new Map(sent.map((r) => [`${r.partition}:${r.offset}`, r]));
   let checked = 0;
@@ -49,8 +48,8 @@ function checkRecords(sent, fetched, duplicatesAllowed) {
       if (!wanted.has(`${partition}:${offset}`)) duplicates += 1;
     }
   }
-  if (duplicates > 0 && !duplicatesAllowed) {
-    problems.push(`${duplicates} fetched records were never acknowledged, yet no produce had an unknown outcome`);
+  if (duplicates > 0) {
+    problems.push(`${duplicates} fetched records were never acknowledged: a retry wrote records twice, which idempotence must prevent`);
   }
   return { problems, duplicates, checked };
 }

@@ -28,8 +28,8 @@ const REFRESH_METADATA = new Set([
   'NOT_LEADER_OR_FOLLOWER', 'UNKNOWN_LEADER_EPOCH', 'FENCED_LEADER_EPOCH', 'LEADER_NOT_AVAILABLE',
   'UNKNOWN_TOPIC_OR_PARTITION', 'BROKER_NOT_AVAILABLE', 'REPLICA_NOT_AVAILABLE', 'STORAGE_ERROR',
 ]);
-// A produce answered with one of these may still have been written (the records path has no
-// idempotence yet, so its retry can duplicate).
+// A produce answered with one of these may still have been written: its retry must carry the
+// same producer id, epoch and sequence, so the leader recognises it (docs/protocol.md).
 const OUTCOME_UNKNOWN = new Set(['NOT_LEADER_OR_FOLLOWER', 'NOT_ENOUGH_REPLICAS_AFTER_APPEND', 'REQUEST_TIMED_OUT', 'UNKNOWN_SERVER_ERROR']);
 // gRPC statuses of a broker that is down or unreachable: retry elsewhere after a refresh.
 const RETRIABLE_STATUS = new Map([

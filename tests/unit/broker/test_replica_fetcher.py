@@ -39,6 +39,11 @@ class FakeReplicas:
         self.calls.append(("restart", offset))
         partition.log.log_start_offset = partition.log.log_end_offset = offset
 
+    def follow_log_start(self, partition, leader_log_start: int) -> None:
+        if leader_log_start > partition.log.log_start_offset:  # as Partition.follow_log_start: only forward
+            self.calls.append(("log start", leader_log_start))
+            partition.log.log_start_offset = leader_log_start
+
 
 class FakePartition(SimpleNamespace):
     """The follower-side reads of a Partition, over a plain log."""
@@ -74,11 +79,12 @@ SENT = {TP: _Sent(leader_epoch=1, fetch_offset=10)}
     [
         ({"batches": b"xy", "high_watermark": 11}, [("append", b"xy")], 11),
         ({"high_watermark": 8}, [], 8),
+        ({"high_watermark": 8, "log_start_offset": 5}, [("log start", 5)], 8),
         ({"diverging_epoch": broker_pb2.DivergingEpoch(epoch=1, end_offset=7)}, [("truncate", 7)], 3),
         ({"error_code": common_pb2.OFFSET_OUT_OF_RANGE, "log_start_offset": 11, "log_end_offset": 20}, [("restart", 11)], 3),
         ({"error_code": common_pb2.OFFSET_OUT_OF_RANGE, "log_end_offset": 8}, [("truncate", 8)], 3),
     ],
-    ids=["records", "hw-only", "diverging", "behind-log-start", "ahead-of-leader-end"],
+    ids=["records", "hw-only", "log-start-moved", "diverging", "behind-log-start", "ahead-of-leader-end"],
 )
 def test_each_answer_becomes_one_replica_manager_call(fields, calls, high_watermark) -> None:
     fetcher, partition, replicas = _fetcher()

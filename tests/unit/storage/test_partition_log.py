@@ -228,3 +228,38 @@ def test_timestamp_lookup_survives_a_batch_whose_body_does_not_decode(log_dir: P
     plog.append(bytes(garbage), assign_offsets=False, leader_epoch=-1, now_ms=0)
     assert plog.offset_for_timestamp(300) == (6, 500)
     assert not plog.is_offline
+
+
+def test_advancing_the_log_start_deletes_whole_segments_below_it_and_survives_a_restart(log_dir: Path) -> None:
+    """DeleteRecords can put the log start inside a segment (and inside a batch): reads below
+    it are out of range from then on, and reopening the log (clean or not) keeps it, although
+    the first segment still begins below it."""
+    plog = PartitionLog.open(log_dir, small_settings(), now_ms=0)
+    fill(plog, 30, epoch=2)
+    segments = len(plog.segments)
+    target = plog.segments[2].base_offset + 1  # inside the third segment's first batch
+    plog.advance_log_start(target)
+    assert plog.log_start_offset == target and plog.segments[0].base_offset == target - 1
+    assert len(plog.segments) == segments - 2
+    assert plog.leader_epoch_cache.entries == [(2, target)]
+    with pytest.raises(OffsetOutOfRangeError):
+        plog.read(target - 1, 100)
+    assert offsets(plog.read(target, 100).data)[0] == target - 1  # whole batches: the client skips what is below
+    plog.close()
+    for clean in (True, False):
+        again = PartitionLog.open(log_dir, small_settings(), now_ms=0, clean_shutdown=clean, recovery_point=plog.log_end_offset)
+        assert (again.log_start_offset, again.log_end_offset) == (target, 90)
+        again.close()
+
+
+def test_retention_and_truncation_keep_a_log_start_set_inside_a_segment(log_dir: Path) -> None:
+    plog = PartitionLog.open(log_dir, small_settings(retention_ms=1000), now_ms=0)
+    fill(plog, 30, ts=0)
+    fill(plog, 1, ts=10_000)
+    target = plog.active.base_offset + 2  # inside the active segment, which retention keeps
+    plog.advance_log_start(target)
+    assert plog.apply_retention(now_ms=1040) == 0  # the segments below were already deleted with the records
+    assert plog.log_start_offset == target
+    plog.truncate_fully_and_start_at(500)  # a follower starting over at the leader's log start
+    plog.close()
+    assert PartitionLog.open(log_dir, small_settings(), now_ms=0).log_start_offset == 500
