@@ -69,6 +69,11 @@ class BrokerStub:
                 request_serializer=proto_dot_broker__pb2.ReplicaFetchRequest.SerializeToString,
                 response_deserializer=proto_dot_broker__pb2.ReplicaFetchResponse.FromString,
                 _registered_method=True)
+        self.Consume = channel.stream_stream(
+                '/kraftlog.v1.Broker/Consume',
+                request_serializer=proto_dot_broker__pb2.ConsumeRequest.SerializeToString,
+                response_deserializer=proto_dot_broker__pb2.ConsumeResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerServicer:
@@ -123,6 +128,14 @@ class BrokerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Consume(self, request_iterator, context):
+        """Streaming consume: the first request opens a stream over many partitions; the broker pushes
+        committed data as it arrives, at most as many messages as the client has granted credits for.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -160,6 +173,11 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.ReplicaFetch,
                     request_deserializer=proto_dot_broker__pb2.ReplicaFetchRequest.FromString,
                     response_serializer=proto_dot_broker__pb2.ReplicaFetchResponse.SerializeToString,
+            ),
+            'Consume': grpc.stream_stream_rpc_method_handler(
+                    servicer.Consume,
+                    request_deserializer=proto_dot_broker__pb2.ConsumeRequest.FromString,
+                    response_serializer=proto_dot_broker__pb2.ConsumeResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -351,6 +369,33 @@ class Broker:
             '/kraftlog.v1.Broker/ReplicaFetch',
             proto_dot_broker__pb2.ReplicaFetchRequest.SerializeToString,
             proto_dot_broker__pb2.ReplicaFetchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Consume(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/kraftlog.v1.Broker/Consume',
+            proto_dot_broker__pb2.ConsumeRequest.SerializeToString,
+            proto_dot_broker__pb2.ConsumeResponse.FromString,
             options,
             channel_credentials,
             insecure,
