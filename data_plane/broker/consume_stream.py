@@ -173,7 +173,7 @@ class ConsumeStreams:
                 if stream.refused is not None:
                     await context.abort(grpc.StatusCode.INVALID_ARGUMENT, stream.refused)
                 if self._closing:
-                    yield self._final(stream, self._shutting_down)
+                    yield self._final(stream)
                     break
                 if stream.window.available == 0:
                     if stream.client_done:
@@ -273,20 +273,18 @@ class ConsumeStreams:
         log.debug("consume stream partition ended", broker_id=self._replicas.config.broker_id, topic=tp[0], partition=tp[1],
                   leader_epoch=leader_epoch, error=error.code.name)
 
-    def _final(self, stream: _Stream, why: Callable[[TopicPartition], PartitionError]) -> broker_pb2.ConsumeResponse:
-        """One message ending every partition left on the stream."""
+    def _final(self, stream: _Stream) -> broker_pb2.ConsumeResponse:
+        """The broker is shutting down: one message ending every partition left on the stream."""
         response = broker_pb2.ConsumeResponse()
         leaders = []
         for tp in list(stream.positions):
             hint = self._replicas.leader_hint(*tp)
-            self._end(response, stream, tp, why(tp), hint.leader_id, hint.leader_epoch)
+            error = PartitionError(ErrorCode.BROKER_NOT_AVAILABLE, f"broker {self._replicas.config.broker_id} is shutting "
+                                   f"down: refresh metadata and reconnect to {tp[0]}-{tp[1]}'s leader from next_offset")
+            self._end(response, stream, tp, error, hint.leader_id, hint.leader_epoch)
             leaders.append(hint.leader_id)
         self._add_endpoints(response, leaders)
         return response
-
-    def _shutting_down(self, tp: TopicPartition) -> PartitionError:
-        return PartitionError(ErrorCode.BROKER_NOT_AVAILABLE, f"broker {self._replicas.config.broker_id} is shutting down: "
-                              f"refresh metadata and reconnect to {tp[0]}-{tp[1]}'s leader from next_offset")
 
 
 class _Stream:

@@ -116,8 +116,8 @@ class Consumer:
         """Replaces the assignment. Kept partitions keep their position; new ones have none
         until seek (or auto_offset_reset) gives one."""
         wanted = [(str(t), int(p)) for t, p in partitions]
+        self._cancel_streams(set(self._positions) - set(wanted))
         self._positions = {tp: self._positions.get(tp) for tp in wanted}
-        self._cancel_streams(None)
         for tp in list(self._buffered):
             if tp not in self._positions:
                 del self._buffered[tp]

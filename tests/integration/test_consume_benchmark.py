@@ -74,7 +74,7 @@ def python_consume(cluster: TestCluster, topic: str, count: int, mode: str, per_
                 seen += len(consumer.poll(1000))
             else:
                 seen += sum(b.header.record_count for batches in consumer.poll_batches(1000).values() for b in batches)
-    assert seen == count, (seen, count)
+    assert seen >= count, (seen, count)  # the last poll may run past: the topic can hold more
 
 
 def report(title: str, rates: dict[str, float]) -> None:

@@ -6,7 +6,8 @@ committed behind it, then resumes where it left off; a leader change ends the st
 partition with NOT_LEADER_OR_FOLLOWER and the new leader's hint and endpoint, and the
 Python consumer in stream mode carries on at the new leader with nothing lost or doubled;
 a broker shutting down ends its streams cleanly (status OK, a final entry per partition);
-a malformed stream is refused with INVALID_ARGUMENT.
+a credit beyond the window is refused with INVALID_ARGUMENT (the other malformed opens:
+tests/unit/broker/test_consume_stream.py).
 """
 
 from __future__ import annotations
@@ -150,19 +151,6 @@ def test_granting_more_than_the_window_is_refused(cluster: TestCluster) -> None:
         end = stream.next()
         assert end == ("end", grpc.StatusCode.INVALID_ARGUMENT)
         assert "window of 2" in stream.call.details()
-    finally:
-        stream.close()
-
-
-def test_an_open_naming_a_partition_twice_is_refused(cluster: TestCluster) -> None:
-    topic = "twice"
-    cluster.create_topic(topic, partitions=1, replication_factor=1)
-    doubled = broker_pb2.ConsumeOpen(topics=[broker_pb2.ConsumeTopic(topic=topic, partitions=[
-        broker_pb2.ConsumePartition(partition=0, offset=0), broker_pb2.ConsumePartition(partition=0, offset=5)])])
-    stream = RawStream(leader_address(cluster, topic), doubled)
-    try:
-        assert stream.next() == ("end", grpc.StatusCode.INVALID_ARGUMENT)
-        assert "appears twice" in stream.call.details()
     finally:
         stream.close()
 
