@@ -348,6 +348,9 @@ class Consumer:
             if wait_s > 0:
                 time.sleep(min(wait_s, self._retry_backoff_s))  # no stream: leaders unknown or backing off
             return
+        streaming = self._streams.streaming()
+        if any(position is not None and tp not in streaming for tp, position in self._positions.items()):
+            wait_s = min(wait_s, self._retry_backoff_s)  # a partition waits for a new stream: come back to open it
         wait = wait_s
         for _ in range(256):  # bounded: granting credits lets more arrive meanwhile
             event = self._streams.next_event(wait) if self._streams is not None else None  # None: fell back to Fetch
