@@ -472,3 +472,83 @@ class DeleteRecordsPartitionResponse(_message.Message):
     low_watermark: int
     current_leader: _common_pb2.LeaderHint
     def __init__(self, partition: _Optional[int] = ..., error_code: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., low_watermark: _Optional[int] = ..., current_leader: _Optional[_Union[_common_pb2.LeaderHint, _Mapping]] = ...) -> None: ...
+
+class ConsumeRequest(_message.Message):
+    __slots__ = ("open", "credit")
+    OPEN_FIELD_NUMBER: _ClassVar[int]
+    CREDIT_FIELD_NUMBER: _ClassVar[int]
+    open: ConsumeOpen
+    credit: ConsumeCredit
+    def __init__(self, open: _Optional[_Union[ConsumeOpen, _Mapping]] = ..., credit: _Optional[_Union[ConsumeCredit, _Mapping]] = ...) -> None: ...
+
+class ConsumeOpen(_message.Message):
+    __slots__ = ("topics", "format", "max_bytes_per_message", "window_messages", "client_id")
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    FORMAT_FIELD_NUMBER: _ClassVar[int]
+    MAX_BYTES_PER_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[ConsumeTopic]
+    format: RecordFormat
+    max_bytes_per_message: int
+    window_messages: int
+    client_id: str
+    def __init__(self, topics: _Optional[_Iterable[_Union[ConsumeTopic, _Mapping]]] = ..., format: _Optional[_Union[RecordFormat, str]] = ..., max_bytes_per_message: _Optional[int] = ..., window_messages: _Optional[int] = ..., client_id: _Optional[str] = ...) -> None: ...
+
+class ConsumeTopic(_message.Message):
+    __slots__ = ("topic", "partitions")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partitions: _containers.RepeatedCompositeFieldContainer[ConsumePartition]
+    def __init__(self, topic: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[ConsumePartition, _Mapping]]] = ...) -> None: ...
+
+class ConsumePartition(_message.Message):
+    __slots__ = ("partition", "offset", "current_leader_epoch")
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    partition: int
+    offset: int
+    current_leader_epoch: int
+    def __init__(self, partition: _Optional[int] = ..., offset: _Optional[int] = ..., current_leader_epoch: _Optional[int] = ...) -> None: ...
+
+class ConsumeCredit(_message.Message):
+    __slots__ = ("messages",)
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    messages: int
+    def __init__(self, messages: _Optional[int] = ...) -> None: ...
+
+class ConsumeResponse(_message.Message):
+    __slots__ = ("partitions", "node_endpoints")
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    NODE_ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
+    partitions: _containers.RepeatedCompositeFieldContainer[ConsumePartitionData]
+    node_endpoints: _containers.RepeatedCompositeFieldContainer[_common_pb2.BrokerEndpoint]
+    def __init__(self, partitions: _Optional[_Iterable[_Union[ConsumePartitionData, _Mapping]]] = ..., node_endpoints: _Optional[_Iterable[_Union[_common_pb2.BrokerEndpoint, _Mapping]]] = ...) -> None: ...
+
+class ConsumePartitionData(_message.Message):
+    __slots__ = ("topic", "partition", "error_code", "error_message", "high_watermark", "log_start_offset", "fetch_offset", "next_offset", "batches", "records", "current_leader")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    HIGH_WATERMARK_FIELD_NUMBER: _ClassVar[int]
+    LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    FETCH_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    NEXT_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    BATCHES_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_LEADER_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    error_code: _common_pb2.ErrorCode
+    error_message: str
+    high_watermark: int
+    log_start_offset: int
+    fetch_offset: int
+    next_offset: int
+    batches: bytes
+    records: _containers.RepeatedCompositeFieldContainer[_common_pb2.Record]
+    current_leader: _common_pb2.LeaderHint
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., error_code: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., high_watermark: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., fetch_offset: _Optional[int] = ..., next_offset: _Optional[int] = ..., batches: _Optional[bytes] = ..., records: _Optional[_Iterable[_Union[_common_pb2.Record, _Mapping]]] = ..., current_leader: _Optional[_Union[_common_pb2.LeaderHint, _Mapping]] = ...) -> None: ...

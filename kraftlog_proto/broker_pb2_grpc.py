@@ -74,6 +74,11 @@ class BrokerStub:
                 request_serializer=proto_dot_broker__pb2.DeleteRecordsRequest.SerializeToString,
                 response_deserializer=proto_dot_broker__pb2.DeleteRecordsResponse.FromString,
                 _registered_method=True)
+        self.Consume = channel.stream_stream(
+                '/kraftlog.v1.Broker/Consume',
+                request_serializer=proto_dot_broker__pb2.ConsumeRequest.SerializeToString,
+                response_deserializer=proto_dot_broker__pb2.ConsumeResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerServicer:
@@ -135,6 +140,14 @@ class BrokerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Consume(self, request_iterator, context):
+        """Streaming consume: the first request opens a stream over many partitions; the broker pushes
+        committed data as it arrives, at most as many messages as the client has granted credits for.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -177,6 +190,11 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.DeleteRecords,
                     request_deserializer=proto_dot_broker__pb2.DeleteRecordsRequest.FromString,
                     response_serializer=proto_dot_broker__pb2.DeleteRecordsResponse.SerializeToString,
+            ),
+            'Consume': grpc.stream_stream_rpc_method_handler(
+                    servicer.Consume,
+                    request_deserializer=proto_dot_broker__pb2.ConsumeRequest.FromString,
+                    response_serializer=proto_dot_broker__pb2.ConsumeResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -395,6 +413,33 @@ class Broker:
             '/kraftlog.v1.Broker/DeleteRecords',
             proto_dot_broker__pb2.DeleteRecordsRequest.SerializeToString,
             proto_dot_broker__pb2.DeleteRecordsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Consume(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/kraftlog.v1.Broker/Consume',
+            proto_dot_broker__pb2.ConsumeRequest.SerializeToString,
+            proto_dot_broker__pb2.ConsumeResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -59,6 +59,7 @@ class BrokerServer:
         self.replicas.propose_isr = self.isr_updates.submit
         self._producer_ids: list[int] = []
         self._server: grpc.aio.Server | None = None
+        self._service: BrokerService | None = None
         self._health: ServingState | None = None
         self._stopping = False
         self._timers: list[asyncio.Task] = []
@@ -119,9 +120,8 @@ class BrokerServer:
             ("grpc.so_reuseport", 0),
         ]
         server = grpc.aio.server(options=options)
-        broker_pb2_grpc.add_BrokerServicer_to_server(
-            BrokerService(self.replicas, self.metadata_response, self.init_producer_id), server
-        )
+        self._service = BrokerService(self.replicas, self.metadata_response, self.init_producer_id)
+        broker_pb2_grpc.add_BrokerServicer_to_server(self._service, server)
         self._health = ServingState(server, broker_pb2.DESCRIPTOR.services_by_name["Broker"].full_name)
         await self._health.set(False)  # starting: not registered and unfenced yet
         bound = server.add_insecure_port(f"{self.config.host}:{self.config.port}")
@@ -169,6 +169,8 @@ class BrokerServer:
         for task in self._timers:
             task.cancel()
         await self.fetchers.stop()
+        if self._service is not None:
+            self._service.consume_streams.close()  # streams end with a final entry per partition, within the grace
         if self._server is not None:
             await self._server.stop(grace=1.0)
         await self.isr_updates.stop()

@@ -12,6 +12,7 @@ from typing import Callable, Iterator
 import grpc
 
 from data_plane import record_batch
+from data_plane.broker.consume_stream import ConsumeStreams
 from data_plane.broker.errors import MalformedRequest, PartitionError, to_wire
 from data_plane.replication.errors import ErrorCode
 from data_plane.broker.replica_manager import ReplicaManager
@@ -165,6 +166,12 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         self.replicas = replicas
         self._metadata_response = metadata_response
         self._init_producer_id = init_producer_id
+        self.consume_streams = ConsumeStreams(replicas, batches_to_records, self._add_endpoints)
+
+    async def Consume(self, request_iterator, context):
+        """Streaming consume (data_plane/broker/consume_stream.py)."""
+        async for response in self.consume_streams.serve(request_iterator, context):
+            yield response
 
     async def Produce(self, request: broker_pb2.ProduceRequest, context: grpc.aio.ServicerContext) -> broker_pb2.ProduceResponse:
         try:

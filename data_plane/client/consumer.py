@@ -1,5 +1,12 @@
 """The consumer: reads assigned partitions from their leaders, in offset order.
 
+Two ways to read, chosen by ``fetch_mode``. "stream" (the default: faster in
+tests/integration/test_consume_benchmark.py) opens one ``Broker.Consume`` stream per leader
+broker for its assigned partitions (``consume_streams.py``): the broker pushes committed
+data as it arrives, at most ``stream_window_messages`` messages ahead of what ``poll`` has
+taken, and a partition whose stream ends (leader change, broker restart) gets a new stream
+at its leader from where it stopped. "fetch" polls with Fetch, as follows.
+
 One Fetch per leader broker carries all its assigned partitions. Fetches are prefetched:
 when `poll` hands out a partition's data it immediately asks for the next, so the broker's
 long poll overlaps the application's processing. At most one fetch is outstanding per
@@ -20,6 +27,7 @@ import grpc
 
 from data_plane import record_batch
 from data_plane.client.channels import REQUEST_TIMEOUT_MS_DEFAULT, broker_channels
+from data_plane.client.consume_streams import ConsumeStreams, StreamEvent
 from data_plane.client.errors import KraftlogError, from_error_code, from_rpc_error
 from data_plane.client.metadata_cache import MetadataCache, TopicPartition, refresh_sync
 from data_plane.client.offset_lookup import EARLIEST, LATEST, list_offsets
@@ -28,6 +36,7 @@ from kraftlog_proto import broker_pb2, common_pb2
 from server_common.limits import BATCH_BYTES_PER_MESSAGE_MAX, FETCH_BYTES_MAX_DEFAULT
 
 _RESETS = ("none", "earliest", "latest")
+_FETCH_MODES = ("stream", "fetch")
 
 
 class _Fetched(NamedTuple):
@@ -47,6 +56,10 @@ class Consumer:
         auto_offset_reset: what to do when a position is missing or out of range:
             "none" (raise), "earliest" or "latest".
         request_timeout_ms: how long a request may take beyond fetch_max_wait_ms.
+        fetch_mode: "stream" (Consume streams pushing data as it is committed) or "fetch"
+            (Fetch long polls); both read the same records.
+        stream_window_messages: with "stream", messages a broker may send ahead of poll.
+        stream_message_bytes: with "stream", batch bytes per streamed message.
     """
 
     def __init__(
@@ -61,11 +74,18 @@ class Consumer:
         request_timeout_ms: int = REQUEST_TIMEOUT_MS_DEFAULT,
         retry_backoff_ms: int = 100,
         client_id: str = "kraftlog-consumer",
+        fetch_mode: str = "stream",
+        stream_window_messages: int = 8,
+        stream_message_bytes: int = 1 << 20,
     ) -> None:
         if auto_offset_reset not in _RESETS:
             raise ValueError(f"auto_offset_reset={auto_offset_reset!r}: use one of {_RESETS}")
         if not 0 < fetch_max_bytes <= BATCH_BYTES_PER_MESSAGE_MAX:
             raise ValueError(f"fetch_max_bytes must be in (0, {BATCH_BYTES_PER_MESSAGE_MAX}]")
+        if fetch_mode not in _FETCH_MODES:
+            raise ValueError(f"fetch_mode={fetch_mode!r}: use one of {_FETCH_MODES}")
+        if not 0 < stream_window_messages <= 64 or not 0 < stream_message_bytes <= BATCH_BYTES_PER_MESSAGE_MAX:
+            raise ValueError(f"stream_window_messages must be in [1, 64] and stream_message_bytes in (0, {BATCH_BYTES_PER_MESSAGE_MAX}]")
         self._fetch_max_wait_ms = fetch_max_wait_ms
         self._fetch_min_bytes = fetch_min_bytes
         self._fetch_max_bytes = fetch_max_bytes
@@ -85,6 +105,10 @@ class Consumer:
         self._backoff_until: dict[str, float] = {}
         self._pending_error: KraftlogError | None = None
         self._closed = False
+        self._streams = (
+            ConsumeStreams(self._pool, stream_window_messages, stream_message_bytes, client_id) if fetch_mode == "stream" else None
+        )
+        self._resting_until: dict[TopicPartition, float] = {}  # stream mode: a partition's stream ended with an error
 
     # ------------------------------------------------------------ assignment and positions
 
@@ -92,6 +116,7 @@ class Consumer:
         """Replaces the assignment. Kept partitions keep their position; new ones have none
         until seek (or auto_offset_reset) gives one."""
         wanted = [(str(t), int(p)) for t, p in partitions]
+        self._cancel_streams(set(self._positions) - set(wanted))
         self._positions = {tp: self._positions.get(tp) for tp in wanted}
         for tp in list(self._buffered):
             if tp not in self._positions:
@@ -109,6 +134,7 @@ class Consumer:
             raise ValueError(f"offset {offset} < 0: use seek_to_beginning/seek_to_end for logical positions")
         self._positions[tp] = offset
         self._buffered.pop(tp, None)
+        self._cancel_streams({tp})
 
     def seek_to_beginning(self, tps: Iterable[TopicPartition] | None = None) -> None:
         """Positions partitions (all assigned by default) at their log start offset."""
@@ -193,6 +219,7 @@ class Consumer:
         for future, _ in self._in_flight.values():
             future.cancel()
         self._in_flight.clear()
+        self._cancel_streams(None)
         self._pool.close()
 
     def __enter__(self) -> Consumer:
@@ -218,6 +245,7 @@ class Consumer:
         answers = list_offsets(
             self._metadata, self._pool, {tp: timestamp for tp in targets}, self._request_timeout_s, self._retry_backoff_s
         )
+        self._cancel_streams(set(answers))
         for tp, answer in answers.items():
             self._positions[tp] = answer.offset
             self._buffered.pop(tp, None)
@@ -233,9 +261,9 @@ class Consumer:
             raise KraftlogError("NO_POSITION", f"no position for {names} and auto_offset_reset='none'", retriable=False)
         self._seek_to(EARLIEST if self._auto_offset_reset == "earliest" else LATEST, tps)
 
-    def _send_fetches(self) -> None:
-        """Sends one fetch to each leader broker that has none outstanding and has assigned
-        partitions with a position and no buffered data."""
+    def _positions_by_leader(self, skip) -> dict[str, dict[TopicPartition, int]]:
+        """Positioned partitions (but those ``skip(tp)`` names) grouped by leader address,
+        leaving out leaders we back off from; refreshes metadata first when it is stale."""
         metadata = self._metadata
         if metadata.stale and time.monotonic() * 1000 - metadata.last_refresh_ms >= self._retry_backoff_s * 1000:
             try:
@@ -245,16 +273,27 @@ class Consumer:
         now = time.monotonic()
         groups: dict[str, dict[TopicPartition, int]] = {}
         for tp, position in self._positions.items():
-            if position is None or tp in self._buffered:
+            if position is None or skip(tp):
                 continue
             leader = metadata.leader(tp)
             if leader is None:
                 metadata.invalidate()
                 continue
-            if leader.address in self._in_flight or self._backoff_until.get(leader.address, 0.0) > now:
+            if self._backoff_until.get(leader.address, 0.0) > now:
                 continue
             groups.setdefault(leader.address, {})[tp] = position
+        return groups
+
+    def _send_fetches(self) -> None:
+        """Sends one fetch to each leader broker that has none outstanding and has assigned
+        partitions with a position and no buffered data (stream mode: opens streams)."""
+        if self._streams is not None:
+            self._open_streams()
+            return
+        groups = self._positions_by_leader(lambda tp: tp in self._buffered)
         for address, positions in groups.items():
+            if address in self._in_flight:
+                continue
             future = self._pool.stub(address).Fetch.future(
                 self._fetch_request(positions),
                 timeout=self._fetch_max_wait_ms / 1000.0 + self._request_timeout_s,
@@ -285,8 +324,78 @@ class Consumer:
             client_id=self._client_id,
         )
 
+    def _open_streams(self) -> None:
+        """One stream per leader for the partitions no stream serves, from where each stands
+        (past what is buffered for it)."""
+        streaming = self._streams.streaming()
+        now = time.monotonic()
+        groups = self._positions_by_leader(lambda tp: tp in streaming or self._resting_until.get(tp, 0.0) > now)
+        for address, positions in groups.items():
+            for tp in positions:
+                if tp in self._buffered:
+                    positions[tp] = self._buffered[tp].batches[-1].header.last_offset + 1
+            epochs = {tp: self._metadata.leader_epoch(tp) for tp in positions}
+            self._streams.open(address, positions, epochs)
+
+    def _cancel_streams(self, tps: set[TopicPartition] | None) -> None:
+        """Stream mode: a seek or reassignment makes the streams of ``tps`` (all: None) stale."""
+        if self._streams is not None:
+            self._streams.cancel(tps)
+
+    def _collect_stream_events(self, wait_s: float) -> None:
+        """Processes what streams delivered, waiting up to `wait_s` for the first."""
+        if not self._streams:
+            if wait_s > 0:
+                time.sleep(min(wait_s, self._retry_backoff_s))  # no stream: leaders unknown or backing off
+            return
+        streaming = self._streams.streaming()
+        if any(position is not None and tp not in streaming for tp, position in self._positions.items()):
+            wait_s = min(wait_s, self._retry_backoff_s)  # a partition waits for a new stream: come back to open it
+        wait = wait_s
+        for _ in range(256):  # bounded: granting credits lets more arrive meanwhile
+            event = self._streams.next_event(wait) if self._streams is not None else None  # None: fell back to Fetch
+            if event is None:
+                return
+            self._handle_stream_event(event)
+            wait = 0.0
+
+    def _handle_stream_event(self, event: StreamEvent) -> None:
+        stream, message = event.stream, event.message
+        if message is None:  # the stream is over; its partitions get a new one
+            if event.error is not None and event.error.code() == grpc.StatusCode.UNIMPLEMENTED:
+                self._streams.cancel(None)  # a broker from before Consume existed: poll with Fetch from now on
+                self._streams = None
+            elif event.error is not None:
+                self._rpc_failed(event.error, stream.address)
+            return
+        with_data = False
+        for entry in message.partitions:
+            tp = (entry.topic, entry.partition)
+            assert stream.next_offsets.get(tp) == entry.fetch_offset, (tp, stream.next_offsets.get(tp), entry.fetch_offset)
+            if entry.error_code == common_pb2.NONE:
+                stream.next_offsets[tp] = entry.next_offset
+                with_data = with_data or bool(entry.batches)
+            else:  # the partition's last entry on this stream
+                del stream.next_offsets[tp]
+                self._resting_until[tp] = time.monotonic() + self._retry_backoff_s
+            if self._positions.get(tp) is not None:
+                self._handle_partition(tp, entry.fetch_offset, entry, message.node_endpoints)
+        if with_data:
+            stream.grant()
+
+    def _rpc_failed(self, err: grpc.RpcError, address: str) -> None:
+        """A call to ``address`` failed: remember a fatal error, back off from a retriable one."""
+        error = from_rpc_error(err, address)
+        if not error.retriable:
+            self._pending_error = error
+        self._metadata.invalidate()
+        self._backoff_until[address] = time.monotonic() + self._retry_backoff_s
+
     def _collect_completions(self, wait_s: float) -> None:
         """Processes finished fetches, waiting up to `wait_s` for the first if none is done."""
+        if self._streams is not None:
+            self._collect_stream_events(wait_s)
+            return
         if not self._in_flight:
             if wait_s > 0:
                 time.sleep(min(wait_s, self._retry_backoff_s))  # nothing to wait on: leaders unknown or backing off
@@ -310,11 +419,7 @@ class Consumer:
         try:
             response = future.result()
         except grpc.RpcError as err:
-            error = from_rpc_error(err, address)
-            if not error.retriable:
-                self._pending_error = error
-            self._metadata.invalidate()
-            self._backoff_until[address] = time.monotonic() + self._retry_backoff_s
+            self._rpc_failed(err, address)
             return
         for topic in response.topics:
             for answer in topic.partitions:
@@ -325,7 +430,8 @@ class Consumer:
                 self._handle_partition(tp, sent, answer, response.node_endpoints)
 
     def _handle_partition(
-        self, tp: TopicPartition, fetch_offset: int, answer: broker_pb2.FetchPartitionResponse, endpoints
+        self, tp: TopicPartition, fetch_offset: int, answer: broker_pb2.FetchPartitionResponse | broker_pb2.ConsumePartitionData,
+        endpoints,
     ) -> None:
         if answer.error_code == common_pb2.NONE:
             self._high_watermarks[tp] = answer.high_watermark
@@ -342,9 +448,12 @@ class Consumer:
                     for b in decoded
                     if b.header.last_offset >= fetch_offset and not b.header.is_control  # control: txn markers
                 ]
-                if batches:
+                held = self._buffered.get(tp)
+                if batches and held is not None:  # stream mode: the next message before poll took the last
+                    held.batches.extend(batches)
+                elif batches:
                     self._buffered[tp] = _Fetched(fetch_offset, batches)
-                elif decoded:
+                elif decoded and held is None:
                     self._positions[tp] = max(fetch_offset, decoded[-1].header.next_offset)  # only markers
             return
         error = from_error_code(answer.error_code, answer.error_message, f"{tp[0]}-{tp[1]} at offset {fetch_offset}")

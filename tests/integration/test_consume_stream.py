@@ -1,0 +1,252 @@
+"""Streaming consume (``Broker.Consume``) on real processes: one controller and three brokers.
+
+Checks: records arrive in order with no gaps while they are produced, in both formats; a
+stalled client receives exactly its window of messages and no more however much is
+committed behind it, then resumes where it left off; a leader change ends the stream's
+partition with NOT_LEADER_OR_FOLLOWER and the new leader's hint and endpoint, and the
+Python consumer in stream mode carries on at the new leader with nothing lost or doubled;
+a broker shutting down ends its streams cleanly (status OK, a final entry per partition);
+a credit beyond the window is refused with INVALID_ARGUMENT (the other malformed opens:
+tests/unit/broker/test_consume_stream.py).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from typing import Iterator
+
+import grpc
+import pytest
+
+from data_plane.client import Consumer, Producer
+from kraftlog_proto import broker_pb2, broker_pb2_grpc, common_pb2
+from server_common.waiting import wait_for
+from tests.cluster import TestCluster, local_cluster
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory) -> Iterator[TestCluster]:
+    with local_cluster(tmp_path_factory.mktemp("consume-stream"), controllers=1, brokers=3,
+                       controller_args=["--auto-leader-rebalance-enable", "false"]) as c:
+        yield c
+
+
+class RawStream:
+    """A Consume stream driven from generated stubs only: what a client in any language does."""
+
+    def __init__(self, address: str, open_: broker_pb2.ConsumeOpen) -> None:
+        self._requests: queue.Queue = queue.Queue()
+        self._requests.put(broker_pb2.ConsumeRequest(open=open_))
+        self.channel = grpc.insecure_channel(address)
+        self.call = broker_pb2_grpc.BrokerStub(self.channel).Consume(iter(self._requests.get, None), timeout=120)
+        self.received: queue.Queue = queue.Queue()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        try:
+            for message in self.call:
+                self.received.put(message)
+            self.received.put(("end", self.call.code()))
+        except grpc.RpcError as err:
+            self.received.put(("end", err.code()))
+
+    def grant(self, messages: int) -> None:
+        self._requests.put(broker_pb2.ConsumeRequest(credit=broker_pb2.ConsumeCredit(messages=messages)))
+
+    def half_close(self) -> None:
+        self._requests.put(None)
+
+    def next(self, timeout_s: float = 30):
+        return self.received.get(timeout=timeout_s)
+
+    def close(self) -> None:
+        self.call.cancel()
+        self.half_close()
+        self.channel.close()
+
+
+def open_msg(topic: str, offsets: dict[int, int], **kwargs) -> broker_pb2.ConsumeOpen:
+    parts = [broker_pb2.ConsumePartition(partition=p, offset=o) for p, o in offsets.items()]
+    return broker_pb2.ConsumeOpen(topics=[broker_pb2.ConsumeTopic(topic=topic, partitions=parts)], **kwargs)
+
+
+def leader_address(cluster: TestCluster, topic: str, partition: int = 0) -> str:
+    return cluster.broker(cluster.leader(topic, partition)).address
+
+
+def produce(cluster: TestCluster, topic: str, values: list[bytes], partition: int = 0) -> None:
+    with Producer(cluster.bootstrap, acks="all", batch_size=16 << 10) as producer:
+        for future in [producer.send(topic, value=v, partition=partition) for v in values]:
+            future.result(timeout=30)
+
+
+def record_offsets(entry: broker_pb2.ConsumePartitionData) -> list[tuple[int, bytes]]:
+    """(offset, value) of an entry's records from fetch_offset on, in either format."""
+    from data_plane import record_batch
+
+    if entry.records:
+        return [(r.offset, r.value) for r in entry.records]
+    out = []
+    for batch in record_batch.decode_batches(entry.batches):
+        out.extend((o, v) for o, v in zip(batch.offsets, batch.values) if o >= entry.fetch_offset)
+    return out
+
+
+@pytest.mark.parametrize("fmt", [broker_pb2.BATCHES, broker_pb2.RECORDS])
+def test_records_arrive_in_order_with_no_gaps_as_they_are_produced(cluster: TestCluster, fmt: int) -> None:
+    topic = f"order-{fmt}"
+    cluster.create_topic(topic, partitions=2, replication_factor=3)
+    stream = RawStream(leader_address(cluster, topic), open_msg(topic, {0: 0}, format=fmt, window_messages=4))
+    try:
+        expected = [f"v{i}".encode() for i in range(600)]
+        seen: list[tuple[int, bytes]] = []
+        for start in range(0, len(expected), 200):  # produced while the stream is open, in three rounds
+            produce(cluster, topic, expected[start:start + 200])
+            while len(seen) < start + 200:
+                message = stream.next()
+                assert not isinstance(message, tuple), f"stream ended early: {message}"
+                for entry in message.partitions:
+                    assert entry.error_code == common_pb2.NONE, entry.error_message
+                    assert entry.fetch_offset == len(seen), "an entry must continue where the last one ended"
+                    seen.extend(record_offsets(entry))
+                    assert entry.next_offset == len(seen) and entry.high_watermark >= len(seen)
+                stream.grant(1)
+        assert seen == list(enumerate(expected))
+    finally:
+        stream.close()
+
+
+def test_a_stalled_client_gets_its_window_and_no_more(cluster: TestCluster) -> None:
+    """What the broker holds for a stream is bounded by the client's window: a client that
+    stops granting credits receives exactly `window` messages however much is committed."""
+    topic = "stalled"
+    cluster.create_topic(topic, partitions=1, replication_factor=1)
+    produce(cluster, topic, [bytes(1000)] * 4000)  # ~4 MB committed: far more than 2 messages of 64 KiB
+    stream = RawStream(leader_address(cluster, topic), open_msg(topic, {0: 0}, window_messages=2, max_bytes_per_message=64 << 10))
+    try:
+        first = [stream.next(), stream.next()]
+        produce(cluster, topic, [bytes(1000)] * 1000)  # more behind it, and HW wakeups that must not send
+        with pytest.raises(queue.Empty):
+            stream.next(timeout_s=1.5)  # bounded check that nothing beyond the window arrives
+        assert all(len(m.partitions[0].batches) <= 64 << 10 for m in first)
+        stream.grant(1)
+        third = stream.next()
+        assert third.partitions[0].fetch_offset == first[1].partitions[0].next_offset
+        with pytest.raises(queue.Empty):
+            stream.next(timeout_s=0.5)
+    finally:
+        stream.close()
+
+
+def test_granting_more_than_the_window_is_refused(cluster: TestCluster) -> None:
+    topic = "overgrant"
+    cluster.create_topic(topic, partitions=1, replication_factor=1)
+    stream = RawStream(leader_address(cluster, topic), open_msg(topic, {0: 0}, window_messages=2))
+    try:
+        stream.grant(1)  # nothing received yet: the client already holds its whole window
+        end = stream.next()
+        assert end == ("end", grpc.StatusCode.INVALID_ARGUMENT)
+        assert "window of 2" in stream.call.details()
+    finally:
+        stream.close()
+
+
+def test_a_half_closed_stream_ends_when_its_credits_run_out(cluster: TestCluster) -> None:
+    """What grpcurl does with one request message: the window's worth, then status OK."""
+    topic = "halfclosed"
+    cluster.create_topic(topic, partitions=1, replication_factor=1)
+    produce(cluster, topic, [bytes(1000)] * 300)
+    stream = RawStream(leader_address(cluster, topic), open_msg(topic, {0: 0}, window_messages=2, max_bytes_per_message=50_000))
+    stream.half_close()
+    try:
+        assert [type(stream.next()) for _ in range(2)] == [broker_pb2.ConsumeResponse] * 2
+        assert stream.next() == ("end", grpc.StatusCode.OK)
+    finally:
+        stream.close()
+
+
+def move_leader(cluster: TestCluster, topic: str, partition: int = 0) -> int:
+    """Make another in-sync replica the leader (reassign to put it first, elect the preferred)."""
+    old = cluster.leader(topic, partition)
+    with cluster.controller_client() as client:
+        state = next(p for t in client.describe_cluster().topics if t.name == topic for p in t.partitions if p.partition == partition)
+        new = next(r for r in state.isr if r != old)
+        client.alter_partition_reassignments({(topic, partition): [new, *[r for r in state.replicas if r != new]]})
+        wait_for(lambda: client.elect_leaders({topic: [partition]}) is not None and cluster.leader(topic, partition) == new,
+                 30, f"broker {new} to lead {topic}-{partition}")
+    return new
+
+
+def test_a_leader_change_ends_the_partition_with_the_new_leaders_hint(cluster: TestCluster) -> None:
+    topic = "moving"
+    cluster.create_topic(topic, partitions=1, replication_factor=3)
+    produce(cluster, topic, [b"x"] * 10)
+    stream = RawStream(leader_address(cluster, topic), open_msg(topic, {0: 0}))
+    try:
+        assert stream.next().partitions[0].next_offset == 10
+        new = move_leader(cluster, topic)
+        final = stream.next()
+        entry = final.partitions[0]
+        assert entry.error_code == common_pb2.NOT_LEADER_OR_FOLLOWER and entry.next_offset == 10
+        assert entry.current_leader.leader_id == new
+        assert [(e.broker_id, f"{e.host}:{e.port}") for e in final.node_endpoints] == [(new, cluster.broker(new).address)]
+        assert stream.next() == ("end", grpc.StatusCode.OK)  # no partition left: the stream ends cleanly
+    finally:
+        stream.close()
+
+
+def test_the_stream_consumer_carries_on_at_the_new_leader(cluster: TestCluster) -> None:
+    topic = "follow"
+    cluster.create_topic(topic, partitions=2, replication_factor=3)
+    values = {p: [f"{p}-{i}".encode() for i in range(3000)] for p in (0, 1)}
+    seen: dict[int, list[tuple[int, bytes]]] = {0: [], 1: []}
+    with Consumer(cluster.bootstrap, fetch_mode="stream", auto_offset_reset="earliest") as consumer:
+        consumer.assign([(topic, 0), (topic, 1)])
+
+        def drain(upto: int) -> None:
+            def done() -> bool:
+                for r in consumer.poll(200):
+                    seen[r.partition].append((r.offset, r.value))
+                return all(len(s) >= upto for s in seen.values())
+            wait_for(done, 60, f"{upto} records per partition", interval_s=0)
+
+        for p in (0, 1):
+            produce(cluster, topic, values[p][:1000], partition=p)
+        drain(1000)
+        move_leader(cluster, topic, 0)
+        for p in (0, 1):
+            produce(cluster, topic, values[p][1000:2000], partition=p)
+        drain(2000)
+        leader = cluster.broker(cluster.leader(topic, 1))
+        cluster.kill(leader)  # SIGKILL: the stream breaks without a final message
+        try:
+            for p in (0, 1):
+                produce(cluster, topic, values[p][2000:], partition=p)
+            drain(3000)
+        finally:
+            cluster.restart(leader)
+            cluster.wait_ready()
+    assert seen == {p: list(enumerate(values[p])) for p in (0, 1)}
+
+
+def test_a_broker_shutting_down_ends_its_streams_cleanly(cluster: TestCluster) -> None:
+    topic = "shutdown"
+    cluster.create_topic(topic, partitions=1, replication_factor=1)
+    node = cluster.broker(cluster.leader(topic, 0))
+    stream = RawStream(node.address, open_msg(topic, {0: 0}))
+    try:
+        produce(cluster, topic, [b"x"] * 5)
+        assert stream.next().partitions[0].next_offset == 5
+        cluster.stop_node(node)
+        final = stream.next()
+        assert final.partitions[0].error_code in (common_pb2.BROKER_NOT_AVAILABLE, common_pb2.NOT_LEADER_OR_FOLLOWER)
+        assert final.partitions[0].next_offset == 5
+        assert stream.next() == ("end", grpc.StatusCode.OK)
+    finally:
+        stream.close()
+        cluster.restart(node)
+        cluster.wait_ready()
