@@ -68,6 +68,7 @@ class ProducerBatch:
         "producer_id",
         "producer_epoch",
         "outcome_unknown",
+        "sent_behind_unresolved",
         "last_error",
         "bulk_timestamp_ms",
         "log_append_time_ms",
@@ -92,6 +93,7 @@ class ProducerBatch:
         self.producer_id = -1  # the producer id base_sequence was numbered under
         self.producer_epoch = -1
         self.outcome_unknown = False  # an attempt may have been written; cleared by a definite answer
+        self.sent_behind_unresolved = False  # its last attempt left while an earlier batch was unresolved
         self.last_error: KraftlogError | None = None
         self.bulk_timestamp_ms = -1  # the one timestamp of every record in a bulk batch
         self.log_append_time_ms = -1

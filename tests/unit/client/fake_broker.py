@@ -8,7 +8,9 @@ sequence rules (data_plane/replication/producer_state.py): duplicates are answer
 original offsets, gaps with OUT_OF_ORDER_SEQUENCE. Faults, one per request, per partition:
 `init_producer_id_error`, while set, is InitProducerId's answer; `fail_produce[tp]` answers an error code without appending; `lose_answer[tp]` appends and
 then answers an error code (the outcome a client cannot know); `on_append(tp)`, when set,
-runs after each append, under the broker's lock (to change faults at an exact point). `overlaps` counts requests
+runs after each append, under the broker's lock (to change faults at an exact point);
+`produce_delay_s[tp]` holds every request for tp that long, `delay_next_s[tp]` only the next ones,
+one delay each (so a later request overtakes an earlier one). `overlaps` counts requests
 that reached the broker while another request for one of their partitions was being handled.
 """
 
@@ -43,6 +45,7 @@ class FakeBroker(broker_pb2_grpc.BrokerServicer):
         self.next_producer_id = 1000
         self.init_producer_id_error: int | None = None  # InitProducerId answers this code while set
         self.produce_delay_s: dict[tuple[str, int], float] = {}
+        self.delay_next_s: dict[tuple[str, int], deque[float]] = defaultdict(deque)
         self.on_append: Callable[[tuple[str, int]], None] | None = None
         self.overlaps = 0
         self._handling: set[tuple[str, int]] = set()
@@ -97,6 +100,9 @@ class FakeBroker(broker_pb2_grpc.BrokerServicer):
             self._handling |= tps
         try:
             delay_s = max((self.produce_delay_s.get(tp, 0.0) for tp in tps), default=0.0)
+            for tp in tps:
+                if self.delay_next_s[tp]:
+                    delay_s = max(delay_s, self.delay_next_s[tp].popleft())
             if delay_s:
                 threading.Event().wait(delay_s)  # a slow partition: its answer comes after others'
             return self._produce(request)
