@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
+import time
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any
@@ -293,11 +294,15 @@ class Sender:
             if not batches:
                 return
             try:
+                sent_ns = time.monotonic_ns()
                 call = self._pool.stub(address).Produce(request, timeout=self._call_timeout_s())
                 if self._config.acks == 0:
                     for batch in batches:
                         self._complete(batch, -1, -1)
                 response = await call
+                answered_ns = time.monotonic_ns()
+                for batch in batches:
+                    batch.request_sent_ns, batch.request_answered_ns = sent_ns, answered_ns
             except grpc.RpcError as err:
                 error = from_rpc_error(err, address)
                 if self._config.acks == 0:
