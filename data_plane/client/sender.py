@@ -269,7 +269,9 @@ class Sender:
             except grpc.RpcError as err:
                 last = from_rpc_error(err, "InitProducerId")
             except KraftlogError as err:
-                last = err
+                # no broker answered metadata (all restarting, or none has cluster metadata
+                # yet): waited out like any other outage
+                last = KraftlogError(err.code, err.detail, retriable=True) if err.code == "NO_BROKER_REACHABLE" else err
             if not last.retriable:
                 self._fatal = last
                 return

@@ -6,7 +6,8 @@ record_batch.stamp_batch), Fetch (whole batches from the fetch offset, long poll
 ListOffsets (-2/-1 only) and DescribeLogs. Idempotent batches go through the broker's own
 sequence rules (data_plane/replication/producer_state.py): duplicates are answered with their
 original offsets, gaps with OUT_OF_ORDER_SEQUENCE. Faults, one per request, per partition:
-`init_producer_id_error`, while set, is InitProducerId's answer; `fail_produce[tp]` answers an error code without appending; `lose_answer[tp]` appends and
+`init_producer_id_error`, while set, is InitProducerId's answer; `metadata_unavailable`, while
+set, makes Metadata fail with UNAVAILABLE; `fail_produce[tp]` answers an error code without appending; `lose_answer[tp]` appends and
 then answers an error code (the outcome a client cannot know); `on_append(tp)`, when set,
 runs after each append, under the broker's lock (to change faults at an exact point);
 `produce_delay_s[tp]` holds every request for tp that long, `delay_next_s[tp]` only the next ones,
@@ -44,6 +45,9 @@ class FakeBroker(broker_pb2_grpc.BrokerServicer):
         self.producers: dict[tuple[str, int], ProducerState] = defaultdict(ProducerState)
         self.next_producer_id = 1000
         self.init_producer_id_error: int | None = None  # InitProducerId answers this code while set
+        self.metadata_unavailable = False  # Metadata fails with UNAVAILABLE while set
+        self.metadata_refusals = 0
+        self.init_producer_ids = 0
         self.produce_delay_s: dict[tuple[str, int], float] = {}
         self.delay_next_s: dict[tuple[str, int], deque[float]] = defaultdict(deque)
         self.on_append: Callable[[tuple[str, int]], None] | None = None
@@ -68,6 +72,9 @@ class FakeBroker(broker_pb2_grpc.BrokerServicer):
         return common_pb2.LeaderHint(leader_id=BROKER_ID, leader_epoch=self.leader_epoch)
 
     def Metadata(self, request, context):
+        if self.metadata_unavailable:
+            self.metadata_refusals += 1
+            context.abort(grpc.StatusCode.UNAVAILABLE, "no cluster metadata yet (fault)")
         names = list(request.topics) or sorted(self.topics)
         response = broker_pb2.MetadataResponse(
             cluster_id="fake",
@@ -85,6 +92,7 @@ class FakeBroker(broker_pb2_grpc.BrokerServicer):
         return response
 
     def InitProducerId(self, request, context):
+        self.init_producer_ids += 1
         if self.init_producer_id_error is not None:
             return broker_pb2.InitProducerIdResponse(error_code=self.init_producer_id_error, error_message="fault")
         with self._cond:

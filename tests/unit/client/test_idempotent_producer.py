@@ -165,6 +165,17 @@ def test_five_in_flight_a_request_overtaken_by_later_ones_keeps_the_partition_in
     assert producer_ids_and_first_sequences(broker, TP) == {1000: 0}
 
 
+def test_no_broker_answering_metadata_while_getting_a_producer_id_is_waited_out(broker):
+    """Every broker refusing Metadata (as while all restart) delays the producer id; it does
+    not make the producer fail for good."""
+    broker.metadata_unavailable = True
+    with Producer(broker.address, linger_ms=0, retry_backoff_ms=10) as producer:
+        wait_for(lambda: broker.init_producer_ids == 0 and broker.metadata_refusals >= 2, 5, "two refused metadata requests")
+        broker.metadata_unavailable = False
+        assert producer.send("one", b"0").result(10).offset == 0
+    assert stored_values(broker, TP) == [0]
+
+
 def test_max_in_flight_per_partition_is_refused_above_five_with_idempotence(broker):
     with pytest.raises(ValueError, match="max_in_flight_per_partition=6"):
         Producer(broker.address, max_in_flight_per_partition=6)
