@@ -14,7 +14,7 @@ import pytest
 from server_common.local_cluster import HOST
 from server_common.waiting import wait_for
 from tests.cluster import TestCluster, local_cluster
-from tests.integration.test_replication import TOPIC_CONFIG, Workload, assert_every_acked_record_read_once
+from tests.integration.test_replication import TOPIC_CONFIG, ReplicationLinks, Workload, assert_every_acked_record_read_once
 from tests.integration.test_cluster_e2e import read_all
 
 pytestmark = pytest.mark.integration
@@ -70,15 +70,9 @@ def test_sigkill_of_the_leader_mid_stream_keeps_acknowledged_records_once_and_in
         assert_in_send_order(cluster, workload)
 
 
-class ClientLinks:
+class ClientLinks(ReplicationLinks):
     """A Toxiproxy-API proxy in front of each broker's client port: brokers advertise it, so
     clients reach every broker through it; brokers reach each other directly."""
-
-    def __init__(self) -> None:
-        from chaos.toxiproxy.launcher import start_toxiproxy
-
-        self.server = start_toxiproxy(prefer_real=False)
-        self.api = self.server.client()
 
     def configure(self, cluster: TestCluster) -> None:
         brokers = cluster.brokers
@@ -87,11 +81,8 @@ class ClientLinks:
             broker.extra_args += [f"--advertised-address={HOST}:{port}"]
             broker.extra_args += [f"--peer-address={peer.node_id}={peer.address}" for peer in brokers if peer is not broker]
 
-    def proxy(self, broker: int):
+    def client_proxy(self, broker: int):
         return self.api.get_proxy(f"client-{broker}")
-
-    def stop(self) -> None:
-        self.server.stop()
 
 
 @pytest.fixture()
@@ -112,7 +103,7 @@ def test_a_cut_client_link_and_lost_answers_keep_acknowledged_records_once_and_i
         workload = Workload(cluster, "inflight-cut", PARTITIONS, request_timeout_ms=3_000, **IN_FLIGHT)
         try:
             workload.wait_acked(3_000)
-            link = client_links.proxy(cluster.leader("inflight-cut", 0))
+            link = client_links.client_proxy(cluster.leader("inflight-cut", 0))
             for fault in ("cut", "answers lost"):
                 before = len(workload.acked)
                 if fault == "cut":

@@ -84,7 +84,8 @@ class Leader:
 class Client:
     """The accumulator plus what the sender does around it, with a clock and a network."""
 
-    def __init__(self, in_flight: int) -> None:
+    def __init__(self, in_flight: int, leader: Leader) -> None:
+        self.leader = leader
         self.acc = RecordAccumulator(100, 0, 10_000, in_flight)  # one 100-byte record fills a batch
         self.acc.new_producer_id(1, 0)
         self.in_flight = in_flight
@@ -125,7 +126,7 @@ class Client:
     def logged_values(self, tp: tuple) -> set[int]:
         return {v for v, _ in self.leader.log[tp]}
 
-    def deliver(self, leader: Leader, pick: int, fault: str) -> None:
+    def deliver(self, pick: int, fault: str) -> None:
         """The request `pick` reaches the leader (or is lost on the way)."""
         request = self.on_wire.pop(pick % len(self.on_wire))
         by_tp: dict[tuple, list[Sent]] = defaultdict(list)
@@ -134,7 +135,7 @@ class Client:
         if fault == "unreachable":  # a transport error: the client cannot tell whether it arrived
             answers = {tp: ("UNAVAILABLE", -1) for tp in by_tp}
         else:
-            answers = {tp: leader.handle(tp, sent, fault) for tp, sent in by_tp.items()}
+            answers = {tp: self.leader.handle(tp, sent, fault) for tp, sent in by_tp.items()}
         self.answers.append((request, answers))
 
     def receive(self, pick: int) -> None:
@@ -206,15 +207,15 @@ OPS = st.lists(
 
 
 def run(ops, in_flight: int) -> tuple[Client, Leader]:
-    client, leader = Client(in_flight), Leader()
-    client.leader = leader
+    leader = Leader()
+    client = Client(in_flight, leader)
     for op, pick, fault in ops:
         if op == "send":
             client.send(TPS[pick % len(TPS)])
         elif op == "drain":
             client.drain()
         elif op == "deliver" and client.on_wire:
-            client.deliver(leader, pick, fault)
+            client.deliver(pick, fault)
         elif op == "receive" and client.answers:
             client.receive(pick)
         elif op == "tick":
@@ -226,7 +227,7 @@ def run(ops, in_flight: int) -> tuple[Client, Leader]:
             break
         client.drain()
         while client.on_wire:
-            client.deliver(leader, 0, "ok")
+            client.deliver(0, "ok")
         while client.answers:
             client.receive(0)
         client.tick(10)
@@ -249,14 +250,14 @@ def test_any_interleaving_keeps_every_partition_in_send_order_once(ops, in_fligh
 
 
 def test_five_requests_go_out_before_the_first_answer_once_the_leader_knows_the_producer():
-    client, leader = Client(5), Leader()
-    client.leader = leader
+    leader = Leader()
+    client = Client(5, leader)
     client.send(TPS[0])
     client.drain()
     client.send(TPS[0])
     client.drain()
     assert len(client.on_wire) == 1  # the first batch of a producer id goes alone
-    client.deliver(leader, 0, "ok")
+    client.deliver(0, "ok")
     client.receive(0)
     client.drain()
     for _ in range(4):
@@ -269,22 +270,22 @@ def test_five_requests_go_out_before_the_first_answer_once_the_leader_knows_the_
 
 
 def test_a_batch_that_overtook_an_earlier_one_is_retried_without_a_reset():
-    client, leader = Client(5), Leader()
-    client.leader = leader
+    leader = Leader()
+    client = Client(5, leader)
     client.send(TPS[0])
     client.drain()
-    client.deliver(leader, 0, "ok")
+    client.deliver(0, "ok")
     client.receive(0)
     for _ in range(2):
         client.send(TPS[0])
         client.drain()
-    client.deliver(leader, 1, "ok")  # the second request reaches the leader first
+    client.deliver(1, "ok")  # the second request reaches the leader first
     client.receive(0)
     assert not client.acc.needs_new_producer_id()
-    client.deliver(leader, 0, "ok")
+    client.deliver(0, "ok")
     client.receive(0)
     client.drain()
-    client.deliver(leader, 0, "ok")
+    client.deliver(0, "ok")
     client.receive(0)
     assert [v for v, _ in leader.log[TPS[0]]] == [0, 2, 4]
     assert {pid for _, pid in leader.log[TPS[0]]} == {1}  # no new producer id was needed
@@ -292,8 +293,8 @@ def test_a_batch_that_overtook_an_earlier_one_is_retried_without_a_reset():
 
 def test_the_checker_catches_a_reordered_log():
     """Negative control: the invariants fail on a log written out of send order."""
-    client, leader = Client(5), Leader()
-    client.leader = leader
+    leader = Leader()
+    client = Client(5, leader)
     leader.log[TPS[0]] = [(2, 1), (0, 1)]
     with pytest.raises(AssertionError, match="reordered"):
         check(client, leader)
