@@ -146,6 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     pe2e.add_argument("--acks", choices=["all", "1", "0"], default="all", help="all: wait for the in-sync replicas, 1: the leader only, 0: do not wait (default: %(default)s)")
     pe2e.add_argument("--record-size", type=int, default=100, help="bytes per record value (default: %(default)s)")
     pe2e.add_argument("--linger-ms", type=float, default=0, help="producer linger (0, as Kafka's latency tool: at 1000/s a linger adds itself to every record)")
+    pe2e.add_argument("--max-in-flight-per-partition", type=int, default=None, help="requests that may carry one partition at once (default: the producer's, 5 with idempotence)")
     _client_options(pe2e)
     pe2e.set_defaults(func=perf_e2e.run)
     pfail = perf.add_parser("failover", help="time from faulting a partition leader to the first acks=all write its successor acknowledges")

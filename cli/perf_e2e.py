@@ -16,6 +16,14 @@ what it sees into shared memory, which this process reads for progress lines and
 The producer's acknowledgement latency is measured alongside: with acks=all both the ack
 and the fetch wait for the same high-watermark advance, so comparing the two tells the way
 in (producer, append, replication) from the way out (fetch wake-up, response, consumer).
+Each record's latency is also split into stages from the timestamps this process sees:
+`producer_wait` (send until its Produce request left: linger, batching, a free in-flight
+slot), `request` (the request's round trip: network, the leader's append, replication and
+the high watermark's advance, the answer), `callback` (answer until the delivery callback ran)
+and `consumer_after_ack` (end-to-end minus ack latency: how much later the consumer's poll
+returned the record than the producer heard of it; negative when the consumer was first).
+Running once with ``--acks 1`` and once with ``--acks all`` separates the leader's append
+from replication in `request`.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ import struct
 import sys
 import threading
 import time
+from typing import TYPE_CHECKING
 
 from cli.bootstrap import resolve_bootstrap
 from cli.output import emit
@@ -36,6 +45,9 @@ from cli.perf_cmd import ACKS
 from cli.perf_common import DeliveryLog, Schedule, Ticker, percentiles, topic_partitions
 from server_common.logging_setup import configure_logging
 from server_common.waiting import wait_for
+
+if TYPE_CHECKING:
+    from data_plane.client.producer_batch import RecordFuture
 
 # run id, sequence number, send time (CLOCK_MONOTONIC ns): the start of every value.
 VALUE_HEADER = struct.Struct("<8sqq")
@@ -148,7 +160,12 @@ def run(args: argparse.Namespace) -> int:
         concurrent.futures.ProcessPoolExecutor(
             1, mp_context=multiprocessing.get_context("spawn"), initializer=_adopt, initargs=(receipts,)
         ) as pool,
-        Producer(bootstrap, acks=ACKS[args.acks], linger_ms=args.linger_ms) as producer,
+        Producer(
+            bootstrap,
+            acks=ACKS[args.acks],
+            linger_ms=args.linger_ms,
+            max_in_flight_per_partition=args.max_in_flight_per_partition,
+        ) as producer,
     ):
         consuming = pool.submit(_consume, bootstrap, tps)
         consumer_ended = threading.Event()  # early only when the consumer failed: stop sending
@@ -156,11 +173,15 @@ def run(args: argparse.Namespace) -> int:
         try:
             wait_for(lambda: receipts.positioned.value or consuming.done(), CONSUMER_START_TIMEOUT_S, "the consumer process to start")
             schedule = Schedule(args.rate)
+            sends: list[tuple[int, RecordFuture]] = []  # per sequence number: send time, future
             ticker = Ticker()
             window_start = sent = 0
             for seq in schedule.ticks(consumer_ended, args.duration):
                 sent_ns = time.monotonic_ns()
-                producer.send(args.topic, VALUE_HEADER.pack(run_id, seq, sent_ns) + padding, on_delivery=acks.callback(seq, sent_ns))
+                future = producer.send(
+                    args.topic, VALUE_HEADER.pack(run_id, seq, sent_ns) + padding, on_delivery=acks.callback(seq, sent_ns)
+                )
+                sends.append((sent_ns, future))
                 sent += 1
                 if ticker.due():
                     _progress(ticker, sent, acks, receipts, window_start)
@@ -181,6 +202,8 @@ def run(args: argparse.Namespace) -> int:
         "duration_s": args.duration,
         "record_size": args.record_size,
         "linger_ms": args.linger_ms,
+        "max_in_flight_per_partition": args.max_in_flight_per_partition,
+        "load_average_1m": round(os.getloadavg()[0], 2),
         "sent": sent,
         "acked": acks.acked,
         "failed": acks.failed,
@@ -190,9 +213,27 @@ def run(args: argparse.Namespace) -> int:
         "send_lag_ms_max": round(schedule.lag_s_max * 1000, 3),
         "latency_ms": percentiles(receipts.latencies()),
         "ack_latency_ms": percentiles(acks.latencies_ms),
+        "stages_ms": {name: percentiles(samples) for name, samples in _stages(sends, acks, receipts).items()},
     }
     _report(args.json, document, acks.first_error)
     return 1 if document["failed"] or document["lost"] else 0
+
+
+def _stages(sends: list[tuple[int, RecordFuture]], acks: DeliveryLog, receipts: Receipts) -> dict[str, list[float]]:
+    """Each acknowledged record's latency split at the timestamps this process sees (the
+    module docstring names the stages)."""
+    stages: dict[str, list[float]] = {"producer_wait": [], "request": [], "callback": [], "consumer_after_ack": []}
+    for seq, acked_at_s, ack_ms in zip(acks.acked_seqs, acks.acked_at_s, acks.latencies_ms):
+        sent_ns, future = sends[seq]
+        request_sent_ns, answered_ns = future.request_times_ns()
+        if not answered_ns:
+            continue  # acks=0: no answer to time
+        stages["producer_wait"].append((request_sent_ns - sent_ns) / 1e6)
+        stages["request"].append((answered_ns - request_sent_ns) / 1e6)
+        stages["callback"].append(acked_at_s * 1000 - answered_ns / 1e6)
+        if receipts.seen[seq]:
+            stages["consumer_after_ack"].append(receipts.latencies_ms[seq] - ack_ms)
+    return stages
 
 
 def _report(as_json: bool, document: dict, first_error: str) -> None:
@@ -203,7 +244,12 @@ def _report(as_json: bool, document: dict, first_error: str) -> None:
         f"{document['lost']:,} lost, {document['duplicates']:,} duplicates; sender fell behind its schedule by at most "
         f"{document['send_lag_ms_max']} ms\n"
         f"end-to-end latency  p50 {e2e['p50']} ms  p99 {e2e['p99']} ms  p99.9 {e2e['p999']} ms  max {e2e['max']} ms\n"
-        f"ack latency         p50 {ack['p50']} ms  p99 {ack['p99']} ms  p99.9 {ack['p999']} ms  max {ack['max']} ms"
+        f"ack latency         p50 {ack['p50']} ms  p99 {ack['p99']} ms  p99.9 {ack['p999']} ms  max {ack['max']} ms\n"
+        + "".join(
+            f"  {name:<19} p50 {p['p50']} ms  p99 {p['p99']} ms  p99.9 {p['p999']} ms  max {p['max']} ms\n"
+            for name, p in document["stages_ms"].items()
+        )
+        + f"load average (1 min) at the end: {document['load_average_1m']}"
     )
     emit(as_json, document, human)
     if first_error:

@@ -18,6 +18,7 @@ import structlog
 from data_plane.client.buffer_memory import BufferMemory
 from data_plane.client.channels import REQUEST_TIMEOUT_MS_DEFAULT
 from data_plane.client.errors import KraftlogError
+from data_plane.client.idempotence import IN_FLIGHT_PER_PARTITION_MAX
 from data_plane.client.metadata_cache import MetadataCache, now_ms
 from data_plane.client.partitioner import StickyPartitioner, make_partitioner
 from data_plane.client.producer_batch import (
@@ -54,9 +55,16 @@ class Producer:
         retries: attempts after the first for retriable errors, bounded by delivery_timeout_ms.
         delivery_timeout_ms: the most a record may take from `send` to success or failure.
         retry_backoff_ms: first wait before a retry; doubles up to retry_backoff_max_ms.
-        max_in_flight_per_broker: requests awaiting an answer per broker. A partition is
-            in at most one of them at a time, so records of a partition stay in send order
-            (retries included); the rest pipeline different partitions.
+        max_in_flight_per_broker: requests awaiting an answer per broker (each carries
+            every partition it has ready for that broker).
+        max_in_flight_per_partition: requests that may carry one partition at once (Kafka's
+            max.in.flight.requests.per.connection). None (the default) means 5 with
+            idempotence and 1 without. With idempotence it may be 1 to 5, and records of a
+            partition stay in send order, retries included: sequence numbers let the leader
+            refuse a batch that overtook an earlier one, and retries go out in sequence order
+            (data_plane/client/idempotence.py). Without idempotence, above 1 a partition's
+            records may be written out of order (a retry, or a broker handling two calls in
+            another order than they were sent).
         buffer_memory: bytes held by unsent and unacknowledged records; beyond it `send`
             blocks up to max_block_ms, then raises BUFFER_EXHAUSTED.
         request_timeout_ms: how long a request may wait for its answer.
@@ -83,6 +91,7 @@ class Producer:
         retry_backoff_ms: float = 100,
         retry_backoff_max_ms: float = 1_000,
         max_in_flight_per_broker: int = 5,
+        max_in_flight_per_partition: int | None = None,
         buffer_memory: int = 64 * 1024 * 1024,
         max_block_ms: float = 60_000,
         request_timeout_ms: float = REQUEST_TIMEOUT_MS_DEFAULT,
@@ -105,6 +114,15 @@ class Producer:
             raise ValueError("batch_size must be positive and at most max_request_size")
         if max_in_flight_per_broker < 1 or retries < 0 or linger_ms < 0:
             raise ValueError("max_in_flight_per_broker must be >= 1, retries >= 0, linger_ms >= 0")
+        if max_in_flight_per_partition is None:
+            max_in_flight_per_partition = IN_FLIGHT_PER_PARTITION_MAX if enable_idempotence else 1
+        if enable_idempotence and not 1 <= max_in_flight_per_partition <= IN_FLIGHT_PER_PARTITION_MAX:
+            raise ValueError(
+                f"max_in_flight_per_partition={max_in_flight_per_partition}: with idempotence use 1 to "
+                f"{IN_FLIGHT_PER_PARTITION_MAX} (the leader remembers a producer's last {IN_FLIGHT_PER_PARTITION_MAX} batches)"
+            )
+        if max_in_flight_per_partition < 1:
+            raise ValueError(f"max_in_flight_per_partition={max_in_flight_per_partition}: use 1 or more")
         self._max_block_s = max_block_ms / 1000.0
         self._max_request_size = max_request_size
         self._metadata = MetadataCache(bootstrap)
@@ -112,7 +130,7 @@ class Producer:
         # Only the sticky partitioner moves unkeyed records on when their batch is full.
         self._sticky = self._partitioner if isinstance(self._partitioner, StickyPartitioner) else None
         self._memory = BufferMemory(buffer_memory)
-        self._accumulator = RecordAccumulator(batch_size, linger_ms, max_request_size)
+        self._accumulator = RecordAccumulator(batch_size, linger_ms, max_request_size, max_in_flight_per_partition)
         self._sender = Sender(
             SenderConfig(
                 acks=_ACKS[acks],

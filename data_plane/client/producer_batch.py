@@ -68,9 +68,12 @@ class ProducerBatch:
         "producer_id",
         "producer_epoch",
         "outcome_unknown",
+        "sent_behind_unresolved",
         "last_error",
         "bulk_timestamp_ms",
         "log_append_time_ms",
+        "request_sent_ns",
+        "request_answered_ns",
     )
 
     def __init__(self, tp: TopicPartition, created_ms: float) -> None:
@@ -92,9 +95,12 @@ class ProducerBatch:
         self.producer_id = -1  # the producer id base_sequence was numbered under
         self.producer_epoch = -1
         self.outcome_unknown = False  # an attempt may have been written; cleared by a definite answer
+        self.sent_behind_unresolved = False  # its last attempt left while an earlier batch was unresolved
         self.last_error: KraftlogError | None = None
         self.bulk_timestamp_ms = -1  # the one timestamp of every record in a bulk batch
         self.log_append_time_ms = -1
+        self.request_sent_ns = 0  # CLOCK_MONOTONIC: when its latest request left, and its answer came
+        self.request_answered_ns = 0
 
     @classmethod
     def bulk(
@@ -260,6 +266,12 @@ class RecordFuture:
     def cancel(self) -> bool:
         """Always False: a record in the accumulator may already be on the wire."""
         return False
+
+    def request_times_ns(self) -> tuple[int, int]:
+        """When the record's latest Produce request left the sender and when its answer came
+        back, on CLOCK_MONOTONIC (0 until then): with the time of `send`, this splits a
+        record's latency into waiting in the producer and the request's round trip."""
+        return self._batch.request_sent_ns, self._batch.request_answered_ns
 
     def add_done_callback(self, fn: Callable[[RecordFuture], Any]) -> None:
         """Calls `fn(self)` when the record's batch completes (on the sender thread)."""

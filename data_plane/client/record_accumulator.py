@@ -7,8 +7,10 @@ passed since it opened (or retry_backoff since its last failure), or when someon
 closes or is blocked on memory; a drain takes ready partitions' batches grouped by leader
 broker, so the sender makes one request per broker. A drain also piggybacks any other
 partition of the same broker that has data, since that request is being paid for anyway.
-With a producer id, drains number batches per partition and reset a partition whose
-numbering cannot continue (the rules are in idempotence.py).
+A partition is in at most `max_in_flight_per_partition` requests at once. With a producer
+id, drains number batches per partition, keep at most five numbered from the oldest
+unresolved one on, send retries in sequence order, and reset a partition whose numbering cannot continue (the rules
+are in idempotence.py).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import NamedTuple
 
-from data_plane.client.idempotence import BATCHES_PER_REQUEST_MAX, PartitionSequence
+from data_plane.client.idempotence import PartitionSequence
 from data_plane.client.metadata_cache import TopicPartition
 from data_plane.client.producer_batch import DeliveryCallback, Headers, ProducerBatch
 
@@ -44,15 +46,19 @@ class ReadyCheck(NamedTuple):
 class RecordAccumulator:
     """Batches records per partition until the sender drains them."""
 
-    def __init__(self, batch_size_bytes: int, linger_ms: float, request_bytes_max: int) -> None:
+    def __init__(
+        self, batch_size_bytes: int, linger_ms: float, request_bytes_max: int, in_flight_per_partition_max: int = 1
+    ) -> None:
         assert 0 < batch_size_bytes <= request_bytes_max, (batch_size_bytes, request_bytes_max)
+        assert in_flight_per_partition_max >= 1, in_flight_per_partition_max
         self.batch_size_bytes = batch_size_bytes
         self.linger_ms = linger_ms
         self.request_bytes_max = request_bytes_max
+        self.in_flight_per_partition_max = in_flight_per_partition_max
         self._lock = threading.Lock()
         self._queues: dict[TopicPartition, deque[ProducerBatch]] = {}
         self._incomplete: set[ProducerBatch] = set()  # appended, not yet completed
-        self._muted: set[TopicPartition] = set()  # partitions with a request in flight
+        self._in_flight: dict[TopicPartition, int] = {}  # requests carrying the partition now
         self._flushes = 0
         self._closing = False
         self._drain_rotation = 0  # start point of the next drain, for fairness across partitions
@@ -138,7 +144,7 @@ class RecordAccumulator:
         with self._lock:
             urgent = self._flushes > 0 or self._closing or memory_waiters > 0
             for tp, queue in self._queues.items():
-                if not queue or tp in self._muted or self._awaits_producer_id(tp, queue):
+                if not queue or self._blocked(tp, queue):
                     continue
                 node = leader_of(tp)
                 if node is None:
@@ -165,13 +171,14 @@ class RecordAccumulator:
     def drain(self, nodes: set[int], leader_of: LeaderOf, now_ms: float) -> dict[int, list[ProducerBatch]]:
         """Takes batches for `nodes`, at most `request_bytes_max` per node (at least one batch).
 
-        A drained partition is muted until `unmute`: gRPC does not promise that a broker
-        handles concurrent calls in the order they were sent, so a second request for the
-        same partition could overtake the first. One request per partition in flight (with
-        as many of its batches as fit, at most BATCHES_PER_REQUEST_MAX with a producer id)
-        keeps each partition's records in send order; other partitions of the same broker
-        still use the remaining in-flight slots. Batches leave their queue closed; with a
-        producer id they get their sequence numbers here.
+        Each partition drained here is in one more request until `request_done`; one that is
+        already in `in_flight_per_partition_max` requests waits. gRPC does not promise that a
+        broker handles concurrent calls in the order they were sent, so without a producer id
+        only one request per partition keeps its records in send order; with one, sequence
+        numbers keep the order and the leader refuses a batch that overtook an earlier one
+        (idempotence.py). Batches leave their queue closed; with a producer id they get their
+        sequence numbers here, at most as many as the partition's window of five has room for,
+        and a retry goes alone.
         """
         drained: dict[int, list[ProducerBatch]] = {}
         sizes: dict[int, int] = {}
@@ -182,13 +189,12 @@ class RecordAccumulator:
             start = self._drain_rotation % len(items)
             self._drain_rotation += 1
             for tp, queue in items[start:] + items[:start]:
-                if not queue or tp in self._muted or self._awaits_producer_id(tp, queue):
+                if not queue or self._blocked(tp, queue):
                     continue
                 node = leader_of(tp)
                 if node not in nodes:
                     continue
-                if self.producer_id >= 0:
-                    self._reset_if_due(tp, queue)
+                state = self._reset_if_due(tp, queue) if self.producer_id >= 0 else None
                 taken = 0
                 while queue:
                     head = queue[0]
@@ -197,48 +203,64 @@ class RecordAccumulator:
                     size = sizes.get(node, 0)
                     if size and size + head.size_bytes > self.request_bytes_max:
                         break
-                    if self.producer_id >= 0 and taken == BATCHES_PER_REQUEST_MAX:
+                    retry = head.attempts > 0
+                    if state is not None and taken and (retry or state.room() == 0):
                         break
                     queue.popleft()
                     head.closed = True
-                    self._assign_sequence(head)
+                    if state is not None:
+                        self._assign_sequence(state, head)
+                        state.sent(head)
                     drained.setdefault(node, []).append(head)
                     sizes[node] = size + head.size_bytes
                     taken += 1
-                    self._muted.add(tp)
-                    if head.attempts > 0:
+                    if retry:
                         break  # a retry goes alone: the broker answers a retried request from memory as a whole
+                if taken:
+                    self._in_flight[tp] = self._in_flight.get(tp, 0) + 1
         return drained
 
-    def _awaits_producer_id(self, tp: TopicPartition, queue: deque[ProducerBatch]) -> bool:
-        """True while a partition must reset but the newest producer id is the one it would
-        leave (the sender is fetching a newer one). A head batch whose outcome is unknown is
-        still retried under its own id first: that is how it is found to be in the log or not."""
+    def _blocked(self, tp: TopicPartition, queue: deque[ProducerBatch]) -> bool:
+        """True while the partition's head batch may not be sent, whatever the time: the
+        partition is in as many requests as allowed, or (with a producer id) the head is a
+        retry with an earlier batch still unresolved, its window of five numbered batches is
+        full, or the partition must reset and waits for its requests or a new id."""
+        in_flight = self._in_flight.get(tp, 0)
+        if in_flight >= self.in_flight_per_partition_max:
+            return True
         state = self._sequences.get(tp)
-        if state is None or not state.needs_reset or state.producer_id != self.producer_id:
+        if self.producer_id < 0 or state is None:
             return False
-        return not _unknown_outcome_leads(state, queue)
+        head = queue[0]
+        if state.needs_reset:
+            if in_flight:
+                return True  # the reset waits until every request of the partition is back
+            if _unknown_outcome_leads(state, queue):
+                return False  # retried under its own id first: that shows whether it is in the log
+            return state.producer_id == self.producer_id  # waits for a newer producer id
+        if state.owns(head):
+            return not state.is_first_unresolved(head)
+        return state.room() == 0
 
-    def _reset_if_due(self, tp: TopicPartition, queue: deque[ProducerBatch]) -> None:
-        """Moves a partition that must reset to the newest producer id, numbering from 0, once
-        no batch of unknown outcome under the old id leads its queue (the caller has checked
-        that nothing of it is in flight). Queued batches are renumbered as they are drained."""
+    def _reset_if_due(self, tp: TopicPartition, queue: deque[ProducerBatch]) -> PartitionSequence:
+        """The partition's numbering state, moved to the newest producer id (numbering from 0)
+        when it must reset and no batch of unknown outcome under the old id leads its queue
+        (`_blocked` has checked that none of its requests is in flight). Queued batches are
+        renumbered as they are drained."""
         state = self._sequences.get(tp)
         due = state is None or (
             state.needs_reset and state.producer_id != self.producer_id and not _unknown_outcome_leads(state, queue)
         )
         if due:
-            self._sequences[tp] = PartitionSequence(self.producer_id, self.producer_epoch)
+            state = self._sequences[tp] = PartitionSequence(self.producer_id, self.producer_epoch)
+        return state
 
-    def _assign_sequence(self, batch: ProducerBatch) -> None:
-        """Numbers a batch under its partition's producer id (idempotent producers only); a
-        retry keeps its number unless its partition reset since."""
-        if self.producer_id < 0:
-            return
-        state = self._sequences[batch.tp]
-        if batch.base_sequence >= 0 and batch.producer_id == state.producer_id:
-            return
-        batch.number(state.producer_id, state.producer_epoch, state.take(batch.record_count))
+    @staticmethod
+    def _assign_sequence(state: PartitionSequence, batch: ProducerBatch) -> None:
+        """Numbers a batch under its partition's producer id; a retry keeps its number unless
+        its partition reset since."""
+        if not state.owns(batch):
+            batch.number(state.producer_id, state.producer_epoch, state.take(batch.record_count))
 
     def new_producer_id(self, producer_id: int, producer_epoch: int) -> None:
         """The newest producer id: partitions that must reset move to it (numbering from 0);
@@ -256,39 +278,53 @@ class RecordAccumulator:
         the leader never accepts, so the partition resets."""
         with self._lock:
             state = self._sequences.get(batch.tp)
-            if state is not None and batch.base_sequence >= 0 and batch.producer_id == state.producer_id:
+            if state is not None and state.owns(batch):
                 state.needs_reset = True
 
-    def sequence_refused(self, batch: ProducerBatch) -> None:
-        """The leader answered OUT_OF_ORDER_SEQUENCE for `batch`: it is not in the log, and nor
-        is any later batch of the same producer id (a leader never appends past a gap). Call
-        after `reenqueue`, so that the queued batches behind it are cleared too."""
+    def out_of_order(self, batch: ProducerBatch) -> None:
+        """The leader answered OUT_OF_ORDER_SEQUENCE for `batch`: it is not in the log. Call
+        before `reenqueue`. When the batch may have overtaken an earlier one, it is simply
+        retried in its turn; otherwise the leader lost track of this producer id: nothing
+        numbered after the batch under that id can be in the log either (a leader never
+        appends past a gap), and the partition resets."""
         with self._lock:
-            for queued in self._queues.get(batch.tp, ()):
-                if queued.producer_id == batch.producer_id:
-                    queued.outcome_unknown = False
             batch.outcome_unknown = False
             state = self._sequences.get(batch.tp)
-            if state is not None and batch.producer_id == state.producer_id:
-                state.needs_reset = True
+            if state is None or not state.owns(batch) or not state.refused_out_of_order(batch):
+                return
+            state.needs_reset = True
+            later = state.unresolved[state.unresolved.index(batch) + 1:] if batch in state.unresolved else []
+            for other in later + list(self._queues.get(batch.tp, ())):
+                if other.producer_id == batch.producer_id:
+                    other.outcome_unknown = False
 
-    def unmute(self, tp: TopicPartition) -> None:
-        """The partition's in-flight batch completed or came back for retry."""
+    def request_done(self, tp: TopicPartition) -> None:
+        """A request carrying the partition came back (answered, failed or cancelled)."""
         with self._lock:
-            self._muted.discard(tp)
+            left = self._in_flight[tp] - 1
+            assert left >= 0, (tp, left)
+            if left:
+                self._in_flight[tp] = left
+            else:
+                del self._in_flight[tp]
 
     def reenqueue(self, batch: ProducerBatch, now_ms: float, backoff_ms: float) -> None:
-        """Puts a failed batch back at the head of its queue, to be retried after `backoff_ms`.
-
-        Re-enqueue a request's batches for one partition last-first to keep their order.
-        """
+        """Puts a failed batch back into its queue, to be retried after `backoff_ms`: in
+        sequence order among the partition's queued retries when it has a sequence (answers
+        of different requests come back in any order), else at the head (re-enqueue one
+        request's batches for a partition last-first to keep their order)."""
         with self._lock:
             batch.attempts += 1
             batch.retry_at_ms = now_ms + backoff_ms
             queue = self._queues.get(batch.tp)
             if queue is None:
                 queue = self._queues[batch.tp] = deque()
-            queue.appendleft(batch)
+            state = self._sequences.get(batch.tp)
+            place = 0
+            if state is not None and state.owns(batch) and batch in state.window:
+                while place < len(queue) and state.owns(queue[place]) and state.precedes(queue[place], batch):
+                    place += 1
+            queue.insert(place, batch)
 
     def expire(self, now_ms: float, delivery_timeout_ms: float) -> list[ProducerBatch]:
         """Removes queued batches older than the delivery timeout; the caller fails them."""
@@ -306,10 +342,13 @@ class RecordAccumulator:
             self._queues.clear()
         return aborted
 
-    def completed(self, batch: ProducerBatch) -> None:
-        """Forgets a batch that has been resolved (delivered or failed)."""
+    def completed(self, batch: ProducerBatch, delivered: bool = False) -> None:
+        """Forgets a batch that has been resolved: `delivered`, or failed."""
         with self._lock:
             self._incomplete.discard(batch)
+            state = self._sequences.get(batch.tp)
+            if state is not None:
+                state.resolved(batch, delivered)
 
     def has_incomplete(self) -> bool:
         """True while any appended batch has not been resolved."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
+import time
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any
@@ -268,7 +269,9 @@ class Sender:
             except grpc.RpcError as err:
                 last = from_rpc_error(err, "InitProducerId")
             except KraftlogError as err:
-                last = err
+                # no broker answered metadata (all restarting, or none has cluster metadata
+                # yet): waited out like any other outage
+                last = KraftlogError(err.code, err.detail, retriable=True) if err.code == "NO_BROKER_REACHABLE" else err
             if not last.retriable:
                 self._fatal = last
                 return
@@ -281,6 +284,7 @@ class Sender:
 
     async def _produce(self, node: int, batches: list[ProducerBatch]) -> None:
         """Sends one request to broker `node` and settles every batch in it."""
+        partitions = {batch.tp for batch in batches}
         try:
             address = self._metadata.snapshot.brokers.get(node)
             if address is None:
@@ -292,11 +296,15 @@ class Sender:
             if not batches:
                 return
             try:
+                sent_ns = time.monotonic_ns()
                 call = self._pool.stub(address).Produce(request, timeout=self._call_timeout_s())
                 if self._config.acks == 0:
                     for batch in batches:
                         self._complete(batch, -1, -1)
                 response = await call
+                answered_ns = time.monotonic_ns()
+                for batch in batches:
+                    batch.request_sent_ns, batch.request_answered_ns = sent_ns, answered_ns
             except grpc.RpcError as err:
                 error = from_rpc_error(err, address)
                 if self._config.acks == 0:
@@ -318,8 +326,8 @@ class Sender:
             raise
         finally:
             self._in_flight[node] -= 1
-            for batch in batches:
-                self._accumulator.unmute(batch.tp)
+            for tp in partitions:
+                self._accumulator.request_done(tp)
             self._wakeup.set()
 
     def _call_timeout_s(self) -> float:
@@ -387,9 +395,11 @@ class Sender:
             else:
                 error = from_error_code(answer.error_code, answer.error_message, f"{batch.tp[0]}-{batch.tp[1]}")
                 if error.code == "OUT_OF_ORDER_SEQUENCE" and self._config.enable_idempotence:
-                    # nothing was appended: the partition resets (renumbers under a new
-                    # producer id) and the batch is retried within delivery_timeout_ms
+                    # nothing was appended: the batch is retried within delivery_timeout_ms, in
+                    # its turn if it overtook an earlier batch, else after its partition reset
+                    # (renumbered under a new producer id)
                     error = KraftlogError(error.code, error.detail, retriable=True)
+                    self._accumulator.out_of_order(batch)
                 elif error.code in OUTCOME_UNKNOWN_CODES:
                     batch.outcome_unknown = True
                 if error.refresh_metadata:
@@ -398,9 +408,6 @@ class Sender:
                 retry.append((batch, error))
         for batch, error in reversed(retry):  # re-queued at the head: last first keeps their order
             self._retry_or_fail([batch], error)
-        for batch, error in retry:
-            if error.code == "OUT_OF_ORDER_SEQUENCE":
-                self._accumulator.sequence_refused(batch)
 
     def _retry_or_fail(self, batches: list[ProducerBatch], error: KraftlogError) -> None:
         """Re-queues retriable failures that still have attempts and time left; fails others."""
@@ -429,7 +436,7 @@ class Sender:
         )
 
     def _complete(self, batch: ProducerBatch, base_offset: int, log_append_time_ms: int) -> None:
-        self._accumulator.completed(batch)
+        self._accumulator.completed(batch, delivered=True)
         self._memory.release(batch.size_bytes)
         batch.complete(base_offset, log_append_time_ms)
 

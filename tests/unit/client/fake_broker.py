@@ -6,9 +6,12 @@ record_batch.stamp_batch), Fetch (whole batches from the fetch offset, long poll
 ListOffsets (-2/-1 only) and DescribeLogs. Idempotent batches go through the broker's own
 sequence rules (data_plane/replication/producer_state.py): duplicates are answered with their
 original offsets, gaps with OUT_OF_ORDER_SEQUENCE. Faults, one per request, per partition:
-`init_producer_id_error`, while set, is InitProducerId's answer; `fail_produce[tp]` answers an error code without appending; `lose_answer[tp]` appends and
+`init_producer_id_error`, while set, is InitProducerId's answer; `metadata_unavailable`, while
+set, makes Metadata fail with UNAVAILABLE; `fail_produce[tp]` answers an error code without appending; `lose_answer[tp]` appends and
 then answers an error code (the outcome a client cannot know); `on_append(tp)`, when set,
-runs after each append, under the broker's lock (to change faults at an exact point). `overlaps` counts requests
+runs after each append, under the broker's lock (to change faults at an exact point);
+`produce_delay_s[tp]` holds every request for tp that long, `delay_next_s[tp]` only the next ones,
+one delay each (so a later request overtakes an earlier one). `overlaps` counts requests
 that reached the broker while another request for one of their partitions was being handled.
 """
 
@@ -42,7 +45,11 @@ class FakeBroker(broker_pb2_grpc.BrokerServicer):
         self.producers: dict[tuple[str, int], ProducerState] = defaultdict(ProducerState)
         self.next_producer_id = 1000
         self.init_producer_id_error: int | None = None  # InitProducerId answers this code while set
+        self.metadata_unavailable = False  # Metadata fails with UNAVAILABLE while set
+        self.metadata_refusals = 0
+        self.init_producer_ids = 0
         self.produce_delay_s: dict[tuple[str, int], float] = {}
+        self.delay_next_s: dict[tuple[str, int], deque[float]] = defaultdict(deque)
         self.on_append: Callable[[tuple[str, int]], None] | None = None
         self.overlaps = 0
         self._handling: set[tuple[str, int]] = set()
@@ -65,6 +72,9 @@ class FakeBroker(broker_pb2_grpc.BrokerServicer):
         return common_pb2.LeaderHint(leader_id=BROKER_ID, leader_epoch=self.leader_epoch)
 
     def Metadata(self, request, context):
+        if self.metadata_unavailable:
+            self.metadata_refusals += 1
+            context.abort(grpc.StatusCode.UNAVAILABLE, "no cluster metadata yet (fault)")
         names = list(request.topics) or sorted(self.topics)
         response = broker_pb2.MetadataResponse(
             cluster_id="fake",
@@ -82,6 +92,7 @@ class FakeBroker(broker_pb2_grpc.BrokerServicer):
         return response
 
     def InitProducerId(self, request, context):
+        self.init_producer_ids += 1
         if self.init_producer_id_error is not None:
             return broker_pb2.InitProducerIdResponse(error_code=self.init_producer_id_error, error_message="fault")
         with self._cond:
@@ -97,6 +108,9 @@ class FakeBroker(broker_pb2_grpc.BrokerServicer):
             self._handling |= tps
         try:
             delay_s = max((self.produce_delay_s.get(tp, 0.0) for tp in tps), default=0.0)
+            for tp in tps:
+                if self.delay_next_s[tp]:
+                    delay_s = max(delay_s, self.delay_next_s[tp].popleft())
             if delay_s:
                 threading.Event().wait(delay_s)  # a slow partition: its answer comes after others'
             return self._produce(request)

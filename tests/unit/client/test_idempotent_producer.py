@@ -11,6 +11,7 @@ import pytest
 from data_plane.client import KraftlogError, Producer
 from data_plane.record_batch import encode_batch
 from kraftlog_proto import broker_pb2, common_pb2
+from server_common.waiting import wait_for
 from tests.unit.client.fake_broker import FakeBroker
 
 TP = ("one", 0)
@@ -119,11 +120,13 @@ def test_a_gap_never_becomes_a_livelock(broker):
     assert stored_values(broker, TP) == list(range(5, 10))
 
 
-def test_many_requests_in_flight_never_carry_one_partition_twice(broker):
-    """max_in_flight_per_broker pipelines partitions, but one partition is in one request at a
-    time: with a slow partition the others go on and every partition stays in order."""
+def test_one_in_flight_per_partition_never_carries_one_partition_twice(broker):
+    """With max_in_flight_per_partition=1, max_in_flight_per_broker pipelines partitions, but
+    one partition is in one request at a time: with a slow partition the others go on and
+    every partition stays in order."""
     broker.produce_delay_s[("t", 0)] = 0.05
-    with Producer(broker.address, linger_ms=1, batch_size=2000, max_in_flight_per_broker=5) as producer:
+    with Producer(broker.address, linger_ms=1, batch_size=2000, max_in_flight_per_broker=5,
+                  max_in_flight_per_partition=1) as producer:
         for i in range(3000):
             producer.send("t", str(i).encode(), partition=i % 3)
         producer.flush(30)
@@ -140,6 +143,42 @@ def test_the_overlap_counter_sees_two_requests_for_one_partition(broker):
     with ThreadPoolExecutor(2) as pool:
         list(pool.map(lambda _: broker.Produce(request, None), range(2)))
     assert broker.overlaps == 1
+
+
+def test_five_in_flight_a_request_overtaken_by_later_ones_keeps_the_partition_in_order(broker):
+    """Five requests of one partition in flight; the first is held at the broker so the later
+    ones reach the leader before it and are refused (OUT_OF_ORDER_SEQUENCE): they are retried
+    in sequence order, the partition keeps its producer id, and its log is in send order."""
+    with Producer(broker.address, linger_ms=0, batch_size=100, retry_backoff_ms=5) as producer:
+        producer.send("one", b"0").result(10)  # the leader now knows the producer id
+        broker.delay_next_s[TP].append(0.5)
+        futures = []
+        for i in range(1, 6):  # one request each: the next is sent once the broker has the last
+            requests = broker.produce_requests
+            futures.append(producer.send("one", str(i).encode()))
+            wait_for(lambda: broker.produce_requests > requests, 5, "the request to reach the broker")
+        futures += [producer.send("one", str(i).encode()) for i in range(6, 40)]
+        producer.flush(10)
+    assert broker.overlaps > 0  # several requests of the partition were at the broker at once
+    assert all(f.exception() is None for f in futures)
+    assert stored_values(broker, TP) == list(range(40))
+    assert producer_ids_and_first_sequences(broker, TP) == {1000: 0}
+
+
+def test_no_broker_answering_metadata_while_getting_a_producer_id_is_waited_out(broker):
+    """Every broker refusing Metadata (as while all restart) delays the producer id; it does
+    not make the producer fail for good."""
+    broker.metadata_unavailable = True
+    with Producer(broker.address, linger_ms=0, retry_backoff_ms=10) as producer:
+        wait_for(lambda: broker.init_producer_ids == 0 and broker.metadata_refusals >= 2, 5, "two refused metadata requests")
+        broker.metadata_unavailable = False
+        assert producer.send("one", b"0").result(10).offset == 0
+    assert stored_values(broker, TP) == [0]
+
+
+def test_max_in_flight_per_partition_is_refused_above_five_with_idempotence(broker):
+    with pytest.raises(ValueError, match="max_in_flight_per_partition=6"):
+        Producer(broker.address, max_in_flight_per_partition=6)
 
 
 def test_a_lost_answer_to_a_request_of_many_batches_duplicates_nothing(broker):

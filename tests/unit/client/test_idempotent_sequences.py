@@ -1,9 +1,9 @@
 """The idempotent producer's numbering rules in the accumulator (idempotence.py): a partition
-resets only after its in-flight request came back, resolves batches of unknown outcome under
+resets only after its in-flight requests came back, resolves batches of unknown outcome under
 their old producer id first, then renumbers what is left from 0 in the original order; other
-partitions keep their numbering; a request carries at most five batches of a partition."""
+partitions keep their numbering; at most five batches of a partition are unresolved."""
 
-from data_plane.client.idempotence import BATCHES_PER_REQUEST_MAX
+from data_plane.client.idempotence import BATCHES_UNRESOLVED_MAX
 from data_plane.client.producer_batch import record_size_bytes
 from data_plane.client.record_accumulator import RecordAccumulator
 
@@ -31,21 +31,22 @@ def numbers(batches):
 
 
 def answer_retriably(acc, batches, now=10):
-    """The request came back with a retriable error: re-queue (last first) and unmute."""
+    """The request came back with a retriable error: re-queue (last first), request done."""
     for batch in reversed(batches):
         acc.reenqueue(batch, now, 0)
-    for batch in batches:
-        acc.unmute(batch.tp)
+    for tp in {batch.tp for batch in batches}:
+        acc.request_done(tp)
 
 
 def drain_all(acc, now=10):
-    """Drains until the queues are empty, unmuting after each request (each one answered)."""
+    """Drains until the queues are empty, each request answered with success."""
     out = []
     while batches := acc.drain({1}, leader_of, now).get(1, []):
         out += batches
         for batch in batches:
-            acc.unmute(batch.tp)
-            acc.completed(batch)
+            acc.completed(batch, delivered=True)
+        for tp in {batch.tp for batch in batches}:
+            acc.request_done(tp)
     return out
 
 
@@ -53,11 +54,14 @@ def test_out_of_order_answer_resets_the_partition_from_zero_in_the_original_orde
     acc = make()
     for v in (b"0", b"1", b"2"):
         add(acc, A, v)
+    assert numbers(drain_all(acc)[:1]) == [(7, 0)]
+    for v in (b"3", b"4", b"5"):
+        add(acc, A, v)
     sent = acc.drain({1}, leader_of, 10)[1]
-    assert numbers(sent) == [(7, 0), (7, 1), (7, 2)]
-    answer_retriably(acc, sent)
+    assert numbers(sent) == [(7, 3), (7, 4), (7, 5)]
     for batch in sent:
-        acc.sequence_refused(batch)
+        acc.out_of_order(batch)
+    answer_retriably(acc, sent)
     assert acc.needs_new_producer_id()
     assert acc.ready(10, leader_of).ready_nodes == set()  # nothing goes out under the old id
     assert acc.drain({1}, leader_of, 10) == {}
@@ -69,6 +73,8 @@ def test_out_of_order_answer_resets_the_partition_from_zero_in_the_original_orde
 
 def test_a_batch_of_unknown_outcome_is_retried_under_its_old_id_before_the_reset():
     acc = make()
+    add(acc, A, b"acknowledged")
+    drain_all(acc)
     for v in (b"0", b"1"):
         add(acc, A, v)
     sent = acc.drain({1}, leader_of, 10)[1]
@@ -78,13 +84,14 @@ def test_a_batch_of_unknown_outcome_is_retried_under_its_old_id_before_the_reset
     acc.expire(10_000, 1)  # both expire in the queue; the sender fails the first ...
     first, second = sent
     acc.batch_failed(first)
+    acc.completed(first)
     acc.reenqueue(second, 10, 0)  # ... and (for this test) keeps the second
     acc.new_producer_id(8, 0)
     retry = acc.drain({1}, leader_of, 10)[1]
-    assert retry == [second] and numbers(retry) == [(7, 1)]  # would be a duplicate if written
-    acc.unmute(A)
+    assert retry == [second] and numbers(retry) == [(7, 2)]  # would be a duplicate if written
+    acc.request_done(A)
+    acc.out_of_order(second)  # it was not written: now it may be renumbered
     acc.reenqueue(second, 10, 0)
-    acc.sequence_refused(second)  # it was not written: now it may be renumbered
     add(acc, A, b"2")
     assert numbers(drain_all(acc)) == [(8, 0), (8, 1)]
 
@@ -96,8 +103,8 @@ def test_the_reset_waits_for_the_partitions_request_in_flight():
     add(acc, A, b"1")
     acc.batch_failed(in_flight[0])  # say it failed for good while a later one queues
     acc.new_producer_id(8, 0)
-    assert acc.drain({1}, leader_of, 10) == {}  # muted: its request has not come back
-    acc.unmute(A)
+    assert acc.drain({1}, leader_of, 10) == {}  # its request has not come back
+    acc.request_done(A)
     assert numbers(drain_all(acc)) == [(8, 0)]
 
 
@@ -116,11 +123,15 @@ def test_other_partitions_keep_their_producer_id_and_numbering():
 
 def test_a_request_carries_at_most_five_batches_of_a_partition():
     """The leader remembers a producer's last five batches: a retry of any batch that may be
-    in the log must still be recognised as a duplicate."""
+    in the log must still be recognised as a duplicate. Until the leader has acknowledged a
+    batch of the producer id, one goes alone (a leader that holds none accepts any sequence)."""
     acc = make()
-    for i in range(BATCHES_PER_REQUEST_MAX + 2):
+    for i in range(BATCHES_UNRESOLVED_MAX + 3):
         add(acc, A, str(i).encode())
-    assert len(acc.drain({1}, leader_of, 10)[1]) == BATCHES_PER_REQUEST_MAX
+    (first,) = acc.drain({1}, leader_of, 10)[1]
+    acc.completed(first, delivered=True)
+    acc.request_done(A)
+    assert len(acc.drain({1}, leader_of, 10)[1]) == BATCHES_UNRESOLVED_MAX
 
 
 def test_a_renumbered_batch_is_encoded_again_with_its_new_numbers():
@@ -130,8 +141,8 @@ def test_a_renumbered_batch_is_encoded_again_with_its_new_numbers():
     add(acc, A, b"0")
     batch = acc.drain({1}, leader_of, 10)[1][0]
     first = record_batch.decode_batch(batch.encode("lz4"))
+    acc.out_of_order(batch)
     answer_retriably(acc, [batch])
-    acc.sequence_refused(batch)
     acc.new_producer_id(8, 3)
     assert drain_all(acc) == [batch]
     again = record_batch.decode_batch(batch.encode("lz4"))

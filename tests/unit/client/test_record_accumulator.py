@@ -103,7 +103,7 @@ def test_reenqueue_goes_first_and_waits_for_backoff():
     (failed,) = acc.drain({1}, leader_of, 10)[1]
     add(acc, ("a", 0), now=10)
     acc.reenqueue(failed, now_ms=20, backoff_ms=100)
-    acc.unmute(("a", 0))
+    acc.request_done(("a", 0))
     check = acc.ready(50, leader_of)
     assert not check.ready_nodes and check.next_ready_ms == 120
     assert acc.drain({1}, leader_of, 50) == {}
@@ -126,7 +126,7 @@ def test_a_partition_has_one_request_in_flight_so_its_records_stay_in_order():
     assert len(acc.drain({1}, leader_of, 10)[1]) == 2
     add(acc, ("a", 0), now=10)
     add(acc, ("b", 0), now=10)
-    acc.unmute(("b", 0))  # b's request came back, a's has not
+    acc.request_done(("b", 0))  # b's request came back, a's has not
     assert acc.ready(20, leader_of).ready_nodes == {1}
     assert [b.tp for b in acc.drain({1}, leader_of, 20)[1]] == [("b", 0)]
 
@@ -134,21 +134,26 @@ def test_a_partition_has_one_request_in_flight_so_its_records_stay_in_order():
 def test_idempotent_drain_assigns_sequences_once():
     acc = make(batch_size=100)
     acc.producer_id, acc.producer_epoch = 7, 0
+    add(acc, ("a", 0), now=0)
+    (first,) = acc.drain({1}, leader_of, 10)[1]  # alone: the leader does not know the producer id yet
+    acc.completed(first, delivered=True)
+    acc.request_done(("a", 0))
     for _ in range(3):
         add(acc, ("a", 0), now=0)
     drained = acc.drain({1}, leader_of, 10)[1]
-    assert [b.base_sequence for b in drained] == [0, 1, 2]
+    assert [b.base_sequence for b in drained] == [1, 2, 3]
     for batch in reversed(drained):
         acc.reenqueue(batch, 10, 0)
-    acc.unmute(("a", 0))
+    acc.request_done(("a", 0))
     add(acc, ("a", 0), now=10)
     resent = []
     for _ in range(4):
         batches = acc.drain({1}, leader_of, 10)[1]
         assert len(batches) == 1  # a retry goes alone (and the new batch after the retries)
         resent += batches
-        acc.unmute(("a", 0))
-    assert resent[:3] == drained and [b.base_sequence for b in resent] == [0, 1, 2, 3]  # retries keep theirs
+        acc.completed(batches[0], delivered=True)  # the next retry waits until this one is resolved
+        acc.request_done(("a", 0))
+    assert resent[:3] == drained and [b.base_sequence for b in resent] == [1, 2, 3, 4]  # retries keep theirs
 
 
 def test_buffer_memory_blocks_then_times_out():
