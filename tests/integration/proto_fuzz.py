@@ -6,7 +6,10 @@ realistic values), strings empty, unicode, huge or drawn from a pool of names th
 bytes as garbage or as record batches that are valid, truncated, bit-flipped, or tampered with
 a correct CRC (so that the body checks behind the CRC check are reached), repeated fields
 empty, long or with an entry duplicated, nested messages to a bounded depth, optional fields
-and oneofs set or not. Nothing here knows the kraftlog services: a new RPC or field is fuzzed
+and oneofs set or not. Half the requests are "tame" instead: every field plausible (small
+non-negative numbers, known names and enum values, record batches, no duplicates), so that
+they pass the shape checks and reach the code behind them, where one tampered batch or one
+unexpected combination is what a handler must survive. Nothing here knows the kraftlog services: a new RPC or field is fuzzed
 as soon as its stubs exist.
 
 ``answer_problems`` says what is wrong with an answer: a gRPC status outside the documented
@@ -18,7 +21,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 import grpc
@@ -68,6 +71,7 @@ class FuzzPool:
     words: tuple[str, ...] = ()
     protected_ids: frozenset[int] = frozenset()
     id_fields: frozenset[str] = frozenset({"broker_id", "replica_id"})
+    tame: bool = False  # plausible values only (see the module docstring)
     extra_strings: tuple[str, ...] = field(default=("", " ", "\x00", "ü/ö\u202e", "../../etc", "a" * 300, "-1", "0", "1", "9" * 30))
 
 
@@ -83,6 +87,9 @@ def weighted(*choices: tuple[int, st.SearchStrategy]) -> st.SearchStrategy:
     return uniform([strategy for weight, strategy in choices for _ in range(weight)]).flatmap(lambda strategy: strategy)
 
 
+TAME_INTEGERS = (0, 1, 2)
+
+
 def integers(kind: int) -> st.SearchStrategy[int]:
     """Half the time a small value near where ids, partitions, offsets and epochs live (a
     request must look real to get past the first check), else a boundary or anything."""
@@ -95,6 +102,8 @@ def integers(kind: int) -> st.SearchStrategy[int]:
 def strings(pool: FuzzPool) -> st.SearchStrategy[str]:
     """Mostly one of the pool's names (so that requests reach real topics and configs), else
     odd or random text, now and then a huge one."""
+    if pool.tame:
+        return uniform(pool.names)
     return weighted(
         (8, uniform(pool.names)), (3, uniform(pool.words or pool.names)), (2, uniform(pool.extra_strings)), (2, st.text(max_size=20)),
         (1, st.just("x" * HUGE_STRING_CHARS)),
@@ -151,6 +160,8 @@ def byte_strings() -> st.SearchStrategy[bytes]:
 
 
 def scalars(fd: FieldDescriptor, pool: FuzzPool) -> st.SearchStrategy:
+    if pool.tame:
+        return tame_scalars(fd, pool)
     if fd.type in INT_RANGES:
         if fd.name in pool.id_fields and pool.protected_ids:
             return integers(fd.type).filter(lambda v: v not in pool.protected_ids)
@@ -166,6 +177,18 @@ def scalars(fd: FieldDescriptor, pool: FuzzPool) -> st.SearchStrategy:
     if fd.type in (FieldDescriptor.TYPE_FLOAT, FieldDescriptor.TYPE_DOUBLE):
         return st.floats(allow_nan=True, allow_infinity=True, width=32 if fd.type == FieldDescriptor.TYPE_FLOAT else 64)
     raise AssertionError(f"no strategy for field {fd.full_name} of type {fd.type}")
+
+
+def tame_scalars(fd: FieldDescriptor, pool: FuzzPool) -> st.SearchStrategy:
+    if fd.type in INT_RANGES:
+        return uniform([v for v in TAME_INTEGERS if v not in pool.protected_ids or fd.name not in pool.id_fields])
+    if fd.type == FieldDescriptor.TYPE_BYTES:
+        return record_batches()
+    if fd.type == FieldDescriptor.TYPE_ENUM:
+        return uniform([v.number for v in fd.enum_type.values])
+    if fd.type in (FieldDescriptor.TYPE_FLOAT, FieldDescriptor.TYPE_DOUBLE):
+        return st.floats(0, 10)
+    return st.booleans() if fd.type == FieldDescriptor.TYPE_BOOL else strings(pool)
 
 
 def lists(element: st.SearchStrategy, long: bool) -> st.SearchStrategy[list]:
@@ -187,8 +210,12 @@ def field_values(fd: FieldDescriptor, pool: FuzzPool, depth: int) -> st.SearchSt
         key_fd, value_fd = fd.message_type.fields_by_name["key"], fd.message_type.fields_by_name["value"]
         return st.dictionaries(field_values(key_fd, pool, depth), field_values(value_fd, pool, depth), max_size=LIST_SIZE_MAX)
     is_message = fd.type == FieldDescriptor.TYPE_MESSAGE
-    element = messages(fd.message_type, pool, depth + 1) if is_message else scalars(fd, pool)
-    return lists(element, long=not is_message) if fd.is_repeated else element
+    element = _message(fd.message_type, pool, depth + 1) if is_message else scalars(fd, pool)
+    if not fd.is_repeated:
+        return element
+    if pool.tame:  # a partition or topic twice is refused by the shape checks
+        return st.lists(element, max_size=2).filter(lambda items: len(items) < 2 or items[0] != items[1])
+    return lists(element, long=not is_message)
 
 
 def set_field(message: Message, fd: FieldDescriptor, value) -> None:
@@ -231,9 +258,10 @@ def _message_class(descriptor: Descriptor) -> type[Message]:
     return message_factory.GetMessageClass(descriptor)
 
 
-def messages(descriptor: Descriptor, pool: FuzzPool, depth: int = 0) -> st.SearchStrategy[Message]:
-    """Any message of ``descriptor``'s type (see the module docstring)."""
-    return _message(descriptor, pool, depth)
+def messages(descriptor: Descriptor, pool: FuzzPool) -> st.SearchStrategy[Message]:
+    """Any message of ``descriptor``'s type, tame or wild half the time each (see the module
+    docstring)."""
+    return weighted((1, _message(descriptor, replace(pool, tame=True), 0)), (1, _message(descriptor, pool, 0)))
 
 
 def answer_problems(answer: Message | grpc.RpcError, may_wait: bool) -> list[str]:
