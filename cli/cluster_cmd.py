@@ -73,7 +73,6 @@ def start_down_nodes(cluster: LocalCluster, directory: Path, args: argparse.Name
         print(f"every node of the cluster in {directory} runs already; nothing to start (bootstrap {cluster.bootstrap})")
         return 0
     check_ports_free(cluster, down_nodes, directory)
-    note_recorded_size(cluster, args)
     running = [n.name for n in cluster.nodes if n not in down_nodes]
     print(f"starting {', '.join(n.name for n in down_nodes)} in the background; leaving {', '.join(running)} running", flush=True)
     for node in down_nodes:
