@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 import grpc
+from google.protobuf import message_factory
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 from hypothesis import strategies as st
@@ -231,8 +232,7 @@ def set_field(message: Message, fd: FieldDescriptor, value) -> None:
 
 @st.composite
 def _message(draw, descriptor: Descriptor, pool: FuzzPool, depth: int) -> Message:
-    message_class = _message_class(descriptor)
-    message = message_class()
+    message = message_class(descriptor)()
     if depth > DEPTH_MAX:
         return message
     chosen_oneof = {o.name: draw(uniform([None, *o.fields])) for o in descriptor.oneofs if not _synthetic(o)}
@@ -252,9 +252,7 @@ def _synthetic(oneof) -> bool:
     return len(oneof.fields) == 1 and oneof.name == "_" + oneof.fields[0].name
 
 
-def _message_class(descriptor: Descriptor) -> type[Message]:
-    from google.protobuf import message_factory
-
+def message_class(descriptor: Descriptor) -> type[Message]:
     return message_factory.GetMessageClass(descriptor)
 
 

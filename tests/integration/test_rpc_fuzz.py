@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 
 from kraftlog_proto import broker_pb2, broker_pb2_grpc, common_pb2, controller_pb2
 from tests.cluster import TestCluster, local_cluster
-from tests.integration.proto_fuzz import FuzzPool, answer_problems, messages
+from tests.integration.proto_fuzz import FuzzPool, answer_problems, message_class, messages
 
 pytestmark = pytest.mark.integration
 
@@ -73,7 +73,7 @@ def call(channel: grpc.Channel, method: MethodDescriptor, request) -> object:
     list of streamed answers, or the RpcError."""
     path = f"/{method.containing_service.full_name}/{method.name}"
     serialize = type(request[0] if isinstance(request, list) else request).SerializeToString
-    response_type = _response_class(method)
+    response_type = message_class(method.output_type)
     kind = {(False, False): channel.unary_unary, (False, True): channel.unary_stream,
             (True, False): channel.stream_unary, (True, True): channel.stream_stream}[(method.client_streaming, method.server_streaming)]
     stub = kind(path, request_serializer=serialize, response_deserializer=response_type.FromString)
@@ -92,12 +92,6 @@ def call(channel: grpc.Channel, method: MethodDescriptor, request) -> object:
         return answers
     except grpc.RpcError as error:
         return error
-
-
-def _response_class(method: MethodDescriptor):
-    from google.protobuf import message_factory
-
-    return message_factory.GetMessageClass(method.output_type)
 
 
 def problems_of(method: MethodDescriptor, answer) -> list[str]:
