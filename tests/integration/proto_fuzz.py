@@ -9,8 +9,8 @@ empty, long or with an entry duplicated, nested messages to a bounded depth, opt
 and oneofs set or not. Half the requests are "tame" instead: every field plausible (small
 non-negative numbers, known names and enum values, record batches, no duplicates), so that
 they pass the shape checks and reach the code behind them, where one tampered batch or one
-unexpected combination is what a handler must survive. Nothing here knows the kraftlog services: a new RPC or field is fuzzed
-as soon as its stubs exist.
+unexpected combination is what a handler must survive. Nothing here knows the kraftlog
+services: a new RPC or field is fuzzed as soon as its stubs exist.
 
 ``answer_problems`` says what is wrong with an answer: a gRPC status outside the documented
 ones, an internal error's text, an ``error_code`` outside the ``ErrorCode`` enum or
@@ -64,9 +64,9 @@ INTERNAL_ERROR_MARKS = ("Unexpected <class", "Exception calling application", "E
 @dataclass(frozen=True)
 class FuzzPool:
     """What the strategies draw names and ids from. ``names`` (topic names) are drawn most
-    often, ``words`` (config keys and values) and ``extra_strings`` less, random text least; ``protected_ids`` are values
-    the integer fields named in ``id_fields`` never take (a real broker's id, where a request
-    naming it would impersonate that broker)."""
+    often, ``words`` (config keys and values) and ``extra_strings`` less, random text least;
+    ``protected_ids`` are values the integer fields named in ``id_fields`` never take (a real
+    broker's id, where a request naming it would impersonate that broker)."""
 
     names: tuple[str, ...]
     words: tuple[str, ...] = ()
