@@ -1,9 +1,12 @@
-"""``kraftlog cluster up|down|status``: a local cluster of separate processes.
+"""``kraftlog cluster up|down|status|stop|start|restart``: a local cluster of separate processes.
 
 A new cluster gets the stable ports (brokers from 9092, controllers from 9192, Raft from 9292;
 ``KRAFTLOG_PORT_BASE`` moves the whole layout, 0 asks for free ports); a restarted one keeps
-the ports its ``cluster.json`` records. Stopping goes brokers first, while the controllers can
-still move their leaderships, then controllers; a second Ctrl-C kills what still runs.
+the ports its ``cluster.json`` records. ``up`` on a partly running cluster starts only the
+nodes that are down, as ``docker compose up`` does, so a node killed by a test or a crash
+comes back with one command; ``stop``/``start``/``restart NODE`` act on one node. Stopping
+goes brokers first, while the controllers can still move their leaderships, then
+controllers; a second Ctrl-C kills what still runs.
 """
 
 from __future__ import annotations
@@ -17,7 +20,16 @@ from pathlib import Path
 
 from cli.bootstrap import data_dir
 from cli.output import emit, table
-from server_common.local_cluster import CLUSTER_FILE, DEFAULT_PORT_BASE, LocalCluster, StopInterrupted, killed_message, wait_ready
+from server_common.local_cluster import (
+    CLUSTER_FILE,
+    DEFAULT_PORT_BASE,
+    LocalCluster,
+    Node,
+    StopInterrupted,
+    killed_message,
+    wait_ready,
+    wait_serving,
+)
 
 PORT_BASE_ENV = "KRAFTLOG_PORT_BASE"
 EXIT_INTERRUPTED = 130  # as a shell reports a process ended by SIGINT
@@ -36,21 +48,41 @@ def port_base() -> int | None:
     return base or None
 
 
-def check_restartable(cluster: LocalCluster, directory: Path, args: argparse.Namespace) -> None:
-    """A recorded cluster restarts as recorded: none of its processes may still run, and no
-    other process may hold its ports (a controller's ports are part of the quorum's identity,
-    so they cannot move)."""
-    running = [n.name for n in cluster.nodes if cluster.is_running(n)]
-    if running:
-        raise ValueError(f"the cluster in {directory} is already running ({', '.join(running)}): stop it with kraftlog cluster down --data-dir {directory}")
-    taken = cluster.taken_ports()
+def check_ports_free(cluster: LocalCluster, nodes: list[Node], directory: Path) -> None:
+    """The down ``nodes`` restart as recorded: no other process may hold their ports (a
+    controller's ports are part of the quorum's identity, so they cannot move)."""
+    taken = cluster.taken_ports_of(nodes)
     if taken:
         raise ValueError(
             f"cannot restart the cluster in {directory}: other processes hold its recorded ports {', '.join(taken)}; "
             f"stop them ('ss -ltnp' shows which) or start a new cluster with another --data-dir"
         )
+
+
+def note_recorded_size(cluster: LocalCluster, args: argparse.Namespace) -> None:
     if (args.controllers, args.brokers) != (len(cluster.controllers), len(cluster.brokers)):
         print(f"restarting the recorded cluster ({len(cluster.controllers)} controllers, {len(cluster.brokers)} brokers); --controllers and --brokers apply to new clusters only")
+
+
+def start_down_nodes(cluster: LocalCluster, directory: Path, args: argparse.Namespace) -> int:
+    """``up`` on a cluster part of which runs: start the nodes that are down, in the
+    background (the running ones belong to whichever command started them, which also stops
+    them), leave the running ones alone, and wait until the cluster is ready again."""
+    down_nodes = cluster.down_nodes()
+    if not down_nodes:
+        print(f"every node of the cluster in {directory} runs already; nothing to start (bootstrap {cluster.bootstrap})")
+        return 0
+    check_ports_free(cluster, down_nodes, directory)
+    running = [n.name for n in cluster.nodes if n not in down_nodes]
+    print(f"starting {', '.join(n.name for n in down_nodes)} in the background; leaving {', '.join(running)} running", flush=True)
+    for node in down_nodes:
+        cluster.start_node(node, detach=True)
+    wait_serving(cluster, down_nodes)
+    wait_ready(cluster)
+    print(f"cluster ready; bootstrap {cluster.bootstrap}", flush=True)
+    if not args.detach:
+        print(f"the cluster runs in the background: stop it with kraftlog cluster down --data-dir {directory}")
+    return 0
 
 
 class Interrupts:
@@ -107,7 +139,10 @@ def up(args: argparse.Namespace) -> int:
     restart = (directory / CLUSTER_FILE).exists()
     cluster = LocalCluster.create(directory, args.controllers, args.brokers, port_base=port_base())
     if restart:
-        check_restartable(cluster, directory, args)
+        if len(cluster.down_nodes()) < len(cluster.nodes):
+            return start_down_nodes(cluster, directory, args)
+        check_ports_free(cluster, cluster.nodes, directory)
+        note_recorded_size(cluster, args)
     for moved in cluster.moved_ports:
         print(moved.describe())
     if cluster.moved_ports:
@@ -163,12 +198,84 @@ def down(args: argparse.Namespace) -> int:
 def status(args: argparse.Namespace) -> int:
     directory = data_dir(args.data_dir)
     cluster = LocalCluster.load(directory)
+    down_nodes = cluster.down_nodes()
     rows = [
-        {"id": n.node_id, "role": n.role, "address": n.address, "raft_port": n.raft_port or None, "pid": n.pid, "running": cluster.is_running(n)}
+        {
+            "name": n.name, "id": n.node_id, "role": n.role, "address": n.address, "raft_port": n.raft_port or None, "pid": n.pid,
+            "running": n not in down_nodes, "state": "down" if n in down_nodes else "running",
+        }
         for n in cluster.nodes
     ]
-    human = table(["ROLE", "ID", "ADDRESS", "RAFT PORT", "PID", "RUNNING"], [[r["role"], r["id"], r["address"], r["raft_port"], r["pid"], r["running"]] for r in rows])
-    emit(args.json, {"data_dir": str(directory), "bootstrap": cluster.bootstrap, "nodes": rows}, f"bootstrap {cluster.bootstrap}\n{human}")
+    human = table(["NAME", "ADDRESS", "RAFT PORT", "PID", "STATE"], [[r["name"], r["address"], r["raft_port"], r["pid"], r["state"]] for r in rows])
+    if not down_nodes:
+        summary = f"all {len(cluster.nodes)} nodes running"
+    elif len(down_nodes) == len(cluster.nodes):
+        summary = f"the cluster is stopped: kraftlog cluster up --data-dir {directory} starts it"
+    else:
+        summary = f"down: {', '.join(n.name for n in down_nodes)}; kraftlog cluster up --data-dir {directory} starts the nodes that are down"
+    emit(
+        args.json,
+        {"data_dir": str(directory), "bootstrap": cluster.bootstrap, "down": [n.name for n in down_nodes], "nodes": rows},
+        f"bootstrap {cluster.bootstrap}\n{human}\n{summary}",
+    )
+    return 0
+
+
+def stop_one(cluster: LocalCluster, node: Node, kill: bool) -> None:
+    """Stop ``node``: SIGTERM (a broker's controlled shutdown moves its leaderships away)
+    and SIGKILL after 30 s, or SIGKILL at once with ``kill``."""
+    started_s = time.monotonic()
+    if kill:
+        say(f"killing {node.name} (pid {node.pid}, SIGKILL)")
+        cluster.kill(node)
+    else:
+        say(f"stopping {node.name} (pid {node.pid}, SIGTERM{', controlled shutdown' if node.role == 'broker' else ''}; SIGKILL after 30s)")
+        cluster.stop_node(node)
+    say(f"{node.name} stopped in {time.monotonic() - started_s:.1f}s")
+
+
+def start_one(cluster: LocalCluster, node: Node) -> None:
+    """Start ``node`` in the background and wait until it serves (a broker registered and
+    unfenced, a controller following a Raft leader)."""
+    check_ports_free(cluster, [node], cluster.data_dir)
+    started_s = time.monotonic()
+    cluster.start_node(node, detach=True)
+    what = "register and be unfenced" if node.role == "broker" else "join the quorum"
+    say(f"started {node.name} (pid {node.pid}); waiting for it to {what} (log {cluster.log_path(node)})")
+    wait_serving(cluster, [node])
+    say(f"{node.name} is back in {time.monotonic() - started_s:.1f}s")
+
+
+def load_node(args: argparse.Namespace) -> tuple[LocalCluster, Node]:
+    cluster = LocalCluster.load(data_dir(args.data_dir))
+    return cluster, cluster.node_named(args.node)
+
+
+def stop_node(args: argparse.Namespace) -> int:
+    cluster, node = load_node(args)
+    if not cluster.is_running(node):
+        say(f"{node.name} is not running; nothing to stop")
+        return 0
+    stop_one(cluster, node, args.kill)
+    return 0
+
+
+def start_node(args: argparse.Namespace) -> int:
+    cluster, node = load_node(args)
+    if cluster.is_running(node):
+        say(f"{node.name} runs already (pid {node.pid}); nothing to start (kraftlog cluster restart {node.name} restarts it)")
+        return 0
+    start_one(cluster, node)
+    return 0
+
+
+def restart_node(args: argparse.Namespace) -> int:
+    cluster, node = load_node(args)
+    if cluster.is_running(node):
+        stop_one(cluster, node, args.kill)
+    else:
+        say(f"{node.name} is not running; starting it")
+    start_one(cluster, node)
     return 0
 
 

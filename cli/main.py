@@ -58,6 +58,18 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--data-dir", type=Path, help="directory of the cluster to show (default ./kraftlog-data)")
     status.add_argument("--json", action="store_true", help="print JSON for scripts instead of a table")
     status.set_defaults(func=cluster_cmd.status)
+    node_actions = [
+        ("stop", cluster_cmd.stop_node, "stop one node of a local cluster (SIGTERM: a broker's controlled shutdown)", "SIGKILL at once instead of a graceful stop"),
+        ("start", cluster_cmd.start_node, "start one stopped node of a local cluster and wait until it serves", None),
+        ("restart", cluster_cmd.restart_node, "stop one node, start it again and wait until it serves (a broker registered and unfenced)", "stop it with SIGKILL instead of a graceful stop"),
+    ]
+    for name, func, help_text, kill_help in node_actions:
+        action = cluster.add_parser(name, help=help_text)
+        action.add_argument("node", help="the node as 'kraftlog cluster status' names it: broker-N or controller-N")
+        action.add_argument("--data-dir", type=Path, help="directory of the cluster (default ./kraftlog-data)")
+        if kill_help:
+            action.add_argument("--kill", action="store_true", help=kill_help)
+        action.set_defaults(func=func)
 
     topics = sub.add_parser("topics", help="create, list, describe, alter and delete topics").add_subparsers(dest="action", required=True)
     create = topics.add_parser("create", help="create a topic")

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from kraftlog_proto import broker_pb2, broker_pb2_grpc, controller_pb2, controller_pb2_grpc
 from server_common.waiting import wait_for
@@ -232,7 +233,7 @@ class LocalCluster:
     def taken_ports(self) -> list[str]:
         """The recorded ports another process holds now (before a restart: the cluster's own
         processes are not running, so any holder is a stranger)."""
-        return [f"{port} ({node.name} {purpose})" for node, purpose, port in node_ports(self.nodes) if port_taken(port)]
+        return self.taken_ports_of(self.nodes)
 
     def spare_ports(self, count: int) -> list[int]:
         """``count`` free ports that no node uses: the nodes' ports were picked and released
@@ -246,6 +247,23 @@ class LocalCluster:
             if n.role == role and n.node_id == node_id:
                 return n
         raise KeyError(f"no {role} {node_id} in this cluster")
+
+    def node_named(self, name: str) -> Node:
+        """The node ``cluster status`` calls ``name`` ("broker-2"); a ValueError listing the
+        valid names for any other."""
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise ValueError(f"no node {name!r} in the cluster in {self.data_dir}: give one of {', '.join(n.name for n in self.nodes)}")
+
+    def down_nodes(self) -> list[Node]:
+        """The nodes not running now, controllers first (the order they start in)."""
+        return [n for n in self.controllers + self.brokers if not self.is_running(n)]
+
+    def taken_ports_of(self, nodes: Iterable[Node]) -> list[str]:
+        """The ports of ``nodes`` another process holds now (the nodes themselves are down,
+        so any holder is a stranger)."""
+        return [f"{port} ({node.name} {purpose})" for node, purpose, port in node_ports(nodes) if port_taken(port)]
 
     # ------------------------------------------------------------------ processes
 
@@ -397,6 +415,26 @@ def usable_brokers_at_active_controller(cluster: LocalCluster) -> int:
         if answer.answering_controller_id == answer.active_controller.controller_id:
             return sum(1 for b in answer.brokers if not b.endpoint.fenced and not b.in_controlled_shutdown)
     return 0
+
+
+def serving(node: Node) -> bool:
+    """Whether ``node``'s gRPC health service says SERVING: a broker once it is registered
+    (on its current broker epoch) and unfenced, a controller once it knows the Raft leader.
+    Unlike the controller's broker list, this is false for a broker restarted after SIGKILL
+    until its new incarnation has registered (the old one stays listed, unfenced, until its
+    session expires)."""
+    try:
+        with grpc.insecure_channel(node.address) as channel:
+            answer = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=2)
+    except grpc.RpcError:
+        return False
+    return answer.status == health_pb2.HealthCheckResponse.SERVING
+
+
+def wait_serving(cluster: LocalCluster, nodes: Iterable[Node], timeout_s: float = READY_TIMEOUT_S) -> None:
+    """Each of ``nodes`` answers SERVING (see ``serving``)."""
+    for node in nodes:
+        wait_for(lambda: serving(node), timeout_s, f"{node.name} to serve (see {cluster.log_path(node)})")
 
 
 def wait_ready(cluster: LocalCluster, timeout_s: float = READY_TIMEOUT_S) -> None:

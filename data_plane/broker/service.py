@@ -324,10 +324,10 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
     async def ReplicaFetch(self, request_iterator, context):
         """One follower broker's stream: each request gets exactly one answer, in order."""
         async for request in request_iterator:
-            items = [
-                ReplicaFetchItem(p.topic, p.partition, p.fetch_offset, p.last_fetched_epoch, p.current_leader_epoch)
-                for p in request.partitions
-            ]
+            try:
+                items = self._replica_fetch_items(request)
+            except MalformedRequest as exc:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
             max_bytes = min(request.max_bytes or self.replicas.config.replica_fetch_max_bytes, self.replicas.config.request_max_bytes // 2)
             results = await self.replicas.reads.replica_fetch(
                 request.replica_id, request.broker_epoch, request.max_wait_ms, request.min_bytes, max_bytes, items
@@ -347,6 +347,18 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                     out.diverging_epoch.epoch = r.diverging.epoch
                     out.diverging_epoch.end_offset = r.diverging.end_offset
             yield response
+
+    @staticmethod
+    def _replica_fetch_items(request: broker_pb2.ReplicaFetchRequest) -> list[ReplicaFetchItem]:
+        """A follower's request, refused when no correct follower sends it (the stream ends
+        with INVALID_ARGUMENT; the follower reopens it)."""
+        if request.max_bytes < 0 or request.min_bytes < 0 or request.max_wait_ms < 0:
+            raise MalformedRequest(f"replica fetch: max_bytes, min_bytes and max_wait_ms must be >= 0, got {request.max_bytes}, "
+                                   f"{request.min_bytes}, {request.max_wait_ms}")
+        seen: set[tuple[str, int]] = set()
+        for p in request.partitions:
+            _first_mention(seen, p.topic, p.partition, "ask for it once")
+        return [ReplicaFetchItem(p.topic, p.partition, p.fetch_offset, p.last_fetched_epoch, p.current_leader_epoch) for p in request.partitions]
 
     async def DescribeLogs(self, request, context):
         wanted = set(request.topics)

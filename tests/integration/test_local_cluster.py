@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 
 from cli.cluster_cmd import PORT_BASE_ENV
-from server_common.local_cluster import HOST, LocalCluster, node_ports, port_taken, stable_nodes
+from server_common.local_cluster import HOST, LocalCluster, node_ports, port_taken, serving, stable_nodes
 from server_common.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -343,3 +343,65 @@ def test_a_closed_output_or_a_hangup_stops_the_cluster_in_order(tmp_path):
         wait_all_gone(up, [n.pid for n in cluster.nodes], SHUTDOWN_BOUND_S)
     for broker in cluster.brokers:
         assert log_events(cluster.log_path(broker), "controlled shutdown complete"), f"{broker.name} did not complete a controlled shutdown"
+
+
+# ---------------------------------------------------------------------------------- one node at a time
+
+
+def pids(data_dir: Path) -> dict[str, int]:
+    return {n.name: n.pid for n in LocalCluster.load(data_dir).nodes}
+
+
+def test_up_starts_only_the_nodes_that_are_down_and_restart_moves_one_node(tmp_path):
+    """A broker SIGKILLed (as a test or a crash does) shows as down; ``up`` brings back that
+    one and leaves every other process alone; ``restart broker-2`` replaces only its process
+    and waits until it serves again; a mistyped name lists the valid ones."""
+    data_dir = tmp_path / "cluster"
+    base = free_base(1, 3)
+    dir_args = ("--data-dir", str(data_dir))
+    with cleanup(data_dir):
+        started = kraftlog("cluster", "up", "--detach", "--controllers", "1", "--brokers", "3", *dir_args, base=base)
+        assert started.returncode == 0, started.stdout + started.stderr
+        before = pids(data_dir)
+        cluster = LocalCluster.load(data_dir)
+        cluster.kill(cluster.node("broker", 2))
+
+        shown = json.loads(kraftlog("cluster", "status", "--json", *dir_args, base=base).stdout)
+        assert shown["down"] == ["broker-2"]
+        assert {n["name"]: n["state"] for n in shown["nodes"]} == {"controller-1": "running", "broker-1": "running", "broker-2": "down", "broker-3": "running"}
+        table_out = kraftlog("cluster", "status", *dir_args, base=base).stdout
+        assert next(line for line in table_out.splitlines() if line.startswith("broker-2")).split()[-1] == "down", table_out
+        assert "down: broker-2; kraftlog cluster up" in table_out
+
+        brought_back = kraftlog("cluster", "up", "--detach", *dir_args, base=base)
+        assert brought_back.returncode == 0, brought_back.stdout + brought_back.stderr
+        assert "starting broker-2 in the background; leaving controller-1, broker-1, broker-3 running" in brought_back.stdout
+        after_up = pids(data_dir)
+        assert {k: v for k, v in after_up.items() if k != "broker-2"} == {k: v for k, v in before.items() if k != "broker-2"}
+        assert after_up["broker-2"] != before["broker-2"]
+        assert running(data_dir) == ["controller-1", "broker-1", "broker-2", "broker-3"]
+        assert serving(LocalCluster.load(data_dir).node("broker", 2))
+
+        nothing = kraftlog("cluster", "up", "--detach", *dir_args, base=base)
+        assert nothing.returncode == 0 and "nothing to start" in nothing.stdout, nothing.stdout + nothing.stderr
+        assert pids(data_dir) == after_up
+
+        restarted = kraftlog("cluster", "restart", "broker-2", *dir_args, base=base)
+        assert restarted.returncode == 0, restarted.stdout + restarted.stderr
+        assert "controlled shutdown" in restarted.stdout and "broker-2 is back in" in restarted.stdout
+        after_restart = pids(data_dir)
+        assert after_restart["broker-2"] != after_up["broker-2"]
+        assert {k: v for k, v in after_restart.items() if k != "broker-2"} == {k: v for k, v in after_up.items() if k != "broker-2"}
+        assert serving(LocalCluster.load(data_dir).node("broker", 2)), "restart returned before broker-2 served"
+
+        stopped = kraftlog("cluster", "stop", "broker-3", *dir_args, base=base)
+        assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+        assert running(data_dir) == ["controller-1", "broker-1", "broker-2"]
+        assert kraftlog("cluster", "start", "broker-3", *dir_args, base=base).returncode == 0
+        assert running(data_dir) == ["controller-1", "broker-1", "broker-2", "broker-3"]
+
+        typo = kraftlog("cluster", "restart", "broker-9", *dir_args, base=base)
+        assert typo.returncode == 1
+        assert "no node 'broker-9'" in typo.stderr and "give one of controller-1, broker-1, broker-2, broker-3" in typo.stderr
+        assert running(data_dir) == ["controller-1", "broker-1", "broker-2", "broker-3"]
+        assert kraftlog("cluster", "down", *dir_args, base=base).returncode == 0
