@@ -16,7 +16,7 @@ import structlog
 
 from metadata_quorum.broker_heartbeats import BrokerHeartbeatManager
 from metadata_quorum.decision import Decision
-from metadata_quorum.election import changes_electing_offline, changes_removing_broker
+from metadata_quorum.election import PARTITION_CHANGES_PER_ENTRY_MAX, changes_electing_offline, changes_removing_broker
 from metadata_quorum.delta import apply_all
 from metadata_quorum.image import BrokerImage, MetadataImage
 from metadata_quorum.reassignment import settle
@@ -100,10 +100,6 @@ def register_broker(image: MetadataImage, request: pb.RegisterBrokerRequest, hea
     return Decision(tuple(records), pb.RegisterBrokerResponse())
 
 
-def _leads_any(image: MetadataImage, broker_id: int) -> bool:
-    return any(p.leader == broker_id for topic in image.topics.values() for p in topic.partitions.values())
-
-
 def fence_records(image: MetadataImage, broker: BrokerImage, why: str) -> list[Record]:
     """Fence ``broker`` and move its leaderships and ISR memberships."""
     return [FenceBrokerRecord(broker.broker_id, broker.epoch), *_moves(image, broker.broker_id, why)]
@@ -129,21 +125,40 @@ def broker_heartbeat(image: MetadataImage, request: pb.BrokerHeartbeatRequest, h
     broker = image.brokers[request.broker_id]
     caught_up = request.current_metadata_offset >= broker.epoch
     records: list[Record] = []
+    should_shutdown = False
     if request.want_shutdown:
-        if not broker.in_controlled_shutdown:
-            records.append(BrokerRegistrationChangeRecord(broker.broker_id, broker.epoch, in_controlled_shutdown=True))
-            records += _moves(apply_all(image, records), broker.broker_id, "controlled shutdown")
-        after = apply_all(image, records)
-        if not _leads_any(after, broker.broker_id) and not broker.fenced:
-            records.append(FenceBrokerRecord(broker.broker_id, broker.epoch))
+        records, should_shutdown = _controlled_shutdown_step(image, broker)
     elif request.want_fence and not broker.fenced:
         records = fence_records(image, broker, "broker asked to be fenced")
     elif broker.fenced and caught_up and not broker.in_controlled_shutdown:
         records = _unfence_records(image, broker)
-    after = apply_all(image, records)
-    now = after.brokers[broker.broker_id]
-    should_shutdown = request.want_shutdown and not _leads_any(after, broker.broker_id)
+    now = apply_all(image, records).brokers[broker.broker_id]
     return Decision(tuple(records), pb.BrokerHeartbeatResponse(is_fenced=now.fenced, should_shutdown=should_shutdown, is_caught_up=caught_up))
+
+
+def _controlled_shutdown_step(image: MetadataImage, broker: BrokerImage) -> tuple[list[Record], bool]:
+    """One heartbeat's share of a controlled shutdown, and whether the broker may stop now.
+
+    The broker heartbeats every 100 ms while it waits, and each heartbeat moves up to
+    PARTITION_CHANGES_PER_ENTRY_MAX of its leaderships and ISR places (leaderships first):
+    a broker in 10,000 ISRs leaves them in bounded entries, as Kafka's controller does,
+    instead of in one entry too large to replicate and apply within Raft's election timeout.
+    The step after the last move fences the broker and lets it stop; a broker left as the
+    last ISR member of a partition stays in that ISR (the partition waits for it, leaderless)."""
+    records: list[Record] = []
+    if not broker.in_controlled_shutdown:
+        records.append(BrokerRegistrationChangeRecord(broker.broker_id, broker.epoch, in_controlled_shutdown=True))
+    moves = changes_removing_broker(apply_all(image, records), broker.broker_id)
+    moves.sort(key=lambda change: change.before.leader != broker.broker_id)  # stable: leaderships first, then ISR places
+    for change in moves[:PARTITION_CHANGES_PER_ENTRY_MAX]:
+        change.log("controlled shutdown")
+        records.append(change.record())
+    done = len(moves) <= PARTITION_CHANGES_PER_ENTRY_MAX
+    if done and not broker.fenced:
+        records.append(FenceBrokerRecord(broker.broker_id, broker.epoch))
+    log.info("controlled shutdown step", broker_id=broker.broker_id, broker_epoch=broker.epoch, partitions_moved=min(len(moves), PARTITION_CHANGES_PER_ENTRY_MAX),
+             partitions_left=max(0, len(moves) - PARTITION_CHANGES_PER_ENTRY_MAX), may_stop=done)
+    return records, done
 
 
 def expired_broker_fencing(image: MetadataImage, heartbeats: BrokerHeartbeatManager, now_ms: int) -> Decision[int | None]:

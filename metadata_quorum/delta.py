@@ -132,7 +132,10 @@ class MetadataDelta:
     # ---- writes (the record appliers below)
 
     def put_partition(self, topic_id: str, partition: PartitionImage) -> None:
-        self._partitions.setdefault(topic_id, {})[partition.partition] = partition
+        changed = self._partitions.get(topic_id)
+        if changed is None:
+            changed = self._partitions[topic_id] = {}
+        changed[partition.partition] = partition
 
     def put_pending(self, topic_id: str, partition: PartitionImage) -> None:
         """A partition of a topic being created."""

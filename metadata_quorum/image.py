@@ -35,7 +35,7 @@ class RecordRejected(Exception):
         self.message = message
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PartitionImage:
     topic: str
     partition: int
@@ -58,14 +58,14 @@ class PartitionImage:
         return tuple(r for r in self.replicas if r not in self.removing_replicas)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TopicImage:
     name: str
     topic_id: str
     partitions: Map[int, PartitionImage]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class BrokerImage:
     broker_id: int
     epoch: int
@@ -85,7 +85,7 @@ class BrokerImage:
 EMPTY: Map = Map()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class MetadataImage:
     offset: int
     cluster_id: str
