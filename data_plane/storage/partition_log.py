@@ -120,7 +120,12 @@ class PartitionLog:
 
     @classmethod
     def _load(cls, directory: Path, settings: LogSettings, clean_shutdown: bool, recovery_point: int) -> "PartitionLog":
-        directory.mkdir(parents=True, exist_ok=True)
+        try:
+            directory.mkdir(parents=True)
+        except FileExistsError:
+            pass
+        else:  # a new replica: nothing on disk to clean up, read or recover (a broker creates thousands at once)
+            return cls(directory, settings, [LogSegment.create(directory, 0, settings)], LeaderEpochCache(directory / EPOCH_CHECKPOINT), 0)
         _remove_strays(directory)
         bases = sorted(int(p.name[:20]) for p in directory.iterdir() if _SEGMENT_NAME.match(p.name))
         first_untrusted = len(bases) if clean_shutdown else first_segment_to_recover(bases, recovery_point)

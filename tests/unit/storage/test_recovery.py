@@ -131,3 +131,18 @@ def test_log_manager_checkpoints_high_watermarks_and_deletes(tmp_path: Path) -> 
 @pytest.mark.parametrize("name, parsed", [("orders-0", ("orders", 0)), ("a-b-12", ("a-b", 12)), ("x", None), ("-3", None), ("t-x", None)])
 def test_partition_dir_names(name: str, parsed) -> None:
     assert parse_partition_dir(name) == parsed
+
+
+def test_a_new_log_whose_first_epoch_checkpoint_was_torn_rebuilds_it(log_dir: Path) -> None:
+    """A new log's first epoch checkpoint is written without fsync: a crash may leave it
+    torn even below an fsynced log, and even a clean load must then rebuild the cache from
+    the batches rather than trust it."""
+    plog = PartitionLog.open(log_dir, small_settings(), now_ms=0)
+    assert [p.suffix for p in log_dir.iterdir()] == [".log"]  # a new log: its first segment, nothing else yet
+    fill(plog, 30, epoch=1)
+    plog.close()
+    assert plog.leader_epoch_cache.entries == [(1, 0)]
+    (log_dir / "leader-epoch-checkpoint").write_text("0\n1\n")
+    again = PartitionLog.open(log_dir, small_settings(), now_ms=0, clean_shutdown=True, recovery_point=90)
+    assert again.leader_epoch_cache.entries == [(1, 0)]
+    assert (log_dir / "leader-epoch-checkpoint").read_text() == "0\n1\n1 0\n"
