@@ -156,8 +156,9 @@ def _controlled_shutdown_step(image: MetadataImage, broker: BrokerImage) -> tupl
     done = len(moves) <= PARTITION_CHANGES_PER_ENTRY_MAX
     if done and not broker.fenced:
         records.append(FenceBrokerRecord(broker.broker_id, broker.epoch))
-    log.info("controlled shutdown step", broker_id=broker.broker_id, broker_epoch=broker.epoch, partitions_moved=min(len(moves), PARTITION_CHANGES_PER_ENTRY_MAX),
-             partitions_left=max(0, len(moves) - PARTITION_CHANGES_PER_ENTRY_MAX), may_stop=done)
+    if records:  # the heartbeats that follow (the broker keeps sending them while it stops) change nothing: not logged
+        log.info("controlled shutdown step", broker_id=broker.broker_id, broker_epoch=broker.epoch, partitions_moved=min(len(moves), PARTITION_CHANGES_PER_ENTRY_MAX),
+                 partitions_left=max(0, len(moves) - PARTITION_CHANGES_PER_ENTRY_MAX), may_stop=done)
     return records, done
 
 
