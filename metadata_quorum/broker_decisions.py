@@ -150,6 +150,7 @@ def _controlled_shutdown_step(image: MetadataImage, broker: BrokerImage) -> tupl
         records.append(BrokerRegistrationChangeRecord(broker.broker_id, broker.epoch, in_controlled_shutdown=True))
     moves = changes_removing_broker(apply_all(image, records), broker.broker_id)
     moves.sort(key=lambda change: change.before.leader != broker.broker_id)  # stable: leaderships first, then ISR places
+    assert all(change.after.leader != broker.broker_id for change in moves), "a broker in controlled shutdown is never elected"
     for change in moves[:PARTITION_CHANGES_PER_ENTRY_MAX]:
         change.log("controlled shutdown")
         records.append(change.record())
