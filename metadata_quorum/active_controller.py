@@ -29,7 +29,7 @@ import structlog
 from metadata_quorum.broker_decisions import broker_problem, expired_broker_fencing
 from metadata_quorum.broker_heartbeats import BrokerHeartbeatManager
 from metadata_quorum.decision import Decision
-from metadata_quorum.election import PREFERRED_ELECTIONS_PER_ENTRY_MAX, rebalance_leaders
+from metadata_quorum.election import PARTITION_CHANGES_PER_ENTRY_MAX, rebalance_leaders
 from metadata_quorum.image import MetadataImage
 from metadata_quorum.raft_node import ControllerRaftNode, EntryResult
 from metadata_quorum.topic_admin import abandon_pending_topics
@@ -256,5 +256,5 @@ class ActiveController:
             moved = outcome.decision.response
             if moved:
                 self._log.info("leaders moved back to preferred replicas", partitions=moved, metadata_offset=outcome.first_offset)
-            if moved < PREFERRED_ELECTIONS_PER_ENTRY_MAX:
+            if moved < PARTITION_CHANGES_PER_ENTRY_MAX:
                 return

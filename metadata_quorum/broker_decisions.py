@@ -11,12 +11,13 @@ service. Preconditions are checked again where the entry is applied (see delta.p
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TypeVar
 
 import structlog
 
 from metadata_quorum.broker_heartbeats import BrokerHeartbeatManager
 from metadata_quorum.decision import Decision
-from metadata_quorum.election import changes_electing_offline, changes_removing_broker
+from metadata_quorum.election import PARTITION_CHANGES_PER_ENTRY_MAX, changes_electing_offline, changes_removing_broker
 from metadata_quorum.delta import apply_all
 from metadata_quorum.image import BrokerImage, MetadataImage
 from metadata_quorum.reassignment import settle
@@ -34,6 +35,7 @@ from kraftlog_proto import common_pb2 as common
 from kraftlog_proto import controller_pb2 as pb
 
 PRODUCER_ID_BLOCK_SIZE = 1000
+R = TypeVar("R")
 
 log = structlog.get_logger("controller")
 
@@ -100,13 +102,16 @@ def register_broker(image: MetadataImage, request: pb.RegisterBrokerRequest, hea
     return Decision(tuple(records), pb.RegisterBrokerResponse())
 
 
-def _leads_any(image: MetadataImage, broker_id: int) -> bool:
-    return any(p.leader == broker_id for topic in image.topics.values() for p in topic.partitions.values())
-
-
-def fence_records(image: MetadataImage, broker: BrokerImage, why: str) -> list[Record]:
-    """Fence ``broker`` and move its leaderships and ISR memberships."""
-    return [FenceBrokerRecord(broker.broker_id, broker.epoch), *_moves(image, broker.broker_id, why)]
+def _fencing(image: MetadataImage, broker: BrokerImage, why: str, response: R) -> Decision[R]:
+    """Move ``broker``'s leaderships and ISR memberships, then fence it, in entries of at most
+    PARTITION_CHANGES_PER_ENTRY_MAX records: a broker in 10,000 ISRs is not fenced in one entry
+    too large to replicate and apply within Raft's election timeout (one such entry stalled
+    every controller for seconds and set off more fencing). Every prefix is consistent: the
+    moves only take the broker out, and it stays unfenced until the last entry, so a controller
+    that stops half way leaves a live registration, which the next one fences again, moving
+    what is left."""
+    records = [*_moves(image, broker.broker_id, why), FenceBrokerRecord(broker.broker_id, broker.epoch)]
+    return Decision(tuple(records), response, tuple(range(PARTITION_CHANGES_PER_ENTRY_MAX, len(records), PARTITION_CHANGES_PER_ENTRY_MAX)))
 
 
 def _unfence_records(image: MetadataImage, broker: BrokerImage) -> list[Record]:
@@ -129,32 +134,55 @@ def broker_heartbeat(image: MetadataImage, request: pb.BrokerHeartbeatRequest, h
     broker = image.brokers[request.broker_id]
     caught_up = request.current_metadata_offset >= broker.epoch
     records: list[Record] = []
+    entry_starts: tuple[int, ...] = ()
+    should_shutdown = False
     if request.want_shutdown:
-        if not broker.in_controlled_shutdown:
-            records.append(BrokerRegistrationChangeRecord(broker.broker_id, broker.epoch, in_controlled_shutdown=True))
-            records += _moves(apply_all(image, records), broker.broker_id, "controlled shutdown")
-        after = apply_all(image, records)
-        if not _leads_any(after, broker.broker_id) and not broker.fenced:
-            records.append(FenceBrokerRecord(broker.broker_id, broker.epoch))
+        records, should_shutdown = _controlled_shutdown_step(image, broker)
     elif request.want_fence and not broker.fenced:
-        records = fence_records(image, broker, "broker asked to be fenced")
+        fencing = _fencing(image, broker, "broker asked to be fenced", None)
+        records, entry_starts = list(fencing.records), fencing.entry_starts
     elif broker.fenced and caught_up and not broker.in_controlled_shutdown:
         records = _unfence_records(image, broker)
-    after = apply_all(image, records)
-    now = after.brokers[broker.broker_id]
-    should_shutdown = request.want_shutdown and not _leads_any(after, broker.broker_id)
-    return Decision(tuple(records), pb.BrokerHeartbeatResponse(is_fenced=now.fenced, should_shutdown=should_shutdown, is_caught_up=caught_up))
+    now = apply_all(image, records).brokers[broker.broker_id]
+    return Decision(tuple(records), pb.BrokerHeartbeatResponse(is_fenced=now.fenced, should_shutdown=should_shutdown, is_caught_up=caught_up), entry_starts)
+
+
+def _controlled_shutdown_step(image: MetadataImage, broker: BrokerImage) -> tuple[list[Record], bool]:
+    """One heartbeat's share of a controlled shutdown, and whether the broker may stop now.
+
+    The broker heartbeats every 100 ms while it waits, and each heartbeat moves up to
+    PARTITION_CHANGES_PER_ENTRY_MAX of its leaderships and ISR places (leaderships first):
+    a broker in 10,000 ISRs leaves them in bounded entries, as Kafka's controller does,
+    instead of in one entry too large to replicate and apply within Raft's election timeout.
+    The step after the last move fences the broker and lets it stop; a broker left as the
+    last ISR member of a partition stays in that ISR (the partition waits for it, leaderless)."""
+    records: list[Record] = []
+    if not broker.in_controlled_shutdown:
+        records.append(BrokerRegistrationChangeRecord(broker.broker_id, broker.epoch, in_controlled_shutdown=True))
+    moves = changes_removing_broker(apply_all(image, records), broker.broker_id)
+    moves.sort(key=lambda change: change.before.leader != broker.broker_id)  # stable: leaderships first, then ISR places
+    assert all(change.after.leader != broker.broker_id for change in moves), "a broker in controlled shutdown is never elected"
+    for change in moves[:PARTITION_CHANGES_PER_ENTRY_MAX]:
+        change.log("controlled shutdown")
+        records.append(change.record())
+    done = len(moves) <= PARTITION_CHANGES_PER_ENTRY_MAX
+    if done and not broker.fenced:
+        records.append(FenceBrokerRecord(broker.broker_id, broker.epoch))
+    if records:  # the heartbeats that follow (the broker keeps sending them while it stops) change nothing: not logged
+        log.info("controlled shutdown step", broker_id=broker.broker_id, broker_epoch=broker.epoch, partitions_moved=min(len(moves), PARTITION_CHANGES_PER_ENTRY_MAX),
+                 partitions_left=max(0, len(moves) - PARTITION_CHANGES_PER_ENTRY_MAX), may_stop=done)
+    return records, done
 
 
 def expired_broker_fencing(image: MetadataImage, heartbeats: BrokerHeartbeatManager, now_ms: int) -> Decision[int | None]:
-    """Fence the first unfenced broker whose session ran out (one per entry, so partition
+    """Fence the first unfenced broker whose session ran out (one per decision, so partition
     changes are computed on the image that includes the previous fence). The response is the
     fenced broker id."""
     unfenced = [b.broker_id for b in image.brokers.values() if not b.fenced]
     for broker_id in heartbeats.expired(unfenced, now_ms):
         since = heartbeats.since_last_contact_ms(broker_id, now_ms)
         log.warning("fencing broker: session expired", broker_id=broker_id, broker_epoch=image.brokers[broker_id].epoch, since_last_heartbeat_ms=since)
-        return Decision(tuple(fence_records(image, image.brokers[broker_id], "session expired")), broker_id)
+        return _fencing(image, image.brokers[broker_id], "session expired", broker_id)
     return Decision((), None)
 
 
@@ -166,7 +194,7 @@ def disconnected_broker_fencing(image: MetadataImage, broker_id: int, broker_epo
     if broker is None or broker.epoch != broker_epoch or broker.fenced or broker.in_controlled_shutdown:
         return Decision((), False)
     log.warning("fencing broker: its session connection closed", broker_id=broker_id, broker_epoch=broker_epoch)
-    return Decision(tuple(fence_records(image, broker, "session connection closed")), True)
+    return _fencing(image, broker, "session connection closed", True)
 
 
 def _ineligible(image: MetadataImage, replica: pb.AlterPartitionRequest.NewIsrReplica) -> str | None:

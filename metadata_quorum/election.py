@@ -29,7 +29,10 @@ from metadata_quorum.records import BrokerIds, PartitionChangeRecord
 log = structlog.get_logger("controller")
 
 _CHANGED_FIELDS = ("leader", "isr", "replicas", "adding_replicas", "removing_replicas")
-PREFERRED_ELECTIONS_PER_ENTRY_MAX = 1000  # as Kafka's controller: bounds one entry's size
+# Partition changes one decision puts in one Raft entry (preferred elections, a controlled
+# shutdown's moves), as Kafka's controller bounds its batches: an entry must replicate and
+# apply well within the Raft election timeout on a busy machine.
+PARTITION_CHANGES_PER_ENTRY_MAX = 1000
 
 
 @dataclass(frozen=True)
@@ -162,7 +165,7 @@ def changes_electing_offline(image: MetadataImage, topics: Collection[str] | Non
     return out
 
 
-def rebalance_leaders(image: MetadataImage, changes_max: int = PREFERRED_ELECTIONS_PER_ENTRY_MAX) -> Decision[int]:
+def rebalance_leaders(image: MetadataImage, changes_max: int = PARTITION_CHANGES_PER_ENTRY_MAX) -> Decision[int]:
     """Automatic leader rebalancing (``auto.leader.rebalance.enable``): one entry moving up to
     ``changes_max`` partitions back to their first replica where it is a usable in-sync
     replica but does not lead. The response is how many partitions it moves."""

@@ -1,9 +1,15 @@
 """The metadata image: an immutable view of cluster metadata at one metadata offset.
 
 An image is made of sub-images (topics with their partitions, brokers, topic configs) in
-read-only maps. It never changes: replaying records onto it (``delta.MetadataDelta``, Kafka's
-MetadataDelta) builds the next image, which shares every sub-image and map the records did
-not touch with this one. Readers hold an image and never see half a change.
+persistent maps (``immutables.Map``, a hash array mapped trie: CPython's contextvars use the
+same structure). It never changes: replaying records onto it (``delta.MetadataDelta``,
+Kafka's MetadataDelta) builds the next image, which shares every sub-image the records did
+not touch with this one, and most of each map too: setting one key of a persistent map
+copies only the O(log n) path to it, so a change of one partition costs the same on a
+cluster of ten partitions as on one of ten thousand, whether the topic has one partition or
+all of them. Readers hold an image and never see half a change.
+
+The maps iterate in no particular order (as before, readers sort where order matters).
 
 ``image_to_records`` turns an image into snapshot records; ``delta.image_from_snapshot``
 rebuilds it from them.
@@ -11,9 +17,9 @@ rebuilds it from them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from types import MappingProxyType
-from typing import Mapping
+from dataclasses import dataclass
+
+from immutables import Map
 
 from metadata_quorum.records import BrokerIds, ConfigRecord, PartitionRecord, ProducerIdsRecord, Record, RegisterBrokerRecord, TopicRecord
 
@@ -29,7 +35,7 @@ class RecordRejected(Exception):
         self.message = message
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PartitionImage:
     topic: str
     partition: int
@@ -52,14 +58,14 @@ class PartitionImage:
         return tuple(r for r in self.replicas if r not in self.removing_replicas)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TopicImage:
     name: str
     topic_id: str
-    partitions: Mapping[int, PartitionImage]
+    partitions: Map[int, PartitionImage]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class BrokerImage:
     broker_id: int
     epoch: int
@@ -76,21 +82,21 @@ class BrokerImage:
         return not self.fenced and not self.in_controlled_shutdown
 
 
-EMPTY: Mapping = MappingProxyType({})
+EMPTY: Map = Map()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class MetadataImage:
     offset: int
     cluster_id: str
-    topics: Mapping[str, TopicImage] = field(default_factory=lambda: EMPTY)
-    topics_by_id: Mapping[str, TopicImage] = field(default_factory=lambda: EMPTY)
-    brokers: Mapping[int, BrokerImage] = field(default_factory=lambda: EMPTY)
-    configs: Mapping[str, Mapping[str, str]] = field(default_factory=lambda: EMPTY)
+    topics: Map[str, TopicImage] = EMPTY
+    topics_by_id: Map[str, TopicImage] = EMPTY
+    brokers: Map[int, BrokerImage] = EMPTY
+    configs: Map[str, Map[str, str]] = EMPTY  # topic name -> its overrides (topics with none are absent)
     next_producer_id: int = 0
     # Partitions committed for a topic whose TopicRecord has not committed yet (a large topic
     # is created in several entries): by topic id, invisible to every reader until then.
-    pending_partitions: Mapping[str, Mapping[int, PartitionImage]] = field(default_factory=lambda: EMPTY)
+    pending_partitions: Map[str, Map[int, PartitionImage]] = EMPTY
 
     @staticmethod
     def empty(cluster_id: str) -> "MetadataImage":

@@ -21,7 +21,6 @@ from typing import Awaitable, Callable, Sequence
 import grpc
 import structlog
 
-from metadata_quorum.broker_heartbeats import DEFAULT_SESSION_TIMEOUT_MS
 from metadata_quorum.controller_router import CONTROLLER_CHANNEL_OPTIONS, ControllerError, ControllerRouter
 from metadata_quorum.endpoints import Endpoint, grpc_address
 from metadata_quorum.delta import MetadataDelta, image_from_snapshot
@@ -47,9 +46,11 @@ class BrokerLifecycleManager:
         rack: str,
         controller_endpoints: Sequence[Endpoint],
         current_metadata_offset: Callable[[], int],
-        session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
-        heartbeat_interval_ms: int = 500,
+        *,
+        session_timeout_ms: int,
+        heartbeat_interval_ms: int,
     ) -> None:
+        """The timings have no defaults here: ``BrokerConfig`` holds the one default of each."""
         assert heartbeat_interval_ms < session_timeout_ms, "heartbeats must come more often than the session timeout"
         self.broker_id = broker_id
         self.host, self.port, self.rack = host, port, rack

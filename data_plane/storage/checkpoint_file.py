@@ -1,6 +1,10 @@
 """Small text checkpoint files (Kafka's format: a version line, a count line, one entry a line),
 always replaced atomically: write a temp file, fsync it, rename it over the old one, fsync
 the directory. A reader sees the old file or the new one, never half of either.
+
+A write may skip both fsyncs (``durable=False``) only where losing it is harmless: the
+first checkpoint of a file that did not exist, whose reader treats a missing or torn file
+as "rebuild from the log" (a torn one fails the version and count lines).
 """
 
 from __future__ import annotations
@@ -11,17 +15,19 @@ from pathlib import Path
 TopicPartition = tuple[str, int]
 
 
-def write_lines(path: Path, *, version: int, lines: list[str]) -> None:
+def write_lines(path: Path, *, version: int, lines: list[str], durable: bool = True) -> None:
     text = "\n".join([str(version), str(len(lines)), *lines]) + "\n"
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         os.write(fd, text.encode())
-        os.fsync(fd)
+        if durable:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    fsync_dir(path.parent)
+    if durable:
+        fsync_dir(path.parent)
 
 
 def read_lines(path: Path, *, version: int) -> list[str]:

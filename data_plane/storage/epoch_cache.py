@@ -6,7 +6,12 @@ end, where do two logs diverge) are the replication core's, in
 ``data_plane/replication/epoch_history.py``. The entries are (epoch, start_offset) pairs,
 both strictly increasing. The rules follow Kafka's ``LeaderEpochFileCache``. The arithmetic
 is plain list work; with a path, every change is written to ``leader-epoch-checkpoint``
-atomically (temp file, fsync, rename) in Kafka's checkpoint format::
+atomically (temp file, fsync, rename) in Kafka's checkpoint format, except that the first
+checkpoint of a log that had none is written without fsyncs: a crash can only lose it
+whole or tear it, and the log then rebuilds its cache from its batches, as it does for a
+missing checkpoint (``partition_log._load_epochs``). That first write is what a replica
+becoming leader of a new partition pays, so creating thousands of partitions no longer
+costs two fsyncs per led partition::
 
     0            <- version
     2            <- number of entries
@@ -33,6 +38,7 @@ class LeaderEpochCache:
     def __init__(self, path: Path | None = None, entries: list[tuple[int, int]] | None = None) -> None:
         self.path = path
         self._entries: list[tuple[int, int]] = list(entries or [])
+        self._on_disk = path is not None and path.exists()  # a checkpoint exists: every write must be durable
         self._check()
 
     @classmethod
@@ -100,4 +106,5 @@ class LeaderEpochCache:
     def _persist(self) -> None:
         self._check()
         if self.path is not None:
-            write_lines(self.path, version=0, lines=[f"{e} {o}" for e, o in self._entries])
+            write_lines(self.path, version=0, lines=[f"{e} {o}" for e, o in self._entries], durable=self._on_disk)
+            self._on_disk = True

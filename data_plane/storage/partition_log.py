@@ -95,6 +95,9 @@ class PartitionLog:
         self._unflushed_records = 0
         self._first_unflushed_ms: int | None = None
         self._scrub_at: tuple[int, int] = (self.log_start_offset, 0)  # (segment base, position) verified next
+        # Created empty by this process and never written to: a crash can only lose it whole,
+        # which loses nothing, so closing it needs no fsync (a broker may close 10,000 such).
+        self._never_written = False
         self._log = log.bind(partition=directory.name)
 
     # ---------------------------------------------------------------- open
@@ -121,7 +124,14 @@ class PartitionLog:
 
     @classmethod
     def _load(cls, directory: Path, settings: LogSettings, clean_shutdown: bool, recovery_point: int) -> "PartitionLog":
-        directory.mkdir(parents=True, exist_ok=True)
+        try:
+            directory.mkdir(parents=True)
+        except FileExistsError:
+            pass
+        else:  # a new replica: nothing on disk to clean up, read or recover (a broker creates thousands at once)
+            plog = cls(directory, settings, [LogSegment.create(directory, 0, settings)], LeaderEpochCache(directory / EPOCH_CHECKPOINT), 0)
+            plog._never_written = True
+            return plog
         _remove_strays(directory)
         bases = sorted(int(p.name[:20]) for p in directory.iterdir() if _SEGMENT_NAME.match(p.name))
         first_untrusted = len(bases) if clean_shutdown else first_segment_to_recover(bases, recovery_point)
@@ -268,6 +278,7 @@ class PartitionLog:
 
     def _write(self, data: memoryview, located: list[tuple[int, BatchHeader]], now_ms: int) -> None:
         """Write runs of batches, one ``write`` per run, rolling a segment between runs when due."""
+        self._never_written = False
         i = 0
         while i < len(located):
             reason = self.active.roll_reason(located[i][1], now_ms)
@@ -593,6 +604,7 @@ class PartitionLog:
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Empty the log and restart it at ``offset`` (a follower far behind the leader's log start)."""
         self._check_online()
+        self._never_written = False
         damage_before = self.damaged_ranges()
         with self._io_guard("truncate"):
             while self.segments:
@@ -648,9 +660,9 @@ class PartitionLog:
     # ---------------------------------------------------------------- lifecycle
 
     def close(self) -> None:
-        """Flush (unless offline) and release the files."""
+        """Flush (unless offline, or created empty and never written) and release the files."""
         try:
-            if not self.is_offline:
+            if not self.is_offline and not self._never_written:
                 self.flush()
         finally:
             for segment in self.segments:

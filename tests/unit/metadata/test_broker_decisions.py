@@ -156,6 +156,33 @@ def test_controlled_shutdown_moves_leaders_then_allows_shutdown():
     assert all(p.leader == 2 and p.isr == (2,) for p in image.topics["t"].partitions.values())
 
 
+def test_controlled_shutdown_moves_in_bounded_entries_leaderships_first(monkeypatch):
+    """A broker in more ISRs than one entry may change leaves them over several heartbeats:
+    each entry holds at most PARTITION_CHANGES_PER_ENTRY_MAX changes, leaderships move
+    before ISR places, and only the heartbeat after the last move fences the broker and lets
+    it stop."""
+    monkeypatch.setattr(bd, "PARTITION_CHANGES_PER_ENTRY_MAX", 3)
+    hb = BrokerHeartbeatManager(SESSION_MS)
+    image = with_topic(cluster((1, 2), hb), "t", 10, 2)
+    led = sum(p.leader == 1 for p in image.topics["t"].partitions.values())
+    assert 3 < led < 10
+    steps = []
+    while True:
+        decision = heartbeat(image, hb, 1, 10, want_shutdown=True)
+        image = commit(image, decision)
+        changes = [r for r in decision.records if type(r).__name__ == "PartitionChangeRecord"]
+        assert len(changes) <= 3
+        steps.append((len(changes), sum(r.leader is not None for r in changes), decision.response.should_shutdown, image.brokers[1].fenced))
+        if decision.response.should_shutdown:
+            break
+        assert len(steps) < 10, steps
+    # 10 changes in entries of 3: leaderships (the first `led` changes) before ISR places
+    assert [n for n, _, _, _ in steps] == [3, 3, 3, 1]
+    assert sum(moved for _, moved, _, _ in steps) == led and all(moved == n for n, moved, _, _ in steps[: led // 3])
+    assert [(stop, fenced) for _, _, stop, fenced in steps] == [(False, False)] * 3 + [(True, True)]
+    assert all(p.leader == 2 and p.isr == (2,) for p in image.topics["t"].partitions.values())
+
+
 def test_controlled_shutdown_of_sole_replica_leaves_partition_offline():
     hb = BrokerHeartbeatManager(SESSION_MS)
     image = with_topic(cluster((1,), hb), "t", 1, 1)

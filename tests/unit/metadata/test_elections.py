@@ -12,6 +12,7 @@ from metadata_quorum import election, topic_admin
 from metadata_quorum.broker_heartbeats import BrokerHeartbeatManager
 from metadata_quorum.delta import apply_all, image_from_snapshot
 from metadata_quorum.image import NO_LEADER, RecordRejected, image_to_records
+from metadata_quorum.decision import Decision
 from metadata_quorum.records import BrokerRegistrationChangeRecord, FenceBrokerRecord, PartitionChangeRecord
 from kraftlog_proto import controller_pb2 as pb
 
@@ -124,7 +125,7 @@ def test_rebalance_is_bounded_per_entry():
     assert election.rebalance_leaders(commit(image, first), changes_max=2).response == 1
 
 
-def test_fencing_moves_every_leadership_and_isr_membership_in_one_entry():
+def test_fencing_moves_every_leadership_and_isr_membership_then_fences():
     hb = BrokerHeartbeatManager(SESSION_MS)
     image = with_topic(cluster((1, 2, 3), hb), "t", 6, 3)
     image = change(image, 5, isr=(1,), leader=1)  # broker 1 is the last in-sync replica here
@@ -132,14 +133,34 @@ def test_fencing_moves_every_leadership_and_isr_membership_in_one_entry():
     heartbeat(image, hb, 3, SESSION_MS + 1)
     decision = bd.expired_broker_fencing(image, hb, SESSION_MS + 1)
     assert decision.response == 1
-    assert type(decision.records[0]) is FenceBrokerRecord
-    assert {r.partition for r in decision.records[1:]} == set(range(6)), "every partition with broker 1 in its ISR changes in the same entry"
+    assert type(decision.records[-1]) is FenceBrokerRecord and len(decision.entries()) == 1
+    assert {r.partition for r in decision.records[:-1]} == set(range(6)), "every partition with broker 1 in its ISR changes"
     after = commit(image, decision)
     for n in range(5):
         p = after.partition("t", n)
         assert 1 not in p.isr and p.leader in (2, 3)
     last = after.partition("t", 5)
     assert (last.leader, last.isr) == (NO_LEADER, (1,)), "the last in-sync replica stays in the ISR"
+
+
+def test_fencing_a_broker_in_many_isrs_commits_in_bounded_entries_fence_last(monkeypatch):
+    """Each entry holds at most PARTITION_CHANGES_PER_ENTRY_MAX records, and every prefix
+    leaves the broker registered and unfenced: a controller that stops between entries leaves
+    a live registration that the next one fences again, moving what is left."""
+    monkeypatch.setattr(bd, "PARTITION_CHANGES_PER_ENTRY_MAX", 4)
+    hb = BrokerHeartbeatManager(SESSION_MS)
+    image = with_topic(cluster((1, 2, 3), hb), "t", 10, 3)
+    heartbeat(image, hb, 2, SESSION_MS + 1)
+    heartbeat(image, hb, 3, SESSION_MS + 1)
+    decision = bd.expired_broker_fencing(image, hb, SESSION_MS + 1)
+    entries = decision.entries()
+    assert [len(e) for e in entries] == [4, 4, 3] and type(entries[-1][-1]) is FenceBrokerRecord
+    halfway = commit(image, Decision(tuple(entries[0]), None))
+    assert not halfway.brokers[1].fenced
+    again = bd.expired_broker_fencing(halfway, hb, SESSION_MS + 1)  # the next controller's turn
+    after = commit(halfway, again)
+    assert after.brokers[1].fenced
+    assert all(1 not in p.isr and p.leader in (2, 3) for p in after.topics["t"].partitions.values())
 
 
 def test_controlled_shutdown_hands_leaderships_to_in_sync_replicas_in_one_entry():

@@ -63,3 +63,31 @@ def test_checkpoint_file_round_trip_and_corruption(tmp_path: Path) -> None:
     path.write_text("0\n3\n0 0\n")
     with pytest.raises(CorruptEpochCheckpointError, match="says 3 entries"):
         LeaderEpochCache.load(path)
+
+
+def test_only_the_first_checkpoint_of_a_new_file_skips_fsync(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Losing or tearing the first checkpoint is harmless (the log rebuilds a missing or
+    unreadable one from its batches); every later write replaces a checkpoint a reader
+    trusts, so it must be durable."""
+    import os
+
+    fsyncs: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (fsyncs.append(fd), real_fsync(fd))[1])
+    path = tmp_path / "leader-epoch-checkpoint"
+    c = LeaderEpochCache(path)
+    c.assign(0, 0)
+    assert path.read_text() == "0\n1\n0 0\n" and fsyncs == []
+    c.assign(1, 5)
+    assert len(fsyncs) == 2  # the temp file and the directory
+    again = LeaderEpochCache.load(path)
+    again.truncate_from_end(5)
+    assert again.entries == [(0, 0)] and len(fsyncs) == 4  # a checkpoint found on disk: durable from the first write
+
+
+@pytest.mark.parametrize("torn", ["", "0\n", "0\n1\n", "0\n1\n3"])
+def test_a_torn_first_checkpoint_is_unreadable_never_wrong(tmp_path: Path, torn: str) -> None:
+    path = tmp_path / "leader-epoch-checkpoint"
+    path.write_text(torn)
+    with pytest.raises(CorruptEpochCheckpointError):
+        LeaderEpochCache.load(path)

@@ -131,3 +131,39 @@ def test_log_manager_checkpoints_high_watermarks_and_deletes(tmp_path: Path) -> 
 @pytest.mark.parametrize("name, parsed", [("orders-0", ("orders", 0)), ("a-b-12", ("a-b", 12)), ("x", None), ("-3", None), ("t-x", None)])
 def test_partition_dir_names(name: str, parsed) -> None:
     assert parse_partition_dir(name) == parsed
+
+
+def test_a_new_log_whose_first_epoch_checkpoint_was_torn_rebuilds_it(log_dir: Path) -> None:
+    """A new log's first epoch checkpoint is written without fsync: a crash may leave it
+    torn even below an fsynced log, and even a clean load must then rebuild the cache from
+    the batches rather than trust it."""
+    plog = PartitionLog.open(log_dir, small_settings(), now_ms=0)
+    assert [p.suffix for p in log_dir.iterdir()] == [".log"]  # a new log: its first segment, nothing else yet
+    fill(plog, 30, epoch=1)
+    plog.close()
+    assert plog.leader_epoch_cache.entries == [(1, 0)]
+    (log_dir / "leader-epoch-checkpoint").write_text("0\n1\n")
+    again = PartitionLog.open(log_dir, small_settings(), now_ms=0, clean_shutdown=True, recovery_point=90)
+    assert again.leader_epoch_cache.entries == [(1, 0)]
+    assert (log_dir / "leader-epoch-checkpoint").read_text() == "0\n1\n1 0\n"
+
+
+def test_closing_a_log_never_written_needs_no_fsync(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A broker that created thousands of replicas and stops before any data arrives closes
+    them without fsyncs (losing an empty new log loses nothing); a log that was written to,
+    even if truncated back to empty since, is flushed as before."""
+    fsyncs: list[int] = []
+    real_fdatasync, real_fsync = os.fdatasync, os.fsync
+    monkeypatch.setattr(os, "fdatasync", lambda fd: (fsyncs.append(fd), real_fdatasync(fd))[1])
+    monkeypatch.setattr(os, "fsync", lambda fd: (fsyncs.append(fd), real_fsync(fd))[1])
+    PartitionLog.open(tmp_path / "new-0", small_settings(), now_ms=0).close()
+    assert fsyncs == []
+    written = PartitionLog.open(tmp_path / "written-0", small_settings(), now_ms=0)
+    fill(written, 1)
+    written.truncate_to(0)
+    assert written.log_end_offset == 0
+    written.close()
+    assert fsyncs
+    fsyncs.clear()
+    PartitionLog.open(tmp_path / "written-0", small_settings(), now_ms=0).close()  # loaded from disk: flushed as before
+    assert fsyncs
