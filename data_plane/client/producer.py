@@ -154,14 +154,15 @@ class Producer:
     def send(
         self,
         topic: str,
-        value: bytes,
+        value: bytes | None,
         key: bytes | None = None,
         headers: Headers | None = None,
         partition: int | None = None,
         timestamp_ms: int | None = None,
         on_delivery: DeliveryCallback | None = None,
     ) -> RecordFuture:
-        """Queues one record; returns a future of its RecordMetadata.
+        """Queues one record; returns a future of its RecordMetadata. A None `value` is a
+        tombstone: on a compacted topic the cleaner removes the key after delete.retention.ms.
 
         Blocks only to learn a new topic's partitions or for buffer memory (each up to
         max_block_ms). `on_delivery(error, metadata)` runs on the sender thread once the
