@@ -195,7 +195,7 @@ class Producer:
         return RecordFuture(result.batch, result.index)
 
     def send_batch(
-        self, topic: str, partition: int, values: list[bytes], keys: list[bytes | None] | None = None
+        self, topic: str, partition: int, values: list[bytes | None], keys: list[bytes | None] | None = None
     ) -> concurrent.futures.Future[RecordMetadata]:
         """Queues `values` as one batch for one partition (the bulk fast path).
 
@@ -210,7 +210,7 @@ class Producer:
         count = self._metadata.snapshot.partition_counts.get(topic) or self._wait_for_topic(topic)
         if not 0 <= partition < count:
             raise KraftlogError("UNKNOWN_TOPIC_OR_PARTITION", f"{topic} has partitions 0..{count - 1}, not {partition}")
-        size = sum(map(len, values)) + RECORD_OVERHEAD_BYTES * len(values)
+        size = sum(len(v) for v in values if v is not None) + RECORD_OVERHEAD_BYTES * len(values)
         if keys is not None:
             size += sum(len(k) for k in keys if k is not None)
         if size > self._max_request_size:

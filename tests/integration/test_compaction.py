@@ -9,6 +9,8 @@ so a pass lasts long enough to be caught in the middle.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -130,9 +132,18 @@ def wait_compacted(cluster: TestCluster, topic: str, produced: Produced, brokers
                  what=f"broker {broker}'s replica of {topic} to compact")
 
 
+def kraftlog(cluster: TestCluster, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cli", *args, "--bootstrap", cluster.bootstrap], capture_output=True, timeout=60, text=True)
+
+
 def test_overwrites_and_tombstones_compact_to_the_latest_value_on_every_replica(cluster) -> None:
     topic = "compacted"
-    cluster.create_topic(topic, 1, 3, COMPACTED)
+    configs = [arg for key, value in COMPACTED.items() for arg in ("--config", f"{key}={value}")]
+    refused = kraftlog(cluster, "topics", "create", "bad-policy", "--config", "cleanup.policy=compress")
+    assert refused.returncode != 0 and "compact,delete" in refused.stderr  # the error lists what is accepted
+    created = kraftlog(cluster, "topics", "create", topic, "--partitions", "1", "--replication-factor", "3", *configs)
+    assert created.returncode == 0, created.stderr
+    cluster.wait_topic_ready(topic, 1)
     produced = produce_overwrites(cluster, topic, keys=20, rounds=15, tombstones=5)
     before = replica_records(cluster, cluster.leader(topic, 0), topic)
     assert any("records" in p for p in compaction_problems(before, produced))  # negative control: the raw log fails

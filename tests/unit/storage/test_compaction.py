@@ -213,3 +213,27 @@ def test_retention_runs_unless_the_policy_is_compact_alone(log_dir, policy, dele
         plog.append(encode_batch(list(values), list(keys), timestamps_ms=list(stamps)), assign_offsets=True, leader_epoch=0, now_ms=0)
     assert (plog.apply_retention(NOW) > 0) == deletes
     plog.close()
+
+
+@pytest.mark.parametrize(
+    "key, raw, accepted",
+    [
+        ("cleanup.policy", "compact", True),
+        ("cleanup.policy", "compact,delete", True),
+        ("cleanup.policy", "delete,compact", True),
+        ("cleanup.policy", "compress", False),
+        ("min.cleanable.dirty.ratio", "0.1", True),
+        ("min.cleanable.dirty.ratio", "1.5", False),
+        ("min.cleanable.dirty.ratio", "half", False),
+        ("delete.retention.ms", "-1", False),
+        ("min.compaction.lag.ms", "0", True),
+    ],
+)
+def test_compaction_configs_are_validated(key, raw, accepted):
+    from metadata_quorum.topic_config import InvalidConfigError, validate
+
+    if accepted:
+        assert validate({key: raw}) == {key: str(float(raw)) if key == "min.cleanable.dirty.ratio" else raw}
+    else:
+        with pytest.raises(InvalidConfigError, match=key):
+            validate({key: raw})
