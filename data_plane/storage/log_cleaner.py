@@ -36,7 +36,7 @@ import structlog
 
 from data_plane.record_batch import LOG_APPEND_TIME, BatchHeader, DecodedBatch, decode_batch, encode_batch, set_log_append_time, stamp_batch
 from data_plane.replication.producer_state import SEQUENCE_MAX
-from data_plane.storage.checkpoint_file import fsync_dir, read_lines, write_lines
+from data_plane.storage.checkpoint_file import fsync_dir, read_offset, write_offset
 from data_plane.storage.compaction import CleaningPlan, OffsetMap, SegmentInfo, keep_record, kept_runs
 from data_plane.storage.segment import file_stem, scan_headers
 
@@ -201,15 +201,14 @@ class Throttle:
 def read_cleaned_up_to(directory: Path) -> int:
     """The cleaner checkpoint: offsets below it were cleaned (0 when never, or unreadable)."""
     try:
-        lines = read_lines(directory / CLEANER_CHECKPOINT, version=0)
-        return int(lines[0]) if lines else 0
+        return read_offset(directory / CLEANER_CHECKPOINT)
     except ValueError as exc:
         log.warning("cleaner checkpoint unreadable: cleaning from the log start", partition=directory.name, reason=str(exc))
         return 0
 
 
 def write_cleaned_up_to(directory: Path, offset: int) -> None:
-    write_lines(directory / CLEANER_CHECKPOINT, version=0, lines=[str(offset)])
+    write_offset(directory / CLEANER_CHECKPOINT, offset)
 
 
 def cleaned_path(directory: Path, base_offset: int) -> Path:

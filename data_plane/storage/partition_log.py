@@ -36,7 +36,7 @@ from data_plane.record_batch import (
     validate_batch,
     validate_for_append,
 )
-from data_plane.storage.checkpoint_file import fsync_dir, read_lines, write_lines
+from data_plane.storage.checkpoint_file import fsync_dir, read_offset, write_offset
 from data_plane.storage.damage import DamagedRange, find_resync, read_damage_file, write_damage_file
 from data_plane.storage.epoch_cache import CorruptEpochCheckpointError, LeaderEpochCache
 from data_plane.storage.errors import (
@@ -609,7 +609,7 @@ class PartitionLog:
                 self.segments.pop().delete()
             self.segments.append(LogSegment.create(self.directory, offset, self.settings))
             self.leader_epoch_cache.clear()
-            write_lines(self.directory / LOG_START_CHECKPOINT, version=0, lines=[str(offset)])
+            write_offset(self.directory / LOG_START_CHECKPOINT, offset)
         self._save_damage_if_changed(damage_before)
         self.log_start_offset = self.log_end_offset = self.recovery_point = offset
         self._log.info("truncated fully", log_start_offset=offset)
@@ -692,7 +692,7 @@ class PartitionLog:
         self.flush()
         damage_before = self.damaged_ranges()
         with self._io_guard("advance the log start"):
-            write_lines(self.directory / LOG_START_CHECKPOINT, version=0, lines=[str(offset)])
+            write_offset(self.directory / LOG_START_CHECKPOINT, offset)
             while len(self.segments) > 1 and self.segments[1].base_offset <= offset:
                 self.segments.pop(0).delete()
             self.log_start_offset = offset
@@ -781,8 +781,7 @@ def _read_log_start(directory: Path) -> int:
     """The checkpointed log start (0 when none was ever set, or the file is unreadable: the
     first segment's base then stands, which only shows deleted records again, never loses any)."""
     try:
-        lines = read_lines(directory / LOG_START_CHECKPOINT, version=0)
-        return int(lines[0]) if lines else 0
+        return read_offset(directory / LOG_START_CHECKPOINT)
     except ValueError as exc:
         log.warning("log start checkpoint unreadable: starting at the first segment", partition=directory.name, reason=str(exc))
         return 0
