@@ -597,6 +597,7 @@ class PartitionLog:
             self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self._save_damage_if_changed(damage_before)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self._clean_at_most_to(self.log_end_offset)
         assert self.log_end_offset <= offset, (self.log_end_offset, offset)
         self._log.info("truncated", requested_offset=offset, log_end_offset=self.log_end_offset)
 
@@ -610,6 +611,7 @@ class PartitionLog:
             self.segments.append(LogSegment.create(self.directory, offset, self.settings))
             self.leader_epoch_cache.clear()
             write_offset(self.directory / LOG_START_CHECKPOINT, offset)
+            write_cleaned_up_to(self.directory, offset)
         self._save_damage_if_changed(damage_before)
         self.log_start_offset = self.log_end_offset = self.recovery_point = offset
         self._log.info("truncated fully", log_start_offset=offset)
@@ -652,6 +654,12 @@ class PartitionLog:
         if plan is None:
             return None
         return [SegmentFile(info, s.log_path) for info, s in zip(infos, closed)], plan
+
+    def _clean_at_most_to(self, offset: int) -> None:
+        """After a truncation: what is written again above ``offset`` is dirty."""
+        if read_cleaned_up_to(self.directory) > offset:
+            with self._io_guard("cleaner checkpoint"):
+                write_cleaned_up_to(self.directory, offset)
 
     def install_cleaned(self, result: PassResult) -> int:
         """Swap in the cleaned segments of a pass (oldest first) and checkpoint how far the

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from tests.cluster import TestCluster, local_cluster
 
 pytestmark = pytest.mark.integration
 
+KILLS = 3
 CLEANER_ARGS = ["--cleaner-interval-ms", "200", "--cleaner-io-bytes-per-second", "40000"]
 COMPACTED = {
     "cleanup.policy": "compact",
@@ -157,15 +159,29 @@ def partition_dir(cluster: TestCluster, broker: int, topic: str) -> Path:
     return found
 
 
+def cleaning_since(directory: Path, started: float) -> bool:
+    """A cleaned file written after ``started`` is there (not one a killed process left)."""
+    for path in directory.glob("*.cleaned"):
+        try:
+            if path.stat().st_mtime > started:
+                return True
+        except FileNotFoundError:
+            continue  # installed or deleted meanwhile
+    return False
+
+
 def test_a_broker_killed_while_cleaning_loses_nothing(cluster) -> None:
     topic = "compacted-kill"
     cluster.create_topic(topic, 1, 3, COMPACTED)
-    produced = produce_overwrites(cluster, topic, keys=40, rounds=25, tombstones=5)
+    produced = produce_overwrites(cluster, topic, keys=40, rounds=60, tombstones=5)
     victim = next(b for b in (1, 2, 3) if b != cluster.leader(topic, 0))
     directory = partition_dir(cluster, victim, topic)
-    wait_for(lambda: any(directory.glob("*.cleaned")), timeout_s=60, what=f"broker {victim} to be mid-cleaning")
     node = cluster.broker(victim)
-    cluster.kill(node)  # SIGKILL, cleaned files half written
-    cluster.start_node(node)
+    started = 0.0
+    for _ in range(KILLS):  # SIGKILL while this process's cleaner writes cleaned files, restart, again
+        wait_for(lambda: cleaning_since(directory, started), timeout_s=60, what=f"broker {victim} to be mid-cleaning")
+        cluster.kill(node)
+        started = time.time()
+        cluster.start_node(node)
     wait_compacted(cluster, topic, produced, brokers=(victim,))
     assert compaction_problems(replica_records(cluster, victim, topic), produced) == []

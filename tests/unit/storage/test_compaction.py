@@ -237,3 +237,13 @@ def test_compaction_configs_are_validated(key, raw, accepted):
     else:
         with pytest.raises(InvalidConfigError, match=key):
             validate({key: raw})
+
+
+def test_what_a_truncation_removes_is_dirty_again(log_dir):
+    plog, _ = write_log(log_dir, overwrites(30))
+    cleaned_up_to = clean_fully(plog, 100, horizon_ms=0)
+    plog.truncate_to(cleaned_up_to - 1)
+    assert read_cleaned_up_to(log_dir) <= plog.log_end_offset
+    plog.truncate_fully_and_start_at(5)
+    assert read_cleaned_up_to(log_dir) == 5
+    plog.close()
