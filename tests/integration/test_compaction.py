@@ -18,7 +18,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from data_plane.client import Producer
+from data_plane.client import Consumer, Producer
 from data_plane.record_batch import decode_batches
 from kraftlog_proto import broker_pb2, broker_pb2_grpc, common_pb2
 from server_common.waiting import wait_for
@@ -152,6 +152,19 @@ def test_overwrites_and_tombstones_compact_to_the_latest_value_on_every_replica(
     wait_compacted(cluster, topic, produced)
     for broker in (1, 2, 3):  # and no cleaned file is left lying around
         assert not list(partition_dir(cluster, broker, topic).glob("*.cleaned"))
+    leader_view = replica_records(cluster, cluster.leader(topic, 0), topic)
+    assert consume_all(cluster, topic, leader_view[-1][0] + 1) == leader_view  # consumers step over the gaps
+
+
+def consume_all(cluster: TestCluster, topic: str, end: int) -> list[tuple[int, bytes, bytes | None]]:
+    """What the Python consumer reads of partition 0 from the beginning up to ``end``."""
+    got: list[tuple[int, bytes, bytes | None]] = []
+    with Consumer(cluster.bootstrap) as consumer:
+        consumer.assign([(topic, 0)])
+        consumer.seek_to_beginning()
+        wait_for(lambda: bool(got.extend((r.offset, r.key, r.value) for r in consumer.poll(200))) or consumer.position((topic, 0)) >= end,
+                 timeout_s=30, what=f"the consumer to read {topic} to offset {end}")
+    return got
 
 
 def partition_dir(cluster: TestCluster, broker: int, topic: str) -> Path:
