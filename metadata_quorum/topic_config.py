@@ -33,6 +33,10 @@ def _one_of(*choices: str) -> Callable[[object], str | None]:
     return lambda v: None if v in choices else f"must be one of {', '.join(choices)}"
 
 
+def _between(low: float, high: float) -> Callable[[object], str | None]:
+    return lambda v: None if low <= v <= high else f"must be between {low} and {high}"  # type: ignore[operator]
+
+
 DAY_MS = 24 * 3600 * 1000
 
 TOPIC_CONFIG_KEYS: dict[str, ConfigKey] = {
@@ -50,7 +54,10 @@ TOPIC_CONFIG_KEYS: dict[str, ConfigKey] = {
         ConfigKey("min.insync.replicas", int, 1, "acks=all writes fail with NOT_ENOUGH_REPLICAS while the ISR is smaller than this.", _at_least(1)),
         ConfigKey("unclean.leader.election.enable", bool, False, "Elect a replica outside the ISR when no in-sync replica is alive (may lose committed data)."),
         ConfigKey("message.timestamp.type", str, "CreateTime", "CreateTime keeps the producer's timestamps; LogAppendTime stamps the broker's clock.", _one_of("CreateTime", "LogAppendTime")),
-        ConfigKey("cleanup.policy", str, "delete", "How old data goes: delete (time/size retention).", _one_of("delete")),
+        ConfigKey("cleanup.policy", str, "delete", "How old data goes: delete (time/size retention), compact (keep the latest record of each key), or compact,delete (both).", _one_of("delete", "compact", "compact,delete", "delete,compact")),
+        ConfigKey("delete.retention.ms", int, DAY_MS, "Compacted topics: how long a tombstone (null value) stays readable before the cleaner may remove it.", _at_least(0)),
+        ConfigKey("min.compaction.lag.ms", int, 0, "Compacted topics: a record stays uncompacted at least this long after its segment's newest timestamp.", _at_least(0)),
+        ConfigKey("min.cleanable.dirty.ratio", float, 0.5, "Compacted topics: clean a partition once the uncleaned part is at least this fraction of its closed segments.", _between(0.0, 1.0)),
         ConfigKey("compression.type", str, "producer", "Codec the broker uses for batches it encodes itself (simple-records path): producer/none keep them uncompressed, lz4 or zstd compresses.", _one_of("producer", "none", "lz4", "zstd")),
     ]
 }
@@ -79,6 +86,11 @@ def parse_value(key: str, raw: str) -> object:
             value = int(raw)
         except ValueError:
             raise InvalidConfigError(f"config '{key}' must be an integer, got '{raw}'") from None
+    elif spec.type is float:
+        try:
+            value = float(raw)
+        except ValueError:
+            raise InvalidConfigError(f"config '{key}' must be a number, got '{raw}'") from None
     else:
         value = raw
     problem = spec.check(value)

@@ -72,8 +72,6 @@ class _Rows:
         self.partitions = _column(batch, "partition")
         self.headers = _column(batch, "headers")
         self.default_topic = default_topic
-        if None in self.values:
-            raise ValueError("column 'value' holds a null: the producer writes no tombstones; filter or fill nulls first")
 
     def topic(self, i: int) -> str:
         topic = (self.topics[i] if self.topics else None) or self.default_topic
@@ -101,11 +99,11 @@ def _column(batch: pa.RecordBatch, name: str) -> list | None:
     return column.to_pylist()
 
 
-def _chunks(values: list[bytes], keys: list[bytes | None] | None) -> Iterator[tuple[int, int]]:
+def _chunks(values: list[bytes | None], keys: list[bytes | None] | None) -> Iterator[tuple[int, int]]:
     """[start, end) row ranges of at most CHUNK_BYTES each (a larger row goes alone)."""
     start, size = 0, 0
     for i, value in enumerate(values):
-        row = RECORD_OVERHEAD_BYTES + len(value) + (len(keys[i]) if keys and keys[i] is not None else 0)
+        row = RECORD_OVERHEAD_BYTES + (len(value) if value is not None else 0) + (len(keys[i]) if keys and keys[i] is not None else 0)
         if size + row > CHUNK_BYTES and i > start:
             yield start, i
             start, size = i, 0

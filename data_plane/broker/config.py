@@ -62,6 +62,9 @@ class BrokerConfig:
     flush_check_interval_ms: int = 1000
     scrub_interval_ms: int = 1000
     scrub_bytes_per_second: int = 8 * MIB  # background CRC verification of stored batches; 0: off
+    cleaner_interval_ms: int = 15000  # how often the log cleaner looks for compacted logs due a pass
+    cleaner_io_bytes_per_second: int = 32 * MIB  # the cleaner's read rate (its I/O bound)
+    cleaner_map_entries: int = 500_000  # keys one cleaning pass maps (its memory bound)
     fetch_max_wait_ms_cap: int = 30000
     controlled_shutdown_timeout_s: float = 30.0
     topic_defaults: dict[str, str] = field(default_factory=dict)
@@ -89,6 +92,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-format", choices=["console", "json"], default="console", help="console: lines for people, json: one object per line (default: %(default)s)")
     parser.add_argument("--scrub-bytes-per-second", type=int, default=BrokerConfig.scrub_bytes_per_second,
                         help="rate of the background CRC check of stored batches (0: off)")
+    parser.add_argument("--cleaner-interval-ms", type=int, default=BrokerConfig.cleaner_interval_ms,
+                        help="how often the log cleaner looks for compacted partitions due a pass (default: %(default)s)")
+    parser.add_argument("--cleaner-io-bytes-per-second", type=int, default=BrokerConfig.cleaner_io_bytes_per_second,
+                        help="the log cleaner's read rate, so cleaning leaves the disk to produce and fetch (default: %(default)s)")
+    parser.add_argument("--cleaner-map-entries", type=int, default=BrokerConfig.cleaner_map_entries,
+                        help="keys one cleaning pass holds in memory; more keys take more passes (default: %(default)s)")
 
 
 def from_args(args: argparse.Namespace) -> BrokerConfig:
@@ -110,4 +119,7 @@ def from_args(args: argparse.Namespace) -> BrokerConfig:
         unsafe=UnsafeBehaviour(args.unsafe_testing) if args.unsafe_testing else None,
         retention_check_interval_ms=args.retention_check_interval_ms,
         scrub_bytes_per_second=args.scrub_bytes_per_second,
+        cleaner_interval_ms=args.cleaner_interval_ms,
+        cleaner_io_bytes_per_second=args.cleaner_io_bytes_per_second,
+        cleaner_map_entries=args.cleaner_map_entries,
     )

@@ -1,4 +1,4 @@
-"""Work on every log of the broker that no request asks for: retention, flushes, the CRC
+"""Work on every log of the broker that no request asks for: retention, log compaction, flushes, the CRC
 scrub, and carrying out damage repair (which ranges wait for a copy, from whom, writing the
 copy in, declaring a range lost). Timers in ``server.py`` and the `DamageRepairer` call it;
 a log that fails here goes offline through the replica manager like anywhere else.
@@ -6,12 +6,14 @@ a log that fails here goes offline through the replica manager like anywhere els
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
 import structlog
 
 from data_plane.broker.partition import Partition
 from data_plane.storage import CorruptBatchError, DamagedRange, StorageError
+from data_plane.storage.log_cleaner import CleaningPass, Throttle, discard
 
 if TYPE_CHECKING:
     from data_plane.broker.replica_manager import ReplicaManager
@@ -40,6 +42,44 @@ class LogMaintenance:
             if deleted:
                 self._log.info("retention deleted segments", **partition.fields(), segments=deleted,
                                log_start_offset=partition.log_start_offset)
+
+    async def run_cleaner(self) -> None:
+        """The broker's log cleaner: every ``cleaner_interval_ms``, one pass over each compacted
+        partition that is due (see ``PartitionLog.cleaning_candidates``)."""
+        while True:
+            await asyncio.sleep(self.config.cleaner_interval_ms / 1000)  # a timer, not a wait for a condition
+            for partition in self._online():
+                try:
+                    await self.clean(partition)
+                except Exception:  # one log's failure must not stop the cleaner for the others
+                    self._log.exception("log cleaning pass failed; retried next interval", **partition.fields())
+
+    async def clean(self, partition: Partition) -> None:
+        """One cleaning pass: the files are read and written in a worker thread (appends and
+        fetches go on meanwhile), the cleaned segments are swapped in on the loop."""
+        now = self._replicas.clock_ms()
+        plog = partition.log
+        due = plog.cleaning_candidates(partition.high_watermark, now)
+        if due is None:
+            return
+        segments, plan = due
+        cleaning = CleaningPass(
+            plog.directory, segments, plan, map_entries=self.config.cleaner_map_entries,
+            tombstone_horizon_ms=now - plog.settings.delete_retention_ms,
+            throttle=Throttle(self.config.cleaner_io_bytes_per_second),
+        )
+        result = await asyncio.to_thread(cleaning.run)
+        if partition.log is not plog or plog.is_offline:
+            discard(result.cleaned)
+            return
+        try:
+            installed = plog.install_cleaned(result)
+        except StorageError as exc:
+            self._replicas.take_offline(partition, exc)
+            return
+        self._log.info("log cleaned", **partition.fields(), dirty_ratio=round(plan.dirty_ratio, 3),
+                       segments=installed, cleaned_up_to=result.cleaned_up_to, bytes_read=result.bytes_read,
+                       records_kept=result.records_kept, records_removed=result.records_removed)
 
     def run_flush(self) -> None:
         now = self._replicas.clock_ms()

@@ -154,14 +154,15 @@ class Producer:
     def send(
         self,
         topic: str,
-        value: bytes,
+        value: bytes | None,
         key: bytes | None = None,
         headers: Headers | None = None,
         partition: int | None = None,
         timestamp_ms: int | None = None,
         on_delivery: DeliveryCallback | None = None,
     ) -> RecordFuture:
-        """Queues one record; returns a future of its RecordMetadata.
+        """Queues one record; returns a future of its RecordMetadata. A None `value` is a
+        tombstone: on a compacted topic the cleaner removes the key after delete.retention.ms.
 
         Blocks only to learn a new topic's partitions or for buffer memory (each up to
         max_block_ms). `on_delivery(error, metadata)` runs on the sender thread once the
@@ -194,7 +195,7 @@ class Producer:
         return RecordFuture(result.batch, result.index)
 
     def send_batch(
-        self, topic: str, partition: int, values: list[bytes], keys: list[bytes | None] | None = None
+        self, topic: str, partition: int, values: list[bytes | None], keys: list[bytes | None] | None = None
     ) -> concurrent.futures.Future[RecordMetadata]:
         """Queues `values` as one batch for one partition (the bulk fast path).
 
@@ -209,7 +210,7 @@ class Producer:
         count = self._metadata.snapshot.partition_counts.get(topic) or self._wait_for_topic(topic)
         if not 0 <= partition < count:
             raise KraftlogError("UNKNOWN_TOPIC_OR_PARTITION", f"{topic} has partitions 0..{count - 1}, not {partition}")
-        size = sum(map(len, values)) + RECORD_OVERHEAD_BYTES * len(values)
+        size = sum(len(v) for v in values if v is not None) + RECORD_OVERHEAD_BYTES * len(values)
         if keys is not None:
             size += sum(len(k) for k in keys if k is not None)
         if size > self._max_request_size:

@@ -36,9 +36,10 @@ RECORD_OVERHEAD_BYTES = 16
 HEADER_OVERHEAD_BYTES = 8
 
 
-def record_size_bytes(value: bytes, key: bytes | None, headers: Headers | None) -> int:
-    """The estimated space a record takes in a batch and in buffer memory."""
-    size = RECORD_OVERHEAD_BYTES + len(value)
+def record_size_bytes(value: bytes | None, key: bytes | None, headers: Headers | None) -> int:
+    """The estimated space a record takes in a batch and in buffer memory (a null value, a
+    tombstone for compacted topics, takes none)."""
+    size = RECORD_OVERHEAD_BYTES + (len(value) if value is not None else 0)
     if key is not None:
         size += len(key)
     if headers:

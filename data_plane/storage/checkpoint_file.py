@@ -42,6 +42,17 @@ def read_lines(path: Path, *, version: int) -> list[str]:
     return lines
 
 
+def write_offset(path: Path, offset: int) -> None:
+    """A checkpoint of one offset (the log start, the cleaner's cleaned-up-to)."""
+    write_lines(path, version=0, lines=[str(offset)])
+
+
+def read_offset(path: Path) -> int:
+    """The offset ``write_offset`` wrote; 0 when the file is missing; ValueError when unreadable."""
+    lines = read_lines(path, version=0)
+    return int(lines[0]) if lines else 0
+
+
 def write_offsets(path: Path, offsets: dict[TopicPartition, int]) -> None:
     """``topic partition offset`` lines (recovery points, high watermarks)."""
     write_lines(path, version=0, lines=[f"{t} {p} {o}" for (t, p), o in sorted(offsets.items())])

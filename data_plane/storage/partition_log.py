@@ -36,7 +36,7 @@ from data_plane.record_batch import (
     validate_batch,
     validate_for_append,
 )
-from data_plane.storage.checkpoint_file import fsync_dir, read_lines, write_lines
+from data_plane.storage.checkpoint_file import fsync_dir, read_offset, write_offset
 from data_plane.storage.damage import DamagedRange, find_resync, read_damage_file, write_damage_file
 from data_plane.storage.epoch_cache import CorruptEpochCheckpointError, LeaderEpochCache
 from data_plane.storage.errors import (
@@ -47,6 +47,16 @@ from data_plane.storage.errors import (
     UnexpectedAppendOffsetError,
 )
 from data_plane.storage.index_file import floor_slot
+from data_plane.storage.compaction import CleaningPlan, SegmentInfo, plan_cleaning
+from data_plane.storage.log_cleaner import (
+    CLEANED_SUFFIX,
+    PassResult,
+    SegmentFile,
+    discard,
+    install_cleaned_file,
+    read_cleaned_up_to,
+    write_cleaned_up_to,
+)
 from data_plane.storage.recovery import first_segment_to_recover, recover_segments
 from data_plane.storage.retention import segments_to_delete
 from data_plane.storage.segment import LogSegment, UnparsableBatchError, scan_headers
@@ -598,6 +608,7 @@ class PartitionLog:
             self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self._save_damage_if_changed(damage_before)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self._clean_at_most_to(self.log_end_offset)
         assert self.log_end_offset <= offset, (self.log_end_offset, offset)
         self._log.info("truncated", requested_offset=offset, log_end_offset=self.log_end_offset)
 
@@ -611,14 +622,16 @@ class PartitionLog:
                 self.segments.pop().delete()
             self.segments.append(LogSegment.create(self.directory, offset, self.settings))
             self.leader_epoch_cache.clear()
-            write_lines(self.directory / LOG_START_CHECKPOINT, version=0, lines=[str(offset)])
+            write_offset(self.directory / LOG_START_CHECKPOINT, offset)
+            write_cleaned_up_to(self.directory, offset)
         self._save_damage_if_changed(damage_before)
         self.log_start_offset = self.log_end_offset = self.recovery_point = offset
         self._log.info("truncated fully", log_start_offset=offset)
 
     def apply_retention(self, now_ms: int) -> int:
-        """Delete whole old segments by ``retention.ms`` / ``retention.bytes``; returns how many."""
-        if self.is_offline:
+        """Delete whole old segments by ``retention.ms`` / ``retention.bytes`` (unless the policy is
+        ``compact`` alone); returns how many."""
+        if self.is_offline or not self.settings.deletes:
             return 0
         segments = [(segment.size_bytes, segment.max_timestamp) for segment in self.segments]
         doomed = segments_to_delete(segments, now_ms, self.settings.retention_ms, self.settings.retention_bytes)
@@ -636,6 +649,57 @@ class PartitionLog:
             self._log.info("retention deleted segments", segments=doomed, log_start_offset=self.log_start_offset)
         return doomed
 
+    # ---------------------------------------------------------------- compaction
+
+    def cleaning_candidates(self, high_watermark: int, now_ms: int) -> tuple[list[SegmentFile], CleaningPlan] | None:
+        """The closed segments and the cleaning plan when this compacted log is due a pass
+        (nothing when offline, not compacted, damaged, or not dirty enough)."""
+        if self.is_offline or not self.settings.compacted or self.damaged_ranges():
+            return None
+        closed = self.segments[:-1]
+        infos = [
+            SegmentInfo(s.base_offset, nxt.base_offset, s.size_bytes, s.max_timestamp) for s, nxt in zip(closed, self.segments[1:])
+        ]
+        cleaned_up_to = max(read_cleaned_up_to(self.directory), self.log_start_offset)
+        plan = plan_cleaning(infos, cleaned_up_to, high_watermark, now_ms, self.settings.min_compaction_lag_ms,
+                             self.settings.min_cleanable_dirty_ratio)
+        if plan is None:
+            return None
+        return [SegmentFile(info, s.log_path) for info, s in zip(infos, closed)], plan
+
+    def _clean_at_most_to(self, offset: int) -> None:
+        """After a truncation: what is written again above ``offset`` is dirty."""
+        if read_cleaned_up_to(self.directory) > offset:
+            with self._io_guard("cleaner checkpoint"):
+                write_cleaned_up_to(self.directory, offset)
+
+    def install_cleaned(self, result: PassResult) -> int:
+        """Swap in the cleaned segments of a pass (oldest first) and checkpoint how far the
+        log is clean; a segment deleted, truncated or damaged meanwhile keeps its old file and
+        ends the install there. Returns how many were installed. Each swap is one rename; the
+        reopened segment's tail state comes from a header scan of the new file. Cleaned files
+        not installed are deleted."""
+        self._check_online()
+        installed = 0
+        with self._io_guard("install cleaned segments"):
+            for cleaned in result.cleaned:
+                segment = self._segment_at(cleaned.base_offset)
+                unchanged = segment is not None and segment is not self.active and segment.size_bytes == cleaned.old_size
+                if not unchanged or segment.damaged:
+                    break
+                install_cleaned_file(cleaned.path, segment.log_path)
+                segment.release()
+                replacement = LogSegment.open(self.directory, segment.base_offset, self.settings, trusted=True)
+                replacement.seal()
+                self.segments[self.segments.index(segment)] = replacement
+                if self._scrub_at[0] == segment.base_offset:
+                    self._scrub_at = (segment.base_offset, 0)
+                installed += 1
+            discard(result.cleaned[installed:])
+            if installed == len(result.cleaned):
+                write_cleaned_up_to(self.directory, result.cleaned_up_to)
+        return installed
+
     def advance_log_start(self, offset: int) -> None:
         """Make ``offset`` the log start (DeleteRecords): records below it are no longer
         served, segments wholly below it are deleted, and the new start is checkpointed so a
@@ -648,7 +712,7 @@ class PartitionLog:
         self.flush()
         damage_before = self.damaged_ranges()
         with self._io_guard("advance the log start"):
-            write_lines(self.directory / LOG_START_CHECKPOINT, version=0, lines=[str(offset)])
+            write_offset(self.directory / LOG_START_CHECKPOINT, offset)
             while len(self.segments) > 1 and self.segments[1].base_offset <= offset:
                 self.segments.pop(0).delete()
             self.log_start_offset = offset
@@ -716,10 +780,11 @@ def _first_offset(damage: DamagedRange) -> int:
 
 
 def _remove_strays(directory: Path) -> None:
-    """Delete temp files and indexes whose segment is gone (left by a crash mid-operation)."""
+    """Delete temp files, unfinished cleaned segments and indexes whose segment is gone (left by
+    a crash mid-operation)."""
     for path in directory.iterdir():
         orphan_index = path.suffix in (".index", ".timeindex") and not path.with_suffix(".log").exists()
-        if path.suffix == ".tmp" or orphan_index:
+        if path.suffix in (".tmp", CLEANED_SUFFIX) or orphan_index:
             path.unlink()
 
 
@@ -736,8 +801,7 @@ def _read_log_start(directory: Path) -> int:
     """The checkpointed log start (0 when none was ever set, or the file is unreadable: the
     first segment's base then stands, which only shows deleted records again, never loses any)."""
     try:
-        lines = read_lines(directory / LOG_START_CHECKPOINT, version=0)
-        return int(lines[0]) if lines else 0
+        return read_offset(directory / LOG_START_CHECKPOINT)
     except ValueError as exc:
         log.warning("log start checkpoint unreadable: starting at the first segment", partition=directory.name, reason=str(exc))
         return 0

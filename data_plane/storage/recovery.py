@@ -33,7 +33,8 @@ log = structlog.get_logger("storage.recovery")
 def valid_batches(fd: int, file_size: int, first_offset: int, start: int = 0) -> Iterator[tuple[int, BatchHeader]]:
     """(position, header) of the valid batches from file position ``start``, stopping at the first invalid one.
 
-    Batches must be whole, pass ``validate_batch`` and continue the offsets from ``first_offset``.
+    Batches must be whole, pass ``validate_batch`` and go on from ``first_offset`` with
+    increasing offsets (gaps are offsets the log cleaner removed, or a range the leader lost).
     """
     pos, want, expected = start, RECOVERY_CHUNK_BYTES, first_offset
     while pos < file_size:
@@ -44,7 +45,7 @@ def valid_batches(fd: int, file_size: int, first_offset: int, start: int = 0) ->
                 header = validate_batch(chunk, offset)
             except CorruptBatchError:
                 break
-            if header.base_offset != expected:
+            if header.base_offset < expected:
                 return
             yield pos + offset, header
             offset += header.batch_length
@@ -100,14 +101,14 @@ def first_segment_to_recover(bases: list[int], recovery_point: int) -> int:
 def recover_segments(segments: list[LogSegment], first: int, on_batch: Callable[[BatchHeader], None]) -> list[LogSegment]:
     """Recover ``segments[first:]`` (the ones before are trusted); returns the segments to keep.
 
-    After the first segment with a cut tail, or one whose first offset does not continue
-    its predecessor, the later segments are deleted.
+    After the first segment with a cut tail, or one whose first offset is below its
+    predecessor's end (above it is a gap the log cleaner left), the later segments are deleted.
     """
     kept = segments[:first]
     for i in range(first, len(segments)):
         segment = segments[i]
-        if kept and kept[-1].size_bytes and kept[-1].next_offset != segment.base_offset:
-            _delete_from(segments[i:], f"segment {segment.base_offset} does not continue offset {kept[-1].next_offset}")
+        if kept and kept[-1].size_bytes and kept[-1].next_offset > segment.base_offset:
+            _delete_from(segments[i:], f"segment {segment.base_offset} starts below offset {kept[-1].next_offset}")
             break
         cut = recover_segment(segment, on_batch)
         kept.append(segment)

@@ -28,6 +28,9 @@ class LogSettings:
     unclean_leader_election_enable: bool
     cleanup_policy: str
     compression_type: str
+    delete_retention_ms: int
+    min_compaction_lag_ms: int
+    min_cleanable_dirty_ratio: float
 
     @classmethod
     def from_config(cls, effective: Mapping[str, object]) -> "LogSettings":
@@ -43,6 +46,16 @@ class LogSettings:
     @property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == "LogAppendTime"
+
+    @property
+    def compacted(self) -> bool:
+        """Whether the log cleaner keeps only the latest record of each key (``compact`` or ``compact,delete``)."""
+        return "compact" in self.cleanup_policy.split(",")
+
+    @property
+    def deletes(self) -> bool:
+        """Whether retention deletes old segments (``delete`` or ``compact,delete``; not ``compact`` alone)."""
+        return "delete" in self.cleanup_policy.split(",")
 
     @property
     def index_entries_max(self) -> int:

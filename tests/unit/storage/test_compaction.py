@@ -1,0 +1,249 @@
+"""Log compaction: the pure decisions against simple models, and passes over real log files
+(rewrite, install, crash leftovers) checked against a model of which records survive."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from data_plane.record_batch import decode_batches, encode_batch
+from data_plane.storage import PartitionLog
+from data_plane.storage.compaction import OffsetMap, SegmentInfo, keep_record, kept_runs, plan_cleaning
+from data_plane.storage.log_cleaner import CLEANED_SUFFIX, CleaningPass, install_cleaned_file, read_cleaned_up_to
+from tests.unit.storage.conftest import small_settings
+
+NOW = 10_000_000
+
+
+def seg(base: int, end: int, size: int = 100, ts: int = 0) -> SegmentInfo:
+    return SegmentInfo(base, end, size, ts)
+
+
+# ---------------------------------------------------------------- pure core
+
+
+def test_plan_takes_the_dirty_cleanable_prefix():
+    closed = [seg(0, 10), seg(10, 20), seg(20, 30), seg(30, 40)]
+    plan = plan_cleaning(closed, cleaned_up_to=10, high_watermark=40, now_ms=NOW, min_lag_ms=0, min_dirty_ratio=0.5)
+    assert plan is not None and list(plan.dirty_indexes) == [1, 2, 3] and plan.dirty_ratio == 0.75
+
+
+def test_plan_waits_for_the_dirty_ratio():
+    closed = [seg(0, 10), seg(10, 20), seg(20, 30), seg(30, 40)]
+    assert plan_cleaning(closed, 30, 40, NOW, 0, 0.5) is None  # 1/4 dirty
+    assert plan_cleaning(closed, 30, 40, NOW, 0, 0.25) is not None
+    assert plan_cleaning(closed, 40, 40, NOW, 0, 0.0) is None  # nothing dirty
+
+
+def test_plan_stops_at_the_high_watermark_and_the_compaction_lag():
+    closed = [seg(0, 10), seg(10, 20, ts=NOW - 5), seg(20, 30)]
+    assert list(plan_cleaning(closed, 0, 15, NOW, 0, 0.0).dirty_indexes) == [0]  # segment 1 ends above the HW
+    assert list(plan_cleaning(closed, 0, 30, NOW, 10, 0.0).dirty_indexes) == [0]  # segment 1 is too young
+    assert plan_cleaning(closed, 0, 5, NOW, 0, 0.0) is None
+
+
+def test_keep_record_rules():
+    latest = {b"a": 5}
+    assert not keep_record(b"a", b"x", 3, NOW, latest, 0)  # superseded
+    assert keep_record(b"a", b"x", 5, NOW, latest, 0)  # the latest
+    assert keep_record(b"b", b"x", 1, NOW, latest, 0)  # not in this pass's map: latest as far as it knows
+    assert keep_record(None, b"x", 1, NOW, latest, 0)  # no key: nothing supersedes it
+    assert keep_record(b"a", None, 5, 100, latest, 100)  # a tombstone inside delete.retention.ms
+    assert not keep_record(b"a", None, 5, 99, latest, 100)  # an old tombstone goes
+
+
+@given(st.lists(st.booleans(), max_size=30))
+def test_kept_runs_cover_exactly_the_kept_indexes(keep):
+    runs = kept_runs(keep)
+    assert [i for start, stop in runs for i in range(start, stop)] == [i for i, k in enumerate(keep) if k]
+    assert all(stop < next_start for (_, stop), (next_start, _) in zip(runs, runs[1:]))  # maximal runs
+
+
+def test_offset_map_bound():
+    m = OffsetMap(2)
+    m.put_all([b"a", b"b", b"a", None], [0, 1, 2, 3])
+    assert m.latest == {b"a": 2, b"b": 1}
+    assert m.new_keys([b"a", b"c", b"c", None]) == 1 and not m.fits(1) and m.fits(0)
+
+
+# ---------------------------------------------------------------- passes over real files
+
+
+@dataclass(frozen=True)
+class Rec:
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    ts: int
+
+
+def write_log(directory: Path, batches: list[list[tuple[bytes | None, bytes | None, int]]]) -> tuple[PartitionLog, list[Rec]]:
+    plog = PartitionLog.open(directory, small_settings(cleanup_policy="compact", min_cleanable_dirty_ratio=0.0), 0)
+    records: list[Rec] = []
+    for batch in batches:
+        keys, values, stamps = zip(*batch)
+        appended = plog.append(encode_batch(list(values), list(keys), timestamps_ms=list(stamps)), assign_offsets=True, leader_epoch=3, now_ms=0)
+        records += [Rec(appended.first_offset + i, k, v, t) for i, (k, v, t) in enumerate(batch)]
+    return plog, records
+
+
+def read_all(plog: PartitionLog) -> list[Rec]:
+    data = plog.read(plog.log_start_offset, 1 << 30).data
+    return [Rec(o, k, v, t) for b in decode_batches(data) for o, k, v, t in zip(b.offsets, b.keys, b.values, b.timestamps)]
+
+
+def clean_fully(plog: PartitionLog, map_entries: int, horizon_ms: int) -> int:
+    """Passes until none is due; returns the offset cleaned up to."""
+    while (due := plog.cleaning_candidates(plog.log_end_offset, NOW)) is not None:
+        result = CleaningPass(plog.directory, *due, map_entries=map_entries, tombstone_horizon_ms=horizon_ms).run()
+        assert plog.install_cleaned(result) == len(result.cleaned)
+    return read_cleaned_up_to(plog.directory)
+
+
+def survivors(records: list[Rec], cleaned_up_to: int, horizon_ms: int) -> list[Rec]:
+    """The model: below the cleaned offset a keyed record survives when no later record of its
+    key lies below that offset, and it is not a tombstone older than the horizon."""
+
+    def kept(r: Rec) -> bool:
+        if r.offset >= cleaned_up_to or r.key is None:
+            return True
+        if any(o.key == r.key and r.offset < o.offset < cleaned_up_to for o in records):
+            return False
+        return r.value is not None or r.ts >= horizon_ms
+
+    return [r for r in records if kept(r)]
+
+
+record_st = st.tuples(
+    st.sampled_from([b"k1", b"k2", b"k3", b"k4", b"k5", None]),
+    st.one_of(st.none(), st.binary(min_size=1, max_size=40)),
+    st.integers(0, 2000),
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    batches=st.lists(st.lists(record_st, min_size=1, max_size=6), min_size=1, max_size=40),
+    map_entries=st.integers(1, 6),
+    horizon_ms=st.integers(0, 2001),
+)
+def test_passes_keep_exactly_the_model_survivors(tmp_path_factory, batches, map_entries, horizon_ms):
+    plog, records = write_log(tmp_path_factory.mktemp("log") / "t-0", batches)
+    end_before = plog.log_end_offset
+    cleaned_up_to = clean_fully(plog, map_entries, horizon_ms)
+    assert read_all(plog) == survivors(records, cleaned_up_to, horizon_ms)
+    assert cleaned_up_to == plog.active.base_offset  # a finished cleaning covers every closed segment
+    assert plog.log_end_offset == end_before
+    plog.close()
+    reopened = PartitionLog.open(plog.directory, plog.settings, 0)  # recovery accepts the gaps
+    assert read_all(reopened) == survivors(records, cleaned_up_to, horizon_ms)
+    reopened.close()
+
+
+def overwrites(rounds: int) -> list[list[tuple[bytes | None, bytes | None, int]]]:
+    return [[(f"k{i}".encode(), f"r{r}-{i}".encode() * 8, 1000 + r) for i in range(4)] for r in range(rounds)]
+
+
+def test_the_latest_value_of_each_key_and_its_producer_fields_survive(log_dir):
+    plog, records = write_log(log_dir, overwrites(30) + [[(b"k0", None, 5000)]])
+    cleaned_up_to = clean_fully(plog, 100, horizon_ms=0)
+    assert cleaned_up_to > 0
+    assert read_all(plog) == survivors(records, cleaned_up_to, 0)
+    plog.close()
+
+
+def test_a_crash_before_the_install_leaves_the_log_as_it_was(log_dir):
+    plog, records = write_log(log_dir, overwrites(30))
+    result = CleaningPass(log_dir, *plog.cleaning_candidates(plog.log_end_offset, NOW), map_entries=100, tombstone_horizon_ms=0).run()
+    assert result.cleaned and all(c.path.exists() for c in result.cleaned)
+    for segment in plog.segments:  # kill -9: no flush, no close
+        segment.release()
+    reopened = PartitionLog.open(log_dir, plog.settings, 0)
+    assert not list(log_dir.glob(f"*{CLEANED_SUFFIX}"))
+    assert read_all(reopened) == records
+    reopened.close()
+
+
+def test_a_crash_between_installs_loses_no_latest_value(log_dir):
+    plog, records = write_log(log_dir, overwrites(30) + [[(b"k9", b"only", 1)]])
+    due = plog.cleaning_candidates(plog.log_end_offset, NOW)
+    result = CleaningPass(log_dir, *due, map_entries=100, tombstone_horizon_ms=0).run()
+    assert len(result.cleaned) >= 3
+    half = len(result.cleaned) // 2
+    for cleaned in result.cleaned[:half]:
+        install_cleaned_file(cleaned.path, log_dir / cleaned.path.with_suffix(".log").name)
+    for segment in plog.segments:
+        segment.release()
+    reopened = PartitionLog.open(log_dir, plog.settings, 0)
+    read = read_all(reopened)
+    assert set(read) <= set(records)  # only original records, at their original offsets
+    latest = {r.key: r for r in records}
+    assert all(r in read for r in latest.values())
+    assert len(read) < len(records)  # the installed half did remove records
+    reopened.close()
+
+
+def test_half_written_cleaned_file_is_never_read(log_dir):
+    plog, records = write_log(log_dir, overwrites(30))
+    plog.close()
+    (log_dir / f"{0:020d}{CLEANED_SUFFIX}").write_bytes(b"\x00" * 100)
+    reopened = PartitionLog.open(log_dir, plog.settings, 0)
+    assert read_all(reopened) == records and not list(log_dir.glob(f"*{CLEANED_SUFFIX}"))
+    reopened.close()
+
+
+def test_delete_only_policy_is_never_cleaned(log_dir):
+    plog = PartitionLog.open(log_dir, small_settings(min_cleanable_dirty_ratio=0.0), 0)
+    for batch in overwrites(30):
+        keys, values, stamps = zip(*batch)
+        plog.append(encode_batch(list(values), list(keys), timestamps_ms=list(stamps)), assign_offsets=True, leader_epoch=0, now_ms=0)
+    assert plog.cleaning_candidates(plog.log_end_offset, NOW) is None
+    plog.close()
+
+
+@pytest.mark.parametrize("policy, deletes", [("compact", False), ("compact,delete", True), ("delete", True)])
+def test_retention_runs_unless_the_policy_is_compact_alone(log_dir, policy, deletes):
+    plog = PartitionLog.open(log_dir, small_settings(cleanup_policy=policy, retention_ms=1), 0)
+    for batch in overwrites(30):
+        keys, values, stamps = zip(*batch)
+        plog.append(encode_batch(list(values), list(keys), timestamps_ms=list(stamps)), assign_offsets=True, leader_epoch=0, now_ms=0)
+    assert (plog.apply_retention(NOW) > 0) == deletes
+    plog.close()
+
+
+@pytest.mark.parametrize(
+    "key, raw, accepted",
+    [
+        ("cleanup.policy", "compact", True),
+        ("cleanup.policy", "compact,delete", True),
+        ("cleanup.policy", "delete,compact", True),
+        ("cleanup.policy", "compress", False),
+        ("min.cleanable.dirty.ratio", "0.1", True),
+        ("min.cleanable.dirty.ratio", "1.5", False),
+        ("min.cleanable.dirty.ratio", "half", False),
+        ("delete.retention.ms", "-1", False),
+        ("min.compaction.lag.ms", "0", True),
+    ],
+)
+def test_compaction_configs_are_validated(key, raw, accepted):
+    from metadata_quorum.topic_config import InvalidConfigError, validate
+
+    if accepted:
+        assert validate({key: raw}) == {key: str(float(raw)) if key == "min.cleanable.dirty.ratio" else raw}
+    else:
+        with pytest.raises(InvalidConfigError, match=key):
+            validate({key: raw})
+
+
+def test_what_a_truncation_removes_is_dirty_again(log_dir):
+    plog, _ = write_log(log_dir, overwrites(30))
+    cleaned_up_to = clean_fully(plog, 100, horizon_ms=0)
+    plog.truncate_to(cleaned_up_to - 1)
+    assert read_cleaned_up_to(log_dir) <= plog.log_end_offset
+    plog.truncate_fully_and_start_at(5)
+    assert read_cleaned_up_to(log_dir) == 5
+    plog.close()
