@@ -14,7 +14,8 @@ from data_plane import record_batch
 from data_plane.broker.errors import MalformedRequest, PartitionError, to_wire
 from data_plane.replication.errors import ErrorCode
 from data_plane.broker.replica_manager import ReplicaManager
-from data_plane.broker.requests import FetchItem, PartitionAnswer, ProduceItem, ReplicaFetchItem
+from data_plane.broker import fetch_session
+from data_plane.broker.requests import FetchItem, PartitionAnswer, ProduceItem
 from data_plane.storage import DamagedRangeError
 from kraftlog_proto import broker_pb2, broker_pb2_grpc, common_pb2
 from server_common.limits import FETCH_BYTES_MAX_DEFAULT
@@ -236,30 +237,8 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         return await self._init_producer_id()
 
     async def ReplicaFetch(self, request_iterator, context):
-        """One follower broker's stream: each request gets exactly one answer, in order."""
-        async for request in request_iterator:
-            items = [
-                ReplicaFetchItem(p.topic, p.partition, p.fetch_offset, p.last_fetched_epoch, p.current_leader_epoch)
-                for p in request.partitions
-            ]
-            max_bytes = min(request.max_bytes or self.replicas.config.replica_fetch_max_bytes, self.replicas.config.request_max_bytes // 2)
-            results = await self.replicas.reads.replica_fetch(
-                request.replica_id, request.broker_epoch, request.max_wait_ms, request.min_bytes, max_bytes, items
-            )
-            response = broker_pb2.ReplicaFetchResponse()
-            for r in results:
-                out = response.partitions.add(
-                    topic=r.topic,
-                    partition=r.partition,
-                    high_watermark=r.high_watermark,
-                    log_start_offset=r.log_start_offset,
-                    log_end_offset=r.log_end_offset,
-                    batches=r.data,
-                    **_error_fields(r, with_hint=False),
-                )
-                if r.diverging is not None:
-                    out.diverging_epoch.epoch = r.diverging.epoch
-                    out.diverging_epoch.end_offset = r.diverging.end_offset
+        """One follower broker's stream: a fetch session (`fetch_session.py`)."""
+        async for response in fetch_session.serve_stream(self.replicas, request_iterator):
             yield response
 
     async def DescribeLogs(self, request, context):
