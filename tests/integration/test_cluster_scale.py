@@ -7,7 +7,7 @@ partition is in its full ISR); each process's CPU use (percent of one core) and 
 cluster sits idle for IDLE_S; the time for a broker stopped in controlled shutdown to be
 restarted and rejoin every ISR. Goals: create in under 30 s, idle CPU under 10% of a core
 per process, under 4 GiB RSS in total. Wall-clock figures on a shared machine: read them with
-the machine's load (printed too).
+the machine's load, printed beside each figure (1-, 5- and 15-minute load averages).
 """
 
 from __future__ import annotations
@@ -43,6 +43,10 @@ def rss_bytes(pid: int) -> int:
     raise AssertionError(f"no VmRSS for pid {pid}")
 
 
+def load() -> str:
+    return "load average " + " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
 def idle_usage(cluster: TestCluster) -> dict[str, tuple[float, int]]:
     """Per node: (CPU percent of one core over IDLE_S, RSS bytes at the end)."""
     before = {node.name: cpu_ticks(node.pid) for node in cluster.nodes}
@@ -56,20 +60,22 @@ def idle_usage(cluster: TestCluster) -> dict[str, tuple[float, int]]:
 def test_ten_thousand_partitions_at_rf3(tmp_path: Path) -> None:
     names = [f"scale-{i}" for i in range(TOPICS)]
     with local_cluster(tmp_path, controllers=3, brokers=3) as cluster:
-        print(f"\nload average at start: {os.getloadavg()}")
+        print(f"\nat start: {load()}")
         with cluster.controller_client() as client:
             started = time.monotonic()
             for name in names:
                 client.create_topic(name, PARTITIONS_PER_TOPIC, REPLICATION_FACTOR)
             created_s = time.monotonic() - started
+            calls_load = load()
         wait_for(lambda: full_isr(cluster, names), 600, "every partition in its full ISR")
         settled_s = time.monotonic() - started
-        print(f"created {TOPICS} x {PARTITIONS_PER_TOPIC} partitions (RF {REPLICATION_FACTOR}): calls done in {created_s:.1f} s, full ISR after {settled_s:.1f} s")
+        print(f"created {TOPICS} x {PARTITIONS_PER_TOPIC} partitions (RF {REPLICATION_FACTOR}): calls done in {created_s:.1f} s "
+              f"({calls_load}), full ISR after {settled_s:.1f} s ({load()})")
 
         usage = idle_usage(cluster)
         for name, (cpu, rss) in usage.items():
             print(f"idle {name}: {cpu:.1f}% of a core, RSS {rss / 2**20:.0f} MiB")
-        print(f"idle total RSS {sum(rss for _, rss in usage.values()) / 2**30:.2f} GiB; load average {os.getloadavg()}")
+        print(f"idle total RSS {sum(rss for _, rss in usage.values()) / 2**30:.2f} GiB (CPU over {IDLE_S:.0f} s; {load()})")
 
         broker = cluster.brokers[-1]
         started = time.monotonic()
@@ -77,5 +83,6 @@ def test_ten_thousand_partitions_at_rf3(tmp_path: Path) -> None:
         stopped_s = time.monotonic() - started
         cluster.restart(broker)
         wait_for(lambda: full_isr(cluster, names), 600, f"{broker.name} back in every ISR")
-        print(f"{broker.name}: controlled shutdown {stopped_s:.1f} s, restart until every ISR is full again {time.monotonic() - started - stopped_s:.1f} s")
+        print(f"{broker.name}: controlled shutdown {stopped_s:.1f} s, restart until every ISR is full again "
+              f"{time.monotonic() - started - stopped_s:.1f} s ({load()})")
         assert full_isr(cluster, names)
