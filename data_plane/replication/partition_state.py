@@ -138,6 +138,9 @@ class LeaderDecisions:
     completed: tuple[ProduceOutcome, ...] = ()
 
 
+NO_DECISIONS = LeaderDecisions()
+
+
 @dataclass(frozen=True)
 class FetchDecisions:
     """Answer to a follower fetch: how to serve it, plus the leader decisions it caused."""
@@ -280,8 +283,14 @@ class LeaderPartitionState:
         return FetchDecisions(check, self._advance(now_ms, proposal))
 
     def on_tick(self, now_ms: int, replica_lag_time_max_ms: int) -> LeaderDecisions:
-        """Timer: expire delayed produces and propose removing followers that lag."""
+        """Timer: expire delayed produces and propose removing followers that lag. With no
+        produce waiting and no follower to remove, nothing else can have changed since the
+        last event (the HW moves only on events), so an idle leader answers at once: the
+        timer visits every leader of the broker."""
         assert not self._resigned
+        if not self._delayed:
+            proposal = self._maybe_shrink_isr(now_ms, replica_lag_time_max_ms)
+            return NO_DECISIONS if proposal is None else self._advance(now_ms, proposal)
         expired = tuple(d for d in self._delayed if d.deadline_ms <= now_ms)
         self._delayed = [d for d in self._delayed if d.deadline_ms > now_ms]
         timed_out = tuple(ProduceOutcome(d.token, ErrorCode.REQUEST_TIMED_OUT) for d in expired)
