@@ -352,20 +352,22 @@ class ReplicaProgress(_message.Message):
     def __init__(self, broker_id: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., last_caught_up_ms: _Optional[int] = ..., in_sync: _Optional[bool] = ...) -> None: ...
 
 class ReplicaFetchRequest(_message.Message):
-    __slots__ = ("replica_id", "broker_epoch", "max_wait_ms", "min_bytes", "max_bytes", "partitions")
+    __slots__ = ("replica_id", "broker_epoch", "max_wait_ms", "min_bytes", "max_bytes", "partitions", "incremental")
     REPLICA_ID_FIELD_NUMBER: _ClassVar[int]
     BROKER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     MAX_WAIT_MS_FIELD_NUMBER: _ClassVar[int]
     MIN_BYTES_FIELD_NUMBER: _ClassVar[int]
     MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
     PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    INCREMENTAL_FIELD_NUMBER: _ClassVar[int]
     replica_id: int
     broker_epoch: int
     max_wait_ms: int
     min_bytes: int
     max_bytes: int
     partitions: _containers.RepeatedCompositeFieldContainer[ReplicaFetchPartition]
-    def __init__(self, replica_id: _Optional[int] = ..., broker_epoch: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., min_bytes: _Optional[int] = ..., max_bytes: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[ReplicaFetchPartition, _Mapping]]] = ...) -> None: ...
+    incremental: bool
+    def __init__(self, replica_id: _Optional[int] = ..., broker_epoch: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., min_bytes: _Optional[int] = ..., max_bytes: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[ReplicaFetchPartition, _Mapping]]] = ..., incremental: _Optional[bool] = ...) -> None: ...
 
 class ReplicaFetchPartition(_message.Message):
     __slots__ = ("topic", "partition", "fetch_offset", "last_fetched_epoch", "current_leader_epoch", "log_start_offset")

@@ -1,7 +1,7 @@
 """Repairs damaged ranges of this broker's replicas from the other replicas' copies.
 
 Reads and the scrub (``PartitionLog``) find damaged batches and take them out of service;
-this loop, a few times a second while anything is damaged, asks the other replicas for
+this loop, a few times a second while anything is damaged (once a second otherwise), asks the other replicas for
 their copy of each range (the leader first, then in-sync followers) with a ``repair_read``
 Fetch, and hands it to the replica manager, which checks offsets, lengths, epochs and CRCs
 before writing it over the damage. The bytes fit exactly: every replica of a leader epoch
@@ -25,7 +25,10 @@ from kraftlog_proto import broker_pb2, broker_pb2_grpc, common_pb2
 
 log = structlog.get_logger("broker.repair")
 
-REPAIR_INTERVAL_S = 0.2
+REPAIR_INTERVAL_S = 0.2  # between rounds while anything is damaged
+# Between rounds while nothing is: each round looks at every replica of the broker, which on
+# an idle broker with thousands of replicas is most of what it does.
+SCAN_INTERVAL_S = 1.0
 REPAIR_RPC_TIMEOUT_S = 5.0
 
 
@@ -51,7 +54,7 @@ class DamageRepairer:
     async def run(self) -> None:
         """Repair rounds forever (the broker cancels the task on shutdown)."""
         while True:
-            await asyncio.sleep(REPAIR_INTERVAL_S)  # a polling period, not synchronisation
+            await asyncio.sleep(REPAIR_INTERVAL_S if self._reported else SCAN_INTERVAL_S)  # a polling period, not synchronisation
             try:
                 await self.repair_round()
             except asyncio.CancelledError:

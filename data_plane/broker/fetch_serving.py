@@ -1,5 +1,6 @@
 """Reads: consumers' fetches (below the HW), followers' replica fetches (to the LEO, moving
-their progress in the leader core), list offsets, and other replicas' repair reads.
+their progress in the leader core; one partition at a time, for the follower's fetch session
+in `fetch_session.py`), list offsets, and other replicas' repair reads.
 
 Fetches are long polls: a read that has less than ``min_bytes`` to give waits for any of its
 partitions' events (HW moved, log end moved) instead of polling, until ``max_wait_ms``.
@@ -14,11 +15,11 @@ from typing import TYPE_CHECKING, Callable, Iterable
 
 from data_plane.broker.errors import PartitionError
 from data_plane.broker.partition import Partition
-from data_plane.broker.requests import FetchItem, FetchResult, OffsetResult, ReplicaFetchItem, ReplicaFetchResult
+from data_plane.broker.requests import FetchItem, FetchResult, OffsetResult, ReplicaFetchResult
 from data_plane.broker.wakeups import Wakeups, wait_until_woken, woken_by
 from data_plane.replication.divergence import DivergingEpoch, FetchRejected, ServeFrom
 from data_plane.replication.errors import ErrorCode
-from data_plane.replication.partition_state import FollowerFetch
+from data_plane.replication.partition_state import BrokerStatus, FollowerFetch
 from data_plane.storage import StorageError
 
 if TYPE_CHECKING:
@@ -33,20 +34,10 @@ class FetchServing:
         self._replicas = replicas
 
     async def fetch(self, max_wait_ms: int, min_bytes: int, max_bytes: int, items: list[FetchItem]) -> list[FetchResult]:
-        """Long poll: read below the HW until ``min_bytes`` are available or ``max_wait_ms`` passes."""
+        """Long poll: read below the HW until ``min_bytes`` are available or ``max_wait_ms`` passes.
+        (Followers' fetches are long polls of their fetch sessions: `fetch_session.py`.)"""
         return await self._long_poll(
             max_wait_ms, min_bytes, [(i.topic, i.partition) for i in items], lambda: self._read_all(items, max_bytes), Partition.waiter
-        )
-
-    async def replica_fetch(
-        self, replica_id: int, broker_epoch: int, max_wait_ms: int, min_bytes: int, max_bytes: int, items: list[ReplicaFetchItem]
-    ) -> list[ReplicaFetchResult]:
-        """A follower's fetch: serve up to the LEO (not the HW), track its progress, and tell it
-        where its log diverged from ours."""
-        return await self._long_poll(
-            max_wait_ms, min_bytes, [(i.topic, i.partition) for i in items],
-            lambda: self._serve_replica(replica_id, broker_epoch, items, max_bytes),
-            Partition.append_waiter,
         )
 
     async def _long_poll(
@@ -88,44 +79,42 @@ class FetchServing:
                 errors = True
         return results, total, errors
 
-    def _serve_replica(
-        self, replica_id: int, broker_epoch: int, items: list[ReplicaFetchItem], max_bytes: int
-    ) -> tuple[list[ReplicaFetchResult], int, bool]:
-        results: list[ReplicaFetchResult] = []
-        total = 0
-        answer_now = False
-        now = self._replicas.clock_ms()
-        broker = self._replicas.broker_status(replica_id)
-        for item in items:
-            result = ReplicaFetchResult(item.topic, item.partition)
-            results.append(result)
+    def serve_follower(
+        self, topic: str, index: int, fetch: FollowerFetch, broker: BrokerStatus | None, max_bytes: int, now_ms: int
+    ) -> tuple[ReplicaFetchResult, Partition | None, bool]:
+        """One partition of a follower's fetch (through its fetch session): track its progress
+        in the leader core, tell it where its log diverged from ours, or serve records up to
+        the LEO (not the HW), at most ``max_bytes`` (none when 0). Returns the answer, the
+        partition (None if there is no such replica here) and whether records remain unsent
+        for lack of bytes."""
+        result = ReplicaFetchResult(topic, index)
+        try:
+            partition = self._replicas.lookup(topic, index)
+        except PartitionError as exc:
+            self._replicas.fail(result, exc)
+            return result, None, False
+        try:
+            check, ready = partition.on_follower_fetch(fetch, broker, now_ms)
+        except PartitionError as exc:
+            self._replicas.fail(result, exc)
+            return result, partition, False
+        self._replicas.carry_out(partition, ready)
+        result.high_watermark = partition.high_watermark
+        result.log_start_offset = partition.log_start_offset
+        result.log_end_offset = end = partition.log_end_offset
+        if isinstance(check, DivergingEpoch):
+            result.diverging = check
+        elif isinstance(check, FetchRejected):
+            result.error = PartitionError(check.error, f"{partition.name}: fetch offset {fetch.fetch_offset} (last epoch "
+                                          f"{fetch.last_fetched_epoch}) cannot be served from [{result.log_start_offset}, {end}]")
+        elif isinstance(check, ServeFrom) and check.offset < end:
+            if max_bytes <= 0:
+                return result, partition, True
             try:
-                partition = self._replicas.lookup(item.topic, item.partition)
-                fetch = FollowerFetch(replica_id, broker_epoch, item.current_leader_epoch, item.fetch_offset, item.last_fetched_epoch)
-                check, ready = partition.on_follower_fetch(fetch, broker, now)
+                result.data = self._read(partition, check.offset, max_bytes, end)
             except PartitionError as exc:
                 self._replicas.fail(result, exc)
-                answer_now = True
-                continue
-            self._replicas.carry_out(partition, ready)
-            result.high_watermark = partition.high_watermark
-            result.log_start_offset = partition.log_start_offset
-            result.log_end_offset = end = partition.log_end_offset
-            if isinstance(check, DivergingEpoch):
-                result.diverging = check
-                answer_now = True
-            elif isinstance(check, FetchRejected):
-                result.error = PartitionError(check.error, f"{partition.name}: fetch offset {item.fetch_offset} (last epoch "
-                                              f"{item.last_fetched_epoch}) cannot be served from [{result.log_start_offset}, {end}]")
-                answer_now = True
-            elif isinstance(check, ServeFrom) and max_bytes > total and check.offset < end:
-                try:
-                    result.data = self._read(partition, check.offset, max_bytes - total, end)
-                except PartitionError as exc:
-                    self._replicas.fail(result, exc)
-                    answer_now = True
-                total += len(result.data)
-        return results, total, answer_now
+        return result, partition, False
 
     def repair_read(self, items: list[FetchItem]) -> list[FetchResult]:
         """Serve another replica's repair: our own copy from ``offset``, up to our log end,

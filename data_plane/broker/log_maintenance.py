@@ -20,12 +20,18 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("broker.maintenance")
 
+# After a lap of the scrub over every log found nothing left to verify, the next lap waits this
+# long: a lap costs a call per replica even when there is nothing to read, and new records are
+# verified by every read meanwhile.
+SCRUB_REST_MS = 10_000
+
 
 class LogMaintenance:
     def __init__(self, replicas: ReplicaManager) -> None:
         self._replicas = replicas
         self.config = replicas.config
         self._scrub_next = 0  # index (in sorted order) of the partition the scrub works on
+        self._scrub_rest_until_ms = 0
         self._log = log.bind(broker_id=replicas.config.broker_id)
 
     def _online(self) -> list[Partition]:
@@ -92,8 +98,13 @@ class LogMaintenance:
     def run_scrub(self, budget_bytes: int) -> None:
         """Verify the CRCs of up to ``budget_bytes`` more stored bytes: one partition's log
         to its end, then the next one's (round robin), so an idle broker's cost stays flat
-        however many partitions it holds."""
+        however many partitions it holds; a lap that found everything verified rests
+        SCRUB_REST_MS before the next."""
         assert budget_bytes > 0, budget_bytes
+        now = self._replicas.clock_ms()
+        if now < self._scrub_rest_until_ms:
+            return
+        budget_start = budget_bytes
         partitions = self._replicas.partitions
         tps = sorted(partitions)
         for _ in range(len(tps)):
@@ -106,6 +117,8 @@ class LogMaintenance:
             if budget_bytes <= 0:
                 return
             self._scrub_next += 1  # this log is verified to its end (or offline): the next one
+        if budget_bytes == budget_start:  # a whole lap and not a byte left to verify
+            self._scrub_rest_until_ms = now + SCRUB_REST_MS
 
     def damaged(self) -> list[tuple[Partition, DamagedRange]]:
         """Every damaged range still waiting for a copy, on online replicas."""

@@ -1,10 +1,14 @@
 """The follower side of replication: one long-lived ReplicaFetch stream per leader broker.
 
 Kafka runs one fetcher thread per (follower, leader) broker pair carrying every partition
-the two share; here each pair is one asyncio task holding one bidirectional gRPC stream.
-Each round sends one request for all of the pair's partitions (fetch offset = local LEO,
-last fetched epoch = the epoch of the last local record, the leader epoch we follow) and
-gets one answer, which the leader holds back until data arrives or its wait expires.
+the two share; here each pair is one asyncio task holding one bidirectional gRPC stream, and
+the stream is a fetch session (Kafka's KIP-227; the leader's side is `fetch_session.py`). The
+first round names every partition the pair shares (fetch offset = local LEO, last fetched
+epoch = the epoch of the last local record, the leader epoch we follow); afterwards a round
+names only what changed, and what the follower core says to name (`FollowerSession`): an idle
+pair exchanges one empty request and one empty answer per leader wait, and a round looks
+only at the partitions that may have changed. Each answer is held back by the leader until
+data arrives or its wait expires.
 
 What each partition's answer means is decided by the pure follower core
 (`data_plane/replication/follower.py`: stale answers dropped, records appended and the HW
@@ -15,8 +19,9 @@ through the replica manager (`append_as_follower`, `truncate_follower`,
 rules the fetchers are built with (`fetcher_rules`), not checks in the fetch path.
 
 A replica must never stop replicating in silence, so every wait is bounded and explained:
-every metadata change wakes every fetcher (it may change what a round sends even when the
-fetcher's partition set stays the same); a round with nothing to send looks again within
+every metadata change wakes every fetcher and makes its next round look at every partition
+(it may change what a round sends even when the fetcher's partition set stays the same), and
+so does the passing of `RESCAN_S`; a round with nothing to send looks again within
 `fetch_round.IDLE_RECHECK_S`; a partition held back is logged with the reason (and again
 when it is fetched again); a stream whose answer does not come within the leader's wait
 plus `ANSWER_GRACE_S` is treated as broken and reopened; a diverging answer that changes
@@ -42,9 +47,11 @@ from data_plane.replication.divergence import DivergingEpoch
 from data_plane.replication.follower import (
     Append,
     BackOff,
+    FetchPosition,
     FollowerCore,
     FollowerDecision,
     FollowerLog,
+    FollowerSession,
     Ignore,
     LeaderAnswer,
     RestartAt,
@@ -63,17 +70,14 @@ RECONNECT_BACKOFF_S = 0.1
 ANSWER_GRACE_S = 5.0
 
 
-@dataclass(frozen=True)
-class _Sent:
-    """What one partition's request asked, to recognise a stale answer."""
-
-    leader_epoch: int
-    fetch_offset: int
+# The longest a fetcher goes without looking at every partition it fetches (metadata changes
+# make it look at once; this catches what changes some other way: a local log going offline).
+RESCAN_S = 5.0
 
 
 @dataclass
 class LeaderFetcher:
-    """The stream from this broker to one leader broker."""
+    """The stream from this broker to one leader broker: a fetch session (`FollowerSession`)."""
 
     leader_id: int
     address: str
@@ -83,6 +87,10 @@ class LeaderFetcher:
     skipped: dict[TopicPartition, str] = field(default_factory=dict)  # held back, as last logged
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task | None = None
+    session: FollowerSession[TopicPartition] = field(default_factory=FollowerSession)
+    rescan: bool = True  # look at every partition in the next round (metadata changed)
+    replicas_seen: dict[TopicPartition, Partition] = field(default_factory=dict)  # the replica each name was
+    last_scan: float = 0.0
 
     async def run(self) -> None:
         while True:
@@ -112,11 +120,12 @@ class LeaderFetcher:
         config = self.manager.config
         options = [("grpc.max_receive_message_length", config.request_max_bytes)]
         answer_timeout_s = config.replica_fetch_wait_max_ms / 1000 + ANSWER_GRACE_S
+        self.session = FollowerSession()  # a new stream is a new session: it starts with a full list
         async with grpc.aio.insecure_channel(self.address, options=options) as channel:
             call = broker_pb2_grpc.BrokerStub(channel).ReplicaFetch()
             while True:
-                request, sent, idle_s = self._request()
-                if not sent:
+                request, idle_s = self._request()
+                if request is None:
                     await self._pause(idle_s)
                     continue
                 try:
@@ -127,53 +136,87 @@ class LeaderFetcher:
                     raise ConnectionError(f"leader {self.leader_id} did not answer within {answer_timeout_s:.1f}s") from None
                 if response is grpc.aio.EOF:
                     raise ConnectionError(f"leader {self.leader_id} closed the replica fetch stream")
-                self._apply(response, sent)
+                self._apply(response)
 
-    def _request(self) -> tuple[broker_pb2.ReplicaFetchRequest, dict[TopicPartition, _Sent], float]:
-        """This round's request, what it asked per partition, and how long to wait if it asks
-        for nothing."""
-        config = self.manager.config
+    def _examine(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, Partition | str]:
+        """Each partition's local replica, or why it cannot be fetched from this leader now. A
+        replica that is not the one seen before under its name (the topic was recreated)
+        starts the session over: the leader must look it up again."""
+        examined = {tp: self.manager.follower_or_reason(tp, self.leader_id) for tp in tps}
+        for tp, partition in examined.items():
+            if isinstance(partition, Partition) and self.replicas_seen.setdefault(tp, partition) is not partition:
+                self.replicas_seen[tp] = partition
+                self.session = FollowerSession()
+        return examined
+
+    def _request(self) -> tuple[broker_pb2.ReplicaFetchRequest | None, float]:
+        """This round's request (None when the session has nothing to hold or ask), and how
+        long to wait before the next round if there is none.
+
+        A round looks only at the partitions that may have changed: those the session asks
+        about (`FollowerSession.to_examine`) and those whose backoff ended; every partition
+        when the session is new, metadata changed, one looked at left the session, or
+        RESCAN_S passed."""
         now = time.monotonic()
+        ended = {tp for tp, t in self.backoff_until.items() if t <= now}
         self.backoff_until = {tp: t for tp, t in self.backoff_until.items() if t > now and tp in self.partitions}
-        followers = {tp: self.manager.follower_or_reason(tp, self.leader_id) for tp in self.partitions}
-        plan = plan_round({tp: f if isinstance(f, str) else None for tp, f in followers.items()}, self.backoff_until, now)
-        self._log_skips(plan)
+        complete = self.rescan or self.session.is_new or now - self.last_scan >= RESCAN_S
+        examined = self._examine(self.partitions if complete else (self.session.to_examine() | ended) & self.partitions)
+        if not complete and (self.session.is_new or any(isinstance(p, str) and self.session.leaves(tp) for tp, p in examined.items())):
+            complete = True
+            examined = self._examine(self.partitions)
+        if complete:
+            self.rescan, self.last_scan = False, now
+            self.replicas_seen = {tp: p for tp, p in self.replicas_seen.items() if tp in self.partitions}
+        plan = plan_round({tp: p if isinstance(p, str) else None for tp, p in examined.items()}, self.backoff_until, now)
+        self._log_skips(examined.keys(), plan)
+        followers = {tp: p for tp, p in examined.items() if isinstance(p, Partition)}
+        broker_id = self.manager.config.broker_id
+        planned = self.session.plan(
+            {tp: position(p) for tp, p in followers.items()},
+            waiting=followers.keys() - set(plan.send),
+            out_of_isr={tp for tp, p in followers.items() if broker_id not in p.state.isr},
+            complete=complete,
+        )
+        if not planned.partitions and not self.session.holds_any():
+            return None, plan.idle_s
+        config = self.manager.config
         request = broker_pb2.ReplicaFetchRequest(
-            replica_id=config.broker_id,
+            replica_id=broker_id,
             broker_epoch=self.manager.broker_epoch(),
             max_wait_ms=config.replica_fetch_wait_max_ms,
             min_bytes=1,
             max_bytes=config.replica_fetch_max_bytes,
+            incremental=not planned.full,
         )
-        sent: dict[TopicPartition, _Sent] = {}
-        for tp in plan.send:
-            partition = followers[tp]
-            assert isinstance(partition, Partition), (tp, partition)
+        for tp, at in planned.partitions:
             request.partitions.add(
-                topic=tp[0], partition=tp[1], fetch_offset=partition.log_end_offset,
-                last_fetched_epoch=partition.latest_epoch,
-                current_leader_epoch=partition.state.leader_epoch, log_start_offset=partition.log_start_offset,
+                topic=tp[0], partition=tp[1], fetch_offset=at.fetch_offset, last_fetched_epoch=at.last_fetched_epoch,
+                current_leader_epoch=at.leader_epoch, log_start_offset=followers[tp].log_start_offset,
             )
-            sent[tp] = _Sent(partition.state.leader_epoch, partition.log_end_offset)
-        return request, sent, plan.idle_s
+        return request, plan.idle_s
 
-    def _log_skips(self, plan: RoundPlan) -> None:
+    def _log_skips(self, examined: Iterable[TopicPartition], plan: RoundPlan) -> None:
         """Say when a partition stops being fetched, why, and when it is fetched again."""
-        held, resumed = skip_changes(self.skipped, plan)
+        before = {tp: self.skipped.pop(tp) for tp in examined if tp in self.skipped}
+        held, resumed = skip_changes(before, plan)
         for tp, reason in held.items():
             self.manager.log.info("replica fetch holding a partition back", topic=tp[0], partition=tp[1],
                                   leader=self.leader_id, reason=reason)
         for tp in resumed:
             self.manager.log.info("replica fetch resumed", topic=tp[0], partition=tp[1], leader=self.leader_id)
-        self.skipped = dict(plan.skipped)
+        self.skipped = {tp: r for tp, r in self.skipped.items() if tp in self.partitions} | plan.skipped
 
-    def _apply(self, response: broker_pb2.ReplicaFetchResponse, sent: dict[TopicPartition, _Sent]) -> None:
+    def _apply(self, response: broker_pb2.ReplicaFetchResponse) -> None:
         """Ask the follower core what each partition's answer means, and carry that out."""
         for answer in response.partitions:
             tp = (answer.topic, answer.partition)
+            asked = self.session.held(tp)
+            if asked is None:
+                continue  # not in this session (a full list dropped it since)
             partition = self.manager.follower_or_reason(tp, self.leader_id)
-            asked = sent.get(tp)
-            if isinstance(partition, str) or asked is None:
+            if isinstance(partition, str):
+                self.session.answered(tp, None)
                 continue
             decision = self.manager.rules.core.decide(follower_log(partition), leader_answer(answer, asked))
             try:
@@ -182,6 +225,8 @@ class LeaderFetcher:
                     self.manager.replicas.follow_log_start(partition, answer.log_start_offset)
             except PartitionError as exc:  # the local log went offline; the replica manager logged it
                 self.manager.log.error("follower append failed", topic=tp[0], partition=tp[1], error=str(exc))
+                decision = None
+            self.session.answered(tp, decision)
 
     def _carry_out(self, partition: Partition, decision: FollowerDecision) -> None:
         replicas = self.manager.replicas
@@ -208,6 +253,11 @@ class LeaderFetcher:
                 pass  # leadership or the log moved while the answer was in flight
 
 
+def position(partition: Partition) -> FetchPosition:
+    """Where a local replica fetches from: its log end, its last epoch, the leader epoch it follows."""
+    return FetchPosition(partition.log_end_offset, partition.latest_epoch, partition.state.leader_epoch)
+
+
 def follower_log(partition: Partition) -> FollowerLog:
     """The follower core's view of a local replica."""
     return FollowerLog(
@@ -217,7 +267,7 @@ def follower_log(partition: Partition) -> FollowerLog:
     )
 
 
-def leader_answer(answer: broker_pb2.ReplicaFetchPartitionResponse, asked: _Sent) -> LeaderAnswer[bytes]:
+def leader_answer(answer: broker_pb2.ReplicaFetchPartitionResponse, asked: FetchPosition) -> LeaderAnswer[bytes]:
     """One partition of a leader's answer as the follower core's plain values."""
     diverging = answer.diverging_epoch if answer.HasField("diverging_epoch") else None
     return LeaderAnswer(
@@ -316,6 +366,7 @@ class ReplicaFetcherManager:
             if fetcher.partitions != tps:
                 fetcher.partitions = tps
                 fetcher.backoff_until.clear()
+            fetcher.rescan = True
             fetcher.wake.set()
 
     def broker_address(self, leader_id: int) -> str | None:

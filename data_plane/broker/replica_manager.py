@@ -63,6 +63,7 @@ class ReplicaManager:
         self._high_watermarks = logs.read_high_watermarks()
         self._partition_class = partition_class(config.unsafe)
         self._delayed = DelayedProduces(max_delayed_produces)
+        self._with_delayed_produces: dict[TopicPartition, Partition] = {}  # the timer's between sweeps
         self.reads = FetchServing(self)
         self.maintenance = LogMaintenance(self)
         # Set by the server: where ISR proposals go (AlterPartition) and who follows leaders.
@@ -280,6 +281,7 @@ class ReplicaManager:
                 token, future = self._delayed.park()
                 waits.append((result, partition, future))
                 self.carry_out(partition, partition.add_delayed_produce(token, appended.wait_until, now + timeout_ms, now))
+                self._with_delayed_produces[(item.topic, item.partition)] = partition
         if waits:
             await asyncio.wait([future for _, _, future in waits], timeout=timeout_ms / 1000)
             for result, partition, future in waits:
@@ -321,7 +323,8 @@ class ReplicaManager:
     # ------------------------------------------------------------------ timers
 
     def tick(self) -> None:
-        """Expire delayed produces (every tick, for the leaders that have some) and shrink
+        """Expire delayed produces (every tick, for the leaders that have some: those an acks=all
+        produce waited on since, kept aside so a tick does not look at every partition) and shrink
         ISRs of lagging followers (every leader, once per ISR_SWEEP_INTERVAL_MS at most: a
         lag of replica.lag.time.max.ms needs no finer clock than that, so an idle broker
         need not look at thousands of leaders ten times a second)."""
@@ -330,8 +333,9 @@ class ReplicaManager:
         sweep = now - self._last_isr_sweep_ms >= sweep_interval_ms
         if sweep:
             self._last_isr_sweep_ms = now
-        for partition in [p for p in self.partitions.values() if sweep or p.has_delayed_produces]:
+        for partition in list(self.partitions.values() if sweep else self._with_delayed_produces.values()):
             self.carry_out(partition, partition.on_tick(now, self.config.replica_lag_time_max_ms))
+        self._with_delayed_produces = {tp: p for tp, p in self._with_delayed_produces.items() if p.has_delayed_produces}
 
     def high_watermarks(self) -> dict[TopicPartition, int]:
         return {tp: p.high_watermark for tp, p in self.partitions.items()}

@@ -16,6 +16,7 @@ from data_plane.broker.consume_stream import ConsumeStreams
 from data_plane.broker.errors import MalformedRequest, PartitionError, to_wire
 from data_plane.replication.errors import ErrorCode
 from data_plane.broker.replica_manager import ReplicaManager
+from data_plane.broker import fetch_session
 from data_plane.broker.record_deletion import delete_records
 from data_plane.broker.requests import DeleteRecordsItem, FetchItem, PartitionAnswer, ProduceItem, ReplicaFetchItem
 from data_plane.storage import DamagedRangeError
@@ -322,31 +323,13 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         return await self._init_producer_id()
 
     async def ReplicaFetch(self, request_iterator, context):
-        """One follower broker's stream: each request gets exactly one answer, in order."""
-        async for request in request_iterator:
-            try:
-                items = self._replica_fetch_items(request)
-            except MalformedRequest as exc:
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-            max_bytes = min(request.max_bytes or self.replicas.config.replica_fetch_max_bytes, self.replicas.config.request_max_bytes // 2)
-            results = await self.replicas.reads.replica_fetch(
-                request.replica_id, request.broker_epoch, request.max_wait_ms, request.min_bytes, max_bytes, items
-            )
-            response = broker_pb2.ReplicaFetchResponse()
-            for r in results:
-                out = response.partitions.add(
-                    topic=r.topic,
-                    partition=r.partition,
-                    high_watermark=r.high_watermark,
-                    log_start_offset=r.log_start_offset,
-                    log_end_offset=r.log_end_offset,
-                    batches=r.data,
-                    **_error_fields(r, with_hint=False),
-                )
-                if r.diverging is not None:
-                    out.diverging_epoch.epoch = r.diverging.epoch
-                    out.diverging_epoch.end_offset = r.diverging.end_offset
-            yield response
+        """One follower broker's stream: a fetch session (`fetch_session.py`). A request no
+        correct follower sends ends the stream with INVALID_ARGUMENT (the follower reopens it)."""
+        try:
+            async for response in fetch_session.serve_stream(self.replicas, request_iterator, self._replica_fetch_items):
+                yield response
+        except MalformedRequest as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
 
     @staticmethod
     def _replica_fetch_items(request: broker_pb2.ReplicaFetchRequest) -> list[ReplicaFetchItem]:

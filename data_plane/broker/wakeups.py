@@ -3,29 +3,46 @@ not grow with tasks: a fetch over thousands of partitions registers one future w
 partition it reads (a set insertion), instead of starting one task per partition.
 
 A fetch registers before it reads, so a change that lands between its read and its wait
-still wakes it."""
+still wakes it. A follower's fetch session instead watches each partition it holds for as long
+as it holds it (`watch`): one call per change, nothing per round.
+
+`fire` runs on every append and HW move, so it stays cheap: a set swap, then one call per
+waiting fetch and per watching session."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 
 class Wakeups:
-    """The futures of the fetches waiting for one partition's next change."""
+    """The futures of the fetches waiting for one partition's next change, and the fetch
+    sessions watching it."""
 
-    __slots__ = ("_waiting",)
+    __slots__ = ("_waiting", "_watchers")
 
     def __init__(self) -> None:
         self._waiting: set[asyncio.Future] = set()
+        self._watchers: set[Callable[[], None]] = set()
 
     def fire(self) -> None:
-        """Wake every fetch waiting here (each re-checks its own condition)."""
+        """Wake every fetch waiting here (each re-checks its own condition) and tell every
+        watcher."""
         waiting, self._waiting = self._waiting, set()
         for future in waiting:
             if not future.done():
                 future.set_result(None)
+        for watcher in self._watchers:
+            watcher()
+
+    def watch(self, watcher: Callable[[], None]) -> None:
+        """Call ``watcher`` on every change until `unwatch` (it must not watch or unwatch
+        from inside the call)."""
+        self._watchers.add(watcher)
+
+    def unwatch(self, watcher: Callable[[], None]) -> None:
+        self._watchers.discard(watcher)
 
     def register(self, future: asyncio.Future) -> None:
         self._waiting.add(future)

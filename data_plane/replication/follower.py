@@ -223,3 +223,104 @@ def cut_to(log: FollowerLog, offset: int, reason: str, complete: bool) -> Trunca
     if offset < log.log_start_offset:
         return RestartAt(offset, f"{reason}; {offset} is before our log start {log.log_start_offset}")
     return Truncate(offset, reason, complete)
+
+
+# ---------------------------------------------------------------------- the fetch session
+
+Key = TypeVar("Key")
+
+
+class FetchPosition(NamedTuple):
+    """What a fetch tells the leader about one partition: where the follower's log ends, the
+    epoch of its last record, and the leader epoch it follows."""
+
+    fetch_offset: int
+    last_fetched_epoch: int
+    leader_epoch: int
+
+
+class SessionRequest(NamedTuple, Generic[Key]):
+    """One round's request: ``full`` lists every partition of the session (the leader forgets
+    any other), otherwise only those ``partitions`` the leader must hear about."""
+
+    full: bool
+    partitions: tuple[tuple[Key, FetchPosition], ...]
+
+
+def asks_again(decision: FollowerDecision) -> bool:
+    """Whether the next round must name the partition although its position may not have
+    moved: every answer but a clean one (records appended, or only the HW) means the leader's
+    idea of this partition may not match ours, and a leader only serves what it hears about or
+    what changes on its side."""
+    return not isinstance(decision, (Append, SetHighWatermark))
+
+
+class FollowerSession(Generic[Key]):
+    """The follower's half of one ReplicaFetch stream as a fetch session (Kafka's KIP-227):
+    what the leader holds for each partition, and which partitions the next round names.
+
+    The stream opens with a full list; afterwards a round names only the partitions whose
+    position (log end, last epoch, leader epoch) changed, those whose last answer was not a
+    clean one (`asks_again`), and those this broker is not in the ISR of (by its metadata): the
+    leader re-derives an ISR expansion only from a fetch, so a caught-up follower outside the
+    ISR keeps asking every round, as before sessions. Any other partition is left to the
+    leader, which keeps the position and answers when something changes on its side. A
+    partition leaving the session (no longer fetchable from this leader) makes the next round
+    a full list again. Pure: the fetcher (`replica_fetcher.py`) examines its replicas and
+    builds the request; this class decides what it says.
+    """
+
+    def __init__(self) -> None:
+        self._held: dict[Key, FetchPosition] | None = None  # None: a new stream, nothing sent yet
+        self._ask_again: set[Key] = set()
+        self._out_of_isr: set[Key] = set()
+        self._answered: set[Key] = set()
+
+    @property
+    def is_new(self) -> bool:
+        return self._held is None
+
+    def held(self, key: Key) -> FetchPosition | None:
+        """The position the leader holds for ``key`` (what its answers are relative to)."""
+        return self._held.get(key) if self._held is not None else None
+
+    def holds_any(self) -> bool:
+        return bool(self._held)
+
+    def to_examine(self) -> set[Key]:
+        """The partitions a round must look at when it does not look at all of them: the ones
+        answered since the last round (their logs moved) and the ones named every round."""
+        return self._answered | self._ask_again | self._out_of_isr
+
+    def leaves(self, key: Key) -> bool:
+        """Whether ``key`` (examined and found not fetchable from this leader) is one the leader
+        holds: then the next round must be a full one."""
+        return self._held is not None and key in self._held
+
+    def plan(self, positions: dict[Key, FetchPosition], waiting: frozenset[Key] | set[Key],
+             out_of_isr: set[Key], complete: bool) -> SessionRequest[Key]:
+        """The next request. ``positions``: each examined partition that can be fetched from
+        this leader now; ``waiting``: those of them backing off (held, not named); ``out_of_isr``:
+        those this broker is not in the ISR of; ``complete``: every partition of the session
+        was examined (required for a full list)."""
+        assert waiting <= positions.keys() and out_of_isr <= positions.keys(), (waiting, out_of_isr)
+        examined = positions.keys()
+        self._out_of_isr = (self._out_of_isr - examined) | out_of_isr
+        self._answered.clear()
+        askable = {k: p for k, p in positions.items() if k not in waiting}
+        if self._held is None or (complete and not self._held.keys() <= examined):
+            assert complete, "a full list needs every partition examined"
+            self._held = askable
+            self._ask_again.clear()
+            return SessionRequest(True, tuple(sorted(askable.items())))
+        named = {k: p for k, p in askable.items() if self._held.get(k) != p or k in self._ask_again or k in self._out_of_isr}
+        self._held.update(named)
+        self._ask_again -= named.keys()
+        return SessionRequest(False, tuple(sorted(named.items())))
+
+    def answered(self, key: Key, decision: FollowerDecision | None) -> None:
+        """The leader answered ``key`` and the fetcher acted on ``decision`` (None: it could not
+        carry the decision out, or the partition is no longer fetchable here)."""
+        self._answered.add(key)
+        if decision is None or asks_again(decision):
+            self._ask_again.add(key)

@@ -30,10 +30,15 @@ Rules implemented (docs/architecture.md, "Replication"; Kafka `Partition.scala`)
   leadership answers NOT_LEADER_OR_FOLLOWER. Both mean "outcome unknown" to the client.
 - A fetch whose logs diverge does not update the follower's progress: its LEO counts only
   once its log matches ours (Kafka skips `updateFollowerFetchState` on a diverging epoch).
+- Fetch sessions: a follower's fetch may come through a session (`FollowerFetch.session`)
+  that goes on asking at the same position in every round without naming the partition.
+  When our LEO moves past a follower that was at it, the follower counts as caught up until
+  the session's last round that still held the partition (`FetchSessionLease`), as if it had
+  fetched at our LEO in each of those rounds (Kafka sees one fetch per round instead).
 """
 
 from dataclasses import dataclass, field
-from typing import Hashable, Sequence
+from typing import Hashable, Protocol, Sequence
 
 from data_plane.replication.divergence import FetchCheck, FetchRejected, ServeFrom, check_follower_fetch
 from data_plane.replication.epoch_history import EpochEntry, EpochHistory, check_history
@@ -53,15 +58,26 @@ class BrokerStatus:
     in_controlled_shutdown: bool
 
 
+class FetchSessionLease(Protocol):
+    """A fetch session's word about one partition it holds (`data_plane/broker/fetch_session.py`)."""
+
+    def vouched_until_ms(self) -> int:
+        """The time of the session's last round that still held the partition: the follower
+        asked again, at the position of its last fetch, in every round until then."""
+        ...
+
+
 @dataclass(frozen=True)
 class FollowerFetch:
-    """One partition of a follower's replica fetch, as the follower sent it."""
+    """One partition of a follower's replica fetch, as the follower sent it (or, through a
+    fetch session, as the session holds it: ``session`` is then the session's lease)."""
 
     replica_id: int
     broker_epoch: int
     current_leader_epoch: int
     fetch_offset: int
     last_fetched_epoch: int
+    session: FetchSessionLease | None = None
 
 
 @dataclass
@@ -73,6 +89,7 @@ class ReplicaProgress:
     last_caught_up_ms: int = 0
     last_fetch_leader_log_end_offset: int = UNKNOWN_OFFSET
     broker_epoch: int = -1
+    session: FetchSessionLease | None = None  # the session the last fetch came through
 
 
 @dataclass(frozen=True)
@@ -119,6 +136,9 @@ class LeaderDecisions:
     high_watermark: int | None = None
     isr_proposal: IsrProposal | None = None
     completed: tuple[ProduceOutcome, ...] = ()
+
+
+NO_DECISIONS = LeaderDecisions()
 
 
 @dataclass(frozen=True)
@@ -217,6 +237,8 @@ class LeaderPartitionState:
         """The leader appended batches; `log_end_offset` is the last offset + 1."""
         assert not self._resigned
         assert log_end_offset >= self.log_end_offset, (log_end_offset, self.log_end_offset)
+        if log_end_offset > self.log_end_offset:
+            self._note_sessions_caught_up(now_ms)
         self.log_end_offset = log_end_offset
         return self._advance(now_ms, proposal=None)
 
@@ -261,8 +283,14 @@ class LeaderPartitionState:
         return FetchDecisions(check, self._advance(now_ms, proposal))
 
     def on_tick(self, now_ms: int, replica_lag_time_max_ms: int) -> LeaderDecisions:
-        """Timer: expire delayed produces and propose removing followers that lag."""
+        """Timer: expire delayed produces and propose removing followers that lag. With no
+        produce waiting and no follower to remove, nothing else can have changed since the
+        last event (the HW moves only on events), so an idle leader answers at once: the
+        timer visits every leader of the broker."""
         assert not self._resigned
+        if not self._delayed:
+            proposal = self._maybe_shrink_isr(now_ms, replica_lag_time_max_ms)
+            return NO_DECISIONS if proposal is None else self._advance(now_ms, proposal)
         expired = tuple(d for d in self._delayed if d.deadline_ms <= now_ms)
         self._delayed = [d for d in self._delayed if d.deadline_ms > now_ms]
         timed_out = tuple(ProduceOutcome(d.token, ErrorCode.REQUEST_TIMED_OUT) for d in expired)
@@ -335,6 +363,16 @@ class LeaderPartitionState:
 
     # ------------------------------------------------------------------ helpers
 
+    def _note_sessions_caught_up(self, now_ms: int) -> None:
+        """Our LEO is about to move: a follower whose session still asks at our current LEO
+        was caught up until the session's last round (at most now). Without this, a follower
+        idle at our LEO for longer than `replica_lag_time_max_ms` would be shrunk out of the
+        ISR at the first append, before its session could fetch the new records."""
+        for progress in self.progress.values():
+            if progress.session is not None and progress.log_end_offset == self.log_end_offset:
+                vouched_ms = min(now_ms, progress.session.vouched_until_ms())
+                progress.last_caught_up_ms = max(progress.last_caught_up_ms, vouched_ms)
+
     def _update_progress(self, fetch: FollowerFetch, now_ms: int) -> None:
         """Kafka's `Replica.updateFetchState`: a follower is caught up at the time of a fetch
         that reached our LEO, or reached the LEO we had at its previous fetch."""
@@ -347,6 +385,7 @@ class LeaderPartitionState:
         progress.last_fetch_leader_log_end_offset = self.log_end_offset
         progress.last_fetch_ms = now_ms
         progress.broker_epoch = fetch.broker_epoch
+        progress.session = fetch.session
 
     def _maybe_expand_isr(self, replica_id: int, broker: BrokerStatus | None) -> IsrProposal | None:
         if self.pending_isr is not None or replica_id in self.isr:

@@ -256,6 +256,32 @@ def test_a_slow_follower_leaves_the_isr_and_rejoins_when_it_catches_up(tmp_path:
         wait_replicas_identical(cluster, "slow")
 
 
+def test_followers_idle_at_the_log_end_longer_than_the_lag_limit_stay_in_the_isr(tmp_path: Path, links: ReplicationLinks) -> None:
+    """A fetch session names an idle partition in no round, so the leader sees no fetch of it.
+    When records arrive after an idle stretch longer than replica.lag.time.max.ms, the
+    followers still count as caught up until their sessions' last round: with every answer
+    to them delayed 1 s, the ISR sweeps that run before they fetch the new records must not
+    shrink them out (counting only their last fetch that named the partition would)."""
+    import time
+
+    from data_plane.client import Producer
+
+    lag_ms = 3000
+    with local_cluster(tmp_path, controllers=1, broker_args=["--replica-lag-time-max-ms", str(lag_ms)], configure=links.configure) as cluster:
+        cluster.create_topic("idle", partitions=1, replication_factor=3, configs=TOPIC_CONFIG)
+        leader = cluster.broker(cluster.leader("idle", 0))
+        with Producer(cluster.bootstrap, acks="all") as producer:
+            producer.send("idle", b"before", partition=0).result(30)
+            wait_full_isr(cluster, "idle")
+            for follower in (b.node_id for b in cluster.brokers if b is not leader):
+                links.proxy(follower, leader.node_id).add_toxic(type="latency", stream="downstream", attributes={"latency": 1000})
+            log_from = len(cluster.log_path(leader).read_text())
+            time.sleep(2 * lag_ms / 1000)  # the idle stretch is what is tested, not a wait for a condition
+            producer.send("idle", b"after", partition=0).result(30)
+        assert isr(cluster, "idle", 0) == {b.node_id for b in cluster.brokers}
+        assert "proposing ISR change" not in cluster.log_path(leader).read_text()[log_from:]
+
+
 def test_a_paused_leader_is_fenced_and_its_unacknowledged_tail_truncated(tmp_path: Path, links: ReplicationLinks) -> None:
     from data_plane.client import Admin, Producer
     from kraftlog_proto import broker_pb2, broker_pb2_grpc, common_pb2

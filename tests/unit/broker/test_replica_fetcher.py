@@ -13,8 +13,8 @@ from types import SimpleNamespace
 import pytest
 
 from data_plane.broker.config import UnsafeBehaviour
-from data_plane.broker.replica_fetcher import LeaderFetcher, _Sent, fetcher_rules
-from data_plane.replication.follower import apply_stale_answers, drop_stale_answers
+from data_plane.broker.replica_fetcher import LeaderFetcher, fetcher_rules
+from data_plane.replication.follower import FetchPosition, apply_stale_answers, drop_stale_answers
 from kraftlog_proto import broker_pb2, common_pb2
 
 TP = ("t", 0)
@@ -62,7 +62,9 @@ def _fetcher(log_end_offset: int = 10) -> tuple[LeaderFetcher, FakePartition, Fa
     manager = SimpleNamespace(replicas=replicas, rules=fetcher_rules(None, lambda: ()),
                               follower_or_reason=lambda tp, leader: partition,
                               log=SimpleNamespace(info=noop, warning=noop, error=noop))
-    return LeaderFetcher(LEADER, "127.0.0.1:1", manager), partition, replicas  # type: ignore[arg-type]
+    fetcher = LeaderFetcher(LEADER, "127.0.0.1:1", manager)  # type: ignore[arg-type]
+    fetcher.session.plan({TP: SENT}, frozenset(), set(), complete=True)  # the session asked from offset 10
+    return fetcher, partition, replicas
 
 
 def _answer(**fields) -> broker_pb2.ReplicaFetchResponse:
@@ -71,7 +73,7 @@ def _answer(**fields) -> broker_pb2.ReplicaFetchResponse:
     return response
 
 
-SENT = {TP: _Sent(leader_epoch=1, fetch_offset=10)}
+SENT = FetchPosition(fetch_offset=10, last_fetched_epoch=1, leader_epoch=1)
 
 
 @pytest.mark.parametrize(
@@ -88,7 +90,7 @@ SENT = {TP: _Sent(leader_epoch=1, fetch_offset=10)}
 )
 def test_each_answer_becomes_one_replica_manager_call(fields, calls, high_watermark) -> None:
     fetcher, partition, replicas = _fetcher()
-    fetcher._apply(_answer(**fields), SENT)
+    fetcher._apply(_answer(**fields))
     assert replicas.calls == calls
     assert partition.high_watermark == high_watermark
     assert fetcher.backoff_until == {}
@@ -96,16 +98,16 @@ def test_each_answer_becomes_one_replica_manager_call(fields, calls, high_waterm
 
 def test_refusals_and_unusable_answers_back_the_partition_off() -> None:
     fetcher, _, replicas = _fetcher()
-    fetcher._apply(_answer(error_code=common_pb2.FENCED_LEADER_EPOCH), SENT)
+    fetcher._apply(_answer(error_code=common_pb2.FENCED_LEADER_EPOCH))
     assert replicas.calls == [] and set(fetcher.backoff_until) == {TP}
     fetcher, _, replicas = _fetcher()
-    fetcher._apply(_answer(error_code=common_pb2.OFFSET_OUT_OF_RANGE, log_end_offset=12), SENT)
+    fetcher._apply(_answer(error_code=common_pb2.OFFSET_OUT_OF_RANGE, log_end_offset=12))
     assert replicas.calls == [] and set(fetcher.backoff_until) == {TP}
 
 
 def test_a_stale_answer_changes_nothing() -> None:
     fetcher, partition, replicas = _fetcher(log_end_offset=9)  # the log moved since the request
-    fetcher._apply(_answer(batches=b"xy", high_watermark=9), SENT)
+    fetcher._apply(_answer(batches=b"xy", high_watermark=9))
     assert replicas.calls == [] and partition.high_watermark == 3
 
 

@@ -161,6 +161,53 @@ def test_reaching_the_leo_seen_at_the_previous_fetch_counts_as_caught_up_then() 
     assert state.on_tick(151, LAG_MS).isr_proposal.new_isr == {LEADER, F1}
 
 
+class Lease:
+    """A fetch session's lease as the leader core sees it: its last round that held the partition."""
+
+    def __init__(self, last_round_ms: int) -> None:
+        self.last_round_ms = last_round_ms
+
+    def vouched_until_ms(self) -> int:
+        return self.last_round_ms
+
+
+def session_fetch(state, replica, offset, now_ms, lease):
+    return state.on_follower_fetch(FollowerFetch(replica, 7, EPOCH, offset, EPOCH, session=lease), UP, 0, now_ms)
+
+
+def test_a_session_follower_idle_at_the_leo_is_caught_up_until_its_last_round() -> None:
+    """F2 fetched at the LEO once, through a session, then only sent empty rounds (the last at
+    1000): when the LEO moves at 1020 it counts as caught up at 1000, not at its fetch (0);
+    it is shrunk only if it does not fetch the new records within the lag after that."""
+    state = leader()
+    state.on_leader_append(12, 0)
+    lease = Lease(0)
+    session_fetch(state, F1, 12, 0, Lease(0))
+    session_fetch(state, F2, 12, 0, lease)
+    lease.last_round_ms = 1000  # empty rounds until 1000
+    state.on_leader_append(15, 1020)
+    assert state.progress[F2].last_caught_up_ms == 1000
+    session_fetch(state, F1, 15, 1020, Lease(1020))
+    assert state.on_tick(1100, LAG_MS).isr_proposal is None
+    assert state.on_tick(1101, LAG_MS).isr_proposal.new_isr == {LEADER, F1}
+
+
+@pytest.mark.parametrize(
+    "lease_ms, f2_offset, caught_up_ms",
+    [
+        (None, 12, 0),      # no session: only the fetch itself counts (negative control)
+        (5000, 12, 1020),   # a lease is never taken past the moment the LEO moves
+        (1000, 11, 0),      # a follower behind our LEO gains nothing from its session
+    ],
+)
+def test_a_session_vouches_only_for_a_follower_at_the_leo_and_only_until_now(lease_ms, f2_offset, caught_up_ms) -> None:
+    state = leader()
+    state.on_leader_append(12, 0)
+    session_fetch(state, F2, f2_offset, 0, None if lease_ms is None else Lease(lease_ms))
+    state.on_leader_append(15, 1020)
+    assert state.progress[F2].last_caught_up_ms == caught_up_ms
+
+
 def test_pending_shrink_keeps_counting_the_old_member_until_committed() -> None:
     state = leader(min_insync=1)
     state.on_leader_append(12, 0)

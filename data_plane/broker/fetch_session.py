@@ -1,0 +1,196 @@
+"""The leader's side of a follower's ReplicaFetch stream: one fetch session per stream, in
+the spirit of Kafka's incremental fetch sessions (KIP-227).
+
+The follower opens the stream with every partition it fetches from this leader (a full
+request) and afterwards names only the partitions whose position changed or that it asks
+about again (`data_plane/replication/follower.py`, `FollowerSession`). The session keeps the
+position of every partition it holds and watches each of those partitions (`Wakeups.watch`),
+so a round costs what changed, never what the session holds:
+
+- a round serves the partitions the request names, plus those that changed here since they
+  were last served (an append, a HW move, a leadership change), plus those whose records did
+  not fit in the last answer; each one goes through `FetchServing.serve_follower`, so the
+  follower's progress, the HW and the ISR move exactly as for a fetch that named it;
+- the answer carries every partition the request named, and of the others only those with
+  something new: records, a diverging epoch, an error, or a HW or log start other than the
+  one last answered;
+- like any fetch it is a long poll: with no records, divergence or error to give it waits
+  for the next change of a held partition, at most the request's wait.
+
+A partition the session holds but does not serve in a round is still fetched, in Kafka's
+sense: the follower asks again at the same position every round. The leader core learns this
+through the session's lease (`HeldPartition.vouched_until_ms`), read only when its log end
+moves past the follower (`partition_state.LeaderPartitionState._note_sessions_caught_up`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING, AsyncIterator, Callable
+
+from data_plane.broker.errors import to_wire
+from data_plane.broker.partition import Partition
+from data_plane.broker.requests import ReplicaFetchItem, ReplicaFetchResult
+from data_plane.replication.partition_state import FollowerFetch
+from kraftlog_proto import broker_pb2
+
+if TYPE_CHECKING:
+    from data_plane.broker.replica_manager import ReplicaManager
+
+TopicPartition = tuple[str, int]
+
+
+class HeldPartition:
+    """One partition a session holds: the position the follower last named, what this leader
+    last answered, the partition being watched, and the lease the leader core reads. Calling
+    it marks the partition changed (it is its partition's watcher)."""
+
+    __slots__ = ("tp", "session", "item", "answered", "watched", "released_ms")
+
+    def __init__(self, tp: TopicPartition, session: FetchSession, item: ReplicaFetchItem) -> None:
+        self.tp = tp
+        self.session = session
+        self.item = item
+        self.answered: tuple[int, int] | None = None  # (HW, log start) last answered
+        self.watched: Partition | None = None
+        self.released_ms: int | None = None
+
+    def __call__(self) -> None:
+        self.session.mark_changed(self.tp)
+
+    def vouched_until_ms(self) -> int:
+        """The session's last round that still held this partition."""
+        return self.session.last_round_ms if self.released_ms is None else self.released_ms
+
+    def watch(self, partition: Partition | None) -> None:
+        """Watch ``partition`` (the replica now under this name) instead of the one before."""
+        if partition is self.watched:
+            return
+        if self.watched is not None:
+            self.watched.append_waiter().unwatch(self)
+        self.watched = partition
+        if partition is not None:
+            partition.append_waiter().watch(self)
+
+    def release(self, last_round_ms: int) -> None:
+        self.watch(None)
+        self.released_ms = last_round_ms
+
+
+class FetchSession:
+    """One follower's ReplicaFetch stream on this leader."""
+
+    def __init__(self, replicas: ReplicaManager) -> None:
+        self._replicas = replicas
+        self.held: dict[TopicPartition, HeldPartition] = {}
+        self.last_round_ms = 0
+        self._changed: set[TopicPartition] = set()  # changed here since last served
+        self._unsent: set[TopicPartition] = set()  # records left out of the last answer
+        self._wake = asyncio.Event()
+
+    def mark_changed(self, tp: TopicPartition) -> None:
+        self._changed.add(tp)
+        self._wake.set()
+
+    def close(self) -> None:
+        """The stream ended: stop watching. The leases stay as they are, frozen at the last
+        round (the follower stopped asking then)."""
+        for held in self.held.values():
+            held.watch(None)
+
+    def _take(self, full: bool, items: list[ReplicaFetchItem], now_ms: int) -> set[TopicPartition]:
+        """Hold what the request names (a full request: only that); the names, to answer."""
+        named = {(i.topic, i.partition): i for i in items}
+        if full:
+            for tp in [tp for tp in self.held if tp not in named]:
+                self.held.pop(tp).release(self.last_round_ms)
+                self._changed.discard(tp)
+                self._unsent.discard(tp)
+        self.last_round_ms = now_ms
+        for tp, item in named.items():
+            held = self.held.get(tp)
+            if held is None:
+                self.held[tp] = HeldPartition(tp, self, item)
+            else:
+                held.item = item
+        return set(named)
+
+    async def round(self, replica_id: int, broker_epoch: int, max_wait_ms: int, max_bytes: int, full: bool,
+                    items: list[ReplicaFetchItem]) -> list[ReplicaFetchResult]:
+        """One request's answer (see the module docstring)."""
+        assert max_wait_ms >= 0 and max_bytes > 0, (max_wait_ms, max_bytes)
+        replicas = self._replicas
+        named = self._take(full, items, replicas.clock_ms())
+        deadline = time.monotonic() + min(max_wait_ms, replicas.config.fetch_max_wait_ms_cap) / 1000
+        answers: dict[TopicPartition, ReplicaFetchResult] = {}
+        due = named | self._unsent
+        self._unsent = set()
+        total = 0
+        while True:
+            self._wake.clear()
+            due |= self._changed
+            self._changed = set()
+            answer_now = False
+            now_ms = replicas.clock_ms()
+            broker = replicas.broker_status(replica_id)
+            for tp in sorted(due):
+                held = self.held.get(tp)
+                if held is None:
+                    continue
+                item = held.item
+                fetch = FollowerFetch(replica_id, broker_epoch, item.current_leader_epoch, item.fetch_offset,
+                                      item.last_fetched_epoch, session=held)
+                result, partition, unsent = replicas.reads.serve_follower(tp[0], tp[1], fetch, broker, max_bytes - total, now_ms)
+                held.watch(partition)
+                if unsent:
+                    self._unsent.add(tp)
+                total += len(result.data)
+                urgent = bool(result.data) or result.diverging is not None or result.failed
+                answer_now |= urgent
+                if urgent or tp in named or held.answered != (result.high_watermark, result.log_start_offset):
+                    answers[tp] = result
+            due = set()
+            remaining = deadline - time.monotonic()
+            if answer_now or self._unsent or remaining <= 0:
+                break
+            try:
+                await asyncio.wait_for(self._wake.wait(), remaining)
+            except asyncio.TimeoutError:
+                pass
+        for tp, result in answers.items():
+            held = self.held.get(tp)
+            if held is not None and not result.failed:
+                held.answered = (result.high_watermark, result.log_start_offset)
+        return list(answers.values())
+
+
+async def serve_stream(replicas: ReplicaManager, requests: AsyncIterator[broker_pb2.ReplicaFetchRequest],
+                       items_of: Callable[[broker_pb2.ReplicaFetchRequest], list[ReplicaFetchItem]]) -> AsyncIterator[broker_pb2.ReplicaFetchResponse]:
+    """One follower broker's ReplicaFetch stream: each request gets exactly one answer, in order.
+    ``items_of`` validates a request and lists its partitions (the service's, so every RPC's
+    validation lives in one module); what it raises ends the stream."""
+    session = FetchSession(replicas)
+    config = replicas.config
+    try:
+        async for request in requests:
+            items = items_of(request)
+            max_bytes = min(request.max_bytes or config.replica_fetch_max_bytes, config.request_max_bytes // 2)
+            results = await session.round(request.replica_id, request.broker_epoch, request.max_wait_ms, max_bytes,
+                                          not request.incremental, items)
+            yield to_response(results)
+    finally:
+        session.close()
+
+
+def to_response(results: list[ReplicaFetchResult]) -> broker_pb2.ReplicaFetchResponse:
+    response = broker_pb2.ReplicaFetchResponse()
+    for r in results:
+        out = response.partitions.add(
+            topic=r.topic, partition=r.partition, high_watermark=r.high_watermark, log_start_offset=r.log_start_offset,
+            log_end_offset=r.log_end_offset, batches=r.data, **to_wire(r.error),
+        )
+        if r.diverging is not None:
+            out.diverging_epoch.epoch = r.diverging.epoch
+            out.diverging_epoch.end_offset = r.diverging.end_offset
+    return response
