@@ -129,7 +129,7 @@ _UNSAFE: list[Scenario] = [
         "leader-epoch checks skipped (stale replication answers applied, stale epochs served); leaders paused past the session timeout come back as zombies, or are killed with replication answers in flight",
         [_ZOMBIE, FaultSpec("kill-leaders-in-turn", "leader", (6, 8), (6, 9), {**_KIP101, "kills": 1})],
         ClusterSettings(unsafe="skip-epoch-fencing", replica_lag_time_max_ms=_KIP101_LAG_MS),
-        WRITE_LOSS | {"duplicate", "hw-backwards", "non-monotonic-poll", "read-above-hw"},
+        WRITE_LOSS | {"duplicate", "hw-backwards", "read-above-hw", "final-read-gap", "unsent-value"},
     ),
     Scenario(
         "unsafe-stall-fetcher",
