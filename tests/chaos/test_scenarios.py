@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from chaos.chaos_cluster import ChaosCluster
+from chaos.checker import Outcome
 from chaos.runner import RunOptions, RunResult, run
 from chaos.scenarios import SCENARIOS
 from chaos.workload import WorkloadSettings
@@ -30,10 +31,8 @@ def _run(tmp_path: Path, name: str, seed: int, duration_s: float, workload: Work
 
 
 def _assert_verdict(name: str, outcome: RunResult) -> None:
-    if SCENARIOS[name].expected:
-        assert outcome.expected_found, f"negative control not caught:\n{outcome.summary}"
-    else:
-        assert outcome.result.valid, outcome.summary
+    wanted = Outcome.CAUGHT if SCENARIOS[name].expected else Outcome.PASSED
+    assert outcome.verdict.outcome is wanted, outcome.summary
     assert outcome.report.exists()
 
 
