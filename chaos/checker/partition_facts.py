@@ -2,7 +2,7 @@
 
 Writes by outcome, every (offset, value) anyone observed, each consumer's reads in the order
 it made them (split where it seeked), every high watermark and log start anyone was told
-(with the window in which it was true), and the final read. Checks stay small and pure
+(with when it was true, as far as the history can say), and the final read. Checks stay small and pure
 because they only ask questions of these facts.
 """
 
@@ -23,15 +23,19 @@ class ConsumerTrack:
 
 @dataclass(frozen=True)
 class Watermark:
-    """A high watermark or log start offset ``process`` was told, true at some moment
-    between ``start_s`` and ``end_s``. For a consumer, ``start_s`` is the start of its
-    previous poll: the answer that carried the value may have arrived during the wait
-    before this poll (fetched ahead), never before the previous poll took its records."""
+    """A high watermark or log start offset ``process`` was told by ``end_s``.
+
+    ``timed`` when the value was also true at some moment at or after ``start_s``: an
+    answer to a request sent then (the observer's ListOffsets, the final read). A
+    consumer's value is not timed: the fetch answer or stream message that carried it may
+    have been built long before the consumer took it (fetched ahead, queued in the stream),
+    so it is only known to be true by ``end_s``."""
 
     process: str
     start_s: float
     end_s: float
     value: int
+    timed: bool
 
 
 @dataclass
@@ -108,23 +112,20 @@ def gather(ops: list[Op]) -> dict[int, PartitionFacts]:
             of(op.partition).final = op
             _observe(of(op.partition), op.reads)
             # Every worker has stopped before the final read: its watermarks come after all.
-            of(op.partition).high_watermarks.append(Watermark(FINAL_READ, op.at_s, op.at_s, op.high_watermark))
-            of(op.partition).log_starts.append(Watermark(FINAL_READ, op.at_s, op.at_s, op.log_start))
+            of(op.partition).high_watermarks.append(Watermark(FINAL_READ, op.at_s, op.at_s, op.high_watermark, timed=True))
+            of(op.partition).log_starts.append(Watermark(FINAL_READ, op.at_s, op.at_s, op.log_start, timed=True))
         elif isinstance(op, ReplicaOp):
             of(op.partition).replicas.append(op)
         elif isinstance(op, ConvergenceOp):
             of(op.partition).convergence.append(op)
-    previous_start: dict[str, float] = {}  # process -> start of its previous poll
     for op in polls:
         if isinstance(op, SeekOp):
             track = of(op.partition).consumers[op.process]
             if track.runs[-1]:
                 track.runs.append([])
             continue
-        since_s = previous_start.get(op.process, op.invoke_s)
-        previous_start[op.process] = op.invoke_s
         for partition in set(op.reads) | set(op.high_watermarks) | set(op.log_starts):
-            _add_poll(of(partition), op, partition, since_s)
+            _add_poll(of(partition), op, partition)
     return facts
 
 
@@ -144,15 +145,16 @@ def _add_send(facts: PartitionFacts, op: SendOp) -> None:
         facts.unknown.add(op.value)
 
 
-def _add_poll(facts: PartitionFacts, op: PollOp, partition: int, since_s: float) -> None:
+def _add_poll(facts: PartitionFacts, op: PollOp, partition: int) -> None:
     track = facts.consumers[op.process]
     reads = op.reads.get(partition, [])
     hw = op.high_watermarks.get(partition)
+    timed = not op.reads  # an observation (offsets asked, no records): its answer came to this request
     if hw is not None:
-        facts.high_watermarks.append(Watermark(op.process, since_s, op.complete_s, hw))
+        facts.high_watermarks.append(Watermark(op.process, op.invoke_s, op.complete_s, hw, timed))
         facts.reads_above_hw.extend((op.process, offset, hw) for offset, _ in reads if offset >= hw)
     if partition in op.log_starts:
-        facts.log_starts.append(Watermark(op.process, since_s, op.complete_s, op.log_starts[partition]))
+        facts.log_starts.append(Watermark(op.process, op.invoke_s, op.complete_s, op.log_starts[partition], timed))
     track.runs[-1].extend(reads)
     for offset, value in reads:
         facts.polled.setdefault(value, offset)

@@ -34,10 +34,10 @@ def skipping_polls(facts: PartitionFacts) -> Iterator[Anomaly]:
 
 
 def watermarks_backwards(facts: PartitionFacts) -> Iterator[Anomaly]:
-    """A high watermark or log start offset told lower than one told before: before in
-    real time (another process's answer that had arrived before this one's window opened)
-    or in one process's own order. The final read comes after everything, so its HW must
-    reach the highest HW anyone was told."""
+    """A high watermark or log start offset told lower than one told before: in one
+    process's own order, or, for an answer timed by its request (the observer's, the final
+    read's), lower than anyone had been told before that request was sent. The final read
+    comes after everything, so its HW must reach the highest HW anyone was told."""
     for kind, seen in (("hw-backwards", facts.high_watermarks), ("log-start-backwards", facts.log_starts)):
         what = "high watermark" if kind == "hw-backwards" else "log start offset"
         for before, after in _regressions(seen):
@@ -53,7 +53,8 @@ def watermarks_backwards(facts: PartitionFacts) -> Iterator[Anomaly]:
 
 def _regressions(seen: list[Watermark]) -> Iterator[tuple[Watermark, Watermark]]:
     """(the highest earlier value, the lower later one) for each observation below what was
-    known before it: one sweep in start order over the observations ended before each."""
+    known before it: one sweep in start order over the observations ended before each
+    (compared only with timed observations) and each process's own earlier ones."""
     by_end = sorted(seen, key=lambda w: w.end_s)
     highest: Watermark | None = None
     mine: dict[str, Watermark] = {}  # process -> its highest so far, in its own order
@@ -64,7 +65,8 @@ def _regressions(seen: list[Watermark]) -> Iterator[tuple[Watermark, Watermark]]
                 highest = by_end[ended]
             ended += 1
         own = mine.get(after.process)
-        before = max((w for w in (highest, own) if w is not None), key=lambda w: w.value, default=None)
+        anyone = highest if after.timed else None
+        before = max((w for w in (anyone, own) if w is not None), key=lambda w: w.value, default=None)
         if before is not None and after.value < before.value:
             yield before, after
         if own is None or after.value > own.value:

@@ -107,13 +107,21 @@ def _hw_backwards():
     return clean_history() + [poll(0, [], hw=4, at=8.0)]
 
 
-def _hw_backwards_for_another_process():
-    """consumer-1's first poll starts after consumer-0 was told HW 6, yet is told 4."""
-    return clean_history() + [poll(0, [], hw=4, at=7.5, process="consumer-1")]
+def _observed(process: str, hw: int, at: float, took_s: float = 0.1, log_start: int = 0) -> PollOp:
+    """An offsets observation of partition 0 (no records) from ``at`` for ``took_s``."""
+    return PollOp(process, at, at + took_s, "ok", high_watermarks={0: hw}, log_starts={0: log_start})
 
 
 def _hw_backwards_for_the_observer():
-    return clean_history() + [PollOp("offsets-observer", 7.5, 7.6, "ok", high_watermarks={0: 5}, log_starts={0: 0})]
+    """Asked after consumer-0 was told HW 6, a broker answers 5."""
+    return clean_history() + [_observed("offsets-observer-2", 5, 7.5)]
+
+
+def _stale_leader_answers_the_observer():
+    """The skip-epoch-fencing picture: the new leader (broker 2) told the observer 6, then
+    the deposed one (broker 1), asked with the same epoch, still answers 4."""
+    ops = [op for op in clean_history() if not isinstance(op, PollOp)] + [poll(0, LOG[:3], 3, 3.0)]
+    return ops + [_observed("offsets-observer-2", 6, 7.0), _observed("offsets-observer-1", 4, 7.2)]
 
 
 def _final_hw_below_observed_with_unknown_sends():
@@ -126,6 +134,11 @@ def _final_hw_below_observed_with_unknown_sends():
 def _log_start_backwards():
     ops = [op for op in clean_history() if not isinstance(op, PollOp)]
     return ops + [poll(0, LOG[:3], 3, 3.0, log_start=2), poll(0, LOG[3:], 6, 7.0, log_start=1)]
+
+
+def _log_start_backwards_for_the_observer():
+    ops = [op for op in clean_history() if not isinstance(op, PollOp)]
+    return ops + [poll(0, LOG[2:], 6, 3.0, log_start=2), _observed("offsets-observer-3", 6, 4.0, log_start=0)]
 
 
 def _log_start_backwards_for_the_final_read():
@@ -176,8 +189,8 @@ NEGATIVE_CONTROLS = {
     "replicas-differ": [_replicas_differ],
     "under-replicated": [_stuck_out_of_isr, _stuck_in_stale_isr, _hw_short_when_quiescent, _leaderless, _stuck_after_restart],
     "replica-unanswered": [_unanswered_broker, _replica_silently_missing],
-    "hw-backwards": [_hw_backwards, _hw_backwards_for_another_process, _hw_backwards_for_the_observer, _final_hw_below_observed_with_unknown_sends],
-    "log-start-backwards": [_log_start_backwards, _log_start_backwards_for_the_final_read],
+    "hw-backwards": [_hw_backwards, _hw_backwards_for_the_observer, _stale_leader_answers_the_observer, _final_hw_below_observed_with_unknown_sends],
+    "log-start-backwards": [_log_start_backwards, _log_start_backwards_for_the_observer, _log_start_backwards_for_the_final_read],
     "final-read-gap": [_final_read_gap, _incomplete_final_read_gap],
     "unsent-value": [_value_nobody_sent, _value_sent_to_another_partition],
     "read-above-hw": [_read_above_hw, _final_read_above_hw],
@@ -245,14 +258,15 @@ def _tail_lost_after_the_state_was_taken():
 
 
 def _lower_hw_told_in_an_overlapping_window():
-    """consumer-1's poll ran from 6.9 to 7.3 s, while consumer-0's answer with HW 6 arrived
-    (by 7.1 s): its answer with HW 3 may have been given first. Not a regression."""
-    return clean_history() + [poll(0, [], hw=3, at=6.9, process="consumer-1", took_s=0.4)]
+    """The observer's request ran from 6.9 to 7.3 s, while consumer-0's answer with HW 6
+    arrived (by 7.1 s): the answer with HW 3 may have been given first. Not a regression."""
+    return clean_history() + [_observed("offsets-observer-1", 3, 6.9, took_s=0.4)]
 
 
-def _stale_hw_fetched_ahead():
-    """consumer-1 polled at 2 s and again at 8 s; the HW 3 of its second poll may have come
-    with records fetched ahead right after its first poll, before consumer-0 saw 6."""
+def _stale_hw_delivered_late_to_another_consumer():
+    """consumer-1 takes records with HW 3 at 8 s, after consumer-0 was told 6: the fetch
+    answer or stream message may have been built long before (fetched ahead, queued), so a
+    consumer's HW is judged only against its own earlier ones."""
     return clean_history() + [poll(0, LOG[:2], hw=2, at=2.0, process="consumer-1"), poll(0, LOG[2:3], hw=3, at=8.0, process="consumer-1")]
 
 
@@ -273,7 +287,7 @@ CLEAN = [
     _tail_lost_after_the_state_was_taken,
     _history_without_comparisons,
     _lower_hw_told_in_an_overlapping_window,
-    _stale_hw_fetched_ahead,
+    _stale_hw_delivered_late_to_another_consumer,
 ]
 
 
