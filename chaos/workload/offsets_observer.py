@@ -22,13 +22,17 @@ from data_plane.client.offset_lookup import EARLIEST, LATEST
 from kraftlog_proto import broker_pb2, common_pb2
 
 
+ROUND_TIMEOUT_S = 0.5  # per request of a round
+
+
 class OffsetsObserver(Worker):
     """Records every broker's answer as leader, each ``observe_interval_s``."""
 
     def __init__(self, name: str, bootstrap: str, settings: WorkloadSettings, history: History) -> None:
         super().__init__(name, bootstrap, settings, history)
         self._metadata = MetadataCache(bootstrap)
-        self._timeout_s = settings.request_timeout_ms / 1000
+        # Short: a paused broker must not hold up a round for the request timeout three times.
+        self._timeout_s = min(settings.request_timeout_ms / 1000, ROUND_TIMEOUT_S)
         # The newest epoch of each partition any broker has named, kept across rounds: a
         # resumed zombie's stale metadata alone in a round cannot lower it.
         self._newest_epochs: dict[int, int] = {}
