@@ -72,3 +72,11 @@ def test_html_report_states_replay_verdict_final_read_and_axes(tmp_path) -> None
     assert page.count("seconds since the run started") == 3 and "records per second" in page and "milliseconds (log scale)" in page
     writes, polled = page.split("<h3>Writes</h3>")[1].split("<h3>Records polled by consumers</h3>")
     assert "polled/s" not in writes and "polled/s" in polled.split("<h3>Write latency")[0]
+
+
+def test_summary_names_a_final_read_short_of_the_highest_hw_observed() -> None:
+    ops = with_final_reads(clean_history(), [(0, "v0"), (1, "v1"), (2, "v2"), (3, "v3")], high_watermark=4)
+    result = check(ops)
+    text = summary("short", result, judge(result, frozenset()))
+    assert "verdict: FAILED" in text and "HW below the highest observed: partitions [0]" in text
+    assert result.final_reads == [{"partition": 0, "read": True, "log_start": 0, "high_watermark": 4, "records": 4, "complete": True, "highest_hw_observed": 6}]
