@@ -74,10 +74,16 @@ class PartitionFacts:
         """Whether the final read reached ``offset`` (so a write there must appear in it):
         up to the HW when it completed, else up to the last record it got."""
         final = self.final
+        return final is not None and final.log_start <= offset < self.final_end
+
+    @property
+    def final_end(self) -> int:
+        """Where the final read ended: its HW when it completed, else one past the last
+        record it got (0 when there was none)."""
+        final = self.final
         if final is None:
-            return False
-        end = final.high_watermark if final.complete else (final.reads[-1][0] + 1 if final.reads else final.log_start)
-        return final.log_start <= offset < end
+            return 0
+        return final.high_watermark if final.complete else (final.reads[-1][0] + 1 if final.reads else final.log_start)
 
     @property
     def highest_hw_observed(self) -> int:
@@ -89,7 +95,8 @@ class PartitionFacts:
         """Whether ``offset`` lies below the highest HW observed yet beyond what a complete
         final read reached: a committed record the log no longer holds."""
         final = self.final
-        return final is not None and final.complete and final.log_start <= offset < self.highest_hw_observed and offset >= final.high_watermark
+        return final is not None and final.complete and final.high_watermark <= offset < self.highest_hw_observed
+
 
 FINAL_READ = "final-read"  # the process name of the final read's watermarks
 

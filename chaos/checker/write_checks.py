@@ -89,7 +89,7 @@ def final_read_gaps(facts: PartitionFacts) -> Iterator[Anomaly]:
     if final is None:
         return
     got = {offset for offset, _ in final.reads}
-    end = final.high_watermark if final.complete else (final.reads[-1][0] + 1 if final.reads else final.log_start)
+    end = facts.final_end
     missing = [offset for offset in range(final.log_start, end) if offset not in got]
     if missing:
         yield Anomaly(
