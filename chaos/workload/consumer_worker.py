@@ -1,4 +1,5 @@
-"""Consumer threads: read every partition from the start and record each poll.
+"""Consumer threads: read every partition from the start and record each poll, with the
+high watermark and log start offset of the answers that carried its records.
 
 A consumer records a seek whenever it moves its own position (at the start, and after
 OFFSET_OUT_OF_RANGE, when it starts over from the log start), so the checker knows where a
@@ -56,5 +57,7 @@ class ConsumerWorker(Worker):
         for (_, partition), decoded in batches.items():
             reads[partition] = [(o, v.decode()) for b in decoded for o, v in zip(b.offsets, b.values)]
         watermarks = {p: consumer.high_watermark((self.settings.topic, p)) for p in reads}
-        self.history.add(PollOp(self.name, invoked, self.history.now(), "ok", reads, watermarks))
+        starts = {p: consumer.log_start_offset((self.settings.topic, p)) for p in reads}
+        log_starts = {p: offset for p, offset in starts.items() if offset is not None}
+        self.history.add(PollOp(self.name, invoked, self.history.now(), "ok", reads, watermarks, log_starts))
 
