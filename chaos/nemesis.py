@@ -6,7 +6,8 @@ SIGCONT), ``graceful-restart`` (SIGTERM, then start again), ``restart`` (one bro
 of them at once, or the whole cluster with its controllers; SIGTERM or SIGKILL, then
 start), ``rolling-restart`` (each broker in
 turn), ``kill-leaders-in-turn`` (the leader, then each successor, with replication slowed:
-the KIP-101 sequence). After each broker restart of ``restart`` and ``rolling-restart`` the
+the KIP-101 sequence), ``depose-leader`` (SIGSTOP a leader until metadata names another,
+then SIGCONT: a leader change while the old leader lives on). After each broker restart of ``restart`` and ``rolling-restart`` the
 replicas are compared (``chaos.replica_logs.compare_replicas``): every partition must be
 back in its full ISR within the step's ``deadline_s`` with identical replicas, and the
 comparison goes into the history with the restart's number for the checker. Network
@@ -33,7 +34,7 @@ from server_common.local_cluster import Node
 from server_common.waiting import wait_for
 
 Heal = Callable[[], None]
-FAULTS = ("kill", "pause", "graceful-restart", "restart", "rolling-restart", "toxic", "cut", "kill-leaders-in-turn")
+FAULTS = ("kill", "pause", "graceful-restart", "restart", "rolling-restart", "toxic", "cut", "kill-leaders-in-turn", "depose-leader")
 PROCESS_ROLES = ("leader", "follower", "broker", "all-brokers", "cluster", "active-controller", "controller-majority")
 LINK_ROLES = (
     "replication-links",
@@ -72,6 +73,7 @@ class Nemesis(threading.Thread):
             "toxic": self._toxic,
             "cut": self._cut,
             "kill-leaders-in-turn": self._kill_leaders_in_turn,
+            "depose-leader": self._depose_leader,
         }
         assert tuple(self._faults) == FAULTS
 
@@ -131,10 +133,13 @@ class Nemesis(threading.Thread):
         }
         return by_role[role]
 
-    def _leadership(self, pick: int) -> tuple[int, list[int]]:
-        """(leader, sorted followers) of the partition ``pick`` chooses."""
+    def _leadership(self, pick: int, avoid: frozenset[int] = frozenset()) -> tuple[int, list[int]]:
+        """(leader, sorted followers) of the partition ``pick`` chooses, asking only brokers
+        not in ``avoid`` (a paused broker would eat every request's timeout)."""
         partition = pick % self.workload.partitions
-        with Admin(self.cluster.client_bootstrap, request_timeout_ms=3_000) as admin:
+        addresses = self.cluster.client_bootstrap.split(",")
+        bootstrap = ",".join(a for b, a in zip(self.cluster.brokers, addresses) if b.node_id not in avoid)
+        with Admin(bootstrap, request_timeout_ms=3_000) as admin:
             described = admin.describe_topics([self.workload.topic])[self.workload.topic].partitions[partition]
         if described.leader < 0:
             raise KraftlogError("LEADER_NOT_AVAILABLE", f"partition {partition} has no leader")
@@ -264,17 +269,29 @@ class Nemesis(threading.Thread):
 
         return heal
 
-    def _await_new_leader(self, killed: list[Node]) -> Node | None:
+    def _depose_leader(self, targets: list[str], params: dict) -> Heal:
+        """Pauses the leader until metadata names another broker (not for a guessed time), so
+        the leadership has surely moved while it was stopped; resuming it is the heal. The
+        step's target then says who took over (or that nobody did in time)."""
+        leader = self._node(targets[0])
+        self.cluster.signal(leader, signal.SIGSTOP)
+        self._paused.add(targets[0])
+        successor = self._await_new_leader([leader], params.get("deadline_s", 15.0))
+        targets[:] = [f"{targets[0]} (deposed: broker-{successor.node_id} leads)" if successor else f"{targets[0]} (NOT deposed: no new leader in time)"]
+        name = leader.name
+        return lambda: self._resume([name])
+
+    def _await_new_leader(self, killed: list[Node], extra_s: float = 5.0) -> Node | None:
         """The broker metadata names as the chosen partition's leader once it is none of
-        ``killed``; None when no new leader appears within the session timeout and a bit."""
-        dead = {n.node_id for n in killed}
+        ``killed``; None when no new leader appears within the session timeout and ``extra_s``."""
+        dead = frozenset(n.node_id for n in killed)
 
         def new_leader() -> int | None:
-            leader, _ = self._leadership(self._pick)
+            leader, _ = self._leadership(self._pick, avoid=dead)
             return leader if leader not in dead else None
 
         try:
-            leader_id = wait_for(new_leader, self.cluster.settings.session_timeout_ms / 1000 + 5, "a new leader")
+            leader_id = wait_for(new_leader, self.cluster.settings.session_timeout_ms / 1000 + extra_s, "a new leader")
         except TimeoutError:
             return None
         return self.cluster.node("broker", int(leader_id))

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from chaos.chaos_cluster import ChaosCluster
-from chaos.checker import CheckResult, check
+from chaos.checker import CheckResult, Verdict, check, judge
 from chaos.history import History, PollOp, ReplicaOp, SendOp
 from chaos.nemesis import Nemesis
 from chaos.network import Network
@@ -56,15 +56,27 @@ class RunOptions:
 @dataclass
 class RunResult:
     result: CheckResult
+    verdict: Verdict
     report: Path
     summary: str
     steps: list[FaultStep]
-    expected: frozenset[str]  # the scenario's expected anomalies (unsafe- scenarios only)
 
-    @property
-    def expected_found(self) -> set[str]:
-        """Anomaly kinds found among those an unsafe scenario is expected to cause."""
-        return set(self.result.by_kind) & self.expected
+
+def replay_command(options: RunOptions) -> str:
+    """The command that runs the same scenario with the same schedule and workload again."""
+    w, defaults = options.workload, WorkloadSettings()
+    flags = [f"--scenario {options.scenario.name}", f"--seed {options.seed}", f"--duration {options.duration_s:g}"]
+    for flag, value, default in (
+        ("--partitions", w.partitions, defaults.partitions),
+        ("--replication-factor", w.replication_factor, defaults.replication_factor),
+        ("--min-insync-replicas", w.min_insync_replicas, defaults.min_insync_replicas),
+        ("--rate", w.rate_per_s, defaults.rate_per_s),
+    ):
+        if value != default:
+            flags.append(f"{flag} {value}")
+    if options.bootstrap:
+        flags.append(f"--bootstrap {options.bootstrap}")
+    return "kraftlog chaos run " + " ".join(flags)
 
 
 def schedule_for(options: RunOptions) -> list[FaultStep]:
@@ -103,10 +115,12 @@ def run(options: RunOptions) -> RunResult:
             raise RuntimeError(f"the nemesis failed: {nemesis.error!r}") from nemesis.error
         _read_back(options, bootstrap, cluster, assignment, history)
     result = check(history.ops)
+    verdict = judge(result, options.scenario.expected)
     title = f"kraftlog chaos: {options.scenario.name}, seed {options.seed}, {options.duration_s:.0f}s"
     info = {
         "scenario": options.scenario.name,
         "seed": options.seed,
+        "replay": replay_command(options),
         "duration_s": options.duration_s,
         "bootstrap": options.bootstrap,
         "workload": asdict(options.workload),
@@ -114,8 +128,8 @@ def run(options: RunOptions) -> RunResult:
         "expected_anomalies": sorted(options.scenario.expected),
         "steps": [asdict(s) for s in steps],
     }
-    report = write_report(options.report_dir, title, info, history, result)
-    return RunResult(result, report, summary(title, result), steps, options.scenario.expected)
+    report = write_report(options.report_dir, title, info, history, result, verdict)
+    return RunResult(result, verdict, report, summary(title, result, verdict), steps)
 
 
 @contextmanager

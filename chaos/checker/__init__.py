@@ -2,5 +2,6 @@
 
 from chaos.checker.anomaly import KINDS, Anomaly
 from chaos.checker.check import CheckResult, check
+from chaos.checker.verdict import Outcome, Verdict, judge
 
-__all__ = ["KINDS", "Anomaly", "CheckResult", "check"]
+__all__ = ["KINDS", "Anomaly", "CheckResult", "Outcome", "Verdict", "check", "judge"]

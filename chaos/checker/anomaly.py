@@ -9,18 +9,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 KINDS: dict[str, str] = {
-    "lost-write": "a committed write (acknowledged, or read by a consumer) is missing from the final read although it covers the write's offset",
+    "lost-write": "a committed write (acknowledged, or read by a consumer) is missing from the final read although it covers the write's offset (or stopped short of the highest HW anyone observed)",
     "unseen": "an acknowledged write is not in the final read and its offset lies beyond what the final read reached",
     "duplicate": "one value appears at more than one offset",
     "inconsistent-offsets": "one offset holds different values in different reads (or differs from the offset acknowledged)",
-    "non-monotonic-poll": "a consumer read an offset at or below one it had already read, without seeking",
     "skipping-poll": "a consumer's reads jumped over offsets that hold records, without seeking",
     "aborted-read": "a consumer read a value whose send definitely failed",
     "replicas-differ": "two replicas of a partition hold different records below both their high watermarks",
     "under-replicated": "after healing or after a restart, a replica stayed out of the ISR, or short of what the leader held (its log end under load, its high watermark after healing), past the deadline",
     "replica-unanswered": "a broker holding a replica gave no log state to a replica comparison (a failure, not a smaller comparison)",
-    "hw-backwards": "a consumer saw a partition's high watermark go down",
-    "log-start-backwards": "a consumer saw a partition's log start offset go down",
+    "hw-backwards": "a partition's high watermark went down: someone (a consumer, the observer, the final read) was told one lower than was told before, in real time or in its own order",
+    "log-start-backwards": "a partition's log start offset went down, in the same sense",
+    "final-read-gap": "the final read got no record at an offset between the log start and where it ended (offsets are dense)",
+    "unsent-value": "a read returned a value that no producer sent to that partition",
     "read-above-hw": "a read returned a record at or above the high watermark the same answer reported",
 }
 

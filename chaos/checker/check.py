@@ -21,7 +21,8 @@ CHECKS: tuple[Callable[[PartitionFacts], Iterator[Anomaly]], ...] = (
     write_checks.duplicates,
     write_checks.inconsistent_offsets,
     write_checks.aborted_reads,
-    poll_checks.non_monotonic_polls,
+    write_checks.final_read_gaps,
+    write_checks.unsent_values,
     poll_checks.skipping_polls,
     poll_checks.watermarks_backwards,
     poll_checks.reads_above_hw,
@@ -40,6 +41,7 @@ class CheckResult:
     counts: dict[str, int] = field(default_factory=dict)  # operation counts, by what and outcome
     incomplete_final_reads: list[int] = field(default_factory=list)
     comparisons: list[dict] = field(default_factory=list)  # replica comparisons: how many replicas each compared
+    final_reads: list[dict] = field(default_factory=list)  # per partition: how far the final read got, against the HW observed
 
     @property
     def valid(self) -> bool:
@@ -65,6 +67,7 @@ class CheckResult:
             "counts": self.counts,
             "incomplete_final_reads": self.incomplete_final_reads,
             "replica_comparisons": self.comparisons,
+            "final_reads": self.final_reads,
         }
 
 
@@ -78,7 +81,23 @@ def check(ops: list[Op]) -> CheckResult:
         _counts(ops),
         sorted(op.partition for op in finals if not op.complete),
         comparisons(ops),
+        [final_read_summary(facts[p]) for p in sorted(facts)],
     )
+
+
+def final_read_summary(facts: PartitionFacts) -> dict:
+    """How complete one partition's final read was: from its log start to its HW, the
+    records it got, whether it reached its HW, and the highest HW anyone observed before."""
+    final = facts.final
+    return {
+        "partition": facts.partition,
+        "read": final is not None,
+        "log_start": final.log_start if final else None,
+        "high_watermark": final.high_watermark if final else None,
+        "records": len(final.reads) if final else 0,
+        "complete": bool(final and final.complete),
+        "highest_hw_observed": facts.highest_hw_observed,
+    }
 
 
 def comparisons(ops: list[Op]) -> list[dict]:

@@ -1,5 +1,6 @@
-"""A one-file HTML picture of a run: throughput and latency over time with the faults
-shaded, then the verdict and examples of each anomaly. Inline SVG, no scripts, no
+"""A one-file HTML picture of a run: the verdict and the command that replays the run,
+throughput and latency over time with the faults shaded, examples of each anomaly, the
+replica comparisons and how complete the final read was. Inline SVG, no scripts, no
 dependencies, so it opens anywhere and can be attached to a bug report."""
 
 from __future__ import annotations
@@ -7,50 +8,58 @@ from __future__ import annotations
 import math
 from html import escape
 
-from chaos.checker import KINDS, CheckResult
+from chaos.checker import KINDS, CheckResult, Outcome, Verdict
 from chaos.report.timeline import Timeline
 
-WIDTH, HEIGHT, MARGIN = 900, 220, 45
+WIDTH, HEIGHT, MARGIN = 900, 240, 45
 COLORS = {"acknowledged/s": "#2a7", "failed+unknown/s": "#d33", "polled/s": "#37c", "p50 ms": "#37c", "p99 ms": "#e80", "max ms": "#999"}
 
 
-def render(title: str, result: CheckResult, line: Timeline) -> str:
+def render(title: str, replay: str | None, result: CheckResult, verdict: Verdict, line: Timeline) -> str:
     """The whole HTML page."""
     seconds = [b.second for b in line.buckets]
-    throughput = {
+    writes = {
         "acknowledged/s": [b.sends_ok for b in line.buckets],
         "failed+unknown/s": [b.sends_failed + b.sends_unknown for b in line.buckets],
-        "polled/s": [b.records_polled for b in line.buckets],
     }
+    # Polls come in bursts (a consumer catching up reads thousands in one second): on a
+    # chart of their own they cannot flatten the write lines.
+    polled = {"polled/s": [b.records_polled for b in line.buckets]}
     latency = {
         "p50 ms": [b.percentile_ms(0.5) for b in line.buckets],
         "p99 ms": [b.percentile_ms(0.99) for b in line.buckets],
         "max ms": [b.percentile_ms(1.0) for b in line.buckets],
     }
-    verdict = "no anomalies" if result.valid else f"{len(result.anomalies)} anomalies"
+    good = verdict.outcome in (Outcome.PASSED, Outcome.CAUGHT)
     return "\n".join(
         [
             "<!doctype html><html><head><meta charset='utf-8'>",
             f"<title>{escape(title)}</title>",
             "<style>body{font-family:sans-serif;margin:2em}svg{background:#fafafa;border:1px solid #ddd}"
-            "td,th{padding:2px 8px;text-align:left;vertical-align:top}.bad{color:#c00}.good{color:#080}</style></head><body>",
+            "td,th{padding:2px 8px;text-align:left;vertical-align:top}.bad{color:#c00}.good{color:#080}code{background:#eee;padding:2px 4px}</style></head><body>",
             f"<h1>{escape(title)}</h1>",
-            f"<h2 class='{'good' if result.valid else 'bad'}'>{verdict}</h2>",
-            "<h3>Throughput</h3>",
-            _chart(seconds, throughput, line, log_scale=False),
+            f"<h2 class='{'good' if good else 'bad'}'>{escape(verdict.outcome.label.upper())}: {escape(verdict.sentence)}</h2>",
+            f"<p>exit code {verdict.outcome.exit_code}; {len(result.anomalies)} anomalies found</p>",
+            f"<p>replay: <code>{escape(replay)}</code></p>" if replay else "<p>replay: not recorded</p>",
+            "<h3>Writes</h3>",
+            _chart(seconds, writes, line, "records per second", log_scale=False),
+            "<h3>Records polled by consumers</h3>",
+            _chart(seconds, polled, line, "records per second", log_scale=False),
             "<h3>Write latency (send to acknowledgement)</h3>",
-            _chart(seconds, latency, line, log_scale=True),
+            _chart(seconds, latency, line, "milliseconds (log scale)", log_scale=True),
             _faults_table(line),
             _anomalies(result),
             _comparisons(result),
+            _final_reads(result),
             _counts(result),
             "</body></html>",
         ]
     )
 
 
-def _chart(seconds: list[int], series: dict[str, list[float | None]], line: Timeline, log_scale: bool) -> str:
-    """A line chart of ``series`` over ``seconds`` with the fault windows shaded behind it."""
+def _chart(seconds: list[int], series: dict[str, list[float | None]], line: Timeline, y_label: str, log_scale: bool) -> str:
+    """A line chart of ``series`` over ``seconds`` with the fault windows shaded behind it,
+    both axes labelled."""
     span = max(seconds[-1] if seconds else 1, 1)
     values = [v for vs in series.values() for v in vs if v is not None and v > 0]
     top = max(values, default=1.0)
@@ -73,8 +82,11 @@ def _chart(seconds: list[int], series: dict[str, list[float | None]], line: Time
         parts.append(f"<rect x='{left:.1f}' y='{MARGIN / 2}' width='{right - left:.1f}' height='{HEIGHT - 1.5 * MARGIN}' fill='#f3c' opacity='0.12'><title>{escape(fault.name)} {escape(fault.target)}</title></rect>")
         parts.append(f"<text x='{left + 2:.1f}' y='{MARGIN / 2 + 10 + 10 * (i % 3)}' font-size='9' fill='#a08'>{escape(fault.name)}</text>")
     parts.append(f"<line x1='{MARGIN}' y1='{HEIGHT - MARGIN}' x2='{WIDTH - MARGIN}' y2='{HEIGHT - MARGIN}' stroke='#666'/>")
-    parts.append(f"<text x='{MARGIN}' y='{HEIGHT - MARGIN + 14}' font-size='10'>0 s</text><text x='{WIDTH - MARGIN - 20}' y='{HEIGHT - MARGIN + 14}' font-size='10'>{span} s</text>")
-    parts.append(f"<text x='2' y='{MARGIN / 2 + 4}' font-size='10'>{top:.0f}</text>")
+    parts.append(f"<line x1='{MARGIN}' y1='{MARGIN / 2}' x2='{MARGIN}' y2='{HEIGHT - MARGIN}' stroke='#666'/>")
+    parts.append(f"<text x='{MARGIN}' y='{HEIGHT - MARGIN + 14}' font-size='10'>0</text><text x='{WIDTH - MARGIN - 10}' y='{HEIGHT - MARGIN + 14}' font-size='10'>{span}</text>")
+    parts.append(f"<text x='{WIDTH / 2 - 80:.0f}' y='{HEIGHT - MARGIN + 28}' font-size='11'>seconds since the run started</text>")
+    parts.append(f"<text x='2' y='{y(top) + 4:.1f}' font-size='10'>{top:.0f}</text><text x='2' y='{y(bottom if log_scale else 0) + 4:.1f}' font-size='10'>{bottom:.0f}</text>")
+    parts.append(f"<text x='12' y='{HEIGHT / 2 + 40:.0f}' font-size='11' transform='rotate(-90 12 {HEIGHT / 2 + 40:.0f})'>{escape(y_label)}</text>")
     for n, (name, points) in enumerate(series.items()):
         path = " ".join(f"{x(s):.1f},{y(v):.1f}" for s, v in zip(seconds, points) if v is not None)
         color = COLORS[name]
@@ -112,6 +124,19 @@ def _comparisons(result: CheckResult) -> str:
     )
     header = "<tr><th>comparison</th><th>replicas compared</th><th>partitions back in full ISR, caught up</th><th>waited</th></tr>"
     return f"<h3>Replica comparisons</h3><table>{header}{rows}</table>" if rows else "<h3>Replica comparisons</h3><p>none recorded</p>"
+
+
+def _final_reads(result: CheckResult) -> str:
+    """One row per partition: how far the final read got against its HW and the highest HW
+    anyone observed during the run."""
+    rows = "".join(
+        f"<tr class='{'good' if f['complete'] and f['high_watermark'] >= f['highest_hw_observed'] else 'bad'}'>"
+        f"<td>{f['partition']}</td><td>{f['log_start'] if f['read'] else '–'}</td><td>{f['high_watermark'] if f['read'] else '–'}</td>"
+        f"<td>{f['highest_hw_observed']}</td><td>{f['records']}</td><td>{'yes' if f['complete'] else 'no'}</td></tr>"
+        for f in result.final_reads
+    )
+    header = "<tr><th>partition</th><th>log start</th><th>HW</th><th>highest HW observed before</th><th>records read</th><th>reached its HW</th></tr>"
+    return f"<h3>Final read</h3><table>{header}{rows}</table>" if rows else "<h3>Final read</h3><p>none recorded</p>"
 
 
 def _counts(result: CheckResult) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from chaos.checker import KINDS, CheckResult
+from chaos.checker import KINDS, CheckResult, Verdict
 from chaos.history import History
 from chaos.report import html_report
 from chaos.report.timeline import timeline
@@ -14,18 +14,19 @@ from chaos.report.timeline import timeline
 EXAMPLES_IN_SUMMARY = 3
 
 
-def summary(title: str, result: CheckResult) -> str:
-    """A few lines for a terminal: counts, the verdict and examples of each anomaly."""
+def summary(title: str, result: CheckResult, verdict: Verdict) -> str:
+    """A few lines for a terminal: the verdict, counts, replica comparisons, the final read
+    and examples of each anomaly."""
     counts = result.counts
     lines = [
         title,
+        f"  verdict: {verdict.outcome.label.upper()}, {verdict.sentence}",
         f"  sends: {counts.get('send_ok', 0)} ok, {counts.get('send_failed', 0)} failed, {counts.get('send_unknown', 0)} unknown; "
         f"polls: {counts.get('poll_ok', 0)} ok, {counts.get('poll_failed', 0) + counts.get('poll_unknown', 0)} failed; "
         f"records polled {counts.get('records_polled', 0)}, final read {counts.get('records_final_read', 0)}",
     ]
     lines.extend(f"  {line}" for line in comparison_lines(result.comparisons))
-    if result.incomplete_final_reads:
-        lines.append(f"  final read did not reach the HW of partitions {result.incomplete_final_reads}")
+    lines.append(f"  {final_read_line(result.final_reads)}")
     if result.valid:
         lines.append("  no anomalies")
     for kind, found in result.by_kind.items():
@@ -53,15 +54,29 @@ def comparison_lines(comparisons: list[dict]) -> list[str]:
     return lines
 
 
-def write_report(directory: Path, title: str, run_info: dict, history: History, result: CheckResult) -> Path:
+def final_read_line(final_reads: list[dict]) -> str:
+    """How complete the final reads were, naming any partition short of its HW or of the
+    highest HW observed."""
+    complete = [f for f in final_reads if f["complete"]]
+    short = [f["partition"] for f in final_reads if not f["complete"]]
+    behind = [f["partition"] for f in final_reads if f["read"] and f["high_watermark"] < f["highest_hw_observed"]]
+    line = f"final read: {len(complete)} of {len(final_reads)} partitions read to their HW, {sum(f['records'] for f in final_reads)} records"
+    if short:
+        line += f"; short of the HW: partitions {short}"
+    if behind:
+        line += f"; HW below the highest observed: partitions {behind}"
+    return line
+
+
+def write_report(directory: Path, title: str, run_info: dict, history: History, result: CheckResult, verdict: Verdict) -> Path:
     """Writes every file of the report; returns the HTML's path."""
     directory.mkdir(parents=True, exist_ok=True)
     ops = history.ops
     line = timeline(ops)
     history.save(directory / "history.jsonl")
-    report = {"run": run_info, "check": result.to_json(), "timeline": line.to_json()}
+    report = {"run": run_info, "verdict": verdict.to_json(), "check": result.to_json(), "timeline": line.to_json()}
     (directory / "report.json").write_text(json.dumps(report, indent=2) + "\n")
-    (directory / "summary.txt").write_text(summary(title, result) + "\n")
+    (directory / "summary.txt").write_text(summary(title, result, verdict) + "\n")
     html = directory / "report.html"
-    html.write_text(html_report.render(title, result, line))
+    html.write_text(html_report.render(title, run_info.get("replay"), result, verdict, line))
     return html

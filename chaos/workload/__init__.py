@@ -4,7 +4,8 @@ each recording into one History."""
 from __future__ import annotations
 
 from chaos.history import History
-from chaos.workload.consumer_worker import ConsumerWorker, OffsetsObserver
+from chaos.workload.consumer_worker import ConsumerWorker
+from chaos.workload.offsets_observer import OffsetsObserver
 from chaos.workload.producer_worker import ProducerWorker
 from chaos.workload.settings import WorkloadSettings
 

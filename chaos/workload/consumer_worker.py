@@ -1,5 +1,5 @@
-"""Consumer threads: read every partition from the start and record each poll; and an
-observer that records the high watermark and log start the leaders report.
+"""Consumer threads: read every partition from the start and record each poll, with the
+high watermark and log start offset of the answers that carried its records.
 
 A consumer records a seek whenever it moves its own position (at the start, and after
 OFFSET_OUT_OF_RANGE, when it starts over from the log start), so the checker knows where a
@@ -11,8 +11,7 @@ from __future__ import annotations
 from chaos.history import History, PollOp, Read, SeekOp
 from chaos.workload.settings import WorkloadSettings
 from chaos.workload.worker import Worker
-from data_plane.client import Admin, Consumer, KraftlogError
-from data_plane.client.offset_lookup import EARLIEST, LATEST
+from data_plane.client import Consumer, KraftlogError
 
 
 class ConsumerWorker(Worker):
@@ -58,34 +57,7 @@ class ConsumerWorker(Worker):
         for (_, partition), decoded in batches.items():
             reads[partition] = [(o, v.decode()) for b in decoded for o, v in zip(b.offsets, b.values)]
         watermarks = {p: consumer.high_watermark((self.settings.topic, p)) for p in reads}
-        self.history.add(PollOp(self.name, invoked, self.history.now(), "ok", reads, watermarks))
+        starts = {p: consumer.log_start_offset((self.settings.topic, p)) for p in reads}
+        log_starts = {p: offset for p, offset in starts.items() if offset is not None}
+        self.history.add(PollOp(self.name, invoked, self.history.now(), "ok", reads, watermarks, log_starts))
 
-
-class OffsetsObserver(Worker):
-    """Asks the leaders for every partition's log start and HW a few times a second."""
-
-    def run(self) -> None:
-        s = self.settings
-        with Admin(self.bootstrap, request_timeout_ms=s.request_timeout_ms) as admin:
-            while not self.stopping.wait(s.observe_interval_s):
-                self._observe(admin)
-
-    def _observe(self, admin: Admin) -> None:
-        invoked = self.history.now()
-        partitions = range(self.settings.partitions)
-        try:
-            starts = admin.list_offsets({(self.settings.topic, p): EARLIEST for p in partitions})
-            ends = admin.list_offsets({(self.settings.topic, p): LATEST for p in partitions})
-        except KraftlogError as error:
-            self.history.add(PollOp(self.name, invoked, self.history.now(), "failed", error=error.code))
-            return
-        self.history.add(
-            PollOp(
-                self.name,
-                invoked,
-                self.history.now(),
-                "ok",
-                high_watermarks={p: ends[(t, p)].offset for t, p in ends},
-                log_starts={p: starts[(t, p)].offset for t, p in starts},
-            )
-        )

@@ -10,11 +10,16 @@ from chaos.history import FINAL, ConvergenceOp, FinalReadOp, Op, PollOp, Replica
 VALUES = [f"v{i}" for i in range(6)]
 
 
+def values_of(partition: int) -> list[str]:
+    """The six values written to ``partition`` (VALUES for partition 0): unique in the run."""
+    return VALUES if partition == 0 else [f"p{partition}-{v}" for v in VALUES]
+
+
 def clean_history(partition: int = 0) -> list[Op]:
     """Six acknowledged writes, one consumer reading them in two polls, a final read and
     three identical replicas, all in the ISR after healing: a history with nothing wrong."""
-    sends: list[Op] = [SendOp("producer-0", partition, v, i, i + 0.5, "ok", offset=i) for i, v in enumerate(VALUES)]
-    log = list(enumerate(VALUES))
+    sends: list[Op] = [SendOp("producer-0", partition, v, i, i + 0.5, "ok", offset=i) for i, v in enumerate(values_of(partition))]
+    log = list(enumerate(values_of(partition)))
     polls: list[Op] = [
         SeekOp("consumer-0", partition, 0, 1.0),
         poll(partition, log[:3], hw=3, at=3.0),
@@ -34,9 +39,9 @@ def convergence(partition: int = 0, label: str = FINAL, isr: tuple[int, ...] = (
     return ConvergenceOp(partition, label, 9.5, 1.0, **{**fields, **changes})
 
 
-def poll(partition: int, reads: list[tuple[int, str]], hw: int, at: float, process: str = "consumer-0", log_start: int = 0) -> PollOp:
-    """A successful poll of one partition."""
-    return PollOp(process, at, at + 0.1, "ok", {partition: reads}, {partition: hw}, {partition: log_start})
+def poll(partition: int, reads: list[tuple[int, str]], hw: int, at: float, process: str = "consumer-0", log_start: int = 0, took_s: float = 0.1) -> PollOp:
+    """A successful poll of one partition, from ``at`` for ``took_s``."""
+    return PollOp(process, at, at + took_s, "ok", {partition: reads}, {partition: hw}, {partition: log_start})
 
 
 def replace_ops(ops: list[Op], kind: type, edit, where=lambda op: True) -> list[Op]:

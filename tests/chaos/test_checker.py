@@ -34,7 +34,10 @@ def _lost_polled():
 
 
 def _unseen():
-    return with_final_reads(clean_history(), LOG[:4], high_watermark=4)
+    """v4 and v5 acknowledged beyond where the final read ended (no one was told a HW
+    above 3, so nothing says they were committed and then lost)."""
+    ops = [op for op in clean_history() if not isinstance(op, PollOp)] + [poll(0, LOG[:3], 3, 3.0)]
+    return with_final_reads(ops, LOG[:4], high_watermark=4)
 
 
 def _duplicate():
@@ -44,10 +47,6 @@ def _duplicate():
 def _inconsistent():
     ops = replace_ops(clean_history(), SendOp, lambda op: replace(op, outcome="unknown", offset=None), lambda op: op.value == "v2")
     return ops + [poll(0, [(2, "w")], hw=3, at=4.0, process="consumer-1")]
-
-
-def _non_monotonic():
-    return _two_polls(LOG[:3], LOG[2:])
 
 
 def _skipping():
@@ -108,9 +107,68 @@ def _hw_backwards():
     return clean_history() + [poll(0, [], hw=4, at=8.0)]
 
 
+def _observed(process: str, hw: int, at: float, took_s: float = 0.1, log_start: int = 0) -> PollOp:
+    """An offsets observation of partition 0 (no records) from ``at`` for ``took_s``."""
+    return PollOp(process, at, at + took_s, "ok", high_watermarks={0: hw}, log_starts={0: log_start})
+
+
+def _hw_backwards_for_the_observer():
+    """Asked after consumer-0 was told HW 6, a broker answers 5."""
+    return clean_history() + [_observed("offsets-observer-2", 5, 7.5)]
+
+
+def _stale_leader_answers_the_observer():
+    """The skip-epoch-fencing picture: the new leader (broker 2) told the observer 6, then
+    the deposed one (broker 1), asked with the same epoch, still answers 4."""
+    ops = [op for op in clean_history() if not isinstance(op, PollOp)] + [poll(0, LOG[:3], 3, 3.0)]
+    return ops + [_observed("offsets-observer-2", 6, 7.0), _observed("offsets-observer-1", 4, 7.2)]
+
+
+def _final_hw_below_observed_with_unknown_sends():
+    """The issue's blind spot: v4 and v5 were read by a consumer (their sends unknown), then
+    the final read ended at HW 4 as if they had never been committed."""
+    ops = replace_ops(clean_history(), SendOp, lambda op: replace(op, outcome="unknown", offset=None), lambda op: op.value in ("v4", "v5"))
+    return with_final_reads(ops, LOG[:4], high_watermark=4)
+
+
 def _log_start_backwards():
     ops = [op for op in clean_history() if not isinstance(op, PollOp)]
     return ops + [poll(0, LOG[:3], 3, 3.0, log_start=2), poll(0, LOG[3:], 6, 7.0, log_start=1)]
+
+
+def _log_start_backwards_for_the_observer():
+    ops = [op for op in clean_history() if not isinstance(op, PollOp)]
+    return ops + [poll(0, LOG[2:], 6, 3.0, log_start=2), _observed("offsets-observer-3", 6, 4.0, log_start=0)]
+
+
+def _log_start_backwards_for_the_final_read():
+    ops = [op for op in clean_history() if not isinstance(op, PollOp)]
+    return ops + [poll(0, LOG[2:], 6, 3.0, log_start=2)]
+
+
+def _final_read_gap():
+    """Offset 3 missing from a complete final read; v3's send unknown and nobody read it."""
+    ops = replace_ops(clean_history(), SendOp, lambda op: replace(op, outcome="unknown", offset=None), lambda op: op.value == "v3")
+    ops = [op for op in ops if not isinstance(op, PollOp)] + [poll(0, LOG[:3], 3, 3.0)]
+    return with_final_reads(ops, [r for r in LOG if r[0] != 3])
+
+
+def _incomplete_final_read_gap():
+    ops = replace_ops(clean_history(), SendOp, lambda op: replace(op, outcome="unknown", offset=None), lambda op: op.value == "v3")
+    ops = [op for op in ops if not isinstance(op, PollOp)] + [poll(0, LOG[:3], 3, 3.0)]
+    return with_final_reads(ops, [r for r in LOG if r[0] != 3], complete=False)
+
+
+def _value_nobody_sent():
+    ops = replace_ops(clean_history(), SendOp, lambda op: replace(op, outcome="unknown", offset=None), lambda op: op.value == "v5")
+    ops = [op for op in ops if not isinstance(op, PollOp)] + [poll(0, LOG[:3], 3, 3.0)]
+    return with_final_reads(ops, LOG[:5] + [(5, "ghost")])
+
+
+def _value_sent_to_another_partition():
+    """Partition 1's replica on broker 2 holds a value sent to partition 0."""
+    other = clean_history(1)
+    return clean_history() + replace_ops(other, ReplicaOp, lambda op: replace(op, reads=op.reads[:5] + [(5, "v5")]), lambda op: op.broker == 2)
 
 
 def _read_above_hw():
@@ -126,14 +184,15 @@ NEGATIVE_CONTROLS = {
     "unseen": [_unseen],
     "duplicate": [_duplicate],
     "inconsistent-offsets": [_inconsistent],
-    "non-monotonic-poll": [_non_monotonic],
     "skipping-poll": [_skipping],
     "aborted-read": [_aborted],
     "replicas-differ": [_replicas_differ],
     "under-replicated": [_stuck_out_of_isr, _stuck_in_stale_isr, _hw_short_when_quiescent, _leaderless, _stuck_after_restart],
     "replica-unanswered": [_unanswered_broker, _replica_silently_missing],
-    "hw-backwards": [_hw_backwards],
-    "log-start-backwards": [_log_start_backwards],
+    "hw-backwards": [_hw_backwards, _hw_backwards_for_the_observer, _stale_leader_answers_the_observer, _final_hw_below_observed_with_unknown_sends],
+    "log-start-backwards": [_log_start_backwards, _log_start_backwards_for_the_observer, _log_start_backwards_for_the_final_read],
+    "final-read-gap": [_final_read_gap, _incomplete_final_read_gap],
+    "unsent-value": [_value_nobody_sent, _value_sent_to_another_partition],
     "read-above-hw": [_read_above_hw, _final_read_above_hw],
 }
 
@@ -168,7 +227,7 @@ def _failed_write_unread():
 def _replicas_with_different_hws():
     """Replicas compared below both HWs only (this history has no ISR deadline to meet)."""
     ops = replace_ops(clean_history(), ReplicaOp, lambda op: replace(op, high_watermark=4, reads=LOG[:4] + [(4, "tail")]), lambda op: op.broker == 2)
-    return [op for op in ops if not isinstance(op, ConvergenceOp)]
+    return [op for op in ops if not isinstance(op, ConvergenceOp)] + [SendOp("producer-1", 0, "tail", 3.0, 8.0, "unknown")]
 
 
 def _incomplete_final_read():
@@ -198,6 +257,19 @@ def _tail_lost_after_the_state_was_taken():
     return replace_ops(clean_history(), ReplicaOp, lambda op: replace(op, reads=LOG[:4]), lambda op: op.broker == 3)
 
 
+def _lower_hw_told_in_an_overlapping_window():
+    """The observer's request ran from 6.9 to 7.3 s, while consumer-0's answer with HW 6
+    arrived (by 7.1 s): the answer with HW 3 may have been given first. Not a regression."""
+    return clean_history() + [_observed("offsets-observer-1", 3, 6.9, took_s=0.4)]
+
+
+def _stale_hw_delivered_late_to_another_consumer():
+    """consumer-1 takes records with HW 3 at 8 s, after consumer-0 was told 6: the fetch
+    answer or stream message may have been built long before (fetched ahead, queued), so a
+    consumer's HW is judged only against its own earlier ones."""
+    return clean_history() + [poll(0, LOG[:2], hw=2, at=2.0, process="consumer-1"), poll(0, LOG[2:3], hw=3, at=8.0, process="consumer-1")]
+
+
 def _history_without_comparisons():
     """A history saved before comparisons were recorded still checks."""
     return [op for op in clean_history() if not isinstance(op, ConvergenceOp)]
@@ -214,6 +286,8 @@ CLEAN = [
     _restart_under_load,
     _tail_lost_after_the_state_was_taken,
     _history_without_comparisons,
+    _lower_hw_told_in_an_overlapping_window,
+    _stale_hw_delivered_late_to_another_consumer,
 ]
 
 
@@ -229,6 +303,19 @@ def test_incomplete_final_read_reports_unseen_not_lost() -> None:
     assert result.incomplete_final_reads == [0]
 
 
+def test_a_committed_record_gone_from_the_final_read_is_lost_not_unseen() -> None:
+    found = check(_final_hw_below_observed_with_unknown_sends()).by_kind
+    assert sorted(found) == ["hw-backwards", "lost-write"]
+    assert sorted(a.details["value"] for a in found["lost-write"]) == ["v4", "v5"]
+    [regression] = found["hw-backwards"]
+    assert (regression.details["process"], regression.details["before"], regression.details["after"]) == ("final-read", 6, 4)
+
+
+def test_values_from_elsewhere_name_their_partition() -> None:
+    [anomaly] = check(_value_sent_to_another_partition()).by_kind["unsent-value"]
+    assert (anomaly.partition, anomaly.details["sent_to_partition"], anomaly.details["where"]) == (1, 0, "broker 2's replica")
+
+
 def test_checksums_that_differ_are_caught() -> None:
     ops = replace_ops(_checksums_agree(), ReplicaOp, lambda op: replace(op, checksum=0xDEF), lambda op: op.broker == 1)
     assert [a.kind for a in check(ops).anomalies] == ["replicas-differ"] * 2
@@ -237,7 +324,7 @@ def test_checksums_that_differ_are_caught() -> None:
 def test_report_counts_and_examples() -> None:
     report = check(_lost_acked()).to_json()
     assert report["valid"] is False
-    assert report["anomaly_counts"] == {"lost-write": 1}
+    assert report["anomaly_counts"] == {"lost-write": 1, "final-read-gap": 1}
     assert report["anomalies"]["lost-write"][0]["offset"] == 2
     assert report["counts"]["send_ok"] == 6
 

@@ -53,3 +53,22 @@ def test_each_pair_of_voters_has_one_raft_link_dialed_by_the_larger_address_stri
     voters = [Node(i, "controller", "127.0.0.1", i, raft_port=port) for i, port in ((1, 10000), (2, 9000), (3, 20000))]
     pairs = [(dialer.node_id, target.node_id) for dialer, target in raft_dialers(voters)]
     assert sorted(pairs) == [(2, 1), (2, 3), (3, 1)]
+
+
+NEGATIVE_CONTROLS = sorted(name for name, s in SCENARIOS.items() if s.expected)
+
+
+@pytest.mark.parametrize("name", NEGATIVE_CONTROLS)
+def test_a_negative_control_provokes_its_bug_on_every_seed(name: str) -> None:
+    """Each negative control schedules one kind of fault only, the one its bug needs (for
+    skip-epoch-fencing, a leader deposed while alive), and every seed gets it at 5 s in a
+    15 s run: whether the bug is provoked does not depend on the seed."""
+    faults = {spec.fault for spec in SCENARIOS[name].specs}
+    assert len(faults) == 1, f"{name} mixes {faults}: some seeds would not provoke its bug"
+    for seed in range(200):
+        steps = generate(SCENARIOS[name].specs, seed, duration_s=15.0)
+        assert steps and steps[0].at_s == 5.0 and steps[0].fault in faults, (seed, steps)
+
+
+def test_skip_epoch_fencing_is_provoked_by_a_deposed_leader() -> None:
+    assert [spec.fault for spec in SCENARIOS["unsafe-skip-epoch-fencing"].specs] == ["depose-leader"]
