@@ -16,6 +16,7 @@ import grpc
 import structlog
 
 from data_plane.broker.config import BrokerConfig, add_arguments, from_args
+from data_plane.broker.broker_metrics import BrokerMetrics
 from data_plane.broker.controller_link import BrokerLifecycleManager, MetadataFollower
 from data_plane.broker.damage_repair import DamageRepairer
 from data_plane.broker.errors import PartitionError, to_wire
@@ -56,7 +57,8 @@ class BrokerServer:
         self.fetchers = ReplicaFetcherManager(config, self.replicas, lambda: self.lifecycle.broker_epoch)
         self.isr_updates = AlterPartitionSender(config.broker_id, self.lifecycle, self.replicas.on_alter_partition_answer)
         self.replicas.followers_changed = self.fetchers.sync
-        self.replicas.propose_isr = self.isr_updates.submit
+        self.metrics = BrokerMetrics() if config.metrics_port else None  # off: no interceptor, no counting
+        self.replicas.propose_isr = self.metrics.count_isr_changes(self.isr_updates.submit) if self.metrics else self.isr_updates.submit
         self._producer_ids: list[int] = []
         self._server: grpc.aio.Server | None = None
         self._service: BrokerService | None = None
@@ -119,7 +121,7 @@ class BrokerServer:
             ("grpc.max_send_message_length", self.config.request_max_bytes),
             ("grpc.so_reuseport", 0),
         ]
-        server = grpc.aio.server(options=options)
+        server = grpc.aio.server(options=options, interceptors=[self.metrics.rpc.interceptor()] if self.metrics else None)
         self._service = BrokerService(self.replicas, self.metadata_response, self.init_producer_id)
         broker_pb2_grpc.add_BrokerServicer_to_server(self._service, server)
         self._health = ServingState(server, broker_pb2.DESCRIPTOR.services_by_name["Broker"].full_name)
@@ -129,6 +131,8 @@ class BrokerServer:
             raise SystemExit(f"cannot listen on {self.config.host}:{self.config.port}: is another process using the port?")
         await server.start()
         self._server = server
+        if self.metrics is not None:
+            self.metrics.start(self.config.host, self.config.metrics_port, self.replicas.partitions.values, asyncio.get_running_loop())
         if self.config.unsafe is not None:
             self._log.warning("UNSAFE TESTING MODE: this broker breaks replication rules on purpose", behaviour=self.config.unsafe.value)
         self.isr_updates.start()
@@ -177,6 +181,8 @@ class BrokerServer:
         await self.isr_updates.stop()
         await self.metadata.stop()
         await self.lifecycle.stop()
+        if self.metrics is not None:
+            self.metrics.stop()
         try:
             self.logs.checkpoint_high_watermarks(self.replicas.high_watermarks())
         finally:  # a failing disk must not stop the logs from being flushed and closed
