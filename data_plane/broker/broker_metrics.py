@@ -19,7 +19,8 @@ from data_plane.broker.partition import Partition
 from data_plane.record_batch import iter_headers
 from data_plane.replication.partition_state import IsrProposal
 from kraftlog_proto import broker_pb2
-from server_common.metrics import RpcMetrics, new_registry, read_on_loop, serve_metrics
+from server_common.error_names import error_code_name
+from server_common.metrics import Observer, RpcMetrics, new_registry, read_on_loop, serve_metrics
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,13 +151,49 @@ class TopicTraffic:
             self.records_out.labels(topic).inc(records)
 
 
+class PartitionErrors:
+    """Partitions answered with an error, by RPC and error code: kraftlog's refusals travel
+    inside answers (per partition), not as gRPC statuses."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.errors = Counter("kraftlog_partition_errors", "Partitions answered with an error code, by RPC and code",
+                              ["method", "error"], registry=registry)
+
+    def observer(self, method: str) -> Observer:
+        """For answers shaped topics[].partitions[].error_code (Consume messages: partitions[])."""
+        errors = self.errors
+
+        def count(_request, response) -> None:
+            partitions = response.partitions if method == "Consume" else (p for t in response.topics for p in t.partitions)
+            for p in partitions:
+                if p.error_code:
+                    errors.labels(method, error_code_name(p.error_code)).inc()
+
+        return count
+
+
+def _together(*observers: Observer) -> Observer:
+    def observe(request, response) -> None:
+        for observer in observers:
+            observer(request, response)
+
+    return observe
+
+
 class BrokerMetrics:
     """Everything a broker exports, and the HTTP endpoint that serves it."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or new_registry()
         self.traffic = TopicTraffic(self.registry)
-        self.rpc = RpcMetrics(self.registry, {"Produce": self.traffic.on_produce, "Fetch": self.traffic.on_fetch, "Consume": self.traffic.on_consume})
+        errors = PartitionErrors(self.registry)
+        self.rpc = RpcMetrics(self.registry, {
+            "Produce": _together(self.traffic.on_produce, errors.observer("Produce")),
+            "Fetch": _together(self.traffic.on_fetch, errors.observer("Fetch")),
+            "Consume": _together(self.traffic.on_consume, errors.observer("Consume")),
+            "ListOffsets": errors.observer("ListOffsets"),
+            "DeleteRecords": errors.observer("DeleteRecords"),
+        })
         self.isr_shrinks = Counter("kraftlog_isr_shrinks", "ISR shrinks this broker proposed as leader (AlterPartition sent)", registry=self.registry)
         self.isr_expansions = Counter("kraftlog_isr_expansions", "ISR expansions this broker proposed as leader (AlterPartition sent)", registry=self.registry)
         self._stop: Callable[[], None] | None = None

@@ -11,7 +11,7 @@ import pytest
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from prometheus_client import CollectorRegistry
 
-from data_plane.broker.broker_metrics import PartitionFigures, TopicTraffic, partition_families
+from data_plane.broker.broker_metrics import PartitionErrors, PartitionFigures, TopicTraffic, partition_families
 from data_plane.record_batch import encode_batch
 from kraftlog_proto import broker_pb2, common_pb2
 from metadata_quorum.controller_metrics import quorum_families
@@ -117,3 +117,18 @@ def test_the_interceptor_counts_status_codes_and_times_unary_calls() -> None:
     assert registry.get_sample_value("kraftlog_rpc_requests_total", {"method": "Check", "code": "OK"}) == 1
     assert registry.get_sample_value("kraftlog_rpc_requests_total", {"method": "Check", "code": "NOT_FOUND"}) == 1
     assert registry.get_sample_value("kraftlog_rpc_duration_seconds_count", {"method": "Check"}) == 2
+
+
+def test_partition_errors_are_counted_by_rpc_and_code() -> None:
+    registry = CollectorRegistry()
+    errors = PartitionErrors(registry)
+    answer = broker_pb2.ProduceResponse(topics=[broker_pb2.TopicProduceResponse(topic="t", partitions=[
+        broker_pb2.PartitionProduceResponse(partition=0),
+        broker_pb2.PartitionProduceResponse(partition=1, error_code=common_pb2.NOT_LEADER_OR_FOLLOWER),
+    ])])
+    errors.observer("Produce")(None, answer)
+    errors.observer("Consume")(None, broker_pb2.ConsumeResponse(partitions=[
+        broker_pb2.ConsumePartitionData(topic="t", error_code=common_pb2.NOT_LEADER_OR_FOLLOWER)]))
+    assert registry.get_sample_value("kraftlog_partition_errors_total", {"method": "Produce", "error": "NOT_LEADER_OR_FOLLOWER"}) == 1
+    assert registry.get_sample_value("kraftlog_partition_errors_total", {"method": "Consume", "error": "NOT_LEADER_OR_FOLLOWER"}) == 1
+    assert registry.get_sample_value("kraftlog_partition_errors_total", {"method": "Produce", "error": "NONE"}) is None
