@@ -4,6 +4,9 @@ traffic from real encoded batches, and the RPC interceptor on a real gRPC server
 from __future__ import annotations
 
 import asyncio
+import json
+import re
+from pathlib import Path
 
 import grpc
 import immutables
@@ -11,10 +14,10 @@ import pytest
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from prometheus_client import CollectorRegistry
 
-from data_plane.broker.broker_metrics import PartitionErrors, PartitionFigures, TopicTraffic, partition_families
+from data_plane.broker.broker_metrics import BrokerMetrics, PartitionErrors, PartitionFigures, TopicTraffic, partition_families
 from data_plane.record_batch import encode_batch
 from kraftlog_proto import broker_pb2, common_pb2
-from metadata_quorum.controller_metrics import quorum_families
+from metadata_quorum.controller_metrics import ControllerMetrics, quorum_families
 from metadata_quorum.image import BrokerImage, MetadataImage, PartitionImage, TopicImage
 from server_common.metrics import RpcMetrics
 
@@ -132,3 +135,22 @@ def test_partition_errors_are_counted_by_rpc_and_code() -> None:
     assert registry.get_sample_value("kraftlog_partition_errors_total", {"method": "Produce", "error": "NOT_LEADER_OR_FOLLOWER"}) == 1
     assert registry.get_sample_value("kraftlog_partition_errors_total", {"method": "Consume", "error": "NOT_LEADER_OR_FOLLOWER"}) == 1
     assert registry.get_sample_value("kraftlog_partition_errors_total", {"method": "Produce", "error": "NONE"}) is None
+
+
+def exported_names() -> set[str]:
+    """Every kraftlog_* metric a broker or controller exports, as Prometheus names it."""
+    families = [*partition_families([]), *quorum_families({}, MetadataImage.empty("c"))]
+    for metrics in (BrokerMetrics(CollectorRegistry()), ControllerMetrics(CollectorRegistry())):
+        families += list(metrics.registry.collect())
+    return {f.name + ("_total" if f.type == "counter" else "") for f in families if f.name.startswith("kraftlog_")}
+
+
+def test_docs_list_every_metric_and_the_dashboard_uses_only_real_ones() -> None:
+    docs = Path(__file__).parents[2] / "docs"
+    documented = set(re.findall(r"^\| `(kraftlog_\w+)` \|", (docs / "metrics.md").read_text(), re.MULTILINE))
+    exported = exported_names()
+    assert documented == exported, (documented ^ exported)
+    dashboard = json.loads((docs / "grafana-dashboard.json").read_text())
+    used = {re.sub(r"_(bucket|count|sum)$", "", name)
+            for panel in dashboard["panels"] for target in panel["targets"] for name in re.findall(r"kraftlog_\w+", target["expr"])}
+    assert used and used <= exported, used - exported
