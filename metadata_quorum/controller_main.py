@@ -104,14 +104,15 @@ async def serve(args: argparse.Namespace) -> None:
     server = grpc.aio.server(interceptors=[metrics.rpc.interceptor()] if metrics else None, options=[("grpc.max_send_message_length", MESSAGE_BYTES_MAX), ("grpc.max_receive_message_length", MESSAGE_BYTES_MAX), ("grpc.so_reuseport", 0)])
     if server.add_insecure_port(me.grpc_address) == 0:
         raise SystemExit(f"kraftlog controller: cannot listen on {me.grpc_address}: is another process using the port?")
+    if metrics is not None:
+        metrics.serve(me.host, args.metrics_port)
     try:
         raft_routes = parse_address_overrides(args.raft_peer_address, "--raft-peer-address")
     except ValueError as exc:
         raise SystemExit(f"kraftlog controller: {exc}") from None
     node = ControllerRaftNode(me, voters, args.data_dir, cluster_id, password, loop, raft_routes)
     if metrics is not None:
-        metrics.time_commits(node)
-        metrics.start(me.host, args.metrics_port, node)
+        metrics.watch(node)
     controller = ActiveController(node, args.session_timeout_ms, args.auto_leader_rebalance_enable, args.leader_imbalance_check_interval_seconds)
     controller_pb2_grpc.add_ControllerServiceServicer_to_server(ControllerService(controller), server)
     health = ServingState(server, controller_pb2.DESCRIPTOR.services_by_name["ControllerService"].full_name)

@@ -76,8 +76,16 @@ class ControllerMetrics:
         )
         self._stop: Callable[[], None] | None = None
 
-    def time_commits(self, node: ControllerRaftNode) -> None:
-        """Every ``node.propose`` (the one way entries are written) observes its latency."""
+    def serve(self, host: str, port: int) -> None:
+        """Serve /metrics on ``host:port`` (first, so a port in use stops the controller
+        before Raft starts)."""
+        self._stop = serve_metrics(self.registry, host, port)
+
+    def watch(self, node: ControllerRaftNode) -> None:
+        """Report ``node``: its Raft status and image at scrape time (pysyncobj's status is
+        safe to read from another thread and the image is immutable, so the HTTP thread reads
+        them), and the latency of every ``node.propose`` (the one way entries are written)."""
+        self.registry.register(QuorumCollector(lambda: (node.status(), node.image)))
         propose = node.propose
 
         async def timed(records, *args, **kwargs):
@@ -88,12 +96,6 @@ class ControllerMetrics:
                 self.commit_latency.observe(time.perf_counter() - start)
 
         node.propose = timed  # type: ignore[method-assign]
-
-    def start(self, host: str, port: int, node: ControllerRaftNode) -> None:
-        """pysyncobj's status is safe to read from another thread (``node.status``) and the
-        image is immutable, so the scrape reads them on the HTTP thread."""
-        self.registry.register(QuorumCollector(lambda: (node.status(), node.image)))
-        self._stop = serve_metrics(self.registry, host, port)
 
     def stop(self) -> None:
         if self._stop is not None:

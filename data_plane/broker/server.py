@@ -116,6 +116,8 @@ class BrokerServer:
         return broker_pb2.InitProducerIdResponse(producer_id=self._producer_ids.pop(), producer_epoch=0)
 
     async def start(self) -> None:
+        if self.metrics is not None:  # first: a metrics port in use stops the broker before it listens
+            self.metrics.start(self.config.host, self.config.metrics_port, self.replicas.partitions.values, asyncio.get_running_loop())
         options = [
             ("grpc.max_receive_message_length", self.config.request_max_bytes),
             ("grpc.max_send_message_length", self.config.request_max_bytes),
@@ -131,8 +133,6 @@ class BrokerServer:
             raise SystemExit(f"cannot listen on {self.config.host}:{self.config.port}: is another process using the port?")
         await server.start()
         self._server = server
-        if self.metrics is not None:
-            self.metrics.start(self.config.host, self.config.metrics_port, self.replicas.partitions.values, asyncio.get_running_loop())
         if self.config.unsafe is not None:
             self._log.warning("UNSAFE TESTING MODE: this broker breaks replication rules on purpose", behaviour=self.config.unsafe.value)
         self.isr_updates.start()
