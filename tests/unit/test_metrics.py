@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import time
 from pathlib import Path
 
 import grpc
@@ -95,28 +96,36 @@ def test_topic_traffic_counts_batches_and_records_paths() -> None:
     assert registry.get_sample_value("kraftlog_topic_records_out_total", {"topic": "empty"}) is None
 
 
-def test_the_interceptor_counts_status_codes_and_times_unary_calls() -> None:
-    registry = CollectorRegistry()
-    metrics = RpcMetrics(registry)
-
-    async def run() -> None:
-        server = grpc.aio.server(interceptors=[metrics.interceptor()])
-        servicer = health.aio.HealthServicer()
-        await servicer.set("known", health_pb2.HealthCheckResponse.SERVING)
-        health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
-        port = server.add_insecure_port("127.0.0.1:0")
-        await server.start()
-        try:
-            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-                stub = health_pb2_grpc.HealthStub(channel)
+async def health_calls(interceptors: list, known_calls: int, unknown_calls: int = 0) -> float:
+    """Seconds taken by ``known_calls`` health Checks of a SERVING service, then
+    ``unknown_calls`` Checks of an unknown one (each NOT_FOUND), on a real in-process
+    server with ``interceptors``."""
+    server = grpc.aio.server(interceptors=interceptors)
+    servicer = health.aio.HealthServicer()
+    await servicer.set("known", health_pb2.HealthCheckResponse.SERVING)
+    health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = health_pb2_grpc.HealthStub(channel)
+            started = time.perf_counter()
+            for _ in range(known_calls):
                 await stub.Check(health_pb2.HealthCheckRequest(service="known"))
+            took = time.perf_counter() - started
+            for _ in range(unknown_calls):
                 with pytest.raises(grpc.aio.AioRpcError) as refused:
                     await stub.Check(health_pb2.HealthCheckRequest(service="unknown"))
                 assert refused.value.code() == grpc.StatusCode.NOT_FOUND
-        finally:
-            await server.stop(None)
+            return took
+    finally:
+        await server.stop(None)
 
-    asyncio.run(run())
+
+def test_the_interceptor_counts_status_codes_and_times_unary_calls() -> None:
+    registry = CollectorRegistry()
+    metrics = RpcMetrics(registry)
+    asyncio.run(health_calls([metrics.interceptor()], known_calls=1, unknown_calls=1))
     assert registry.get_sample_value("kraftlog_rpc_requests_total", {"method": "Check", "code": "OK"}) == 1
     assert registry.get_sample_value("kraftlog_rpc_requests_total", {"method": "Check", "code": "NOT_FOUND"}) == 1
     assert registry.get_sample_value("kraftlog_rpc_duration_seconds_count", {"method": "Check"}) == 2
