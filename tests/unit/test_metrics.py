@@ -155,11 +155,11 @@ def exported_names() -> set[str]:
 
 
 def test_docs_list_every_metric_and_the_dashboard_uses_only_real_ones() -> None:
-    docs = Path(__file__).parents[2] / "docs"
-    documented = set(re.findall(r"^\| `(kraftlog_\w+)` \|", (docs / "metrics.md").read_text(), re.MULTILINE))
+    root = Path(__file__).parents[2]
+    documented = set(re.findall(r"^\| `(kraftlog_\w+)` \|", (root / "docs/metrics.md").read_text(), re.MULTILINE))
     exported = exported_names()
     assert documented == exported, (documented ^ exported)
-    dashboard = json.loads((docs / "grafana-dashboard.json").read_text())
+    dashboard = json.loads((root / "docs/grafana-dashboard.json").read_text())
     used = {re.sub(r"_(bucket|count|sum)$", "", name)
             for panel in dashboard["panels"] for target in panel["targets"] for name in re.findall(r"kraftlog_\w+", target["expr"])}
     assert used and used <= exported, used - exported
