@@ -122,7 +122,8 @@ async def serve(args: argparse.Namespace) -> None:
     reporting = asyncio.create_task(health.follow(lambda: not stopping and node.leader_id() >= 0))
     log.info("controller started", raft_address=me.raft_address, grpc_address=me.grpc_address, voters=len(voters), cluster_id=cluster_id,
              data_dir=str(args.data_dir), encrypted=password is not None, session_timeout_ms=args.session_timeout_ms,
-             auto_leader_rebalance=args.auto_leader_rebalance_enable, leader_imbalance_check_interval_s=args.leader_imbalance_check_interval_seconds)
+             auto_leader_rebalance=args.auto_leader_rebalance_enable, leader_imbalance_check_interval_s=args.leader_imbalance_check_interval_seconds,
+             metrics_port=args.metrics_port or None)
 
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -151,7 +151,8 @@ class BrokerServer:
         if self.config.scrub_bytes_per_second > 0:
             budget = max(self.config.scrub_bytes_per_second * self.config.scrub_interval_ms // 1000, 1)
             self._timers.append(asyncio.create_task(self._every(self.config.scrub_interval_ms, lambda: self.replicas.maintenance.run_scrub(budget))))
-        self._log.info("broker started", listen=f"{self.config.host}:{bound}", broker_epoch=self.lifecycle.broker_epoch)
+        self._log.info("broker started", listen=f"{self.config.host}:{bound}", broker_epoch=self.lifecycle.broker_epoch,
+                       metrics_port=self.config.metrics_port or None)
 
     def _checkpoint(self) -> None:
         self.logs.checkpoint_high_watermarks(self.replicas.high_watermarks())

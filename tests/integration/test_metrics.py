@@ -7,9 +7,11 @@ from __future__ import annotations
 import urllib.request
 from pathlib import Path
 
+import grpc
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from kraftlog_proto import broker_pb2, broker_pb2_grpc, common_pb2
 from server_common.local_cluster import HOST, free_ports
 from server_common.waiting import wait_for
 from tests.cluster import TestCluster, local_cluster
@@ -73,6 +75,15 @@ def test_broker_and_controller_metrics_and_an_under_replicated_partition(tmp_pat
         wait_for(lambda: all(value(scrape(port), "kraftlog_replica_lag_records", topic="watched", partition="0", follower=str(f)) == 0
                              for f in followers), 30, "both followers caught up in the leader's lag gauge")
         assert value(broker, "process_cpu_seconds_total") is not None
+
+        follower = cluster.broker(followers[0])
+        with grpc.insecure_channel(follower.address) as channel:
+            answer = broker_pb2_grpc.BrokerStub(channel).Produce(broker_pb2.ProduceRequest(acks=1, timeout_ms=5000, topics=[
+                broker_pb2.TopicProduceData(topic="watched", partitions=[broker_pb2.PartitionProduceData(partition=0, records=[common_pb2.Record(value=b"x")])])]))
+        assert answer.topics[0].partitions[0].error_code == common_pb2.NOT_LEADER_OR_FOLLOWER
+        refused = scrape(metrics_port(cluster, "broker", follower.node_id))
+        assert value(refused, "kraftlog_partition_errors_total", method="Produce", error="NOT_LEADER_OR_FOLLOWER") == 1
+        assert value(refused, "kraftlog_under_replicated_partitions") == 0  # a follower counts no partition
 
         controller = scrape(metrics_port(cluster, "controller", 1))
         assert value(controller, "kraftlog_controller_active") == 1
