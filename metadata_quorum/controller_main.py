@@ -20,6 +20,7 @@ import structlog
 
 from metadata_quorum.active_controller import DEFAULT_LEADER_IMBALANCE_CHECK_INTERVAL_S, ActiveController
 from metadata_quorum.broker_heartbeats import DEFAULT_SESSION_TIMEOUT_MS
+from metadata_quorum.controller_metrics import ControllerMetrics
 from metadata_quorum.controller_service import ControllerService
 from metadata_quorum.endpoints import Voter, parse_address_overrides, parse_quorum
 from metadata_quorum.raft_node import ControllerRaftNode
@@ -56,6 +57,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cluster-id", default=None, help="cluster id reported to brokers (default: derived from --quorum)")
     parser.add_argument("--raft-peer-address", action="append", default=[], metavar="ID=HOST:PORT",
                         help="reach voter ID's Raft port here instead of its quorum address (repeatable; e.g. a proxy on that link)")
+    parser.add_argument("--metrics-port", type=_port_or_off, default=0,
+                        help="serve Prometheus metrics at http://HOST:PORT/metrics, HOST from this voter's --quorum entry (0: off; default: %(default)s)")
     parser.add_argument("--log-format", choices=["json", "console"], default="console", help="console: lines for people, json: one object per line (default: %(default)s)")
 
 
@@ -64,6 +67,12 @@ def _parse_bool(raw: str) -> bool:
     if lowered not in ("true", "false"):
         raise argparse.ArgumentTypeError(f"expected true or false, got '{raw}'")
     return lowered == "true"
+
+
+def _port_or_off(raw: str) -> int:
+    if not raw.isdigit() or int(raw) > 65535:
+        raise argparse.ArgumentTypeError(f"expected a port from 1 to 65535, or 0 to turn metrics off, got '{raw}'")
+    return int(raw)
 
 
 def _positive_seconds(raw: str) -> float:
@@ -91,14 +100,19 @@ async def serve(args: argparse.Namespace) -> None:
     log = structlog.get_logger("controller").bind(controller_id=me.node_id)
     loop = asyncio.get_running_loop()
 
-    server = grpc.aio.server(options=[("grpc.max_send_message_length", MESSAGE_BYTES_MAX), ("grpc.max_receive_message_length", MESSAGE_BYTES_MAX), ("grpc.so_reuseport", 0)])
+    metrics = ControllerMetrics() if args.metrics_port else None  # off: no interceptor, no timing
+    server = grpc.aio.server(interceptors=[metrics.rpc.interceptor()] if metrics else None, options=[("grpc.max_send_message_length", MESSAGE_BYTES_MAX), ("grpc.max_receive_message_length", MESSAGE_BYTES_MAX), ("grpc.so_reuseport", 0)])
     if server.add_insecure_port(me.grpc_address) == 0:
         raise SystemExit(f"kraftlog controller: cannot listen on {me.grpc_address}: is another process using the port?")
+    if metrics is not None:
+        metrics.serve(me.host, args.metrics_port)
     try:
         raft_routes = parse_address_overrides(args.raft_peer_address, "--raft-peer-address")
     except ValueError as exc:
         raise SystemExit(f"kraftlog controller: {exc}") from None
     node = ControllerRaftNode(me, voters, args.data_dir, cluster_id, password, loop, raft_routes)
+    if metrics is not None:
+        metrics.watch(node)
     controller = ActiveController(node, args.session_timeout_ms, args.auto_leader_rebalance_enable, args.leader_imbalance_check_interval_seconds)
     controller_pb2_grpc.add_ControllerServiceServicer_to_server(ControllerService(controller), server)
     health = ServingState(server, controller_pb2.DESCRIPTOR.services_by_name["ControllerService"].full_name)
@@ -108,7 +122,8 @@ async def serve(args: argparse.Namespace) -> None:
     reporting = asyncio.create_task(health.follow(lambda: not stopping and node.leader_id() >= 0))
     log.info("controller started", raft_address=me.raft_address, grpc_address=me.grpc_address, voters=len(voters), cluster_id=cluster_id,
              data_dir=str(args.data_dir), encrypted=password is not None, session_timeout_ms=args.session_timeout_ms,
-             auto_leader_rebalance=args.auto_leader_rebalance_enable, leader_imbalance_check_interval_s=args.leader_imbalance_check_interval_seconds)
+             auto_leader_rebalance=args.auto_leader_rebalance_enable, leader_imbalance_check_interval_s=args.leader_imbalance_check_interval_seconds,
+             metrics_port=args.metrics_port or None)
 
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -122,6 +137,8 @@ async def serve(args: argparse.Namespace) -> None:
     role.cancel()
     await server.stop(grace=1.0)
     node.destroy()
+    if metrics is not None:
+        metrics.stop()
     log.info("controller stopped cleanly", metadata_offset=node.image.offset)
 
 

@@ -68,6 +68,7 @@ class BrokerConfig:
     fetch_max_wait_ms_cap: int = 30000
     controlled_shutdown_timeout_s: float = 30.0
     topic_defaults: dict[str, str] = field(default_factory=dict)
+    metrics_port: int = 0  # Prometheus /metrics on the --listen host; 0: off
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -90,6 +91,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="DELIBERATELY WRONG replication, for chaos negative controls only: never in production")
     parser.add_argument("--retention-check-interval-ms", type=int, default=BrokerConfig.retention_check_interval_ms, help="how often retention deletes old segments (default: %(default)s)")
     parser.add_argument("--log-format", choices=["console", "json"], default="console", help="console: lines for people, json: one object per line (default: %(default)s)")
+    parser.add_argument("--metrics-port", type=int, default=BrokerConfig.metrics_port,
+                        help="serve Prometheus metrics at http://LISTEN_HOST:PORT/metrics (0: off; default: %(default)s)")
     parser.add_argument("--scrub-bytes-per-second", type=int, default=BrokerConfig.scrub_bytes_per_second,
                         help="rate of the background CRC check of stored batches (0: off)")
     parser.add_argument("--cleaner-interval-ms", type=int, default=BrokerConfig.cleaner_interval_ms,
@@ -102,6 +105,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def from_args(args: argparse.Namespace) -> BrokerConfig:
     host, port = parse_host_port(args.listen)
+    if not 0 <= args.metrics_port <= 65535:
+        raise ValueError(f"--metrics-port {args.metrics_port} is out of range: give 1 to 65535, or 0 to turn metrics off")
     return BrokerConfig(
         broker_id=args.broker_id,
         host=host,
@@ -122,4 +127,5 @@ def from_args(args: argparse.Namespace) -> BrokerConfig:
         cleaner_interval_ms=args.cleaner_interval_ms,
         cleaner_io_bytes_per_second=args.cleaner_io_bytes_per_second,
         cleaner_map_entries=args.cleaner_map_entries,
+        metrics_port=args.metrics_port,
     )

@@ -16,6 +16,7 @@ import grpc
 import structlog
 
 from data_plane.broker.config import BrokerConfig, add_arguments, from_args
+from data_plane.broker.broker_metrics import BrokerMetrics
 from data_plane.broker.controller_link import BrokerLifecycleManager, MetadataFollower
 from data_plane.broker.damage_repair import DamageRepairer
 from data_plane.broker.errors import PartitionError, to_wire
@@ -56,7 +57,8 @@ class BrokerServer:
         self.fetchers = ReplicaFetcherManager(config, self.replicas, lambda: self.lifecycle.broker_epoch)
         self.isr_updates = AlterPartitionSender(config.broker_id, self.lifecycle, self.replicas.on_alter_partition_answer)
         self.replicas.followers_changed = self.fetchers.sync
-        self.replicas.propose_isr = self.isr_updates.submit
+        self.metrics = BrokerMetrics() if config.metrics_port else None  # off: no interceptor, no counting
+        self.replicas.propose_isr = self.metrics.count_isr_changes(self.isr_updates.submit) if self.metrics else self.isr_updates.submit
         self._producer_ids: list[int] = []
         self._server: grpc.aio.Server | None = None
         self._service: BrokerService | None = None
@@ -114,12 +116,14 @@ class BrokerServer:
         return broker_pb2.InitProducerIdResponse(producer_id=self._producer_ids.pop(), producer_epoch=0)
 
     async def start(self) -> None:
+        if self.metrics is not None:  # first: a metrics port in use stops the broker before it listens
+            self.metrics.start(self.config.host, self.config.metrics_port, self.replicas.partitions.values, asyncio.get_running_loop())
         options = [
             ("grpc.max_receive_message_length", self.config.request_max_bytes),
             ("grpc.max_send_message_length", self.config.request_max_bytes),
             ("grpc.so_reuseport", 0),
         ]
-        server = grpc.aio.server(options=options)
+        server = grpc.aio.server(options=options, interceptors=[self.metrics.rpc.interceptor()] if self.metrics else None)
         self._service = BrokerService(self.replicas, self.metadata_response, self.init_producer_id)
         broker_pb2_grpc.add_BrokerServicer_to_server(self._service, server)
         self._health = ServingState(server, broker_pb2.DESCRIPTOR.services_by_name["Broker"].full_name)
@@ -147,7 +151,8 @@ class BrokerServer:
         if self.config.scrub_bytes_per_second > 0:
             budget = max(self.config.scrub_bytes_per_second * self.config.scrub_interval_ms // 1000, 1)
             self._timers.append(asyncio.create_task(self._every(self.config.scrub_interval_ms, lambda: self.replicas.maintenance.run_scrub(budget))))
-        self._log.info("broker started", listen=f"{self.config.host}:{bound}", broker_epoch=self.lifecycle.broker_epoch)
+        self._log.info("broker started", listen=f"{self.config.host}:{bound}", broker_epoch=self.lifecycle.broker_epoch,
+                       metrics_port=self.config.metrics_port or None)
 
     def _checkpoint(self) -> None:
         self.logs.checkpoint_high_watermarks(self.replicas.high_watermarks())
@@ -177,6 +182,8 @@ class BrokerServer:
         await self.isr_updates.stop()
         await self.metadata.stop()
         await self.lifecycle.stop()
+        if self.metrics is not None:
+            self.metrics.stop()
         try:
             self.logs.checkpoint_high_watermarks(self.replicas.high_watermarks())
         finally:  # a failing disk must not stop the logs from being flushed and closed

@@ -1,0 +1,106 @@
+"""Prometheus metrics of real brokers and controllers, scraped over HTTP: names, labels and
+types, and an under-replicated partition that shows while a follower is down and clears
+once it is back."""
+
+from __future__ import annotations
+
+import urllib.request
+from pathlib import Path
+
+import grpc
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from kraftlog_proto import broker_pb2, broker_pb2_grpc, common_pb2
+from server_common.local_cluster import HOST, free_ports
+from server_common.waiting import wait_for
+from tests.cluster import TestCluster, local_cluster
+
+pytestmark = pytest.mark.integration
+
+SESSION = ["--session-timeout-ms", "3000"]
+
+
+def give_metrics_ports(cluster: TestCluster) -> None:
+    for node, port in zip(cluster.nodes, free_ports(len(cluster.nodes))):
+        node.extra_args += ["--metrics-port", str(port)]
+
+
+def metrics_port(cluster: TestCluster, role: str, node_id: int) -> int:
+    args = cluster.node(role, node_id).extra_args
+    return int(args[args.index("--metrics-port") + 1])
+
+
+def scrape(port: int) -> dict:
+    """{family name: family} from one scrape of /metrics."""
+    with urllib.request.urlopen(f"http://{HOST}:{port}/metrics", timeout=10) as answer:
+        text = answer.read().decode()
+    return {f.name: f for f in text_string_to_metric_families(text)}
+
+
+def value(families: dict, name: str, **labels: str) -> float | None:
+    """The sample ``name`` with ``labels`` (a family's counter samples end in _total)."""
+    for family in families.values():
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                return sample.value
+    return None
+
+
+def test_broker_and_controller_metrics_and_an_under_replicated_partition(tmp_path: Path) -> None:
+    from data_plane.client import Producer
+
+    with local_cluster(tmp_path, controllers=1, controller_args=SESSION,
+                       broker_args=[*SESSION, "--replica-lag-time-max-ms", "2000"], configure=give_metrics_ports) as cluster:
+        cluster.create_topic("watched", partitions=1, replication_factor=3)
+        leader = cluster.leader("watched", 0)
+        with Producer(cluster.bootstrap, acks="all") as producer:
+            for i in range(10):
+                producer.send("watched", f"v{i}".encode(), partition=0)
+            producer.flush(30)
+        port = metrics_port(cluster, "broker", leader)
+
+        broker = scrape(port)
+        assert broker["kraftlog_rpc_requests"].type == "counter"
+        assert value(broker, "kraftlog_rpc_requests_total", method="Produce", code="OK") >= 1
+        assert broker["kraftlog_rpc_duration_seconds"].type == "histogram"
+        assert value(broker, "kraftlog_rpc_duration_seconds_count", method="Produce") >= 1
+        assert value(broker, "kraftlog_topic_records_in_total", topic="watched") == 10
+        assert value(broker, "kraftlog_topic_bytes_in_total", topic="watched") > 0
+        assert broker["kraftlog_under_replicated_partitions"].type == "gauge"
+        assert value(broker, "kraftlog_leader_partitions") == 1
+        assert value(broker, "kraftlog_partitions") == 1
+        assert value(broker, "kraftlog_log_size_bytes", topic="watched", partition="0") > 0
+        followers = [b.node_id for b in cluster.brokers if b.node_id != leader]
+        wait_for(lambda: all(value(scrape(port), "kraftlog_replica_lag_records", topic="watched", partition="0", follower=str(f)) == 0
+                             for f in followers), 30, "both followers caught up in the leader's lag gauge")
+        assert value(broker, "process_cpu_seconds_total") is not None
+
+        follower = cluster.broker(followers[0])
+        with grpc.insecure_channel(follower.address) as channel:
+            answer = broker_pb2_grpc.BrokerStub(channel).Produce(broker_pb2.ProduceRequest(acks=1, timeout_ms=5000, topics=[
+                broker_pb2.TopicProduceData(topic="watched", partitions=[broker_pb2.PartitionProduceData(partition=0, records=[common_pb2.Record(value=b"x")])])]))
+        assert answer.topics[0].partitions[0].error_code == common_pb2.NOT_LEADER_OR_FOLLOWER
+        refused = scrape(metrics_port(cluster, "broker", follower.node_id))
+        assert value(refused, "kraftlog_partition_errors_total", method="Produce", error="NOT_LEADER_OR_FOLLOWER") == 1
+        assert value(refused, "kraftlog_under_replicated_partitions") == 0  # a follower counts no partition
+
+        controller = scrape(metrics_port(cluster, "controller", 1))
+        assert value(controller, "kraftlog_controller_active") == 1
+        assert value(controller, "kraftlog_raft_term") >= 1
+        assert value(controller, "kraftlog_raft_commit_index") >= 1
+        assert value(controller, "kraftlog_registered_brokers") == 3
+        assert value(controller, "kraftlog_raft_commit_seconds_count") >= 1
+        assert value(controller, "kraftlog_rpc_requests_total", method="CreateTopics", code="OK") >= 1
+
+        under = lambda: value(scrape(port), "kraftlog_under_replicated_partitions")  # noqa: E731
+        assert under() == 0
+        down = cluster.broker(followers[0])
+        cluster.kill(down)
+        wait_for(lambda: under() == 1, 30, "the leader reporting the partition under-replicated")
+        wait_for(lambda: value(scrape(metrics_port(cluster, "controller", 1)), "kraftlog_fenced_brokers") == 1, 30, "the killed broker fenced")
+        # The ISR loses the follower by the leader's shrink or by the controller's fencing, whichever comes first.
+        assert scrape(port)["kraftlog_isr_shrinks"].type == "counter"
+        cluster.start_node(down)
+        wait_for(lambda: under() == 0, 60, "the restarted follower back in the ISR")
+        assert value(scrape(port), "kraftlog_isr_expansions_total") >= 1
