@@ -283,9 +283,10 @@ def test_plan_ranges_max_records_per_partition():
 
 @pytest.mark.parametrize(("end", "fetches"), [(10, 1), (25, 3), (30, 3)])
 def test_a_task_sends_no_fetch_past_its_range(end, fetches):
-    """read() reads [start, end) with the next fetch sent while it builds Arrow, but none
-    once it has what it needs: a whole fetch past the end would be sent, received and thrown
-    away by every task. Three batches of 10 records, one batch per fetch."""
+    """Polling with Fetch (where a broker has no Consume stream), read() reads [start, end)
+    with the next fetch sent while it builds Arrow, but none once it has what it needs: a
+    whole fetch past the end would be sent, received and thrown away by every task. Three
+    batches of 10 records, one batch per fetch."""
     from data_plane.client import Producer
     from spark_source.reader import RangePartition, read_range
     from tests.unit.client.fake_broker import FakeBroker
@@ -294,7 +295,7 @@ def test_a_task_sends_no_fetch_past_its_range(end, fetches):
         with Producer(broker.address) as producer:
             for first in range(0, 30, 10):
                 producer.send_batch("one", 0, [b"%d" % i for i in range(first, first + 10)]).result(10)
-        part = RangePartition(broker.address, "one", 0, 0, end, False, True, 10_000, {"max_partition_fetch_bytes": 1})
+        part = RangePartition(broker.address, "one", 0, 0, end, False, True, 10_000, {"max_partition_fetch_bytes": 1, "fetch_mode": "fetch"})
         rows = pa.Table.from_batches(list(read_range(part)))
         assert rows.column("offset").to_pylist() == list(range(end))
         assert broker.fetch_requests == fetches
