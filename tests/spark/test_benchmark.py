@@ -23,7 +23,6 @@ import io
 import json
 import os
 import pstats
-import signal
 import statistics
 import subprocess
 import sys
@@ -37,7 +36,7 @@ from data_plane.client import Admin, Producer
 from spark_source.arrow_rows import to_record_batch
 from spark_source.reader import RangePartition, read_range
 from tests.spark.read_benchmark import Processes, ReadBench, compare_sources
-from tests.spark.spark_processes import REPO, spark_env, standalone_cluster
+from tests.spark.spark_processes import REPO, run_driver, standalone_cluster
 
 pytestmark = [pytest.mark.benchmark, pytest.mark.spark, pytest.mark.integration]
 
@@ -88,17 +87,9 @@ def test_streaming_read_on_standalone_cluster(cluster, bench_topic, tmp_path, ca
             "--broker-pid", str(cluster.brokers[0].pid), "--work-dir", str(tmp_path / "checkpoints"),
         ]
         output = tmp_path / "driver.out"
-        with open(output, "wb") as out:
-            # Its own process group, with the JVM it starts, so a timeout stops them all.
-            driver = subprocess.Popen(command, cwd=REPO, env=spark_env(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-            try:
-                returncode = driver.wait(1800)
-            finally:
-                if driver.poll() is None:
-                    os.killpg(driver.pid, signal.SIGKILL)
-                    driver.wait(30)
+        driver = run_driver(command, output, 1800)
     text = output.read_text()
-    assert returncode == 0, text[-3000:]
+    assert driver.returncode == 0, text[-3000:]
     _report(capsys, text[text.index("streaming read into noop"):])
 
 
