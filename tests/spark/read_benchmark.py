@@ -64,27 +64,31 @@ def compare_sources(spark, bench: ReadBench, processes: Processes, work_dir: Pat
     run_noop(kraftlog(near_end), 1, work_dir / "warm-kraftlog")
     run_noop(floor(60_000), 1, work_dir / "warm-floor")
 
-    measured = {}
-    runs = [
-        ("kraftlog source", kraftlog(), bench.batch),
-        ("no-work source (Spark's ceiling)", floor(), bench.batch // tasks * tasks),  # whole rows per task
-    ]
-    load_before = os.getloadavg()[0]
-    for name, df, per_batch in runs:
-        before = processes.snapshot()
-        progress = run_noop(df, batches, work_dir / name.split()[0])
-        cpu = processes.spent(before, processes.snapshot())
-        assert [p["numInputRows"] for p in progress] == [per_batch] * batches
-        measured[name] = progress, cpu
-    medians = [statistics.median(_rates(progress)) for progress, _ in measured.values()]
-    first = _rates(measured["kraftlog source"][0])[0]
-    return (
+    # Twice each, in both orders, so that neither always runs on a JVM the other has warmed
+    # further; each pair is compared on its own (the machine's load moves between pairs).
+    kraftlog_name, floor_name = "kraftlog source", "no-work source (Spark's ceiling)"
+    report = [
         f"streaming read into noop, {where}, maxOffsetsPerTrigger={bench.batch:,}, {tasks} tasks per micro-batch, "
-        f"load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after, on {os.cpu_count()} cores\n"
-        + "".join(_table(name, progress, cpu) for name, (progress, cpu) in measured.items())
-        + f"kraftlog / no-work, medians: {medians[0] / medians[1]:.0%}; kraftlog's first micro-batch took "
-        f"{medians[0] / first:.2f}x its median's time\n"
-    )
+        f"{batches} micro-batches per query, on {os.cpu_count()} cores"
+    ]
+    for round_ in (1, 2):
+        measured = {}
+        load_before = os.getloadavg()[0]
+        pair = [(kraftlog_name, kraftlog, bench.batch), (floor_name, floor, bench.batch // tasks * tasks)]
+        for name, query, per_batch in pair if round_ == 1 else reversed(pair):
+            before = processes.snapshot()
+            progress = run_noop(query(), batches, work_dir / f"{name.split()[0]}-{round_}")
+            cpu = processes.spent(before, processes.snapshot())
+            assert [p["numInputRows"] for p in progress] == [per_batch] * batches  # whole rows per task for the floor
+            measured[name] = progress, cpu
+        kraftlog_rates, floor_rates = (_rates(measured[name][0]) for name in (kraftlog_name, floor_name))
+        report.append(f"round {round_}, load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after")
+        report.extend(_table(name, progress, cpu) for name, (progress, cpu) in measured.items())
+        report.append(
+            f"round {round_}: kraftlog / no-work, medians: {statistics.median(kraftlog_rates) / statistics.median(floor_rates):.0%}; "
+            f"kraftlog's first micro-batch took {statistics.median(kraftlog_rates) / kraftlog_rates[0]:.2f}x its median's time\n"
+        )
+    return "\n".join(report)
 
 
 def run_noop(df, batches: int, checkpoint: Path) -> list[dict]:
