@@ -13,6 +13,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from data_plane.client import Admin, Consumer, KraftlogError
 from spark_source.arrow_rows import to_record_batch
 from spark_source.options import EARLIEST, LATEST, OptionError, SourceOptions
+from spark_source.worker_gc import freeze_long_lived
 
 log = logging.getLogger("spark_source")
 
@@ -196,6 +197,7 @@ def plan_ranges(
 
 def read_range(part: RangePartition) -> Iterator:
     """Yields pyarrow RecordBatches of records [part.start, part.end) of one partition."""
+    freeze_long_lived()
     tp = (part.topic, part.partition)
     position = part.start
     if position >= part.end:
