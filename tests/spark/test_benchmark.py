@@ -23,6 +23,7 @@ import io
 import json
 import os
 import pstats
+import re
 import statistics
 import subprocess
 import sys
@@ -130,7 +131,8 @@ def test_sink_rows_per_second_against_perf_produce(spark, cluster, capsys):
         ],
         cwd=REPO, capture_output=True, text=True, timeout=600, check=True,
     )
-    figure = json.loads(perf.stdout)["records_per_sec"]
+    # The JSON report is the last document; the client's structlog lines may precede it.
+    figure = json.loads(perf.stdout[[m.start() for m in re.finditer(r"^\{$", perf.stdout, re.M)][-1]:])["records_per_sec"]
     lines.append(f"  {'kraftlog perf produce --acks all':<34} {figure:>11,.0f} rows/s  (load average {os.getloadavg()[0]:.1f})")
     _report(capsys, "\n".join(lines))
 
