@@ -4,8 +4,8 @@ Spark's Python worker calls `gc.collect()` after every task it runs (pyspark/dae
 worker reuse on, the default). A full collection visits every object the collector tracks,
 and a worker that has imported kraftlog's client (gRPC, protobuf, structlog, pyarrow) holds
 about twice as many as one that has imported pyarrow and PySpark only: about 45 ms per task
-against 15 on this project's 2-core machine, hundreds of milliseconds of CPU per micro-batch
-of a few tasks. Almost all of them are modules, classes and functions that live as long as
+against 15 on this project's loaded 2-core machine, over a hundred milliseconds of CPU per
+micro-batch of three tasks. Almost all of them are modules, classes and functions that live as long as
 the worker, so the first task in a worker moves them to the permanent generation
 (`gc.freeze()`), which later collections skip; objects created afterwards are collected as
 usual.
