@@ -13,10 +13,25 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from data_plane.client import Admin, Consumer, KraftlogError
 from spark_source.arrow_rows import to_record_batch
 from spark_source.options import EARLIEST, LATEST, OptionError, SourceOptions
+from spark_source.worker_gc import freeze_long_lived
 
 log = logging.getLogger("spark_source")
 
 TopicPartition = tuple[str, int]
+
+# How a task's Consumer reads. A Consume stream (the consumer's default mode) keeps data
+# flowing while the task turns the last message into Arrow; two messages of 4 MiB in flight
+# cost less CPU per record than the default eight of 1 MiB (fewer messages to receive, decode
+# and join) and bound what a task receives past the end of its range to 8 MiB, as one
+# Fetch of 8 MiB would. The fetch settings apply where the consumer polls with Fetch
+# instead (a broker without Consume).
+READ_CONFIG = {
+    "stream_window_messages": 2,
+    "stream_message_bytes": 4 * 1024 * 1024,
+    "fetch_max_wait_ms": 100,
+    "max_partition_fetch_bytes": 8 * 1024 * 1024,
+    "fetch_max_bytes": 16 * 1024 * 1024,
+}
 
 
 class DataLossError(RuntimeError):
@@ -182,12 +197,13 @@ def plan_ranges(
 
 def read_range(part: RangePartition) -> Iterator:
     """Yields pyarrow RecordBatches of records [part.start, part.end) of one partition."""
+    freeze_long_lived()
     tp = (part.topic, part.partition)
     position = part.start
     if position >= part.end:
         return
-    config = {"fetch_max_wait_ms": 100, "max_partition_fetch_bytes": 8 * 1024 * 1024, "fetch_max_bytes": 16 * 1024 * 1024}
-    with Consumer(part.bootstrap, **{**config, **part.consumer_config}) as consumer:
+    config = {**READ_CONFIG, **part.consumer_config}
+    with Consumer(part.bootstrap, **config) as consumer:
         consumer.assign([tp])
         consumer.seek(tp, position)
         deadline = time.monotonic() + part.poll_timeout_ms / 1000.0

@@ -31,6 +31,7 @@ from data_plane.client import Producer
 from data_plane.client.partitioner import StickyPartitioner, partition_for_key
 from data_plane.client.producer_batch import RECORD_OVERHEAD_BYTES
 from spark_source.options import OptionError, SinkOptions
+from spark_source.worker_gc import freeze_long_lived
 
 # Bytes of keys, values and per-record overhead in one send_batch: the producer's default
 # batch_size, well under the default max.message.bytes (1 MiB) a broker accepts per batch.
@@ -172,6 +173,7 @@ def _bytes(v: bytes | str | None) -> bytes | None:
 def write_batches(opts: SinkOptions, batches: Iterable[pa.RecordBatch]) -> KraftlogCommitMessage:
     """Produces every row of `batches` and waits until each is acknowledged (acks=all
     unless a kafka.acks option says otherwise)."""
+    freeze_long_lived()
     count = 0
     with Producer(opts.bootstrap, **{"acks": "all", **opts.producer_config}) as producer:
         bulk = _BulkSender(producer)

@@ -34,6 +34,9 @@ def start_session(app_name: str, conf: dict[str, str] | None = None) -> SparkSes
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.sql.streaming.pollingDelay", "50ms")
+        # Python processes Spark starts must connect back within this (default 15 s), which a
+        # heavily loaded shared machine can exceed.
+        .config("spark.python.authenticate.socketTimeout", "120s")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")

@@ -222,3 +222,18 @@ def ancestors(pid: int) -> list[int]:
         pid = int(stat.rsplit(")", 1)[1].split()[1])
         chain.append(pid)
     return chain
+
+
+def run_driver(command: list[str], log_path: Path, timeout_s: float) -> subprocess.Popen:
+    """Runs a driver process (`command`, from the checkout, output into `log_path`) to its
+    end and returns it (its pid and returncode). It gets its own process group, with the JVM it starts,
+    so a driver still running after `timeout_s` is SIGKILLed with its JVM and workers."""
+    with open(log_path, "wb") as log_file:
+        driver = subprocess.Popen(command, cwd=REPO, env=spark_env(), stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            driver.wait(timeout_s)
+        finally:
+            if driver.poll() is None:
+                os.killpg(driver.pid, signal.SIGKILL)
+                driver.wait(30)
+    return driver

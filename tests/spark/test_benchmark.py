@@ -1,17 +1,21 @@
-"""Streaming read throughput: records/s a micro-batch query reads into the `noop` sink.
+"""Streaming read and sink throughput of the Spark source against Spark's own ceiling.
 
-    python3 -m pytest -m benchmark tests/spark/test_benchmark.py
+    python3 -m pytest -m benchmark tests/spark/test_benchmark.py -s
 
-A 3-partition topic of 100-byte values, local[2], one broker, a warm session (the Python
-workers started and both streaming paths run once). Prints one row per micro-batch with
-Spark's own duration breakdown and the CPU time per record of the JVM, the Python workers
-and the broker; the same for a source that does no work at all
+Reads: a 3-partition topic of 100-byte values, one broker, a warm session (the Python
+workers started and both streaming paths run once), in local[2] and on a standalone cluster
+(a master and two 1-core workers, the driver its own process). Prints one row per
+micro-batch with Spark's own duration breakdown and the CPU time per record of the JVMs,
+the Python workers and the broker; the same for a source that does no work at all
 (tests/spark/arrow_floor_source.py: Spark's own cost on this machine at this moment, the
-ceiling for any Python source); then a cProfile of one task's read (`read_range`, the code
-Spark's Python worker runs) outside Spark. The first micro-batches of every query are
-slower: Spark generates code per query and the JIT compiles it as it runs. Sizes:
-KRAFTLOG_BENCH_RECORDS (per partition), KRAFTLOG_BENCH_BATCH (maxOffsetsPerTrigger) and
-KRAFTLOG_BENCH_MIN_PARTITIONS (minPartitions; 0 leaves it unset: a task per partition).
+ceiling for any Python source), and their ratio (tests/spark/read_benchmark.py); then a
+cProfile of one task's read (`read_range`, the code Spark's Python worker runs) outside
+Spark. The first micro-batches of every query are slower: Spark generates code per query
+and the JIT compiles it as it runs. Writes: rows/s of a batch write through the sink
+against the noop sink and `kraftlog perf produce` in the same run. Sizes:
+KRAFTLOG_BENCH_RECORDS (per partition), KRAFTLOG_BENCH_BATCH (maxOffsetsPerTrigger),
+KRAFTLOG_BENCH_MIN_PARTITIONS (minPartitions; 0 leaves it unset: a task per partition) and
+KRAFTLOG_BENCH_SINK_RECORDS (rows written).
 """
 
 import cProfile
@@ -19,20 +23,21 @@ import io
 import json
 import os
 import pstats
+import re
 import statistics
+import subprocess
+import sys
 import time
 import zlib
-from pathlib import Path
 
 import pytest
 
 from data_plane import record_batch
-from data_plane.client import Producer
-from server_common.waiting import wait_for
+from data_plane.client import Admin, Producer
 from spark_source.arrow_rows import to_record_batch
 from spark_source.reader import RangePartition, read_range
-from tests.spark.arrow_floor_source import ArrowFloorSource
-from tests.spark.conftest import load
+from tests.spark.read_benchmark import Processes, ReadBench, compare_sources
+from tests.spark.spark_processes import REPO, run_driver, standalone_cluster
 
 pytestmark = [pytest.mark.benchmark, pytest.mark.spark, pytest.mark.integration]
 
@@ -41,9 +46,9 @@ VALUE_BYTES = 100
 RECORDS = int(os.environ.get("KRAFTLOG_BENCH_RECORDS", "2000000"))  # per partition
 BATCH = int(os.environ.get("KRAFTLOG_BENCH_BATCH", "1000000"))  # records per micro-batch
 MIN_PARTITIONS = int(os.environ.get("KRAFTLOG_BENCH_MIN_PARTITIONS", "0"))
+SINK_RECORDS = int(os.environ.get("KRAFTLOG_BENCH_SINK_RECORDS", "1000000"))
 # Records per send_batch: about 100 KiB batches, what a busy producer writes.
 PRODUCE_CHUNK = 1000
-TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 
 
 @pytest.fixture(scope="module")
@@ -65,43 +70,75 @@ def bench_topic(cluster):
 
 
 def test_streaming_read_records_per_second(spark, cluster, bench_topic, tmp_path, capsys):
-    spark.dataSource.register(ArrowFloorSource)
-    tasks = MIN_PARTITIONS or PARTITIONS
-    options = {"startingOffsets": "earliest", "maxOffsetsPerTrigger": BATCH}
-    if MIN_PARTITIONS:
-        options["minPartitions"] = MIN_PARTITIONS
-    batches = PARTITIONS * RECORDS // BATCH
+    driver_jvm = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+    processes = Processes(driver_jvm, cluster.brokers[0].pid)
+    _report(capsys, compare_sources(spark, _read_bench(cluster, bench_topic), processes, tmp_path, "local[2]"))
 
-    def kraftlog(starting_offsets: str = "earliest"):
-        return load(spark.readStream, bootstrap=cluster.bootstrap, subscribe=bench_topic, **{**options, "startingOffsets": starting_offsets})
 
-    def floor(rows: int = BATCH):
-        reader = spark.readStream.format(ArrowFloorSource.name()).option("rows", rows).option("tasks", tasks)
-        return reader.option("valueBytes", VALUE_BYTES).load()
+def test_streaming_read_on_standalone_cluster(cluster, bench_topic, tmp_path, capsys):
+    """The same comparison with the driver in its own process against a standalone master
+    with two workers of one core each (tests/spark/read_benchmark.py)."""
+    bench = _read_bench(cluster, bench_topic)
+    with standalone_cluster(tmp_path / "spark", workers=2) as spark_cluster:
+        command = [
+            sys.executable, "-m", "tests.spark.read_benchmark", bench.bootstrap, bench.topic,
+            "--master", spark_cluster.master_url, "--partitions", str(bench.partitions),
+            "--records", str(bench.records), "--batch", str(bench.batch), "--value-bytes", str(bench.value_bytes),
+            "--min-partitions", str(bench.min_partitions), "--worker-pids", ",".join(map(str, spark_cluster.worker_pids)),
+            "--broker-pid", str(cluster.brokers[0].pid), "--work-dir", str(tmp_path / "checkpoints"),
+        ]
+        output = tmp_path / "driver.out"
+        driver = run_driver(command, output, 1800)
+    text = output.read_text()
+    assert driver.returncode == 0, text[-3000:]
+    _report(capsys, text[text.index("streaming read into noop"):])
 
-    # Warm up both streaming paths (Python workers, JIT) on a small micro-batch each.
-    near_end = json.dumps({bench_topic: {str(p): RECORDS - 20_000 for p in range(PARTITIONS)}})
-    _run(kraftlog(near_end), 1, tmp_path / "warm-kraftlog")
-    _run(floor(60_000), 1, tmp_path / "warm-floor")
 
-    processes = _Processes(spark, cluster)
-    measured = {}
-    runs = [
-        ("kraftlog source", kraftlog(), BATCH),
-        ("no-work source (Spark's ceiling)", floor(), BATCH // tasks * tasks),  # whole rows per task
-    ]
-    for name, df, per_batch in runs:
-        before = processes.snapshot()
-        progress = _run(df, batches, tmp_path / name.split()[0])
-        cpu = processes.spent(before, processes.snapshot())
-        assert [p["numInputRows"] for p in progress] == [per_batch] * batches
-        measured[name] = progress, cpu
-    _report(
-        capsys,
-        f"streaming read into noop, local[2], maxOffsetsPerTrigger={BATCH:,}, {tasks} tasks per micro-batch, "
-        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores\n"
-        + "".join(_table(name, progress, cpu) for name, (progress, cpu) in measured.items()),
+def test_sink_rows_per_second_against_perf_produce(spark, cluster, capsys):
+    """A batch write of SINK_RECORDS rows of 100-byte values into a topic through the
+    kraftlog sink (local[2], two tasks), the same rows into Spark's `noop` sink (Spark's own
+    cost of making them), and `kraftlog perf produce` writing as many records of the same
+    size with acks=all into another topic, one after the other."""
+    topics = {name: f"sink-bench-{name}" for name in ("warm", "spark", "perf")}
+    for topic in topics.values():
+        cluster.create_topic(topic, PARTITIONS, 1)
+
+    def rows(count: int):
+        values = f"CAST(lpad(CAST(id AS STRING), {VALUE_BYTES}, '0') AS BINARY) AS value"
+        return spark.range(0, count, numPartitions=2).selectExpr(values)
+
+    def write(count: int, topic: str) -> None:
+        rows(count).write.format("kraftlog").mode("append").option("bootstrap", cluster.bootstrap).option("topic", topic).save()
+
+    write(50_000, topics["warm"])  # Python workers, JIT
+    lines = [f"batch write of {SINK_RECORDS:,} rows of {VALUE_BYTES} bytes, local[2], 2 tasks, {PARTITIONS} partitions, acks=all"]
+    timed = {
+        "Spark into noop (no sink work)": lambda: rows(SINK_RECORDS).write.format("noop").mode("append").save(),
+        "Spark into kraftlog (the sink)": lambda: write(SINK_RECORDS, topics["spark"]),
+    }
+    for name, run in timed.items():
+        started = time.perf_counter()
+        run()
+        elapsed = time.perf_counter() - started
+        lines.append(f"  {name:<34} {SINK_RECORDS / elapsed:>11,.0f} rows/s  ({elapsed:.2f} s, load average {os.getloadavg()[0]:.1f})")
+    with Admin(cluster.bootstrap) as admin:
+        written = admin.list_offsets({(topics["spark"], p): -1 for p in range(PARTITIONS)})
+    assert sum(a.offset for a in written.values()) == SINK_RECORDS
+    perf = subprocess.run(
+        [
+            sys.executable, "-m", "cli", "perf", "produce", "--bootstrap", cluster.bootstrap, "--topic", topics["perf"],
+            "--num-records", str(SINK_RECORDS), "--record-size", str(VALUE_BYTES), "--acks", "all", "--json",
+        ],
+        cwd=REPO, capture_output=True, text=True, timeout=600, check=True,
     )
+    # The JSON report is the last document; the client's structlog lines may precede it.
+    figure = json.loads(perf.stdout[[m.start() for m in re.finditer(r"^\{$", perf.stdout, re.M)][-1]:])["records_per_sec"]
+    lines.append(f"  {'kraftlog perf produce --acks all':<34} {figure:>11,.0f} rows/s  (load average {os.getloadavg()[0]:.1f})")
+    _report(capsys, "\n".join(lines))
+
+
+def _read_bench(cluster, topic: str) -> ReadBench:
+    return ReadBench(cluster.bootstrap, topic, PARTITIONS, RECORDS, BATCH, VALUE_BYTES, MIN_PARTITIONS)
 
 
 def test_one_task_profile(cluster, bench_topic, capsys):
@@ -146,85 +183,6 @@ def test_decode_versus_arrow_cpu(capsys):
         lines.append(f"  {name:<32} {statistics.median(spent) / records * 1e6:.3f} us")
     assert to_record_batch("bench", 0, decoded).num_rows == records
     _report(capsys, "\n".join(lines))
-
-
-def _run(df, batches: int, checkpoint: Path) -> list[dict]:
-    """Progress of the first `batches` micro-batches of `df` into noop, back to back."""
-    query = df.writeStream.format("noop").option("checkpointLocation", str(checkpoint)).trigger(processingTime="0 seconds").start()
-    try:
-        wait_for(lambda: len(_nonempty(query)) >= batches or query.exception(), 1800, f"{batches} micro-batches", interval_s=0.5)
-        assert query.exception() is None
-    finally:
-        query.stop()
-    return _nonempty(query)[:batches]
-
-
-def _nonempty(query) -> list[dict]:
-    return [p for p in query.recentProgress if p["numInputRows"]]
-
-
-def _table(title: str, progress: list[dict], cpu_s: dict[str, float]) -> str:
-    lines = [title, f"{'batch':>7} {'records':>10} {'ms':>6} {'records/s':>11}  Spark durations (ms)"]
-    rates = []
-    for p in progress:
-        total_ms = p["durationMs"]["triggerExecution"]
-        rates.append(p["numInputRows"] / total_ms * 1000)
-        parts = ", ".join(f"{k}={v}" for k, v in sorted(p["durationMs"].items()) if k != "triggerExecution" and v)
-        lines.append(f"{p['batchId']:>7} {p['numInputRows']:>10,} {total_ms:>6} {rates[-1]:>11,.0f}  {parts}")
-    lines.append(f"  records/s per micro-batch: median {statistics.median(rates):,.0f}, best {max(rates):,.0f}")
-    records = sum(p["numInputRows"] for p in progress)
-    lines.append("  CPU per record: " + ", ".join(f"{name} {s / records * 1e6:.2f} us" for name, s in cpu_s.items()))
-    return "\n".join(lines) + "\n"
-
-
-class _Processes:
-    """CPU time of the processes a query runs in: the JVM, its Python workers, the broker."""
-
-    def __init__(self, spark, cluster) -> None:
-        self.jvm = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
-        self.broker = cluster.brokers[0].pid
-
-    def snapshot(self) -> dict[tuple[str, int], float]:
-        """CPU seconds so far by (role, pid)."""
-        snap = {("JVM", self.jvm): _cpu_s(self.jvm, children=False)}
-        snap.update({("Python workers", pid): _cpu_s(pid, children=True) for pid in _descendants(self.jvm)})
-        snap[("broker", self.broker)] = _cpu_s(self.broker, children=False)
-        return snap
-
-    @staticmethod
-    def spent(before: dict[tuple[str, int], float], after: dict[tuple[str, int], float]) -> dict[str, float]:
-        """CPU seconds by role between two snapshots (a process that ended in between is not counted)."""
-        spent: dict[str, float] = {}
-        for (role, pid), seconds in after.items():
-            spent[role] = spent.get(role, 0.0) + seconds - before.get((role, pid), 0.0)
-        return spent
-
-
-def _cpu_s(pid: int, children: bool) -> float:
-    """utime + stime (+ reaped children's) of `pid`; 0 once it is gone."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except FileNotFoundError:
-        return 0.0
-    ticks = int(fields[11]) + int(fields[12]) + (int(fields[13]) + int(fields[14]) if children else 0)
-    return ticks / TICKS_PER_S
-
-
-def _descendants(pid: int) -> list[int]:
-    parents: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (FileNotFoundError, ProcessLookupError):
-                continue
-            parents.setdefault(ppid, []).append(int(entry.name))
-    found, todo = [], [pid]
-    while todo:
-        for child in parents.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
 
 
 def _report(capsys, text: str) -> None:

@@ -4,15 +4,13 @@ JVM (tests/spark/spark_processes.py), with the driver in a separate process
 
 import json
 import os
-import signal
-import subprocess
 import sys
 
 import pytest
 
 from tests.spark.conftest import produce
 from tests.spark.file_sink_query import assert_each_record_once, kill_mid_batch
-from tests.spark.spark_processes import REPO, standalone_cluster
+from tests.spark.spark_processes import run_driver, standalone_cluster
 from tests.spark.traced_source import TracedKraftlogSource, read_traces
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
@@ -39,21 +37,9 @@ def test_exactly_once_and_batch_read_on_standalone_cluster(cluster, standalone, 
     produce(cluster.bootstrap, "standalone3", 3, 50, start=100)
     batch_rows = tmp_path / "batch.json"
     log_path = tmp_path / "driver.log"
-    with open(log_path, "wb") as log_file:
-        driver = subprocess.Popen(
-            [sys.executable, "-m", "tests.spark.file_sink_query", cluster.bootstrap, "standalone3", str(out), str(ckpt), *cluster_args, "--batch-read", str(batch_rows)],
-            cwd=REPO,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own process group, with the JVM it starts
-        )
-        try:
-            returncode = driver.wait(400)
-        finally:
-            if driver.poll() is None:
-                os.killpg(driver.pid, signal.SIGKILL)
-                driver.wait(30)
-    assert returncode == 0, log_path.read_text()[-3000:]
+    command = [sys.executable, "-m", "tests.spark.file_sink_query", cluster.bootstrap, "standalone3", str(out), str(ckpt), *cluster_args]
+    driver = run_driver([*command, "--batch-read", str(batch_rows)], log_path, 400)
+    assert driver.returncode == 0, log_path.read_text()[-3000:]
     assert_each_record_once(out, {p: 150 for p in range(3)})
     rows = json.loads(batch_rows.read_text())
     assert sorted((p, o) for p, o, _ in rows) == [(p, o) for p in range(3) for o in range(150)]

@@ -283,9 +283,10 @@ def test_plan_ranges_max_records_per_partition():
 
 @pytest.mark.parametrize(("end", "fetches"), [(10, 1), (25, 3), (30, 3)])
 def test_a_task_sends_no_fetch_past_its_range(end, fetches):
-    """read() reads [start, end) with the next fetch sent while it builds Arrow, but none
-    once it has what it needs: a whole fetch past the end would be sent, received and thrown
-    away by every task. Three batches of 10 records, one batch per fetch."""
+    """Polling with Fetch (where a broker has no Consume stream), read() reads [start, end)
+    with the next fetch sent while it builds Arrow, but none once it has what it needs: a
+    whole fetch past the end would be sent, received and thrown away by every task. Three
+    batches of 10 records, one batch per fetch."""
     from data_plane.client import Producer
     from spark_source.reader import RangePartition, read_range
     from tests.unit.client.fake_broker import FakeBroker
@@ -294,7 +295,34 @@ def test_a_task_sends_no_fetch_past_its_range(end, fetches):
         with Producer(broker.address) as producer:
             for first in range(0, 30, 10):
                 producer.send_batch("one", 0, [b"%d" % i for i in range(first, first + 10)]).result(10)
-        part = RangePartition(broker.address, "one", 0, 0, end, False, True, 10_000, {"max_partition_fetch_bytes": 1})
+        part = RangePartition(broker.address, "one", 0, 0, end, False, True, 10_000, {"max_partition_fetch_bytes": 1, "fetch_mode": "fetch"})
         rows = pa.Table.from_batches(list(read_range(part)))
         assert rows.column("offset").to_pylist() == list(range(end))
         assert broker.fetch_requests == fetches
+
+
+def test_a_worker_freezes_what_it_imported_once():
+    """Spark's Python worker runs a full gc.collect() after every task: after the first
+    task's freeze_long_lived(), what the imports created is no longer visited, while garbage
+    made later is still collected. In a fresh interpreter (the freeze is per process)."""
+    import subprocess
+    import sys
+
+    script = """
+import gc
+import spark_source.reader, spark_source.writer
+from spark_source.worker_gc import freeze_long_lived
+tracked = len(gc.get_objects())
+freeze_long_lived()
+frozen = gc.get_freeze_count()
+cycle = [[]]; cycle[0].append(cycle); del cycle
+print(tracked, frozen, len(gc.get_objects()), gc.collect())
+freeze_long_lived()
+print(gc.get_freeze_count() == frozen)
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120).stdout.split()
+    tracked, frozen, visited, collected = map(int, out[:4])
+    assert tracked > 20_000 and frozen > 20_000  # kraftlog's client and pyarrow are big
+    assert visited < tracked // 10
+    assert collected >= 2  # the cycle made after the freeze is still garbage collected
+    assert out[4] == "True"  # the second task freezes nothing more
