@@ -132,8 +132,9 @@ class ReplicaManager:
     async def _apply_topic_change(self, image: MetadataImage, topic: TopicImage, changed: dict[int, PartitionImage], configs_changed: bool) -> bool:
         """Bring this broker's replicas of ``topic`` in line with ``image``: the settings of
         every local replica if its configs changed, and the ``changed`` partitions (this
-        broker is a replica of each). True if a replica came or changed leader (the fetchers
-        must follow)."""
+        broker is a replica of each). True if a replica came or changed leader, or the ISR of
+        a replica it follows changed (the fetchers must follow: a follower that learns it is
+        in the ISR again must hear it now, not at its fetcher's next full scan)."""
         name = topic.name
         settings = self._settings(image, name)
         if configs_changed:
@@ -159,7 +160,9 @@ class ReplicaManager:
                     self._log.warning("unsafe: ignoring a newer leader epoch, still leading", **_fields(existing),
                                       new_leader=state.leader, new_leader_epoch=state.leader_epoch)
                     continue
-                moved |= existing.state.leader != state.leader
+                moved |= existing.state.leader != state.leader or (
+                    state.leader != self.config.broker_id and existing.state.isr != state.isr
+                )
                 self._change_leadership(existing, state)
         return moved
 

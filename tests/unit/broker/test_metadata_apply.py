@@ -79,10 +79,12 @@ def test_one_partition_change_touches_one_partition(manager: Counting) -> None:
     shrunk = step(manager, image, [PartitionChangeRecord("tid", 7, 0, isr=(2, 1))])
     assert (manager.added, manager.changed) == (PARTITIONS, 1)
     assert manager.partitions[("t", 7)].state.isr == (2, 1)
-    assert manager.fetcher_syncs == syncs  # same leader: the fetchers have nothing to redo
-    step(manager, shrunk, [PartitionChangeRecord("tid", 8, 0, leader=1)])
-    assert manager.changed == 2 and manager.fetcher_syncs == syncs + 1
+    assert manager.fetcher_syncs == syncs + 1  # a followed partition's ISR: its fetcher must hear it now
+    led = step(manager, shrunk, [PartitionChangeRecord("tid", 8, 0, leader=1)])
+    assert manager.changed == 2 and manager.fetcher_syncs == syncs + 2
     assert manager.partitions[("t", 8)].is_leader
+    step(manager, led, [PartitionChangeRecord("tid", 8, 1, isr=(1, 2))])
+    assert manager.changed == 3 and manager.fetcher_syncs == syncs + 2  # the ISR of a led partition: no fetcher cares
 
 
 def test_a_batch_of_changes_reaches_each_changed_partition_once(manager: Counting) -> None:
