@@ -5,8 +5,12 @@ retry as success. Any other existing topic stays an error; a topic is never seen
 
 from __future__ import annotations
 
+import grpc
+import pytest
+
 from metadata_quorum import topic_admin
-from metadata_quorum.controller_client import retried_create_answer
+from metadata_quorum.controller_client import ControllerClient, retried_create_answer
+from metadata_quorum.controller_router import ControllerError
 from kraftlog_proto import common_pb2 as common
 from kraftlog_proto import controller_pb2 as pb
 
@@ -52,3 +56,41 @@ def test_a_first_attempt_still_says_the_topic_exists() -> None:
     (result,) = topic_admin.create_topics(image, request(4, 3), topic_ids()).response.topics
     assert result.error_code == common.TOPIC_ALREADY_EXISTS
     assert "choose another name or delete it first" in result.error_message
+
+
+class _DeadlineExceeded(grpc.RpcError):
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.DEADLINE_EXCEEDED
+
+    def details(self) -> str:
+        return "deadline exceeded"
+
+
+class _Stub:
+    """CreateTopics whose first attempts are cut off by their deadline, then answered."""
+
+    def __init__(self, cut_offs: int, answer: pb.TopicResult) -> None:
+        self.cut_offs, self.answer, self.calls = cut_offs, answer, 0
+
+    def CreateTopics(self, request, timeout):
+        self.calls += 1
+        if self.calls <= self.cut_offs:
+            raise _DeadlineExceeded()
+        return pb.CreateTopicsResponse(topics=[self.answer])
+
+
+@pytest.mark.parametrize("cut_offs, created", [(1, True), (0, False)], ids=["retried", "first-attempt"])
+def test_the_client_reads_already_exists_with_the_id_as_success_only_on_a_retry(monkeypatch: pytest.MonkeyPatch, cut_offs: int, created: bool) -> None:
+    exists = pb.TopicResult(name="scale-0", topic_id="tid", error_code=common.TOPIC_ALREADY_EXISTS, error_message="topic 'scale-0' already exists")
+    stub = _Stub(cut_offs, exists)
+    client = ControllerClient("127.0.0.1:1", timeout_s=30)
+    monkeypatch.setattr(client, "_stub", lambda endpoint: stub)
+    monkeypatch.setattr(client._router, "on_unreachable", lambda: 0.0)
+    with client:
+        if created:
+            assert client.create_topic("scale-0", 2500, 3) == "tid"
+        else:
+            with pytest.raises(ControllerError) as failed:
+                client.create_topic("scale-0", 2500, 3)
+            assert failed.value.code == common.TOPIC_ALREADY_EXISTS
+    assert stub.calls == cut_offs + 1
