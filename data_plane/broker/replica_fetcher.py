@@ -95,6 +95,7 @@ class LeaderFetcher:
     rescan: bool = True  # look at every partition in the next round (metadata changed)
     replicas_seen: dict[TopicPartition, Partition] = field(default_factory=dict)  # the replica each name was
     last_scan: float = 0.0
+    recheck: set[TopicPartition] = field(default_factory=set)  # look at these in the next round (their ISR changed)
     stopped: bool = False  # set once by `stop`; every loop checks it, so a swallowed cancel cannot keep it running
 
     def stop(self) -> None:
@@ -182,7 +183,8 @@ class LeaderFetcher:
         ended = {tp for tp, t in self.backoff_until.items() if t <= now}
         self.backoff_until = {tp: t for tp, t in self.backoff_until.items() if t > now and tp in self.partitions}
         complete = self.rescan or self.session.is_new or now - self.last_scan >= RESCAN_S
-        examined = self._examine(self.partitions if complete else (self.session.to_examine() | ended) & self.partitions)
+        examined = self._examine(self.partitions if complete else (self.session.to_examine() | ended | self.recheck) & self.partitions)
+        self.recheck = set()
         if not complete and (self.session.is_new or any(isinstance(p, str) and self.session.leaves(tp) for tp, p in examined.items())):
             complete = True
             examined = self._examine(self.partitions)
@@ -335,6 +337,16 @@ class ReplicaFetcherManager:
         self.log = log.bind(broker_id=config.broker_id)
         self._running = False
         self.rules = fetcher_rules(config.unsafe, lambda: replicas.logs.partitions())
+        replicas.isr_changed = self.recheck
+
+    def recheck(self, tps: set[TopicPartition]) -> None:
+        """The ISR of these followed partitions changed (nothing else did): wake the fetchers
+        that hold them to look at just those, not at every partition."""
+        for fetcher in self.fetchers.values():
+            hit = tps & fetcher.partitions
+            if hit:
+                fetcher.recheck |= hit
+                fetcher.wake.set()
 
     def follower_or_reason(self, tp: TopicPartition, leader_id: int) -> Partition | str:
         """The local replica of ``tp`` if it still follows ``leader_id`` and is online, else

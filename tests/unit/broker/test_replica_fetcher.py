@@ -155,3 +155,16 @@ def test_stop_ends_a_fetcher_whose_stream_swallows_the_cancel() -> None:
     streams, done = asyncio.run(scenario())
     assert done
     assert streams == 1, "a stopped fetcher must not open another stream"
+
+
+def test_an_isr_change_wakes_only_the_fetcher_holding_the_partition_to_look_at_it() -> None:
+    from data_plane.broker.replica_fetcher import ReplicaFetcherManager
+
+    manager = ReplicaFetcherManager.__new__(ReplicaFetcherManager)
+    holding, other = LeaderFetcher(LEADER, "localhost:1", manager), LeaderFetcher(3, "localhost:2", manager)
+    holding.partitions, other.partitions = {TP, ("t", 1)}, {("u", 0)}
+    manager.fetchers = {LEADER: holding, 3: other}
+    holding.rescan = other.rescan = False
+    manager.recheck({TP})
+    assert holding.recheck == {TP} and holding.wake.is_set() and not holding.rescan
+    assert not other.recheck and not other.wake.is_set()
