@@ -114,7 +114,11 @@ class ActiveController:
             if not decision.records:
                 return WriteOutcome(common.NONE, "", decision)
             first_offset = -1
-            for entry in decision.entries():
+            term = self._active_term
+            for i, entry in enumerate(decision.entries()):
+                if i and self._active_term != term:  # leadership moved meanwhile: the new term abandons what was begun
+                    result = EntryResult(common.NOT_CONTROLLER, f"leadership changed after {i} of the decision's entries")
+                    break
                 result: EntryResult = await self.node.propose(entry)
                 if result.error_code != common.NONE:
                     break
@@ -126,8 +130,10 @@ class ActiveController:
         return WriteOutcome(result.error_code, result.error_message, decision, first_offset)
 
     async def _abandon_pending_topics(self) -> None:
-        """Drop half-committed topic creations (only a decision that holds the write lock
-        creates them, so none is in progress here)."""
+        """Drop half-committed topic creations. Called holding the write lock: only a decision
+        that holds it creates them, so none is in progress here (a creation still committing
+        its entries would otherwise lose its first partitions and fail at its TopicRecord
+        with "would miss partitions")."""
         decision = abandon_pending_topics(self.node.image)
         result = await self.node.propose(decision.records)
         if result.error_code == common.NONE:
@@ -213,8 +219,9 @@ class ActiveController:
         result = await self.node.propose([])  # applied here => every earlier committed entry is too
         if result.error_code != common.NONE or not self.node.is_leader() or self.node.term() != term:
             return
-        if self.node.image.pending_partitions:  # a creation the previous controller did not finish
-            await self._abandon_pending_topics()
+        async with self._write_lock:  # a write begun in an earlier term stops at its next entry
+            if self.node.image.pending_partitions:  # a creation the previous controller did not finish
+                await self._abandon_pending_topics()
         image = self.node.image
         self.heartbeats.start_grace(image.brokers, monotonic_ms())
         self._last_balance_check = time.monotonic()

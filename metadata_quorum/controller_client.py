@@ -7,7 +7,7 @@ with backoff until a deadline, and raises ControllerError carrying the server's 
 from __future__ import annotations
 
 import time
-from typing import Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 import grpc
 
@@ -44,13 +44,17 @@ class ControllerClient:
     def _stub(self, endpoint: Endpoint) -> controller_pb2_grpc.ControllerServiceStub:
         return self._channels.stub(grpc_address(endpoint))
 
-    def _call(self, method: str, request, write: bool = True, endpoint: Endpoint | None = None, rpc_timeout_s: float | None = None):
+    def _call(self, method: str, request, write: bool = True, endpoint: Endpoint | None = None, rpc_timeout_s: float | None = None,
+              after_cut_off: Callable | None = None):
         """One RPC, retried against other controllers until ``timeout_s``. Read RPCs are
         answered by any controller; write RPCs only by the active one. ``rpc_timeout_s``
-        overrides the per-attempt deadline for a write known to take longer."""
+        overrides the per-attempt deadline for a write known to take longer. When an attempt
+        was cut off by its deadline (it may have been carried out) and a later one answers,
+        the answer goes through ``after_cut_off``, which may read it as the retry it is."""
         rpc_timeout_s = rpc_timeout_s or self.rpc_timeout_s
         deadline = time.monotonic() + self.timeout_s
         last = "no controller tried yet"
+        cut_off = False
         while True:
             target = endpoint or self._router.current()
             remaining = deadline - time.monotonic()
@@ -62,6 +66,7 @@ class ControllerClient:
                 if e.code() not in _RETRIABLE_TRANSPORT:
                     raise ControllerError(common.UNKNOWN_SERVER_ERROR, f"{self._router.describe(target)} failed {method}: {e.code().name} {e.details()}") from None
                 last = f"{self._router.describe(target)}: {e.code().name}"
+                cut_off = cut_off or e.code() == grpc.StatusCode.DEADLINE_EXCEEDED
                 if endpoint is not None:
                     raise ControllerError(common.BROKER_NOT_AVAILABLE, f"{last}; is it running?") from None
                 time.sleep(min(self._router.on_unreachable(), max(0.0, deadline - time.monotonic())))
@@ -73,7 +78,7 @@ class ControllerClient:
             self._router.on_success()
             if write and response.error_code != common.NONE:
                 raise ControllerError(response.error_code, response.error_message)
-            return response
+            return after_cut_off(response) if cut_off and after_cut_off is not None else response
 
     @staticmethod
     def _raise_failed(results: Iterable) -> None:
@@ -89,10 +94,12 @@ class ControllerClient:
             topics=[pb.CreateTopicsRequest.Topic(name=n, num_partitions=p, replication_factor=rf, configs=dict(c)) for n, p, rf, c in topics],
             validate_only=validate_only,
         )
-        # A large creation commits in several Raft entries; an attempt cut off by its deadline
-        # would be retried and answered TOPIC_ALREADY_EXISTS although it succeeded.
+        # A large creation commits in several Raft entries: give each attempt time for all of
+        # them. An attempt cut off anyway may have created the topics; its retry then reads
+        # TOPIC_ALREADY_EXISTS for a topic of the very shape asked for as success.
         entries = sum(-(-p // PARTITIONS_PER_ENTRY_MAX) for _, p, _, _ in topics)
-        response = self._call("CreateTopics", request, rpc_timeout_s=self.rpc_timeout_s * max(1, entries))
+        response = self._call("CreateTopics", request, rpc_timeout_s=self.rpc_timeout_s * max(1, entries),
+                              after_cut_off=retried_create_answer)
         self._raise_failed(response.topics)
         return list(response.topics)
 
@@ -180,6 +187,19 @@ class ControllerClient:
                 row.match_index, row.lag = seen.match_index, seen.lag
             rows.append(row)
         return rows
+
+
+def retried_create_answer(response: pb.CreateTopicsResponse) -> pb.CreateTopicsResponse:
+    """The answer to a retried CreateTopics: a topic answered TOPIC_ALREADY_EXISTS with its
+    id (the controller names the id only when the topic has exactly the partition count and
+    replication factor asked for, see ``topic_admin.create_topics``) was created by the
+    attempt that was cut off, so it counts as created."""
+    out = pb.CreateTopicsResponse()
+    out.CopyFrom(response)
+    for result in out.topics:
+        if result.error_code == common.TOPIC_ALREADY_EXISTS and result.topic_id:
+            result.error_code, result.error_message = common.NONE, ""
+    return out
 
 
 def _selection(partitions: Mapping[str, Sequence[int]] | None) -> list[pb.ElectLeadersRequest.TopicPartitions]:

@@ -92,7 +92,9 @@ def create_topics(image: MetadataImage, request: pb.CreateTopicsRequest, new_top
         if problem is None and t.name in seen:
             problem, code = f"topic '{t.name}' appears twice in the request; list it once", common.INVALID_REQUEST
         if problem is None and t.name in image.topics:
-            problem, code = f"topic '{t.name}' already exists; choose another name or delete it first", common.TOPIC_ALREADY_EXISTS
+            results.append(_already_exists(image.topics[t.name], t))
+            seen.add(t.name)
+            continue
         if problem is None and not 1 <= t.num_partitions <= PARTITIONS_PER_TOPIC_MAX:
             problem, code = f"number of partitions must be between 1 and {PARTITIONS_PER_TOPIC_MAX}, got {t.num_partitions}", common.INVALID_PARTITIONS
         if problem is None:
@@ -120,6 +122,19 @@ def create_topics(image: MetadataImage, request: pb.CreateTopicsRequest, new_top
         records.append(TopicRecord(t.name, topic_id))
         records.extend(ConfigRecord(t.name, k, v) for k, v in sorted(configs.items()))
     return Decision(tuple(records), pb.CreateTopicsResponse(topics=results), tuple(entry_starts))
+
+
+def _already_exists(topic: TopicImage, t: pb.CreateTopicsRequest.Topic) -> pb.TopicResult:
+    """TOPIC_ALREADY_EXISTS; with the topic's id when it has exactly the partition count and
+    replication factor asked for, which is what a client's retry of a creation that did
+    complete finds (``ControllerClient.create_topics`` then answers success). A topic is
+    only ever seen whole (its TopicRecord makes every partition appear at once)."""
+    same = len(topic.partitions) == t.num_partitions and _replication_factor(topic) == t.replication_factor
+    if same:
+        return _result(t.name, common.TOPIC_ALREADY_EXISTS, f"topic '{t.name}' already exists with {t.num_partitions} partitions "
+                        f"at replication factor {t.replication_factor}; choose another name or delete it first", topic.topic_id)
+    return _result(t.name, common.TOPIC_ALREADY_EXISTS, f"topic '{t.name}' already exists with {len(topic.partitions)} partitions at "
+                   f"replication factor {_replication_factor(topic)}; choose another name or delete it first")
 
 
 def abandon_pending_topics(image: MetadataImage) -> Decision[int]:

@@ -70,6 +70,10 @@ RECONNECT_BACKOFF_S = 0.1
 ANSWER_GRACE_S = 5.0
 
 
+# How long ``ReplicaFetcherManager.stop`` waits for its fetchers to end after asking them to
+# stop; a fetcher still running then is abandoned with an error (the broker must still exit).
+STOP_TIMEOUT_S = 5.0
+
 # The longest a fetcher goes without looking at every partition it fetches (metadata changes
 # make it look at once; this catches what changes some other way: a local log going offline).
 RESCAN_S = 5.0
@@ -91,14 +95,25 @@ class LeaderFetcher:
     rescan: bool = True  # look at every partition in the next round (metadata changed)
     replicas_seen: dict[TopicPartition, Partition] = field(default_factory=dict)  # the replica each name was
     last_scan: float = 0.0
+    recheck: set[TopicPartition] = field(default_factory=set)  # look at these in the next round (their ISR changed)
+    stopped: bool = False  # set once by `stop`; every loop checks it, so a swallowed cancel cannot keep it running
+
+    def stop(self) -> None:
+        """Ask this fetcher to end: the flag ends every loop, the cancel ends the wait it is in."""
+        self.stopped = True
+        self.wake.set()
+        if self.task is not None:
+            self.task.cancel()
 
     async def run(self) -> None:
-        while True:
+        while not self.stopped:
             try:
                 await self._stream()
             except asyncio.CancelledError:
                 raise
             except grpc.aio.AioRpcError as exc:
+                if self.stopped:
+                    return  # the stream was cancelled because this fetcher is stopping
                 self.manager.log.info("replica fetch stream broke; reconnecting", leader=self.leader_id,
                                       address=self.address, code=exc.code().name)
             except ConnectionError as exc:
@@ -111,9 +126,12 @@ class LeaderFetcher:
     async def _pause(self, seconds: float) -> None:
         """Wait ``seconds`` or until metadata changes what this fetcher does."""
         self.wake.clear()
-        try:
-            await asyncio.wait_for(self.wake.wait(), seconds)
-        except asyncio.TimeoutError:
+        if self.stopped:
+            return
+        try:  # asyncio.timeout, not wait_for: wait_for (3.11) can swallow a cancel that races the wake
+            async with asyncio.timeout(seconds):
+                await self.wake.wait()
+        except TimeoutError:
             pass
 
     async def _stream(self) -> None:
@@ -123,17 +141,21 @@ class LeaderFetcher:
         self.session = FollowerSession()  # a new stream is a new session: it starts with a full list
         async with grpc.aio.insecure_channel(self.address, options=options) as channel:
             call = broker_pb2_grpc.BrokerStub(channel).ReplicaFetch()
-            while True:
+            while not self.stopped:
                 request, idle_s = self._request()
                 if request is None:
                     await self._pause(idle_s)
                     continue
                 try:
-                    await asyncio.wait_for(call.write(request), answer_timeout_s)
-                    response = await asyncio.wait_for(call.read(), answer_timeout_s)
-                except asyncio.TimeoutError:
+                    async with asyncio.timeout(answer_timeout_s):
+                        await call.write(request)
+                        response = await call.read()
+                except TimeoutError:
                     call.cancel()
                     raise ConnectionError(f"leader {self.leader_id} did not answer within {answer_timeout_s:.1f}s") from None
+                if self.stopped:
+                    call.cancel()
+                    return  # an answer that raced the stop is not applied
                 if response is grpc.aio.EOF:
                     raise ConnectionError(f"leader {self.leader_id} closed the replica fetch stream")
                 self._apply(response)
@@ -161,7 +183,8 @@ class LeaderFetcher:
         ended = {tp for tp, t in self.backoff_until.items() if t <= now}
         self.backoff_until = {tp: t for tp, t in self.backoff_until.items() if t > now and tp in self.partitions}
         complete = self.rescan or self.session.is_new or now - self.last_scan >= RESCAN_S
-        examined = self._examine(self.partitions if complete else (self.session.to_examine() | ended) & self.partitions)
+        examined = self._examine(self.partitions if complete else (self.session.to_examine() | ended | self.recheck) & self.partitions)
+        self.recheck = set()
         if not complete and (self.session.is_new or any(isinstance(p, str) and self.session.leaves(tp) for tp, p in examined.items())):
             complete = True
             examined = self._examine(self.partitions)
@@ -314,6 +337,16 @@ class ReplicaFetcherManager:
         self.log = log.bind(broker_id=config.broker_id)
         self._running = False
         self.rules = fetcher_rules(config.unsafe, lambda: replicas.logs.partitions())
+        replicas.isr_changed = self.recheck
+
+    def recheck(self, tps: set[TopicPartition]) -> None:
+        """The ISR of these followed partitions changed (nothing else did): wake the fetchers
+        that hold them to look at just those, not at every partition."""
+        for fetcher in self.fetchers.values():
+            hit = tps & fetcher.partitions
+            if hit:
+                fetcher.recheck |= hit
+                fetcher.wake.set()
 
     def follower_or_reason(self, tp: TopicPartition, leader_id: int) -> Partition | str:
         """The local replica of ``tp`` if it still follows ``leader_id`` and is online, else
@@ -379,15 +412,23 @@ class ReplicaFetcherManager:
         return f"{broker.host}:{broker.port}" if broker is not None else None
 
     def _stop_fetcher(self, leader_id: int) -> None:
-        fetcher = self.fetchers.pop(leader_id)
-        if fetcher.task is not None:
-            fetcher.task.cancel()
-        self.log.info("replica fetcher stopped", leader=leader_id)
+        self.fetchers.pop(leader_id).stop()
+        self.log.info("replica fetcher stopping", leader=leader_id)
 
     async def stop(self) -> None:
+        """Stop every fetcher and wait for them to end, at most STOP_TIMEOUT_S: the broker's
+        shutdown must not hang on a fetcher (a stuck one is named and left behind)."""
         self._running = False
-        tasks = [f.task for f in self.fetchers.values() if f.task is not None]
+        tasks = {leader_id: f.task for leader_id, f in self.fetchers.items() if f.task is not None}
         for leader_id in list(self.fetchers):
             self._stop_fetcher(leader_id)
-        await asyncio.gather(*tasks, return_exceptions=True)
+        if not tasks:
+            return
+        _, pending = await asyncio.wait(tasks.values(), timeout=STOP_TIMEOUT_S)
+        stuck = sorted(leader_id for leader_id, task in tasks.items() if task in pending)
+        if stuck:
+            self.log.error("replica fetchers did not stop in time; shutting down without them",
+                           leaders=stuck, timeout_s=STOP_TIMEOUT_S)
+        else:
+            self.log.info("replica fetchers stopped", leaders=sorted(tasks))
 

@@ -69,6 +69,7 @@ class ReplicaManager:
         # Set by the server: where ISR proposals go (AlterPartition) and who follows leaders.
         self.propose_isr: Callable[[Partition, IsrProposal], None] = lambda partition, proposal: None
         self.followers_changed: Callable[[], None] = lambda: None
+        self.isr_changed: Callable[[set[TopicPartition]], None] = lambda tps: None  # followed partitions only
 
     # ------------------------------------------------------------------ the one driver
 
@@ -108,6 +109,7 @@ class ReplicaManager:
         self._applying = True
         try:
             moved = changes.brokers_changed  # the fetchers may have to reconnect
+            isr_changed: set[TopicPartition] = set()
             for topic in changes.deleted_topics:
                 moved |= self._remove_topic(topic)
             for tp in changes.stopped:
@@ -115,11 +117,13 @@ class ReplicaManager:
                     self._remove_partition(tp)
                     moved = True
             for name in dict.fromkeys([*changes.configs, *changes.replicas]):
-                moved |= await self._apply_topic_change(image, image.topics[name], changes.replicas.get(name, {}), name in changes.configs)
+                moved |= await self._apply_topic_change(image, image.topics[name], changes.replicas.get(name, {}), name in changes.configs, isr_changed)
         finally:
             self._applying = False
         if moved:
             self.followers_changed()
+        elif isr_changed:
+            self.isr_changed(isr_changed)
 
     def _remove_topic(self, topic: TopicImage) -> bool:
         """Drop the local replicas (and their data) of a deleted topic; True if there were any."""
@@ -129,11 +133,14 @@ class ReplicaManager:
         self.topic_ids.pop(topic.name, None)
         return bool(local)
 
-    async def _apply_topic_change(self, image: MetadataImage, topic: TopicImage, changed: dict[int, PartitionImage], configs_changed: bool) -> bool:
+    async def _apply_topic_change(self, image: MetadataImage, topic: TopicImage, changed: dict[int, PartitionImage], configs_changed: bool,
+                                  isr_changed: set[TopicPartition]) -> bool:
         """Bring this broker's replicas of ``topic`` in line with ``image``: the settings of
         every local replica if its configs changed, and the ``changed`` partitions (this
         broker is a replica of each). True if a replica came or changed leader (the fetchers
-        must follow)."""
+        must follow). Followed partitions whose ISR alone changed go into ``isr_changed``:
+        their fetcher looks at just those at once (a follower back in the ISR must hear it
+        now, not at its next full scan), without a full rescan."""
         name = topic.name
         settings = self._settings(image, name)
         if configs_changed:
@@ -160,6 +167,8 @@ class ReplicaManager:
                                       new_leader=state.leader, new_leader_epoch=state.leader_epoch)
                     continue
                 moved |= existing.state.leader != state.leader
+                if state.leader != self.config.broker_id and existing.state.isr != state.isr:
+                    isr_changed.add((name, index))
                 self._change_leadership(existing, state)
         return moved
 

@@ -4,7 +4,9 @@ the directory. A reader sees the old file or the new one, never half of either.
 
 A write may skip both fsyncs (``durable=False``) only where losing it is harmless: the
 first checkpoint of a file that did not exist, whose reader treats a missing or torn file
-as "rebuild from the log" (a torn one fails the version and count lines).
+as "rebuild from the log" (a torn one fails the version and count lines), or a change that
+the reader redoes by itself when it finds the old file (the leader-epoch truncation a log
+does at load). ``fsync_file`` makes such a write durable later.
 """
 
 from __future__ import annotations
@@ -66,9 +68,14 @@ def read_offsets(path: Path) -> dict[TopicPartition, int]:
     return out
 
 
-def fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
+def fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def fsync_dir(directory: Path) -> None:
+    """Make the directory's entries (creations, renames, deletions) durable."""
+    fsync_file(directory)

@@ -11,7 +11,13 @@ checkpoint of a log that had none is written without fsyncs: a crash can only lo
 whole or tear it, and the log then rebuilds its cache from its batches, as it does for a
 missing checkpoint (``partition_log._load_epochs``). That first write is what a replica
 becoming leader of a new partition pays, so creating thousands of partitions no longer
-costs two fsyncs per led partition::
+costs two fsyncs per led partition. The same holds for the truncation a log does when it
+loads (``truncate_from_end(log end, durable=False)``, Kafka's ``truncateFromEndAsyncFlush``,
+KAFKA-15046): it drops an epoch a leader started at its log end and never wrote in, and a
+crash that loses it only brings that entry back, which the next load drops again. A write
+left without fsync is made durable by ``flush``, which the log calls whenever it flushes
+its segments, so a checkpoint never lags records that are durable. A change that changes
+nothing writes nothing::
 
     0            <- version
     2            <- number of entries
@@ -25,7 +31,7 @@ from pathlib import Path
 
 from data_plane.replication import epoch_history
 
-from data_plane.storage.checkpoint_file import read_lines, write_lines
+from data_plane.storage.checkpoint_file import fsync_dir, fsync_file, read_lines, write_lines
 
 UNDEFINED = -1
 
@@ -39,6 +45,7 @@ class LeaderEpochCache:
         self.path = path
         self._entries: list[tuple[int, int]] = list(entries or [])
         self._on_disk = path is not None and path.exists()  # a checkpoint exists: every write must be durable
+        self._unflushed = False  # the file was last written without fsync
         self._check()
 
     @classmethod
@@ -78,12 +85,15 @@ class LeaderEpochCache:
         self._entries.append((epoch, start_offset))
         self._persist()
 
-    def truncate_from_end(self, end_offset: int) -> None:
-        """The log now ends at ``end_offset``: drop epochs that start at or after it."""
+    def truncate_from_end(self, end_offset: int, *, durable: bool = True) -> None:
+        """The log now ends at ``end_offset``: drop epochs that start at or after it.
+
+        ``durable=False`` (only for a truncation that a later load redoes by itself) writes
+        the checkpoint without fsync; ``flush`` makes it durable later."""
         kept = list(epoch_history.truncate_from_end(self._entries, end_offset))
         if kept != self._entries:
             self._entries = kept
-            self._persist()
+            self._persist(durable)
 
     def truncate_from_start(self, start_offset: int) -> None:
         """The log now starts at ``start_offset``: drop epochs entirely before it, moving the
@@ -103,8 +113,16 @@ class LeaderEpochCache:
         self._entries = []
         self._persist()
 
-    def _persist(self) -> None:
+    def flush(self) -> None:
+        """Make a checkpoint written without fsync durable (nothing to do otherwise)."""
+        if self._unflushed and self.path is not None:
+            fsync_file(self.path)
+            fsync_dir(self.path.parent)
+        self._unflushed = False
+
+    def _persist(self, durable: bool = True) -> None:
         self._check()
         if self.path is not None:
-            write_lines(self.path, version=0, lines=[f"{e} {o}" for e, o in self._entries], durable=self._on_disk)
-            self._on_disk = True
+            durable = durable and self._on_disk
+            write_lines(self.path, version=0, lines=[f"{e} {o}" for e, o in self._entries], durable=durable)
+            self._on_disk, self._unflushed = True, not durable

@@ -105,9 +105,10 @@ class PartitionLog:
         self._unflushed_records = 0
         self._first_unflushed_ms: int | None = None
         self._scrub_at: tuple[int, int] = (self.log_start_offset, 0)  # (segment base, position) verified next
-        # Created empty by this process and never written to: a crash can only lose it whole,
-        # which loses nothing, so closing it needs no fsync (a broker may close 10,000 such).
-        self._never_written = False
+        # Nothing written since the last flush, since a clean load, or since it was created
+        # empty (a crash can only lose a new empty log whole, which loses nothing): closing it
+        # needs no fsync (a broker may close 10,000 such). Every guarded write sets it.
+        self._changed_since_flush = True
         self._log = log.bind(partition=directory.name)
 
     # ---------------------------------------------------------------- open
@@ -140,7 +141,7 @@ class PartitionLog:
             pass
         else:  # a new replica: nothing on disk to clean up, read or recover (a broker creates thousands at once)
             plog = cls(directory, settings, [LogSegment.create(directory, 0, settings)], LeaderEpochCache(directory / EPOCH_CHECKPOINT), 0)
-            plog._never_written = True
+            plog._changed_since_flush = False
             return plog
         _remove_strays(directory)
         bases = sorted(int(p.name[:20]) for p in directory.iterdir() if _SEGMENT_NAME.match(p.name))
@@ -164,8 +165,10 @@ class PartitionLog:
             raise
         plog = cls(directory, settings, segments, epochs, recovery_point)
         plog.log_start_offset = min(max(plog.log_start_offset, _read_log_start(directory)), plog.log_end_offset)
-        epochs.truncate_from_end(plog.log_end_offset)
+        # Redone by every load, so losing it is harmless: no fsync per log (KAFKA-15046).
+        epochs.truncate_from_end(plog.log_end_offset, durable=False)
         epochs.truncate_from_start(plog.log_start_offset)
+        plog._changed_since_flush = not clean_shutdown  # recovered or cut bytes are not known durable
         if plog.damaged_ranges() != sorted(recorded, key=_first_offset):
             plog._save_damage()
         return plog
@@ -288,7 +291,6 @@ class PartitionLog:
 
     def _write(self, data: memoryview, located: list[tuple[int, BatchHeader]], now_ms: int) -> None:
         """Write runs of batches, one ``write`` per run, rolling a segment between runs when due."""
-        self._never_written = False
         i = 0
         while i < len(located):
             reason = self.active.roll_reason(located[i][1], now_ms)
@@ -329,7 +331,9 @@ class PartitionLog:
         with self._io_guard("flush"):
             for segment in self._segments_from(self.recovery_point):
                 segment.flush()
+            self.leader_epoch_cache.flush()
             fsync_dir(self.directory)
+        self._changed_since_flush = False
         self.recovery_point = self.log_end_offset
         self._unflushed_records = 0
         self._first_unflushed_ms = None
@@ -615,7 +619,6 @@ class PartitionLog:
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Empty the log and restart it at ``offset`` (a follower far behind the leader's log start)."""
         self._check_online()
-        self._never_written = False
         damage_before = self.damaged_ranges()
         with self._io_guard("truncate"):
             while self.segments:
@@ -635,18 +638,18 @@ class PartitionLog:
             return 0
         segments = [(segment.size_bytes, segment.max_timestamp) for segment in self.segments]
         doomed = segments_to_delete(segments, now_ms, self.settings.retention_ms, self.settings.retention_bytes)
+        if not doomed:
+            return 0
         damage_before = self.damaged_ranges()
         with self._io_guard("retention"):
             for _ in range(doomed):
                 self.segments[0].delete()
                 self.segments.pop(0)
                 self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
-            if doomed:
-                self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+            self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
         self._save_damage_if_changed(damage_before)
         self.recovery_point = max(self.recovery_point, self.log_start_offset)
-        if doomed:
-            self._log.info("retention deleted segments", segments=doomed, log_start_offset=self.log_start_offset)
+        self._log.info("retention deleted segments", segments=doomed, log_start_offset=self.log_start_offset)
         return doomed
 
     # ---------------------------------------------------------------- compaction
@@ -724,9 +727,12 @@ class PartitionLog:
     # ---------------------------------------------------------------- lifecycle
 
     def close(self) -> None:
-        """Flush (unless offline, or created empty and never written) and release the files."""
+        """Flush and release the files. No flush when offline, or when nothing changed since
+        the last flush (or a clean load, or creation) and every record is below the recovery
+        point: its files are as durable as they will get (an epoch truncation done at load
+        may still be unflushed; the next load redoes it)."""
         try:
-            if not self.is_offline and not self._never_written:
+            if not self.is_offline and (self._changed_since_flush or self.recovery_point < self.log_end_offset):
                 self.flush()
         finally:
             for segment in self.segments:
@@ -751,7 +757,11 @@ class PartitionLog:
 
     @contextlib.contextmanager
     def _io_guard(self, action: str) -> Iterator[None]:
-        """Turn an OSError (or our own files no longer parsing) into StorageError and go offline."""
+        """Turn an OSError (or our own files no longer parsing) into StorageError and go offline.
+        Any other action than those in ``_ACTIONS_NEEDING_NO_FLUSH`` may write: the log then
+        needs a flush before close."""
+        if action not in _ACTIONS_NEEDING_NO_FLUSH:
+            self._changed_since_flush = True
         try:
             yield
         except OSError as exc:
@@ -769,6 +779,11 @@ class PartitionLog:
         self.offline_error = error
         self._log.error("partition offline", error=str(error))
         raise error from cause
+
+
+# Reads, and the epoch cache's own truncation: its checkpoint writes are durable by
+# themselves (or flagged for the log's next flush, see LeaderEpochCache.flush).
+_ACTIONS_NEEDING_NO_FLUSH = frozenset({"read", "scrub", "timestamp lookup", "flush", "truncate the epoch cache"})
 
 
 class _DamageNoted(Exception):

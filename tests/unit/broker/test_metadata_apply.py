@@ -34,6 +34,8 @@ class Counting(ReplicaManager):
         self.added = self.changed = self.fetcher_syncs = 0
         self.fail_adds = 0
         self.followers_changed = self._count_sync
+        self.rechecked: list[set] = []
+        self.isr_changed = self.rechecked.append
 
     def _count_sync(self) -> None:
         self.fetcher_syncs += 1
@@ -79,10 +81,14 @@ def test_one_partition_change_touches_one_partition(manager: Counting) -> None:
     shrunk = step(manager, image, [PartitionChangeRecord("tid", 7, 0, isr=(2, 1))])
     assert (manager.added, manager.changed) == (PARTITIONS, 1)
     assert manager.partitions[("t", 7)].state.isr == (2, 1)
-    assert manager.fetcher_syncs == syncs  # same leader: the fetchers have nothing to redo
-    step(manager, shrunk, [PartitionChangeRecord("tid", 8, 0, leader=1)])
+    assert manager.fetcher_syncs == syncs  # same leader: no full resync of the fetchers ...
+    assert manager.rechecked == [{("t", 7)}]  # ... but the fetcher of a followed partition looks at it now
+    led = step(manager, shrunk, [PartitionChangeRecord("tid", 8, 0, leader=1)])
     assert manager.changed == 2 and manager.fetcher_syncs == syncs + 1
     assert manager.partitions[("t", 8)].is_leader
+    step(manager, led, [PartitionChangeRecord("tid", 8, 1, isr=(1, 2))])
+    assert manager.changed == 3 and manager.fetcher_syncs == syncs + 1  # the ISR of a led partition: no fetcher cares
+    assert manager.rechecked == [{("t", 7)}]
 
 
 def test_a_batch_of_changes_reaches_each_changed_partition_once(manager: Counting) -> None:

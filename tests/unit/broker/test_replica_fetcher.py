@@ -119,3 +119,52 @@ def test_negative_controls_are_rules_chosen_at_construction() -> None:
     stall = fetcher_rules(UnsafeBehaviour.STALL_FETCHER, restored)
     assert stall.core.stale_answer is drop_stale_answers and set(stall.held_back) == {TP}
     assert fetcher_rules(UnsafeBehaviour.TRUNCATE_TO_HW, restored) == safe
+
+
+def test_stop_ends_a_fetcher_whose_stream_swallows_the_cancel() -> None:
+    """A fetch loop that swallows a cancel (as ``asyncio.wait_for`` can in Python 3.11 when
+    the cancel races the wait's end) still ends: every loop checks the stop flag, and
+    ``ReplicaFetcherManager.stop`` returns having waited for it."""
+    import asyncio
+
+    from data_plane.broker.replica_fetcher import ReplicaFetcherManager
+
+    async def scenario() -> tuple[int, bool]:
+        manager = ReplicaFetcherManager.__new__(ReplicaFetcherManager)
+        manager.log = SimpleNamespace(**{say: (lambda *a, **k: None) for say in ("info", "warning", "error", "exception")})
+        manager._running = True
+        fetcher = LeaderFetcher(LEADER, "localhost:1", manager)
+        streams = 0
+
+        async def swallowing_stream() -> None:
+            nonlocal streams
+            streams += 1
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                pass  # swallowed: the stream ends as if the leader had closed it
+            raise ConnectionError("stream ended")
+
+        fetcher._stream = swallowing_stream
+        fetcher.task = asyncio.get_running_loop().create_task(fetcher.run())
+        manager.fetchers = {LEADER: fetcher}
+        await asyncio.sleep(0)  # the fetcher is inside its stream
+        await asyncio.wait_for(manager.stop(), 10)
+        return streams, fetcher.task.done()
+
+    streams, done = asyncio.run(scenario())
+    assert done
+    assert streams == 1, "a stopped fetcher must not open another stream"
+
+
+def test_an_isr_change_wakes_only_the_fetcher_holding_the_partition_to_look_at_it() -> None:
+    from data_plane.broker.replica_fetcher import ReplicaFetcherManager
+
+    manager = ReplicaFetcherManager.__new__(ReplicaFetcherManager)
+    holding, other = LeaderFetcher(LEADER, "localhost:1", manager), LeaderFetcher(3, "localhost:2", manager)
+    holding.partitions, other.partitions = {TP, ("t", 1)}, {("u", 0)}
+    manager.fetchers = {LEADER: holding, 3: other}
+    holding.rescan = other.rescan = False
+    manager.recheck({TP})
+    assert holding.recheck == {TP} and holding.wake.is_set() and not holding.rescan
+    assert not other.recheck and not other.wake.is_set()

@@ -50,3 +50,40 @@ def test_a_new_active_controller_drops_an_unfinished_creation(tmp_path: Path) ->
         node.destroy()
 
     asyncio.run(scenario())
+
+
+def test_a_creation_cut_by_a_new_term_stops_and_is_dropped_whole(tmp_path: Path) -> None:
+    """Leadership moves away and back while a creation commits its entries: the write stops
+    at its next entry and the new term drops what it began. Never does the new term's
+    cleanup run between the write's entries, which made its TopicRecord fail with "would
+    miss partitions" (a half-created topic)."""
+
+    async def scenario() -> None:
+        node = await _started(_voter(), tmp_path)
+        controller, task = await _active(node)
+        entries = [PENDING[:1], PENDING[1:2], [*PENDING[2:], r.TopicRecord("a", "id-new")]]
+        decision = Decision(tuple(rec for entry in entries for rec in entry), None, entry_starts=(1, 2))
+        propose = node.propose
+        activations: list[asyncio.Task] = []
+
+        async def propose_then_lose_leadership(records, *args, **kwargs):
+            result = await propose(records, *args, **kwargs)
+            if not activations:  # after the first entry: a new term begins on this same node
+                controller._step_down()
+                activations.append(asyncio.create_task(controller._activate(node.term())))
+                # The new term runs as far as it can while the write is mid-way: to its end
+                # if it does not wait for the write lock, else (rightly) not at all.
+                await asyncio.wait(activations, timeout=2)
+            return result
+
+        node.propose = propose_then_lose_leadership
+        outcome = await controller.write(lambda image: decision)
+        node.propose = propose
+        await asyncio.gather(*activations)
+        assert outcome.error_code != 0
+        assert "would miss partitions" not in outcome.error_message
+        assert not node.image.pending_partitions and "a" not in node.image.topics
+        task.cancel()
+        node.destroy()
+
+    asyncio.run(scenario())
