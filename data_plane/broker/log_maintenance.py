@@ -32,6 +32,9 @@ class LogMaintenance:
         self.config = replicas.config
         self._scrub_next = 0  # index (in sorted order) of the partition the scrub works on
         self._scrub_rest_until_ms = 0
+        # Logs written since their last flush (by the replica manager's write paths): the only
+        # ones the flush check visits, so an idle broker's flush timer costs nothing per log.
+        self._unflushed: dict[tuple[str, int], Partition] = {}
         self._log = log.bind(broker_id=replicas.config.broker_id)
 
     def _online(self) -> list[Partition]:
@@ -83,17 +86,31 @@ class LogMaintenance:
         except StorageError as exc:
             self._replicas.take_offline(partition, exc)
             return
+        self.note_written(partition)
         self._log.info("log cleaned", **partition.fields(), dirty_ratio=round(plan.dirty_ratio, 3),
                        segments=installed, cleaned_up_to=result.cleaned_up_to, bytes_read=result.bytes_read,
                        records_kept=result.records_kept, records_removed=result.records_removed)
 
+    def note_written(self, partition: Partition) -> None:
+        """``partition``'s log was written (records, a rolled segment, a truncation): the flush
+        check looks at it until everything up to its log end is flushed."""
+        self._unflushed[(partition.topic, partition.partition)] = partition
+
     def run_flush(self) -> None:
+        """Flush by ``flush.ms``, and the segments rolled since the last flush, of the logs
+        written since their last flush; a log flushed to its end leaves the set until its
+        next write."""
         now = self._replicas.clock_ms()
-        for partition in self._online():
-            try:
-                partition.maybe_flush(now)
-            except StorageError as exc:
-                self._replicas.take_offline(partition, exc)
+        for tp, partition in list(self._unflushed.items()):
+            if self._replicas.partitions.get(tp) is partition and partition.offline_reason is None:
+                try:
+                    partition.maybe_flush(now)
+                except StorageError as exc:
+                    self._replicas.take_offline(partition, exc)
+                if partition.offline_reason is None and partition.log.recovery_point < partition.log.log_end_offset:
+                    continue  # still unflushed records: flush.ms has not run out yet
+            if self._unflushed.get(tp) is partition:
+                del self._unflushed[tp]
 
     def run_scrub(self, budget_bytes: int) -> None:
         """Verify the CRCs of up to ``budget_bytes`` more stored bytes: one partition's log
@@ -135,6 +152,7 @@ class LogMaintenance:
         """Write ``source``'s copy over ``damage``; False (logged) when the copy does not fit."""
         try:
             partition.repair(damage, copy)
+            self.note_written(partition)
         except CorruptBatchError as exc:
             self._log.warning("replica's copy refused for a damaged range", **partition.fields(), source=source,
                               first_offset=damage.first_offset, next_offset=damage.next_offset, reason=str(exc))

@@ -208,6 +208,7 @@ class ReplicaManager:
         self._lead_or_follow(partition, state, "leader epoch changed")
 
     def _lead_or_follow(self, partition: Partition, state: LeadershipState, why: str) -> None:
+        self.maintenance.note_written(partition)  # a new log may hold recovered, unflushed records; a leadership change may truncate
         try:
             self.carry_out(partition, partition.on_leadership(state, why, self.clock_ms()))
         except StorageError as exc:
@@ -278,6 +279,7 @@ class ReplicaManager:
                     appended, ready = partition.append_as_leader(item.batches, acks, now)
                 except StorageError as exc:
                     raise self.take_offline(partition, exc) from None
+                self.maintenance.note_written(partition)
             except PartitionError as exc:
                 self.fail(result, exc)
                 continue
@@ -305,6 +307,7 @@ class ReplicaManager:
             partition.append_as_follower(data, self.clock_ms())
         except StorageError as exc:
             raise self.take_offline(partition, exc) from None
+        self.maintenance.note_written(partition)
 
     def truncate_follower(self, partition: Partition, offset: int, why: str) -> None:
         """Cut the log back to ``offset`` (a diverging epoch, or a log ahead of the leader's)."""
@@ -312,6 +315,7 @@ class ReplicaManager:
             partition.truncate(offset, why)
         except StorageError as exc:
             raise self.take_offline(partition, exc) from None
+        self.maintenance.note_written(partition)
 
     def follow_log_start(self, partition: Partition, leader_log_start: int) -> None:
         """A follower's log start follows the leader's (DeleteRecords), below its own HW."""
@@ -319,6 +323,7 @@ class ReplicaManager:
             partition.follow_log_start(leader_log_start)
         except StorageError as exc:
             raise self.take_offline(partition, exc) from None
+        self.maintenance.note_written(partition)
 
     def restart_follower_at(self, partition: Partition, offset: int) -> None:
         """The leader's log starts after ours ends (retention): start over at its log start."""
@@ -326,6 +331,7 @@ class ReplicaManager:
             partition.restart_at(offset)
         except StorageError as exc:
             raise self.take_offline(partition, exc) from None
+        self.maintenance.note_written(partition)
 
     # ------------------------------------------------------------------ timers
 

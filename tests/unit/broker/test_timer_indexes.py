@@ -1,0 +1,124 @@
+"""The broker's timers visit only the replicas that need work: the ISR sweep only leaders with
+an in-sync follower behind their log end (a caught-up follower cannot start lagging without a
+new event), the flush check only logs with unflushed data. Each test also shows the work
+still gets done: a follower that stops fetching after an append is still removed from the
+ISR, and a log past flush.ms is still flushed."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from pathlib import Path
+
+from data_plane.broker.config import BrokerConfig
+from data_plane.broker.partition import Partition
+from data_plane.broker.replica_manager import ISR_SWEEP_INTERVAL_MS, ReplicaManager
+from data_plane.broker.requests import ProduceItem
+from data_plane.replication.partition_state import FollowerFetch
+from data_plane.storage import LogManager
+from tests.unit.broker.test_stale_metadata import apply, at_epoch
+from tests.unit.storage.conftest import batch
+
+TP = ("t", 0)
+LAG_MS = 3_000
+
+
+def leader(tmp_path: Path, clock: list[int]) -> ReplicaManager:
+    """Broker 1 leading t-0 (epoch 1) with broker 2 in the ISR."""
+    config = BrokerConfig(broker_id=1, host="127.0.0.1", port=1, data_dir=tmp_path, controllers=[], replica_lag_time_max_ms=LAG_MS)
+    replicas = ReplicaManager(config, LogManager(tmp_path, now_ms=0), clock_ms=lambda: clock[0])
+    apply(replicas, at_epoch(1, 1))
+    return replicas
+
+
+def follower_fetch(replicas: ReplicaManager, offset: int, now_ms: int) -> None:
+    """Broker 2 fetches t-0 from ``offset``."""
+    fetch = FollowerFetch(2, replicas.broker_status(2).broker_epoch, 1, offset, 1 if offset else -1)
+    replicas.reads.serve_follower(*TP, fetch, replicas.broker_status(2), 1 << 20, now_ms)
+
+
+def counting_ticks(monkeypatch) -> list[tuple[str, int]]:
+    """Every partition a timer tick visits, in order."""
+    visited: list[tuple[str, int]] = []
+    on_tick = Partition.on_tick
+
+    def counted(self, now_ms, lag_ms):
+        visited.append((self.topic, self.partition))
+        return on_tick(self, now_ms, lag_ms)
+
+    monkeypatch.setattr(Partition, "on_tick", counted)
+    return visited
+
+
+def test_the_isr_sweep_skips_caught_up_leaders_and_still_shrinks_a_lagging_one(tmp_path: Path, monkeypatch) -> None:
+    clock = [1_000]
+    replicas = leader(tmp_path, clock)
+    proposals = []
+    replicas.propose_isr = lambda partition, proposal: proposals.append(proposal)
+    visited = counting_ticks(monkeypatch)
+
+    follower_fetch(replicas, 0, clock[0])  # the follower has the (empty) log: caught up
+    clock[0] += ISR_SWEEP_INTERVAL_MS
+    replicas.tick()
+    assert visited == []  # an idle leader with a caught-up follower costs the sweep nothing
+
+    asyncio.run(replicas.produce(1, 1000, [ProduceItem(*TP, batch(2))]))  # the follower is now behind
+    clock[0] += LAG_MS + ISR_SWEEP_INTERVAL_MS
+    replicas.tick()
+    assert visited == [TP]
+    assert [p.new_isr for p in proposals] == [{1}]  # it never fetched again: out of the ISR
+
+
+def test_a_follower_catching_up_takes_the_leader_out_of_the_sweep(tmp_path: Path, monkeypatch) -> None:
+    clock = [1_000]
+    replicas = leader(tmp_path, clock)
+    visited = counting_ticks(monkeypatch)
+    asyncio.run(replicas.produce(1, 1000, [ProduceItem(*TP, batch(2))]))
+    clock[0] += ISR_SWEEP_INTERVAL_MS
+    replicas.tick()
+    assert visited == [TP]  # the follower has not fetched the new records yet
+
+    follower_fetch(replicas, 2, clock[0])
+    clock[0] += ISR_SWEEP_INTERVAL_MS
+    replicas.tick()
+    assert visited == [TP]  # caught up: not visited again
+
+
+def test_a_replica_of_a_deleted_and_recreated_partition_keeps_its_place(tmp_path: Path, monkeypatch) -> None:
+    """An event of a removed replica object (a late controller answer) must not drop its
+    successor of the same partition from the sweep."""
+    clock = [1_000]
+    replicas = leader(tmp_path, clock)
+    old = replicas.partitions[TP]
+    del replicas.partitions[TP]
+    replicas.carry_out(old, old.resign())
+    apply(replicas, at_epoch(1, 2))
+    replicas.carry_out(old, old.on_tick(clock[0], LAG_MS))  # the old object's late event: no core, nothing to keep
+    visited = counting_ticks(monkeypatch)
+    clock[0] += ISR_SWEEP_INTERVAL_MS
+    replicas.tick()
+    assert visited == [TP] and replicas.partitions[TP] is not old
+
+
+def test_the_flush_check_visits_only_written_logs_and_still_honours_flush_ms(tmp_path: Path, monkeypatch) -> None:
+    clock = [1_000]
+    config = BrokerConfig(broker_id=1, host="127.0.0.1", port=1, data_dir=tmp_path, controllers=[], topic_defaults={"flush.ms": "500"})
+    replicas = ReplicaManager(config, LogManager(tmp_path, now_ms=0), clock_ms=lambda: clock[0])
+    apply(replicas, at_epoch(1, 1))
+    flushed: list[tuple[str, int]] = []
+    maybe_flush = Partition.maybe_flush
+    monkeypatch.setattr(Partition, "maybe_flush", lambda self, now_ms: (flushed.append((self.topic, self.partition)), maybe_flush(self, now_ms)))
+    log = replicas.partitions[TP].log
+
+    replicas.maintenance.run_flush()  # the new, empty log is looked at once, then left alone
+    replicas.maintenance.run_flush()
+    assert flushed == [TP]
+
+    asyncio.run(replicas.produce(1, 1000, [ProduceItem(*TP, batch(2))]))
+    replicas.maintenance.run_flush()
+    assert log.recovery_point == 0  # flush.ms has not run out: visited, not flushed
+    clock[0] += 500
+    replicas.maintenance.run_flush()
+    assert log.recovery_point == log.log_end_offset == 2
+    replicas.maintenance.run_flush()
+    assert flushed == [TP] * 3  # flushed to its end: out of the flush check until the next write
