@@ -14,6 +14,7 @@ import structlog
 from data_plane.broker.partition import Partition
 from data_plane.storage import CorruptBatchError, DamagedRange, StorageError
 from data_plane.storage.log_cleaner import CleaningPass, Throttle, discard
+from data_plane.storage.partition_log import PartitionLog
 
 if TYPE_CHECKING:
     from data_plane.broker.replica_manager import ReplicaManager
@@ -35,6 +36,11 @@ class LogMaintenance:
         # Logs written since their last flush (by the replica manager's write paths): the only
         # ones the flush check visits, so an idle broker's flush timer costs nothing per log.
         self._unflushed: dict[tuple[str, int], Partition] = {}
+        # The damage scan's: logs found damaged by the last scan, logs opened since, and how
+        # many damaged ranges the process had noted then (a new one anywhere: scan them all).
+        self._damaged: dict[tuple[str, int], Partition] = {}
+        self._opened: dict[tuple[str, int], Partition] = {}
+        self._damage_noted_seen = -1
         self._log = log.bind(broker_id=replicas.config.broker_id)
 
     def _online(self) -> list[Partition]:
@@ -91,6 +97,12 @@ class LogMaintenance:
                        segments=installed, cleaned_up_to=result.cleaned_up_to, bytes_read=result.bytes_read,
                        records_kept=result.records_kept, records_removed=result.records_removed)
 
+    def note_opened(self, partition: Partition) -> None:
+        """``partition``'s log was opened (it may hold recovered, unflushed records and damage
+        recorded before a restart) or its leadership changed (a follower may truncate)."""
+        self.note_written(partition)
+        self._opened[(partition.topic, partition.partition)] = partition
+
     def note_written(self, partition: Partition) -> None:
         """``partition``'s log was written (records, a rolled segment, a truncation): the flush
         check looks at it until everything up to its log end is flushed."""
@@ -138,8 +150,22 @@ class LogMaintenance:
             self._scrub_rest_until_ms = now + SCRUB_REST_MS
 
     def damaged(self) -> list[tuple[Partition, DamagedRange]]:
-        """Every damaged range still waiting for a copy, on online replicas."""
-        return [(p, damage) for p in self._online() for damage in p.damaged_ranges() if not damage.lost]
+        """Every damaged range still waiting for a copy, on online replicas. Looks at every
+        log only after a damaged range was noted anywhere since the last call (reads and the
+        scrub find damage), otherwise only at the logs damaged then and those opened since:
+        on an undamaged, idle broker it visits no log."""
+        noted = PartitionLog.damage_noted
+        if noted != self._damage_noted_seen:
+            self._damage_noted_seen = noted
+            suspects = self._replicas.partitions
+        else:
+            suspects = {**self._damaged, **self._opened}
+        self._opened = {}
+        partitions = self._replicas.partitions
+        found = [(p, damage) for tp, p in suspects.items() if partitions.get(tp) is p and p.offline_reason is None
+                 for damage in p.damaged_ranges() if not damage.lost]
+        self._damaged = {(p.topic, p.partition): p for p, _ in found}
+        return found
 
     def repair_sources(self, partition: Partition) -> list[int]:
         """The other replicas to ask for a copy: the leader first (a follower's source of

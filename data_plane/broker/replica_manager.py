@@ -208,7 +208,7 @@ class ReplicaManager:
         self._lead_or_follow(partition, state, "leader epoch changed")
 
     def _lead_or_follow(self, partition: Partition, state: LeadershipState, why: str) -> None:
-        self.maintenance.note_written(partition)  # a new log may hold recovered, unflushed records; a leadership change may truncate
+        self.maintenance.note_opened(partition)
         try:
             self.carry_out(partition, partition.on_leadership(state, why, self.clock_ms()))
         except StorageError as exc:

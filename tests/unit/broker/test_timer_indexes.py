@@ -1,8 +1,9 @@
 """The broker's timers visit only the replicas that need work: the ISR sweep only leaders with
 an in-sync follower behind their log end (a caught-up follower cannot start lagging without a
-new event), the flush check only logs with unflushed data. Each test also shows the work
-still gets done: a follower that stops fetching after an append is still removed from the
-ISR, and a log past flush.ms is still flushed."""
+new event), the flush check only logs with unflushed data, the damage scan only logs known
+damaged unless new damage was found. Each test also shows the work still gets done: a
+follower that stops fetching after an append is still removed from the ISR, a log past
+flush.ms is still flushed, a batch found damaged is still handed to the repair loop."""
 
 from __future__ import annotations
 
@@ -10,10 +11,14 @@ import asyncio
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from data_plane.broker.config import BrokerConfig
+from data_plane.broker.errors import PartitionError
 from data_plane.broker.partition import Partition
 from data_plane.broker.replica_manager import ISR_SWEEP_INTERVAL_MS, ReplicaManager
 from data_plane.broker.requests import ProduceItem
+from data_plane.record_batch import HEADER_SIZE
 from data_plane.replication.partition_state import FollowerFetch
 from data_plane.storage import LogManager
 from tests.unit.broker.test_stale_metadata import apply, at_epoch
@@ -122,3 +127,28 @@ def test_the_flush_check_visits_only_written_logs_and_still_honours_flush_ms(tmp
     assert log.recovery_point == log.log_end_offset == 2
     replicas.maintenance.run_flush()
     assert flushed == [TP] * 3  # flushed to its end: out of the flush check until the next write
+
+
+def test_the_damage_scan_looks_at_every_log_only_after_new_damage(tmp_path: Path, monkeypatch) -> None:
+    clock = [1_000]
+    replicas = leader(tmp_path, clock)
+    partition = replicas.partitions[TP]
+    asyncio.run(replicas.produce(1, 1000, [ProduceItem(*TP, batch(3))]))
+    asyncio.run(replicas.produce(1, 1000, [ProduceItem(*TP, batch(3))]))
+    scanned: list[tuple[str, int]] = []
+    damaged_ranges = Partition.damaged_ranges
+    monkeypatch.setattr(Partition, "damaged_ranges", lambda self: (scanned.append((self.topic, self.partition)), damaged_ranges(self))[1])
+
+    assert replicas.maintenance.damaged() == []  # the first scan looks at every log
+    assert replicas.maintenance.damaged() == [] and scanned == [TP]  # nothing new since: no log looked at
+
+    [segment] = sorted(partition.log.directory.glob("*.log"))
+    raw = bytearray(segment.read_bytes())
+    raw[HEADER_SIZE + 4] ^= 0xFF  # inside the first batch: its CRC fails on the next read
+    segment.write_bytes(raw)
+    with pytest.raises(PartitionError):
+        partition.read(0, 1 << 20, partition.log_end_offset)
+    [(found, damage)] = replicas.maintenance.damaged()
+    assert found is partition and (damage.first_offset, damage.next_offset) == (0, 3)
+    assert [p for p, _ in replicas.maintenance.damaged()] == [partition]  # still damaged: still looked at
+    assert scanned == [TP] * 3
