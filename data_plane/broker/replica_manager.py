@@ -61,6 +61,7 @@ class ReplicaManager:
         self._last_isr_sweep_ms = 0
         self._log = log.bind(broker_id=config.broker_id)
         self._high_watermarks = logs.read_high_watermarks()
+        self._checkpointed_high_watermarks: dict[TopicPartition, int] | None = None  # as last written
         self._partition_class = partition_class(config.unsafe)
         self._delayed = DelayedProduces(max_delayed_produces)
         # The leaders a timer tick can change, kept by carry_out from every event's outcome so
@@ -352,6 +353,14 @@ class ReplicaManager:
 
     def high_watermarks(self) -> dict[TopicPartition, int]:
         return {tp: p.high_watermark for tp, p in self.partitions.items()}
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Write the HW checkpoint, unless it would say what the last write said (no HW moved,
+        no replica came or went): an idle broker rewrites no file."""
+        high_watermarks = self.high_watermarks()
+        if high_watermarks != self._checkpointed_high_watermarks:
+            self.logs.checkpoint_high_watermarks(high_watermarks)
+            self._checkpointed_high_watermarks = high_watermarks
 
 
 def _produce_wait_failed(name: str, code: ErrorCode, timeout_ms: int) -> PartitionError:

@@ -150,7 +150,7 @@ class BrokerServer:
         self._log.info("broker started", listen=f"{self.config.host}:{bound}", broker_epoch=self.lifecycle.broker_epoch)
 
     def _checkpoint(self) -> None:
-        self.logs.checkpoint_high_watermarks(self.replicas.high_watermarks())
+        self.replicas.checkpoint_high_watermarks()
         self.logs.checkpoint()
 
     async def _every(self, interval_ms: int, action) -> None:
