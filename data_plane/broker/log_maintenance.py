@@ -21,18 +21,14 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("broker.maintenance")
 
-# After a lap of the scrub over every log found nothing left to verify, the next lap waits this
-# long: a lap costs a call per replica even when there is nothing to read, and new records are
-# verified by every read meanwhile.
-SCRUB_REST_MS = 10_000
-
-
 class LogMaintenance:
     def __init__(self, replicas: ReplicaManager) -> None:
         self._replicas = replicas
         self.config = replicas.config
         self._scrub_next = 0  # index (in sorted order) of the partition the scrub works on
-        self._scrub_rest_until_ms = 0
+        # The logs the scrub goes round: written or opened since the scrub last found one with
+        # nothing to verify (an empty log leaves until its next write).
+        self._scrubbed: dict[tuple[str, int], Partition] = {}
         # Logs written since their last flush (by the replica manager's write paths): the only
         # ones the flush check visits, so an idle broker's flush timer costs nothing per log.
         self._unflushed: dict[tuple[str, int], Partition] = {}
@@ -102,11 +98,13 @@ class LogMaintenance:
         recorded before a restart) or its leadership changed (a follower may truncate)."""
         self.note_written(partition)
         self._opened[(partition.topic, partition.partition)] = partition
+        self._scrubbed[(partition.topic, partition.partition)] = partition
 
     def note_written(self, partition: Partition) -> None:
         """``partition``'s log was written (records, a rolled segment, a truncation): the flush
-        check looks at it until everything up to its log end is flushed."""
+        check looks at it until everything up to its log end is flushed, the scrub goes round it."""
         self._unflushed[(partition.topic, partition.partition)] = partition
+        self._scrubbed[(partition.topic, partition.partition)] = partition
 
     def run_flush(self) -> None:
         """Flush by ``flush.ms``, and the segments rolled since the last flush, of the logs
@@ -127,27 +125,27 @@ class LogMaintenance:
     def run_scrub(self, budget_bytes: int) -> None:
         """Verify the CRCs of up to ``budget_bytes`` more stored bytes: one partition's log
         to its end, then the next one's (round robin), so an idle broker's cost stays flat
-        however many partitions it holds; a lap that found everything verified rests
-        SCRUB_REST_MS before the next."""
+        however many partitions it holds. A log with nothing to verify (empty, or offline, or
+        no longer this broker's) leaves the round until its next write, so empty logs cost
+        nothing."""
         assert budget_bytes > 0, budget_bytes
-        now = self._replicas.clock_ms()
-        if now < self._scrub_rest_until_ms:
-            return
-        budget_start = budget_bytes
         partitions = self._replicas.partitions
-        tps = sorted(partitions)
+        tps = sorted(self._scrubbed)
         for _ in range(len(tps)):
-            partition = partitions[tps[self._scrub_next % len(tps)]]
-            if partition.offline_reason is None:
+            tp = tps[self._scrub_next % len(tps)]
+            partition = self._scrubbed[tp]
+            live = partitions.get(tp) is partition and partition.offline_reason is None
+            if live:
                 try:
                     budget_bytes -= partition.scrub(budget_bytes)
                 except StorageError as exc:
                     self._replicas.take_offline(partition, exc)
             if budget_bytes <= 0:
                 return
-            self._scrub_next += 1  # this log is verified to its end (or offline): the next one
-        if budget_bytes == budget_start:  # a whole lap and not a byte left to verify
-            self._scrub_rest_until_ms = now + SCRUB_REST_MS
+            if partition.offline_reason is not None or not live or partition.log_start_offset == partition.log_end_offset:
+                del self._scrubbed[tp]  # nothing to verify; the next log moves into this index
+            else:
+                self._scrub_next += 1  # this log is verified to its end (the next lap starts it over): the next one
 
     def damaged(self) -> list[tuple[Partition, DamagedRange]]:
         """Every damaged range still waiting for a copy, on online replicas. Looks at every

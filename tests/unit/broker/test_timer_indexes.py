@@ -167,3 +167,21 @@ def test_the_hw_checkpoint_is_written_only_when_a_high_watermark_moved(tmp_path:
     follower_fetch(replicas, 2, clock[0])  # the follower has both records: the HW moves to 2
     replicas.checkpoint_high_watermarks()
     assert written == [{TP: 0}, {TP: 2}]
+
+
+def test_the_scrub_goes_round_logs_with_records_and_leaves_empty_ones_alone(tmp_path: Path, monkeypatch) -> None:
+    clock = [1_000]
+    replicas = leader(tmp_path, clock)
+    scrubbed: list[int] = []
+    scrub = Partition.scrub
+    monkeypatch.setattr(Partition, "scrub", lambda self, budget: (scrubbed.append(verified := scrub(self, budget)), verified)[1])
+
+    replicas.maintenance.run_scrub(1 << 20)
+    replicas.maintenance.run_scrub(1 << 20)
+    assert scrubbed == [0]  # the empty log was looked at once
+
+    asyncio.run(replicas.produce(1, 1000, [ProduceItem(*TP, batch(3))]))
+    for _ in range(4):
+        replicas.maintenance.run_scrub(1 << 20)
+    size = replicas.partitions[TP].log.segments[0].size_bytes
+    assert scrubbed[1:] == [size] * 4  # verified to its end, then again from its start, lap after lap
