@@ -7,6 +7,7 @@ a log that fails here goes offline through the replica manager like anywhere els
 from __future__ import annotations
 
 import asyncio
+import bisect
 from typing import TYPE_CHECKING
 
 import structlog
@@ -25,7 +26,7 @@ class LogMaintenance:
     def __init__(self, replicas: ReplicaManager) -> None:
         self._replicas = replicas
         self.config = replicas.config
-        self._scrub_next = 0  # index (in sorted order) of the partition the scrub works on
+        self._scrub_from: tuple[str, int] | None = None  # the log the scrub works on; None: the first
         # The logs the scrub goes round: written or opened since the scrub last found one with
         # nothing to verify (an empty log leaves until its next write).
         self._scrubbed: dict[tuple[str, int], Partition] = {}
@@ -131,8 +132,9 @@ class LogMaintenance:
         assert budget_bytes > 0, budget_bytes
         partitions = self._replicas.partitions
         tps = sorted(self._scrubbed)
-        for _ in range(len(tps)):
-            tp = tps[self._scrub_next % len(tps)]
+        start = bisect.bisect_left(tps, self._scrub_from) if self._scrub_from is not None else 0
+        self._scrub_from = None  # unless the budget runs out in a log: the next call starts a new lap
+        for tp in tps[start:] + tps[:start]:
             partition = self._scrubbed[tp]
             live = partitions.get(tp) is partition and partition.offline_reason is None
             if live:
@@ -141,11 +143,10 @@ class LogMaintenance:
                 except StorageError as exc:
                     self._replicas.take_offline(partition, exc)
             if budget_bytes <= 0:
+                self._scrub_from = tp  # the next call goes on in this log
                 return
             if partition.offline_reason is not None or not live or partition.log_start_offset == partition.log_end_offset:
-                del self._scrubbed[tp]  # nothing to verify; the next log moves into this index
-            else:
-                self._scrub_next += 1  # this log is verified to its end (the next lap starts it over): the next one
+                del self._scrubbed[tp]  # nothing to verify
 
     def damaged(self) -> list[tuple[Partition, DamagedRange]]:
         """Every damaged range still waiting for a copy, on online replicas. Looks at every

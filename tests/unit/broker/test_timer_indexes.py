@@ -22,6 +22,7 @@ from data_plane.record_batch import HEADER_SIZE
 from data_plane.replication.partition_state import FollowerFetch
 from data_plane.storage import LogManager
 from tests.unit.broker.test_stale_metadata import apply, at_epoch
+from tests.unit.metadata.helpers import cluster, with_topic
 from tests.unit.storage.conftest import batch
 
 TP = ("t", 0)
@@ -170,18 +171,21 @@ def test_the_hw_checkpoint_is_written_only_when_a_high_watermark_moved(tmp_path:
 
 
 def test_the_scrub_goes_round_logs_with_records_and_leaves_empty_ones_alone(tmp_path: Path, monkeypatch) -> None:
-    clock = [1_000]
-    replicas = leader(tmp_path, clock)
+    config = BrokerConfig(broker_id=1, host="127.0.0.1", port=1, data_dir=tmp_path, controllers=[])
+    replicas = ReplicaManager(config, LogManager(tmp_path, now_ms=0))
+    apply(replicas, with_topic(cluster((1, 2)), "u", 4, 2))  # four empty logs
+    [written, *_] = [p for p in replicas.partitions.values() if p.is_leader]
     scrubbed: list[int] = []
     scrub = Partition.scrub
     monkeypatch.setattr(Partition, "scrub", lambda self, budget: (scrubbed.append(verified := scrub(self, budget)), verified)[1])
 
     replicas.maintenance.run_scrub(1 << 20)
     replicas.maintenance.run_scrub(1 << 20)
-    assert scrubbed == [0]  # the empty log was looked at once
+    assert scrubbed == [0] * 4  # each empty log was looked at once
+    scrubbed.clear()
 
-    asyncio.run(replicas.produce(1, 1000, [ProduceItem(*TP, batch(3))]))
+    asyncio.run(replicas.produce(1, 1000, [ProduceItem(written.topic, written.partition, batch(3))]))
     for _ in range(4):
         replicas.maintenance.run_scrub(1 << 20)
-    size = replicas.partitions[TP].log.segments[0].size_bytes
-    assert scrubbed[1:] == [size] * 4  # verified to its end, then again from its start, lap after lap
+    size = written.log.segments[0].size_bytes
+    assert scrubbed == [size] * 4  # verified to its end, then again from its start, lap after lap
