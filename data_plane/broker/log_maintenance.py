@@ -7,6 +7,7 @@ a log that fails here goes offline through the replica manager like anywhere els
 from __future__ import annotations
 
 import asyncio
+import bisect
 from typing import TYPE_CHECKING
 
 import structlog
@@ -14,24 +15,29 @@ import structlog
 from data_plane.broker.partition import Partition
 from data_plane.storage import CorruptBatchError, DamagedRange, StorageError
 from data_plane.storage.log_cleaner import CleaningPass, Throttle, discard
+from data_plane.storage.partition_log import PartitionLog
 
 if TYPE_CHECKING:
     from data_plane.broker.replica_manager import ReplicaManager
 
 log = structlog.get_logger("broker.maintenance")
 
-# After a lap of the scrub over every log found nothing left to verify, the next lap waits this
-# long: a lap costs a call per replica even when there is nothing to read, and new records are
-# verified by every read meanwhile.
-SCRUB_REST_MS = 10_000
-
-
 class LogMaintenance:
     def __init__(self, replicas: ReplicaManager) -> None:
         self._replicas = replicas
         self.config = replicas.config
-        self._scrub_next = 0  # index (in sorted order) of the partition the scrub works on
-        self._scrub_rest_until_ms = 0
+        self._scrub_from: tuple[str, int] | None = None  # the log the scrub works on; None: the first
+        # The logs the scrub goes round: written or opened since the scrub last found one with
+        # nothing to verify (an empty log leaves until its next write).
+        self._scrubbed: dict[tuple[str, int], Partition] = {}
+        # Logs written since their last flush (by the replica manager's write paths): the only
+        # ones the flush check visits, so an idle broker's flush timer costs nothing per log.
+        self._unflushed: dict[tuple[str, int], Partition] = {}
+        # The damage scan's: logs found damaged by the last scan, logs opened since, and how
+        # many damaged ranges the process had noted then (a new one anywhere: scan them all).
+        self._damaged: dict[tuple[str, int], Partition] = {}
+        self._opened: dict[tuple[str, int], Partition] = {}
+        self._damage_noted_seen = -1
         self._log = log.bind(broker_id=replicas.config.broker_id)
 
     def _online(self) -> list[Partition]:
@@ -83,46 +89,82 @@ class LogMaintenance:
         except StorageError as exc:
             self._replicas.take_offline(partition, exc)
             return
+        self.note_written(partition)
         self._log.info("log cleaned", **partition.fields(), dirty_ratio=round(plan.dirty_ratio, 3),
                        segments=installed, cleaned_up_to=result.cleaned_up_to, bytes_read=result.bytes_read,
                        records_kept=result.records_kept, records_removed=result.records_removed)
 
+    def note_opened(self, partition: Partition) -> None:
+        """``partition``'s log was opened (it may hold recovered, unflushed records and damage
+        recorded before a restart) or its leadership changed (a follower may truncate)."""
+        self.note_written(partition)
+        self._opened[(partition.topic, partition.partition)] = partition
+        self._scrubbed[(partition.topic, partition.partition)] = partition
+
+    def note_written(self, partition: Partition) -> None:
+        """``partition``'s log was written (records, a rolled segment, a truncation): the flush
+        check looks at it until everything up to its log end is flushed, the scrub goes round it."""
+        self._unflushed[(partition.topic, partition.partition)] = partition
+        self._scrubbed[(partition.topic, partition.partition)] = partition
+
     def run_flush(self) -> None:
+        """Flush by ``flush.ms``, and the segments rolled since the last flush, of the logs
+        written since their last flush; a log flushed to its end leaves the set until its
+        next write."""
         now = self._replicas.clock_ms()
-        for partition in self._online():
-            try:
-                partition.maybe_flush(now)
-            except StorageError as exc:
-                self._replicas.take_offline(partition, exc)
+        for tp, partition in list(self._unflushed.items()):
+            if self._replicas.partitions.get(tp) is partition and partition.offline_reason is None:
+                try:
+                    partition.maybe_flush(now)
+                except StorageError as exc:
+                    self._replicas.take_offline(partition, exc)
+                if partition.offline_reason is None and partition.log.recovery_point < partition.log.log_end_offset:
+                    continue  # still unflushed records: flush.ms has not run out yet
+            if self._unflushed.get(tp) is partition:
+                del self._unflushed[tp]
 
     def run_scrub(self, budget_bytes: int) -> None:
         """Verify the CRCs of up to ``budget_bytes`` more stored bytes: one partition's log
         to its end, then the next one's (round robin), so an idle broker's cost stays flat
-        however many partitions it holds; a lap that found everything verified rests
-        SCRUB_REST_MS before the next."""
+        however many partitions it holds. A log with nothing to verify (empty, or offline, or
+        no longer this broker's) leaves the round until its next write, so empty logs cost
+        nothing."""
         assert budget_bytes > 0, budget_bytes
-        now = self._replicas.clock_ms()
-        if now < self._scrub_rest_until_ms:
-            return
-        budget_start = budget_bytes
         partitions = self._replicas.partitions
-        tps = sorted(partitions)
-        for _ in range(len(tps)):
-            partition = partitions[tps[self._scrub_next % len(tps)]]
-            if partition.offline_reason is None:
+        tps = sorted(self._scrubbed)
+        start = bisect.bisect_left(tps, self._scrub_from) if self._scrub_from is not None else 0
+        self._scrub_from = None  # unless the budget runs out in a log: the next call starts a new lap
+        for tp in tps[start:] + tps[:start]:
+            partition = self._scrubbed[tp]
+            live = partitions.get(tp) is partition and partition.offline_reason is None
+            if live:
                 try:
                     budget_bytes -= partition.scrub(budget_bytes)
                 except StorageError as exc:
                     self._replicas.take_offline(partition, exc)
             if budget_bytes <= 0:
+                self._scrub_from = tp  # the next call goes on in this log
                 return
-            self._scrub_next += 1  # this log is verified to its end (or offline): the next one
-        if budget_bytes == budget_start:  # a whole lap and not a byte left to verify
-            self._scrub_rest_until_ms = now + SCRUB_REST_MS
+            if partition.offline_reason is not None or not live or partition.log_start_offset == partition.log_end_offset:
+                del self._scrubbed[tp]  # nothing to verify
 
     def damaged(self) -> list[tuple[Partition, DamagedRange]]:
-        """Every damaged range still waiting for a copy, on online replicas."""
-        return [(p, damage) for p in self._online() for damage in p.damaged_ranges() if not damage.lost]
+        """Every damaged range still waiting for a copy, on online replicas. Looks at every
+        log only after a damaged range was noted anywhere since the last call (reads and the
+        scrub find damage), otherwise only at the logs damaged then and those opened since:
+        on an undamaged, idle broker it visits no log."""
+        noted = PartitionLog.damage_noted
+        if noted != self._damage_noted_seen:
+            self._damage_noted_seen = noted
+            suspects = self._replicas.partitions
+        else:
+            suspects = {**self._damaged, **self._opened}
+        self._opened = {}
+        partitions = self._replicas.partitions
+        found = [(p, damage) for tp, p in suspects.items() if partitions.get(tp) is p and p.offline_reason is None
+                 for damage in p.damaged_ranges() if not damage.lost]
+        self._damaged = {(p.topic, p.partition): p for p, _ in found}
+        return found
 
     def repair_sources(self, partition: Partition) -> list[int]:
         """The other replicas to ask for a copy: the leader first (a follower's source of
@@ -135,6 +177,7 @@ class LogMaintenance:
         """Write ``source``'s copy over ``damage``; False (logged) when the copy does not fit."""
         try:
             partition.repair(damage, copy)
+            self.note_written(partition)
         except CorruptBatchError as exc:
             self._log.warning("replica's copy refused for a damaged range", **partition.fields(), source=source,
                               first_offset=damage.first_offset, next_offset=damage.next_offset, reason=str(exc))

@@ -167,6 +167,12 @@ class Partition:
         """acks=all produces are waiting here (the timer must expire them)."""
         return self._core is not None and self._core.has_delayed_produces
 
+    @property
+    def may_shrink_isr(self) -> bool:
+        """Leader with an in-sync follower behind its log end: only such a leader can find a
+        follower lagging on a timer tick (the ISR sweep visits no other)."""
+        return self._core is not None and not self._core.followers_caught_up
+
     def fields(self) -> dict:
         """The log context every partition event carries."""
         return {"topic": self.topic, "partition": self.partition, "leader_epoch": self.state.leader_epoch,

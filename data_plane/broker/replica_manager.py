@@ -39,7 +39,7 @@ log = structlog.get_logger("broker.replicas")
 
 TopicPartition = tuple[str, int]
 APPLY_SLICE_MS = 20  # longest stretch of metadata application between yields to the event loop
-ISR_SWEEP_INTERVAL_MS = 1000  # how often tick() looks at every leader for lagging followers
+ISR_SWEEP_INTERVAL_MS = 1000  # how often tick() looks at the leaders whose followers may lag
 
 
 def now_ms() -> int:
@@ -61,9 +61,15 @@ class ReplicaManager:
         self._last_isr_sweep_ms = 0
         self._log = log.bind(broker_id=config.broker_id)
         self._high_watermarks = logs.read_high_watermarks()
+        self._checkpointed_high_watermarks: dict[TopicPartition, int] | None = None  # as last written
         self._partition_class = partition_class(config.unsafe)
         self._delayed = DelayedProduces(max_delayed_produces)
-        self._with_delayed_produces: dict[TopicPartition, Partition] = {}  # the timer's between sweeps
+        # The leaders a timer tick can change, kept by carry_out from every event's outcome so
+        # that an idle broker's timers cost nothing per replica: those with acks=all produces
+        # waiting (expired every tick) and those with an in-sync follower behind their log end
+        # (the ISR sweep's; a caught-up follower cannot start lagging without a new event).
+        self._with_delayed_produces: dict[TopicPartition, Partition] = {}
+        self._may_shrink_isr: dict[TopicPartition, Partition] = {}
         self.reads = FetchServing(self)
         self.maintenance = LogMaintenance(self)
         # Set by the server: where ISR proposals go (AlterPartition) and who follows leaders.
@@ -83,6 +89,9 @@ class ReplicaManager:
         if ready.isr_proposal is not None:
             assert partition.is_leader, partition.name
             self.propose_isr(partition, ready.isr_proposal)
+        tp = (partition.topic, partition.partition)
+        _keep_if(self._with_delayed_produces, tp, partition, partition.has_delayed_produces)
+        _keep_if(self._may_shrink_isr, tp, partition, partition.may_shrink_isr)
 
     def take_offline(self, partition: Partition, exc: StorageError) -> PartitionError:
         """The replica's log failed: take it offline; the error to answer with."""
@@ -209,6 +218,7 @@ class ReplicaManager:
         self._lead_or_follow(partition, state, "leader epoch changed")
 
     def _lead_or_follow(self, partition: Partition, state: LeadershipState, why: str) -> None:
+        self.maintenance.note_opened(partition)
         try:
             self.carry_out(partition, partition.on_leadership(state, why, self.clock_ms()))
         except StorageError as exc:
@@ -279,6 +289,7 @@ class ReplicaManager:
                     appended, ready = partition.append_as_leader(item.batches, acks, now)
                 except StorageError as exc:
                     raise self.take_offline(partition, exc) from None
+                self.maintenance.note_written(partition)
             except PartitionError as exc:
                 self.fail(result, exc)
                 continue
@@ -290,7 +301,6 @@ class ReplicaManager:
                 token, future = self._delayed.park()
                 waits.append((result, partition, future))
                 self.carry_out(partition, partition.add_delayed_produce(token, appended.wait_until, now + timeout_ms, now))
-                self._with_delayed_produces[(item.topic, item.partition)] = partition
         if waits:
             await asyncio.wait([future for _, _, future in waits], timeout=timeout_ms / 1000)
             for result, partition, future in waits:
@@ -307,6 +317,7 @@ class ReplicaManager:
             partition.append_as_follower(data, self.clock_ms())
         except StorageError as exc:
             raise self.take_offline(partition, exc) from None
+        self.maintenance.note_written(partition)
 
     def truncate_follower(self, partition: Partition, offset: int, why: str) -> None:
         """Cut the log back to ``offset`` (a diverging epoch, or a log ahead of the leader's)."""
@@ -314,6 +325,7 @@ class ReplicaManager:
             partition.truncate(offset, why)
         except StorageError as exc:
             raise self.take_offline(partition, exc) from None
+        self.maintenance.note_written(partition)
 
     def follow_log_start(self, partition: Partition, leader_log_start: int) -> None:
         """A follower's log start follows the leader's (DeleteRecords), below its own HW."""
@@ -321,6 +333,7 @@ class ReplicaManager:
             partition.follow_log_start(leader_log_start)
         except StorageError as exc:
             raise self.take_offline(partition, exc) from None
+        self.maintenance.note_written(partition)
 
     def restart_follower_at(self, partition: Partition, offset: int) -> None:
         """The leader's log starts after ours ends (retention): start over at its log start."""
@@ -328,26 +341,35 @@ class ReplicaManager:
             partition.restart_at(offset)
         except StorageError as exc:
             raise self.take_offline(partition, exc) from None
+        self.maintenance.note_written(partition)
 
     # ------------------------------------------------------------------ timers
 
     def tick(self) -> None:
-        """Expire delayed produces (every tick, for the leaders that have some: those an acks=all
-        produce waited on since, kept aside so a tick does not look at every partition) and shrink
-        ISRs of lagging followers (every leader, once per ISR_SWEEP_INTERVAL_MS at most: a
-        lag of replica.lag.time.max.ms needs no finer clock than that, so an idle broker
-        need not look at thousands of leaders ten times a second)."""
+        """Expire delayed produces (every tick, for the leaders that have some) and shrink ISRs
+        of lagging followers (once per ISR_SWEEP_INTERVAL_MS at most, for the leaders with an
+        in-sync follower behind their log end: a lag of replica.lag.time.max.ms needs no finer
+        clock than that). Both sets are kept by carry_out, so a tick on an idle broker visits
+        no replica however many it holds."""
         now = self.clock_ms()
         sweep_interval_ms = min(ISR_SWEEP_INTERVAL_MS, self.config.replica_lag_time_max_ms // 2)
-        sweep = now - self._last_isr_sweep_ms >= sweep_interval_ms
-        if sweep:
+        due = self._with_delayed_produces
+        if now - self._last_isr_sweep_ms >= sweep_interval_ms:
             self._last_isr_sweep_ms = now
-        for partition in list(self.partitions.values() if sweep else self._with_delayed_produces.values()):
+            due = {**self._may_shrink_isr, **due}
+        for partition in list(due.values()):  # carry_out updates both sets meanwhile
             self.carry_out(partition, partition.on_tick(now, self.config.replica_lag_time_max_ms))
-        self._with_delayed_produces = {tp: p for tp, p in self._with_delayed_produces.items() if p.has_delayed_produces}
 
     def high_watermarks(self) -> dict[TopicPartition, int]:
         return {tp: p.high_watermark for tp, p in self.partitions.items()}
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Write the HW checkpoint, unless it would say what the last write said (no HW moved,
+        no replica came or went): an idle broker rewrites no file."""
+        high_watermarks = self.high_watermarks()
+        if high_watermarks != self._checkpointed_high_watermarks:
+            self.logs.checkpoint_high_watermarks(high_watermarks)
+            self._checkpointed_high_watermarks = high_watermarks
 
 
 def _produce_wait_failed(name: str, code: ErrorCode, timeout_ms: int) -> PartitionError:
@@ -360,6 +382,14 @@ def _produce_wait_failed(name: str, code: ErrorCode, timeout_ms: int) -> Partiti
         ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: f"{name}: the ISR fell below min.insync.replicas while the "
         "write waited; it was appended but may not survive a failure: retry",
     }.get(code, f"{name}: {code.name}: retry"))
+
+
+def _keep_if(index: dict[TopicPartition, Partition], tp: TopicPartition, partition: Partition, keep: bool) -> None:
+    """Hold ``partition`` in ``index`` exactly while ``keep`` (its latest event decides)."""
+    if keep:
+        index[tp] = partition
+    elif index.get(tp) is partition:  # not a newer replica of the same partition
+        del index[tp]
 
 
 def _fields(partition: Partition) -> dict:

@@ -155,7 +155,7 @@ class BrokerServer:
                        metrics_port=self.config.metrics_port or None)
 
     def _checkpoint(self) -> None:
-        self.logs.checkpoint_high_watermarks(self.replicas.high_watermarks())
+        self.replicas.checkpoint_high_watermarks()
         self.logs.checkpoint()
 
     async def _every(self, interval_ms: int, action) -> None:

@@ -223,6 +223,12 @@ class LeaderPartitionState:
     def has_delayed_produces(self) -> bool:
         return bool(self._delayed)
 
+    @property
+    def followers_caught_up(self) -> bool:
+        """Every in-sync follower has the leader's log end: none can start lagging before the
+        leader's next event (an append or a fetch), so the ISR sweep can skip this leader."""
+        return all(self.progress[r].log_end_offset == self.log_end_offset for r in self.isr if r != self.leader_id)
+
     def check_produce(self, acks: int) -> ErrorCode:
         """Check a produce before anything is appended (acks was validated at the wire)."""
         assert not self._resigned

@@ -90,6 +90,10 @@ class ReadResult:
 
 
 class PartitionLog:
+    # Damaged ranges noted so far by every log of the process: the repair loop looks at every
+    # log only when this moves, and otherwise at the logs it already knows damaged.
+    damage_noted = 0
+
     def __init__(
         self, directory: Path, settings: LogSettings, segments: list[LogSegment], epoch_cache: LeaderEpochCache, recovery_point: int
     ) -> None:
@@ -450,6 +454,7 @@ class PartitionLog:
         for inside in [p for p in segment.damaged if position <= p < end]:
             del segment.damaged[inside]  # found earlier from a wrong length in front of it: the new range covers it
         segment.damaged[position] = damage
+        PartitionLog.damage_noted += 1
         self._save_damage()
         self._log.error("damaged batch found: taken out of service until repaired", segment=segment.base_offset,
                         position=position, first_offset=damage.first_offset, next_offset=damage.next_offset, reason=reason)
