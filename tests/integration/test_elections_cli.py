@@ -54,9 +54,16 @@ def kraftlog_json(cluster: TestCluster, *args: str):
 
 
 def state(cluster: TestCluster, topic: str, partition: int = 0) -> pb.PartitionState:
-    with cluster.controller_client() as client:
-        described = next(t for t in client.describe_cluster().topics if t.name == topic)
-    return next(p for p in described.partitions if p.partition == partition)
+    """The partition as a controller describes it. Any controller may answer, and a follower
+    controller applies committed entries a moment after the active one: a topic just created
+    may not be in its answer yet, so wait for it to appear."""
+
+    def described() -> pb.PartitionState | None:
+        with cluster.controller_client() as client:
+            topics = [t for t in client.describe_cluster().topics if t.name == topic]
+        return next((p for t in topics for p in t.partitions if p.partition == partition), None)
+
+    return wait_for(described, 10, f"{topic}-{partition} in a controller's description")
 
 
 def brokers(cluster: TestCluster) -> dict[int, pb.BrokerRegistration]:
