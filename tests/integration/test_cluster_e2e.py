@@ -174,11 +174,15 @@ def test_simple_records_path_round_trips(cluster: TestCluster) -> None:
     with grpc.insecure_channel(address) as channel:
         stub = broker_pb2_grpc.BrokerStub(channel)
         records = [common_pb2.Record(key=b"k1", value=b"hello", headers=[common_pb2.Header(key="h", value=b"v")]), common_pb2.Record(value=b"world")]
-        produced = stub.Produce(
-            broker_pb2.ProduceRequest(acks=-1, timeout_ms=5000, topics=[broker_pb2.TopicProduceData(topic="e2e-simple", partitions=[broker_pb2.PartitionProduceData(partition=0, records=records)])]),
-            timeout=10,
-        )
-        assert produced.topics[0].partitions[0].error_code == common_pb2.NONE
+        request = broker_pb2.ProduceRequest(acks=-1, timeout_ms=5000, topics=[broker_pb2.TopicProduceData(topic="e2e-simple", partitions=[broker_pb2.PartitionProduceData(partition=0, records=records)])])
+        # the leader named by metadata may not have applied the new topic yet: it answers
+        # UNKNOWN_TOPIC_OR_PARTITION (retriable, nothing written), and a client retries
+        def accepted() -> bool:
+            code = stub.Produce(request, timeout=10).topics[0].partitions[0].error_code
+            assert code in (common_pb2.NONE, common_pb2.UNKNOWN_TOPIC_OR_PARTITION, common_pb2.NOT_LEADER_OR_FOLLOWER), code
+            return code == common_pb2.NONE
+
+        wait_for(accepted, 10, "the leader to accept the produce")
         fetched = stub.Fetch(
             broker_pb2.FetchRequest(max_wait_ms=1000, min_bytes=1, format=broker_pb2.RECORDS, topics=[broker_pb2.FetchTopic(topic="e2e-simple", partitions=[broker_pb2.FetchPartition(partition=0, fetch_offset=0, current_leader_epoch=-1)])]),
             timeout=10,
