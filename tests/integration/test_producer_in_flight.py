@@ -12,9 +12,8 @@ from pathlib import Path
 import pytest
 
 from server_common.local_cluster import HOST
-from server_common.waiting import wait_for
 from tests.cluster import TestCluster, local_cluster
-from tests.integration.test_replication import TOPIC_CONFIG, ReplicationLinks, Workload, assert_every_acked_record_read_once
+from tests.integration.test_replication import TOPIC_CONFIG, ReplicationLinks, Workload, assert_every_acked_record_read_once, kill_the_leader_under_load
 from tests.integration.test_cluster_e2e import read_all
 
 pytestmark = pytest.mark.integration
@@ -55,13 +54,7 @@ def test_sigkill_of_the_leader_mid_stream_keeps_acknowledged_records_once_and_in
         cluster.create_topic("inflight-kill", partitions=PARTITIONS, replication_factor=3, configs=TOPIC_CONFIG)
         workload = Workload(cluster, "inflight-kill", PARTITIONS, **IN_FLIGHT)
         try:
-            workload.wait_acked(3_000)
-            victim = cluster.broker(cluster.leader("inflight-kill", 0))
-            cluster.kill(victim)
-            killed_at = len(workload.acked)
-            wait_for(lambda: cluster.leader("inflight-kill", 0) not in (-1, victim.node_id), 15, "a new leader")
-            workload.wait_acked(killed_at + 3_000)
-            cluster.restart(victim)
+            kill_the_leader_under_load(cluster, "inflight-kill", workload)
             workload.wait_acked(len(workload.acked) + 1_000)
         finally:
             workload.stop()

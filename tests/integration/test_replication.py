@@ -130,18 +130,24 @@ def isr(cluster: TestCluster, topic: str, partition: int) -> set[int]:
 # ---------------------------------------------------------------------------- SIGKILL
 
 
+def kill_the_leader_under_load(cluster: TestCluster, topic: str, workload: Workload) -> None:
+    """SIGKILL partition 0's leader once the workload is under way, wait for a new leader and
+    more acknowledgements, then start the killed broker again."""
+    workload.wait_acked(3_000)
+    victim = cluster.broker(cluster.leader(topic, 0))
+    cluster.kill(victim)
+    killed_at = len(workload.acked)
+    wait_for(lambda: cluster.leader(topic, 0) not in (-1, victim.node_id), 15, f"a new leader for {topic}-0")
+    workload.wait_acked(killed_at + 3_000)
+    cluster.restart(victim)
+
+
 def test_sigkill_of_a_leader_under_load_loses_no_acknowledged_record(tmp_path: Path) -> None:
     with local_cluster(tmp_path) as cluster:
         cluster.create_topic("kill", partitions=3, replication_factor=3, configs=TOPIC_CONFIG)
         workload = Workload(cluster, "kill", 3)
         try:
-            workload.wait_acked(3_000)
-            victim = cluster.broker(cluster.leader("kill", 0))
-            cluster.kill(victim)
-            killed_at = len(workload.acked)
-            wait_for(lambda: cluster.leader("kill", 0) not in (-1, victim.node_id), 15, "a new leader for kill-0")
-            workload.wait_acked(killed_at + 3_000)
-            cluster.restart(victim)
+            kill_the_leader_under_load(cluster, "kill", workload)
             wait_full_isr(cluster, "kill")
             workload.wait_acked(len(workload.acked) + 1_000)
         finally:

@@ -52,6 +52,18 @@ def test_a_new_active_controller_drops_an_unfinished_creation(tmp_path: Path) ->
     asyncio.run(scenario())
 
 
+def _queued_on(lock: asyncio.Lock) -> bool:
+    """Whether some task waits for ``lock`` (asyncio keeps its waiters in ``_waiters``)."""
+    return bool(getattr(lock, "_waiters", None))
+
+
+async def _until(condition, timeout_s: float) -> None:
+    """Yield to the loop until ``condition()`` holds; fail after ``timeout_s``."""
+    async with asyncio.timeout(timeout_s):
+        while not condition():
+            await asyncio.sleep(0.01)
+
+
 def test_a_creation_cut_by_a_new_term_stops_and_is_dropped_whole(tmp_path: Path) -> None:
     """Leadership moves away and back while a creation commits its entries: the write stops
     at its next entry and the new term drops what it began. Never does the new term's
@@ -72,8 +84,8 @@ def test_a_creation_cut_by_a_new_term_stops_and_is_dropped_whole(tmp_path: Path)
                 controller._step_down()
                 activations.append(asyncio.create_task(controller._activate(node.term())))
                 # The new term runs as far as it can while the write is mid-way: to its end
-                # if it does not wait for the write lock, else (rightly) not at all.
-                await asyncio.wait(activations, timeout=2)
+                # if it does not wait for the write lock, else (rightly) until it queues on it.
+                await _until(lambda: activations[0].done() or _queued_on(controller._write_lock), 10)
             return result
 
         node.propose = propose_then_lose_leadership
