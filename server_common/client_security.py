@@ -1,10 +1,11 @@
 """How a client connects securely: the TLS files (CA, and a certificate and key for mutual
 TLS) and the user name and password of credential authentication.
 
-One frozen value (``from data_plane.client import ClientSecurity``), passed to Producer, Consumer, Admin and ControllerClient as
-``security=``, or loaded from a client config file: JSON (``{"ca_file": ..., "cert_file":
-..., "key_file": ..., "username": ..., "password": ...}``) or Java-style properties (the same
-keys, ``key=value`` per line, ``#`` comments). Relative paths in a file are taken from the
+One frozen value (``from data_plane.client import ClientSecurity``; it lives here, below the
+client and the controller client, which both take it), passed to Producer, Consumer, Admin
+and ControllerClient as ``security=``, or loaded from a client config file: JSON
+(``{"ca_file": ..., "cert_file": ..., "key_file": ..., "username": ..., "password": ...}``)
+or Java-style properties (the same keys, ``key=value`` per line, ``#`` comments). Relative paths in a file are taken from the
 file's directory, so a config file travels with its certificates.
 
 A client given no ``security`` uses ``from_environment()``: the file named by
