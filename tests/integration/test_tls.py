@@ -4,12 +4,17 @@ client with the ``admin`` certificate, and refuses, with advice that names the f
 client that is not set up for it: plaintext, TLS without a certificate, a certificate from
 another CA. A rotated certificate is served to new connections without a restart. A
 controller with the wrong Raft secret never joins the quorum, and joins once it has the
-right one (the positive control of that negative)."""
+right one (the positive control of that negative). ``kraftlog cluster up --secure`` then
+topics/produce/consume work with nothing but ``--data-dir``."""
 
 from __future__ import annotations
 
+import json
+import os
 import socket
 import ssl
+import subprocess
+import sys
 import time
 from concurrent import futures
 from pathlib import Path
@@ -172,3 +177,34 @@ def test_a_controller_with_the_wrong_raft_secret_never_joins(tmp_path: Path) -> 
         outsider.extra_args = ["--password", "the quorum secret"]
         cluster.restart(outsider)
         wait_for(lambda: known_leader(outsider) in (1, 2), 30, "controller 3 with the right secret to follow the leader")
+
+
+def kraftlog(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    """The CLI as a user runs it: free ports, no client config in the environment."""
+    env = {**os.environ, "KRAFTLOG_PORT_BASE": "0", "KRAFTLOG_CLIENT_CONFIG": "", "KRAFTLOG_BOOTSTRAP": ""}
+    return subprocess.run([sys.executable, "-m", "cli", *args], input=stdin, capture_output=True, text=True, timeout=150, env=env)
+
+
+def test_cluster_up_secure_then_commands_just_work(tmp_path: Path) -> None:
+    """``cluster up --secure``, then topics/produce/consume with nothing but --data-dir: the
+    commands pick up the client config the cluster wrote; status says the cluster is secure;
+    the same commands pointed at it with --bootstrap and no config are refused with advice."""
+    data_dir = str(tmp_path / "secure")
+    started = kraftlog("cluster", "up", "--secure", "--detach", "--controllers", "1", "--brokers", "1", "--data-dir", data_dir)
+    try:
+        assert started.returncode == 0, started.stdout + started.stderr
+        assert "secure: mutual TLS on every port" in started.stdout
+        created = kraftlog("topics", "create", "x", "--data-dir", data_dir)
+        assert created.returncode == 0, created.stderr
+        produced = kraftlog("produce", "x", "--data-dir", data_dir, stdin="hello\nsecure\n")
+        assert produced.returncode == 0, produced.stderr
+        consumed = kraftlog("consume", "x", "--from-beginning", "--max-messages", "2", "--timeout-ms", "20000", "--data-dir", data_dir)
+        assert consumed.stdout.split() == ["hello", "secure"], consumed.stderr
+        status = json.loads(kraftlog("cluster", "status", "--json", "--data-dir", data_dir).stdout)
+        assert status["secure"] is True and status["client_config"].endswith("client-secure.json")
+        refused = kraftlog("topics", "list", "--bootstrap", status["bootstrap"])
+        assert refused.returncode == 1 and "requires TLS but this client connects in plaintext" in refused.stderr, refused.stderr
+        with_config = kraftlog("topics", "list", "--bootstrap", status["bootstrap"], "--command-config", status["client_config"])
+        assert with_config.returncode == 0 and "x" in with_config.stdout.split(), with_config.stderr
+    finally:
+        kraftlog("cluster", "down", "--data-dir", data_dir)
