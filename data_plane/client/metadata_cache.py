@@ -305,6 +305,13 @@ def explain_refusal(err: grpc.RpcError, address: str, security: ClientSecurity) 
 
 
 def no_broker_answered(addresses: Iterable[str], errors: list[str]) -> KraftlogError:
-    """The error when no address gave metadata: where we asked, and each failure, in one line."""
+    """The error when no address gave metadata: where we asked, and each failure, in one line.
+    ``errors[i]`` is the failure at the i-th address; failures that differ only in the address
+    are said once, naming every address (a TLS mismatch is the same at every broker)."""
+    addresses = list(addresses)
     where = ", ".join(addresses)
-    return KraftlogError("NO_BROKER_REACHABLE", f"no broker answered at {where} ({'; '.join(errors) or 'metadata refresh timed out'})")
+    grouped: dict[str, list[str]] = {}
+    for address, error in zip(addresses, errors):
+        grouped.setdefault(error.replace(address, "\0", 1), []).append(address)
+    said = [error.replace("\0", ", ".join(group)) for error, group in grouped.items()]
+    return KraftlogError("NO_BROKER_REACHABLE", f"no broker answered at {where} ({'; '.join(said) or 'metadata refresh timed out'})")

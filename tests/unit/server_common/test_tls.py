@@ -121,3 +121,14 @@ def test_refused_tcp_connections_and_timeouts_are_not_probed() -> None:
     security = ClientSecurity()
     assert security.explain_failure("127.0.0.1:1", grpc.StatusCode.UNAVAILABLE, "ipv4:127.0.0.1:1: Connection refused") is None
     assert security.explain_failure("127.0.0.1:1", grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded") is None
+
+
+def test_the_same_advice_from_every_broker_is_said_once_naming_them_all() -> None:
+    from data_plane.client.metadata_cache import no_broker_answered
+
+    advice = tls_probe.classify("{}", tls_probe.SERVES_TLS, client_tls=False) or ""
+    addresses = ["127.0.0.1:9092", "127.0.0.1:9093", "127.0.0.1:9094"]
+    errors = [advice.replace("{}", a) for a in addresses[:2]] + ["127.0.0.1:9094: UNAVAILABLE: ipv4:127.0.0.1:9094: Connection refused"]
+    said = str(no_broker_answered(addresses, errors))
+    assert said.count("requires TLS") == 1 and "127.0.0.1:9092, 127.0.0.1:9093 requires TLS" in said
+    assert "127.0.0.1:9094: UNAVAILABLE: ipv4:127.0.0.1:9094: Connection refused" in said
