@@ -11,6 +11,8 @@ import enum
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import grpc
+
 from metadata_quorum.broker_heartbeats import DEFAULT_SESSION_TIMEOUT_MS
 from metadata_quorum.endpoints import Voter, parse_address_overrides, parse_quorum
 from server_common.limits import MESSAGE_BYTES_MAX
@@ -72,7 +74,7 @@ class BrokerConfig:
     metrics_port: int = 0  # Prometheus /metrics on the --listen host; 0: off
     tls: ServerTls | None = None  # None: plaintext listener and plaintext channels to peers
 
-    def peer_credentials(self):
+    def peer_credentials(self) -> grpc.ChannelCredentials | None:
         """Channel credentials for this broker's own calls (controllers, leaders it
         replicates from, repair reads): its serving identity and CA; None in plaintext."""
         if self.tls is None:

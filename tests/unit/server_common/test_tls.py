@@ -132,3 +132,23 @@ def test_the_same_advice_from_every_broker_is_said_once_naming_them_all() -> Non
     said = str(no_broker_answered(addresses, errors))
     assert said.count("requires TLS") == 1 and "127.0.0.1:9092, 127.0.0.1:9093 requires TLS" in said
     assert "127.0.0.1:9094: UNAVAILABLE: ipv4:127.0.0.1:9094: Connection refused" in said
+
+
+def test_the_raft_secret_comes_from_one_place_and_require_tls_demands_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from metadata_quorum import controller_main
+
+    parser = argparse.ArgumentParser()
+    controller_main.add_arguments(parser)
+    base = ["--node-id", "1", "--quorum", "1@127.0.0.1:1:2", "--data-dir", str(tmp_path)]
+    monkeypatch.delenv(controller_main.PASSWORD_ENV, raising=False)
+    (tmp_path / "secret").write_text("s3cret\n")
+    assert controller_main.raft_secret(parser.parse_args([*base, "--raft-secret-file", str(tmp_path / "secret")])) == "s3cret"
+    assert controller_main.raft_secret(parser.parse_args([*base, "--password", "pw"])) == "pw"
+    assert controller_main.raft_secret(parser.parse_args(base)) is None
+    with pytest.raises(TlsConfigError, match="not both"):
+        controller_main.raft_secret(parser.parse_args([*base, "--password", "pw", "--raft-secret-file", str(tmp_path / "secret")]))
+    with pytest.raises(TlsConfigError, match="--require-tls also protects the Raft links"):
+        controller_main.raft_secret(parser.parse_args([*base, "--require-tls"]))
+    (tmp_path / "empty").write_text("\n")
+    with pytest.raises(TlsConfigError, match="is empty"):
+        controller_main.raft_secret(parser.parse_args([*base, "--raft-secret-file", str(tmp_path / "empty")]))
