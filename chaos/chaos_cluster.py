@@ -33,6 +33,7 @@ class ClusterSettings:
     session_timeout_ms: int = 3000
     replica_lag_time_max_ms: int = 3000
     unsafe: str | None = None  # an --unsafe-testing behaviour, for negative controls
+    secure: bool = False  # mutual TLS everywhere and encrypted Raft links, as `cluster up --secure` (proxies forward the TLS bytes)
 
 
 @cache
@@ -57,7 +58,7 @@ class ChaosCluster(LocalCluster):
     """LocalCluster whose brokers reach controllers, peers and clients through ``network``."""
 
     def __init__(self, data_dir: Path, nodes: list[Node], settings: ClusterSettings, network: Network) -> None:
-        super().__init__(data_dir, nodes)
+        super().__init__(data_dir, nodes, secure=settings.secure)
         self.settings = settings
         self.network = network
         self.proxied_clients = {ADVERTISED_FLAG, PEER_FLAG} <= broker_flags()
@@ -67,7 +68,7 @@ class ChaosCluster(LocalCluster):
     @classmethod
     def build(cls, data_dir: Path, settings: ClusterSettings, network: Network) -> ChaosCluster:
         """Lays out a fresh cluster and its proxies (nothing started yet)."""
-        base = LocalCluster.create(Path(data_dir), settings.controllers, settings.brokers)
+        base = LocalCluster.create(Path(data_dir), settings.controllers, settings.brokers, secure=settings.secure)
         cluster = cls(base.data_dir, base.nodes, settings, network)
         cluster._add_links()
         return cluster

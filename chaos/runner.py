@@ -15,6 +15,7 @@ Phases, in order (the history records what happened in each):
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -34,6 +35,7 @@ from chaos.toxiproxy import start_toxiproxy
 from chaos.workload import Workload, WorkloadSettings
 from chaos.workload.final_read import final_reads, wait_for_leaders
 from data_plane.client import Admin
+from server_common.client_security import CLIENT_CONFIG_ENV
 from server_common.local_cluster import READY_TIMEOUT_S
 
 FINAL_READ_S = 30.0
@@ -142,13 +144,33 @@ def _local_cluster(options: RunOptions) -> Iterator[ChaosCluster]:
     directory = options.report_dir
     with open(directory / "toxiproxy.log", "ab") as log, start_toxiproxy(log_file=log) as proxy:
         cluster = ChaosCluster.build(directory / "cluster", scenario.cluster, Network(proxy))
-        options.progress(f"starting {len(cluster.controllers)} controllers and {len(cluster.brokers)} brokers in {directory / 'cluster'}")
+        options.progress(f"starting {len(cluster.controllers)} controllers and {len(cluster.brokers)} brokers in {directory / 'cluster'}"
+                         + (" (mutual TLS)" if cluster.secure else ""))
         try:
-            cluster.start_and_wait()
-            yield cluster
+            with _client_config(cluster):
+                cluster.start_and_wait()
+                yield cluster
         finally:
             for node in cluster.nodes:
                 cluster.kill(node)
+
+
+@contextmanager
+def _client_config(cluster: ChaosCluster) -> Iterator[None]:
+    """For a secure cluster, every client of the run (workload, nemesis, checks) takes the
+    cluster's client config (``KRAFTLOG_CLIENT_CONFIG``), restored afterwards."""
+    if not cluster.secure:
+        yield
+        return
+    previous = os.environ.get(CLIENT_CONFIG_ENV)
+    os.environ[CLIENT_CONFIG_ENV] = str(cluster.client_config_path.resolve())
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(CLIENT_CONFIG_ENV, None)
+        else:
+            os.environ[CLIENT_CONFIG_ENV] = previous
 
 
 def _create_topic(bootstrap: str, settings: WorkloadSettings) -> None:

@@ -47,8 +47,9 @@ _KIP101_LAG_MS = 30_000
 # Paused until metadata names another leader (at least this long), then resumed: every
 # step is a leader change with the old leader alive, whatever the seed.
 _ZOMBIE = FaultSpec("depose-leader", "leader", (SESSION_S + 1.5, SESSION_S + 3), (4, 7))
+_LEADER_KILLS = [FaultSpec("kill", "leader", (1, 4), (3, 6))]
 _SAFE: list[Scenario] = [
-    Scenario("leader-kill-loop", "SIGKILL a partition leader, restart it, again and again", [FaultSpec("kill", "leader", (1, 4), (3, 6))]),
+    Scenario("leader-kill-loop", "SIGKILL a partition leader, restart it, again and again", _LEADER_KILLS),
     Scenario("follower-kill", "SIGKILL a follower, restart it", [FaultSpec("kill", "follower", (2, 6), (3, 6))]),
     Scenario("controller-kill", "SIGKILL the active controller, restart it", [FaultSpec("kill", "active-controller", (2, 5), (3, 6))]),
     Scenario(
@@ -111,6 +112,10 @@ _SAFE: list[Scenario] = [
     Scenario("quorum-loss", "SIGKILL a majority of controllers (the active one included), restore them", [FaultSpec("kill", "controller-majority", (3, 8), (5, 8))]),
 ]
 _MIX = Scenario("mix", "a random mix of every fault above", [spec for s in _SAFE for spec in s.specs])
+# The same faults with mutual TLS on every port and encrypted Raft links (proxies forward the
+# TLS bytes): security must not change what the checker finds.
+_SECURE = Scenario("secure-leader-kill-loop", "leader-kill-loop on a cluster with mutual TLS on every port and encrypted Raft links",
+                   _LEADER_KILLS, ClusterSettings(secure=True))
 _UNSAFE: list[Scenario] = [
     Scenario(
         "unsafe-truncate-to-hw",
@@ -143,4 +148,4 @@ _UNSAFE: list[Scenario] = [
         frozenset({"under-replicated"}),
     ),
 ]
-SCENARIOS: dict[str, Scenario] = {s.name: s for s in [*_SAFE, _MIX, *_UNSAFE]}
+SCENARIOS: dict[str, Scenario] = {s.name: s for s in [*_SAFE, _MIX, _SECURE, *_UNSAFE]}

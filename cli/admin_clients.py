@@ -34,9 +34,10 @@ def replica_logs(brokers: Iterable[pb.BrokerRegistration], topics: Iterable[str]
     """Each registered broker's DescribeLogs answer (log start, LEO, HW per hosted replica),
     asked of all brokers at once; brokers that do not answer within ``timeout_s`` are left out."""
     from data_plane.client.channels import broker_channels
+    from server_common.client_security import ClientSecurity
 
     request = broker_pb2.DescribeLogsRequest(topics=list(topics))
-    pool = broker_channels()
+    pool = broker_channels(ClientSecurity.from_environment())
     try:
         futures = {
             b.endpoint.broker_id: pool.stub(f"{b.endpoint.host}:{b.endpoint.port}").DescribeLogs.future(request, timeout=timeout_s)

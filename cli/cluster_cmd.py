@@ -7,6 +7,11 @@ nodes that are down, as ``docker compose up`` does, so a node killed by a test o
 comes back with one command; ``stop``/``start``/``restart NODE`` act on one node. Stopping
 goes brokers first, while the controllers can still move their leaderships, then
 controllers; a second Ctrl-C kills what still runs.
+
+``up --secure`` makes a new cluster that serves only mutual TLS: a throwaway CA, a certificate
+per node and for the ``admin`` client, an encrypted Raft quorum, and ``client-secure.json`` in
+the data dir, which every later command run against that data dir picks up
+(``cli/client_config.py``).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from pathlib import Path
 
 from cli.bootstrap import data_dir
 from cli.output import emit, table
+from server_common.client_security import CLIENT_CONFIG_ENV
 from server_common.local_cluster import (
     CLUSTER_FILE,
     DEFAULT_PORT_BASE,
@@ -137,7 +143,10 @@ def up(args: argparse.Namespace) -> int:
         raise ValueError("a cluster needs at least one controller and one broker")
     directory = data_dir(args.data_dir)
     restart = (directory / CLUSTER_FILE).exists()
-    cluster = LocalCluster.create(directory, args.controllers, args.brokers, port_base=port_base())
+    cluster = LocalCluster.create(directory, args.controllers, args.brokers, port_base=port_base(), secure=args.secure)
+    if cluster.secure:
+        # This command's own clients (the readiness checks, the demo) use the admin identity too.
+        os.environ[CLIENT_CONFIG_ENV] = str(cluster.client_config_path.resolve())
     if restart:
         if len(cluster.down_nodes()) < len(cluster.nodes):
             return start_down_nodes(cluster, directory, args)
@@ -153,6 +162,9 @@ def up(args: argparse.Namespace) -> int:
         cluster.start(detach=args.detach)
         wait_ready(cluster)
         print(f"cluster ready; bootstrap {cluster.bootstrap}", flush=True)
+        if cluster.secure:
+            print(f"secure: mutual TLS on every port, encrypted Raft links; commands with --data-dir {directory} use "
+                  f"{cluster.client_config_path} (other clients: --command-config {cluster.client_config_path.resolve()})", flush=True)
         if args.detach:
             return 0
         if args.no_workload:
@@ -207,6 +219,8 @@ def status(args: argparse.Namespace) -> int:
         for n in cluster.nodes
     ]
     human = table(["NAME", "ADDRESS", "RAFT PORT", "PID", "STATE"], [[r["name"], r["address"], r["raft_port"], r["pid"], r["state"]] for r in rows])
+    security = (f"secure: mutual TLS (client certificates required), encrypted Raft links; client config {cluster.client_config_path}"
+                if cluster.secure else "plaintext: no TLS ('kraftlog cluster up --secure --data-dir NEW_DIR' starts a secure cluster)")
     if not down_nodes:
         summary = f"all {len(cluster.nodes)} nodes running"
     elif len(down_nodes) == len(cluster.nodes):
@@ -215,8 +229,9 @@ def status(args: argparse.Namespace) -> int:
         summary = f"down: {', '.join(n.name for n in down_nodes)}; kraftlog cluster up --data-dir {directory} starts the nodes that are down"
     emit(
         args.json,
-        {"data_dir": str(directory), "bootstrap": cluster.bootstrap, "down": [n.name for n in down_nodes], "nodes": rows},
-        f"bootstrap {cluster.bootstrap}\n{human}\n{summary}",
+        {"data_dir": str(directory), "bootstrap": cluster.bootstrap, "secure": cluster.secure,
+         "client_config": str(cluster.client_config_path) if cluster.secure else None, "down": [n.name for n in down_nodes], "nodes": rows},
+        f"bootstrap {cluster.bootstrap}\n{security}\n{human}\n{summary}",
     )
     return 0
 

@@ -19,6 +19,9 @@ from cli.bootstrap import BootstrapError
 def _client_options(parser: argparse.ArgumentParser, json_flag: bool = True) -> None:
     parser.add_argument("--bootstrap", help="broker addresses host:port[,...] (default: $KRAFTLOG_BOOTSTRAP, then the local cluster)")
     parser.add_argument("--data-dir", type=Path, help="local cluster directory holding cluster.json (default ./kraftlog-data)")
+    parser.add_argument("--command-config", type=Path, metavar="FILE",
+                        help="client config (JSON or properties: ca_file, cert_file, key_file, username, password); default: "
+                             "$KRAFTLOG_CLIENT_CONFIG, then the local cluster's client-secure.json (docs/security.md)")
     if json_flag:
         parser.add_argument("--json", action="store_true", help="print JSON for scripts instead of a table")
 
@@ -33,6 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--bootstrap", dest="global_bootstrap", metavar="BOOTSTRAP",
         help="broker addresses host:port[,...] for any client command (a command's own --bootstrap wins)",
     )
+    parser.add_argument("--command-config", dest="global_command_config", type=Path, metavar="FILE",
+                        help="client config file for any command (a command's own --command-config wins)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     controller = sub.add_parser("controller", help="run one controller (a metadata quorum voter)")
@@ -50,6 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--data-dir", type=Path, help="cluster directory: data, logs and cluster.json; an existing one restarts its cluster (default ./kraftlog-data)")
     up.add_argument("--detach", action="store_true", help="start the processes in the background and return")
     up.add_argument("--no-workload", action="store_true", help="run the cluster without the demo workload")
+    up.add_argument("--secure", action="store_true",
+                    help="a new cluster with mutual TLS on every port and encrypted Raft links: a throwaway CA, node and admin "
+                         "certificates and <data-dir>/client-secure.json, which later commands pick up (docs/security.md)")
     up.set_defaults(func=cluster_cmd.up)
     down = cluster.add_parser("down", help="stop a local cluster started with --detach")
     down.add_argument("--data-dir", type=Path, help="directory of the cluster to stop (default ./kraftlog-data)")
@@ -203,8 +211,14 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"'kraftlog {args.command}' does not talk to brokers: drop --bootstrap")
         if args.bootstrap is None:
             args.bootstrap = args.global_bootstrap
+    if args.global_command_config is not None and getattr(args, "command_config", None) is None:
+        args.command_config = args.global_command_config
     func: Callable[[argparse.Namespace], int] = args.func
     try:
+        if args.command not in ("broker", "controller"):  # nodes take their TLS from their own options
+            from cli.client_config import apply_client_config
+
+            apply_client_config(args)
         return func(args) or 0
     except KeyboardInterrupt:
         return 130

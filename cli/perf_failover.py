@@ -36,6 +36,7 @@ import grpc
 
 from cli.output import emit, table
 from cli.perf_common import DeliveryLog, Schedule, percentiles
+from server_common.client_security import ClientSecurity
 from kraftlog_proto import broker_pb2, broker_pb2_grpc, common_pb2
 from server_common.channel_pool import ChannelPool
 from server_common.local_cluster import LocalCluster, Node, wait_ready
@@ -84,7 +85,8 @@ class Probe:
     def __init__(self, brokers: list[Node], topic: str) -> None:
         self.topic = topic
         self._addresses = {b.node_id: b.address for b in brokers}
-        self._channels = ChannelPool(broker_pb2_grpc.BrokerStub, options=[])  # gRPC's defaults: a probe is small
+        # gRPC's default options: a probe is small.
+        self._channels = ChannelPool(broker_pb2_grpc.BrokerStub, options=[], credentials=ClientSecurity.from_environment().channel_credentials())
 
     def close(self) -> None:
         """Closes the channels (calls still in flight fail)."""

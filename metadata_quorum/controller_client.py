@@ -18,6 +18,8 @@ from kraftlog_proto import common_pb2 as common
 from kraftlog_proto import controller_pb2 as pb
 from kraftlog_proto import controller_pb2_grpc
 from server_common.channel_pool import ChannelPool
+from server_common.client_security import ClientSecurity
+from server_common.client_security import resolve as resolve_security
 
 __all__ = ["ControllerClient", "ControllerError"]
 
@@ -25,12 +27,15 @@ _RETRIABLE_TRANSPORT = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EX
 
 
 class ControllerClient:
-    def __init__(self, controller_endpoints: str | Sequence[Endpoint], timeout_s: float = 30.0, rpc_timeout_s: float = 5.0) -> None:
+    def __init__(self, controller_endpoints: str | Sequence[Endpoint], timeout_s: float = 30.0, rpc_timeout_s: float = 5.0,
+                 security: ClientSecurity | None = None) -> None:
+        """``security``: TLS files and credentials (None: ``KRAFTLOG_CLIENT_CONFIG``, else plaintext)."""
         endpoints = parse_endpoints(controller_endpoints) if isinstance(controller_endpoints, str) else list(controller_endpoints)
         self._router = ControllerRouter(endpoints)
         self.timeout_s = timeout_s
         self.rpc_timeout_s = rpc_timeout_s
-        self._channels = ChannelPool(controller_pb2_grpc.ControllerServiceStub, CONTROLLER_CHANNEL_OPTIONS)
+        self.security = resolve_security(security)
+        self._channels = ChannelPool(controller_pb2_grpc.ControllerServiceStub, CONTROLLER_CHANNEL_OPTIONS, self.security.channel_credentials())
 
     def __enter__(self) -> "ControllerClient":
         return self
@@ -65,6 +70,9 @@ class ControllerClient:
             except grpc.RpcError as e:
                 if e.code() not in _RETRIABLE_TRANSPORT:
                     raise ControllerError(common.UNKNOWN_SERVER_ERROR, f"{self._router.describe(target)} failed {method}: {e.code().name} {e.details()}") from None
+                tls_advice = self.security.explain_failure(grpc_address(target), e.code(), e.details() or "")
+                if tls_advice is not None:  # retrying cannot fix a TLS mismatch
+                    raise ControllerError(common.BROKER_NOT_AVAILABLE, tls_advice) from None
                 last = f"{self._router.describe(target)}: {e.code().name}"
                 cut_off = cut_off or e.code() == grpc.StatusCode.DEADLINE_EXCEEDED
                 if endpoint is not None:

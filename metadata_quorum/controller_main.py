@@ -27,6 +27,7 @@ from metadata_quorum.raft_node import ControllerRaftNode
 from kraftlog_proto import controller_pb2, controller_pb2_grpc
 from server_common.grpc_standard_services import ServingState
 from server_common.limits import MESSAGE_BYTES_MAX
+from server_common.tls import TlsConfigError, add_port, add_tls_arguments, server_tls_from_args
 
 PASSWORD_ENV = "KRAFTLOG_QUORUM_PASSWORD"
 
@@ -53,13 +54,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_LEADER_IMBALANCE_CHECK_INTERVAL_S,
         help="leader.imbalance.check.interval.seconds: how often the active controller looks for partitions not led by their preferred replica",
     )
-    parser.add_argument("--password", default=None, help=f"encrypt and authenticate Raft traffic (or set {PASSWORD_ENV}); all voters must agree")
+    parser.add_argument("--password", default=None,
+                        help=f"encrypt and authenticate Raft traffic with this shared secret (or set {PASSWORD_ENV}, or --raft-secret-file); all voters must agree")
+    parser.add_argument("--raft-secret-file", type=Path, default=None,
+                        help="read the Raft shared secret from this file (keeps it out of the process list; mode 0600)")
     parser.add_argument("--cluster-id", default=None, help="cluster id reported to brokers (default: derived from --quorum)")
     parser.add_argument("--raft-peer-address", action="append", default=[], metavar="ID=HOST:PORT",
                         help="reach voter ID's Raft port here instead of its quorum address (repeatable; e.g. a proxy on that link)")
     parser.add_argument("--metrics-port", type=_port_or_off, default=0,
                         help="serve Prometheus metrics at http://HOST:PORT/metrics, HOST from this voter's --quorum entry (0: off; default: %(default)s)")
     parser.add_argument("--log-format", choices=["json", "console"], default="console", help="console: lines for people, json: one object per line (default: %(default)s)")
+    add_tls_arguments(parser)
 
 
 def _parse_bool(raw: str) -> bool:
@@ -92,17 +97,41 @@ def _self_voter(args: argparse.Namespace, voters: list[Voter]) -> Voter:
     return me
 
 
+def raft_secret(args: argparse.Namespace) -> str | None:
+    """The Raft links' shared secret: --password, --raft-secret-file or the environment.
+    With --require-tls a controller does not run Raft without one (its links would carry
+    unauthenticated pickles: docs/security.md, Raft links)."""
+    if args.password and args.raft_secret_file:
+        raise TlsConfigError("pass the Raft secret once: --password or --raft-secret-file, not both")
+    secret = args.password
+    if args.raft_secret_file is not None:
+        try:
+            secret = args.raft_secret_file.read_text().strip()
+        except OSError as exc:
+            raise TlsConfigError(f"cannot read --raft-secret-file {args.raft_secret_file}: {exc.strerror}") from None
+        if not secret:
+            raise TlsConfigError(f"--raft-secret-file {args.raft_secret_file} is empty: write the shared secret into it")
+    secret = secret or os.environ.get(PASSWORD_ENV) or None
+    if secret is None and args.require_tls:
+        raise TlsConfigError(f"--require-tls also protects the Raft links: pass --raft-secret-file (or --password / {PASSWORD_ENV}), the same on every voter")
+    return secret
+
+
 async def serve(args: argparse.Namespace) -> None:
     voters = parse_quorum(args.quorum)
     me = _self_voter(args, voters)
     cluster_id = args.cluster_id or str(uuid.uuid5(uuid.NAMESPACE_URL, "kraftlog:" + ",".join(f"{v.node_id}@{v.raft_address}" for v in voters)))
-    password = args.password or os.environ.get(PASSWORD_ENV) or None
+    try:
+        tls = server_tls_from_args(args)
+        password = raft_secret(args)
+    except TlsConfigError as exc:
+        raise SystemExit(f"kraftlog controller: {exc}") from None
     log = structlog.get_logger("controller").bind(controller_id=me.node_id)
     loop = asyncio.get_running_loop()
 
     metrics = ControllerMetrics() if args.metrics_port else None  # off: no interceptor, no timing
     server = grpc.aio.server(interceptors=[metrics.rpc.interceptor()] if metrics else None, options=[("grpc.max_send_message_length", MESSAGE_BYTES_MAX), ("grpc.max_receive_message_length", MESSAGE_BYTES_MAX), ("grpc.so_reuseport", 0)])
-    if server.add_insecure_port(me.grpc_address) == 0:
+    if add_port(server, me.grpc_address, tls) == 0:
         raise SystemExit(f"kraftlog controller: cannot listen on {me.grpc_address}: is another process using the port?")
     if metrics is not None:
         metrics.serve(me.host, args.metrics_port)
@@ -121,7 +150,8 @@ async def serve(args: argparse.Namespace) -> None:
     # Serving once this voter knows a Raft leader: before that no write can be answered.
     reporting = asyncio.create_task(health.follow(lambda: not stopping and node.leader_id() >= 0))
     log.info("controller started", raft_address=me.raft_address, grpc_address=me.grpc_address, voters=len(voters), cluster_id=cluster_id,
-             data_dir=str(args.data_dir), encrypted=password is not None, session_timeout_ms=args.session_timeout_ms,
+             data_dir=str(args.data_dir), raft_encrypted=password is not None, tls=tls is not None,
+             client_auth=tls.client_auth if tls else None, session_timeout_ms=args.session_timeout_ms,
              auto_leader_rebalance=args.auto_leader_rebalance_enable, leader_imbalance_check_interval_s=args.leader_imbalance_check_interval_seconds,
              metrics_port=args.metrics_port or None)
 

@@ -9,6 +9,9 @@ to the controllers (asyncio). They differ only in the stub they make, the channe
 they pass (given explicitly, as each is a decision of its caller) and how a channel closes,
 so one implementation serves them all: ``ChannelPool`` for blocking channels,
 ``AioChannelPool`` for ``grpc.aio`` ones.
+
+Given ``credentials`` (``grpc.ssl_channel_credentials``), every channel of the pool is a TLS
+channel; None means plaintext. The caller decides, from its security configuration.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ class _Pool(Generic[Stub]):
     def __init__(self, stub_class: Callable[[Any], Stub], options: ChannelOptions, open_channel: Callable[..., Any]) -> None:
         self._stub_class = stub_class
         self._options = list(options)
-        self._open_channel = open_channel
+        self._open_channel = open_channel  # (address, options=...) -> channel
         self._lock = threading.Lock()
         self._channels: dict[str, Any] = {}
         self._stubs: dict[str, Stub] = {}
@@ -56,8 +59,9 @@ class _Pool(Generic[Stub]):
 class ChannelPool(_Pool[Stub]):
     """Blocking channels; shared by any number of threads."""
 
-    def __init__(self, stub_class: Callable[[grpc.Channel], Stub], options: ChannelOptions) -> None:
-        super().__init__(stub_class, options, grpc.insecure_channel)
+    def __init__(self, stub_class: Callable[[grpc.Channel], Stub], options: ChannelOptions,
+                 credentials: grpc.ChannelCredentials | None = None) -> None:
+        super().__init__(stub_class, options, _opener(grpc.insecure_channel, grpc.secure_channel, credentials))
 
     def close(self) -> None:
         """Closes every channel; in-flight calls fail with CANCELLED."""
@@ -68,10 +72,28 @@ class ChannelPool(_Pool[Stub]):
 class AioChannelPool(_Pool[Stub]):
     """``grpc.aio`` channels; use only from the event loop that opened them."""
 
-    def __init__(self, stub_class: Callable[[grpc.aio.Channel], Stub], options: ChannelOptions) -> None:
-        super().__init__(stub_class, options, grpc.aio.insecure_channel)
+    def __init__(self, stub_class: Callable[[grpc.aio.Channel], Stub], options: ChannelOptions,
+                 credentials: grpc.ChannelCredentials | None = None) -> None:
+        super().__init__(stub_class, options, _opener(grpc.aio.insecure_channel, grpc.aio.secure_channel, credentials))
 
     async def close(self) -> None:
         """Closes every channel, giving in-flight calls no grace period."""
         for channel in self._take_channels():
             await channel.close()
+
+
+def _opener(insecure: Callable[..., Any], secure: Callable[..., Any], credentials: grpc.ChannelCredentials | None) -> Callable[..., Any]:
+    """(address, options=...) -> channel: plaintext without credentials, TLS with them."""
+    if credentials is None:
+        return insecure
+    return lambda address, options: secure(address, credentials, options=options)
+
+
+def open_channel(address: str, credentials: grpc.ChannelCredentials | None, options: ChannelOptions = ()) -> grpc.Channel:
+    """One blocking channel outside a pool (a probe, a health check), TLS when given credentials."""
+    return _opener(grpc.insecure_channel, grpc.secure_channel, credentials)(address, options=list(options))
+
+
+def open_aio_channel(address: str, credentials: grpc.ChannelCredentials | None, options: ChannelOptions = ()) -> grpc.aio.Channel:
+    """One ``grpc.aio`` channel outside a pool (the replica fetcher's stream), TLS when given credentials."""
+    return _opener(grpc.aio.insecure_channel, grpc.aio.secure_channel, credentials)(address, options=list(options))

@@ -31,9 +31,13 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from kraftlog_proto import broker_pb2, broker_pb2_grpc, controller_pb2, controller_pb2_grpc
+from server_common.channel_pool import open_channel
+from server_common.tls import channel_credentials
+from server_common.tls_certs import ADMIN_CLIENT, RAFT_SECRET_FILE, SECURE_DIR, write_cluster_identities
 from server_common.waiting import wait_for
 
 CLUSTER_FILE = "cluster.json"
+SECURE_CLIENT_CONFIG = "client-secure.json"  # what `cluster up --secure` writes for the CLI and clients
 HOST = "127.0.0.1"
 DEFAULT_PORT_BASE = 9092  # Kafka's broker port; broker N listens on base + N - 1
 CONTROLLER_PORT_OFFSET = 100  # controller N's gRPC port is base + 100 + N - 1 (9192, 9193, ...)
@@ -165,31 +169,44 @@ class StopInterrupted(KeyboardInterrupt):
 class LocalCluster:
     """A cluster whose processes are children of (or recorded by) this process."""
 
-    def __init__(self, data_dir: Path, nodes: list[Node], log_format: str = "json") -> None:
+    def __init__(self, data_dir: Path, nodes: list[Node], log_format: str = "json", secure: bool = False) -> None:
+        """``secure``: every node serves mutual TLS (client certificates required) and
+        refuses to start without its certificate; the controllers' Raft links are encrypted
+        and authenticated with a shared secret. The files live in ``<data_dir>/tls``."""
         self.data_dir = Path(data_dir)
         self.nodes = nodes
         self.log_format = log_format
+        self.secure = secure
         self.processes: dict[str, subprocess.Popen] = {}
         self.moved_ports: list[MovedPort] = []  # stable ports that were taken (set by create)
 
     # ------------------------------------------------------------------ layout
 
     @classmethod
-    def create(cls, data_dir: Path, controllers: int = 3, brokers: int = 3, log_format: str = "json", port_base: int | None = None) -> "LocalCluster":
+    def create(cls, data_dir: Path, controllers: int = 3, brokers: int = 3, log_format: str = "json", port_base: int | None = None,
+               secure: bool = False) -> "LocalCluster":
         """Reuse the layout in ``data_dir/cluster.json`` when there is one (its ports too),
         else make a new one: the stable layout from ``port_base`` with taken ports moved (see
-        ``moved_ports``), or free ports when ``port_base`` is None."""
+        ``moved_ports``), or free ports when ``port_base`` is None. A new ``secure`` cluster
+        gets a throwaway CA, a certificate per node and for the ``admin`` client, a Raft
+        secret and the client config (``SECURE_CLIENT_CONFIG``)."""
         data_dir = Path(data_dir)
         existing = data_dir / CLUSTER_FILE
         if existing.exists():
-            return cls.load(data_dir, log_format)
+            cluster = cls.load(data_dir, log_format)
+            if secure and not cluster.secure:
+                raise ValueError(f"the cluster in {data_dir} was created without --secure and stays plaintext: "
+                                 f"start a secure one in a new --data-dir")
+            return cluster
         moved: list[MovedPort] = []
         if port_base is None:
             nodes = free_nodes(controllers, brokers)
         else:
             nodes, moved = move_taken_ports(stable_nodes(controllers, brokers, port_base), port_taken, free_ports)
-        cluster = cls(data_dir, nodes, log_format)
+        cluster = cls(data_dir, nodes, log_format, secure)
         cluster.moved_ports = moved
+        if secure:
+            cluster.write_security_files()
         cluster.save()
         return cluster
 
@@ -201,7 +218,7 @@ class LocalCluster:
         except FileNotFoundError:
             raise FileNotFoundError(f"no cluster at {data_dir}: start one with kraftlog cluster up --data-dir {data_dir}") from None
         nodes = [Node(**n) for n in raw["nodes"]]
-        return cls(Path(data_dir), nodes, log_format)
+        return cls(Path(data_dir), nodes, log_format, raw.get("secure", False))
 
     def save(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -209,6 +226,7 @@ class LocalCluster:
             "bootstrap": self.bootstrap,
             "controllers": self.quorum,
             "nodes": [asdict(n) for n in self.nodes],
+            "secure": self.secure,
         }
         tmp = self.data_dir / (CLUSTER_FILE + ".tmp")
         tmp.write_text(json.dumps(layout, indent=2) + "\n")
@@ -265,11 +283,49 @@ class LocalCluster:
         so any holder is a stranger)."""
         return [f"{port} ({node.name} {purpose})" for node, purpose, port in node_ports(nodes) if port_taken(port)]
 
+    # ------------------------------------------------------------------ security
+
+    @property
+    def security_dir(self) -> Path:
+        return self.data_dir.resolve() / SECURE_DIR
+
+    @property
+    def client_config_path(self) -> Path:
+        """The client config of a secure cluster (the ``admin`` certificate)."""
+        return self.data_dir / SECURE_CLIENT_CONFIG
+
+    def write_security_files(self) -> None:
+        """The CA, the node and ``admin`` certificates, the Raft secret and the client config."""
+        write_cluster_identities(self.security_dir, [n.name for n in self.nodes])
+        config = {"ca_file": str(self.security_dir / "ca.crt"),
+                  "cert_file": str(self.security_dir / f"{ADMIN_CLIENT}.crt"),
+                  "key_file": str(self.security_dir / f"{ADMIN_CLIENT}.key")}
+        self.client_config_path.write_text(json.dumps(config, indent=2) + "\n")
+
+    def security_args(self, node: Node) -> list[str]:
+        """A node's TLS (and, for a controller, Raft secret) options; none in plaintext."""
+        if not self.secure:
+            return []
+        files = self.security_dir
+        args = ["--tls-cert-file", str(files / f"{node.name}.crt"), "--tls-key-file", str(files / f"{node.name}.key"),
+                "--tls-ca-file", str(files / "ca.crt"), "--tls-client-auth", "required", "--require-tls"]
+        if node.role == "controller":
+            args += ["--raft-secret-file", str(files / RAFT_SECRET_FILE)]
+        return args
+
+    def channel_credentials(self) -> grpc.ChannelCredentials | None:
+        """What this process's own probes of the nodes use: the ``admin`` identity of a
+        secure cluster, plaintext otherwise."""
+        if not self.secure:
+            return None
+        files = self.security_dir
+        return channel_credentials(files / "ca.crt", files / f"{ADMIN_CLIENT}.crt", files / f"{ADMIN_CLIENT}.key")
+
     # ------------------------------------------------------------------ processes
 
     def command(self, node: Node) -> list[str]:
         node_dir = self.data_dir / node.name
-        common = ["--data-dir", str(node_dir), "--log-format", self.log_format]
+        common = ["--data-dir", str(node_dir), "--log-format", self.log_format, *self.security_args(node)]
         if node.role == "controller":
             return [sys.executable, "-m", "metadata_quorum", "--node-id", str(node.node_id), "--quorum", self.quorum, *common, *node.extra_args]
         return [
@@ -390,9 +446,9 @@ def _pid_alive(pid: int) -> bool:
         return True
 
 
-def live_brokers(address: str) -> int:
+def live_brokers(address: str, credentials: grpc.ChannelCredentials | None = None) -> int:
     """How many registered, unfenced brokers the broker at ``address`` knows of."""
-    with grpc.insecure_channel(address) as channel:
+    with open_channel(address, credentials) as channel:
         response = broker_pb2_grpc.BrokerStub(channel).Metadata(broker_pb2.MetadataRequest(), timeout=2)
     return sum(1 for b in response.brokers if not b.fenced)
 
@@ -406,7 +462,7 @@ def usable_brokers_at_active_controller(cluster: LocalCluster) -> int:
     them as live while the controller refuses to place anything on them."""
     for controller in cluster.controllers:
         try:
-            with grpc.insecure_channel(controller.address) as channel:
+            with open_channel(controller.address, cluster.channel_credentials()) as channel:
                 answer = controller_pb2_grpc.ControllerServiceStub(channel).DescribeCluster(
                     controller_pb2.DescribeClusterRequest(), timeout=2
                 )
@@ -417,14 +473,14 @@ def usable_brokers_at_active_controller(cluster: LocalCluster) -> int:
     return 0
 
 
-def serving(node: Node) -> bool:
+def serving(node: Node, credentials: grpc.ChannelCredentials | None = None) -> bool:
     """Whether ``node``'s gRPC health service says SERVING: a broker once it is registered
     (on its current broker epoch) and unfenced, a controller once it knows the Raft leader.
     Unlike the controller's broker list, this is false for a broker restarted after SIGKILL
     until its new incarnation has registered (the old one stays listed, unfenced, until its
     session expires)."""
     try:
-        with grpc.insecure_channel(node.address) as channel:
+        with open_channel(node.address, credentials) as channel:
             answer = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=2)
     except grpc.RpcError:
         return False
@@ -434,7 +490,7 @@ def serving(node: Node) -> bool:
 def wait_serving(cluster: LocalCluster, nodes: Iterable[Node], timeout_s: float = READY_TIMEOUT_S) -> None:
     """Each of ``nodes`` answers SERVING (see ``serving``)."""
     for node in nodes:
-        wait_for(lambda: serving(node), timeout_s, f"{node.name} to serve (see {cluster.log_path(node)})")
+        wait_for(lambda: serving(node, cluster.channel_credentials()), timeout_s, f"{node.name} to serve (see {cluster.log_path(node)})")
 
 
 def wait_ready(cluster: LocalCluster, timeout_s: float = READY_TIMEOUT_S) -> None:
@@ -442,7 +498,7 @@ def wait_ready(cluster: LocalCluster, timeout_s: float = READY_TIMEOUT_S) -> Non
     replicas as the active controller sees it."""
     for broker in cluster.brokers:
         wait_for(
-            lambda: live_brokers(broker.address) == len(cluster.brokers),
+            lambda: live_brokers(broker.address, cluster.channel_credentials()) == len(cluster.brokers),
             timeout_s,
             f"{len(cluster.brokers)} live brokers seen by {broker.name} (see {cluster.log_path(broker)})",
         )

@@ -19,10 +19,18 @@ class TestCluster(LocalCluster):
 
     __test__ = False  # not a pytest test class
 
+    @property
+    def client_security(self):
+        """How the tests' clients connect: the ``admin`` identity of a secure cluster,
+        plaintext otherwise (never the environment's config)."""
+        from data_plane.client import ClientSecurity
+
+        return ClientSecurity.load(self.client_config_path) if self.secure else ClientSecurity()
+
     def controller_client(self):
         from metadata_quorum.controller_client import ControllerClient
 
-        return ControllerClient(",".join(c.address for c in self.controllers))
+        return ControllerClient(",".join(c.address for c in self.controllers), security=self.client_security)
 
     def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 1, configs: dict[str, str] | None = None) -> None:
         """Create a topic and wait until every partition has a leader that answers for it."""
@@ -34,7 +42,7 @@ class TestCluster(LocalCluster):
         from data_plane.client import Admin
 
         def ready() -> bool:
-            with Admin(self.bootstrap) as admin:
+            with Admin(self.bootstrap, security=self.client_security) as admin:
                 topic = admin.describe_topics([name])[name]
                 return len(topic.partitions) == partitions and all(p.leader >= 0 for p in topic.partitions.values())
 
@@ -44,7 +52,7 @@ class TestCluster(LocalCluster):
         """The partition's leader as the cluster's metadata says now."""
         from data_plane.client import Admin
 
-        with Admin(self.bootstrap) as admin:
+        with Admin(self.bootstrap, security=self.client_security) as admin:
             return admin.describe_topics([topic])[topic].partitions[partition].leader
 
     def broker(self, broker_id: int) -> Node:
@@ -65,14 +73,15 @@ def local_cluster(
     controller_args: Sequence[str] = (),
     broker_args: Sequence[str] = (),
     configure: Callable[[TestCluster], None] | None = None,
+    secure: bool = False,
 ) -> Iterator[TestCluster]:
     """``controller_args``/``broker_args``: extra command-line options for every such node;
     ``configure`` sees the laid-out cluster before any process starts (per-node options,
-    proxies in front of nodes)."""
-    base = LocalCluster.create(Path(tmp_path) / "cluster", controllers, brokers)
+    proxies in front of nodes); ``secure``: mutual TLS everywhere (``cluster up --secure``)."""
+    base = LocalCluster.create(Path(tmp_path) / "cluster", controllers, brokers, secure=secure)
     for node in base.nodes:
         node.extra_args = list(controller_args if node.role == "controller" else broker_args)
-    cluster = TestCluster(base.data_dir, base.nodes, base.log_format)
+    cluster = TestCluster(base.data_dir, base.nodes, base.log_format, secure)
     if configure is not None:
         configure(cluster)
     try:

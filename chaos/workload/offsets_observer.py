@@ -18,6 +18,7 @@ from chaos.workload.worker import Worker
 from data_plane.client.channels import broker_channels
 from data_plane.client.errors import KraftlogError
 from data_plane.client.metadata_cache import MetadataCache, refresh_sync
+from server_common.client_security import ClientSecurity
 from data_plane.client.offset_lookup import EARLIEST, LATEST
 from kraftlog_proto import broker_pb2, common_pb2
 
@@ -30,7 +31,7 @@ class OffsetsObserver(Worker):
 
     def __init__(self, name: str, bootstrap: str, settings: WorkloadSettings, history: History) -> None:
         super().__init__(name, bootstrap, settings, history)
-        self._metadata = MetadataCache(bootstrap)
+        self._metadata = MetadataCache(bootstrap, ClientSecurity.from_environment())
         # Short: a paused broker must not hold up a round for the request timeout three times.
         self._timeout_s = min(settings.request_timeout_ms / 1000, ROUND_TIMEOUT_S)
         # The newest epoch of each partition any broker has named, kept across rounds: a
@@ -38,7 +39,7 @@ class OffsetsObserver(Worker):
         self._newest_epochs: dict[int, int] = {}
 
     def run(self) -> None:
-        pool = broker_channels()
+        pool = broker_channels(self._metadata.security)
         try:
             while not self.stopping.wait(self.settings.observe_interval_s):
                 self._observe(pool)

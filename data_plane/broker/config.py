@@ -11,9 +11,12 @@ import enum
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import grpc
+
 from metadata_quorum.broker_heartbeats import DEFAULT_SESSION_TIMEOUT_MS
 from metadata_quorum.endpoints import Voter, parse_address_overrides, parse_quorum
 from server_common.limits import MESSAGE_BYTES_MAX
+from server_common.tls import ServerTls, add_tls_arguments, channel_credentials, server_tls_from_args
 
 MIB = 1 << 20
 
@@ -69,6 +72,14 @@ class BrokerConfig:
     controlled_shutdown_timeout_s: float = 30.0
     topic_defaults: dict[str, str] = field(default_factory=dict)
     metrics_port: int = 0  # Prometheus /metrics on the --listen host; 0: off
+    tls: ServerTls | None = None  # None: plaintext listener and plaintext channels to peers
+
+    def peer_credentials(self) -> grpc.ChannelCredentials | None:
+        """Channel credentials for this broker's own calls (controllers, leaders it
+        replicates from, repair reads): its serving identity and CA; None in plaintext."""
+        if self.tls is None:
+            return None
+        return channel_credentials(self.tls.ca_file, self.tls.cert_file, self.tls.key_file)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -101,6 +112,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the log cleaner's read rate, so cleaning leaves the disk to produce and fetch (default: %(default)s)")
     parser.add_argument("--cleaner-map-entries", type=int, default=BrokerConfig.cleaner_map_entries,
                         help="keys one cleaning pass holds in memory; more keys take more passes (default: %(default)s)")
+    add_tls_arguments(parser)
 
 
 def from_args(args: argparse.Namespace) -> BrokerConfig:
@@ -128,4 +140,5 @@ def from_args(args: argparse.Namespace) -> BrokerConfig:
         cleaner_io_bytes_per_second=args.cleaner_io_bytes_per_second,
         cleaner_map_entries=args.cleaner_map_entries,
         metrics_port=args.metrics_port,
+        tls=server_tls_from_args(args),
     )

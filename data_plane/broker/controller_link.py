@@ -49,8 +49,10 @@ class BrokerLifecycleManager:
         *,
         session_timeout_ms: int,
         heartbeat_interval_ms: int,
+        credentials: grpc.ChannelCredentials | None = None,
     ) -> None:
-        """The timings have no defaults here: ``BrokerConfig`` holds the one default of each."""
+        """The timings have no defaults here: ``BrokerConfig`` holds the one default of each.
+        ``credentials``: TLS for the channels to the controllers (None: plaintext)."""
         assert heartbeat_interval_ms < session_timeout_ms, "heartbeats must come more often than the session timeout"
         self.broker_id = broker_id
         self.host, self.port, self.rack = host, port, rack
@@ -59,7 +61,7 @@ class BrokerLifecycleManager:
         self._heartbeat_interval_s = heartbeat_interval_ms / 1000
         self._rpc_timeout_s = min(5.0, session_timeout_ms / 3000)
         self._router = ControllerRouter(controller_endpoints)
-        self._channels = AioChannelPool(controller_pb2_grpc.ControllerServiceStub, CONTROLLER_CHANNEL_OPTIONS)
+        self._channels = AioChannelPool(controller_pb2_grpc.ControllerServiceStub, CONTROLLER_CHANNEL_OPTIONS, credentials)
         self._broker_epoch = -1
         self._is_fenced = True
         self._want_shutdown = False
@@ -225,9 +227,10 @@ class BrokerLifecycleManager:
 
 
 class MetadataFollower:
-    def __init__(self, controller_endpoints: Sequence[Endpoint], listener: Listener) -> None:
+    def __init__(self, controller_endpoints: Sequence[Endpoint], listener: Listener, credentials: grpc.ChannelCredentials | None = None) -> None:
+        """``credentials``: TLS for the channels to the controllers (None: plaintext)."""
         self._router = ControllerRouter(controller_endpoints)
-        self._channels = AioChannelPool(controller_pb2_grpc.ControllerServiceStub, CONTROLLER_CHANNEL_OPTIONS)
+        self._channels = AioChannelPool(controller_pb2_grpc.ControllerServiceStub, CONTROLLER_CHANNEL_OPTIONS, credentials)
         self._listener = listener
         self._image = MetadataImage.empty("")
         self._applied = asyncio.Condition()

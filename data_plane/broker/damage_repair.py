@@ -22,6 +22,7 @@ from data_plane.broker.partition import Partition
 from data_plane.broker.log_maintenance import LogMaintenance
 from data_plane.storage import DamagedRange
 from kraftlog_proto import broker_pb2, broker_pb2_grpc, common_pb2
+from server_common.channel_pool import open_aio_channel
 
 log = structlog.get_logger("broker.repair")
 
@@ -99,7 +100,7 @@ class DamageRepairer:
         )
         options = [("grpc.max_receive_message_length", self._maintenance.config.request_max_bytes)]
         try:
-            async with grpc.aio.insecure_channel(address, options=options) as channel:
+            async with open_aio_channel(address, self._maintenance.config.peer_credentials(), options) as channel:
                 response = await broker_pb2_grpc.BrokerStub(channel).Fetch(request, timeout=REPAIR_RPC_TIMEOUT_S)
         except grpc.aio.AioRpcError as exc:
             self._log.info("replica did not answer a repair read", topic=partition.topic, partition=partition.partition,

@@ -60,6 +60,7 @@ from data_plane.replication.follower import (
     apply_stale_answers,
 )
 from kraftlog_proto import broker_pb2, broker_pb2_grpc
+from server_common.channel_pool import open_aio_channel
 from server_common.error_names import error_code_name
 
 log = structlog.get_logger("broker.fetcher")
@@ -139,7 +140,7 @@ class LeaderFetcher:
         options = [("grpc.max_receive_message_length", config.request_max_bytes)]
         answer_timeout_s = config.replica_fetch_wait_max_ms / 1000 + ANSWER_GRACE_S
         self.session = FollowerSession()  # a new stream is a new session: it starts with a full list
-        async with grpc.aio.insecure_channel(self.address, options=options) as channel:
+        async with open_aio_channel(self.address, config.peer_credentials(), options) as channel:
             call = broker_pb2_grpc.BrokerStub(channel).ReplicaFetch()
             while not self.stopped:
                 request, idle_s = self._request()

@@ -28,6 +28,7 @@ from data_plane.replication.errors import ErrorCode
 from data_plane.storage import LogManager
 from kraftlog_proto import broker_pb2, broker_pb2_grpc
 from server_common.grpc_standard_services import ServingState
+from server_common.tls import add_port
 
 log = structlog.get_logger("broker")
 
@@ -42,7 +43,7 @@ class BrokerServer:
         self.logs = LogManager(config.data_dir, now_ms=int(time.time() * 1000))
         self.replicas = ReplicaManager(config, self.logs)
         endpoints = [(c.node_id, c.host, c.grpc_port) for c in config.controllers]
-        self.metadata = MetadataFollower(endpoints, self.replicas.on_metadata)
+        self.metadata = MetadataFollower(endpoints, self.replicas.on_metadata, config.peer_credentials())
         advertised_host, advertised_port = config.advertised or (config.host, config.port)
         self.lifecycle = BrokerLifecycleManager(
             broker_id=config.broker_id,
@@ -53,6 +54,7 @@ class BrokerServer:
             current_metadata_offset=lambda: self.metadata.image.offset,
             session_timeout_ms=config.session_timeout_ms,
             heartbeat_interval_ms=config.heartbeat_interval_ms,
+            credentials=config.peer_credentials(),
         )
         self.fetchers = ReplicaFetcherManager(config, self.replicas, lambda: self.lifecycle.broker_epoch)
         self.isr_updates = AlterPartitionSender(config.broker_id, self.lifecycle, self.replicas.on_alter_partition_answer)
@@ -128,7 +130,7 @@ class BrokerServer:
         broker_pb2_grpc.add_BrokerServicer_to_server(self._service, server)
         self._health = ServingState(server, broker_pb2.DESCRIPTOR.services_by_name["Broker"].full_name)
         await self._health.set(False)  # starting: not registered and unfenced yet
-        bound = server.add_insecure_port(f"{self.config.host}:{self.config.port}")
+        bound = add_port(server, f"{self.config.host}:{self.config.port}", self.config.tls)
         if bound == 0:
             raise SystemExit(f"cannot listen on {self.config.host}:{self.config.port}: is another process using the port?")
         await server.start()
@@ -152,7 +154,8 @@ class BrokerServer:
             budget = max(self.config.scrub_bytes_per_second * self.config.scrub_interval_ms // 1000, 1)
             self._timers.append(asyncio.create_task(self._every(self.config.scrub_interval_ms, lambda: self.replicas.maintenance.run_scrub(budget))))
         self._log.info("broker started", listen=f"{self.config.host}:{bound}", broker_epoch=self.lifecycle.broker_epoch,
-                       metrics_port=self.config.metrics_port or None)
+                       metrics_port=self.config.metrics_port or None, tls=self.config.tls is not None,
+                       client_auth=self.config.tls.client_auth if self.config.tls else None)
 
     def _checkpoint(self) -> None:
         self.replicas.checkpoint_high_watermarks()

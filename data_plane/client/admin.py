@@ -17,6 +17,8 @@ import grpc
 from data_plane.client.channels import REQUEST_TIMEOUT_MS_DEFAULT, broker_channels
 from data_plane.client.errors import KraftlogError, error_code_name, from_rpc_error
 from data_plane.client.metadata_cache import MetadataCache, TopicPartition, refresh_sync
+from server_common.client_security import ClientSecurity
+from server_common.client_security import resolve as resolve_security
 from data_plane.client.offset_lookup import OffsetAndTimestamp, list_offsets
 from data_plane.client.record_deletion import delete_records
 from kraftlog_proto import broker_pb2, common_pb2
@@ -44,9 +46,12 @@ class TopicDescription(NamedTuple):
 class Admin:
     """Reads cluster state from brokers. Use as a context manager, or call close()."""
 
-    def __init__(self, bootstrap: str | Iterable[str], *, request_timeout_ms: int = REQUEST_TIMEOUT_MS_DEFAULT) -> None:
-        self._metadata = MetadataCache(bootstrap)
-        self._pool = broker_channels()
+    def __init__(self, bootstrap: str | Iterable[str], *, request_timeout_ms: int = REQUEST_TIMEOUT_MS_DEFAULT,
+                 security: ClientSecurity | None = None) -> None:
+        """``security``: TLS files and credentials (None: ``KRAFTLOG_CLIENT_CONFIG``, else plaintext)."""
+        self.security = resolve_security(security)
+        self._metadata = MetadataCache(bootstrap, self.security)
+        self._pool = broker_channels(self.security)
         self._timeout_s = request_timeout_ms / 1000.0
 
     def describe_topics(self, names: Iterable[str] | None = None) -> dict[str, TopicDescription]:
@@ -163,4 +168,4 @@ class Admin:
                 "use the `kraftlog topics` command against the controllers",
                 retriable=False,
             ) from None
-        return ControllerClient(self.controller_endpoints())
+        return ControllerClient(self.controller_endpoints(), security=self.security)

@@ -11,8 +11,9 @@ from __future__ import annotations
 import grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
+from server_common.client_security import ClientSecurity
 from kraftlog_proto import broker_pb2_grpc, controller_pb2
-from server_common.channel_pool import AioChannelPool, ChannelPool
+from server_common.channel_pool import AioChannelPool, ChannelPool, open_channel
 from server_common.limits import MESSAGE_BYTES_MAX
 
 CHANNEL_OPTIONS: list[tuple[str, int]] = [
@@ -34,10 +35,10 @@ REQUEST_TIMEOUT_MS_DEFAULT = 30_000
 CONTROLLER_SERVICE = controller_pb2.DESCRIPTOR.services_by_name["ControllerService"].full_name
 
 
-def listed_services(address: str, timeout_s: float) -> list[str]:
+def listed_services(address: str, timeout_s: float, security: ClientSecurity) -> list[str]:
     """The gRPC services the server at `address` lists through reflection (every kraftlog
     node offers it); [] when it does not answer. Used to explain a refused broker call."""
-    with grpc.insecure_channel(address) as channel:
+    with open_channel(address, security.channel_credentials()) as channel:
         stub = reflection_pb2_grpc.ServerReflectionStub(channel)
         request = reflection_pb2.ServerReflectionRequest(list_services="")
         try:
@@ -48,11 +49,11 @@ def listed_services(address: str, timeout_s: float) -> list[str]:
     return []
 
 
-def broker_channels() -> ChannelPool[broker_pb2_grpc.BrokerStub]:
+def broker_channels(security: ClientSecurity) -> ChannelPool[broker_pb2_grpc.BrokerStub]:
     """Blocking Broker stubs with the client's channel options (consumer, admin, CLI)."""
-    return ChannelPool(broker_pb2_grpc.BrokerStub, CHANNEL_OPTIONS)
+    return ChannelPool(broker_pb2_grpc.BrokerStub, CHANNEL_OPTIONS, security.channel_credentials())
 
 
-def aio_broker_channels() -> AioChannelPool[broker_pb2_grpc.BrokerStub]:
+def aio_broker_channels(security: ClientSecurity) -> AioChannelPool[broker_pb2_grpc.BrokerStub]:
     """``grpc.aio`` Broker stubs with the client's channel options (the producer's sender)."""
-    return AioChannelPool(broker_pb2_grpc.BrokerStub, CHANNEL_OPTIONS)
+    return AioChannelPool(broker_pb2_grpc.BrokerStub, CHANNEL_OPTIONS, security.channel_credentials())

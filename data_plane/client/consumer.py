@@ -30,6 +30,8 @@ from data_plane.client.channels import REQUEST_TIMEOUT_MS_DEFAULT, broker_channe
 from data_plane.client.consume_streams import ConsumeStreams, StreamEvent
 from data_plane.client.errors import KraftlogError, from_error_code, from_rpc_error
 from data_plane.client.metadata_cache import MetadataCache, TopicPartition, refresh_sync
+from server_common.client_security import ClientSecurity
+from server_common.client_security import resolve as resolve_security
 from data_plane.client.offset_lookup import EARLIEST, LATEST, list_offsets
 from data_plane.client.records import ConsumerRecord
 from kraftlog_proto import broker_pb2, common_pb2
@@ -60,6 +62,8 @@ class Consumer:
             (Fetch long polls); both read the same records.
         stream_window_messages: with "stream", messages a broker may send ahead of poll.
         stream_message_bytes: with "stream", batch bytes per streamed message.
+        security: TLS files and credentials (``ClientSecurity``); None: the config named by
+            ``KRAFTLOG_CLIENT_CONFIG``, else plaintext.
     """
 
     def __init__(
@@ -77,6 +81,7 @@ class Consumer:
         fetch_mode: str = "stream",
         stream_window_messages: int = 8,
         stream_message_bytes: int = 1 << 20,
+        security: ClientSecurity | None = None,
     ) -> None:
         if auto_offset_reset not in _RESETS:
             raise ValueError(f"auto_offset_reset={auto_offset_reset!r}: use one of {_RESETS}")
@@ -94,8 +99,9 @@ class Consumer:
         self._request_timeout_s = request_timeout_ms / 1000.0
         self._retry_backoff_s = retry_backoff_ms / 1000.0
         self._client_id = client_id
-        self._metadata = MetadataCache(bootstrap)
-        self._pool = broker_channels()
+        self._security = resolve_security(security)
+        self._metadata = MetadataCache(bootstrap, self._security)
+        self._pool = broker_channels(self._security)
         self._positions: dict[TopicPartition, int | None] = {}
         self._high_watermarks: dict[TopicPartition, int] = {}
         self._log_start_offsets: dict[TopicPartition, int] = {}

@@ -19,6 +19,7 @@ import grpc
 
 from data_plane.client.channels import CONTROLLER_SERVICE, listed_services
 from data_plane.client.errors import KraftlogError, error_code_name
+from server_common.client_security import ClientSecurity
 from kraftlog_proto import broker_pb2, common_pb2
 
 TopicPartition = tuple[str, int]
@@ -86,8 +87,10 @@ class MetadataCache:
     says the view is wrong; whoever drives I/O refreshes and clears it.
     """
 
-    def __init__(self, bootstrap: str | Iterable[str]) -> None:
+    def __init__(self, bootstrap: str | Iterable[str], security: ClientSecurity = ClientSecurity()) -> None:
+        """``security``: how this client connects, used to explain a refused connection."""
         self.bootstrap: list[str] = parse_bootstrap(bootstrap)
+        self.security = security
         self.snapshot: ClusterSnapshot = EMPTY_SNAPSHOT
         self.wanted_topics: set[str] = set()
         self.stale = True
@@ -258,7 +261,7 @@ def refresh_sync(
         try:
             response = stub_for(address).Metadata(request, timeout=min(remaining, 5.0))
         except grpc.RpcError as err:
-            errors.append(explain_refusal(err, address))
+            errors.append(explain_refusal(err, address, cache.security))
             continue
         cache.update(response, now_ms())
         return response
@@ -280,24 +283,35 @@ async def refresh_async(
         try:
             response = await stub_for(address).Metadata(request, timeout=min(remaining, 5.0))
         except grpc.RpcError as err:
-            errors.append(await asyncio.to_thread(explain_refusal, err, address))
+            errors.append(await asyncio.to_thread(explain_refusal, err, address, cache.security))
             continue
         cache.update(response, now_ms())
         return response
     raise no_broker_answered(addresses, errors)
 
 
-def explain_refusal(err: grpc.RpcError, address: str) -> str:
+def explain_refusal(err: grpc.RpcError, address: str, security: ClientSecurity) -> str:
     """What a failed Metadata call says about `address`. A server without the Broker service
-    is asked (gRPC reflection) what it is, so that a controller's address gets named as such."""
+    is asked (gRPC reflection) what it is, so that a controller's address gets named as such;
+    a connection TLS refused is explained with what to configure."""
+    tls_advice = security.explain_failure(address, err.code(), err.details() or "")
+    if tls_advice is not None:
+        return tls_advice
     if err.code() == grpc.StatusCode.UNIMPLEMENTED:
-        if CONTROLLER_SERVICE in listed_services(address, 2.0):
+        if CONTROLLER_SERVICE in listed_services(address, 2.0, security):
             return f"{address} is a kraftlog controller, not a broker: pass a broker's address ('kraftlog cluster status' lists them)"
         return f"{address} answers gRPC but is not a kraftlog broker: pass a broker's address"
     return f"{address}: {err.code().name}: {err.details()}"
 
 
 def no_broker_answered(addresses: Iterable[str], errors: list[str]) -> KraftlogError:
-    """The error when no address gave metadata: where we asked, and each failure, in one line."""
+    """The error when no address gave metadata: where we asked, and each failure, in one line.
+    ``errors[i]`` is the failure at the i-th address; failures that differ only in the address
+    are said once, naming every address (a TLS mismatch is the same at every broker)."""
+    addresses = list(addresses)
     where = ", ".join(addresses)
-    return KraftlogError("NO_BROKER_REACHABLE", f"no broker answered at {where} ({'; '.join(errors) or 'metadata refresh timed out'})")
+    grouped: dict[str, list[str]] = {}
+    for address, error in zip(addresses, errors):
+        grouped.setdefault(error.replace(address, "\0", 1), []).append(address)
+    said = [error.replace("\0", ", ".join(group)) for error, group in grouped.items()]
+    return KraftlogError("NO_BROKER_REACHABLE", f"no broker answered at {where} ({'; '.join(said) or 'metadata refresh timed out'})")

@@ -31,6 +31,8 @@ from data_plane.client.producer_batch import (
 )
 from data_plane.client.record_accumulator import RecordAccumulator
 from data_plane.client.records import RecordMetadata
+from server_common.client_security import ClientSecurity
+from server_common.client_security import resolve as resolve_security
 from data_plane.client.sender import Sender, SenderConfig
 from server_common.limits import BATCH_BYTES_PER_MESSAGE_MAX
 
@@ -76,6 +78,8 @@ class Producer:
         partitioner: where records sent without a partition go: "sticky" (keyed records by
             Kafka's murmur2 hash of the key, unkeyed ones to one partition per batch) or
             "round-robin" (every record to the topic's next partition in turn, key ignored).
+        security: TLS files and credentials (``ClientSecurity``); None: the config named by
+            ``KRAFTLOG_CLIENT_CONFIG``, else plaintext.
     """
 
     def __init__(
@@ -99,6 +103,7 @@ class Producer:
         enable_idempotence: bool | None = None,
         client_id: str = "kraftlog-producer",
         partitioner: str = "sticky",
+        security: ClientSecurity | None = None,
     ) -> None:
         if acks not in _ACKS:
             raise ValueError(f"acks={acks!r}: use 'all', 1 or 0")
@@ -125,7 +130,7 @@ class Producer:
             raise ValueError(f"max_in_flight_per_partition={max_in_flight_per_partition}: use 1 or more")
         self._max_block_s = max_block_ms / 1000.0
         self._max_request_size = max_request_size
-        self._metadata = MetadataCache(bootstrap)
+        self._metadata = MetadataCache(bootstrap, resolve_security(security))
         self._partitioner = make_partitioner(partitioner)
         # Only the sticky partitioner moves unkeyed records on when their batch is full.
         self._sticky = self._partitioner if isinstance(self._partitioner, StickyPartitioner) else None

@@ -149,7 +149,7 @@ class Sender:
             self._loop.close()
 
     async def _run(self) -> None:
-        self._pool = aio_broker_channels()
+        self._pool = aio_broker_channels(self._metadata.security)
         try:
             if self._config.enable_idempotence:
                 await self._init_producer_id()
