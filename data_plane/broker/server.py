@@ -53,6 +53,8 @@ class BrokerServer:
             current_metadata_offset=lambda: self.metadata.image.offset,
             session_timeout_ms=config.session_timeout_ms,
             heartbeat_interval_ms=config.heartbeat_interval_ms,
+            previous_broker_epoch=self.logs.previous_broker_epoch,
+            offline_replicas=lambda: sorted(self.logs.offline_partitions()),
         )
         self.fetchers = ReplicaFetcherManager(config, self.replicas, lambda: self.lifecycle.broker_epoch)
         self.isr_updates = AlterPartitionSender(config.broker_id, self.lifecycle, self.replicas.on_alter_partition_answer)
@@ -187,7 +189,7 @@ class BrokerServer:
         try:
             self.logs.checkpoint_high_watermarks(self.replicas.high_watermarks())
         finally:  # a failing disk must not stop the logs from being flushed and closed
-            self.logs.close()
+            self.logs.close(self.lifecycle.broker_epoch)
         self._log.info("broker stopped cleanly")
 
 
