@@ -25,7 +25,7 @@ from data_plane.broker.replica_fetcher import ReplicaFetcherManager
 from data_plane.broker.replica_manager import ReplicaManager
 from data_plane.broker.service import BrokerService
 from data_plane.replication.errors import ErrorCode
-from data_plane.storage import LogManager
+from data_plane.storage import LogManager, fault_injection
 from kraftlog_proto import broker_pb2, broker_pb2_grpc
 from server_common.grpc_standard_services import ServingState
 
@@ -39,6 +39,10 @@ class BrokerServer:
         self.config = config
         self._log = log.bind(broker_id=config.broker_id)
         config.data_dir.mkdir(parents=True, exist_ok=True)
+        if config.storage_fault_injection:
+            self._log.warning("storage fault injection on: appends and rolls fail with EIO while the trigger file names them",
+                              trigger=str(config.data_dir / fault_injection.TRIGGER_FILE))
+            fault_injection.enable(config.data_dir)
         self.logs = LogManager(config.data_dir, now_ms=int(time.time() * 1000))
         self.replicas = ReplicaManager(config, self.logs)
         endpoints = [(c.node_id, c.host, c.grpc_port) for c in config.controllers]
