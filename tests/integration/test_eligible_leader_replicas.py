@@ -111,9 +111,11 @@ def fill(path: Path) -> Path:
 
 
 def assert_leadership_moves_and_produce_goes_on(cluster: TestCluster, topic: str, broken: int, acked: list[bytes]) -> None:
-    moved = wait_for(lambda: (s := state(cluster, topic)).leader not in (-1, broken) and broken not in s.isr and s, 30, f"the leadership away from broker {broken}")
-    assert broken not in moved.eligible_leader_replicas
+    """The next appends fail on ``broken`` (STORAGE_ERROR, retried by the producer) until the
+    controller has moved the leadership; every send is acknowledged in the end."""
     acked += produce(cluster, topic, 100, first=len(acked))
+    moved = state(cluster, topic)
+    assert moved.leader not in (-1, broken) and broken not in moved.isr and broken not in moved.eligible_leader_replicas, moved
     assert consume(cluster, topic, len(acked))[: len(acked)] == acked, "no acknowledged write lost"
     offline = controller_log_lines(cluster, "its log for the partition is offline")
     assert offline and offline[0]["previous_leader"] == broken
@@ -130,13 +132,16 @@ def test_a_full_disk_on_the_leader_moves_leadership_and_produce_continues(tmp_pa
             assert_leadership_moves_and_produce_goes_on(cluster, "full", leader, acked)
 
             filler.unlink()  # the operator frees space and restarts the broker: its log is recovered and catches up
+            cluster.stop_node(cluster.broker(leader))
             cluster.restart(cluster.broker(leader))
             wait_for(lambda: leader in state(cluster, "full").isr, 60, f"broker {leader} back in the ISR")
+            unclean = controller_log_lines(cluster, "broker registers after an unclean shutdown")
+            assert [line["broker_id"] for line in unclean] == [leader], "a stop with an offline log is not a clean shutdown"
 
 
 def test_an_io_error_during_a_segment_roll_moves_leadership(tmp_path: Path) -> None:
     with local_cluster(tmp_path, controllers=1, brokers=3, controller_args=SESSION_ARGS, broker_args=[*SESSION_ARGS, "--storage-fault-injection"]) as cluster:
-        cluster.create_topic("eio", 1, 3, {**MIN_ISR_2, "segment.bytes": "4096"})
+        cluster.create_topic("eio", 1, 3, {**MIN_ISR_2, "segment.bytes": "1024"})
         leader = state(cluster, "eio").leader
         acked = produce(cluster, "eio", 20)
         (cluster.data_dir / cluster.broker(leader).name / TRIGGER_FILE).write_text("roll\n")
