@@ -144,11 +144,15 @@ def _local_cluster(options: RunOptions) -> Iterator[ChaosCluster]:
         cluster = ChaosCluster.build(directory / "cluster", scenario.cluster, Network(proxy))
         options.progress(f"starting {len(cluster.controllers)} controllers and {len(cluster.brokers)} brokers in {directory / 'cluster'}")
         try:
+            if scenario.cluster.broker_disk_mb:
+                cluster.mount_broker_disks()
             cluster.start_and_wait()
             yield cluster
         finally:
             for node in cluster.nodes:
                 cluster.kill(node)
+            if scenario.cluster.broker_disk_mb:
+                cluster.unmount_broker_disks()
 
 
 def _create_topic(bootstrap: str, settings: WorkloadSettings) -> None:
