@@ -22,8 +22,6 @@ disabled).
 
 from __future__ import annotations
 
-import errno
-import os
 import signal
 import threading
 from collections.abc import Callable
@@ -37,7 +35,7 @@ from chaos.replica_logs import Assignment, compare_replicas, settled_partitions
 from chaos.schedule import FaultStep
 from chaos.workload.settings import WorkloadSettings
 from data_plane.client import Admin, KraftlogError
-from data_plane.storage.fault_injection import TRIGGER_FILE
+from data_plane.storage.fault_injection import TRIGGER_FILE, fill_disk
 from metadata_quorum.controller_client import ControllerClient, ControllerError
 from server_common.local_cluster import Node
 from server_common.waiting import wait_for
@@ -47,7 +45,6 @@ FAULTS = (
     "kill", "pause", "graceful-restart", "restart", "rolling-restart", "toxic", "cut", "kill-leaders-in-turn", "depose-leader",
     "disk-full", "disk-io-error", "kill-leader-while-follower-lags",
 )
-FILLER_FILE = "disk-full-filler"
 PROCESS_ROLES = ("leader", "follower", "broker", "all-brokers", "cluster", "active-controller", "controller-majority")
 LINK_ROLES = (
     "replication-links",
@@ -318,17 +315,7 @@ class Nemesis(threading.Thread):
         the controller moves the leadership. Healed by deleting the filler and restarting the
         broker (its offline logs are recovered at start)."""
         node = self._node(targets[0])
-        filler = self.cluster.data_dir_of(node) / FILLER_FILE
-        chunk = b"\0" * (1 << 20)
-        fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o644)
-        try:
-            while True:
-                os.write(fd, chunk)
-        except OSError as error:
-            if error.errno != errno.ENOSPC:
-                raise
-        finally:
-            os.close(fd)
+        filler = fill_disk(self.cluster.data_dir_of(node))
         return lambda: self._free_and_restart(node, filler)
 
     def _disk_io_error(self, targets: list[str], params: dict) -> Heal:

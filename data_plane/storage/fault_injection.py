@@ -7,12 +7,14 @@ Off by default: ``check`` costs nothing until ``enable`` is called once at start
 disk needs no hook (a size-limited tmpfs as the data directory gives a real ENOSPC); an I/O
 error cannot be made that simply without a device-mapper error target, so this is the one
 place the storage layer pretends. The error takes the same path as a real one
-(``PartitionLog._io_guard``: the partition goes offline on this broker).
+(``PartitionLog._io_guard``: the partition goes offline on this broker). ``fill_disk`` is
+the full-disk fault's one step.
 """
 
 from __future__ import annotations
 
 import errno
+import os
 from pathlib import Path
 
 TRIGGER_FILE = "inject-io-error"
@@ -38,3 +40,24 @@ def check(operation: str) -> None:
         return
     if operation in wanted or "all" in wanted:
         raise OSError(errno.EIO, f"injected I/O error during {operation} ({_trigger} names it)")
+
+
+FILLER_FILE = "disk-full-filler"
+
+
+def fill_disk(directory: Path) -> Path:
+    """Write ``directory``/disk-full-filler until its filesystem is full (a real ENOSPC, for
+    the ``disk-full`` fault on a size-limited tmpfs); returns the file, which frees the
+    space when deleted."""
+    filler = Path(directory) / FILLER_FILE
+    chunk = b"\0" * (1 << 20)
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        while True:
+            os.write(fd, chunk)
+    except OSError as error:
+        if error.errno != errno.ENOSPC:
+            raise
+    finally:
+        os.close(fd)
+    return filler

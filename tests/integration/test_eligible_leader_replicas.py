@@ -16,7 +16,6 @@
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import os
 import subprocess
@@ -25,7 +24,7 @@ from typing import Iterator
 
 import pytest
 
-from data_plane.storage.fault_injection import TRIGGER_FILE
+from data_plane.storage.fault_injection import TRIGGER_FILE, fill_disk
 from server_common.waiting import wait_for
 from tests.cluster import TestCluster, local_cluster
 from tests.integration.test_elections_cli import brokers, consume, produce, state
@@ -95,21 +94,6 @@ def tmpfs_data_dirs(size_mb: int) -> Iterator[tuple[list[Path], callable]]:
             subprocess.run(["umount", "-l", str(path)], check=False)
 
 
-def fill(path: Path) -> Path:
-    """Write a filler file until the filesystem is full (a real ENOSPC)."""
-    filler = path / "filler"
-    chunk = b"\0" * (1 << 20)
-    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o644)
-    try:
-        while True:
-            os.write(fd, chunk)
-    except OSError as exc:
-        assert exc.errno == errno.ENOSPC, exc
-    finally:
-        os.close(fd)
-    return filler
-
-
 def assert_leadership_moves_and_produce_goes_on(cluster: TestCluster, topic: str, broken: int, acked: list[bytes]) -> None:
     """The next appends fail on ``broken`` (STORAGE_ERROR, retried by the producer) until the
     controller has moved the leadership; every send is acknowledged in the end."""
@@ -128,7 +112,7 @@ def test_a_full_disk_on_the_leader_moves_leadership_and_produce_continues(tmp_pa
             cluster.create_topic("full", 1, 3, MIN_ISR_2)
             leader = state(cluster, "full").leader
             acked = produce(cluster, "full", 100)
-            filler = fill(cluster.data_dir / cluster.broker(leader).name)
+            filler = fill_disk(cluster.data_dir / cluster.broker(leader).name)
             assert_leadership_moves_and_produce_goes_on(cluster, "full", leader, acked)
 
             filler.unlink()  # the operator frees space and restarts the broker: its log is recovered and catches up
