@@ -125,7 +125,12 @@ def _fencing(image: MetadataImage, broker: BrokerImage, why: str, response: R) -
     that stops half way leaves a live registration, which the next one fences again, moving
     what is left."""
     records = [*_moves(image, broker.broker_id, why), FenceBrokerRecord(broker.broker_id, broker.epoch)]
-    return Decision(tuple(records), response, tuple(range(PARTITION_CHANGES_PER_ENTRY_MAX, len(records), PARTITION_CHANGES_PER_ENTRY_MAX)))
+    return Decision(tuple(records), response, _bounded_entries(records))
+
+
+def _bounded_entries(records: list[Record]) -> tuple[int, ...]:
+    """Entry starts cutting ``records`` into entries of at most PARTITION_CHANGES_PER_ENTRY_MAX."""
+    return tuple(range(PARTITION_CHANGES_PER_ENTRY_MAX, len(records), PARTITION_CHANGES_PER_ENTRY_MAX))
 
 
 def _unfence_records(image: MetadataImage, broker: BrokerImage) -> list[Record]:
@@ -163,6 +168,7 @@ def broker_heartbeat(image: MetadataImage, request: pb.BrokerHeartbeatRequest, h
     if not records and request.offline_replicas:
         offline = {(r.topic, r.partition) for r in request.offline_replicas}
         records = _moves(image, broker.broker_id, "its log for the partition is offline (storage error)", unclean_shutdown=True, only=offline)
+        entry_starts = _bounded_entries(records)
     now = apply_all(image, records).brokers[broker.broker_id]
     return Decision(tuple(records), pb.BrokerHeartbeatResponse(is_fenced=now.fenced, should_shutdown=should_shutdown, is_caught_up=caught_up), entry_starts)
 
