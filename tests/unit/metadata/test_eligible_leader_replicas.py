@@ -189,6 +189,16 @@ def test_offline_log_reported_in_a_heartbeat_moves_leadership_and_leaves_isr_and
     assert heartbeat(image, hb, 1, offline_replicas=[pb.TopicPartitionRef(topic="t", partition=0)]).records == (), "reported again: nothing left to do"
 
 
+def test_a_whole_failed_disk_moves_in_bounded_entries(monkeypatch):
+    monkeypatch.setattr(bd, "PARTITION_CHANGES_PER_ENTRY_MAX", 2)
+    hb = BrokerHeartbeatManager(SESSION_MS)
+    image = with_topic(cluster((1, 2, 3), hb), "t", 5, 3)
+    decision = heartbeat(image, hb, 1, offline_replicas=[pb.TopicPartitionRef(topic="t", partition=n) for n in range(5)])
+    assert [len(entry) for entry in decision.entries()] == [2, 2, 1]
+    after = commit(image, decision)
+    assert all(1 not in p.isr and p.leader != 1 for p in after.topics["t"].partitions.values())
+
+
 def test_lowering_min_isr_clears_an_elr_the_isr_now_satisfies():
     image, _ = rf3()
     image = alter(image, 1, (1, 2))
