@@ -11,6 +11,7 @@ that fault those links are not runnable (``ChaosCluster.missing_flags`` says why
 from __future__ import annotations
 
 import argparse
+import subprocess
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -22,6 +23,7 @@ ADVERTISED_FLAG = "--advertised-address"
 PEER_FLAG = "--peer-address"
 UNSAFE_FLAG = "--unsafe-testing"
 RAFT_PEER_FLAG = "--raft-peer-address"
+FAULT_INJECTION_FLAG = "--storage-fault-injection"
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,9 @@ class ClusterSettings:
     replica_lag_time_max_ms: int = 3000
     unsafe: str | None = None  # an --unsafe-testing behaviour, for negative controls
     secure: bool = False  # mutual TLS everywhere and encrypted Raft links, as `cluster up --secure` (proxies forward the TLS bytes)
+    controller_unsafe: str | None = None  # the controllers' --unsafe-testing behaviour (elect-outside-isr-elr)
+    broker_disk_mb: int | None = None  # each broker's data dir a tmpfs of this size (root only): a real full disk
+    storage_fault_injection: bool = False  # brokers fail appends or rolls with EIO on request (--storage-fault-injection)
 
 
 @cache
@@ -77,6 +82,7 @@ class ChaosCluster(LocalCluster):
     def missing_flags(settings: ClusterSettings, needs_client_links: bool) -> list[str]:
         """Broker flags a scenario needs that this broker does not have."""
         wanted = ({ADVERTISED_FLAG, PEER_FLAG} if needs_client_links else set()) | ({UNSAFE_FLAG} if settings.unsafe else set())
+        wanted |= {FAULT_INJECTION_FLAG} if settings.storage_fault_injection else set()
         return sorted(wanted - broker_flags())
 
     def _add_links(self) -> None:
@@ -94,6 +100,8 @@ class ChaosCluster(LocalCluster):
                 args.append(f"{ADVERTISED_FLAG}={self.network.add_link(client_link(b.node_id), f'{HOST}:{next(ports)}', b.address)}")
             if self.settings.unsafe:
                 args.append(f"{UNSAFE_FLAG}={self.settings.unsafe}")
+            if self.settings.storage_fault_injection:
+                args.append(FAULT_INJECTION_FLAG)
             b.extra_args = args
         if self.proxied_clients:
             for follower in brokers:
@@ -104,12 +112,33 @@ class ChaosCluster(LocalCluster):
                         follower.extra_args.append(f"{PEER_FLAG}={leader.node_id}={listen}")
         for c in controllers:
             c.extra_args = [f"--session-timeout-ms={self.settings.session_timeout_ms}"]
+            if self.settings.controller_unsafe:
+                c.extra_args.append(f"{UNSAFE_FLAG}={self.settings.controller_unsafe}")
         for dialer, target in dialers:
             name = raft_link(dialer.node_id, target.node_id)
             listen = self.network.add_link(name, f"{HOST}:{next(ports)}", f"{target.host}:{target.raft_port}")
             dialer.extra_args.append(f"{RAFT_PEER_FLAG}={target.node_id}={listen}")
             self._raft_pairs[name] = frozenset((dialer.node_id, target.node_id))
         self.save()
+
+    def data_dir_of(self, broker: Node) -> Path:
+        return self.data_dir / broker.name
+
+    def mount_broker_disks(self) -> None:
+        """A tmpfs of ``broker_disk_mb`` as each broker's data directory, so that filling it
+        gives the broker a real ENOSPC (the ``disk-full`` fault). Needs root; the contents go
+        with ``unmount_broker_disks`` at the end of the run (the logs stay: they are elsewhere)."""
+        for broker in self.brokers:
+            path = self.data_dir_of(broker)
+            path.mkdir(parents=True, exist_ok=True)
+            done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={self.settings.broker_disk_mb}m", "tmpfs", str(path)], capture_output=True, text=True)
+            if done.returncode != 0:
+                self.unmount_broker_disks()
+                raise RuntimeError(f"cannot mount a tmpfs as {path} ({done.stderr.strip()}): the disk-full scenario needs root")
+
+    def unmount_broker_disks(self) -> None:
+        for broker in self.brokers:
+            subprocess.run(["umount", "-l", str(self.data_dir_of(broker))], capture_output=True)
 
     def raft_links_of(self, controller_id: int) -> list[str]:
         """The Raft links between controller ``controller_id`` and every other voter, sorted:

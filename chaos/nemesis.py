@@ -7,7 +7,12 @@ of them at once, or the whole cluster with its controllers; SIGTERM or SIGKILL, 
 start), ``rolling-restart`` (each broker in
 turn), ``kill-leaders-in-turn`` (the leader, then each successor, with replication slowed:
 the KIP-101 sequence), ``depose-leader`` (SIGSTOP a leader until metadata names another,
-then SIGCONT: a leader change while the old leader lives on). After each broker restart of ``restart`` and ``rolling-restart`` the
+then SIGCONT: a leader change while the old leader lives on), ``kill-leader-while-follower-lags``
+(a follower killed, restarted behind a slow replication link, then the leader killed: a
+replica outside ISR and ELR is alive when the election comes). Disk faults on one broker:
+``disk-full`` (its tmpfs data directory filled: a real ENOSPC) and ``disk-io-error`` (EIO on
+appends or segment rolls through the storage fault-injection hook); both are healed by
+freeing the disk and restarting the broker, which recovers its offline logs. After each broker restart of ``restart`` and ``rolling-restart`` the
 replicas are compared (``chaos.replica_logs.compare_replicas``): every partition must be
 back in its full ISR within the step's ``deadline_s`` with identical replicas, and the
 comparison goes into the history with the restart's number for the checker. Network
@@ -21,6 +26,7 @@ import signal
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from chaos.chaos_cluster import ChaosCluster
 from chaos.history import FaultOp, History
@@ -29,12 +35,16 @@ from chaos.replica_logs import Assignment, compare_replicas, settled_partitions
 from chaos.schedule import FaultStep
 from chaos.workload.settings import WorkloadSettings
 from data_plane.client import Admin, KraftlogError
+from data_plane.storage.fault_injection import TRIGGER_FILE, fill_disk
 from metadata_quorum.controller_client import ControllerClient, ControllerError
 from server_common.local_cluster import Node
 from server_common.waiting import wait_for
 
 Heal = Callable[[], None]
-FAULTS = ("kill", "pause", "graceful-restart", "restart", "rolling-restart", "toxic", "cut", "kill-leaders-in-turn", "depose-leader")
+FAULTS = (
+    "kill", "pause", "graceful-restart", "restart", "rolling-restart", "toxic", "cut", "kill-leaders-in-turn", "depose-leader",
+    "disk-full", "disk-io-error", "kill-leader-while-follower-lags",
+)
 PROCESS_ROLES = ("leader", "follower", "broker", "all-brokers", "cluster", "active-controller", "controller-majority")
 LINK_ROLES = (
     "replication-links",
@@ -74,6 +84,9 @@ class Nemesis(threading.Thread):
             "cut": self._cut,
             "kill-leaders-in-turn": self._kill_leaders_in_turn,
             "depose-leader": self._depose_leader,
+            "disk-full": self._disk_full,
+            "disk-io-error": self._disk_io_error,
+            "kill-leader-while-follower-lags": self._kill_leader_while_follower_lags,
         }
         assert tuple(self._faults) == FAULTS
 
@@ -295,6 +308,80 @@ class Nemesis(threading.Thread):
         except TimeoutError:
             return None
         return self.cluster.node("broker", int(leader_id))
+
+    def _disk_full(self, targets: list[str], params: dict) -> Heal:
+        """Fills the broker's tmpfs data directory (``ClusterSettings.broker_disk_mb``) with a
+        filler file: its next append or roll fails with ENOSPC, its replica goes offline and
+        the controller moves the leadership. Healed by deleting the filler and restarting the
+        broker (its offline logs are recovered at start)."""
+        node = self._node(targets[0])
+        filler = fill_disk(self.cluster.data_dir_of(node))
+        return lambda: self._free_and_restart(node, filler)
+
+    def _disk_io_error(self, targets: list[str], params: dict) -> Heal:
+        """EIO on the broker's appends (``operation`` append) or segment rolls (roll: the
+        topic's segment.bytes is lowered to 1024 for the fault, so rolls happen) through the
+        storage fault-injection hook (``data_plane/storage/fault_injection.py``). Healed like
+        a full disk: the trigger removed, the broker restarted."""
+        node = self._node(targets[0])
+        operation = params.get("operation", "append")
+        if operation == "roll":
+            self._set_segment_bytes("1024")
+        trigger = self.cluster.data_dir_of(node) / TRIGGER_FILE
+        trigger.write_text(operation + "\n")
+
+        def heal() -> None:
+            if operation == "roll":
+                self._set_segment_bytes(None)
+            self._free_and_restart(node, trigger)
+
+        return heal
+
+    def _set_segment_bytes(self, value: str | None) -> None:
+        topic = self.workload.topic
+        with ControllerClient(",".join(c.address for c in self.cluster.controllers), timeout_s=10.0) as client:
+            if value is None:
+                client.alter_configs(topic, delete_keys=["segment.bytes"])
+            else:
+                client.alter_configs(topic, {"segment.bytes": value})
+
+    def _free_and_restart(self, node: Node, path: Path) -> None:
+        """The fault's file gone, the broker restarted: its offline logs are recovered at start."""
+        path.unlink(missing_ok=True)
+        if self.cluster.is_running(node):
+            self.cluster.stop_node(node)
+        self.cluster.start_node(node)
+
+    def _kill_leader_while_follower_lags(self, targets: list[str], params: dict) -> Heal:
+        """Kills a follower and keeps it down for ``down_s`` under load (it leaves the ISR,
+        writes go on with the other two), restarts it behind a replication link slowed by
+        ``replication_latency_ms``, waits until the controller has unfenced it, then kills the
+        leader. The surviving in-sync replica must be elected; the follower, alive but
+        outside ISR and ELR and missing acknowledged writes, must not be (the
+        ``elect-outside-isr-elr`` negative control elects it)."""
+        leader_id, followers = self._leadership(self._pick)
+        lagging = self.cluster.node("broker", followers[self._pick % len(followers)])
+        leader = self.cluster.node("broker", leader_id)
+        self.cluster.kill(lagging)
+        self.stopping.wait(params["down_s"])
+        network = self.cluster.network
+        slowed = network.add_toxic(replication_link(lagging.node_id, leader_id), "latency", {"latency": params["replication_latency_ms"], "jitter": 0})
+        self.cluster.start_node(lagging)
+        with ControllerClient(",".join(c.address for c in self.cluster.controllers), timeout_s=3.0) as client:
+
+            def unfenced() -> bool:
+                return any(b.endpoint.broker_id == lagging.node_id and not b.endpoint.fenced for b in client.describe_cluster().brokers)
+
+            wait_for(unfenced, 30, f"broker {lagging.node_id} unfenced")
+        self.cluster.kill(leader)
+        successor = self._await_new_leader([leader])
+        targets[:] = [f"{lagging.name} lagging, {leader.name} killed" + (f" (broker-{successor.node_id} leads)" if successor else " (no new leader in time)")]
+
+        def heal() -> None:
+            network.remove_toxic(replication_link(lagging.node_id, leader_id), slowed)
+            self._start_stopped([leader])
+
+        return heal
 
     def _toxic(self, targets: list[str], params: dict) -> Heal:
         network = self.cluster.network

@@ -148,11 +148,15 @@ def _local_cluster(options: RunOptions) -> Iterator[ChaosCluster]:
                          + (" (mutual TLS)" if cluster.secure else ""))
         try:
             with _client_config(cluster):
+                if scenario.cluster.broker_disk_mb:
+                    cluster.mount_broker_disks()
                 cluster.start_and_wait()
                 yield cluster
         finally:
             for node in cluster.nodes:
                 cluster.kill(node)
+            if scenario.cluster.broker_disk_mb:
+                cluster.unmount_broker_disks()
 
 
 @contextmanager

@@ -44,6 +44,9 @@ def _toxic(role: str, duration_s: tuple[float, float], gap_s: tuple[float, float
 # Slow followers must stay in the ISR (or killing the leader leaves the partition offline).
 _KIP101 = {"kills": 2, "replication_latency_ms": 2500, "lag_build_up_s": 4.0}
 _KIP101_LAG_MS = 30_000
+# A follower down long enough to miss acknowledged writes (200 a second), then back behind a
+# replication link slower than the time it takes to kill the leader once it is unfenced.
+_LAGGING = {"down_s": 3.0, "replication_latency_ms": 4000}
 # Paused until metadata names another leader (at least this long), then resumed: every
 # step is a leader change with the old leader alive, whatever the seed.
 _ZOMBIE = FaultSpec("depose-leader", "leader", (SESSION_S + 1.5, SESSION_S + 3), (4, 7))
@@ -110,8 +113,29 @@ _SAFE: list[Scenario] = [
     Scenario("graceful-restart", "restart one broker with SIGTERM (controlled shutdown)", [FaultSpec("graceful-restart", "broker", (0.1, 0.2), (3, 6))]),
     Scenario("all-brokers-killed", "SIGKILL every broker at once, restart them all", [FaultSpec("kill", "all-brokers", (1, 4), (6, 10))]),
     Scenario("quorum-loss", "SIGKILL a majority of controllers (the active one included), restore them", [FaultSpec("kill", "controller-majority", (3, 8), (5, 8))]),
+    Scenario(
+        "lagging-follower-leader-kill",
+        "SIGKILL a follower, restart it behind a slow replication link, then SIGKILL the leader: the in-sync survivor leads, never the lagging replica",
+        [FaultSpec("kill-leader-while-follower-lags", "leader", (4, 6), (5, 8), _LAGGING)],
+    ),
 ]
-_MIX = Scenario("mix", "a random mix of every fault above", [spec for s in _SAFE for spec in s.specs])
+# Disk faults need a cluster of their own (tmpfs data dirs, the fault-injection hook), so
+# they are not part of ``mix``.
+_DISK: list[Scenario] = [
+    Scenario(
+        "disk-full",
+        "fill the leader's data directory (a 32 MiB tmpfs: a real ENOSPC): its replica goes offline, the controller moves the leadership; healed by freeing the disk and restarting the broker",
+        [FaultSpec("disk-full", "leader", (3, 6), (4, 7))],
+        ClusterSettings(broker_disk_mb=32),
+    ),
+    Scenario(
+        "disk-io-error",
+        "EIO on the leader's appends or segment rolls (the storage fault-injection hook): its replica goes offline, the controller moves the leadership; healed by a restart",
+        [FaultSpec("disk-io-error", "leader", (3, 6), (4, 7), {"operation": operation}) for operation in ("append", "roll")],
+        ClusterSettings(storage_fault_injection=True),
+    ),
+]
+_MIX = Scenario("mix", "a random mix of every fault above but the disk faults", [spec for s in _SAFE for spec in s.specs])
 # The same faults with mutual TLS on every port and encrypted Raft links (proxies forward the
 # TLS bytes): security must not change what the checker finds.
 _SECURE = Scenario("secure-leader-kill-loop", "leader-kill-loop on a cluster with mutual TLS on every port and encrypted Raft links",
@@ -147,5 +171,13 @@ _UNSAFE: list[Scenario] = [
         ClusterSettings(unsafe="stall-fetcher"),
         frozenset({"under-replicated"}),
     ),
+    Scenario(
+        "unsafe-elect-outside-isr-elr",
+        "the controller elects a replica outside the ISR and ELR whenever one is usable; every step kills a follower, restarts it behind "
+        "a slow replication link and kills the leader once it is unfenced: it is elected, missing acknowledged writes",
+        [FaultSpec("kill-leader-while-follower-lags", "leader", (4, 6), (5, 8), _LAGGING)],
+        ClusterSettings(controller_unsafe="elect-outside-isr-elr"),
+        WRITE_LOSS,
+    ),
 ]
-SCENARIOS: dict[str, Scenario] = {s.name: s for s in [*_SAFE, _MIX, _SECURE, *_UNSAFE]}
+SCENARIOS: dict[str, Scenario] = {s.name: s for s in [*_SAFE, _MIX, _SECURE, *_DISK, *_UNSAFE]}

@@ -9,6 +9,9 @@ Definitions (as Kafka's tools use them):
 - **under-replicated**: the ISR is smaller than the replication factor, which during a
   reassignment counts the target replicas only (``replicas - adding``), as kafka-topics does.
 - **offline**: no leader.
+- **eligible** (ELR, KIP-966): replicas out of the ISR that hold everything up to the HW,
+  elected when the ISR is empty; **last-known eligible**: replicas that lost that standing
+  through an unclean shutdown (see docs/operations.md).
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ def partition_fields(state: pb.PartitionState) -> Row:
         "adding_replicas": list(state.adding_replicas),
         "removing_replicas": list(state.removing_replicas),
         "unclean_leader_elections": state.unclean_leader_elections,
+        "eligible_leader_replicas": list(state.eligible_leader_replicas),
+        "last_known_elr": list(state.last_known_elr),
     }
 
 
@@ -94,6 +99,10 @@ def status_notes(row: Row) -> str:
         notes.append("under-replicated")
     if row["adding_replicas"] or row["removing_replicas"]:
         notes.append(f"reassigning +{ids(row['adding_replicas'])} -{ids(row['removing_replicas'])}")
+    if row["eligible_leader_replicas"]:
+        notes.append(f"eligible: {ids(row['eligible_leader_replicas'])}")
+    if row["last_known_elr"]:
+        notes.append(f"last-known eligible: {ids(row['last_known_elr'])}")
     if row["unclean_leader_elections"]:
         notes.append(f"unclean elections: {row['unclean_leader_elections']}")
     notes.extend(f"broker {r['broker_id']} {damage}" for r in row["replica_state"] for damage in r.get("damaged_ranges", ()))

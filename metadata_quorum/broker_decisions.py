@@ -11,7 +11,7 @@ service. Preconditions are checked again where the entry is applied (see delta.p
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TypeVar
+from typing import Collection, TypeVar
 
 import structlog
 
@@ -40,10 +40,11 @@ R = TypeVar("R")
 log = structlog.get_logger("controller")
 
 
-def _moves(image: MetadataImage, broker_id: int, why: str) -> list[Record]:
-    """Partition changes taking ``broker_id`` out of ISRs and leaderships, logged."""
+def _moves(image: MetadataImage, broker_id: int, why: str, unclean_shutdown: bool = False, only: Collection[tuple[str, int]] | None = None) -> list[Record]:
+    """Partition changes taking ``broker_id`` out of ISRs and leaderships (and, after an
+    unclean shutdown, out of every ELR), logged; ``only`` these partitions when given."""
     out: list[Record] = []
-    for change in changes_removing_broker(image, broker_id):
+    for change in changes_removing_broker(image, broker_id, unclean_shutdown, only):
         change.log(why)
         out.append(change.record())
     return out
@@ -79,7 +80,12 @@ def register_broker(image: MetadataImage, request: pb.RegisterBrokerRequest, hea
     newly active controller grants in full to every broker. The old registration's epoch is
     fenced with it, and its leaderships and ISR memberships move in the same entry; should
     the old process still run, its requests carry that epoch and are refused from then on
-    (see broker_problem), so two processes never take the id from each other in turn."""
+    (see broker_problem), so two processes never take the id from each other in turn.
+
+    Unless the request's ``previous_broker_epoch`` is the epoch of the registration it
+    replaces (the broker shut down cleanly in it: KIP-966), the shutdown was unclean and its
+    unflushed tail may be gone: the broker leaves every ISR and ELR in the same entry (for the
+    last-known ELR) and must catch up into the ISR again like any follower."""
     if not request.incarnation_id:
         return Decision((), pb.RegisterBrokerResponse(
             error_code=common.INVALID_REQUEST,
@@ -90,13 +96,21 @@ def register_broker(image: MetadataImage, request: pb.RegisterBrokerRequest, hea
         heartbeats.touch(request.broker_id, now_ms)
         return Decision((), pb.RegisterBrokerResponse(broker_epoch=existing.epoch))
     records: list[Record] = []
+    clean = existing is not None and request.previous_broker_epoch == existing.epoch
     if existing is not None and not existing.fenced:
         log.warning(
             "new broker incarnation replaces a live registration", broker_id=request.broker_id, broker_epoch=existing.epoch,
             incarnation_id=request.incarnation_id, replaced_incarnation_id=existing.incarnation_id,
             since_last_heartbeat_ms=heartbeats.since_last_contact_ms(request.broker_id, now_ms),
         )
-        records += _moves(image, request.broker_id, "broker re-registered with a new incarnation")
+    if existing is not None and not clean:
+        log.warning(
+            "broker registers after an unclean shutdown: out of every ISR and ELR", broker_id=request.broker_id, broker_epoch=existing.epoch,
+            previous_broker_epoch=request.previous_broker_epoch,
+        )
+    if existing is not None and (not clean or not existing.fenced):
+        why = "broker re-registered with a new incarnation" + ("" if clean else " after an unclean shutdown")
+        records += _moves(image, request.broker_id, why, unclean_shutdown=not clean)
     records.append(RegisterBrokerRecord(request.broker_id, NEW_BROKER_EPOCH, request.host, request.port, request.rack, request.incarnation_id))
     heartbeats.touch(request.broker_id, now_ms)
     return Decision(tuple(records), pb.RegisterBrokerResponse())
@@ -111,7 +125,12 @@ def _fencing(image: MetadataImage, broker: BrokerImage, why: str, response: R) -
     that stops half way leaves a live registration, which the next one fences again, moving
     what is left."""
     records = [*_moves(image, broker.broker_id, why), FenceBrokerRecord(broker.broker_id, broker.epoch)]
-    return Decision(tuple(records), response, tuple(range(PARTITION_CHANGES_PER_ENTRY_MAX, len(records), PARTITION_CHANGES_PER_ENTRY_MAX)))
+    return Decision(tuple(records), response, _bounded_entries(records))
+
+
+def _bounded_entries(records: list[Record]) -> tuple[int, ...]:
+    """Entry starts cutting ``records`` into entries of at most PARTITION_CHANGES_PER_ENTRY_MAX."""
+    return tuple(range(PARTITION_CHANGES_PER_ENTRY_MAX, len(records), PARTITION_CHANGES_PER_ENTRY_MAX))
 
 
 def _unfence_records(image: MetadataImage, broker: BrokerImage) -> list[Record]:
@@ -126,7 +145,10 @@ def _unfence_records(image: MetadataImage, broker: BrokerImage) -> list[Record]:
 
 def broker_heartbeat(image: MetadataImage, request: pb.BrokerHeartbeatRequest, heartbeats: BrokerHeartbeatManager, now_ms: int) -> Decision[pb.BrokerHeartbeatResponse]:
     """Record liveness and decide: unfence once caught up, fence on request, or walk the
-    controlled shutdown (leave ISRs and leaderships, then allow the broker to stop)."""
+    controlled shutdown (leave ISRs and leaderships, then allow the broker to stop). A
+    heartbeat that changes nothing else takes the replicas it reports offline (a failed log:
+    full disk, I/O error) out of their ISR and ELR and moves their leadership; the broker
+    reports them with every heartbeat until it restarts, so this repeats until it holds."""
     problem = broker_problem(image, request.broker_id, request.broker_epoch)
     if problem is not None:
         return Decision((), pb.BrokerHeartbeatResponse(error_code=problem[0], error_message=problem[1], is_fenced=True))
@@ -143,6 +165,10 @@ def broker_heartbeat(image: MetadataImage, request: pb.BrokerHeartbeatRequest, h
         records, entry_starts = list(fencing.records), fencing.entry_starts
     elif broker.fenced and caught_up and not broker.in_controlled_shutdown:
         records = _unfence_records(image, broker)
+    if not records and request.offline_replicas:
+        offline = {(r.topic, r.partition) for r in request.offline_replicas}
+        records = _moves(image, broker.broker_id, "its log for the partition is offline (storage error)", unclean_shutdown=True, only=offline)
+        entry_starts = _bounded_entries(records)
     now = apply_all(image, records).brokers[broker.broker_id]
     return Decision(tuple(records), pb.BrokerHeartbeatResponse(is_fenced=now.fenced, should_shutdown=should_shutdown, is_caught_up=caught_up), entry_starts)
 

@@ -21,6 +21,7 @@ import structlog
 from metadata_quorum.active_controller import DEFAULT_LEADER_IMBALANCE_CHECK_INTERVAL_S, ActiveController
 from metadata_quorum.broker_heartbeats import DEFAULT_SESSION_TIMEOUT_MS
 from metadata_quorum.controller_metrics import ControllerMetrics
+from metadata_quorum.election import enable_unsafe_election
 from metadata_quorum.controller_service import ControllerService
 from metadata_quorum.endpoints import Voter, parse_address_overrides, parse_quorum
 from metadata_quorum.raft_node import ControllerRaftNode
@@ -31,6 +32,8 @@ from server_common.tls import TlsConfigError, add_port, add_tls_arguments, serve
 
 PASSWORD_ENV = "KRAFTLOG_QUORUM_PASSWORD"
 
+
+UNSAFE_ELECT_OUTSIDE_ISR_ELR = "elect-outside-isr-elr"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--node-id", type=int, required=True, help="this controller's id (must appear in --quorum)")
@@ -65,6 +68,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="serve Prometheus metrics at http://HOST:PORT/metrics, HOST from this voter's --quorum entry (0: off; default: %(default)s)")
     parser.add_argument("--log-format", choices=["json", "console"], default="console", help="console: lines for people, json: one object per line (default: %(default)s)")
     add_tls_arguments(parser)
+    parser.add_argument("--unsafe-testing", choices=[UNSAFE_ELECT_OUTSIDE_ISR_ELR],
+                        help="DELIBERATELY WRONG elections, for chaos negative controls only: never in production "
+                             f"({UNSAFE_ELECT_OUTSIDE_ISR_ELR}: a leader from outside the ISR and ELR whenever one is usable)")
 
 
 def _parse_bool(raw: str) -> bool:
@@ -139,6 +145,9 @@ async def serve(args: argparse.Namespace) -> None:
         raft_routes = parse_address_overrides(args.raft_peer_address, "--raft-peer-address")
     except ValueError as exc:
         raise SystemExit(f"kraftlog controller: {exc}") from None
+    if args.unsafe_testing == UNSAFE_ELECT_OUTSIDE_ISR_ELR:
+        log.warning("UNSAFE TESTING MODE: elections choose replicas outside the ISR and ELR; acknowledged writes WILL be lost", unsafe_testing=args.unsafe_testing)
+        enable_unsafe_election()
     node = ControllerRaftNode(me, voters, args.data_dir, cluster_id, password, loop, raft_routes)
     if metrics is not None:
         metrics.watch(node)

@@ -310,7 +310,7 @@ def _apply_partition(delta: MetadataDelta, r: PartitionRecord) -> None:
         raise RecordRejected(common_pb2.INVALID_PARTITIONS, f"partition {r.topic_id if topic is None else topic.name}-{r.partition} already exists")
     partition = PartitionImage(
         "" if topic is None else topic.name, r.partition, r.replicas, r.isr, r.leader, r.leader_epoch, r.partition_epoch,
-        r.adding_replicas, r.removing_replicas, r.unclean_leader_elections,
+        r.adding_replicas, r.removing_replicas, r.unclean_leader_elections, r.eligible_leader_replicas, r.last_known_elr,
     )
     if topic is None:  # a topic being created: kept aside until its TopicRecord commits
         delta.put_pending(r.topic_id, partition)
@@ -350,6 +350,8 @@ def _apply_partition_change(delta: MetadataDelta, r: PartitionChangeRecord) -> N
     replicas = p.replicas if r.replicas is None else r.replicas
     adding = p.adding_replicas if r.adding_replicas is None else r.adding_replicas
     removing = p.removing_replicas if r.removing_replicas is None else r.removing_replicas
+    elr = p.eligible_leader_replicas if r.eligible_leader_replicas is None else r.eligible_leader_replicas
+    last_known_elr = p.last_known_elr if r.last_known_elr is None else r.last_known_elr
     replica_set = set(replicas)
     consistent = (
         (leader == NO_LEADER or leader in isr)
@@ -358,12 +360,18 @@ def _apply_partition_change(delta: MetadataDelta, r: PartitionChangeRecord) -> N
         and replica_set.issuperset(removing)
         and (not adding or not removing or set(adding).isdisjoint(removing))
         and (not r.unclean_leader_election or (leader != NO_LEADER and leader not in p.isr))
+        and replica_set.issuperset(elr)
+        and replica_set.issuperset(last_known_elr)
+        and set(elr).isdisjoint(isr)
+        and set(last_known_elr).isdisjoint(isr)
+        and set(last_known_elr).isdisjoint(elr)
     )
     if not consistent:
         raise RecordRejected(
             common_pb2.INVALID_REQUEST,
             f"change to {topic.name}-{r.partition} is inconsistent: leader {leader}, isr {list(isr)}, replicas {list(replicas)}, "
-            f"adding {list(adding)}, removing {list(removing)}, unclean {r.unclean_leader_election} (previous isr {list(p.isr)})",
+            f"adding {list(adding)}, removing {list(removing)}, elr {list(elr)}, last known elr {list(last_known_elr)}, unclean {r.unclean_leader_election} "
+            f"(previous isr {list(p.isr)})",
         )
     changed = PartitionImage(  # not dataclasses.replace: this is the hot path of every ISR change
         p.topic,
@@ -376,6 +384,8 @@ def _apply_partition_change(delta: MetadataDelta, r: PartitionChangeRecord) -> N
         adding,
         removing,
         p.unclean_leader_elections + (1 if r.unclean_leader_election else 0),
+        elr,
+        last_known_elr,
     )
     delta.put_partition(r.topic_id, changed)
 

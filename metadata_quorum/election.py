@@ -1,17 +1,35 @@
 """Leader election and the partition changes that follow a broker's state.
 
 Clean election picks, in replica order (preferred leader first), from ISR ∩ usable brokers
-(registered, unfenced, not in controlled shutdown). Unclean election, only where the topic
+(registered, unfenced, not in controlled shutdown). When the ISR is empty it picks from the
+eligible leader replicas (ELR, KIP-966, below). Unclean election, only where the topic
 allows it (``unclean.leader.election.enable``) or an operator asks, picks any usable replica
-and resets the ISR to it: committed data may be lost, so it is logged at warning level and
-counted in the partition's metadata (``unclean_leader_elections``, kept by every node and in
-snapshots). When a broker is fenced or shuts down it leaves every ISR (except where it is
-the last member, as in Kafka: the partition then has no leader until that broker comes back,
-or until an unclean election is allowed) and loses its leaderships. Preferred election moves
-leadership back to the first replica once it is a usable in-sync replica.
+(last-known ELR members first) and resets the ISR to it: committed data may be lost, so it
+is logged at warning level and counted in the partition's metadata
+(``unclean_leader_elections``, kept by every node and in snapshots). When a broker is fenced
+or shuts down it leaves every ISR, even as the last member (the ISR may then be empty and
+the partition leaderless), and loses its leaderships. Preferred election moves leadership
+back to the first replica once it is a usable in-sync replica.
 
-Every function here is pure: image in, ``PartitionChange`` values out. A change knows its
-record and how to log itself, so every path that moves a leader logs the same fields.
+**Eligible leader replicas (KIP-966).** A leader's HW does not move while its ISR is below
+``min.insync.replicas`` (``partition_state.LeaderPartitionState``), so a replica that leaves
+the ISR while the ISR is (or becomes) smaller than that holds every record up to the HW,
+every acknowledged acks=all write included. Such replicas make up the ELR:
+
+- a change whose new ISR is below min ISR puts every replica that was in the ISR or the ELR,
+  and is not in the new ISR, into the ELR; one whose new ISR reaches min ISR clears ELR and
+  last-known ELR (``eligible_after``);
+- a replica that rejoins the ISR leaves the ELR; a removed replica leaves both;
+- a broker that registers after an unclean shutdown (or whose log for the partition went
+  offline) leaves ISR and ELR for the last-known ELR: its unflushed tail may be gone;
+- election order: the ISR; when the ISR is empty, the ELR (the new leader alone in the ISR,
+  the rest stay eligible); when both are empty, a last-known ELR member (logged and counted
+  as unclean: no replica is known to hold everything, and it is the replica most likely to,
+  as Kafka 4's default does); then, where allowed, any usable replica.
+
+ELR changes need no new leader epoch. Every function here is pure: image in,
+``PartitionChange`` values out. A change knows its record and how to log itself, so every
+path that moves a leader logs the same fields.
 """
 
 from __future__ import annotations
@@ -28,7 +46,7 @@ from metadata_quorum.records import BrokerIds, PartitionChangeRecord
 
 log = structlog.get_logger("controller")
 
-_CHANGED_FIELDS = ("leader", "isr", "replicas", "adding_replicas", "removing_replicas")
+_CHANGED_FIELDS = ("leader", "isr", "replicas", "adding_replicas", "removing_replicas", "eligible_leader_replicas", "last_known_elr")
 # Partition changes one decision puts in one Raft entry (preferred elections, a controlled
 # shutdown's moves), as Kafka's controller bounds its batches: an entry must replicate and
 # apply well within the Raft election timeout on a busy machine.
@@ -40,6 +58,8 @@ class Election:
     leader: int
     isr: BrokerIds
     unclean: bool
+    eligible_leader_replicas: BrokerIds = ()
+    last_known_elr: BrokerIds = ()
 
 
 @dataclass(frozen=True)
@@ -55,7 +75,9 @@ class PartitionChange:
     @staticmethod
     def electing(topic: TopicImage, p: PartitionImage, election: Election) -> "PartitionChange | None":
         """The change putting ``election`` into effect, or None if it changes nothing."""
-        after = replace(p, leader=election.leader, isr=election.isr)
+        after = replace(
+            p, leader=election.leader, isr=election.isr, eligible_leader_replicas=election.eligible_leader_replicas, last_known_elr=election.last_known_elr
+        )
         return None if after == p else PartitionChange(topic, p, after, election.unclean)
 
     def record(self) -> PartitionChangeRecord:
@@ -86,12 +108,18 @@ class PartitionChange:
             "partition_epoch": before.partition_epoch + 1,
             "reason": reason,
         }
+        if after.eligible_leader_replicas != before.eligible_leader_replicas or after.last_known_elr != before.last_known_elr:
+            fields |= {"eligible_leader_replicas": list(after.eligible_leader_replicas), "last_known_elr": list(after.last_known_elr)}
+        if leader_moved and after.leader in before.eligible_leader_replicas:
+            fields["elected_from"] = "eligible leader replicas"
         if after.replicas != before.replicas or after.adding_replicas != before.adding_replicas or after.removing_replicas != before.removing_replicas:
             fields |= {"replicas": list(after.replicas), "adding_replicas": list(after.adding_replicas), "removing_replicas": list(after.removing_replicas)}
         if self.unclean:
             log.warning(
                 "unclean leader election: committed data may be lost",
                 previous_isr=list(before.isr),
+                previous_eligible_leader_replicas=list(before.eligible_leader_replicas),
+                previous_last_known_elr=list(before.last_known_elr),
                 unclean_leader_elections=before.unclean_leader_elections + 1,
                 **fields,
             )
@@ -102,23 +130,83 @@ class PartitionChange:
 
 
 def elect_leader(partition: PartitionImage, usable: Collection[int], isr: BrokerIds, unclean_allowed: bool) -> Election:
-    """The leader for ``partition`` given its (possibly new) ISR; leader -1 when none is eligible."""
+    """The leader for ``partition`` given its (possibly new) ISR, and the ELR fields after it;
+    ``partition``'s ELR fields must already be those of the new ISR (``eligible_after``).
+    Leader -1 when no replica is eligible. See the module docstring for the order."""
+    elr, last_known = partition.eligible_leader_replicas, partition.last_known_elr
+    if _unsafe_outside_isr_elr:
+        outside = [r for r in partition.replicas if r in usable and r not in isr and r not in elr]
+        if outside:  # the negative control: a replica that may lack acknowledged writes, not counted as unclean
+            return Election(outside[-1], (outside[-1],), False)
     for replica in partition.replicas:
         if replica in isr and replica in usable:
-            return Election(replica, isr, unclean=False)
-    if unclean_allowed:
+            return Election(replica, isr, False, elr, last_known)
+    if not isr:
         for replica in partition.replicas:
+            if replica in elr and replica in usable:
+                return Election(replica, (replica,), False, tuple(r for r in elr if r != replica), last_known)
+        if not elr:
+            for replica in partition.replicas:
+                if replica in last_known and replica in usable:
+                    return Election(replica, (replica,), True)
+    if unclean_allowed:
+        for replica in sorted(partition.replicas, key=lambda r: r not in last_known):  # stable: last-known ELR first
             if replica in usable:
-                return Election(replica, (replica,), unclean=True)
-    return Election(NO_LEADER, isr, unclean=False)
+                return Election(replica, (replica,), True)
+    return Election(NO_LEADER, isr, False, elr, last_known)
+
+
+def eligible_after(before: PartitionImage, isr: BrokerIds, replicas: BrokerIds, min_isr: int, unclean_shutdown: Collection[int] = ()) -> tuple[BrokerIds, BrokerIds]:
+    """(ELR, last-known ELR) once ``before``'s ISR becomes ``isr`` (Kafka's
+    ``PartitionChangeBuilder.maybePopulateTargetElr``): empty when ``isr`` reaches
+    ``min_isr``; else every replica of ``before``'s ISR or ELR outside ``isr`` is eligible,
+    except those in ``unclean_shutdown``, which join the last-known ELR. In replica order."""
+    if len(isr) >= min_isr:
+        return (), ()
+    candidates = set(before.isr) | set(before.eligible_leader_replicas)
+    elr = tuple(r for r in replicas if r in candidates and r not in isr and r not in unclean_shutdown)
+    known = candidates | set(before.last_known_elr)
+    return elr, tuple(r for r in replicas if r in known and r not in isr and r not in elr)
+
+
+def settle_leadership(
+    before: PartitionImage, target: PartitionImage, usable: Collection[int], min_isr: int, unclean_allowed: bool, unclean_shutdown: Collection[int] = ()
+) -> tuple[PartitionImage, bool]:
+    """``target`` (``before`` with a new ISR or replica set) with its ELR fields, and a new
+    leader when the current one is out of the ISR or not usable; and whether that election
+    was unclean. Every ISR change goes through here."""
+    elr, last_known = eligible_after(before, target.isr, target.replicas, min_isr, unclean_shutdown)
+    target = replace(target, eligible_leader_replicas=elr, last_known_elr=last_known)
+    if target.leader in target.isr and target.leader in usable:
+        return target, False
+    election = elect_leader(target, usable, target.isr, unclean_allowed)
+    after = replace(
+        target, leader=election.leader, isr=election.isr, eligible_leader_replicas=election.eligible_leader_replicas, last_known_elr=election.last_known_elr
+    )
+    return after, election.unclean
 
 
 def preferred_election(p: PartitionImage, usable: Collection[int]) -> Election | None:
     """Leadership back to the first replica, or None while it is not a usable in-sync replica."""
     preferred = p.replicas[0]
     if preferred in usable and preferred in p.isr:
-        return Election(preferred, p.isr, unclean=False)
+        return Election(preferred, p.isr, False, p.eligible_leader_replicas, p.last_known_elr)
     return None
+
+
+# The controller's --unsafe-testing elect-outside-isr-elr negative control: set once at start
+# (``enable_unsafe_election``), never by default. Elections then prefer a usable replica that
+# is in neither ISR nor ELR, which may lack acknowledged writes: the chaos checker must catch it.
+_unsafe_outside_isr_elr = False
+
+
+def enable_unsafe_election() -> None:
+    global _unsafe_outside_isr_elr
+    _unsafe_outside_isr_elr = True
+
+
+def min_insync_replicas(image: MetadataImage, topic: str) -> int:
+    return int(topic_config.effective(image.configs.get(topic, {}))["min.insync.replicas"])
 
 
 def unclean_allowed(image: MetadataImage, topic: str) -> bool:
@@ -133,35 +221,42 @@ def partitions(image: MetadataImage, topics: Collection[str] | None = None) -> I
             yield topic, topic.partitions[number]
 
 
-def changes_removing_broker(image: MetadataImage, broker_id: int) -> list[PartitionChange]:
+def changes_removing_broker(
+    image: MetadataImage, broker_id: int, unclean_shutdown: bool = False, only: Collection[tuple[str, int]] | None = None
+) -> list[PartitionChange]:
     """Partition changes for a broker that is being fenced or shut down (or replaced by a new
-    incarnation): out of every ISR where others remain, leaderships moved to another usable
-    in-sync replica (or, where the topic allows it and none is left, any usable replica)."""
+    incarnation): out of every ISR (into the ELR where the ISR falls below min ISR),
+    leaderships moved (see ``settle_leadership``). With ``unclean_shutdown`` (the broker
+    restarted after a crash, or its log went offline) it also leaves every ELR, for the
+    last-known ELR. ``only``: just these (topic, partition) pairs."""
     usable = set(image.usable_broker_ids()) - {broker_id}
+    gone = (broker_id,) if unclean_shutdown else ()
     out = []
     for topic, p in partitions(image):
-        if broker_id not in p.isr and p.leader != broker_id:
+        if only is not None and (topic.name, p.partition) not in only:
             continue
-        isr = tuple(b for b in p.isr if b != broker_id) or p.isr
-        leader_ok = p.leader != broker_id and p.leader in usable
-        election = Election(p.leader, isr, False) if leader_ok else elect_leader(p, usable, isr, unclean_allowed(image, topic.name))
-        change = PartitionChange.electing(topic, p, election)
-        if change is not None:
-            out.append(change)
+        if broker_id not in p.isr and p.leader != broker_id and not (unclean_shutdown and broker_id in p.eligible_leader_replicas):
+            continue
+        target = replace(p, isr=tuple(b for b in p.isr if b != broker_id))
+        after, unclean = settle_leadership(p, target, usable, min_insync_replicas(image, topic.name), unclean_allowed(image, topic.name), gone)
+        if after != p:
+            out.append(PartitionChange(topic, p, after, unclean))
     return out
 
 
 def changes_electing_offline(image: MetadataImage, topics: Collection[str] | None = None) -> list[PartitionChange]:
     """Elections for partitions with no leader (of ``topics`` when given): after a broker is
-    unfenced, or when a topic starts to allow unclean elections."""
+    unfenced, or when a topic's config changed (unclean elections allowed). Partitions with
+    an ELR are looked at too: one whose ISR has reached ``min.insync.replicas`` (it was
+    lowered) has its ELR cleared, as KIP-966 asks, since the HW moves again from then on."""
     usable = set(image.usable_broker_ids())
     out = []
     for topic, p in partitions(image, topics):
-        if p.leader != NO_LEADER:
+        if p.leader != NO_LEADER and not p.eligible_leader_replicas and not p.last_known_elr:
             continue
-        change = PartitionChange.electing(topic, p, elect_leader(p, usable, p.isr, unclean_allowed(image, topic.name)))
-        if change is not None:
-            out.append(change)
+        after, unclean = settle_leadership(p, p, usable, min_insync_replicas(image, topic.name), unclean_allowed(image, topic.name))
+        if after != p:
+            out.append(PartitionChange(topic, p, after, unclean))
     return out
 
 

@@ -47,6 +47,10 @@ class PartitionImage:
     adding_replicas: BrokerIds = ()
     removing_replicas: BrokerIds = ()
     unclean_leader_elections: int = 0
+    # KIP-966, see election.py: replicas out of the ISR known to hold everything up to the
+    # HW, and those that lost that standing through an unclean shutdown.
+    eligible_leader_replicas: BrokerIds = ()
+    last_known_elr: BrokerIds = ()
 
     @property
     def reassignment_in_progress(self) -> bool:
@@ -131,5 +135,6 @@ def image_to_records(image: MetadataImage) -> list[Record]:
 
 def _partition_record(topic_id: str, p: PartitionImage) -> PartitionRecord:
     return PartitionRecord(
-        topic_id, p.partition, p.replicas, p.isr, p.leader, p.leader_epoch, p.partition_epoch, p.adding_replicas, p.removing_replicas, p.unclean_leader_elections
+        topic_id, p.partition, p.replicas, p.isr, p.leader, p.leader_epoch, p.partition_epoch, p.adding_replicas, p.removing_replicas, p.unclean_leader_elections,
+        p.eligible_leader_replicas, p.last_known_elr,
     )

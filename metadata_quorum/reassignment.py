@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from metadata_quorum.decision import Decision
-from metadata_quorum.election import PartitionChange, elect_leader, unclean_allowed
+from metadata_quorum.election import PartitionChange, min_insync_replicas, settle_leadership, unclean_allowed
 from metadata_quorum.image import NO_LEADER, MetadataImage, PartitionImage, TopicImage
 from metadata_quorum.records import BrokerIds, Record
 from metadata_quorum.topic_admin import Refusal, lookup_partition, partition_state, selected_partitions, states_after
@@ -64,14 +64,10 @@ def complete(p: PartitionImage) -> PartitionImage:
 def settle(image: MetadataImage, topic: TopicImage, before: PartitionImage, after: PartitionImage) -> PartitionChange | None:
     """The change from ``before`` to ``after`` once ``after``'s reassignment is completed if it
     can be and a leader is elected if the current one can no longer lead (out of the ISR,
-    removed, fenced); None when nothing changes. Every ISR or replica-set change goes
+    removed, fenced), with the ELR that follows (see election.py); None when nothing changes. Every ISR or replica-set change goes
     through here, so no path can leave a ready reassignment pending."""
-    after = complete(after)
     usable = set(image.usable_broker_ids())
-    unclean = False
-    if after.leader not in after.isr or after.leader not in usable:
-        election = elect_leader(after, usable, after.isr, unclean_allowed(image, topic.name))
-        after, unclean = replace(after, leader=election.leader, isr=election.isr), election.unclean
+    after, unclean = settle_leadership(before, complete(after), usable, min_insync_replicas(image, topic.name), unclean_allowed(image, topic.name))
     return None if after == before else PartitionChange(topic, before, after, unclean)
 
 

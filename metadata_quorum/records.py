@@ -37,6 +37,8 @@ class PartitionRecord:
     adding_replicas: BrokerIds = ()
     removing_replicas: BrokerIds = ()
     unclean_leader_elections: int = 0
+    eligible_leader_replicas: BrokerIds = ()
+    last_known_elr: BrokerIds = ()
 
 
 @dataclass(frozen=True)
@@ -45,7 +47,8 @@ class PartitionChangeRecord:
     leader epoch when it names a leader (a new one, or the same one after replicas were
     removed, as in Kafka); ``base_partition_epoch`` is the compare-and-set
     precondition (the epoch the change was computed from). ``unclean_leader_election`` marks
-    a leader elected outside the ISR, so that every node counts it the same way."""
+    a leader elected outside the ISR, so that every node counts it the same way. The ELR
+    fields (KIP-966) change without a new leader epoch."""
 
     topic_id: str
     partition: int
@@ -56,6 +59,8 @@ class PartitionChangeRecord:
     adding_replicas: BrokerIds | None = None
     removing_replicas: BrokerIds | None = None
     unclean_leader_election: bool = False
+    eligible_leader_replicas: BrokerIds | None = None
+    last_known_elr: BrokerIds | None = None
 
 
 NEW_BROKER_EPOCH = -1  # in a proposal: the broker epoch is the record's own metadata offset

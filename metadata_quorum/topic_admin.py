@@ -270,6 +270,8 @@ def partition_state(topic: TopicImage, p: PartitionImage, code: int = common.NON
         adding_replicas=p.adding_replicas,
         removing_replicas=p.removing_replicas,
         unclean_leader_elections=p.unclean_leader_elections,
+        eligible_leader_replicas=p.eligible_leader_replicas,
+        last_known_elr=p.last_known_elr,
     )
 
 

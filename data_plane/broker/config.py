@@ -71,6 +71,7 @@ class BrokerConfig:
     fetch_max_wait_ms_cap: int = 30000
     controlled_shutdown_timeout_s: float = 30.0
     topic_defaults: dict[str, str] = field(default_factory=dict)
+    storage_fault_injection: bool = False  # testing only: see data_plane/storage/fault_injection.py
     metrics_port: int = 0  # Prometheus /metrics on the --listen host; 0: off
     tls: ServerTls | None = None  # None: plaintext listener and plaintext channels to peers
 
@@ -100,6 +101,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="reach broker ID's data plane here instead of its registered address (repeatable; e.g. a proxy)")
     parser.add_argument("--unsafe-testing", choices=[b.value for b in UnsafeBehaviour],
                         help="DELIBERATELY WRONG replication, for chaos negative controls only: never in production")
+    parser.add_argument("--storage-fault-injection", action="store_true",
+                        help="TESTING ONLY: fail appends or segment rolls with EIO while DATA_DIR/inject-io-error names them (append, roll, all)")
     parser.add_argument("--retention-check-interval-ms", type=int, default=BrokerConfig.retention_check_interval_ms, help="how often retention deletes old segments (default: %(default)s)")
     parser.add_argument("--log-format", choices=["console", "json"], default="console", help="console: lines for people, json: one object per line (default: %(default)s)")
     parser.add_argument("--metrics-port", type=int, default=BrokerConfig.metrics_port,
@@ -141,4 +144,5 @@ def from_args(args: argparse.Namespace) -> BrokerConfig:
         cleaner_map_entries=args.cleaner_map_entries,
         metrics_port=args.metrics_port,
         tls=server_tls_from_args(args),
+        storage_fault_injection=args.storage_fault_injection,
     )

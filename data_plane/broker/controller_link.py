@@ -50,14 +50,21 @@ class BrokerLifecycleManager:
         session_timeout_ms: int,
         heartbeat_interval_ms: int,
         credentials: grpc.ChannelCredentials | None = None,
+        previous_broker_epoch: int = -1,
+        offline_replicas: Callable[[], Sequence[tuple[str, int]]] = lambda: (),
     ) -> None:
         """The timings have no defaults here: ``BrokerConfig`` holds the one default of each.
-        ``credentials``: TLS for the channels to the controllers (None: plaintext)."""
+        ``credentials``: TLS for the channels to the controllers (None: plaintext);
+        ``previous_broker_epoch``: the epoch of the last clean shutdown of the data directory
+        (-1 after an unclean one), sent at registration; ``offline_replicas``: the replicas
+        whose log went offline, sent with every heartbeat so the controller moves them."""
         assert heartbeat_interval_ms < session_timeout_ms, "heartbeats must come more often than the session timeout"
         self.broker_id = broker_id
         self.host, self.port, self.rack = host, port, rack
         self.incarnation_id = str(uuid.uuid4())
         self._current_metadata_offset = current_metadata_offset
+        self._previous_broker_epoch = previous_broker_epoch
+        self._offline_replicas = offline_replicas
         self._heartbeat_interval_s = heartbeat_interval_ms / 1000
         self._rpc_timeout_s = min(5.0, session_timeout_ms / 3000)
         self._router = ControllerRouter(controller_endpoints)
@@ -131,13 +138,16 @@ class BrokerLifecycleManager:
             await asyncio.sleep(delay)
 
     async def _register(self) -> None:
-        request = pb.RegisterBrokerRequest(broker_id=self.broker_id, host=self.host, port=self.port, rack=self.rack, incarnation_id=self.incarnation_id)
+        request = pb.RegisterBrokerRequest(
+            broker_id=self.broker_id, host=self.host, port=self.port, rack=self.rack, incarnation_id=self.incarnation_id, previous_broker_epoch=self._previous_broker_epoch
+        )
         while True:
             response = await self._call("RegisterBroker", request)
             if response.error_code == common.NONE:
                 self._broker_epoch, self._is_fenced = response.broker_epoch, True
                 self._open_session()
-                self._log.info("registered with the controller", broker_epoch=self._broker_epoch, incarnation_id=self.incarnation_id)
+                self._log.info("registered with the controller", broker_epoch=self._broker_epoch, incarnation_id=self.incarnation_id,
+                               previous_broker_epoch=self._previous_broker_epoch)
                 return
             self._log.warning("registration refused; retrying", error=error_code_name(response.error_code), message=response.error_message)
             await asyncio.sleep(self._heartbeat_interval_s)
@@ -157,6 +167,7 @@ class BrokerLifecycleManager:
             broker_epoch=self._broker_epoch,
             current_metadata_offset=self._current_metadata_offset(),
             want_shutdown=self._want_shutdown,
+            offline_replicas=[pb.TopicPartitionRef(topic=topic, partition=partition) for topic, partition in self._offline_replicas()],
         )
         response = await self._call("BrokerHeartbeat", request, deadline_s=self._rpc_timeout_s)
         if response.error_code in (common.STALE_BROKER_EPOCH, common.BROKER_NOT_REGISTERED):

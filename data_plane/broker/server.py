@@ -25,7 +25,7 @@ from data_plane.broker.replica_fetcher import ReplicaFetcherManager
 from data_plane.broker.replica_manager import ReplicaManager
 from data_plane.broker.service import BrokerService
 from data_plane.replication.errors import ErrorCode
-from data_plane.storage import LogManager
+from data_plane.storage import LogManager, fault_injection
 from kraftlog_proto import broker_pb2, broker_pb2_grpc
 from server_common.grpc_standard_services import ServingState
 from server_common.tls import add_port
@@ -40,6 +40,10 @@ class BrokerServer:
         self.config = config
         self._log = log.bind(broker_id=config.broker_id)
         config.data_dir.mkdir(parents=True, exist_ok=True)
+        if config.storage_fault_injection:
+            self._log.warning("storage fault injection on: appends and rolls fail with EIO while the trigger file names them",
+                              trigger=str(config.data_dir / fault_injection.TRIGGER_FILE))
+            fault_injection.enable(config.data_dir)
         self.logs = LogManager(config.data_dir, now_ms=int(time.time() * 1000))
         self.replicas = ReplicaManager(config, self.logs)
         endpoints = [(c.node_id, c.host, c.grpc_port) for c in config.controllers]
@@ -55,6 +59,8 @@ class BrokerServer:
             session_timeout_ms=config.session_timeout_ms,
             heartbeat_interval_ms=config.heartbeat_interval_ms,
             credentials=config.peer_credentials(),
+            previous_broker_epoch=self.logs.previous_broker_epoch,
+            offline_replicas=lambda: sorted(self.logs.offline_partitions()),
         )
         self.fetchers = ReplicaFetcherManager(config, self.replicas, lambda: self.lifecycle.broker_epoch)
         self.isr_updates = AlterPartitionSender(config.broker_id, self.lifecycle, self.replicas.on_alter_partition_answer)
@@ -190,7 +196,7 @@ class BrokerServer:
         try:
             self.logs.checkpoint_high_watermarks(self.replicas.high_watermarks())
         finally:  # a failing disk must not stop the logs from being flushed and closed
-            self.logs.close()
+            self.logs.close(self.lifecycle.broker_epoch)
         self._log.info("broker stopped cleanly")
 
 

@@ -445,6 +445,11 @@ class LeaderPartitionState:
         return LeaderDecisions(self.high_watermark if moved else None, proposal, completed)
 
     def _maybe_increment_high_watermark(self) -> bool:
+        """HW = min LEO over the maximal ISR, never lowered, and frozen while the committed
+        ISR is below min.insync.replicas (KIP-966): a replica that leaves the ISR then holds
+        everything up to the HW, which is what makes it an eligible leader replica."""
+        if len(self.isr) < self.min_insync_replicas:
+            return False
         counted = [self.log_end_offset] + [
             self.progress[r].log_end_offset for r in self.maximal_isr if r != self.leader_id
         ]

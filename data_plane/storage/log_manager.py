@@ -5,12 +5,15 @@ Layout of ``data_dir``::
     <topic>-<partition>/                  one PartitionLog each
     recovery-point-offset-checkpoint      per partition: offsets below it were fsynced
     replication-offset-checkpoint         per partition: the high watermark the broker last saw
-    .clean_shutdown                       present only while the broker is stopped cleanly
+    .clean_shutdown                       present only while the broker is stopped cleanly; holds the
+                                          broker epoch it stopped in
 
 At start the marker decides how much to trust: present, logs load as they are; absent (a
 crash), every segment above the partition's recovery point is rescanned and its torn tail
 cut. The marker is deleted while the broker runs and written again by ``close``, only if
-no partition went offline.
+no partition went offline. It holds the broker epoch of the clean stop, which the broker
+sends when it registers again (``previous_broker_epoch``, KIP-966): the controller treats
+anything else as an unclean shutdown.
 """
 
 from __future__ import annotations
@@ -53,6 +56,8 @@ class LogManager:
         self._failed: dict[TopicPartition, StorageError] = {}
         marker = self.data_dir / CLEAN_SHUTDOWN
         clean = marker.exists()
+        # -1: not a clean stop (or a marker without an epoch): the controller treats it as unclean
+        self.previous_broker_epoch = _marker_epoch(marker) if clean else -1
         recovery_points = self._read_recovery_points()
         for path in sorted(self.data_dir.iterdir()):
             tp = parse_partition_dir(path.name)
@@ -128,8 +133,9 @@ class LogManager:
     def read_high_watermarks(self) -> dict[TopicPartition, int]:
         return read_offsets(self.data_dir / HIGH_WATERMARKS)
 
-    def close(self) -> None:
-        """Flush and close every log, checkpoint, and mark the shutdown clean if no log is offline."""
+    def close(self, broker_epoch: int = -1) -> None:
+        """Flush and close every log, checkpoint, and mark the shutdown clean, with the broker
+        epoch it happened in, if no log is offline."""
         for plog in self._logs.values():
             try:
                 plog.close()
@@ -141,7 +147,16 @@ class LogManager:
             return
         fd = os.open(self.data_dir / CLEAN_SHUTDOWN, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
+            os.write(fd, f"{broker_epoch}\n".encode())
             os.fsync(fd)
         finally:
             os.close(fd)
         fsync_dir(self.data_dir)
+
+
+def _marker_epoch(marker: Path) -> int:
+    """The broker epoch a clean-shutdown marker holds; -1 if it holds none."""
+    try:
+        return int(marker.read_text().strip() or -1)
+    except (OSError, ValueError):
+        return -1

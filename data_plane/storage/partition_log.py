@@ -38,6 +38,7 @@ from data_plane.record_batch import (
 )
 from data_plane.storage.checkpoint_file import fsync_dir, read_offset, write_offset
 from data_plane.storage.damage import DamagedRange, find_resync, read_damage_file, write_damage_file
+from data_plane.storage import fault_injection
 from data_plane.storage.epoch_cache import CorruptEpochCheckpointError, LeaderEpochCache
 from data_plane.storage.errors import (
     DamagedRangeError,
@@ -305,6 +306,7 @@ class PartitionLog:
                 run_bytes += located[j][1].batch_length
                 j += 1
             start = located[i][0]
+            fault_injection.check("append")
             self.active.append(data[start : start + run_bytes], [(pos - start, h) for pos, h in located[i:j]], now_ms)
             self.log_end_offset = self.active.next_offset
             self._record_epochs(located[i:j])
@@ -317,6 +319,7 @@ class PartitionLog:
 
     def _roll(self, base_offset: int, reason: str) -> None:
         self.active.seal()
+        fault_injection.check("roll")
         self.segments.append(LogSegment.create(self.directory, base_offset, self.settings))
         self._log.info("rolled segment", base_offset=base_offset, reason=reason)
 

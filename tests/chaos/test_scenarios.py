@@ -7,6 +7,7 @@ when the checker finds one of the anomalies its broken broker behaviour must cau
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -27,6 +28,8 @@ def _run(tmp_path: Path, name: str, seed: int, duration_s: float, workload: Work
     missing = ChaosCluster.missing_flags(scenario.cluster, scenario.needs_proxied_clients)
     if missing:
         pytest.skip(f"broker lacks {missing}")
+    if scenario.cluster.broker_disk_mb and os.geteuid() != 0:
+        pytest.skip("the tmpfs data directories of disk-full need root")
     return run(RunOptions(scenario, duration_s, seed, tmp_path / "report", workload, progress=lambda _line: None))
 
 
@@ -46,6 +49,8 @@ def _assert_verdict(name: str, outcome: RunResult) -> None:
         ("unsafe-truncate-to-hw", 25.0),
         ("unsafe-ack-before-replication", 25.0),
         ("unsafe-skip-epoch-fencing", 15.0),
+        ("unsafe-elect-outside-isr-elr", 15.0),
+        ("disk-full", 15.0),
     ],
 )
 def test_short_scenario(tmp_path: Path, name: str, duration_s: float) -> None:

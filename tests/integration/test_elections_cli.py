@@ -7,8 +7,8 @@ stopped. Automatic rebalancing gets its own cluster with a 1 s check interval.
 Checks: a reassignment moves data and leadership and its progress is visible and can be
 cancelled; a SIGKILLed broker is fenced and loses every leadership and ISR membership in the
 entry that fences it; `leaders elect` reports what it did and fails where the preferred
-replica is not available; a partition whose last in-sync replica is gone stays offline until
-the topic allows an unclean election, which is then logged and counted; after a controlled
+replica is not available; a partition whose last in-sync replica is gone (into the ELR) stays
+offline until the topic allows an unclean election, which is then logged and counted; after a controlled
 shutdown and restart, leadership returns to the preferred replica on its own.
 """
 
@@ -178,7 +178,7 @@ def test_offline_partition_waits_for_the_topic_to_allow_an_unclean_election(clus
     cluster.stop_node(cluster.broker(first))  # the last in-sync replica: the partition goes offline
     try:
         offline = wait_for(lambda: (s := state(cluster, "unclean")).leader == -1 and s, 10, "the partition to go offline")
-        assert list(offline.isr) == [first], "the last in-sync replica stays in the ISR"
+        assert (list(offline.isr), list(offline.eligible_leader_replicas)) == ([], [first]), "the last in-sync replica leaves the ISR for the ELR"
         cluster.restart(cluster.broker(second))
         wait_for(lambda: not brokers(cluster)[second].endpoint.fenced, 30, f"broker {second} to be unfenced")
         # unfencing elects offline partitions in the same entry: nothing happened, as it must not
@@ -191,7 +191,7 @@ def test_offline_partition_waits_for_the_topic_to_allow_an_unclean_election(clus
         assert (list(after.isr), after.unclean_leader_elections) == ([second], 1)
         assert "unclean elections: 1" in kraftlog(cluster, "topics", "describe", "unclean").stdout
         warnings = [json.loads(line) for c in cluster.controllers for line in cluster.log_path(c).read_text().splitlines() if "unclean leader election" in line]
-        assert [(w["level"], w["topic"], w["leader"], w["previous_isr"]) for w in warnings] == [("warning", "unclean", second, [first])]
+        assert [(w["level"], w["topic"], w["leader"], w["previous_isr"], w["previous_eligible_leader_replicas"]) for w in warnings] == [("warning", "unclean", second, [], [first])]
     finally:
         restore(cluster, first)
 

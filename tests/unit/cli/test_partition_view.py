@@ -50,3 +50,10 @@ def test_offline_partition_and_unclean_count_are_noted():
     assert row["offline"] and row["high_watermark"] is None
     assert status_notes(row) == "offline, under-replicated, unclean elections: 2"
     assert row["replica_state"][1]["lag"] is None, "no leader: no lag"
+
+
+def test_eligible_and_last_known_eligible_replicas_are_noted():
+    state = pb.PartitionState(topic="t", partition=0, leader=-1, replicas=[1, 2, 3], isr=[], eligible_leader_replicas=[2], last_known_elr=[1])
+    (row,) = describe_rows([topic(state)], {})
+    assert (row["eligible_leader_replicas"], row["last_known_elr"]) == ([2], [1])
+    assert status_notes(row) == "offline, under-replicated, eligible: 2, last-known eligible: 1"

@@ -136,12 +136,12 @@ def test_fencing_moves_leadership_to_another_isr_member():
         assert p.partition_epoch == before.partition_epoch + 1
 
 
-def test_last_isr_member_stays_in_isr_without_leader_and_returns_on_unfence():
+def test_last_isr_member_moves_to_the_elr_without_leader_and_returns_on_unfence():
     hb = BrokerHeartbeatManager(SESSION_MS)
     image = with_topic(cluster((1,), hb), "t", 1, 1)
     fenced = commit(image, bd.expired_broker_fencing(image, hb, SESSION_MS + 1))
     p = fenced.partition("t", 0)
-    assert (p.leader, p.isr) == (NO_LEADER, (1,))
+    assert (p.leader, p.isr, p.eligible_leader_replicas) == (NO_LEADER, (), (1,))
     back = commit(fenced, heartbeat(fenced, hb, 1, SESSION_MS + 2))
     p = back.partition("t", 0)
     assert not back.brokers[1].fenced and (p.leader, p.isr) == (1, (1,)) and p.leader_epoch == 2

@@ -34,13 +34,15 @@ def change(image, partition=0, **fields):
 
 def offline_with_live_out_of_sync_replica(unclean: str):
     """t-0 on brokers (1, 2): ISR shrunk to (1,), broker 2 fenced, then broker 1's session
-    expires (the partition goes offline), then broker 2 heartbeats again."""
+    expires (the partition goes offline, broker 1 from the ISR into the ELR), then broker 2
+    heartbeats again."""
     hb = BrokerHeartbeatManager(SESSION_MS)
     image = with_topic(cluster((1, 2), hb), "t", 1, 2, {"unclean.leader.election.enable": unclean})
     image = change(image, leader=1, isr=(1,)) if image.partition("t", 0).leader != 1 else change(image, isr=(1,))
     image = apply_all(image, [FenceBrokerRecord(2, image.brokers[2].epoch)])
     image = commit(image, bd.expired_broker_fencing(image, hb, SESSION_MS + 1))
-    assert (image.partition("t", 0).leader, image.partition("t", 0).isr) == (NO_LEADER, (1,))
+    p = image.partition("t", 0)
+    assert (p.leader, p.isr, p.eligible_leader_replicas) == (NO_LEADER, (), (1,))
     return image, heartbeat(image, hb, 2, SESSION_MS + 2)
 
 
@@ -67,7 +69,7 @@ def test_unclean_election_is_a_warning_with_topic_partition_and_epochs():
     assert len(unclean) == 1
     entry = unclean[0]
     assert entry["log_level"] == "warning"
-    assert (entry["topic"], entry["partition"], entry["leader"], entry["previous_isr"]) == ("t", 0, 2, [1])
+    assert (entry["topic"], entry["partition"], entry["leader"], entry["previous_isr"], entry["previous_eligible_leader_replicas"]) == ("t", 0, 2, [], [1])
     assert (entry["leader_epoch"], entry["partition_epoch"], entry["unclean_leader_elections"]) == (p.leader_epoch + 1, p.partition_epoch + 1, 1)
 
 
@@ -94,7 +96,7 @@ def test_enabling_unclean_election_elects_offline_partitions_in_the_same_entry()
     decision = alter_config(image, "unclean.leader.election.enable", "true")
     assert [type(r).__name__ for r in decision.records] == ["ConfigRecord", "PartitionChangeRecord"]
     p = commit(image, decision).partition("t", 0)
-    assert (p.leader, p.isr, p.unclean_leader_elections) == (2, (2,), 1)
+    assert (p.leader, p.isr, p.unclean_leader_elections, p.eligible_leader_replicas) == (2, (2,), 1, ())
 
 
 def test_rebalance_moves_leaders_back_to_usable_in_sync_preferred_replicas():
@@ -140,7 +142,7 @@ def test_fencing_moves_every_leadership_and_isr_membership_then_fences():
         p = after.partition("t", n)
         assert 1 not in p.isr and p.leader in (2, 3)
     last = after.partition("t", 5)
-    assert (last.leader, last.isr) == (NO_LEADER, (1,)), "the last in-sync replica stays in the ISR"
+    assert (last.leader, last.isr, last.eligible_leader_replicas) == (NO_LEADER, (), (1,)), "the last in-sync replica leaves the ISR for the ELR"
 
 
 def test_fencing_a_broker_in_many_isrs_commits_in_bounded_entries_fence_last(monkeypatch):
@@ -174,4 +176,4 @@ def test_controlled_shutdown_hands_leaderships_to_in_sync_replicas_in_one_entry(
     after = commit(image, decision)
     assert decision.response.should_shutdown and after.brokers[1].fenced
     assert all(1 not in after.partition("t", n).isr and after.partition("t", n).leader in (2, 3) for n in range(5))
-    assert (after.partition("t", 5).leader, after.partition("t", 5).isr) == (NO_LEADER, (1,))
+    assert (after.partition("t", 5).leader, after.partition("t", 5).isr, after.partition("t", 5).eligible_leader_replicas) == (NO_LEADER, (), (1,))

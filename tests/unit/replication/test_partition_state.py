@@ -44,7 +44,7 @@ def fetch(state, replica, offset, now_ms=0, *, last_epoch=EPOCH, broker=UP, brok
         ((LEADER, F1, F2), [(F1, 10), (F2, 7)], 7),     # min over the ISR
         ((LEADER, F1, F2), [(F1, 10), (F2, 10)], 10),
         ((LEADER, F1), [(F1, 8), (F2, 0)], 8),          # non-ISR follower does not count
-        ((LEADER,), [], 10),                            # alone: HW = leader LEO
+        ((LEADER,), [], 0),                             # alone, below min.insync.replicas (2): frozen (KIP-966)
         ((LEADER, F1, F2), [(F1, 10), (F2, 10), (F2, 6)], 10),  # never goes down
     ],
 )
@@ -296,15 +296,21 @@ def test_delayed_produce_expires_with_request_timed_out() -> None:
     assert fetch(state, F1, 12, 51).decisions.completed == ()
 
 
-def test_completion_after_isr_fell_below_min_insync_is_not_enough_replicas_after_append() -> None:
+def test_isr_below_min_insync_freezes_the_high_watermark_until_it_is_back() -> None:
+    """KIP-966: the HW does not move while the ISR is below min.insync.replicas, so a
+    replica that left the ISR then holds everything up to the HW (an eligible leader
+    replica); a produce waiting meanwhile completes only once the ISR is back."""
     state = leader(isr=(LEADER, F1), min_insync=2)
     state.on_leader_append(12, 0)
     state.add_delayed_produce("a", 12, 10_000, 0)
     state.on_tick(500, LAG_MS)                           # F1 never fetched: shrink to {LEADER}
-    done = state.on_alter_partition_result(
-        AlterPartitionCommitted(EPOCH, 2, frozenset({LEADER})), 500).completed
-    assert [(o.token, o.error) for o in done] == [("a", E.NOT_ENOUGH_REPLICAS_AFTER_APPEND)]
+    decisions = state.on_alter_partition_result(AlterPartitionCommitted(EPOCH, 2, frozenset({LEADER})), 500)
+    assert decisions.completed == () and decisions.high_watermark is None and state.high_watermark == 0
+    assert state.on_leader_append(20, 600).high_watermark is None, "an acks=1 append alone does not move it either"
     assert state.check_produce(-1) == E.NOT_ENOUGH_REPLICAS
+    assert fetch(state, F1, 20, 700).decisions.isr_proposal is not None  # F1 caught up: back in
+    done = state.on_alter_partition_result(AlterPartitionCommitted(EPOCH, 3, frozenset({LEADER, F1})), 700)
+    assert done.high_watermark == 20 and [(o.token, o.error) for o in done.completed] == [("a", E.NONE)]
 
 
 def test_resign_fails_every_waiting_produce_and_kills_the_state() -> None:

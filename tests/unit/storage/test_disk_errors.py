@@ -119,3 +119,37 @@ def test_real_full_disk(tiny_tmpfs: Path) -> None:
     again = PartitionLog.open(tiny_tmpfs / "fill-0", small_settings(segment_bytes=1 << 20), now_ms=0)
     assert again.log_end_offset == appended * 100
     assert again.read(0, 1 << 30).data == before
+
+
+def test_clean_shutdown_marker_carries_the_broker_epoch_and_a_crash_has_none(tmp_path: Path) -> None:
+    """KIP-966: the epoch of the last clean stop is what the broker sends at registration
+    (``previous_broker_epoch``); no marker, or one without an epoch, is -1 (unclean)."""
+    first = LogManager(tmp_path, now_ms=0)
+    assert first.previous_broker_epoch == -1, "a new data dir has no clean stop behind it"
+    first.close(broker_epoch=42)
+    assert (tmp_path / CLEAN_SHUTDOWN).read_text().strip() == "42"
+    second = LogManager(tmp_path, now_ms=0)
+    assert second.previous_broker_epoch == 42 and not (tmp_path / CLEAN_SHUTDOWN).exists()
+    crashed = LogManager(tmp_path, now_ms=0)  # ``second`` never closed: a crash
+    assert crashed.previous_broker_epoch == -1
+    (tmp_path / CLEAN_SHUTDOWN).write_text("")  # a marker written before markers held epochs
+    assert LogManager(tmp_path, now_ms=0).previous_broker_epoch == -1
+
+
+def test_injected_eio_fails_appends_or_only_rolls_and_takes_the_partition_offline(log_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from data_plane.storage import fault_injection
+
+    monkeypatch.setattr(fault_injection, "_trigger", None)  # enable() below is undone after the test
+
+    plogs = {op: PartitionLog.open(log_dir.parent / f"t-{n}", small_settings(), now_ms=0) for n, op in enumerate(fault_injection.OPERATIONS)}
+    trigger = log_dir.parent / fault_injection.TRIGGER_FILE
+    fill(plogs["append"], 1)  # not enabled: the trigger file means nothing yet
+    fault_injection.enable(log_dir.parent)
+    trigger.write_text("roll\n")
+    fill(plogs["roll"], 1)  # an append with no roll due goes through
+    with pytest.raises(StorageError, match="injected I/O error during roll"):
+        fill(plogs["roll"], 40)  # enough batches to roll a 1 KiB segment
+    trigger.write_text("append\n")
+    with pytest.raises(StorageError, match="injected I/O error during append"):
+        fill(plogs["append"], 1)
+    assert all(plog.is_offline for plog in plogs.values())
