@@ -13,6 +13,7 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from kraftlog_proto import broker_pb2_grpc, controller_pb2
 from server_common.channel_pool import AioChannelPool, ChannelPool
+from server_common.client_id import with_client_id
 from server_common.limits import MESSAGE_BYTES_MAX
 
 CHANNEL_OPTIONS: list[tuple[str, int]] = [
@@ -48,11 +49,12 @@ def listed_services(address: str, timeout_s: float) -> list[str]:
     return []
 
 
-def broker_channels() -> ChannelPool[broker_pb2_grpc.BrokerStub]:
-    """Blocking Broker stubs with the client's channel options (consumer, admin, CLI)."""
-    return ChannelPool(broker_pb2_grpc.BrokerStub, CHANNEL_OPTIONS)
+def broker_channels(client_id: str = "") -> ChannelPool[broker_pb2_grpc.BrokerStub]:
+    """Blocking Broker stubs with the client's channel options (consumer, admin, CLI); every
+    call carries ``client_id`` in its metadata (server_common/client_id.py)."""
+    return ChannelPool(with_client_id(broker_pb2_grpc.BrokerStub, client_id), CHANNEL_OPTIONS)
 
 
-def aio_broker_channels() -> AioChannelPool[broker_pb2_grpc.BrokerStub]:
+def aio_broker_channels(client_id: str = "") -> AioChannelPool[broker_pb2_grpc.BrokerStub]:
     """``grpc.aio`` Broker stubs with the client's channel options (the producer's sender)."""
-    return AioChannelPool(broker_pb2_grpc.BrokerStub, CHANNEL_OPTIONS)
+    return AioChannelPool(with_client_id(broker_pb2_grpc.BrokerStub, client_id), CHANNEL_OPTIONS)

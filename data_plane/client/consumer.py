@@ -95,7 +95,7 @@ class Consumer:
         self._retry_backoff_s = retry_backoff_ms / 1000.0
         self._client_id = client_id
         self._metadata = MetadataCache(bootstrap)
-        self._pool = broker_channels()
+        self._pool = broker_channels(client_id)
         self._positions: dict[TopicPartition, int | None] = {}
         self._high_watermarks: dict[TopicPartition, int] = {}
         self._log_start_offsets: dict[TopicPartition, int] = {}
@@ -421,6 +421,8 @@ class Consumer:
         except grpc.RpcError as err:
             self._rpc_failed(err, address)
             return
+        if response.throttle_time_ms > 0:  # over a quota (docs/quotas.md): no fetch to this broker meanwhile
+            self._backoff_until[address] = time.monotonic() + response.throttle_time_ms / 1000.0
         for topic in response.topics:
             for answer in topic.partitions:
                 tp = (topic.topic, answer.partition)
