@@ -135,6 +135,10 @@ def build_parser() -> argparse.ArgumentParser:
     partitions_cmd.register(sub, _client_options)
     records_cmd.register(sub, _client_options)
 
+    from cli import quotas_cmd
+
+    quotas_cmd.register(sub, _client_options)
+
     perf = sub.add_parser("perf", help="measure throughput and latency").add_subparsers(dest="action", required=True)
     pprod = perf.add_parser("produce", help="producer throughput and latency")
     pprod.add_argument("--topic", required=True, help="an existing topic to write to")

@@ -397,8 +397,10 @@ class Consumer:
             self._collect_stream_events(wait_s)
             return
         if not self._in_flight:
-            if wait_s > 0:
-                time.sleep(min(wait_s, self._retry_backoff_s))  # nothing to wait on: leaders unknown or backing off
+            if wait_s > 0:  # nothing to wait on: leaders unknown or backing off (a throttle ends when it ends)
+                now = time.monotonic()
+                backoff_ends = [until - now for until in self._backoff_until.values() if until > now]
+                time.sleep(min(wait_s, self._retry_backoff_s, *backoff_ends))
             return
         try:
             address = self._completions.get(timeout=wait_s) if wait_s > 0 else self._completions.get_nowait()
