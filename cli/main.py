@@ -50,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--data-dir", type=Path, help="cluster directory: data, logs and cluster.json; an existing one restarts its cluster (default ./kraftlog-data)")
     up.add_argument("--detach", action="store_true", help="start the processes in the background and return")
     up.add_argument("--no-workload", action="store_true", help="run the cluster without the demo workload")
+    up.add_argument("--metrics", action="store_true", help="serve Prometheus metrics on every node (free ports, kept across restarts; cluster status shows them)")
     up.set_defaults(func=cluster_cmd.up)
     down = cluster.add_parser("down", help="stop a local cluster started with --detach")
     down.add_argument("--data-dir", type=Path, help="directory of the cluster to stop (default ./kraftlog-data)")
