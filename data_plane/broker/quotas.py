@@ -15,12 +15,16 @@ Kafka's model (KIP-13, KIP-55, KIP-124, KIP-219):
   ``quota.window.num`` = 11 and ``quota.window.size.seconds`` = 1): the total of the samples
   not yet expired over the time they span, counted as at least ``samples - 1`` whole windows
   so that a client's first request is not judged over a few milliseconds.
-- Over the quota, the throttle time is the time that brings the measured rate back to it:
-  ``(rate - quota) / quota * span``, bounded by the whole measured window.
+- Over the quota, the throttle time is the time until the measured rate is back at the
+  quota if the client sends nothing meanwhile: Kafka's ``(rate - quota) / quota * span``
+  where no sample expires in between, shorter where one does (Kafka's formula ignores the
+  expiry and so keeps a client waiting after its rate is back under the quota). Bounded by
+  the whole measured window.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -108,19 +112,31 @@ class RateSensor:
         self._expire(now_ms)
         return sum(self.totals) * 1000.0 / self.span_ms(now_ms)
 
+    def throttle_ms(self, bound: float, now_ms: float, max_ms: float) -> int:
+        """How long until this sensor measures at most ``bound`` per second, if nothing more
+        is recorded meanwhile (0: it does now), at most ``max_ms``. Between two sample
+        expiries the total stays and the span grows, so the rate falls; at an expiry it drops.
+        Where no sample expires on the way this is Kafka's ``(rate - bound) / bound x span``."""
+        self._expire(now_ms)
+        assert bound > 0, bound
+        full_ms = self.samples * self.window_ms
+        floor_ms = (self.samples - 1) * self.window_ms
+        total = sum(self.totals)
+        earliest_ms = now_ms  # the interval in which sample ``index`` is the oldest starts here
+        for index, start in enumerate(self.starts_ms):
+            needed_ms = total * 1000.0 / bound  # the span at which ``total`` is within the bound
+            at = earliest_ms if needed_ms <= floor_ms else max(earliest_ms, start + needed_ms)
+            if at < start + full_ms:  # reached before this sample expires
+                return int(min(math.ceil(at - now_ms), max_ms))
+            total -= self.totals[index]
+            earliest_ms = start + full_ms
+        return int(min(math.ceil(earliest_ms - now_ms), max_ms))  # only once every sample has expired
+
     def _expire(self, now_ms: float) -> None:
         full_ms = self.samples * self.window_ms
         while self.starts_ms and now_ms - self.starts_ms[0] >= full_ms:
             self.starts_ms.pop(0)
             self.totals.pop(0)
-
-
-def throttle_time_ms(rate: float, bound: float, span_ms: float, max_ms: float) -> int:
-    """How long a client measured at ``rate`` over ``span_ms`` must wait for its rate to come
-    back to ``bound`` (0 when within it), at most ``max_ms``."""
-    if rate <= bound:
-        return 0
-    return int(min((rate - bound) / bound * span_ms, max_ms))
 
 
 class QuotaAccounts:
@@ -146,7 +162,7 @@ class QuotaAccounts:
         if sensor is None:
             sensor = self._sensors[quota.sensor] = RateSensor(self.samples, self.window_ms)
         sensor.record(value, now_ms)
-        return throttle_time_ms(sensor.rate(now_ms), quota.bound, sensor.span_ms(now_ms), self.max_throttle_ms)
+        return sensor.throttle_ms(quota.bound, now_ms, self.max_throttle_ms)
 
     def mute(self, client: tuple[str, str], throttle_ms: int, now_ms: float) -> None:
         """Hold ``client``'s next requests until ``throttle_ms`` from now."""

@@ -56,6 +56,10 @@ class QuotaEnforcer:
     def interceptor(self) -> grpc.aio.ServerInterceptor:
         return _QuotaInterceptor(self)
 
+    def active(self) -> bool:
+        """Whether any quota is set: without one, nothing is measured (not even sizes)."""
+        return bool(self._quotas())
+
     async def wait_if_muted(self, client: Client) -> None:
         """Hold a call while its client is muted."""
         wait_ms = self.accounts.muted_for_ms(client, now_ms())
@@ -66,8 +70,6 @@ class QuotaEnforcer:
         """Count (quota key, amount) pairs against the client's quotas; returns the largest
         throttle time earned (ms) and mutes the client that long."""
         quotas = self._quotas()
-        if not quotas:
-            return 0
         now = now_ms()
         user, client_id = client
         throttle_ms = 0
@@ -125,6 +127,8 @@ class _QuotaInterceptor(grpc.aio.ServerInterceptor):
             response = behaviour(request, context)
             if inspect.isawaitable(response):
                 response = await response
+            if not enforcer.active():
+                return response
             amounts: tuple[tuple[str, float], ...] = ((REQUEST_RATE, 1.0),)
             if method == "Produce":
                 amounts += ((PRODUCER_BYTE_RATE, float(request.ByteSize())),)
@@ -143,8 +147,12 @@ class _QuotaInterceptor(grpc.aio.ServerInterceptor):
         async def limited(request_iterator, context):
             client = _calling_client(header_client_id)
             await enforcer.wait_if_muted(client)
-            enforcer.charge(client, ((REQUEST_RATE, 1.0),))
+            if enforcer.active():
+                enforcer.charge(client, ((REQUEST_RATE, 1.0),))
             async for message in behaviour(request_iterator, context):
+                if not enforcer.active():
+                    yield message
+                    continue
                 await enforcer.wait_if_muted(client)
                 throttle_ms = enforcer.charge(client, ((CONSUMER_BYTE_RATE, float(message.ByteSize())),))
                 if throttle_ms > 0:

@@ -36,7 +36,8 @@ KIB = 1024
 QUOTA = 256 * KIB  # bytes per second: far below what one broker does on this machine
 WINDOW_NUM, WINDOW_MS = 11, 200  # Kafka's 11 samples, shorter ones: 2.2 s measured, each request a small part of it
 MEASURE_S = 4 * WINDOW_NUM * WINDOW_MS / 1000  # whole periods of the pulses
-BURST_BYTES = (WINDOW_NUM - 1) * WINDOW_MS / 1000 * QUOTA + 64 * KIB
+# a new client's first burst: the quota of the samples - 1 windows, the request that goes over and those in flight
+BURST_BYTES = (WINDOW_NUM - 1) * WINDOW_MS / 1000 * QUOTA + 3 * 64 * KIB
 RECORD = os.urandom(KIB)
 
 
@@ -110,7 +111,7 @@ def produce_until(producer: Producer, topic: str, acked: Traffic, done) -> None:
 def held_rate(cluster: TestCluster, topic: str, client_id: str) -> float:
     """The producer's acknowledged bytes per second while it sends as fast as it can."""
     acked = Traffic()
-    with Producer(cluster.bootstrap, acks=1, client_id=client_id, batch_size=16 * KIB, buffer_memory=128 * KIB, linger_ms=0) as producer:
+    with Producer(cluster.bootstrap, acks=1, client_id=client_id, batch_size=16 * KIB, buffer_memory=64 * KIB, linger_ms=0) as producer:
         produce_until(producer, topic, acked, acked.measured)
         producer.flush()
     return acked.rate()
@@ -150,8 +151,8 @@ def test_a_consumer_is_held_to_its_byte_rate(cluster: TestCluster, fetch_mode: s
     with cluster.controller_client() as client:
         wait_for(lambda: client.describe_client_quotas(client_id=client_id).entries, 10, "the quota committed")
     received = Traffic()
-    with Consumer(cluster.bootstrap, client_id=client_id, fetch_mode=fetch_mode, fetch_max_bytes=128 * KIB,
-                  max_partition_fetch_bytes=128 * KIB, stream_message_bytes=128 * KIB, stream_window_messages=2) as consumer:
+    with Consumer(cluster.bootstrap, client_id=client_id, fetch_mode=fetch_mode, fetch_max_bytes=64 * KIB,
+                  max_partition_fetch_bytes=64 * KIB, stream_message_bytes=64 * KIB, stream_window_messages=2) as consumer:
         consumer.assign([(topic, 0)])
         consumer.seek((topic, 0), 0)
         while not received.measured():

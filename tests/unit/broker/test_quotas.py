@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from data_plane.broker.quotas import QuotaAccounts, RateSensor, resolve_quota, throttle_time_ms, user_name
+from data_plane.broker.quotas import QuotaAccounts, RateSensor, resolve_quota, user_name
 
 KEY = "producer_byte_rate"
 
@@ -85,10 +85,50 @@ def test_rate_spans_the_live_samples_once_they_cover_more_than_the_minimum():
     assert sensor.rate(now_ms=2500) == pytest.approx(1500 / 2.5)
 
 
-def test_throttle_brings_the_rate_back_to_the_quota():
-    assert throttle_time_ms(rate=100.0, bound=100.0, span_ms=10_000, max_ms=11_000) == 0
-    assert throttle_time_ms(rate=150.0, bound=100.0, span_ms=10_000, max_ms=11_000) == 5000
-    assert throttle_time_ms(rate=1e9, bound=100.0, span_ms=10_000, max_ms=11_000) == 11_000
+def test_throttle_is_kafkas_formula_where_no_sample_expires_meanwhile():
+    sensor = RateSensor(samples=11, window_ms=1000)
+    for t in range(5000, 15_001, 1000):
+        sensor.record(1200, now_ms=t)  # 13,200 over the 10 s span: 1320/s
+    rate, span = sensor.rate(now_ms=15_000), sensor.span_ms(now_ms=15_000)
+    kafka_ms = (rate - 1250) / 1250 * span  # 560 ms: the oldest sample lives 1 s more
+    assert sensor.throttle_ms(1250, now_ms=15_000, max_ms=60_000) == pytest.approx(kafka_ms, abs=1)
+    assert sensor.throttle_ms(2000, now_ms=15_000, max_ms=60_000) == 0
+
+
+def test_throttle_ends_when_an_expiring_sample_brings_the_rate_down():
+    """One large sample: once it expires the rate is within the quota at once, long before
+    Kafka's formula (which assumes the total stays) would let the client go."""
+    sensor = RateSensor(samples=11, window_ms=1000)
+    sensor.record(100_000, now_ms=0)
+    sensor.record(1_000, now_ms=10_500)
+    throttle = sensor.throttle_ms(1000, now_ms=10_500, max_ms=60_000)
+    assert throttle == 500  # the first sample expires at 11,000
+    assert sensor.rate(now_ms=10_500 + throttle) <= 1000
+
+
+def test_throttle_is_capped():
+    sensor = RateSensor(samples=11, window_ms=1000)
+    sensor.record(10**9, now_ms=0)
+    assert sensor.throttle_ms(1000, now_ms=0, max_ms=11_000) == 11_000
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_after_the_throttle_the_sensor_accepts_and_not_a_millisecond_earlier(seed):
+    import random
+
+    rng = random.Random(seed)
+    sensor = RateSensor(samples=5, window_ms=200)
+    now = 0.0
+    for _ in range(rng.randrange(1, 30)):
+        now += rng.uniform(0, 150)
+        sensor.record(rng.uniform(0, 5000), now_ms=now)
+    bound = rng.uniform(1000, 20_000)
+    throttle = sensor.throttle_ms(bound, now_ms=now, max_ms=10**9)
+    probe = RateSensor(sensor.samples, sensor.window_ms, list(sensor.starts_ms), list(sensor.totals))
+    assert probe.rate(now + throttle) <= bound * 1.001
+    if throttle > 1:
+        probe = RateSensor(sensor.samples, sensor.window_ms, list(sensor.starts_ms), list(sensor.totals))
+        assert probe.rate(now + throttle - 2) > bound
 
 
 def test_a_client_that_waits_out_its_throttles_keeps_to_the_quota():
