@@ -152,6 +152,8 @@ def up(args: argparse.Namespace) -> int:
             return start_down_nodes(cluster, directory, args)
         check_ports_free(cluster, cluster.nodes, directory)
         note_recorded_size(cluster, args)
+    if args.metrics:
+        cluster.give_metrics_ports()
     for moved in cluster.moved_ports:
         print(moved.describe())
     if cluster.moved_ports:
@@ -214,11 +216,12 @@ def status(args: argparse.Namespace) -> int:
     rows = [
         {
             "name": n.name, "id": n.node_id, "role": n.role, "address": n.address, "raft_port": n.raft_port or None, "pid": n.pid,
-            "running": n not in down_nodes, "state": "down" if n in down_nodes else "running",
+            "running": n not in down_nodes, "state": "down" if n in down_nodes else "running", "metrics_port": n.metrics_port or None,
         }
         for n in cluster.nodes
     ]
-    human = table(["NAME", "ADDRESS", "RAFT PORT", "PID", "STATE"], [[r["name"], r["address"], r["raft_port"], r["pid"], r["state"]] for r in rows])
+    human = table(["NAME", "ADDRESS", "RAFT PORT", "METRICS PORT", "PID", "STATE"],
+                  [[r["name"], r["address"], r["raft_port"], r["metrics_port"], r["pid"], r["state"]] for r in rows])
     security = (f"secure: mutual TLS (client certificates required), encrypted Raft links; client config {cluster.client_config_path}"
                 if cluster.secure else "plaintext: no TLS ('kraftlog cluster up --secure --data-dir NEW_DIR' starts a secure cluster)")
     if not down_nodes:

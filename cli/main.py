@@ -58,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--secure", action="store_true",
                     help="a new cluster with mutual TLS on every port and encrypted Raft links: a throwaway CA, node and admin "
                          "certificates and <data-dir>/client-secure.json, which later commands pick up (docs/security.md)")
+    up.add_argument("--metrics", action="store_true", help="serve Prometheus metrics on every node (free ports, kept across restarts; cluster status shows them)")
     up.set_defaults(func=cluster_cmd.up)
     down = cluster.add_parser("down", help="stop a local cluster started with --detach")
     down.add_argument("--data-dir", type=Path, help="directory of the cluster to stop (default ./kraftlog-data)")
@@ -142,6 +143,10 @@ def build_parser() -> argparse.ArgumentParser:
     leaders_cmd.register(sub, _client_options)
     partitions_cmd.register(sub, _client_options)
     records_cmd.register(sub, _client_options)
+
+    from cli import quotas_cmd
+
+    quotas_cmd.register(sub, _client_options)
 
     perf = sub.add_parser("perf", help="measure throughput and latency").add_subparsers(dest="action", required=True)
     pprod = perf.add_parser("produce", help="producer throughput and latency")

@@ -54,12 +54,14 @@ class PartitionProduceData(_message.Message):
     def __init__(self, partition: _Optional[int] = ..., batches: _Optional[bytes] = ..., records: _Optional[_Iterable[_Union[_common_pb2.Record, _Mapping]]] = ..., current_leader_epoch: _Optional[int] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., base_sequence: _Optional[int] = ...) -> None: ...
 
 class ProduceResponse(_message.Message):
-    __slots__ = ("topics", "node_endpoints")
+    __slots__ = ("topics", "node_endpoints", "throttle_time_ms")
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     NODE_ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedCompositeFieldContainer[TopicProduceResponse]
     node_endpoints: _containers.RepeatedCompositeFieldContainer[_common_pb2.BrokerEndpoint]
-    def __init__(self, topics: _Optional[_Iterable[_Union[TopicProduceResponse, _Mapping]]] = ..., node_endpoints: _Optional[_Iterable[_Union[_common_pb2.BrokerEndpoint, _Mapping]]] = ...) -> None: ...
+    throttle_time_ms: int
+    def __init__(self, topics: _Optional[_Iterable[_Union[TopicProduceResponse, _Mapping]]] = ..., node_endpoints: _Optional[_Iterable[_Union[_common_pb2.BrokerEndpoint, _Mapping]]] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
 
 class TopicProduceResponse(_message.Message):
     __slots__ = ("topic", "partitions")
@@ -126,12 +128,14 @@ class FetchPartition(_message.Message):
     def __init__(self, partition: _Optional[int] = ..., fetch_offset: _Optional[int] = ..., partition_max_bytes: _Optional[int] = ..., current_leader_epoch: _Optional[int] = ...) -> None: ...
 
 class FetchResponse(_message.Message):
-    __slots__ = ("topics", "node_endpoints")
+    __slots__ = ("topics", "node_endpoints", "throttle_time_ms")
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     NODE_ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedCompositeFieldContainer[FetchTopicResponse]
     node_endpoints: _containers.RepeatedCompositeFieldContainer[_common_pb2.BrokerEndpoint]
-    def __init__(self, topics: _Optional[_Iterable[_Union[FetchTopicResponse, _Mapping]]] = ..., node_endpoints: _Optional[_Iterable[_Union[_common_pb2.BrokerEndpoint, _Mapping]]] = ...) -> None: ...
+    throttle_time_ms: int
+    def __init__(self, topics: _Optional[_Iterable[_Union[FetchTopicResponse, _Mapping]]] = ..., node_endpoints: _Optional[_Iterable[_Union[_common_pb2.BrokerEndpoint, _Mapping]]] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
 
 class FetchTopicResponse(_message.Message):
     __slots__ = ("topic", "partitions")
@@ -186,10 +190,12 @@ class ListOffsetsPartition(_message.Message):
     def __init__(self, partition: _Optional[int] = ..., timestamp: _Optional[int] = ..., current_leader_epoch: _Optional[int] = ...) -> None: ...
 
 class ListOffsetsResponse(_message.Message):
-    __slots__ = ("topics",)
+    __slots__ = ("topics", "throttle_time_ms")
     TOPICS_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedCompositeFieldContainer[ListOffsetsTopicResponse]
-    def __init__(self, topics: _Optional[_Iterable[_Union[ListOffsetsTopicResponse, _Mapping]]] = ...) -> None: ...
+    throttle_time_ms: int
+    def __init__(self, topics: _Optional[_Iterable[_Union[ListOffsetsTopicResponse, _Mapping]]] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
 
 class ListOffsetsTopicResponse(_message.Message):
     __slots__ = ("topic", "partitions")
@@ -224,20 +230,22 @@ class MetadataRequest(_message.Message):
     def __init__(self, topics: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class MetadataResponse(_message.Message):
-    __slots__ = ("cluster_id", "brokers", "topics", "metadata_offset", "answering_broker_id", "controllers")
+    __slots__ = ("cluster_id", "brokers", "topics", "metadata_offset", "answering_broker_id", "controllers", "throttle_time_ms")
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     BROKERS_FIELD_NUMBER: _ClassVar[int]
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     METADATA_OFFSET_FIELD_NUMBER: _ClassVar[int]
     ANSWERING_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     CONTROLLERS_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     cluster_id: str
     brokers: _containers.RepeatedCompositeFieldContainer[_common_pb2.BrokerEndpoint]
     topics: _containers.RepeatedCompositeFieldContainer[TopicMetadata]
     metadata_offset: int
     answering_broker_id: int
     controllers: _containers.RepeatedCompositeFieldContainer[_common_pb2.BrokerEndpoint]
-    def __init__(self, cluster_id: _Optional[str] = ..., brokers: _Optional[_Iterable[_Union[_common_pb2.BrokerEndpoint, _Mapping]]] = ..., topics: _Optional[_Iterable[_Union[TopicMetadata, _Mapping]]] = ..., metadata_offset: _Optional[int] = ..., answering_broker_id: _Optional[int] = ..., controllers: _Optional[_Iterable[_Union[_common_pb2.BrokerEndpoint, _Mapping]]] = ...) -> None: ...
+    throttle_time_ms: int
+    def __init__(self, cluster_id: _Optional[str] = ..., brokers: _Optional[_Iterable[_Union[_common_pb2.BrokerEndpoint, _Mapping]]] = ..., topics: _Optional[_Iterable[_Union[TopicMetadata, _Mapping]]] = ..., metadata_offset: _Optional[int] = ..., answering_broker_id: _Optional[int] = ..., controllers: _Optional[_Iterable[_Union[_common_pb2.BrokerEndpoint, _Mapping]]] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
 
 class TopicMetadata(_message.Message):
     __slots__ = ("name", "topic_id", "error_code", "error_message", "partitions")
@@ -522,12 +530,14 @@ class ConsumeCredit(_message.Message):
     def __init__(self, messages: _Optional[int] = ...) -> None: ...
 
 class ConsumeResponse(_message.Message):
-    __slots__ = ("partitions", "node_endpoints")
+    __slots__ = ("partitions", "node_endpoints", "throttle_time_ms")
     PARTITIONS_FIELD_NUMBER: _ClassVar[int]
     NODE_ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     partitions: _containers.RepeatedCompositeFieldContainer[ConsumePartitionData]
     node_endpoints: _containers.RepeatedCompositeFieldContainer[_common_pb2.BrokerEndpoint]
-    def __init__(self, partitions: _Optional[_Iterable[_Union[ConsumePartitionData, _Mapping]]] = ..., node_endpoints: _Optional[_Iterable[_Union[_common_pb2.BrokerEndpoint, _Mapping]]] = ...) -> None: ...
+    throttle_time_ms: int
+    def __init__(self, partitions: _Optional[_Iterable[_Union[ConsumePartitionData, _Mapping]]] = ..., node_endpoints: _Optional[_Iterable[_Union[_common_pb2.BrokerEndpoint, _Mapping]]] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
 
 class ConsumePartitionData(_message.Message):
     __slots__ = ("topic", "partition", "error_code", "error_message", "high_watermark", "log_start_offset", "fetch_offset", "next_offset", "batches", "records", "current_leader")

@@ -157,7 +157,7 @@ class ProducerIdsRecord(_message.Message):
     def __init__(self, broker_id: _Optional[int] = ..., broker_epoch: _Optional[int] = ..., next_producer_id: _Optional[int] = ...) -> None: ...
 
 class MetadataRecord(_message.Message):
-    __slots__ = ("topic", "partition", "partition_change", "register_broker", "unregister_broker", "fence_broker", "unfence_broker", "broker_registration_change", "config", "remove_topic", "producer_ids")
+    __slots__ = ("topic", "partition", "partition_change", "register_broker", "unregister_broker", "fence_broker", "unfence_broker", "broker_registration_change", "config", "remove_topic", "producer_ids", "client_quota")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     PARTITION_CHANGE_FIELD_NUMBER: _ClassVar[int]
@@ -169,6 +169,7 @@ class MetadataRecord(_message.Message):
     CONFIG_FIELD_NUMBER: _ClassVar[int]
     REMOVE_TOPIC_FIELD_NUMBER: _ClassVar[int]
     PRODUCER_IDS_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_QUOTA_FIELD_NUMBER: _ClassVar[int]
     topic: TopicRecord
     partition: PartitionRecord
     partition_change: PartitionChangeRecord
@@ -180,7 +181,8 @@ class MetadataRecord(_message.Message):
     config: ConfigRecord
     remove_topic: RemoveTopicRecord
     producer_ids: ProducerIdsRecord
-    def __init__(self, topic: _Optional[_Union[TopicRecord, _Mapping]] = ..., partition: _Optional[_Union[PartitionRecord, _Mapping]] = ..., partition_change: _Optional[_Union[PartitionChangeRecord, _Mapping]] = ..., register_broker: _Optional[_Union[RegisterBrokerRecord, _Mapping]] = ..., unregister_broker: _Optional[_Union[UnregisterBrokerRecord, _Mapping]] = ..., fence_broker: _Optional[_Union[FenceBrokerRecord, _Mapping]] = ..., unfence_broker: _Optional[_Union[UnfenceBrokerRecord, _Mapping]] = ..., broker_registration_change: _Optional[_Union[BrokerRegistrationChangeRecord, _Mapping]] = ..., config: _Optional[_Union[ConfigRecord, _Mapping]] = ..., remove_topic: _Optional[_Union[RemoveTopicRecord, _Mapping]] = ..., producer_ids: _Optional[_Union[ProducerIdsRecord, _Mapping]] = ...) -> None: ...
+    client_quota: ClientQuotaRecord
+    def __init__(self, topic: _Optional[_Union[TopicRecord, _Mapping]] = ..., partition: _Optional[_Union[PartitionRecord, _Mapping]] = ..., partition_change: _Optional[_Union[PartitionChangeRecord, _Mapping]] = ..., register_broker: _Optional[_Union[RegisterBrokerRecord, _Mapping]] = ..., unregister_broker: _Optional[_Union[UnregisterBrokerRecord, _Mapping]] = ..., fence_broker: _Optional[_Union[FenceBrokerRecord, _Mapping]] = ..., unfence_broker: _Optional[_Union[UnfenceBrokerRecord, _Mapping]] = ..., broker_registration_change: _Optional[_Union[BrokerRegistrationChangeRecord, _Mapping]] = ..., config: _Optional[_Union[ConfigRecord, _Mapping]] = ..., remove_topic: _Optional[_Union[RemoveTopicRecord, _Mapping]] = ..., producer_ids: _Optional[_Union[ProducerIdsRecord, _Mapping]] = ..., client_quota: _Optional[_Union[ClientQuotaRecord, _Mapping]] = ...) -> None: ...
 
 class ActiveControllerHint(_message.Message):
     __slots__ = ("controller_id", "host", "port")
@@ -719,6 +721,102 @@ class ListPartitionReassignmentsResponse(_message.Message):
     partitions: _containers.RepeatedCompositeFieldContainer[PartitionState]
     metadata_offset: int
     def __init__(self, partitions: _Optional[_Iterable[_Union[PartitionState, _Mapping]]] = ..., metadata_offset: _Optional[int] = ...) -> None: ...
+
+class ClientQuotaRecord(_message.Message):
+    __slots__ = ("user", "client_id", "key", "value")
+    USER_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    user: str
+    client_id: str
+    key: str
+    value: float
+    def __init__(self, user: _Optional[str] = ..., client_id: _Optional[str] = ..., key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+
+class ClientQuotaEntity(_message.Message):
+    __slots__ = ("user", "client_id")
+    USER_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    user: str
+    client_id: str
+    def __init__(self, user: _Optional[str] = ..., client_id: _Optional[str] = ...) -> None: ...
+
+class AlterClientQuotasRequest(_message.Message):
+    __slots__ = ("entries", "validate_only")
+    class Op(_message.Message):
+        __slots__ = ("key", "value", "remove")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        REMOVE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        remove: bool
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ..., remove: _Optional[bool] = ...) -> None: ...
+    class Entry(_message.Message):
+        __slots__ = ("entity", "ops")
+        ENTITY_FIELD_NUMBER: _ClassVar[int]
+        OPS_FIELD_NUMBER: _ClassVar[int]
+        entity: ClientQuotaEntity
+        ops: _containers.RepeatedCompositeFieldContainer[AlterClientQuotasRequest.Op]
+        def __init__(self, entity: _Optional[_Union[ClientQuotaEntity, _Mapping]] = ..., ops: _Optional[_Iterable[_Union[AlterClientQuotasRequest.Op, _Mapping]]] = ...) -> None: ...
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[AlterClientQuotasRequest.Entry]
+    validate_only: bool
+    def __init__(self, entries: _Optional[_Iterable[_Union[AlterClientQuotasRequest.Entry, _Mapping]]] = ..., validate_only: _Optional[bool] = ...) -> None: ...
+
+class ClientQuotaResult(_message.Message):
+    __slots__ = ("entity", "error_code", "error_message")
+    ENTITY_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    entity: ClientQuotaEntity
+    error_code: _common_pb2.ErrorCode
+    error_message: str
+    def __init__(self, entity: _Optional[_Union[ClientQuotaEntity, _Mapping]] = ..., error_code: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ...) -> None: ...
+
+class AlterClientQuotasResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "active_controller", "entries")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_CONTROLLER_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    error_code: _common_pb2.ErrorCode
+    error_message: str
+    active_controller: ActiveControllerHint
+    entries: _containers.RepeatedCompositeFieldContainer[ClientQuotaResult]
+    def __init__(self, error_code: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., active_controller: _Optional[_Union[ActiveControllerHint, _Mapping]] = ..., entries: _Optional[_Iterable[_Union[ClientQuotaResult, _Mapping]]] = ...) -> None: ...
+
+class DescribeClientQuotasRequest(_message.Message):
+    __slots__ = ("user", "client_id")
+    USER_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    user: str
+    client_id: str
+    def __init__(self, user: _Optional[str] = ..., client_id: _Optional[str] = ...) -> None: ...
+
+class DescribeClientQuotasResponse(_message.Message):
+    __slots__ = ("entries", "metadata_offset")
+    class Entry(_message.Message):
+        __slots__ = ("entity", "values")
+        class ValuesEntry(_message.Message):
+            __slots__ = ("key", "value")
+            KEY_FIELD_NUMBER: _ClassVar[int]
+            VALUE_FIELD_NUMBER: _ClassVar[int]
+            key: str
+            value: float
+            def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+        ENTITY_FIELD_NUMBER: _ClassVar[int]
+        VALUES_FIELD_NUMBER: _ClassVar[int]
+        entity: ClientQuotaEntity
+        values: _containers.ScalarMap[str, float]
+        def __init__(self, entity: _Optional[_Union[ClientQuotaEntity, _Mapping]] = ..., values: _Optional[_Mapping[str, float]] = ...) -> None: ...
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    METADATA_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[DescribeClientQuotasResponse.Entry]
+    metadata_offset: int
+    def __init__(self, entries: _Optional[_Iterable[_Union[DescribeClientQuotasResponse.Entry, _Mapping]]] = ..., metadata_offset: _Optional[int] = ...) -> None: ...
 
 class TopicPartitionRef(_message.Message):
     __slots__ = ("topic", "partition")

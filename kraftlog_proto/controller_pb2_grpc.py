@@ -114,6 +114,16 @@ class ControllerServiceStub:
                 request_serializer=proto_dot_controller__pb2.ListPartitionReassignmentsRequest.SerializeToString,
                 response_deserializer=proto_dot_controller__pb2.ListPartitionReassignmentsResponse.FromString,
                 _registered_method=True)
+        self.AlterClientQuotas = channel.unary_unary(
+                '/kraftlog.v1.ControllerService/AlterClientQuotas',
+                request_serializer=proto_dot_controller__pb2.AlterClientQuotasRequest.SerializeToString,
+                response_deserializer=proto_dot_controller__pb2.AlterClientQuotasResponse.FromString,
+                _registered_method=True)
+        self.DescribeClientQuotas = channel.unary_unary(
+                '/kraftlog.v1.ControllerService/DescribeClientQuotas',
+                request_serializer=proto_dot_controller__pb2.DescribeClientQuotasRequest.SerializeToString,
+                response_deserializer=proto_dot_controller__pb2.DescribeClientQuotasResponse.FromString,
+                _registered_method=True)
 
 
 class ControllerServiceServicer:
@@ -215,6 +225,20 @@ class ControllerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AlterClientQuotas(self, request, context):
+        """Client quotas (docs/quotas.md): set or remove quota values of users and client ids; any
+        controller describes them from its image.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeClientQuotas(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControllerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -297,6 +321,16 @@ def add_ControllerServiceServicer_to_server(servicer, server):
                     servicer.ListPartitionReassignments,
                     request_deserializer=proto_dot_controller__pb2.ListPartitionReassignmentsRequest.FromString,
                     response_serializer=proto_dot_controller__pb2.ListPartitionReassignmentsResponse.SerializeToString,
+            ),
+            'AlterClientQuotas': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterClientQuotas,
+                    request_deserializer=proto_dot_controller__pb2.AlterClientQuotasRequest.FromString,
+                    response_serializer=proto_dot_controller__pb2.AlterClientQuotasResponse.SerializeToString,
+            ),
+            'DescribeClientQuotas': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeClientQuotas,
+                    request_deserializer=proto_dot_controller__pb2.DescribeClientQuotasRequest.FromString,
+                    response_serializer=proto_dot_controller__pb2.DescribeClientQuotasResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -731,6 +765,60 @@ class ControllerService:
             '/kraftlog.v1.ControllerService/ListPartitionReassignments',
             proto_dot_controller__pb2.ListPartitionReassignmentsRequest.SerializeToString,
             proto_dot_controller__pb2.ListPartitionReassignmentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterClientQuotas(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kraftlog.v1.ControllerService/AlterClientQuotas',
+            proto_dot_controller__pb2.AlterClientQuotasRequest.SerializeToString,
+            proto_dot_controller__pb2.AlterClientQuotasResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeClientQuotas(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kraftlog.v1.ControllerService/DescribeClientQuotas',
+            proto_dot_controller__pb2.DescribeClientQuotasRequest.SerializeToString,
+            proto_dot_controller__pb2.DescribeClientQuotasResponse.FromString,
             options,
             channel_credentials,
             insecure,

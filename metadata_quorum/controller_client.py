@@ -162,6 +162,25 @@ class ControllerClient:
         """Partitions with a reassignment in progress (of the given ones, else all)."""
         return list(self._call("ListPartitionReassignments", pb.ListPartitionReassignmentsRequest(topics=_selection(partitions)), write=False).partitions)
 
+    # ---- client quotas
+
+    def alter_client_quotas(self, entity: tuple[str | None, str | None], set_values: Mapping[str, float] | None = None,
+                            remove_keys: Sequence[str] = ()) -> None:
+        """Set and remove quota values of one (user, client id) entity: None leaves a dimension
+        out, "" is its default (docs/quotas.md); raises ControllerError if refused."""
+        ops = [pb.AlterClientQuotasRequest.Op(key=k, value=v) for k, v in (set_values or {}).items()]
+        ops += [pb.AlterClientQuotasRequest.Op(key=k, remove=True) for k in remove_keys]
+        entry = pb.AlterClientQuotasRequest.Entry(entity=pb.ClientQuotaEntity(user=entity[0], client_id=entity[1]), ops=ops)
+        response = self._call("AlterClientQuotas", pb.AlterClientQuotasRequest(entries=[entry]))
+        failed = [r for r in response.entries if r.error_code != common.NONE]
+        if failed:
+            raise ControllerError(failed[0].error_code, failed[0].error_message)
+
+    def describe_client_quotas(self, user: str | None = None, client_id: str | None = None) -> pb.DescribeClientQuotasResponse:
+        """Entities with quotas and their values (only those naming exactly ``user`` /
+        ``client_id`` when given; "" is the default)."""
+        return self._call("DescribeClientQuotas", pb.DescribeClientQuotasRequest(user=user, client_id=client_id), write=False)
+
     # ---- cluster
 
     def describe_cluster(self) -> pb.DescribeClusterResponse:

@@ -13,7 +13,7 @@ from typing import Callable, TypeVar
 import grpc
 import structlog
 
-from metadata_quorum import broker_decisions, reassignment, topic_admin
+from metadata_quorum import broker_decisions, client_quotas, reassignment, topic_admin
 from metadata_quorum.active_controller import ActiveController, WriteOutcome, monotonic_ms
 from metadata_quorum.decision import Decision
 from metadata_quorum.image import MetadataImage, image_to_records
@@ -174,6 +174,14 @@ class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
         response, _ = await self._write(lambda image: reassignment.alter_partition_reassignments(image, request), pb.AlterPartitionReassignmentsResponse)
         return response
 
+    async def AlterClientQuotas(self, request: pb.AlterClientQuotasRequest, context) -> pb.AlterClientQuotasResponse:
+        response, _ = await self._write(lambda image: client_quotas.alter_client_quotas(image, request), pb.AlterClientQuotasResponse)
+        if response.error_code == common.NONE and not request.validate_only and all(r.error_code == common.NONE for r in response.entries):
+            for entry in request.entries:
+                self._log.info("client quotas altered", entity=client_quotas.describe_entity(client_quotas.entity_of(entry.entity)),
+                               changes={op.key: None if op.remove else op.value for op in entry.ops})
+        return response
+
     def _log_results(self, action: str, response) -> None:
         if response.error_code != common.NONE:
             return
@@ -185,6 +193,9 @@ class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
 
     async def DescribeConfigs(self, request: pb.DescribeConfigsRequest, context) -> pb.DescribeConfigsResponse:
         return topic_admin.describe_configs(self.node.image, request)
+
+    async def DescribeClientQuotas(self, request: pb.DescribeClientQuotasRequest, context) -> pb.DescribeClientQuotasResponse:
+        return client_quotas.describe_client_quotas(self.node.image, request)
 
     async def ListPartitionReassignments(self, request: pb.ListPartitionReassignmentsRequest, context) -> pb.ListPartitionReassignmentsResponse:
         return reassignment.list_partition_reassignments(self.node.image, request)

@@ -32,10 +32,11 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 from immutables import Map
 
-from metadata_quorum.image import EMPTY, NO_LEADER, BrokerImage, MetadataImage, PartitionImage, RecordRejected, TopicImage
+from metadata_quorum.image import EMPTY, NO_LEADER, BrokerImage, MetadataImage, PartitionImage, QuotaEntity, RecordRejected, TopicImage
 from metadata_quorum.records import (
     NEW_BROKER_EPOCH,
     BrokerRegistrationChangeRecord,
+    ClientQuotaRecord,
     ConfigRecord,
     FenceBrokerRecord,
     PartitionChangeRecord,
@@ -83,6 +84,7 @@ class MetadataDelta:
         self._brokers: dict[int, BrokerImage | None] = {}  # None: unregistered
         self._configs: dict[str, Map[str, str]] = {}  # topic name -> its overrides now (empty: none left)
         self._pending: dict[str, Map[int, PartitionImage]] = {}  # topic id -> pending partitions now (empty: none left)
+        self._quotas: dict[QuotaEntity, Map[str, float]] = {}  # entity -> its quota values now (empty: none left)
         self._snapshot: MetadataImage | None = None
         self._applied = False  # the image shares this delta's maps from then on: no more replays
 
@@ -126,6 +128,9 @@ class MetadataDelta:
     def configs(self, name: str) -> Map[str, str]:
         return self._configs[name] if name in self._configs else self.base.configs.get(name, EMPTY)
 
+    def client_quotas(self, entity: QuotaEntity) -> Map[str, float]:
+        return self._quotas[entity] if entity in self._quotas else self.base.client_quotas.get(entity, EMPTY)
+
     def pending(self, topic_id: str) -> Map[int, PartitionImage]:
         return self._pending[topic_id] if topic_id in self._pending else self.base.pending_partitions.get(topic_id, EMPTY)
 
@@ -166,6 +171,9 @@ class MetadataDelta:
 
     def put_configs(self, name: str, overrides: Map[str, str]) -> None:
         self._configs[name] = overrides
+
+    def put_client_quotas(self, entity: QuotaEntity, values: Map[str, float]) -> None:
+        self._quotas[entity] = values
 
     # ---- replay and apply
 
@@ -210,6 +218,7 @@ class MetadataDelta:
             _merged(base.configs, self._configs),
             self.next_producer_id,
             _merged(base.pending_partitions, self._pending),
+            client_quotas=_merged(base.client_quotas, self._quotas),
         )
         assert image.offset >= base.offset and image.next_producer_id >= base.next_producer_id, "an image never moves backwards"
         return image
@@ -438,6 +447,17 @@ def _apply_producer_ids(delta: MetadataDelta, r: ProducerIdsRecord) -> None:
     delta.next_producer_id = r.next_producer_id
 
 
+def _apply_client_quota(delta: MetadataDelta, r: ClientQuotaRecord) -> None:
+    """Sets or removes one quota value (validated by the controller before it is proposed)."""
+    entity = (r.user, r.client_id)
+    values = delta.client_quotas(entity)
+    if r.value is None:
+        values = values.delete(r.key) if r.key in values else values
+    else:
+        values = values.set(r.key, r.value)
+    delta.put_client_quotas(entity, values)
+
+
 _APPLIERS: dict[type, Callable[[MetadataDelta, object], None]] = {
     TopicRecord: _apply_topic,
     PartitionRecord: _apply_partition,
@@ -450,6 +470,7 @@ _APPLIERS: dict[type, Callable[[MetadataDelta, object], None]] = {
     ConfigRecord: _apply_config,
     RemoveTopicRecord: _apply_remove_topic,
     ProducerIdsRecord: _apply_producer_ids,
+    ClientQuotaRecord: _apply_client_quota,
 }
 
 

@@ -21,9 +21,12 @@ from dataclasses import dataclass
 
 from immutables import Map
 
-from metadata_quorum.records import BrokerIds, ConfigRecord, PartitionRecord, ProducerIdsRecord, Record, RegisterBrokerRecord, TopicRecord
+from metadata_quorum.records import BrokerIds, ClientQuotaRecord, ConfigRecord, PartitionRecord, ProducerIdsRecord, Record, RegisterBrokerRecord, TopicRecord
 
 NO_LEADER = -1
+# Who a client quota applies to: (user, client id), None where the entity does not name that
+# dimension, "" for its default (docs/quotas.md).
+QuotaEntity = tuple["str | None", "str | None"]
 
 
 class RecordRejected(Exception):
@@ -101,6 +104,7 @@ class MetadataImage:
     # Partitions committed for a topic whose TopicRecord has not committed yet (a large topic
     # is created in several entries): by topic id, invisible to every reader until then.
     pending_partitions: Map[str, Map[int, PartitionImage]] = EMPTY
+    client_quotas: Map[QuotaEntity, Map[str, float]] = EMPTY  # entity -> its quota values (entities with none are absent)
 
     @staticmethod
     def empty(cluster_id: str) -> "MetadataImage":
@@ -128,6 +132,8 @@ def image_to_records(image: MetadataImage) -> list[Record]:
         out.extend(ConfigRecord(name, key, value) for key, value in sorted(image.configs.get(name, {}).items()))
     for topic_id in sorted(image.pending_partitions):
         out.extend(_partition_record(topic_id, p) for _, p in sorted(image.pending_partitions[topic_id].items()))
+    for (user, client_id), values in sorted(image.client_quotas.items(), key=lambda item: repr(item[0])):
+        out.extend(ClientQuotaRecord(user, client_id, key, value) for key, value in sorted(values.items()))
     if image.next_producer_id > 0:
         out.append(ProducerIdsRecord(-1, -1, image.next_producer_id))
     return out

@@ -122,6 +122,17 @@ class ProducerIdsRecord:
     next_producer_id: int
 
 
+@dataclass(frozen=True)
+class ClientQuotaRecord:
+    """One quota value of one entity (docs/quotas.md): ``user`` / ``client_id`` None when the
+    entity does not name that dimension, "" for its default; ``value`` None removes the quota."""
+
+    user: str | None
+    client_id: str | None
+    key: str
+    value: float | None
+
+
 Record = Union[
     TopicRecord,
     PartitionRecord,
@@ -134,6 +145,7 @@ Record = Union[
     ConfigRecord,
     RemoveTopicRecord,
     ProducerIdsRecord,
+    ClientQuotaRecord,
 ]
 
 # dataclass -> name of its field in the MetadataRecord oneof
@@ -149,6 +161,7 @@ _ONEOF_FIELD: dict[type, str] = {
     ConfigRecord: "config",
     RemoveTopicRecord: "remove_topic",
     ProducerIdsRecord: "producer_ids",
+    ClientQuotaRecord: "client_quota",
 }
 _CLASS_BY_FIELD: dict[str, type] = {name: cls for cls, name in _ONEOF_FIELD.items()}
 assert set(_ONEOF_FIELD.values()) == {f.name for f in controller_pb2.MetadataRecord.DESCRIPTOR.oneofs_by_name["record"].fields}

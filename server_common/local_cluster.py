@@ -80,6 +80,7 @@ class Node:
     raft_port: int = 0  # controllers only
     pid: int = 0
     extra_args: list[str] = field(default_factory=list)
+    metrics_port: int = 0  # Prometheus /metrics (cluster up --metrics); 0: off
 
     @property
     def name(self) -> str:
@@ -125,6 +126,8 @@ def node_ports(nodes: Iterable[Node]) -> list[tuple[Node, str, int]]:
         ports.append((node, "gRPC", node.port))
         if node.raft_port:
             ports.append((node, "Raft", node.raft_port))
+        if node.metrics_port:
+            ports.append((node, "metrics", node.metrics_port))
     return ports
 
 
@@ -260,6 +263,14 @@ class LocalCluster:
         taken = {n.port for n in self.nodes} | {n.raft_port for n in self.controllers}
         return [port for port in free_ports(count + len(taken)) if port not in taken][:count]
 
+    def give_metrics_ports(self) -> None:
+        """A metrics port for every node that has none (free ports, recorded in cluster.json
+        so that a restart serves metrics on the same ones)."""
+        bare = [n for n in self.nodes if not n.metrics_port]
+        for node, port in zip(bare, self.spare_ports(len(bare))):
+            node.metrics_port = port
+        self.save()
+
     def node(self, role: str, node_id: int) -> Node:
         for n in self.nodes:
             if n.role == role and n.node_id == node_id:
@@ -326,6 +337,8 @@ class LocalCluster:
     def command(self, node: Node) -> list[str]:
         node_dir = self.data_dir / node.name
         common = ["--data-dir", str(node_dir), "--log-format", self.log_format, *self.security_args(node)]
+        if node.metrics_port:
+            common += ["--metrics-port", str(node.metrics_port)]
         if node.role == "controller":
             return [sys.executable, "-m", "metadata_quorum", "--node-id", str(node.node_id), "--quorum", self.quorum, *common, *node.extra_args]
         return [

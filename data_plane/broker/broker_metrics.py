@@ -11,7 +11,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -172,6 +172,19 @@ class PartitionErrors:
         return count
 
 
+class ThrottleTimes:
+    """Throttle time handed to clients over quota, by quota type (docs/quotas.md)."""
+
+    BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.seconds = Histogram("kraftlog_throttle_time_seconds", "Throttle time of answers to clients over a quota, by quota type",
+                                 ["quota"], buckets=self.BUCKETS, registry=registry)
+
+    def observe(self, quota: str, throttle_ms: int) -> None:
+        self.seconds.labels(quota).observe(throttle_ms / 1000.0)
+
+
 def _together(*observers: Observer) -> Observer:
     def observe(request, response) -> None:
         for observer in observers:
@@ -194,6 +207,7 @@ class BrokerMetrics:
             "ListOffsets": errors.observer("ListOffsets"),
             "DeleteRecords": errors.observer("DeleteRecords"),
         })
+        self.throttle = ThrottleTimes(self.registry)
         self.isr_shrinks = Counter("kraftlog_isr_shrinks", "ISR shrinks this broker proposed as leader (AlterPartition sent)", registry=self.registry)
         self.isr_expansions = Counter("kraftlog_isr_expansions", "ISR expansions this broker proposed as leader (AlterPartition sent)", registry=self.registry)
         self._stop: Callable[[], None] | None = None

@@ -81,6 +81,8 @@ class BrokerConfig:
         if self.tls is None:
             return None
         return channel_credentials(self.tls.ca_file, self.tls.cert_file, self.tls.key_file)
+    quota_window_num: int = 11  # client quotas: samples a rate is measured over (Kafka's quota.window.num)
+    quota_window_size_ms: int = 1000  # client quotas: length of one sample (Kafka's quota.window.size.seconds)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -116,12 +118,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cleaner-map-entries", type=int, default=BrokerConfig.cleaner_map_entries,
                         help="keys one cleaning pass holds in memory; more keys take more passes (default: %(default)s)")
     add_tls_arguments(parser)
+    parser.add_argument("--quota-window-num", type=int, default=BrokerConfig.quota_window_num,
+                        help="client quotas measure rates over this many samples, at least 2 (default: %(default)s)")
+    parser.add_argument("--quota-window-size-ms", type=int, default=BrokerConfig.quota_window_size_ms,
+                        help="length of one client quota sample (default: %(default)s)")
 
 
 def from_args(args: argparse.Namespace) -> BrokerConfig:
     host, port = parse_host_port(args.listen)
     if not 0 <= args.metrics_port <= 65535:
         raise ValueError(f"--metrics-port {args.metrics_port} is out of range: give 1 to 65535, or 0 to turn metrics off")
+    if args.quota_window_num < 2 or args.quota_window_size_ms < 1:
+        raise ValueError(f"--quota-window-num must be at least 2 and --quota-window-size-ms at least 1, got "
+                         f"{args.quota_window_num} and {args.quota_window_size_ms}")
     return BrokerConfig(
         broker_id=args.broker_id,
         host=host,
@@ -145,4 +154,6 @@ def from_args(args: argparse.Namespace) -> BrokerConfig:
         metrics_port=args.metrics_port,
         tls=server_tls_from_args(args),
         storage_fault_injection=args.storage_fault_injection,
+        quota_window_num=args.quota_window_num,
+        quota_window_size_ms=args.quota_window_size_ms,
     )

@@ -21,6 +21,8 @@ from data_plane.broker.controller_link import BrokerLifecycleManager, MetadataFo
 from data_plane.broker.damage_repair import DamageRepairer
 from data_plane.broker.errors import PartitionError, to_wire
 from data_plane.broker.isr_updates import AlterPartitionSender
+from data_plane.broker.quotas import QuotaAccounts
+from data_plane.broker.quotas_interceptor import QuotaEnforcer
 from data_plane.broker.replica_fetcher import ReplicaFetcherManager
 from data_plane.broker.replica_manager import ReplicaManager
 from data_plane.broker.service import BrokerService
@@ -67,6 +69,9 @@ class BrokerServer:
         self.replicas.followers_changed = self.fetchers.sync
         self.metrics = BrokerMetrics() if config.metrics_port else None  # off: no interceptor, no counting
         self.replicas.propose_isr = self.metrics.count_isr_changes(self.isr_updates.submit) if self.metrics else self.isr_updates.submit
+        self.quotas = QuotaEnforcer(lambda: self.metadata.image.client_quotas,
+                                    QuotaAccounts(config.quota_window_num, config.quota_window_size_ms),
+                                    self.metrics.throttle.observe if self.metrics else None)
         self._producer_ids: list[int] = []
         self._server: grpc.aio.Server | None = None
         self._service: BrokerService | None = None
@@ -131,7 +136,9 @@ class BrokerServer:
             ("grpc.max_send_message_length", self.config.request_max_bytes),
             ("grpc.so_reuseport", 0),
         ]
-        server = grpc.aio.server(options=options, interceptors=[self.metrics.rpc.interceptor()] if self.metrics else None)
+        interceptors = [self.metrics.rpc.interceptor()] if self.metrics else []
+        interceptors.append(self.quotas.interceptor())  # after authentication: it reads the call's identity
+        server = grpc.aio.server(options=options, interceptors=interceptors)
         self._service = BrokerService(self.replicas, self.metadata_response, self.init_producer_id)
         broker_pb2_grpc.add_BrokerServicer_to_server(self._service, server)
         self._health = ServingState(server, broker_pb2.DESCRIPTOR.services_by_name["Broker"].full_name)

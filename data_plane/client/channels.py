@@ -14,6 +14,7 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from server_common.client_security import ClientSecurity
 from kraftlog_proto import broker_pb2_grpc, controller_pb2
 from server_common.channel_pool import AioChannelPool, ChannelPool, open_channel
+from server_common.client_id import with_client_id
 from server_common.limits import MESSAGE_BYTES_MAX
 
 CHANNEL_OPTIONS: list[tuple[str, int]] = [
@@ -49,11 +50,12 @@ def listed_services(address: str, timeout_s: float, security: ClientSecurity) ->
     return []
 
 
-def broker_channels(security: ClientSecurity) -> ChannelPool[broker_pb2_grpc.BrokerStub]:
-    """Blocking Broker stubs with the client's channel options (consumer, admin, CLI)."""
-    return ChannelPool(broker_pb2_grpc.BrokerStub, CHANNEL_OPTIONS, security.channel_credentials())
+def broker_channels(security: ClientSecurity, client_id: str = "") -> ChannelPool[broker_pb2_grpc.BrokerStub]:
+    """Blocking Broker stubs with the client's channel options (consumer, admin, CLI); every
+    call carries ``client_id`` in its metadata (server_common/client_id.py)."""
+    return ChannelPool(with_client_id(broker_pb2_grpc.BrokerStub, client_id), CHANNEL_OPTIONS, security.channel_credentials())
 
 
-def aio_broker_channels(security: ClientSecurity) -> AioChannelPool[broker_pb2_grpc.BrokerStub]:
+def aio_broker_channels(security: ClientSecurity, client_id: str = "") -> AioChannelPool[broker_pb2_grpc.BrokerStub]:
     """``grpc.aio`` Broker stubs with the client's channel options (the producer's sender)."""
-    return AioChannelPool(broker_pb2_grpc.BrokerStub, CHANNEL_OPTIONS, security.channel_credentials())
+    return AioChannelPool(with_client_id(broker_pb2_grpc.BrokerStub, client_id), CHANNEL_OPTIONS, security.channel_credentials())

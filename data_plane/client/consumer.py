@@ -101,7 +101,7 @@ class Consumer:
         self._client_id = client_id
         self._security = resolve_security(security)
         self._metadata = MetadataCache(bootstrap, self._security)
-        self._pool = broker_channels(self._security)
+        self._pool = broker_channels(self._security, client_id)
         self._positions: dict[TopicPartition, int | None] = {}
         self._high_watermarks: dict[TopicPartition, int] = {}
         self._log_start_offsets: dict[TopicPartition, int] = {}
@@ -403,8 +403,10 @@ class Consumer:
             self._collect_stream_events(wait_s)
             return
         if not self._in_flight:
-            if wait_s > 0:
-                time.sleep(min(wait_s, self._retry_backoff_s))  # nothing to wait on: leaders unknown or backing off
+            if wait_s > 0:  # nothing to wait on: leaders unknown or backing off (a throttle ends when it ends)
+                now = time.monotonic()
+                backoff_ends = [until - now for until in self._backoff_until.values() if until > now]
+                time.sleep(min(wait_s, self._retry_backoff_s, *backoff_ends))
             return
         try:
             address = self._completions.get(timeout=wait_s) if wait_s > 0 else self._completions.get_nowait()
@@ -427,6 +429,8 @@ class Consumer:
         except grpc.RpcError as err:
             self._rpc_failed(err, address)
             return
+        if response.throttle_time_ms > 0:  # over a quota (docs/quotas.md): no fetch to this broker meanwhile
+            self._backoff_until[address] = time.monotonic() + response.throttle_time_ms / 1000.0
         for topic in response.topics:
             for answer in topic.partitions:
                 tp = (topic.topic, answer.partition)

@@ -81,6 +81,7 @@ class Sender:
         self._closing = False
         self._force_close = False
         self._in_flight: dict[int, int] = {}
+        self._throttled_until_ms: dict[int, float] = {}  # broker -> when its last throttle_time_ms has passed
         self._tasks: set[asyncio.Task[None]] = set()
         self._refresh: asyncio.Task[None] | None = None
         self._refresh_warned_ms = float("-inf")
@@ -149,7 +150,7 @@ class Sender:
             self._loop.close()
 
     async def _run(self) -> None:
-        self._pool = aio_broker_channels(self._metadata.security)
+        self._pool = aio_broker_channels(self._metadata.security, self._config.client_id)
         try:
             if self._config.enable_idempotence:
                 await self._init_producer_id()
@@ -194,12 +195,13 @@ class Sender:
             metadata.invalidate()
         if metadata.stale or now - metadata.last_refresh_ms > METADATA_MAX_AGE_MS:
             self._maybe_refresh(now)
-        nodes = {n for n in check.ready_nodes if self._in_flight.get(n, 0) < self._config.max_in_flight_per_broker}
+        nodes = {n for n in check.ready_nodes if self._in_flight.get(n, 0) < self._config.max_in_flight_per_broker
+                 and self._throttled_until_ms.get(n, 0.0) <= now}  # KIP-219: wait out a throttle before sending again
         if nodes:
             for node, batches in self._accumulator.drain(nodes, leader_of, now).items():
                 self._in_flight[node] = self._in_flight.get(node, 0) + 1
                 self._spawn(self._produce(node, batches))
-        sleep_ms = min(check.next_ready_ms - now, IDLE_WAKE_MS)
+        sleep_ms = min(check.next_ready_ms - now, IDLE_WAKE_MS, *(t - now for t in self._throttled_until_ms.values() if t > now))
         if check.unknown_leaders:
             sleep_ms = min(sleep_ms, self._config.retry_backoff_ms)
         return max(sleep_ms, 0.0)
@@ -303,6 +305,8 @@ class Sender:
                         self._complete(batch, -1, -1)
                 response = await call
                 answered_ns = time.monotonic_ns()
+                if response.throttle_time_ms > 0:  # over a quota (docs/quotas.md): no request to this broker meanwhile
+                    self._throttled_until_ms[node] = now_ms() + response.throttle_time_ms
                 for batch in batches:
                     batch.request_sent_ns, batch.request_answered_ns = sent_ns, answered_ns
             except grpc.RpcError as err:

@@ -24,6 +24,9 @@ SAMPLES = [
     r.ConfigRecord("orders", "cleanup.policy", ""),
     r.RemoveTopicRecord("id-1"),
     r.ProducerIdsRecord(4, 17, 2000),
+    r.ClientQuotaRecord("alice", None, "producer_byte_rate", 1024.0),
+    r.ClientQuotaRecord("", "app", "request_rate", None),
+    r.ClientQuotaRecord(None, "", "consumer_byte_rate", 0.5),
 ]
 
 
