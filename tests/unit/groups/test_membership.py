@@ -50,6 +50,10 @@ class Sim:
             change = expire(self.group, self.topics, self.now)
             if change is not None:
                 self._commit(change)
+        # a client whose heartbeats have not succeeded for its session timeout drops its
+        # partitions on its own (as the coordinator removed it): the views follow
+        members = self.group.members if self.group is not None else {}
+        self.views = {m: v for m, v in self.views.items() if m in members}
 
     def _commit(self, change) -> None:
         if change.records or self.group is not None:
