@@ -43,6 +43,7 @@ log = structlog.get_logger("groups")
 
 T = TypeVar("T")
 LOAD_READ_BYTES = 1 << 20  # one read while replaying an offsets partition
+ROUND_BYTES_MAX = 256 * 1024  # records of one round (one batch); the offsets topic's max.message.bytes is 1 MiB
 WRITE_TIMEOUT_MS = 5000  # a group write not covered by the HW within this is outcome-unknown: the shard reloads
 OUTCOME_UNKNOWN = (ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.NOT_LEADER_OR_FOLLOWER)
 
@@ -207,8 +208,12 @@ class GroupCoordinator:
             group = shard.groups.get(group_id)
             now = self.clock_ms()
             decided: list[tuple[Pending, GroupChange, object]] = []
-            records = []
-            for pending in queue[:]:
+            encoded: list[tuple[bytes, bytes | None]] = []
+            round_bytes = round_size = 0
+            for pending in queue:
+                if round_bytes >= ROUND_BYTES_MAX:
+                    break  # the rest waits for the next round: one batch stays well below max.message.bytes
+                round_size += 1
                 try:
                     change, result = pending.decide(group, now)
                 except Refused as refusal:
@@ -216,12 +221,14 @@ class GroupCoordinator:
                     continue
                 if change.records or group is not None:
                     group = None if change.group.deleted else change.group
-                records.extend(change.records)
+                for record in change.records:
+                    key, value = record_codec.encode(record)
+                    encoded.append((key, value))
+                    round_bytes += len(key) + len(value or b"")
                 decided.append((pending, change, result))
-            round_size = len(queue)
             try:
-                if records:
-                    await self._write(shard, group_id, records)
+                if encoded:
+                    await self._write(shard, group_id, encoded)
             except Refused as refusal:
                 _settle([p for p, _, _ in decided], refusal)
             else:
@@ -238,8 +245,7 @@ class GroupCoordinator:
     def loaded_groups(self) -> list[Group]:
         return [g for shard in self.shards.values() if shard.loaded for g in shard.groups.values()]
 
-    async def _write(self, shard: Shard, group_id: str, records: list) -> None:
-        encoded = [record_codec.encode(r) for r in records]
+    async def _write(self, shard: Shard, group_id: str, encoded: list[tuple[bytes, bytes | None]]) -> None:
         batch = encode_batch([v for _, v in encoded], [k for k, _ in encoded], now_ms=self.clock_ms())
         item = ProduceItem(OFFSETS_TOPIC, shard.partition, batch, shard.leader_epoch)
         [result] = await self.replicas.produce(ACKS_ALL, WRITE_TIMEOUT_MS, [item])
