@@ -21,7 +21,7 @@ is removed with its partitions, which are then free.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Mapping
 
 from data_plane.groups.assignors import ASSIGNORS, DEFAULT_ASSIGNOR
@@ -73,8 +73,6 @@ class HeartbeatAnswer:
 class Outcome:
     change: GroupChange
     answer: HeartbeatAnswer
-    bumped: bool = False
-    notes: list[str] = field(default_factory=list)
 
 
 class Refused(Exception):
@@ -106,7 +104,7 @@ def _heartbeat(change: GroupChange, request: Heartbeat, topics: Mapping[str, int
         return _leave(change, request, topics, settings, now_ms)
     changed = False
     if epoch == 0:
-        _join(change, request, topics, settings, now_ms)
+        _join(change, request, topics, settings)
         before = None
     else:
         current = _existing(g, request)
@@ -149,7 +147,7 @@ def _check_epoch(request: Heartbeat, current: CurrentAssignment) -> None:
                       "drop its partitions and rejoin with member epoch 0")
 
 
-def _join(change: GroupChange, request: Heartbeat, topics: Mapping[str, int], settings: GroupSettings, now_ms: int) -> None:
+def _join(change: GroupChange, request: Heartbeat, topics: Mapping[str, int], settings: GroupSettings) -> None:
     g = change.group
     if not request.topic_names and not request.topic_regex:
         raise Refused(ErrorCode.INVALID_REQUEST, "a joining member must subscribe: send subscribed_topic_names or subscribed_topic_regex")
