@@ -97,6 +97,8 @@ def _heartbeat(change: GroupChange, request: Heartbeat, topics: Mapping[str, int
         raise Refused(ErrorCode.INVALID_GROUP_ID, "group_id is empty: name the group")
     if not request.member_id:
         raise Refused(ErrorCode.INVALID_REQUEST, "member_id is empty: generate a UUID once per consumer and send it in every heartbeat")
+    if request.rebalance_timeout_ms < 0:
+        raise Refused(ErrorCode.INVALID_REQUEST, f"rebalance_timeout_ms {request.rebalance_timeout_ms} is negative: send 0 for the default")
     if request.server_assignor and request.server_assignor not in ASSIGNORS:
         raise Refused(ErrorCode.UNSUPPORTED_ASSIGNOR, f"assignor '{request.server_assignor}' is unknown: use one of {', '.join(sorted(ASSIGNORS))}")
     epoch = request.member_epoch
