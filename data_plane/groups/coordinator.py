@@ -330,10 +330,6 @@ class GroupCoordinator:
         finally:
             shard.expiring.discard(group_id)
 
-    def stop(self) -> None:
-        for shard in list(self.shards.values()):
-            self._unload(shard, "broker stopping")
-
 
 def _settle(pending: list[Pending], refusal: Refused) -> None:
     for p in pending:
