@@ -27,27 +27,28 @@ RETRIABLE = (common_pb2.COORDINATOR_NOT_AVAILABLE, common_pb2.NOT_COORDINATOR,
 
 
 def coordinator_stub(bootstrap: str, group: str, timeout_s: float = 30) -> tuple[int, group_pb2_grpc.GroupCoordinatorStub]:
-    """FindCoordinator at any live broker until one is named; (its id, a stub to it)."""
+    """FindCoordinator at any live broker until the broker it names serves the group (its
+    offsets partition loaded); (its id, a stub to it)."""
     found: dict = {}
 
-    def named() -> bool:
+    def serving() -> bool:
         for address in bootstrap.split(","):
             try:
                 with grpc.insecure_channel(address) as channel:
                     answer = group_pb2_grpc.GroupCoordinatorStub(channel).FindCoordinator(
                         group_pb2.FindCoordinatorRequest(keys=[group]), timeout=5).coordinators[0]
+                if answer.error_code != 0:
+                    continue
+                stub = group_pb2_grpc.GroupCoordinatorStub(grpc.insecure_channel(f"{answer.host}:{answer.port}"))
+                if stub.OffsetFetch(group_pb2.OffsetFetchRequest(group_id=group), timeout=2).error_code == 0:
+                    found.update(node=answer.node_id, stub=stub)
+                    return True
             except grpc.RpcError:
                 continue
-            if answer.error_code == 0:
-                found.update(node=answer.node_id, address=f"{answer.host}:{answer.port}")
-                return True
         return False
 
-    wait_for(named, timeout_s, f"a coordinator for group {group}")
-    stub = group_pb2_grpc.GroupCoordinatorStub(grpc.insecure_channel(found["address"]))
-    wait_for(lambda: stub.OffsetFetch(group_pb2.OffsetFetchRequest(group_id=group), timeout=5).error_code == 0, timeout_s,
-             f"broker {found['node']} serving group {group}")
-    return found["node"], stub
+    wait_for(serving, timeout_s, f"a coordinator serving group {group}")
+    return found["node"], found["stub"]
 
 
 class RawMember:
@@ -173,7 +174,7 @@ def test_leave_and_session_timeout_rebalance(cluster):
     assert [m.member_id for m in described.members] == [members[2].member_id]
 
 
-def test_coordinator_sigkill_moves_group_with_offsets(cluster):
+def test_coordinator_sigkill_moves_group_with_offsets_and_members(cluster):
     node, stub = coordinator_stub(cluster.bootstrap, "g3")
     member = RawMember(stub, "g3", "m0")
     converge(stub, [member], "g3")
@@ -191,6 +192,9 @@ def test_coordinator_sigkill_moves_group_with_offsets(cluster):
             return False
         got = {p.partition: p.committed_offset for t in answer.topics for p in t.partitions}
         assert got == offsets, got
+        described = new_stub.DescribeGroups(group_pb2.DescribeGroupsRequest(group_ids=["g3"]), timeout=10).groups[0]
+        assert [(m.member_id, m.member_epoch) for m in described.members] == [("m0", member.epoch)], described
+        assert {(t.topic, p) for t in described.members[0].assignment for p in t.partitions} == member.owned
         return True
 
     wait_for(moved, 60, "the group at a new coordinator with its offsets")
