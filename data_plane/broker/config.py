@@ -40,6 +40,7 @@ class UnsafeBehaviour(enum.Enum):
     ACK_BEFORE_REPLICATION = "ack-before-replication"  # acks=all answered after the leader's append
     SKIP_EPOCH_FENCING = "skip-epoch-fencing"  # requests with another leader epoch are served
     STALL_FETCHER = "stall-fetcher"  # after a restart, followers never fetch the partitions they had on disk
+    ASSIGN_BEFORE_REVOKE = "assign-before-revoke"  # the group coordinator hands a partition over before its owner revoked it
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,12 @@ class BrokerConfig:
     topic_defaults: dict[str, str] = field(default_factory=dict)
     storage_fault_injection: bool = False  # testing only: see data_plane/storage/fault_injection.py
     metrics_port: int = 0  # Prometheus /metrics on the --listen host; 0: off
+    quota_window_num: int = 11  # client quotas: samples a rate is measured over (Kafka's quota.window.num)
+    quota_window_size_ms: int = 1000  # client quotas: length of one sample (Kafka's quota.window.size.seconds)
+    offsets_topic_partitions: int = 50  # Kafka's offsets.topic.num.partitions; used when the topic is first created
+    group_session_timeout_ms: int = 45000  # Kafka's group.consumer.session.timeout.ms
+    group_heartbeat_interval_ms: int = 5000  # Kafka's group.consumer.heartbeat.interval.ms
+    group_max_size: int = 1000  # members per consumer group
     tls: ServerTls | None = None  # None: plaintext listener and plaintext channels to peers
 
     def peer_credentials(self) -> grpc.ChannelCredentials | None:
@@ -81,8 +88,6 @@ class BrokerConfig:
         if self.tls is None:
             return None
         return channel_credentials(self.tls.ca_file, self.tls.cert_file, self.tls.key_file)
-    quota_window_num: int = 11  # client quotas: samples a rate is measured over (Kafka's quota.window.num)
-    quota_window_size_ms: int = 1000  # client quotas: length of one sample (Kafka's quota.window.size.seconds)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -122,6 +127,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="client quotas measure rates over this many samples, at least 2 (default: %(default)s)")
     parser.add_argument("--quota-window-size-ms", type=int, default=BrokerConfig.quota_window_size_ms,
                         help="length of one client quota sample (default: %(default)s)")
+    parser.add_argument("--offsets-topic-partitions", type=int, default=BrokerConfig.offsets_topic_partitions,
+                        help="partitions of __consumer_offsets when this broker creates it (default: %(default)s)")
+    parser.add_argument("--group-session-timeout-ms", type=int, default=BrokerConfig.group_session_timeout_ms,
+                        help="a group member without a heartbeat for this long is removed (default: %(default)s)")
+    parser.add_argument("--group-heartbeat-interval-ms", type=int, default=BrokerConfig.group_heartbeat_interval_ms,
+                        help="how often group members are told to heartbeat (default: %(default)s)")
+    parser.add_argument("--group-max-size", type=int, default=BrokerConfig.group_max_size,
+                        help="most members of one consumer group (default: %(default)s)")
 
 
 def from_args(args: argparse.Namespace) -> BrokerConfig:
@@ -131,6 +144,10 @@ def from_args(args: argparse.Namespace) -> BrokerConfig:
     if args.quota_window_num < 2 or args.quota_window_size_ms < 1:
         raise ValueError(f"--quota-window-num must be at least 2 and --quota-window-size-ms at least 1, got "
                          f"{args.quota_window_num} and {args.quota_window_size_ms}")
+    if args.offsets_topic_partitions < 1 or args.group_max_size < 1:
+        raise ValueError("--offsets-topic-partitions and --group-max-size must be at least 1")
+    if not 0 < args.group_heartbeat_interval_ms < args.group_session_timeout_ms:
+        raise ValueError("--group-heartbeat-interval-ms must be positive and below --group-session-timeout-ms: raise the timeout or lower the interval")
     return BrokerConfig(
         broker_id=args.broker_id,
         host=host,
@@ -156,4 +173,8 @@ def from_args(args: argparse.Namespace) -> BrokerConfig:
         storage_fault_injection=args.storage_fault_injection,
         quota_window_num=args.quota_window_num,
         quota_window_size_ms=args.quota_window_size_ms,
+        offsets_topic_partitions=args.offsets_topic_partitions,
+        group_session_timeout_ms=args.group_session_timeout_ms,
+        group_heartbeat_interval_ms=args.group_heartbeat_interval_ms,
+        group_max_size=args.group_max_size,
     )
