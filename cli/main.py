@@ -121,6 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     consume.add_argument("--max-messages", type=int, help="exit after printing this many records")
     consume.add_argument("--timeout-ms", type=int, help="exit when no record arrives for this long")
     consume.add_argument("--print-key", action="store_true", help="print each record as KEY<tab>VALUE (null for a record without a key)")
+    consume.add_argument("--group", help="read as a member of this consumer group, committing as it goes (resumes at the group's committed offsets)")
     _client_options(consume, json_flag=False)
     consume.set_defaults(func=data_cmd.consume)
 
@@ -129,8 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
     _client_options(qdescribe)
     qdescribe.set_defaults(func=topics_cmd.quorum_describe)
 
-    from cli import leaders_cmd, partitions_cmd, records_cmd
+    from cli import groups_cmd, leaders_cmd, partitions_cmd, records_cmd
 
+    groups_cmd.register(sub, _client_options)
     leaders_cmd.register(sub, _client_options)
     partitions_cmd.register(sub, _client_options)
     records_cmd.register(sub, _client_options)
