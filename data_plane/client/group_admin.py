@@ -122,6 +122,12 @@ class GroupAdmin:
     def link(self, group_id: str) -> CoordinatorLink:
         return CoordinatorLink(group_id, self._metadata, self._coordinators, self._timeout_s, RETRY_BACKOFF_S)
 
+    def coordinator_stub(self, group_id: str, timeout_s: float = 10.0):
+        """(GroupCoordinator stub of the group's coordinator, its link): for callers that
+        drive the RPCs themselves (``kraftlog perf commit``)."""
+        link = self.link(group_id)
+        return self._coordinators.stub(link.find(timeout_s)), link
+
     def list_groups(self) -> list[ListedGroup]:
         """Every group of the cluster, from every live broker (each lists those it coordinates)."""
         refresh_sync(self._metadata, self._brokers.stub, self._timeout_s, broker_pb2.MetadataRequest(topics=[]))
