@@ -128,7 +128,7 @@ def produce(args: argparse.Namespace) -> int:
 def consume(args: argparse.Namespace) -> int:
     from data_plane.client import Consumer
 
-    if args.group:
+    if getattr(args, "group", None):
         from cli.perf_group import run
 
         return run(args)
