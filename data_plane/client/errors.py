@@ -30,9 +30,6 @@ RETRIABLE_CODES: frozenset[str] = frozenset(
         "OFFSET_NOT_AVAILABLE",
         "STORAGE_ERROR",  # the partition moves to another replica
         "NOT_CONTROLLER",
-        "COORDINATOR_NOT_AVAILABLE",
-        "NOT_COORDINATOR",
-        "COORDINATOR_LOAD_IN_PROGRESS",
     }
 )
 
