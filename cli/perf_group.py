@@ -202,7 +202,7 @@ def run_commits(args: argparse.Namespace) -> int:
     request committing P partitions counts as P commits (each is one record at the
     coordinator); requests/s is reported too."""
     from data_plane.client.group_admin import GroupAdmin
-    from kraftlog_proto import group_pb2
+    from data_plane.client.group_membership import offset_commit_request
 
     if args.duration <= 0 or args.in_flight < 1:
         raise ValueError("--duration and --in-flight must be positive")
@@ -211,11 +211,8 @@ def run_commits(args: argparse.Namespace) -> int:
     with GroupAdmin(bootstrap) as admin:
         stub, link = admin.coordinator_stub(args.group)
 
-        def request(i: int) -> group_pb2.OffsetCommitRequest:
-            entry = group_pb2.OffsetCommitTopic(topic=args.topic, partitions=[
-                group_pb2.OffsetCommitPartition(partition=p, committed_offset=i, committed_leader_epoch=-1) for p in partitions
-            ])
-            return group_pb2.OffsetCommitRequest(group_id=args.group, member_epoch=-1, topics=[entry])
+        def request(i: int):
+            return offset_commit_request(args.group, "", -1, {(args.topic, p): (i, -1) for p in partitions})
 
         started = time.monotonic()
         end = started + args.duration

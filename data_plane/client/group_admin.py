@@ -20,8 +20,8 @@ import grpc
 
 from data_plane.client.channels import REQUEST_TIMEOUT_MS_DEFAULT, broker_channels
 from data_plane.client.errors import KraftlogError, from_error_code, from_rpc_error
-from data_plane.client.group_coordinator_link import CoordinatorLink, coordinator_channels
-from data_plane.client.group_membership import from_topic_partitions, to_topic_partitions
+from data_plane.client.group_coordinator_link import CoordinatorLink, coordinator_channels, raise_commit_errors
+from data_plane.client.group_membership import from_topic_partitions, offset_commit_request, to_topic_partitions
 from data_plane.client.metadata_cache import MetadataCache, TopicPartition, refresh_sync
 from data_plane.client.offset_lookup import EARLIEST, LATEST, list_offsets
 from kraftlog_proto import broker_pb2, common_pb2, group_pb2
@@ -208,16 +208,5 @@ class GroupAdmin:
     def execute_reset(self, group_id: str, steps: list[ResetStep]) -> None:
         """Commits a plan as an admin commit; the coordinator refuses it (NON_EMPTY_GROUP)
         while the group has members."""
-        request = group_pb2.OffsetCommitRequest(group_id=group_id, member_id="", member_epoch=-1)
-        by_topic: dict[str, group_pb2.OffsetCommitTopic] = {}
-        for step in steps:
-            if step.topic not in by_topic:
-                by_topic[step.topic] = request.topics.add(topic=step.topic)
-            by_topic[step.topic].partitions.add(partition=step.partition, committed_offset=step.target, committed_leader_epoch=-1)
-        answer = self.link(group_id).call("OffsetCommit", request)
-        if answer.error_code != common_pb2.NONE:
-            raise from_error_code(answer.error_code, answer.error_message, f"reset of group {group_id!r}")
-        for topic in answer.topics:
-            for p in topic.partitions:
-                if p.error_code != common_pb2.NONE:
-                    raise from_error_code(p.error_code, p.error_message, f"reset of group {group_id!r} {topic.topic}-{p.partition}")
+        request = offset_commit_request(group_id, "", -1, {(s.topic, s.partition): (s.target, -1) for s in steps})
+        raise_commit_errors(self.link(group_id).call("OffsetCommit", request), f"reset of group {group_id!r}")

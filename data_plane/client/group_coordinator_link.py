@@ -32,6 +32,16 @@ def coordinator_channels() -> ChannelPool[group_pb2_grpc.GroupCoordinatorStub]:
     return ChannelPool(group_pb2_grpc.GroupCoordinatorStub, CHANNEL_OPTIONS)
 
 
+def raise_commit_errors(answer: group_pb2.OffsetCommitResponse, where: str) -> None:
+    """Raises the group-level refusal of an OffsetCommit answer, else its first partition's."""
+    if answer.error_code != common_pb2.NONE:
+        raise from_error_code(answer.error_code, answer.error_message, where)
+    for topic in answer.topics:
+        for p in topic.partitions:
+            if p.error_code != common_pb2.NONE:
+                raise from_error_code(p.error_code, p.error_message, f"{where} {topic.topic}-{p.partition}")
+
+
 class CoordinatorLink:
     """Calls to one group's coordinator, with rediscovery and bounded retries."""
 

@@ -97,6 +97,20 @@ def to_topic_partitions(tps: Iterable[TopicPartition]) -> list[group_pb2.TopicPa
     return [group_pb2.TopicPartitions(topic=t, partitions=sorted(ps)) for t, ps in sorted(by_topic.items())]
 
 
+def offset_commit_request(
+    group_id: str, member_id: str, member_epoch: int, offsets: dict[TopicPartition, tuple[int, int]],
+) -> group_pb2.OffsetCommitRequest:
+    """One OffsetCommit of ``offsets`` ({(topic, partition): (next offset, leader epoch)}),
+    grouped per topic. An admin commit has no member id and member epoch -1."""
+    request = group_pb2.OffsetCommitRequest(group_id=group_id, member_id=member_id, member_epoch=member_epoch)
+    by_topic: dict[str, group_pb2.OffsetCommitTopic] = {}
+    for (topic, partition), (offset, leader_epoch) in sorted(offsets.items()):
+        if topic not in by_topic:
+            by_topic[topic] = request.topics.add(topic=topic)
+        by_topic[topic].partitions.add(partition=partition, committed_offset=offset, committed_leader_epoch=leader_epoch)
+    return request
+
+
 def from_topic_partitions(entries: Iterable[group_pb2.TopicPartitions]) -> frozenset[TopicPartition]:
     return frozenset((e.topic, p) for e in entries for p in e.partitions)
 

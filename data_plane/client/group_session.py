@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, NamedTuple
 import structlog
 
 from data_plane.client.errors import KraftlogError, from_error_code
-from data_plane.client.group_coordinator_link import CoordinatorLink, coordinator_channels
+from data_plane.client.group_coordinator_link import CoordinatorLink, coordinator_channels, raise_commit_errors
 from data_plane.client.group_membership import (
-    FENCING_CODES, Action, GroupMembership, MemberState, Reconciliation, Subscription, to_topic_partitions,
+    FENCING_CODES, Action, GroupMembership, MemberState, Reconciliation, Subscription, offset_commit_request, to_topic_partitions,
 )
 from data_plane.client.metadata_cache import TopicPartition
 from kraftlog_proto import common_pb2, group_pb2
@@ -239,12 +239,8 @@ class GroupSession:
         epochs = consumer._last_epochs
         committed = {tp: CommittedOffset(pos, epochs.get(tp, -1), "") for tp, pos in positions.items()}
         with self._lock:
-            request = group_pb2.OffsetCommitRequest(group_id=self.group_id, member_id=self._core.member_id, member_epoch=self._core.member_epoch)
-        by_topic: dict[str, group_pb2.OffsetCommitTopic] = {}
-        for (topic, partition), entry in sorted(committed.items()):
-            if topic not in by_topic:
-                by_topic[topic] = request.topics.add(topic=topic)
-            by_topic[topic].partitions.add(partition=partition, committed_offset=entry.offset, committed_leader_epoch=entry.leader_epoch)
+            member_id, epoch = self._core.member_id, self._core.member_epoch
+        request = offset_commit_request(self.group_id, member_id, epoch, {tp: (c.offset, c.leader_epoch) for tp, c in committed.items()})
         return request, committed
 
     def _send_commit(self, request: group_pb2.OffsetCommitRequest, committed: dict[TopicPartition, CommittedOffset]) -> dict[TopicPartition, CommittedOffset]:
@@ -252,14 +248,9 @@ class GroupSession:
             return committed
         answer = self.link.call("OffsetCommit", request)
         where = f"OffsetCommit of group {self.group_id!r} (member {request.member_id} epoch {request.member_epoch})"
-        if answer.error_code != common_pb2.NONE:
-            if answer.error_code in FENCING_CODES or answer.error_code == common_pb2.STALE_MEMBER_EPOCH:
-                where += "; the member's partitions moved to another member, whose commits now count"
-            raise from_error_code(answer.error_code, answer.error_message, where)
-        for topic in answer.topics:
-            for p in topic.partitions:
-                if p.error_code != common_pb2.NONE:
-                    raise from_error_code(p.error_code, p.error_message, f"{where} {topic.topic}-{p.partition}")
+        if answer.error_code in FENCING_CODES or answer.error_code == common_pb2.STALE_MEMBER_EPOCH:
+            where += "; the member's partitions moved to another member, whose commits now count"
+        raise_commit_errors(answer, where)
         return committed
 
     def _log_commit_failure(self, committed: dict, error: Exception | None) -> None:
