@@ -1,5 +1,5 @@
 """Consumer groups on real processes: one controller, three brokers, members in their own
-OS processes (tests/integration/group_member.py) where the fault is a SIGKILL.
+OS processes (chaos/workload/group_member.py) where the fault is a SIGKILL.
 
 Checks: three members share a 6-partition topic two each, and a member joining, leaving and
 being SIGKILLed each ends in a stable split (joining and leaving well within the session
@@ -46,11 +46,11 @@ def cluster(tmp_path_factory) -> Iterator[TestCluster]:
 
 
 class Member:
-    """A member process and what it reported (tests/integration/group_member.py)."""
+    """A member process and what it reported (chaos/workload/group_member.py)."""
 
     def __init__(self, cluster: TestCluster, group: str, topic: str, path: Path, instance_id: str = "") -> None:
         self.path = path
-        args = [sys.executable, "-m", "tests.integration.group_member", cluster.bootstrap, group, topic, str(path)]
+        args = [sys.executable, "-m", "chaos.workload.group_member", cluster.bootstrap, group, topic, str(path)]
         self.proc = subprocess.Popen([*args, *([instance_id] if instance_id else [])], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
                                      stdout=subprocess.DEVNULL, stderr=open(str(path) + ".log", "w"))
 

@@ -1,11 +1,11 @@
-"""One consumer-group member as its own OS process, for tests that SIGKILL members.
+"""One consumer-group member as its own OS process, for runs and tests that SIGKILL members.
 
-    python -m tests.integration.group_member BOOTSTRAP GROUP TOPIC EVENTS_FILE [INSTANCE_ID]
+    python -m chaos.workload.group_member BOOTSTRAP GROUP TOPIC EVENTS_FILE [INSTANCE_ID]
 
 Subscribes to TOPIC in GROUP (auto-commit every 200 ms, earliest when nothing is committed)
 and appends JSON lines to EVENTS_FILE, flushed as they happen: ``{"owned": [partitions]}``
 whenever what it owns changes, ``{"read": [[partition, offset, value], ...]}`` per poll that
-returned records. SIGTERM closes the consumer (commit, revoke, leave) and exits 0.
+returned records; each with ``at`` (time.time() when the poll returned). SIGTERM closes the consumer (commit, revoke, leave) and exits 0.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import json
 import signal
 import sys
 import threading
+import time
 
 from data_plane.client import Consumer
 
@@ -29,12 +30,13 @@ def main(bootstrap: str, group: str, topic: str, events_path: str, instance_id: 
         owned: list[int] | None = None
         while not stop.is_set():
             records = consumer.poll(timeout_ms=50)
+            now = time.time()
             now_owned = sorted(p for _, p in consumer.assignment())
             if now_owned != owned:
                 owned = now_owned
-                events.write(json.dumps({"owned": owned, "epoch": consumer.group.member_epoch}) + "\n")
+                events.write(json.dumps({"owned": owned, "epoch": consumer.group.member_epoch, "at": now}) + "\n")
             if records:
-                events.write(json.dumps({"read": [[r.partition, r.offset, r.value.decode()] for r in records]}) + "\n")
+                events.write(json.dumps({"read": [[r.partition, r.offset, r.value.decode()] for r in records], "at": now}) + "\n")
     return 0
 
 
