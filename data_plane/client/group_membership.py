@@ -269,8 +269,7 @@ class GroupMembership:
             self.fence()
             return Action.CONTINUE
         if code != common_pb2.NONE:
-            self.state = MemberState.FATAL
-            self.fatal_error = (code, answer.error_message)
+            self.fail(code, answer.error_message)
             return Action.FATAL
         if self.state == MemberState.FENCED:
             return Action.CONTINUE  # an answer to a heartbeat sent before the fencing
@@ -290,6 +289,11 @@ class GroupMembership:
         elif self.state == MemberState.JOINING:
             self.state = MemberState.STABLE if self.member_epoch > 0 else MemberState.JOINING
         return Action.CONTINUE
+
+    def fail(self, code: int, message: str) -> None:
+        """An error no retry fixes: heartbeats stop and the next poll raises it."""
+        self.state = MemberState.FATAL
+        self.fatal_error = (code, message)
 
     def fence(self) -> None:
         """The coordinator no longer knows this member (or its epoch): drop what it owns,

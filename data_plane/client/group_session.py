@@ -172,6 +172,8 @@ class GroupSession:
                 rec = self._core.release_all()
             if rec is not None:
                 self._carry_out(rec, self._auto_commit)
+                with self._lock:
+                    self._core.reconciled(rec)
         except Exception as err:  # noqa: BLE001 - close must finish and leave the group
             log.warning("group_close_revoke_failed", group=self.group_id, member=self.member_id, error=str(err))
         self._stopped = True
@@ -271,7 +273,13 @@ class GroupSession:
                 self._wake.wait(timeout=max(next_at - now, 0.0) if wanted else interval_s)
                 self._wake.clear()
                 continue
-            next_at = time.monotonic() + self._heartbeat_once(interval_s)
+            try:
+                next_at = time.monotonic() + self._heartbeat_once(interval_s)
+            except Exception as err:  # noqa: BLE001 - a bug here must surface from poll, not end heartbeats silently
+                log.error("group_heartbeat_thread_failed", group=self.group_id, member=self.member_id, error=repr(err))
+                with self._lock:
+                    self._core.fail(common_pb2.UNKNOWN_SERVER_ERROR, repr(err))
+                return
 
     def _heartbeat_once(self, interval_s: float) -> float:
         """Sends one heartbeat; returns how long to wait before the next."""
@@ -285,7 +293,7 @@ class GroupSession:
             log.info("group_heartbeat_failed", group=self.group_id, member=self.member_id, error=str(err))
             if not err.retriable:
                 with self._lock:
-                    self._core.state, self._core.fatal_error = MemberState.FATAL, (common_pb2.UNKNOWN_SERVER_ERROR, str(err))
+                    self._core.fail(common_pb2.UNKNOWN_SERVER_ERROR, str(err))
             return self._retry_backoff_s
         with self._lock:
             before = (self._core.member_epoch, self._core.state)
