@@ -41,6 +41,7 @@ from chaos.history import History, SendOp
 from chaos.workload.producer_worker import ProducerWorker
 from chaos.workload.settings import WorkloadSettings
 from server_common.local_cluster import LocalCluster, Node, wait_ready
+from server_common.logging_setup import configure_logging
 from server_common.waiting import wait_for
 
 GROUP = "chaos-group"
@@ -280,6 +281,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report", type=Path, default=Path("group-chaos-report"))
     parser.add_argument("--unsafe", default="", help="the brokers' --unsafe-testing mode (the negative control)")
     args = parser.parse_args(argv)
+    configure_logging(level="WARNING")
     result = run(args.duration, args.seed, args.report, args.unsafe)
     print(f"verdict: {result.verdict}; {result.acked} acknowledged, {result.read} read, {len(result.faults)} faults, "
           f"{result.ownership_events} ownership events; anomalies: {sorted({a.kind for a in result.anomalies}) or 'none'} ({result.report})")

@@ -47,6 +47,9 @@ class Event(NamedTuple):
 def _member_main(bootstrap: str, topic: str, group: str, index: int, events, stop) -> None:
     """One member: subscribe, poll until told to stop, report ownership and counts."""
     from data_plane.client import Consumer
+    from server_common.logging_setup import configure_logging
+
+    configure_logging(level="WARNING")
 
     try:
         with Consumer(bootstrap, group_id=group, auto_offset_reset="earliest", client_id=f"perf-member-{index}") as consumer:

@@ -17,9 +17,11 @@ import threading
 import time
 
 from data_plane.client import Consumer
+from server_common.logging_setup import configure_logging
 
 
 def main(bootstrap: str, group: str, topic: str, events_path: str, instance_id: str = "") -> int:
+    configure_logging("json", "INFO")  # to stderr: the member's log file
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     with open(events_path, "a", buffering=1) as events, Consumer(

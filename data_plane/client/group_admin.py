@@ -128,22 +128,26 @@ class GroupAdmin:
         link = self.link(group_id)
         return self._coordinators.stub(link.find(timeout_s)), link
 
-    def list_groups(self) -> list[ListedGroup]:
-        """Every group of the cluster, from every live broker (each lists those it coordinates)."""
+    def list_groups(self) -> tuple[list[ListedGroup], dict[int, str]]:
+        """Every group of the cluster, from every live broker (each lists those it
+        coordinates), and the brokers that did not answer (id -> error): their groups are
+        missing, but the rest is still worth showing while a broker is down."""
         refresh_sync(self._metadata, self._brokers.stub, self._timeout_s, broker_pb2.MetadataRequest(topics=[]))
         brokers = dict(self._metadata.snapshot.brokers)
         futures = {b: self._coordinators.stub(a).ListGroups.future(group_pb2.ListGroupsRequest(), timeout=self._timeout_s) for b, a in brokers.items()}
         groups: dict[str, ListedGroup] = {}
+        unanswered: dict[int, str] = {}
         for broker_id, future in sorted(futures.items()):
             try:
                 answer = future.result()
             except grpc.RpcError as err:
-                raise from_rpc_error(err, brokers[broker_id]) from None
-            if answer.error_code not in (common_pb2.NONE, common_pb2.COORDINATOR_LOAD_IN_PROGRESS):
-                raise from_error_code(answer.error_code, answer.error_message, f"ListGroups at broker {broker_id}")
+                unanswered[broker_id] = str(from_rpc_error(err, brokers[broker_id]))
+                continue
+            if answer.error_code != common_pb2.NONE:
+                unanswered[broker_id] = str(from_error_code(answer.error_code, answer.error_message, f"ListGroups at broker {broker_id}"))
             for g in answer.groups:
                 groups[g.group_id] = ListedGroup(g.group_id, g.state, g.coordinator_id or broker_id, g.member_count)
-        return sorted(groups.values())
+        return sorted(groups.values()), unanswered
 
     def describe_group(self, group_id: str) -> GroupDescription:
         """The group's state and members, and per partition its owner, committed offset,

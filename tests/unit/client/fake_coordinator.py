@@ -6,7 +6,8 @@ Just enough of KIP-848: members join with epoch 0 and get a round-robin share of
 partition of the topics they subscribe to; a partition is handed to its new owner only
 once no other member owns it or was last sent it; each assignment change bumps the member's epoch;
 a stale epoch is FENCED_MEMBER_EPOCH, an unknown member UNKNOWN_MEMBER_ID; commits check
-the member epoch (admin commits only to an empty group). Faults: ``not_coordinator`` answers
+the member epoch (admin commits only to an empty group). ListGroups, DescribeGroups and
+DeleteGroups answer for the one group it holds, named ``group_id``. Faults: ``not_coordinator`` answers
 that many calls NOT_COORDINATOR; ``forget(member_id)`` drops a member (as a session timeout).
 """
 
@@ -34,6 +35,7 @@ class FakeMember:
 @dataclass
 class FakeCoordinator(group_pb2_grpc.GroupCoordinatorServicer):
     topics: dict[str, int]
+    group_id: str = "g"
     members: dict[str, FakeMember] = field(default_factory=dict)
     offsets: dict[tuple[str, int], int] = field(default_factory=dict)
     epoch: int = 0
@@ -49,6 +51,12 @@ class FakeCoordinator(group_pb2_grpc.GroupCoordinatorServicer):
         server.start()
         self.address = f"127.0.0.1:{port}"
         return server
+
+    def serve_on(self, server: grpc.Server, address: str) -> None:
+        """Adds the coordinator to a fake broker's server (before it starts): one node, as
+        every real broker also coordinates."""
+        group_pb2_grpc.add_GroupCoordinatorServicer_to_server(self, server)
+        self.address = address
 
     def forget(self, member_id: str) -> None:
         with self.lock:
@@ -136,4 +144,36 @@ class FakeCoordinator(group_pb2_grpc.GroupCoordinatorServicer):
                 for t, p in sorted(wanted):
                     if t == topic:
                         entry.partitions.add(partition=p, committed_offset=self.offsets.get((t, p), -1), committed_leader_epoch=-1)
+            return answer
+
+    def ListGroups(self, request, context):
+        with self.lock:
+            if not self.members and not self.offsets:
+                return group_pb2.ListGroupsResponse()
+            state = "stable" if self.members else "empty"
+            return group_pb2.ListGroupsResponse(groups=[group_pb2.ListedGroup(group_id=self.group_id, state=state, coordinator_id=1, member_count=len(self.members))])
+
+    def DescribeGroups(self, request, context):
+        with self.lock:
+            answer = group_pb2.DescribeGroupsResponse()
+            for group_id in request.group_ids:
+                if group_id != self.group_id or not (self.members or self.offsets):
+                    answer.groups.add(group_id=group_id, error_code=common_pb2.GROUP_ID_NOT_FOUND)
+                    continue
+                described = answer.groups.add(group_id=group_id, state="stable" if self.members else "empty", group_epoch=self.epoch,
+                                              assignor="uniform", coordinator_id=1)
+                for member_id, m in sorted(self.members.items()):
+                    described.members.add(member_id=member_id, client_id="kraftlog-consumer", client_host="127.0.0.1", member_epoch=m.epoch,
+                                          assignment=to_topic_partitions(m.owned), target_assignment=to_topic_partitions(m.target))
+            return answer
+
+    def DeleteGroups(self, request, context):
+        with self.lock:
+            answer = group_pb2.DeleteGroupsResponse()
+            for group_id in request.group_ids:
+                if self.members:
+                    answer.results.add(group_id=group_id, error_code=common_pb2.NON_EMPTY_GROUP)
+                else:
+                    self.offsets.clear()
+                    answer.results.add(group_id=group_id)
             return answer
