@@ -37,6 +37,7 @@ class UnsafeBehaviour(enum.Enum):
     ACK_BEFORE_REPLICATION = "ack-before-replication"  # acks=all answered after the leader's append
     SKIP_EPOCH_FENCING = "skip-epoch-fencing"  # requests with another leader epoch are served
     STALL_FETCHER = "stall-fetcher"  # after a restart, followers never fetch the partitions they had on disk
+    ASSIGN_BEFORE_REVOKE = "assign-before-revoke"  # the group coordinator hands a partition over before its owner revoked it
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,10 @@ class BrokerConfig:
     controlled_shutdown_timeout_s: float = 30.0
     topic_defaults: dict[str, str] = field(default_factory=dict)
     metrics_port: int = 0  # Prometheus /metrics on the --listen host; 0: off
+    offsets_topic_partitions: int = 50  # Kafka's offsets.topic.num.partitions; used when the topic is first created
+    group_session_timeout_ms: int = 45000  # Kafka's group.consumer.session.timeout.ms
+    group_heartbeat_interval_ms: int = 5000  # Kafka's group.consumer.heartbeat.interval.ms
+    group_max_size: int = 1000  # members per consumer group
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -101,12 +106,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the log cleaner's read rate, so cleaning leaves the disk to produce and fetch (default: %(default)s)")
     parser.add_argument("--cleaner-map-entries", type=int, default=BrokerConfig.cleaner_map_entries,
                         help="keys one cleaning pass holds in memory; more keys take more passes (default: %(default)s)")
+    parser.add_argument("--offsets-topic-partitions", type=int, default=BrokerConfig.offsets_topic_partitions,
+                        help="partitions of __consumer_offsets when this broker creates it (default: %(default)s)")
+    parser.add_argument("--group-session-timeout-ms", type=int, default=BrokerConfig.group_session_timeout_ms,
+                        help="a group member without a heartbeat for this long is removed (default: %(default)s)")
+    parser.add_argument("--group-heartbeat-interval-ms", type=int, default=BrokerConfig.group_heartbeat_interval_ms,
+                        help="how often group members are told to heartbeat (default: %(default)s)")
+    parser.add_argument("--group-max-size", type=int, default=BrokerConfig.group_max_size,
+                        help="most members of one consumer group (default: %(default)s)")
 
 
 def from_args(args: argparse.Namespace) -> BrokerConfig:
     host, port = parse_host_port(args.listen)
     if not 0 <= args.metrics_port <= 65535:
         raise ValueError(f"--metrics-port {args.metrics_port} is out of range: give 1 to 65535, or 0 to turn metrics off")
+    if args.offsets_topic_partitions < 1 or args.group_max_size < 1:
+        raise ValueError("--offsets-topic-partitions and --group-max-size must be at least 1")
+    if not 0 < args.group_heartbeat_interval_ms < args.group_session_timeout_ms:
+        raise ValueError("--group-heartbeat-interval-ms must be positive and below --group-session-timeout-ms: raise the timeout or lower the interval")
     return BrokerConfig(
         broker_id=args.broker_id,
         host=host,
@@ -128,4 +145,8 @@ def from_args(args: argparse.Namespace) -> BrokerConfig:
         cleaner_io_bytes_per_second=args.cleaner_io_bytes_per_second,
         cleaner_map_entries=args.cleaner_map_entries,
         metrics_port=args.metrics_port,
+        offsets_topic_partitions=args.offsets_topic_partitions,
+        group_session_timeout_ms=args.group_session_timeout_ms,
+        group_heartbeat_interval_ms=args.group_heartbeat_interval_ms,
+        group_max_size=args.group_max_size,
     )

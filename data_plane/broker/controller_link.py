@@ -223,6 +223,10 @@ class BrokerLifecycleManager:
             raise ControllerError(response.error_code, response.error_message)
         return response.producer_id_start, response.producer_id_len
 
+    async def create_topics(self, request: pb.CreateTopicsRequest, deadline_s: float = 10.0) -> pb.CreateTopicsResponse:
+        """Create topics through the active controller (the group coordinator's offsets topic)."""
+        return await self._call("CreateTopics", request, deadline_s)
+
 
 class MetadataFollower:
     def __init__(self, controller_endpoints: Sequence[Endpoint], listener: Listener) -> None:

@@ -24,6 +24,7 @@ from data_plane.broker.isr_updates import AlterPartitionSender
 from data_plane.broker.replica_fetcher import ReplicaFetcherManager
 from data_plane.broker.replica_manager import ReplicaManager
 from data_plane.broker.service import BrokerService
+from data_plane.groups.wiring import serve_groups
 from data_plane.replication.errors import ErrorCode
 from data_plane.storage import LogManager
 from kraftlog_proto import broker_pb2, broker_pb2_grpc
@@ -126,6 +127,7 @@ class BrokerServer:
         server = grpc.aio.server(options=options, interceptors=[self.metrics.rpc.interceptor()] if self.metrics else None)
         self._service = BrokerService(self.replicas, self.metadata_response, self.init_producer_id)
         broker_pb2_grpc.add_BrokerServicer_to_server(self._service, server)
+        groups = serve_groups(self.config, self.replicas, self.lifecycle.create_topics, server)
         self._health = ServingState(server, broker_pb2.DESCRIPTOR.services_by_name["Broker"].full_name)
         await self._health.set(False)  # starting: not registered and unfenced yet
         bound = server.add_insecure_port(f"{self.config.host}:{self.config.port}")
@@ -141,6 +143,7 @@ class BrokerServer:
         await self.lifecycle.start()
         self._timers = [
             asyncio.create_task(self._every(self.config.replica_tick_interval_ms, self.replicas.tick)),
+            asyncio.create_task(self._every(self.config.replica_tick_interval_ms, groups.tick)),
             asyncio.create_task(self._every(self.config.hw_checkpoint_interval_ms, self._checkpoint)),
             asyncio.create_task(self._every(self.config.retention_check_interval_ms, self.replicas.maintenance.run_retention)),
             asyncio.create_task(self._every(self.config.flush_check_interval_ms, self.replicas.maintenance.run_flush)),

@@ -1,0 +1,279 @@
+"""The group coordinator's shell: which offsets partitions this broker leads, loading and
+unloading their groups, and running each group operation as decide → write → apply.
+
+- **Shards.** One `Shard` per partition of `__consumer_offsets` this broker leads, at one
+  leader epoch. `sync_leadership` (a timer) starts a shard when the broker becomes leader
+  (the shard replays the partition up to its log end, then waits until the HW covers it:
+  until then requests get COORDINATOR_LOAD_IN_PROGRESS) and drops it when leadership goes
+  (requests get NOT_COORDINATOR).
+- **Writes.** An operation runs under its group's lock: the pure core decides on a scratch
+  copy and the records it emits go through the partition's normal leader append with
+  acks=all, at the shard's leader epoch. The scratch copy replaces the group only once the
+  HW covers the records; if the write fails, the group is unchanged and the answer is
+  retriable. A write whose outcome is unknown (timed out, or the ISR shrank after the
+  append) makes the shard reload from the log, so memory never differs from the log.
+- **Timers.** `tick` removes members past their session timeout (or past their rebalance
+  timeout with partitions still to revoke).
+- **Assignment log.** Every durable change of a member's current assignment is logged
+  (``group assignment``: group, member, member epoch, assigned, pending revocation) in commit
+  order: the ownership history a chaos checker reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Callable, TypeVar
+
+import structlog
+
+from data_plane.broker.requests import ProduceItem
+from data_plane.groups import membership, offsets, record_codec
+from data_plane.groups.changes import GroupChange
+from data_plane.groups.membership import GroupSettings, Refused
+from data_plane.groups.placement import OFFSETS_TOPIC, offsets_partition
+from data_plane.groups.state import Group, partitions_by_topic, replay
+from data_plane.record_batch import decode_batches, encode_batch
+from data_plane.replication.errors import ErrorCode
+from data_plane.replication.partition_state import ACKS_ALL
+
+log = structlog.get_logger("groups")
+
+T = TypeVar("T")
+LOAD_READ_BYTES = 1 << 20  # one read while replaying an offsets partition
+WRITE_TIMEOUT_MS = 5000  # a group write not covered by the HW within this is outcome-unknown: the shard reloads
+OUTCOME_UNKNOWN = (ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class Shard:
+    """The groups of one offsets partition this broker leads at ``leader_epoch``."""
+
+    partition: int
+    leader_epoch: int
+    groups: dict[str, Group] = field(default_factory=dict)
+    loaded: bool = False
+    active: bool = True
+    locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+    expiring: set[str] = field(default_factory=set)
+    task: asyncio.Task | None = None
+
+    def lock(self, group_id: str) -> asyncio.Lock:
+        return self.locks.setdefault(group_id, asyncio.Lock())
+
+
+class GroupCoordinator:
+    def __init__(self, broker_id: int, replicas, settings: GroupSettings, clock_ms: Callable[[], int] = now_ms) -> None:
+        self.broker_id = broker_id
+        self.replicas = replicas  # the broker's ReplicaManager: partitions, produce, the metadata image
+        self.settings = settings
+        self.clock_ms = clock_ms
+        self.shards: dict[int, Shard] = {}
+        self._log = log.bind(broker_id=broker_id)
+
+    # ------------------------------------------------------------------ leadership
+
+    def offsets_partition_count(self) -> int:
+        image = self.replicas.image
+        topic = image.topics.get(OFFSETS_TOPIC) if image is not None else None
+        return len(topic.partitions) if topic is not None else 0
+
+    def topics(self) -> dict[str, int]:
+        image = self.replicas.image
+        return {name: len(t.partitions) for name, t in image.topics.items()} if image is not None else {}
+
+    def sync_leadership(self) -> None:
+        """Start a shard for each offsets partition led here at a new epoch; drop the others."""
+        led: dict[int, int] = {}
+        for index in range(self.offsets_partition_count()):
+            partition = self.replicas.partitions.get((OFFSETS_TOPIC, index))
+            if partition is not None and partition.is_leader and partition.offline_reason is None:
+                led[index] = partition.state.leader_epoch
+        for index, shard in list(self.shards.items()):
+            if led.get(index) != shard.leader_epoch:
+                self._unload(shard, "leadership moved")
+        for index, epoch in led.items():
+            if index not in self.shards:
+                shard = self.shards[index] = Shard(index, epoch)
+                shard.task = asyncio.ensure_future(self._load(shard))
+
+    def _unload(self, shard: Shard, why: str) -> None:
+        shard.active = False
+        if shard.task is not None:
+            shard.task.cancel()
+        if self.shards.get(shard.partition) is shard:
+            del self.shards[shard.partition]
+        self._log.info("groups unloaded", topic=OFFSETS_TOPIC, partition=shard.partition, leader_epoch=shard.leader_epoch,
+                       groups=len(shard.groups), reason=why)
+
+    async def _load(self, shard: Shard) -> None:
+        """Replay the partition up to its log end, then wait for the HW to cover it."""
+        fields = {"topic": OFFSETS_TOPIC, "partition": shard.partition, "leader_epoch": shard.leader_epoch}
+        try:
+            partition = self.replicas.partitions[(OFFSETS_TOPIC, shard.partition)]
+            end = partition.log_end_offset
+            offset, records = partition.log_start_offset, 0
+            while offset < end:
+                data = partition.read(offset, LOAD_READ_BYTES, end)
+                if not data:
+                    break
+                for batch in decode_batches(data):
+                    offset = batch.header.next_offset
+                    if batch.header.is_control:
+                        continue
+                    decoded = [record_codec.decode(k, v) for k, v in zip(batch.keys, batch.values)]
+                    replay(decoded, shard.groups)
+                    records += len(decoded)
+                await asyncio.sleep(0)  # a large partition must not stall the broker
+            while partition.high_watermark < end:
+                await asyncio.sleep(0.02)  # the new leader's HW catches up with its followers' next fetches
+                if not shard.active:
+                    return
+            now = self.clock_ms()
+            for group in shard.groups.values():
+                membership.start_sessions(group, self.settings, now)
+            shard.loaded = True
+            self._log.info("groups loaded", **fields, groups=len(shard.groups), records=records, log_end_offset=end)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # a failing load must not leave a shard answering "loading" forever
+            self._log.exception("loading groups failed; retrying", **fields)
+            self._unload(shard, "load failed")
+
+    def _shard_for(self, group_id: str) -> Shard:
+        count = self.offsets_partition_count()
+        if count == 0:
+            raise Refused(ErrorCode.NOT_COORDINATOR, "the offsets topic does not exist yet: call FindCoordinator (it creates it) and retry")
+        index = offsets_partition(group_id, count)
+        shard = self.shards.get(index)
+        if shard is None:
+            leader = self.replicas.leader_hint(OFFSETS_TOPIC, index).leader_id
+            raise Refused(ErrorCode.NOT_COORDINATOR, f"broker {self.broker_id} does not coordinate group {group_id} "
+                          f"({OFFSETS_TOPIC}-{index} is led by broker {leader}): call FindCoordinator and retry there")
+        if not shard.loaded:
+            raise Refused(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, f"broker {self.broker_id} is loading the groups of "
+                          f"{OFFSETS_TOPIC}-{index}: retry shortly")
+        return shard
+
+    # ------------------------------------------------------------------ operations
+
+    async def run(self, group_id: str, decide: Callable[[Group | None, int], tuple[GroupChange, T]]) -> T:
+        """Decide on the current group, make the records durable, then apply: the one path of
+        every group change. Raises `Refused` (from the decision, or a retriable coordinator error)."""
+        shard = self._shard_for(group_id)
+        async with shard.lock(group_id):
+            if not shard.active:
+                raise Refused(ErrorCode.NOT_COORDINATOR, f"broker {self.broker_id} stopped coordinating group {group_id}: call FindCoordinator and retry")
+            change, result = decide(shard.groups.get(group_id), self.clock_ms())
+            if change.records:
+                await self._write(shard, change)
+            self._apply(shard, change)
+        return result
+
+    def group(self, group_id: str) -> Group | None:
+        """The group as it is now (reads need no lock: every swap is atomic on the event loop)."""
+        return self._shard_for(group_id).groups.get(group_id)
+
+    def loaded_groups(self) -> list[Group]:
+        return [g for shard in self.shards.values() if shard.loaded for g in shard.groups.values()]
+
+    async def _write(self, shard: Shard, change: GroupChange) -> None:
+        encoded = [record_codec.encode(r) for r in change.records]
+        batch = encode_batch([v for _, v in encoded], [k for k, _ in encoded], now_ms=self.clock_ms())
+        item = ProduceItem(OFFSETS_TOPIC, shard.partition, batch, shard.leader_epoch)
+        [result] = await self.replicas.produce(ACKS_ALL, WRITE_TIMEOUT_MS, [item])
+        if not result.failed:
+            return
+        if result.error.code in OUTCOME_UNKNOWN and shard.active:
+            self._unload(shard, f"a write's outcome is unknown ({result.error.code.name}): reload from the log")
+            self.sync_leadership()
+        code = ErrorCode.NOT_COORDINATOR if result.error.code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH) \
+            else ErrorCode.COORDINATOR_NOT_AVAILABLE
+        raise Refused(code, f"group {change.group.group_id}: the write to {OFFSETS_TOPIC}-{shard.partition} failed "
+                      f"({result.error.code.name}: {result.error.message}); nothing changed: call FindCoordinator and retry")
+
+    def _apply(self, shard: Shard, change: GroupChange) -> None:
+        group = change.group
+        if not shard.active:
+            return  # durable, but this broker no longer coordinates: the next leader replays it
+        if group.deleted:
+            shard.groups.pop(group.group_id, None)
+        elif change.records or group.group_id in shard.groups:
+            shard.groups[group.group_id] = group
+        for member_id, current in change.assignment_changes():
+            self._log.info(
+                "group assignment", group=group.group_id, member=member_id, topic=OFFSETS_TOPIC, partition=shard.partition,
+                leader_epoch=shard.leader_epoch, group_epoch=group.epoch,
+                member_epoch=current.member_epoch if current is not None else -1,
+                assigned=_wire(current.assigned) if current is not None else {},
+                pending_revocation=_wire(current.pending_revocation) if current is not None else {},
+            )
+
+    # ------------------------------------------------------------------ the requests
+
+    async def heartbeat(self, request: membership.Heartbeat) -> membership.HeartbeatAnswer:
+        def decide(group: Group | None, now: int):
+            outcome = membership.heartbeat(group, request, self.topics(), self.settings, now)
+            return outcome.change, outcome.answer
+        return await self.run(request.group_id, decide)
+
+    async def commit(self, group_id: str, member_id: str, member_epoch: int, items: list[offsets.OffsetToCommit]) -> offsets.PartitionErrors:
+        return await self.run(group_id, lambda group, now: offsets.commit(group, group_id, member_id, member_epoch, items, now))
+
+    async def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> offsets.PartitionErrors:
+        def decide(group: Group | None, now: int):
+            subscribed = dict(group.metadata.subscribed_topics) if group is not None and group.members else {}
+            return offsets.delete_offsets(group, group_id, partitions, subscribed)
+        return await self.run(group_id, decide)
+
+    async def delete_group(self, group_id: str) -> None:
+        await self.run(group_id, lambda group, now: (offsets.delete_group(group, group_id), None))
+
+    # ------------------------------------------------------------------ timers
+
+    def tick(self) -> None:
+        """Follow leadership, and expire members whose deadlines passed."""
+        self.sync_leadership()
+        now = self.clock_ms()
+        topics = None
+        for shard in list(self.shards.values()):
+            if not shard.loaded:
+                continue
+            for group in list(shard.groups.values()):
+                if group.group_id in shard.expiring or not _overdue(group, now):
+                    continue
+                topics = topics if topics is not None else self.topics()
+                shard.expiring.add(group.group_id)
+                asyncio.ensure_future(self._expire(shard, group.group_id, topics))
+
+    async def _expire(self, shard: Shard, group_id: str, topics: dict[str, int]) -> None:
+        def decide(group: Group | None, now: int):
+            change = membership.expire(group, topics, now) if group is not None else None
+            expired = sorted(set(group.members) - set(change.group.members)) if change is not None else []
+            return (change or GroupChange.of(group, group_id)), expired
+        try:
+            expired = await self.run(group_id, decide)
+            if expired:
+                self._log.info("members expired", group=group_id, members=expired, topic=OFFSETS_TOPIC, partition=shard.partition)
+        except Refused as refusal:
+            self._log.info("member expiry deferred", group=group_id, reason=refusal.message)
+        finally:
+            shard.expiring.discard(group_id)
+
+    def stop(self) -> None:
+        for shard in list(self.shards.values()):
+            self._unload(shard, "broker stopping")
+
+
+def _overdue(group: Group, now: int) -> bool:
+    return any(d < now for d in group.session_deadlines_ms.values()) or any(d < now for d in group.revocation_deadlines_ms.values())
+
+
+def _wire(partitions) -> dict[str, list[int]]:
+    return dict(partitions_by_topic(partitions))
+

@@ -1,0 +1,158 @@
+"""The ``kraftlog.v1.GroupCoordinator`` gRPC service: protobuf in and out, `GroupCoordinator`
+calls in between. Every refusal is an ErrorCode with a message saying what to do next."""
+
+from __future__ import annotations
+
+import uuid
+
+import grpc
+
+from data_plane.groups import membership, offsets
+from data_plane.groups.coordinator import GroupCoordinator
+from data_plane.groups.membership import Refused
+from data_plane.groups.offsets_topic import OffsetsTopic
+from data_plane.groups.state import Group, Partitions, partitions_by_topic
+from data_plane.replication.errors import ErrorCode
+from kraftlog_proto import group_pb2, group_pb2_grpc
+
+
+class GroupCoordinatorService(group_pb2_grpc.GroupCoordinatorServicer):
+    def __init__(self, coordinator: GroupCoordinator, offsets_topic: OffsetsTopic) -> None:
+        self.coordinator = coordinator
+        self.offsets_topic = offsets_topic
+
+    async def FindCoordinator(self, request: group_pb2.FindCoordinatorRequest, context) -> group_pb2.FindCoordinatorResponse:
+        if request.key_type != group_pb2.GROUP:
+            return group_pb2.FindCoordinatorResponse(coordinators=[
+                group_pb2.Coordinator(key=k, node_id=-1, error_code=ErrorCode.INVALID_REQUEST,
+                                      error_message="transactions are not supported yet: only key_type GROUP") for k in request.keys])
+        return group_pb2.FindCoordinatorResponse(coordinators=self.offsets_topic.find(list(request.keys)))
+
+    async def ConsumerGroupHeartbeat(self, request: group_pb2.ConsumerGroupHeartbeatRequest, context) -> group_pb2.ConsumerGroupHeartbeatResponse:
+        member_id = request.member_id or (str(uuid.uuid4()) if request.member_epoch == 0 else "")
+        heartbeat = membership.Heartbeat(
+            group_id=request.group_id, member_id=member_id, member_epoch=request.member_epoch, instance_id=request.instance_id,
+            rack_id=request.rack_id, rebalance_timeout_ms=request.rebalance_timeout_ms,
+            subscription_changed=request.subscription_changed or request.member_epoch == 0,
+            topic_names=tuple(request.subscribed_topic_names), topic_regex=request.subscribed_topic_regex,
+            server_assignor=request.server_assignor, owned=_partitions(request.owned_partitions) if request.owned_changed else None,
+            client_id=request.client_id, client_host=_peer_host(context),
+        )
+        try:
+            answer = await self.coordinator.heartbeat(heartbeat)
+        except Refused as refusal:
+            answer = membership.HeartbeatAnswer(refusal.code, refusal.message, member_id, request.member_epoch)
+        response = group_pb2.ConsumerGroupHeartbeatResponse(
+            error_code=answer.error, error_message=answer.message, member_id=answer.member_id, member_epoch=answer.member_epoch,
+            heartbeat_interval_ms=self.coordinator.settings.heartbeat_interval_ms)
+        if answer.error == ErrorCode.NONE and answer.assignment is not None:
+            response.has_assignment = True
+            response.assignment.extend(_topic_partitions(answer.assignment))
+        return response
+
+    async def OffsetCommit(self, request: group_pb2.OffsetCommitRequest, context) -> group_pb2.OffsetCommitResponse:
+        items = [offsets.OffsetToCommit(t.topic, p.partition, p.committed_offset, p.committed_leader_epoch, p.metadata)
+                 for t in request.topics for p in t.partitions]
+        try:
+            errors = await self.coordinator.commit(request.group_id, request.member_id, request.member_epoch, items)
+        except Refused as refusal:
+            return group_pb2.OffsetCommitResponse(error_code=refusal.code, error_message=refusal.message)
+        return group_pb2.OffsetCommitResponse(topics=_results(errors))
+
+    async def OffsetFetch(self, request: group_pb2.OffsetFetchRequest, context) -> group_pb2.OffsetFetchResponse:
+        try:
+            group = self.coordinator.group(request.group_id)
+        except Refused as refusal:
+            return group_pb2.OffsetFetchResponse(error_code=refusal.code, error_message=refusal.message)
+        wanted = [(t.topic, p) for t in request.topics for p in t.partitions] if request.topics else None
+        response = group_pb2.OffsetFetchResponse()
+        topics: dict[str, group_pb2.OffsetFetchTopic] = {}
+        for (topic, partition), committed in offsets.fetch(group, wanted).items():
+            out = topics.get(topic) or topics.setdefault(topic, response.topics.add(topic=topic))
+            if committed is None:
+                out.partitions.add(partition=partition, committed_offset=-1, committed_leader_epoch=-1)
+            else:
+                out.partitions.add(partition=partition, committed_offset=committed.offset,
+                                   committed_leader_epoch=committed.leader_epoch, metadata=committed.metadata)
+        return response
+
+    async def ListGroups(self, request: group_pb2.ListGroupsRequest, context) -> group_pb2.ListGroupsResponse:
+        wanted = set(request.states_filter)
+        response = group_pb2.ListGroupsResponse()
+        for group in sorted(self.coordinator.loaded_groups(), key=lambda g: g.group_id):
+            state = group.state()
+            if not wanted or state in wanted:
+                response.groups.add(group_id=group.group_id, state=state, coordinator_id=self.coordinator.broker_id,
+                                    member_count=len(group.members))
+        return response
+
+    async def DescribeGroups(self, request: group_pb2.DescribeGroupsRequest, context) -> group_pb2.DescribeGroupsResponse:
+        response = group_pb2.DescribeGroupsResponse()
+        for group_id in request.group_ids:
+            try:
+                group = self.coordinator.group(group_id)
+            except Refused as refusal:
+                response.groups.add(group_id=group_id, error_code=refusal.code, error_message=refusal.message)
+                continue
+            if group is None:
+                response.groups.add(group_id=group_id, state="dead", error_code=ErrorCode.GROUP_ID_NOT_FOUND,
+                                    error_message=f"group {group_id} does not exist: check the name (kraftlog groups list)")
+                continue
+            response.groups.append(_described(group, self.coordinator.broker_id))
+        return response
+
+    async def DeleteGroups(self, request: group_pb2.DeleteGroupsRequest, context) -> group_pb2.DeleteGroupsResponse:
+        response = group_pb2.DeleteGroupsResponse()
+        for group_id in request.group_ids:
+            try:
+                await self.coordinator.delete_group(group_id)
+                response.results.add(group_id=group_id)
+            except Refused as refusal:
+                response.results.add(group_id=group_id, error_code=refusal.code, error_message=refusal.message)
+        return response
+
+    async def OffsetDelete(self, request: group_pb2.OffsetDeleteRequest, context) -> group_pb2.OffsetDeleteResponse:
+        partitions = [(t.topic, p) for t in request.topics for p in t.partitions]
+        try:
+            errors = await self.coordinator.delete_offsets(request.group_id, partitions)
+        except Refused as refusal:
+            return group_pb2.OffsetDeleteResponse(error_code=refusal.code, error_message=refusal.message)
+        return group_pb2.OffsetDeleteResponse(topics=_results(errors))
+
+
+def _described(group: Group, coordinator_id: int) -> group_pb2.DescribedGroup:
+    described = group_pb2.DescribedGroup(
+        group_id=group.group_id, state=group.state(), group_epoch=group.epoch, assignment_epoch=group.target_epoch,
+        assignor=group.metadata.assignor, coordinator_id=coordinator_id)
+    for member_id in sorted(group.members):
+        sub, current = group.members[member_id], group.current[member_id]
+        described.members.add(
+            member_id=member_id, instance_id=sub.instance_id, client_id=sub.client_id, client_host=sub.client_host,
+            member_epoch=current.member_epoch, subscribed_topic_names=list(sub.topic_names), subscribed_topic_regex=sub.topic_regex,
+            assignment=_topic_partitions(current.owned), target_assignment=_topic_partitions(group.targets.get(member_id, frozenset())))
+    return described
+
+
+def _results(errors: offsets.PartitionErrors) -> list[group_pb2.OffsetCommitTopicResult]:
+    topics: dict[str, group_pb2.OffsetCommitTopicResult] = {}
+    for (topic, partition), (code, message) in errors.items():
+        out = topics.setdefault(topic, group_pb2.OffsetCommitTopicResult(topic=topic))
+        out.partitions.add(partition=partition, error_code=code, error_message=message)
+    return list(topics.values())
+
+
+def _partitions(topics) -> Partitions:
+    return frozenset((t.topic, p) for t in topics for p in t.partitions)
+
+
+def _topic_partitions(partitions: Partitions) -> list[group_pb2.TopicPartitions]:
+    return [group_pb2.TopicPartitions(topic=t, partitions=ps) for t, ps in partitions_by_topic(partitions)]
+
+
+def _peer_host(context: grpc.aio.ServicerContext) -> str:
+    """The client's address as gRPC reports it (``ipv4:127.0.0.1:53211`` → ``127.0.0.1``)."""
+    peer = context.peer() or ""
+    kind, _, address = peer.partition(":")
+    if kind == "ipv6":
+        return address.rsplit(":", 1)[0].strip("[]").replace("%5B", "").replace("%5D", "")
+    return address.rsplit(":", 1)[0] if address else peer

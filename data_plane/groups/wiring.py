@@ -1,0 +1,26 @@
+"""How a broker hosts the group coordinator: its settings from the broker's options, and its
+gRPC service on the broker's server. The broker then calls `GroupCoordinator.tick` on a timer."""
+
+from __future__ import annotations
+
+import grpc
+
+from data_plane.broker.config import BrokerConfig, UnsafeBehaviour
+from data_plane.groups.coordinator import GroupCoordinator
+from data_plane.groups.membership import GroupSettings
+from data_plane.groups.offsets_topic import CreateTopics, OffsetsTopic
+from data_plane.groups.service import GroupCoordinatorService
+from kraftlog_proto import group_pb2_grpc
+
+
+def serve_groups(config: BrokerConfig, replicas, create_topics: CreateTopics, server: grpc.aio.Server) -> GroupCoordinator:
+    settings = GroupSettings(
+        session_timeout_ms=config.group_session_timeout_ms,
+        heartbeat_interval_ms=config.group_heartbeat_interval_ms,
+        max_size=config.group_max_size,
+        assign_before_revoke=config.unsafe is UnsafeBehaviour.ASSIGN_BEFORE_REVOKE,
+    )
+    coordinator = GroupCoordinator(config.broker_id, replicas, settings)
+    offsets_topic = OffsetsTopic(config.broker_id, config.offsets_topic_partitions, lambda: replicas.image, create_topics)
+    group_pb2_grpc.add_GroupCoordinatorServicer_to_server(GroupCoordinatorService(coordinator, offsets_topic), server)
+    return coordinator
