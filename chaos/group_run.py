@@ -2,7 +2,7 @@
 the group's coordinator and members are killed; then the group checks
 (``chaos/checker/group_checks.py``) judge the history.
 
-    python -m chaos.group_run --duration 30 --seed 1 --report ./group-report [--unsafe MODE]
+    python -m chaos.group_run --duration 30 --seed 1 --report ./group-report [--unsafe]
 
 What runs: a local cluster (1 controller, 3 brokers, short group session timeout), a
 6-partition RF=3 topic (min.insync.replicas 2), the chaos workload's idempotent acks=all
@@ -15,12 +15,12 @@ leaves; a new one starts). After ``duration`` every broker is started again, the
 stop, the members read until they have every acknowledged record (or ``DRAIN_S``), and
 close (committing), and the observer takes the final committed offsets.
 
-The coordinator's ownership history comes from the brokers' logs: every broker logs each
-assignment it hands out, each ownership a member reports and each member it removes
-(``ownership_events``), so the double-owner check judges the coordinator's own record, over
-coordinator moves. With ``--unsafe MODE`` the brokers run the coordinator's negative control
-(``--unsafe-testing MODE``: a partition handed out before its revocation is acknowledged),
-which the run must catch as ``double-owner``.
+The coordinator's ownership history comes from the brokers' logs: a coordinator logs every
+member's current assignment it writes (``ownership_events``), so the double-owner check
+judges the coordinator's own record, across coordinator moves. With ``--unsafe`` the brokers
+run the coordinator's negative control (``--unsafe-testing assign-before-revoke``: a
+partition handed out before its owner revoked it), which the run must catch as
+``double-owner``.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from server_common.waiting import wait_for
 GROUP = "chaos-group"
 MEMBERS = 3
 SESSION_TIMEOUT_MS = 4000
-GROUP_BROKER_ARGS = ["--group-consumer-session-timeout-ms", str(SESSION_TIMEOUT_MS), "--group-consumer-heartbeat-interval-ms", "300"]
+GROUP_BROKER_ARGS = ["--group-session-timeout-ms", str(SESSION_TIMEOUT_MS), "--group-heartbeat-interval-ms", "300"]
 FAULT_GAP_S = (3.0, 6.0)
 DOWN_S = (1.0, 3.0)
 DRAIN_S = 60.0
@@ -124,29 +124,28 @@ class CommittedObserver(threading.Thread):
                     continue  # the coordinator is moving: the next round asks again
 
 
-def ownership_events(log_dir: Path, group: str) -> list[OwnershipEvent]:
-    """The coordinators' ownership history of ``group`` from every broker's JSON log, in log
-    time order (ties: assignments before reports, so a report in the same instant cannot
-    hide a double grant). Log lines: ``group_assignment`` (member, epoch, partitions given),
-    ``group_member_owned`` (partitions it reports), ``group_member_removed``."""
-    kinds = {"group_assignment": "assigned", "group_member_owned": "owned", "group_member_removed": "removed"}
-    found: list[tuple[str, int, dict]] = []
-    for path in sorted(log_dir.glob("broker-*.log")):
-        for line in path.read_text(errors="replace").splitlines():
-            if '"group_' not in line:
+def ownership_events(log_dir: Path, group: str, topic: str) -> list[OwnershipEvent]:
+    """The coordinators' ownership history of ``group`` on ``topic`` from every broker's JSON
+    log: each ``group assignment`` line is a member's current assignment as the coordinator
+    wrote it (after the write reached the offsets partition's HW): the partitions it may own
+    (``assigned``) and those it has yet to give up (``pending_revocation``); it holds both.
+    A removed member's line holds nothing. Lines are ordered by their timestamp, then by
+    their place in their broker's log."""
+    found: list[tuple[str, int, int, dict]] = []
+    for file_index, path in enumerate(sorted(log_dir.glob("broker-*.log"))):
+        for line_index, line in enumerate(path.read_text(errors="replace").splitlines()):
+            if '"group assignment"' not in line:
                 continue
             try:
                 entry = json.loads(line)
             except json.JSONDecodeError:
-                continue
-            kind = kinds.get(entry.get("event"))
-            if kind is None or entry.get("group") != group:
-                continue
-            found.append((entry.get("timestamp", ""), 0 if kind == "assigned" else 1, entry))
+                continue  # a line cut short by a SIGKILL
+            if entry.get("group") == group:
+                found.append((entry.get("timestamp", ""), file_index, line_index, entry))
     events = []
-    for seq, (_, _, entry) in enumerate(sorted(found, key=lambda f: (f[0], f[1]))):
-        partitions = frozenset(int(p) for p in entry.get("partitions", []))
-        events.append(OwnershipEvent(seq, entry["member"], kinds[entry["event"]], partitions, int(entry.get("epoch", -1))))
+    for seq, (_, _, _, entry) in enumerate(sorted(found, key=lambda f: f[:3])):
+        held = set(entry.get("assigned", {}).get(topic, [])) | set(entry.get("pending_revocation", {}).get(topic, []))
+        events.append(OwnershipEvent(seq, entry["member"], "assigned", frozenset(held), int(entry.get("member_epoch", -1))))
     return events
 
 
@@ -222,7 +221,7 @@ def run(duration_s: float, seed: int, report_dir: Path, unsafe: str = "", progre
             final = observer.observe(admin)
         polls = [poll for m in members for poll in m.polls()]
         cluster.stop()
-        ownership = ownership_events(cluster.data_dir / "logs", GROUP)
+        ownership = ownership_events(cluster.data_dir / "logs", GROUP, settings.topic)
         anomalies = check_group(acked, polls, observer.observations, final, ownership)
     finally:
         for m in members:
@@ -279,7 +278,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration", type=float, default=30)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--report", type=Path, default=Path("group-chaos-report"))
-    parser.add_argument("--unsafe", default="", help="the brokers' --unsafe-testing mode (the negative control)")
+    parser.add_argument("--unsafe", action="store_const", const="assign-before-revoke", default="",
+                        help="the negative control: brokers hand partitions over before they are revoked (--unsafe-testing assign-before-revoke)")
     args = parser.parse_args(argv)
     configure_logging(level="WARNING")
     result = run(args.duration, args.seed, args.report, args.unsafe)

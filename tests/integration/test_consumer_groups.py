@@ -32,8 +32,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 SESSION_TIMEOUT_MS = 4000
 GROUP_BROKER_ARGS = [
-    "--group-consumer-session-timeout-ms", str(SESSION_TIMEOUT_MS),
-    "--group-consumer-heartbeat-interval-ms", "300",
+    "--group-session-timeout-ms", str(SESSION_TIMEOUT_MS),
+    "--group-heartbeat-interval-ms", "300",
 ]
 PARTITIONS = 6
 ROOT = Path(__file__).resolve().parents[2]
@@ -90,8 +90,9 @@ def produce(cluster: TestCluster, topic: str, count: int, tag: str) -> set[tuple
     return {(m.partition, m.offset, f"{tag}-{i}") for i, m in enumerate(f.result() for f in futures)}
 
 
-def timed_split(members: list[Member], timeout_s: float, what: str) -> float:
-    started = time.monotonic()
+def timed_split(members: list[Member], timeout_s: float, what: str, started: float | None = None) -> float:
+    """Waits for ``split``; returns the seconds since ``started`` (default: now)."""
+    started = time.monotonic() if started is None else started
     wait_for(lambda: split(members), timeout_s, what)
     return time.monotonic() - started
 
@@ -110,10 +111,12 @@ def test_members_join_leave_and_die_and_the_group_reads_everything(cluster, tmp_
         wait_for(lambda: c.events(), 60, "the third member to start")
         join_s = timed_split([a, b, c], SESSION_TIMEOUT_MS / 1000, "a rebalance to 2+2+2 after a member joined")
         sent |= produce(cluster, topic, 120, "b")
+        stopped = time.monotonic()
         c.stop()
-        leave_s = timed_split([a, b], SESSION_TIMEOUT_MS / 1000, "a rebalance to 3+3 after a member left")
+        leave_s = timed_split([a, b], SESSION_TIMEOUT_MS / 1000, "a rebalance to 3+3 after a member left", stopped)
+        killed = time.monotonic()
         b.kill()
-        kill_s = timed_split([a], SESSION_TIMEOUT_MS / 1000 + 15, "the survivor owning everything after a SIGKILL")
+        kill_s = timed_split([a], SESSION_TIMEOUT_MS / 1000 + 15, "the survivor owning everything after a SIGKILL", killed)
         sent |= produce(cluster, topic, 60, "c")
         wait_for(lambda: sent <= {r for m in members for r in m.reads()}, 60, "every produced record read by the group")
         print(f"rebalance: join {join_s:.2f}s, leave {leave_s:.2f}s, SIGKILL {kill_s:.2f}s (session timeout {SESSION_TIMEOUT_MS} ms)")

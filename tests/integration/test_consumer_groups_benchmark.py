@@ -35,7 +35,7 @@ from tests.cluster import TestCluster, local_cluster
 pytestmark = [pytest.mark.benchmark, pytest.mark.integration, pytest.mark.timeout(1800)]
 
 ROOT = Path(__file__).resolve().parents[2]
-GROUP_BROKER_ARGS = ["--group-consumer-heartbeat-interval-ms", "200"]
+GROUP_BROKER_ARGS = ["--group-heartbeat-interval-ms", "200"]
 JOIN_ROUNDS = 5
 RECORDS = 1_000_000
 
