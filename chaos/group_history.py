@@ -31,6 +31,20 @@ class CommittedObservation:
 
 
 @dataclass(frozen=True)
+class MemberOwnershipChange:
+    """What a member itself says it took on or gave up, timed on the machine's clock so that
+    it errs on the safe side: ``gained`` is stamped once the partitions have their positions
+    (after the coordinator's grant arrived), ``released`` when the member has stopped reading
+    them (before it reports them gone), or when the run SIGKILLed it (long before its session
+    expires and the coordinator may hand them on)."""
+
+    at_s: float
+    member: str
+    gained: frozenset[int] = frozenset()
+    released: frozenset[int] = frozenset()
+
+
+@dataclass(frozen=True)
 class OwnershipEvent:
     """One step of the coordinator's ownership history, in its order (``seq``): ``assigned``
     (the member was given exactly ``partitions``), ``owned`` (the member reported owning

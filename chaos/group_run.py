@@ -7,7 +7,8 @@ the group's coordinator and members are killed; then the group checks
 What runs: a local cluster (1 controller, 3 brokers, short group session timeout), a
 6-partition RF=3 topic (min.insync.replicas 2), the chaos workload's idempotent acks=all
 producers (``ProducerWorker``), three members (``chaos/workload/group_member.py``, each its
-own OS process, auto-commit every 200 ms) and an observer asking the coordinator for the
+own OS process, auto-commit every 200 ms, spending 500 ms on each poll's records, so a
+revocation takes a while, as in a real application) and an observer asking the coordinator for the
 group's committed offsets every 0.2 s. A seeded schedule picks, every few seconds, one of:
 SIGKILL the coordinator's broker (restarted 1-3 s later), SIGKILL another broker (the
 same), SIGKILL a member (a new one starts in its place), SIGTERM a member (it commits and
@@ -15,12 +16,14 @@ leaves; a new one starts). After ``duration`` every broker is started again, the
 stop, the members read until they have every acknowledged record (or ``DRAIN_S``), and
 close (committing), and the observer takes the final committed offsets.
 
-The coordinator's ownership history comes from the brokers' logs: a coordinator logs every
-member's current assignment it writes (``ownership_events``), so the double-owner check
-judges the coordinator's own record, across coordinator moves. With ``--unsafe`` the brokers
-run the coordinator's negative control (``--unsafe-testing assign-before-revoke``: a
-partition handed out before its owner revoked it), which the run must catch as
-``double-owner``.
+Ownership is judged from two records. The coordinator's: a coordinator logs every member's
+current assignment it writes (``ownership_events``), across coordinator moves. The members':
+each member notes when it took partitions on and when it stopped reading them
+(``MemberProcess.ownership_changes``; a SIGKILLed member releases everything at the kill).
+With ``--unsafe`` the brokers run the coordinator's negative control (``--unsafe-testing
+assign-before-revoke``: a partition handed out before its owner revoked it), which the run
+must catch as ``double-owner``: the coordinator's record shows no overlap there (it believes
+the revocation it assumed), the members' does.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from chaos.checker.group_checks import GroupAnomaly, check_group
-from chaos.group_history import CommittedObservation, GroupPoll, OwnershipEvent
+from chaos.group_history import CommittedObservation, GroupPoll, MemberOwnershipChange, OwnershipEvent
 from chaos.history import History, SendOp
 from chaos.workload.producer_worker import ProducerWorker
 from chaos.workload.settings import WorkloadSettings
@@ -52,6 +55,7 @@ FAULT_GAP_S = (3.0, 6.0)
 DOWN_S = (1.0, 3.0)
 DRAIN_S = 60.0
 OBSERVE_INTERVAL_S = 0.2
+PROCESS_MS = 500  # each member's work per poll: a revocation waits up to this long, as in a real application
 FAULTS = ("kill-coordinator", "kill-broker", "kill-member", "stop-member")
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -81,16 +85,39 @@ class MemberProcess:
     def __init__(self, bootstrap: str, topic: str, path: Path) -> None:
         self.path = path
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "chaos.workload.group_member", bootstrap, GROUP, topic, str(path)],
+            [sys.executable, "-m", "chaos.workload.group_member", bootstrap, GROUP, topic, str(path), "", str(PROCESS_MS)],
             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=open(str(path) + ".log", "ab"),
         )
 
+    def events(self) -> list[dict]:
+        lines = self.path.read_text().splitlines() if self.path.exists() else []
+        return [json.loads(line) for line in lines if line.endswith("}")]  # a line cut short by a SIGKILL is left out
+
+    def killed(self) -> None:
+        """SIGKILLs the member and notes when: everything it held is released from then on."""
+        self.proc.kill()
+        self.proc.wait(30)
+        with open(self.path, "a") as events:
+            events.write("\n" + json.dumps({"killed": True, "at": time.time()}) + "\n")
+
+    def ownership_changes(self, started_at: float) -> list[MemberOwnershipChange]:
+        changes, held = [], set()
+        for event in self.events():
+            at = event["at"] - started_at
+            if "gained" in event:
+                held |= set(event["gained"])
+                changes.append(MemberOwnershipChange(at, self.path.stem, gained=frozenset(event["gained"])))
+            elif "released" in event:
+                held -= set(event["released"])
+                changes.append(MemberOwnershipChange(at, self.path.stem, released=frozenset(event["released"])))
+            elif "killed" in event:
+                changes.append(MemberOwnershipChange(at, self.path.stem, released=frozenset(held)))
+                held = set()
+        return changes
+
     def polls(self) -> list[GroupPoll]:
         polls = []
-        for line in self.path.read_text().splitlines() if self.path.exists() else []:
-            if not line.endswith("}"):
-                continue  # cut short by a SIGKILL
-            event = json.loads(line)
+        for event in self.events():
             if "read" in event:
                 reads: dict[int, list] = {}
                 for partition, offset, value in event["read"]:
@@ -222,7 +249,8 @@ def run(duration_s: float, seed: int, report_dir: Path, unsafe: str = "", progre
         polls = [poll for m in members for poll in m.polls()]
         cluster.stop()
         ownership = ownership_events(cluster.data_dir / "logs", GROUP, settings.topic)
-        anomalies = check_group(acked, polls, observer.observations, final, ownership)
+        member_changes = [c for m in members for c in m.ownership_changes(started_at)]
+        anomalies = check_group(acked, polls, observer.observations, final, ownership, member_changes)
     finally:
         for m in members:
             if m.proc.poll() is None:
@@ -265,10 +293,10 @@ def _inject(fault: str, rng: random.Random, cluster: LocalCluster, members: list
         return f"{fault}: SIGKILL {victim.name} (coordinator was broker {coordinator})"
     old = rng.choice([m for m in members if m.proc.poll() is None])
     if fault == "kill-member":
-        old.proc.kill()
+        old.killed()
     else:
         old.proc.terminate()
-    old.proc.wait(30)
+        old.proc.wait(30)
     members.append(MemberProcess(bootstrap, topic, report_dir / f"member-{len(members)}.jsonl"))  # the old one's history stays
     return f"{fault}: {'SIGKILL' if fault == 'kill-member' else 'SIGTERM'} {old.path.stem}, started {members[-1].path.stem}"
 

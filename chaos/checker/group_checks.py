@@ -10,8 +10,11 @@ giving them up, who was removed).
   promises at-least-once delivery from committed offsets.
 - ``commit-backwards``: a partition's committed offset went down between two observations
   taken one after the other (only an admin reset may do that, and the workload makes none).
-- ``double-owner``: the coordinator gave a partition to a member while another member still
-  held it (given it, and not yet reported it gone nor been removed).
+- ``double-owner``: a partition held by two members at once, from either record: the
+  coordinator's (it gave a partition to a member while another still held it: given it and
+  not yet reported it gone nor been removed) or the members' own (one took a partition on
+  before another had released it). The second catches a coordinator that wrongly believes a
+  revocation happened, which its own record cannot show.
 - ``commit-behind-read``: after the run, a partition's committed offset is below the offset
   after the last record the group read from it (members close cleanly at the end, so
   everything they read was committed).
@@ -22,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from chaos.group_history import CommittedObservation, GroupPoll, OwnershipEvent
+from chaos.group_history import CommittedObservation, GroupPoll, MemberOwnershipChange, OwnershipEvent
 
 GROUP_KINDS: dict[str, str] = {
     "group-undelivered": "an acknowledged record was never delivered to any member of the group",
@@ -100,6 +103,26 @@ def double_owners(events: Iterable[OwnershipEvent]) -> Iterator[GroupAnomaly]:
         given[member] = event.partitions
 
 
+def double_owners_seen_by_members(changes: Iterable[MemberOwnershipChange]) -> Iterator[GroupAnomaly]:
+    """Replays what members say they owned, in time order (at one instant, releases first):
+    a member taking on a partition another member has not released is a double owner, whatever
+    the coordinator's own record says (a coordinator that believes a revocation it never saw
+    records no overlap)."""
+    holders: dict[int, set[str]] = {}
+    for change in sorted(changes, key=lambda c: (c.at_s, not c.released)):
+        for partition in change.released:
+            holders.get(partition, set()).discard(change.member)
+        for partition in sorted(change.gained):
+            others = sorted(holders.setdefault(partition, set()) - {change.member})
+            if others:
+                yield GroupAnomaly(
+                    "double-owner", partition,
+                    f"partition {partition} taken on by {change.member} at {change.at_s:.3f}s while {', '.join(others)} had not released it",
+                    {"member": change.member, "holders": others, "at_s": change.at_s, "source": "members"},
+                )
+            holders[partition].add(change.member)
+
+
 def commits_behind_reads(final: CommittedObservation | None, polls: Iterable[GroupPoll]) -> Iterator[GroupAnomaly]:
     """The committed offsets standing after the run must reach past every record read."""
     read_upto: dict[int, int] = {}
@@ -119,12 +142,13 @@ def commits_behind_reads(final: CommittedObservation | None, polls: Iterable[Gro
 
 def check_group(
     acked: dict[int, dict[int, str]], polls: list[GroupPoll], observations: list[CommittedObservation],
-    final: CommittedObservation | None, ownership: list[OwnershipEvent],
+    final: CommittedObservation | None, ownership: list[OwnershipEvent], member_changes: list[MemberOwnershipChange] = (),
 ) -> list[GroupAnomaly]:
     """Every group check over one run."""
     return [
         *undelivered(acked, polls),
         *commits_backwards([*observations, *([final] if final else [])]),
         *double_owners(ownership),
+        *double_owners_seen_by_members(member_changes),
         *commits_behind_reads(final, polls),
     ]

@@ -68,3 +68,15 @@ def test_check_group_runs_every_check():
     broken = check_group({0: {0: "v", 1: "w"}}, polls, [CommittedObservation(0.5, {0: 3})], CommittedObservation(9, {0: 1}),
                          [ev(1, "a", "assigned", {0}), ev(2, "b", "assigned", {0})])
     assert kinds(broken) == ["commit-backwards", "double-owner", "group-undelivered"]
+
+
+def test_members_own_record_catches_a_takeover_before_the_release():
+    from chaos.checker.group_checks import double_owners_seen_by_members
+    from chaos.group_history import MemberOwnershipChange as C
+
+    clean = [C(1.0, "a", gained=frozenset({0, 1})), C(2.0, "a", released=frozenset({1})), C(2.0, "b", gained=frozenset({1})),
+             C(5.0, "a", released=frozenset({0})), C(9.0, "b", gained=frozenset({0}))]
+    assert list(double_owners_seen_by_members(clean)) == []  # a release and a take-over at one instant: release first
+    unsafe = [C(1.0, "a", gained=frozenset({0, 1})), C(2.0, "b", gained=frozenset({1})), C(2.3, "a", released=frozenset({1}))]
+    found = list(double_owners_seen_by_members(unsafe))
+    assert [(a.partition, a.details["holders"], a.details["source"]) for a in found] == [(1, ["a"], "members")]
