@@ -210,3 +210,32 @@ def test_cli_describe_and_reset_offsets_dry_run_then_execute(cluster, tmp_path):
         assert admin.committed_offsets("g-cli") == {(topic, 0): 10, (topic, 1): 20}
     assert cli(cluster, "groups", "delete", "g-cli").returncode == 0
     assert "g-cli" not in cli(cluster, "groups", "list").stdout
+
+
+def test_a_static_member_back_within_its_session_keeps_its_partitions_without_a_rebalance(cluster):
+    topic = "groups-static"
+    cluster.create_topic(topic, PARTITIONS, replication_factor=3)
+
+    def member(instance_id: str = "") -> Consumer:
+        c = Consumer(cluster.bootstrap, group_id="g-static", group_instance_id=instance_id, auto_offset_reset="earliest")
+        c.subscribe([topic])
+        return c
+
+    def settled(consumers) -> bool:
+        for c in consumers:
+            c.poll(20)
+        owned = [p for c in consumers for p in c.assignment()]
+        return len(owned) == len(set(owned)) == PARTITIONS and all(c.assignment() for c in consumers)
+
+    dynamic, static = member(), member("worker-1")
+    try:
+        wait_for(lambda: settled([dynamic, static]), 30, "two members splitting the partitions")
+        kept, static_owned, epoch = dynamic.assignment(), static.assignment(), dynamic.group.member_epoch
+        static.close()  # member epoch -2: the coordinator keeps its partitions for it
+        static = member("worker-1")
+        wait_for(lambda: settled([dynamic, static]), 30, "the static member back")
+        assert static.assignment() == static_owned
+        assert dynamic.assignment() == kept and dynamic.group.member_epoch == epoch  # no rebalance
+    finally:
+        dynamic.close()
+        static.close()
