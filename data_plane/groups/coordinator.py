@@ -6,11 +6,12 @@ unloading their groups, and running each group operation as decide → write →
   (the shard replays the partition up to its log end, then waits until the HW covers it:
   until then requests get COORDINATOR_LOAD_IN_PROGRESS) and drops it when leadership goes
   (requests get NOT_COORDINATOR).
-- **Writes.** An operation runs under its group's lock: the pure core decides on a scratch
-  copy and the records it emits go through the partition's normal leader append with
-  acks=all, at the shard's leader epoch. The scratch copy replaces the group only once the
-  HW covers the records; if the write fails, the group is unchanged and the answer is
-  retriable. A write whose outcome is unknown (timed out, or the ISR shrank after the
+- **Writes.** A group's operations queue up and run in rounds: the pure core decides each
+  on a scratch copy (the next one on what the previous left) and the round's records go, as
+  one batch, through the partition's normal leader append with acks=all, at the shard's
+  leader epoch. The scratch copy replaces the group, and the answers go out, only once the HW
+  covers the batch; if the write fails, the group is unchanged and every answer of the round
+  is retriable. A write whose outcome is unknown (timed out, or the ISR shrank after the
   append) makes the shard reload from the log, so memory never differs from the log.
 - **Timers.** `tick` removes members past their session timeout (or past their rebalance
   timeout with partitions still to revoke).
@@ -42,6 +43,7 @@ log = structlog.get_logger("groups")
 
 T = TypeVar("T")
 LOAD_READ_BYTES = 1 << 20  # one read while replaying an offsets partition
+ROUND_BYTES_MAX = 256 * 1024  # records of one round (one batch); the offsets topic's max.message.bytes is 1 MiB
 WRITE_TIMEOUT_MS = 5000  # a group write not covered by the HW within this is outcome-unknown: the shard reloads
 OUTCOME_UNKNOWN = (ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.NOT_LEADER_OR_FOLLOWER)
 
@@ -59,12 +61,17 @@ class Shard:
     groups: dict[str, Group] = field(default_factory=dict)
     loaded: bool = False
     active: bool = True
-    locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+    queues: dict[str, list[Pending]] = field(default_factory=dict)  # per group: operations waiting for the next write
     expiring: set[str] = field(default_factory=set)
     task: asyncio.Task | None = None
 
-    def lock(self, group_id: str) -> asyncio.Lock:
-        return self.locks.setdefault(group_id, asyncio.Lock())
+
+@dataclass
+class Pending:
+    """One queued operation: its decision, and the future its caller awaits."""
+
+    decide: Callable[[Group | None, int], tuple[GroupChange, object]]
+    future: asyncio.Future
 
 
 class GroupCoordinator:
@@ -163,17 +170,73 @@ class GroupCoordinator:
     # ------------------------------------------------------------------ operations
 
     async def run(self, group_id: str, decide: Callable[[Group | None, int], tuple[GroupChange, T]]) -> T:
-        """Decide on the current group, make the records durable, then apply: the one path of
-        every group change. Raises `Refused` (from the decision, or a retriable coordinator error)."""
+        """Queue an operation on the group and wait until its records are durable and applied:
+        the one path of every group change. Raises `Refused` (from the decision, or a retriable
+        coordinator error)."""
         shard = self._shard_for(group_id)
-        async with shard.lock(group_id):
+        future = asyncio.get_running_loop().create_future()
+        queue = shard.queues.setdefault(group_id, [])
+        queue.append(Pending(decide, future))
+        if len(queue) == 1:
+            asyncio.ensure_future(self._drain(shard, group_id))
+        return await future
+
+    async def _drain(self, shard: Shard, group_id: str) -> None:
+        """Run the group's queued operations, a round at a time: each round decides every
+        operation queued so far, each on the state the previous one left, and writes all their
+        records as one batch (appended atomically), so a busy group pays one replication round
+        trip per round, not per request. Operations queued meanwhile wait for the next round."""
+        queue = shard.queues[group_id]
+        try:
+            await self._drain_rounds(shard, group_id, queue)
+        except Exception:  # a bug must not leave callers waiting forever
+            self._log.exception("group operation failed", group=group_id, topic=OFFSETS_TOPIC, partition=shard.partition)
+            _settle(queue[:], Refused(ErrorCode.UNKNOWN_SERVER_ERROR, f"group {group_id}: the coordinator failed (see broker "
+                                      f"{self.broker_id}'s log): retry"))
+            queue.clear()
+        if shard.queues.get(group_id) is queue:
+            del shard.queues[group_id]
+
+    async def _drain_rounds(self, shard: Shard, group_id: str, queue: list[Pending]) -> None:
+        while queue:
             if not shard.active:
-                raise Refused(ErrorCode.NOT_COORDINATOR, f"broker {self.broker_id} stopped coordinating group {group_id}: call FindCoordinator and retry")
-            change, result = decide(shard.groups.get(group_id), self.clock_ms())
-            if change.records:
-                await self._write(shard, change)
-            self._apply(shard, change)
-        return result
+                refusal = Refused(ErrorCode.NOT_COORDINATOR, f"broker {self.broker_id} stopped coordinating group {group_id}: "
+                                  "call FindCoordinator and retry")
+                _settle(queue[:], refusal)
+                queue.clear()
+                break
+            group = shard.groups.get(group_id)
+            now = self.clock_ms()
+            decided: list[tuple[Pending, GroupChange, object]] = []
+            encoded: list[tuple[bytes, bytes | None]] = []
+            round_bytes = round_size = 0
+            for pending in queue:
+                if round_bytes >= ROUND_BYTES_MAX:
+                    break  # the rest waits for the next round: one batch stays well below max.message.bytes
+                round_size += 1
+                try:
+                    change, result = pending.decide(group, now)
+                except Refused as refusal:
+                    _settle([pending], refusal)
+                    continue
+                if change.records or group is not None:
+                    group = None if change.group.deleted else change.group
+                for record in change.records:
+                    key, value = record_codec.encode(record)
+                    encoded.append((key, value))
+                    round_bytes += len(key) + len(value or b"")
+                decided.append((pending, change, result))
+            try:
+                if encoded:
+                    await self._write(shard, group_id, encoded)
+            except Refused as refusal:
+                _settle([p for p, _, _ in decided], refusal)
+            else:
+                self._apply(shard, group_id, group, [change for _, change, _ in decided])
+                for pending, _, result in decided:
+                    if not pending.future.done():
+                        pending.future.set_result(result)
+            del queue[:round_size]
 
     def group(self, group_id: str) -> Group | None:
         """The group as it is now (reads need no lock: every swap is atomic on the event loop)."""
@@ -182,8 +245,7 @@ class GroupCoordinator:
     def loaded_groups(self) -> list[Group]:
         return [g for shard in self.shards.values() if shard.loaded for g in shard.groups.values()]
 
-    async def _write(self, shard: Shard, change: GroupChange) -> None:
-        encoded = [record_codec.encode(r) for r in change.records]
+    async def _write(self, shard: Shard, group_id: str, encoded: list[tuple[bytes, bytes | None]]) -> None:
         batch = encode_batch([v for _, v in encoded], [k for k, _ in encoded], now_ms=self.clock_ms())
         item = ProduceItem(OFFSETS_TOPIC, shard.partition, batch, shard.leader_epoch)
         [result] = await self.replicas.produce(ACKS_ALL, WRITE_TIMEOUT_MS, [item])
@@ -194,25 +256,25 @@ class GroupCoordinator:
             self.sync_leadership()
         code = ErrorCode.NOT_COORDINATOR if result.error.code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH) \
             else ErrorCode.COORDINATOR_NOT_AVAILABLE
-        raise Refused(code, f"group {change.group.group_id}: the write to {OFFSETS_TOPIC}-{shard.partition} failed "
+        raise Refused(code, f"group {group_id}: the write to {OFFSETS_TOPIC}-{shard.partition} failed "
                       f"({result.error.code.name}: {result.error.message}); nothing changed: call FindCoordinator and retry")
 
-    def _apply(self, shard: Shard, change: GroupChange) -> None:
-        group = change.group
+    def _apply(self, shard: Shard, group_id: str, group: Group | None, changes: list[GroupChange]) -> None:
         if not shard.active:
             return  # durable, but this broker no longer coordinates: the next leader replays it
-        if group.deleted:
-            shard.groups.pop(group.group_id, None)
-        elif change.records or group.group_id in shard.groups:
-            shard.groups[group.group_id] = group
-        for member_id, current in change.assignment_changes():
-            self._log.info(
-                "group assignment", group=group.group_id, member=member_id, topic=OFFSETS_TOPIC, partition=shard.partition,
-                leader_epoch=shard.leader_epoch, group_epoch=group.epoch,
-                member_epoch=current.member_epoch if current is not None else -1,
-                assigned=_wire(current.assigned) if current is not None else {},
-                pending_revocation=_wire(current.pending_revocation) if current is not None else {},
-            )
+        if group is None:
+            shard.groups.pop(group_id, None)
+        else:
+            shard.groups[group_id] = group
+        for change in changes:
+            for member_id, current in change.assignment_changes():
+                self._log.info(
+                    "group assignment", group=group_id, member=member_id, topic=OFFSETS_TOPIC, partition=shard.partition,
+                    leader_epoch=shard.leader_epoch, group_epoch=change.group.epoch,
+                    member_epoch=current.member_epoch if current is not None else -1,
+                    assigned=_wire(current.assigned) if current is not None else {},
+                    pending_revocation=_wire(current.pending_revocation) if current is not None else {},
+                )
 
     # ------------------------------------------------------------------ the requests
 
@@ -268,6 +330,12 @@ class GroupCoordinator:
     def stop(self) -> None:
         for shard in list(self.shards.values()):
             self._unload(shard, "broker stopping")
+
+
+def _settle(pending: list[Pending], refusal: Refused) -> None:
+    for p in pending:
+        if not p.future.done():
+            p.future.set_exception(refusal)
 
 
 def _overdue(group: Group, now: int) -> bool:

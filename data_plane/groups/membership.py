@@ -264,14 +264,14 @@ def reconcile(change: GroupChange, member_id: str, owned: Partitions | None, set
     if current.member_epoch == STATIC_LEAVE_EPOCH:
         return
     pending = current.pending_revocation
-    if pending and ((owned is not None and not owned & pending) or settings.assign_before_revoke):
-        pending = NO_PARTITIONS  # revoked, as the member reports (or, unsafely, assumed)
+    if pending and owned is not None and not owned & pending:
+        pending = NO_PARTITIONS  # revoked, as the member reports
     target = g.targets.get(member_id, NO_PARTITIONS)
     if pending:
         new = current
     else:
         revoke = current.assigned - target
-        if revoke and not settings.assign_before_revoke:
+        if revoke:
             new = CurrentAssignment(current.member_epoch, current.previous_member_epoch, current.assigned & target, revoke)
         else:
             taken = _owned_by_others(g, member_id, settings)

@@ -168,3 +168,37 @@ def test_coordinator_sigkill_moves_group_with_offsets(cluster):
         return True
 
     wait_for(moved, 60, "the group at a new coordinator with its offsets")
+
+
+def test_admin_list_describe_delete(cluster):
+    _, stub = coordinator_stub(cluster.bootstrap, "g4")
+    members = [RawMember(stub, "g4", f"m{i}") for i in range(2)]
+    converge(stub, members, "g4")
+    assert commit(stub, "g4", members[0], {0: 5}).error_code == 0
+
+    described = stub.DescribeGroups(group_pb2.DescribeGroupsRequest(group_ids=["g4", "nope"]), timeout=10).groups
+    g4, nope = described
+    assert (g4.state, g4.group_epoch, g4.assignment_epoch, g4.assignor) == ("stable", g4.assignment_epoch, g4.group_epoch, "uniform")
+    assert [(m.member_id, m.client_id, m.client_host) for m in g4.members] == [("m0", "raw-m0", "127.0.0.1"), ("m1", "raw-m1", "127.0.0.1")]
+    assert all(list(m.assignment) == list(m.target_assignment) for m in g4.members)
+    assert nope.error_code in (common_pb2.GROUP_ID_NOT_FOUND, common_pb2.NOT_COORDINATOR)
+    listed = {g.group_id: g for a in cluster.brokers for g in _list(a.address)}
+    assert (listed["g4"].state, listed["g4"].member_count) == ("stable", 2)
+
+    refused = stub.DeleteGroups(group_pb2.DeleteGroupsRequest(group_ids=["g4"]), timeout=10).results[0]
+    assert refused.error_code == common_pb2.NON_EMPTY_GROUP, refused
+    subscribed = stub.OffsetDelete(group_pb2.OffsetDeleteRequest(group_id="g4", topics=[group_pb2.TopicPartitions(topic=TOPIC, partitions=[0])]), timeout=10)
+    assert subscribed.topics[0].partitions[0].error_code == common_pb2.GROUP_SUBSCRIBED_TO_TOPIC, subscribed
+    for member in members:
+        member.leave()
+    deleted = stub.OffsetDelete(group_pb2.OffsetDeleteRequest(group_id="g4", topics=[group_pb2.TopicPartitions(topic=TOPIC, partitions=[0])]), timeout=10)
+    assert deleted.error_code == 0 and deleted.topics[0].partitions[0].error_code == 0, deleted
+    assert fetched(stub, "g4") == {}
+    assert stub.DeleteGroups(group_pb2.DeleteGroupsRequest(group_ids=["g4"]), timeout=10).results[0].error_code == 0
+    gone = stub.DescribeGroups(group_pb2.DescribeGroupsRequest(group_ids=["g4"]), timeout=10).groups[0]
+    assert (gone.error_code, gone.state) == (common_pb2.GROUP_ID_NOT_FOUND, "dead")
+
+
+def _list(address: str) -> list[group_pb2.ListedGroup]:
+    with grpc.insecure_channel(address) as channel:
+        return list(group_pb2_grpc.GroupCoordinatorStub(channel).ListGroups(group_pb2.ListGroupsRequest(), timeout=10).groups)
