@@ -85,7 +85,7 @@ class MemberProcess:
     def __init__(self, bootstrap: str, topic: str, path: Path) -> None:
         self.path = path
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "chaos.workload.group_member", bootstrap, GROUP, topic, str(path), "", str(PROCESS_MS)],
+            [sys.executable, "-m", "chaos.workload.group_member", bootstrap, GROUP, topic, str(path), "", str(PROCESS_MS), str(SESSION_TIMEOUT_MS)],
             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=open(str(path) + ".log", "ab"),
         )
 

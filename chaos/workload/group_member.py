@@ -1,6 +1,6 @@
 """One consumer-group member as its own OS process, for runs and tests that SIGKILL members.
 
-    python -m chaos.workload.group_member BOOTSTRAP GROUP TOPIC EVENTS_FILE [INSTANCE_ID [PROCESS_MS]]
+    python -m chaos.workload.group_member BOOTSTRAP GROUP TOPIC EVENTS_FILE [INSTANCE_ID [PROCESS_MS [SESSION_TIMEOUT_MS]]]
 
 Subscribes to TOPIC in GROUP (auto-commit every 200 ms, earliest when nothing is committed)
 and appends JSON lines to EVENTS_FILE, flushed as they happen: ``{"owned": [partitions]}``
@@ -10,7 +10,9 @@ callbacks: ``{"gained": [partitions]}`` once new partitions have their positions
 ``{"released": [...]}`` when it has stopped reading partitions it gives up (revoked or lost),
 stamped then. SIGTERM closes the consumer (commit, revoke, leave) and exits 0. PROCESS_MS stands for
 the application's work on each poll's records: the member spends that long before polling
-again, so a revocation waits for it, as it would in a real application.
+again, so a revocation waits for it, as it would in a real application. SESSION_TIMEOUT_MS:
+the brokers' group session timeout (the member drops its partitions itself when no
+heartbeat succeeded for that long).
 """
 
 from __future__ import annotations
@@ -25,13 +27,14 @@ from data_plane.client import Consumer
 from server_common.logging_setup import configure_logging
 
 
-def main(bootstrap: str, group: str, topic: str, events_path: str, instance_id: str = "", process_ms: str = "0") -> int:
+def main(bootstrap: str, group: str, topic: str, events_path: str, instance_id: str = "", process_ms: str = "0",
+         session_timeout_ms: str = "45000") -> int:
     configure_logging("json", "INFO")  # to stderr: the member's log file
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     with open(events_path, "a", buffering=1) as events, Consumer(
         bootstrap, group_id=group, group_instance_id=instance_id, auto_offset_reset="earliest",
-        auto_commit_interval_ms=200, client_id=f"member-{events_path.rsplit('/', 1)[-1]}",
+        auto_commit_interval_ms=200, session_timeout_ms=int(session_timeout_ms), client_id=f"member-{events_path.rsplit('/', 1)[-1]}",
     ) as consumer:
         def changed(kind: str):
             return lambda tps: events.write(json.dumps({kind: sorted(p for _, p in tps), "at": time.time()}) + "\n")

@@ -76,6 +76,9 @@ class Consumer:
         rebalance_timeout_ms: how long the coordinator waits for this member to revoke
             partitions (0: the coordinator's default).
         group_assignor: "uniform", "range" or "sticky" ("": the group's).
+        session_timeout_ms: the brokers' group session timeout: when no heartbeat has
+            succeeded for this long, the member drops its partitions itself (lost), as the
+            coordinator has already given them to others.
     """
 
     def __init__(
@@ -99,6 +102,7 @@ class Consumer:
         auto_commit_interval_ms: int = 5000,
         rebalance_timeout_ms: int = 0,
         group_assignor: str = "",
+        session_timeout_ms: int = 45000,
     ) -> None:
         if auto_offset_reset not in _RESETS:
             raise ValueError(f"auto_offset_reset={auto_offset_reset!r}: use one of {_RESETS}")
@@ -136,6 +140,7 @@ class Consumer:
             self, group_id, instance_id=group_instance_id, client_id=client_id, enable_auto_commit=enable_auto_commit,
             auto_commit_interval_ms=auto_commit_interval_ms, rebalance_timeout_ms=rebalance_timeout_ms,
             assignor=group_assignor, request_timeout_s=self._request_timeout_s, retry_backoff_s=self._retry_backoff_s,
+            session_timeout_ms=session_timeout_ms,
         )
 
     # ------------------------------------------------------------ assignment and positions

@@ -34,6 +34,7 @@ JOIN_EPOCH = 0
 LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2
 HEARTBEAT_INTERVAL_MS_DEFAULT = 1000  # until the coordinator names its own
+SESSION_TIMEOUT_MS_DEFAULT = 45000  # the brokers' --group-session-timeout-ms default
 
 FENCING_CODES = frozenset({common_pb2.FENCED_MEMBER_EPOCH, common_pb2.UNKNOWN_MEMBER_ID})
 REDISCOVER_CODES = frozenset({common_pb2.NOT_COORDINATOR, common_pb2.COORDINATOR_NOT_AVAILABLE})
@@ -120,7 +121,7 @@ class GroupMembership:
 
     def __init__(
         self, group_id: str, member_id: str, *, instance_id: str = "", client_id: str = "",
-        rebalance_timeout_ms: int = 0, assignor: str = "",
+        rebalance_timeout_ms: int = 0, assignor: str = "", session_timeout_ms: int = SESSION_TIMEOUT_MS_DEFAULT,
     ) -> None:
         if not group_id:
             raise ValueError("group_id is empty: name the group the consumer joins")
@@ -129,6 +130,8 @@ class GroupMembership:
         self.instance_id = instance_id
         self.client_id = client_id
         self.rebalance_timeout_ms = rebalance_timeout_ms
+        self.session_timeout_ms = session_timeout_ms
+        self._last_success_ms: float | None = None
         self.assignor = assignor
         self.state = MemberState.UNSUBSCRIBED
         self.member_epoch = JOIN_EPOCH
@@ -289,6 +292,22 @@ class GroupMembership:
         elif self.state == MemberState.JOINING:
             self.state = MemberState.STABLE if self.member_epoch > 0 else MemberState.JOINING
         return Action.CONTINUE
+
+    def heartbeat_succeeded(self, now_ms: float) -> None:
+        """A heartbeat was answered without error at ``now_ms`` (the shell's clock)."""
+        self._last_success_ms = now_ms
+
+    def session_lost(self, now_ms: float) -> bool:
+        """After a failed heartbeat: when none has succeeded for the session timeout, the
+        coordinator has removed this member and may have given its partitions to others, so
+        it drops them (fenced: lost, then a rejoin). True when that happened now."""
+        holding = self.owned or self.target or self._in_progress is not None
+        if self._last_success_ms is None or not holding or self.state in (MemberState.FENCED, MemberState.LEAVING, MemberState.FATAL):
+            return False
+        if now_ms - self._last_success_ms < self.session_timeout_ms:
+            return False
+        self.fence()
+        return True
 
     def fail(self, code: int, message: str) -> None:
         """An error no retry fixes: heartbeats stop and the next poll raises it."""

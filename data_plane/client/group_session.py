@@ -55,14 +55,14 @@ class GroupSession:
     def __init__(
         self, consumer: Consumer, group_id: str, *, instance_id: str, client_id: str, enable_auto_commit: bool,
         auto_commit_interval_ms: int, rebalance_timeout_ms: int, assignor: str, request_timeout_s: float,
-        retry_backoff_s: float,
+        retry_backoff_s: float, session_timeout_ms: int,
     ) -> None:
         if auto_commit_interval_ms <= 0:
             raise ValueError("auto_commit_interval_ms must be positive")
         self._consumer = consumer
         self._core = GroupMembership(
             group_id, uuid.uuid4().hex, instance_id=instance_id, client_id=client_id,
-            rebalance_timeout_ms=rebalance_timeout_ms, assignor=assignor,
+            rebalance_timeout_ms=rebalance_timeout_ms, assignor=assignor, session_timeout_ms=session_timeout_ms,
         )
         self._lock = threading.Lock()
         self._wake = threading.Event()
@@ -291,13 +291,21 @@ class GroupSession:
             answer = self.link.call_once("ConsumerGroupHeartbeat", request, min(self._request_timeout_s, max(interval_s * 2, 1.0)))
         except KraftlogError as err:
             log.info("group_heartbeat_failed", group=self.group_id, member=self.member_id, error=str(err))
-            if not err.retriable:
-                with self._lock:
+            with self._lock:
+                if not err.retriable:
                     self._core.fail(common_pb2.UNKNOWN_SERVER_ERROR, str(err))
+                elif self._core.session_lost(time.monotonic() * 1000):
+                    log.warning("group_session_lost", group=self.group_id, member=self.member_id,
+                                session_timeout_ms=self._core.session_timeout_ms, error=str(err))
             return self._retry_backoff_s
         with self._lock:
             before = (self._core.member_epoch, self._core.state)
             action = self._core.on_heartbeat_answer(request, answer)
+            if answer.error_code == common_pb2.NONE:
+                self._core.heartbeat_succeeded(time.monotonic() * 1000)
+            elif action in (Action.FIND_COORDINATOR, Action.RETRY_LATER) and self._core.session_lost(time.monotonic() * 1000):
+                log.warning("group_session_lost", group=self.group_id, member=self.member_id,
+                            session_timeout_ms=self._core.session_timeout_ms, error=answer.error_code)
             after = (self._core.member_epoch, self._core.state)
         if before != after or answer.has_assignment or answer.error_code != common_pb2.NONE:
             log.info(

@@ -50,8 +50,8 @@ class Member:
 
     def __init__(self, cluster: TestCluster, group: str, topic: str, path: Path, instance_id: str = "") -> None:
         self.path = path
-        args = [sys.executable, "-m", "chaos.workload.group_member", cluster.bootstrap, group, topic, str(path)]
-        self.proc = subprocess.Popen([*args, *([instance_id] if instance_id else [])], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        args = [sys.executable, "-m", "chaos.workload.group_member", cluster.bootstrap, group, topic, str(path), instance_id, "0", str(SESSION_TIMEOUT_MS)]
+        self.proc = subprocess.Popen(args, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
                                      stdout=subprocess.DEVNULL, stderr=open(str(path) + ".log", "w"))
 
     def events(self) -> list[dict]:

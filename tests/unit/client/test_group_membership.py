@@ -145,3 +145,17 @@ def test_subscription_needs_names_or_pattern():
         Subscription()
     with pytest.raises(ValueError):
         Subscription(("t",), "t.*")
+
+
+def test_no_successful_heartbeat_for_the_session_timeout_loses_the_partitions():
+    m = GroupMembership("g", "m1", session_timeout_ms=3000)
+    m.subscribe(Subscription(("t",)))
+    assert not m.session_lost(99_999)  # never answered: owns nothing to drop
+    m.on_heartbeat_answer(m.heartbeat_request(), answer(1, {("t", 0)}))
+    m.heartbeat_succeeded(1000)
+    m.reconciled(m.next_reconciliation())
+    assert not m.session_lost(3999)
+    assert m.session_lost(4000) and m.state == MemberState.FENCED
+    lost = m.next_reconciliation()
+    assert lost.lost and lost.revoke == {("t", 0)}
+    assert not m.session_lost(9000)  # already dropping
