@@ -2,9 +2,11 @@
 its rebalance time, with each member in its own process (as a real fleet runs, and so that
 members do not share one interpreter lock).
 
-Throughput: the members read the topic from the group's committed offsets (earliest where
-none) until ``--num-records`` have been read in total; records/s is counted from the first
-record any member read to the moment the total was reached.
+Throughput: once the group is balanced (before that, members seek back whatever they poll),
+the members read the topic from the group's committed offsets (earliest where none) until
+``--num-records`` have been read in total; records/s is counted from that start to the
+moment the total was reached (members report counts every 0.2 s, so the end is late by up
+to that much).
 
 Rebalance time (``--joins K`` rounds): with the group stable, one more member subscribes,
 and the time runs from its ``subscribe()`` to the moment the assignment is stable again:
@@ -44,8 +46,10 @@ class Event(NamedTuple):
     value: object
 
 
-def _member_main(bootstrap: str, topic: str, group: str, index: int, events, stop) -> None:
-    """One member: subscribe, poll until told to stop, report ownership and counts."""
+def _member_main(bootstrap: str, topic: str, group: str, index: int, events, stop, go) -> None:
+    """One member: subscribe, poll until told to stop, report ownership and counts. Until
+    ``go`` is set it reads nothing for good: each poll's partitions are sought back to where
+    the poll started, so the timed read starts with the group already balanced."""
     from data_plane.client import Consumer
     from server_common.logging_setup import configure_logging
 
@@ -59,6 +63,10 @@ def _member_main(bootstrap: str, topic: str, group: str, index: int, events, sto
             counted, last_report = 0, time.monotonic()
             while not stop.is_set():
                 batches = consumer.poll_batches(timeout_ms=POLL_MS)
+                if not go.is_set():
+                    for tp, bs in batches.items():
+                        consumer.seek(tp, bs[0].header.base_offset)
+                    batches = {}
                 counted += sum(b.header.record_count for bs in batches.values() for b in bs)
                 now_owned = frozenset(consumer.assignment())
                 if now_owned != owned:
@@ -85,11 +93,11 @@ class Fleet:
         self.owned: dict[int, frozenset] = {}
         self.joined_at: dict[int, float] = {}
         self.records = 0
-        self.first_record_at: float | None = None
+        self.go = self._ctx.Event()
 
     def start(self, index: int) -> None:
         stop = self._ctx.Event()
-        proc = self._ctx.Process(target=_member_main, args=(*self._args, index, self.events, stop), daemon=True)
+        proc = self._ctx.Process(target=_member_main, args=(*self._args, index, self.events, stop, self.go), daemon=True)
         proc.start()
         self.procs[index] = (proc, stop)
 
@@ -123,8 +131,6 @@ class Fleet:
                 changed = event.at_s
             elif event.kind == "count":
                 self.records += event.value
-                if self.first_record_at is None:
-                    self.first_record_at = event.at_s - REPORT_INTERVAL_S
             try:
                 event = self.events.get_nowait()
             except queue.Empty:
@@ -161,6 +167,8 @@ def run(args: argparse.Namespace) -> int:
         for i in range(args.members):
             fleet.start(i)
         fleet.wait_balanced(READY_TIMEOUT_S)
+        started_at = time.time()
+        fleet.go.set()
         deadline = time.monotonic() + args.timeout_ms / 1000.0
         while fleet.records < args.num_records:
             before = fleet.records
@@ -170,8 +178,7 @@ def run(args: argparse.Namespace) -> int:
             elif time.monotonic() > deadline:
                 raise TimeoutError(f"only {fleet.records:,} of {args.num_records:,} records read: does the topic hold that many "
                                    f"past the group's committed offsets? (lower --num-records, or use a new --group)")
-        done_at = time.time()
-        elapsed = done_at - (fleet.first_record_at or done_at)
+        elapsed = time.time() - started_at
         joins, leaves = [], []
         for round_ in range(args.joins):
             newcomer = args.members + round_
@@ -188,7 +195,7 @@ def run(args: argparse.Namespace) -> int:
         "members": args.members, "partitions": partitions, "records": fleet.records, "elapsed_s": round(elapsed, 3),
         "records_per_sec": round(fleet.records / elapsed, 1) if elapsed > 0 else 0.0,
         "join_rebalance_ms": joins, "leave_rebalance_ms": leaves,
-        "join_rebalance_ms_median": statistics.median(joins) if joins else None,
+        "join_rebalance_ms_median": round(statistics.median(joins), 1) if joins else None,
     }
     human = f"{args.members} members on {partitions} partitions: {fleet.records:,} records in {elapsed:.2f}s, {document['records_per_sec']:,.0f} records/s"
     if joins:
