@@ -158,8 +158,11 @@ class GroupCoordinator:
             raise Refused(ErrorCode.NOT_COORDINATOR, "the offsets topic does not exist yet: call FindCoordinator (it creates it) and retry")
         index = offsets_partition(group_id, count)
         shard = self.shards.get(index)
+        leader = self.replicas.leader_hint(OFFSETS_TOPIC, index).leader_id
+        if shard is None and leader == self.broker_id:  # led here by metadata; the timer starts the shard within a tick
+            raise Refused(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, f"broker {self.broker_id} is starting to load the groups of "
+                          f"{OFFSETS_TOPIC}-{index}: retry shortly")
         if shard is None:
-            leader = self.replicas.leader_hint(OFFSETS_TOPIC, index).leader_id
             raise Refused(ErrorCode.NOT_COORDINATOR, f"broker {self.broker_id} does not coordinate group {group_id} "
                           f"({OFFSETS_TOPIC}-{index} is led by broker {leader}): call FindCoordinator and retry there")
         if not shard.loaded:

@@ -21,7 +21,7 @@ is removed with its partitions, which are then free.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Mapping
 
 from data_plane.groups.assignors import ASSIGNORS, DEFAULT_ASSIGNOR
@@ -73,8 +73,6 @@ class HeartbeatAnswer:
 class Outcome:
     change: GroupChange
     answer: HeartbeatAnswer
-    bumped: bool = False
-    notes: list[str] = field(default_factory=list)
 
 
 class Refused(Exception):
@@ -99,6 +97,8 @@ def _heartbeat(change: GroupChange, request: Heartbeat, topics: Mapping[str, int
         raise Refused(ErrorCode.INVALID_GROUP_ID, "group_id is empty: name the group")
     if not request.member_id:
         raise Refused(ErrorCode.INVALID_REQUEST, "member_id is empty: generate a UUID once per consumer and send it in every heartbeat")
+    if request.rebalance_timeout_ms < 0:
+        raise Refused(ErrorCode.INVALID_REQUEST, f"rebalance_timeout_ms {request.rebalance_timeout_ms} is negative: send 0 for the default")
     if request.server_assignor and request.server_assignor not in ASSIGNORS:
         raise Refused(ErrorCode.UNSUPPORTED_ASSIGNOR, f"assignor '{request.server_assignor}' is unknown: use one of {', '.join(sorted(ASSIGNORS))}")
     epoch = request.member_epoch
@@ -106,7 +106,7 @@ def _heartbeat(change: GroupChange, request: Heartbeat, topics: Mapping[str, int
         return _leave(change, request, topics, settings, now_ms)
     changed = False
     if epoch == 0:
-        _join(change, request, topics, settings, now_ms)
+        _join(change, request, topics, settings)
         before = None
     else:
         current = _existing(g, request)
@@ -149,7 +149,7 @@ def _check_epoch(request: Heartbeat, current: CurrentAssignment) -> None:
                       "drop its partitions and rejoin with member epoch 0")
 
 
-def _join(change: GroupChange, request: Heartbeat, topics: Mapping[str, int], settings: GroupSettings, now_ms: int) -> None:
+def _join(change: GroupChange, request: Heartbeat, topics: Mapping[str, int], settings: GroupSettings) -> None:
     g = change.group
     if not request.topic_names and not request.topic_regex:
         raise Refused(ErrorCode.INVALID_REQUEST, "a joining member must subscribe: send subscribed_topic_names or subscribed_topic_regex")

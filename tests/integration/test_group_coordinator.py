@@ -6,6 +6,8 @@ new leader of its offsets partition with its committed offsets intact."""
 
 from __future__ import annotations
 
+import json
+
 import grpc
 import pytest
 
@@ -42,7 +44,10 @@ def coordinator_stub(bootstrap: str, group: str, timeout_s: float = 30) -> tuple
         return False
 
     wait_for(named, timeout_s, f"a coordinator for group {group}")
-    return found["node"], group_pb2_grpc.GroupCoordinatorStub(grpc.insecure_channel(found["address"]))
+    stub = group_pb2_grpc.GroupCoordinatorStub(grpc.insecure_channel(found["address"]))
+    wait_for(lambda: stub.OffsetFetch(group_pb2.OffsetFetchRequest(group_id=group), timeout=5).error_code == 0, timeout_s,
+             f"broker {found['node']} serving group {group}")
+    return found["node"], stub
 
 
 class RawMember:
@@ -108,6 +113,26 @@ def fetched(stub, group: str) -> dict[int, tuple[int, int, str]]:
     return {p.partition: (p.committed_offset, p.committed_leader_epoch, p.metadata) for t in answer.topics for p in t.partitions}
 
 
+def overlaps(cluster, group: str) -> list[str]:
+    """Replay the coordinators' assignment logs (event ``group assignment``, in order per
+    broker) and name every moment a partition was owned (assigned or pending revocation) by
+    two members of ``group``: the check a group chaos checker makes."""
+    found = []
+    for broker in cluster.brokers:
+        owners: dict[str, set] = {}
+        for line in cluster.log_path(broker).read_text().splitlines():
+            event = json.loads(line) if line.startswith("{") else {}
+            if event.get("event") != "group assignment" or event["group"] != group:
+                continue
+            owned = {(t, p) for t, ps in {**event["assigned"]}.items() for p in ps}
+            owned |= {(t, p) for t, ps in event["pending_revocation"].items() for p in ps}
+            owners[event["member"]] = owned
+            for other, theirs in owners.items():
+                if other != event["member"] and owned & theirs:
+                    found.append(f"{event['member']} and {other} both own {sorted(owned & theirs)} (broker {broker.node_id})")
+    return found
+
+
 @pytest.fixture
 def cluster(tmp_path):
     with local_cluster(tmp_path, controllers=1, brokers=3, broker_args=BROKER_ARGS) as cluster:
@@ -120,6 +145,7 @@ def test_members_converge_commit_and_fetch(cluster):
     members = [RawMember(stub, "g1", f"m{i}") for i in range(3)]
     converge(stub, members, "g1")
     assert sorted(len(m.owned) for m in members) == [2, 2, 2]
+    assert overlaps(cluster, "g1") == []
 
     answer = commit(stub, "g1", members[0], {0: 10, 1: 20})
     assert answer.error_code == 0 and all(p.error_code == 0 for t in answer.topics for p in t.partitions), answer
@@ -202,3 +228,28 @@ def test_admin_list_describe_delete(cluster):
 def _list(address: str) -> list[group_pb2.ListedGroup]:
     with grpc.insecure_channel(address) as channel:
         return list(group_pb2_grpc.GroupCoordinatorStub(channel).ListGroups(group_pb2.ListGroupsRequest(), timeout=10).groups)
+
+
+class SlowRevoker(RawMember):
+    """A member that reports what it owned before the last answer: it never revokes."""
+
+    def beat(self) -> group_pb2.ConsumerGroupHeartbeatResponse:
+        held = set(self.owned)
+        answer = super().beat()
+        self.owned |= held
+        return answer
+
+
+def test_unsafe_assign_before_revoke_is_seen_in_the_assignment_log(tmp_path):
+    """The negative control: with --unsafe-testing assign-before-revoke the assignment log
+    shows a partition owned by two members; the same steps on a safe broker show none."""
+    for unsafe in (False, True):
+        args = BROKER_ARGS + (["--unsafe-testing", "assign-before-revoke"] if unsafe else [])
+        with local_cluster(tmp_path / str(unsafe), controllers=1, brokers=1, broker_args=args) as one:
+            one.create_topic(TOPIC, partitions=PARTITIONS, replication_factor=1)
+            _, stub = coordinator_stub(one.bootstrap, "g5")
+            holder, newcomer = SlowRevoker(stub, "g5", "holder"), RawMember(stub, "g5", "newcomer")
+            for member in (holder, newcomer, holder, newcomer, holder, newcomer):
+                assert member.beat().error_code == 0
+            assert bool(overlaps(one, "g5")) == unsafe, overlaps(one, "g5")
+            assert bool(newcomer.owned) == unsafe  # safe: nothing until the holder revokes
