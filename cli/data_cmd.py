@@ -113,8 +113,16 @@ class GroupProgress:
     def commit_async(self) -> None:
         due = self._due()
         if due:
-            self._consumer.commit_async(due)
+            self._consumer.commit_async(due, self._async_done)
             self._committed.update(due)
+
+    def _async_done(self, offsets, error) -> None:
+        """A failed async commit is said, and its partitions go again with the next commit."""
+        if error is not None:
+            print(f"kraftlog consume: commit failed, retried with the next one: {error}", file=sys.stderr)
+            for tp, committed in offsets.items():
+                if self._committed.get(tp) == committed.offset:
+                    self._committed.pop(tp, None)
 
     def commit(self, tps=None) -> None:
         due = self._due(tps)

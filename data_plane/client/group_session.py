@@ -163,8 +163,9 @@ class GroupSession:
         return result
 
     def close(self) -> None:
-        """Commits (with auto-commit), revokes everything owned (callback included), leaves the
-        group at once and stops the threads. Errors are logged: close never raises."""
+        """Commits (with auto-commit), revokes everything owned (callback included), waits for
+        queued commits, leaves the group at once and stops the threads. Errors are logged:
+        close never raises."""
         if self._stopped:
             return
         try:
@@ -176,12 +177,12 @@ class GroupSession:
                     self._core.reconciled(rec)
         except Exception as err:  # noqa: BLE001 - close must finish and leave the group
             log.warning("group_close_revoke_failed", group=self.group_id, member=self.member_id, error=str(err))
+        self._committer.shutdown(wait=True)  # queued async commits land while the member is still in the group
         self._stopped = True
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=self._request_timeout_s)
         self._leave()
-        self._committer.shutdown(wait=True)
         self._pool.close()
 
     # ------------------------------------------------------------ reconciliation (poll thread)

@@ -241,3 +241,17 @@ def test_a_static_member_back_within_its_session_keeps_its_partitions_without_a_
     finally:
         dynamic.close()
         static.close()
+
+
+def test_consume_group_commits_what_it_printed_and_the_next_run_continues(cluster):
+    topic = "groups-console"
+    cluster.create_topic(topic, 2, replication_factor=3)
+    with Producer(cluster.bootstrap) as producer:
+        for i in range(10):
+            producer.send(topic, f"r{i}".encode(), partition=i % 2)
+        producer.flush(30)
+    first = cli(cluster, "consume", topic, "--group", "g-console", "--from-beginning", "--max-messages", "4")
+    second = cli(cluster, "consume", topic, "--group", "g-console", "--from-beginning", "--timeout-ms", "3000")
+    assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
+    printed = first.stdout.split() + second.stdout.split()
+    assert len(first.stdout.split()) == 4 and sorted(printed) == sorted(f"r{i}" for i in range(10))  # nothing twice, nothing lost

@@ -113,3 +113,15 @@ def test_assign_is_refused_for_a_group_member_and_group_calls_without_group(clus
         c.assign([("t", 0)])
     with Consumer(bootstrap) as plain, pytest.raises(KraftlogError, match="group_id"):
         plain.commit()
+
+
+def test_close_lands_queued_async_commits_before_leaving(cluster):
+    broker, coordinator, bootstrap = cluster
+    produce(broker.address, 8)
+    c = member(bootstrap, enable_auto_commit=False)
+    c.subscribe(["t"])
+    poll_until([c], {}, 8)
+    coordinator.not_coordinator = 3  # the async commit needs a few retries: it is still queued at close
+    c.commit_async({("t", p): 2 for p in range(PARTITIONS)})
+    c.close()
+    assert coordinator.offsets == {("t", p): 2 for p in range(PARTITIONS)}
