@@ -43,6 +43,7 @@ log = structlog.get_logger("groups")
 
 T = TypeVar("T")
 LOAD_READ_BYTES = 1 << 20  # one read while replaying an offsets partition
+LOAD_RETRY_MS = 1000  # after a failed load (a damaged range being repaired, say): not a retry per timer tick
 ROUND_BYTES_MAX = 256 * 1024  # records of one round (one batch); the offsets topic's max.message.bytes is 1 MiB
 WRITE_TIMEOUT_MS = 5000  # a group write not covered by the HW within this is outcome-unknown: the shard reloads
 OUTCOME_UNKNOWN = (ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.NOT_LEADER_OR_FOLLOWER)
@@ -81,6 +82,7 @@ class GroupCoordinator:
         self.settings = settings
         self.clock_ms = clock_ms
         self.shards: dict[int, Shard] = {}
+        self._load_retry_at_ms: dict[int, int] = {}  # offsets partitions whose load failed: not before then
         self._log = log.bind(broker_id=broker_id)
 
     # ------------------------------------------------------------------ leadership
@@ -104,8 +106,9 @@ class GroupCoordinator:
         for index, shard in list(self.shards.items()):
             if led.get(index) != shard.leader_epoch:
                 self._unload(shard, "leadership moved")
+        now = self.clock_ms()
         for index, epoch in led.items():
-            if index not in self.shards:
+            if index not in self.shards and self._load_retry_at_ms.get(index, 0) <= now:
                 shard = self.shards[index] = Shard(index, epoch)
                 shard.task = asyncio.ensure_future(self._load(shard))
 
@@ -149,7 +152,8 @@ class GroupCoordinator:
         except asyncio.CancelledError:
             raise
         except Exception:  # a failing load must not leave a shard answering "loading" forever
-            self._log.exception("loading groups failed; retrying", **fields)
+            self._log.exception("loading groups failed; retrying", **fields, retry_in_ms=LOAD_RETRY_MS)
+            self._load_retry_at_ms[shard.partition] = self.clock_ms() + LOAD_RETRY_MS
             self._unload(shard, "load failed")
 
     def _shard_for(self, group_id: str) -> Shard:
@@ -329,10 +333,6 @@ class GroupCoordinator:
             self._log.info("member expiry deferred", group=group_id, reason=refusal.message)
         finally:
             shard.expiring.discard(group_id)
-
-    def stop(self) -> None:
-        for shard in list(self.shards.values()):
-            self._unload(shard, "broker stopping")
 
 
 def _settle(pending: list[Pending], refusal: Refused) -> None:

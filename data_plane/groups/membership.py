@@ -314,6 +314,6 @@ def start_sessions(group: Group, settings: GroupSettings, now_ms: int) -> None:
     """A coordinator that just loaded the group gives every member a full session."""
     for member_id in group.members:
         group.session_deadlines_ms[member_id] = now_ms + settings.session_timeout_ms
-        if group.current[member_id].pending_revocation:
+        if member_id in group.current and group.current[member_id].pending_revocation:
             timeout = group.members[member_id].rebalance_timeout_ms or settings.rebalance_timeout_ms
             group.revocation_deadlines_ms[member_id] = now_ms + timeout
