@@ -41,14 +41,24 @@ def consume(args: argparse.Namespace) -> int:
 
     if args.offset is not None and args.partition is None:
         raise ValueError("--offset needs --partition: say which partition the offset belongs to")
+    if args.group and args.partition is not None:
+        raise ValueError("--group reads the partitions the group assigns: drop --partition/--offset, or drop --group to pick them")
     bootstrap = resolve_bootstrap(args.bootstrap, args.data_dir)
     partitions = partitions_of(bootstrap, args.topic)
     _check_partition(args.topic, args.partition, partitions)
     if args.partition is not None:
         partitions = [args.partition]
-    printed = 0
-    out = sys.stdout.buffer
-    with Consumer(bootstrap) as consumer:
+    if args.group:
+        from server_common.logging_setup import configure_logging
+
+        configure_logging(level="WARNING")  # rebalances are logged to stderr, never among the printed values
+        reset = "earliest" if args.from_beginning else "latest"
+        consumer = Consumer(bootstrap, group_id=args.group, auto_offset_reset=reset, enable_auto_commit=False, client_id="kraftlog-console")
+        printed_upto = GroupProgress(consumer)
+        consumer.subscribe([args.topic], on_revoked=printed_upto.commit_revoked, on_lost=printed_upto.forget)
+    else:
+        consumer = Consumer(bootstrap)
+        printed_upto = None
         tps = [(args.topic, p) for p in partitions]
         consumer.assign(tps)
         if args.offset is not None:
@@ -57,6 +67,9 @@ def consume(args: argparse.Namespace) -> int:
             consumer.seek_to_beginning(tps)
         else:
             consumer.seek_to_end(tps)
+    printed = 0
+    out = sys.stdout.buffer
+    with consumer:
         last_record = time.monotonic()
         while args.max_messages is None or printed < args.max_messages:
             records = consumer.poll(timeout_ms=200)
@@ -70,10 +83,61 @@ def consume(args: argparse.Namespace) -> int:
                     out.write((record.key or b"null") + b"\t")
                 out.write((record.value or b"") + b"\n")
                 printed += 1
+                if printed_upto is not None:
+                    printed_upto.printed(record)
                 if args.max_messages is not None and printed >= args.max_messages:
                     break
             out.flush()
+            if printed_upto is not None:
+                printed_upto.commit_async()
+        if printed_upto is not None:
+            printed_upto.commit()
     return 0
+
+
+class GroupProgress:
+    """``consume --group``: commits exactly what was printed (a poll may return more than
+    --max-messages lets through), as it goes, before a revocation and at exit."""
+
+    def __init__(self, consumer) -> None:
+        self._consumer = consumer
+        self._next: dict[tuple[str, int], int] = {}
+        self._committed: dict[tuple[str, int], int] = {}
+
+    def printed(self, record) -> None:
+        self._next[(record.topic, record.partition)] = record.offset + 1
+
+    def _due(self, tps=None) -> dict[tuple[str, int], int]:
+        return {tp: o for tp, o in self._next.items() if self._committed.get(tp) != o and (tps is None or tp in tps)}
+
+    def commit_async(self) -> None:
+        due = self._due()
+        if due:
+            self._consumer.commit_async(due, self._async_done)
+            self._committed.update(due)
+
+    def _async_done(self, offsets, error) -> None:
+        """A failed async commit is said, and its partitions go again with the next commit."""
+        if error is not None:
+            print(f"kraftlog consume: commit failed, retried with the next one: {error}", file=sys.stderr)
+            for tp, committed in offsets.items():
+                if self._committed.get(tp) == committed.offset:
+                    self._committed.pop(tp, None)
+
+    def commit(self, tps=None) -> None:
+        due = self._due(tps)
+        if due:
+            self._consumer.commit(due)
+            self._committed.update(due)
+
+    def commit_revoked(self, revoked: set[tuple[str, int]]) -> None:
+        self.commit(revoked)
+        self.forget(revoked)
+
+    def forget(self, tps: set[tuple[str, int]]) -> None:
+        for tp in tps:
+            self._next.pop(tp, None)
+            self._committed.pop(tp, None)
 
 
 def _check_partition(topic: str, partition: int | None, partitions: list[int]) -> None:

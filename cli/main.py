@@ -130,6 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     consume.add_argument("--max-messages", type=int, help="exit after printing this many records")
     consume.add_argument("--timeout-ms", type=int, help="exit when no record arrives for this long")
     consume.add_argument("--print-key", action="store_true", help="print each record as KEY<tab>VALUE (null for a record without a key)")
+    consume.add_argument("--group", help="read as a member of this consumer group, committing as it goes (resumes at the group's committed offsets)")
     _client_options(consume, json_flag=False)
     consume.set_defaults(func=data_cmd.consume)
 
@@ -138,8 +139,9 @@ def build_parser() -> argparse.ArgumentParser:
     _client_options(qdescribe)
     qdescribe.set_defaults(func=topics_cmd.quorum_describe)
 
-    from cli import leaders_cmd, partitions_cmd, records_cmd
+    from cli import groups_cmd, leaders_cmd, partitions_cmd, records_cmd
 
+    groups_cmd.register(sub, _client_options)
     leaders_cmd.register(sub, _client_options)
     partitions_cmd.register(sub, _client_options)
     records_cmd.register(sub, _client_options)
@@ -162,8 +164,18 @@ def build_parser() -> argparse.ArgumentParser:
     pcons.add_argument("--topic", required=True, help="an existing topic to read from its earliest offset")
     pcons.add_argument("--num-records", type=int, default=1_000_000, help="records to read before stopping (default: %(default)s)")
     pcons.add_argument("--timeout-ms", type=int, default=30000, help="fail when no record arrives for this long (default: %(default)s)")
+    pcons.add_argument("--group", help="read as this consumer group, one process per member (cli/perf_group.py), and time its rebalances")
+    pcons.add_argument("--members", type=int, default=3, help="with --group: member processes (default: %(default)s)")
+    pcons.add_argument("--joins", type=int, default=1, help="with --group: rounds of one more member joining then leaving, each timed (default: %(default)s)")
     _client_options(pcons)
     pcons.set_defaults(func=perf_cmd.consume)
+    pcommit = perf.add_parser("commit", help="offset commits per second to one group's coordinator (admin commits to a group without members)")
+    pcommit.add_argument("--topic", required=True, help="an existing topic: every request commits all its partitions")
+    pcommit.add_argument("--group", default="perf-commit", help="a group without members (default: %(default)s)")
+    pcommit.add_argument("--duration", type=float, default=10, help="seconds of committing (default: %(default)s)")
+    pcommit.add_argument("--in-flight", type=int, default=8, help="requests outstanding at once (default: %(default)s)")
+    _client_options(pcommit)
+    pcommit.set_defaults(func=perf_group_commits)
     pe2e = perf.add_parser("e2e", help="end-to-end latency (send to consumer receipt) at a fixed rate")
     pe2e.add_argument("--topic", required=True, help="an existing topic to send through")
     pe2e.add_argument("--rate", type=float, default=1000, help="records per second")
@@ -191,6 +203,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_chaos(sub)
     return parser
+
+
+def perf_group_commits(args: argparse.Namespace) -> int:
+    from cli.perf_group import run_commits
+
+    return run_commits(args)
 
 
 def _run_broker(args: argparse.Namespace) -> int:

@@ -128,6 +128,10 @@ def produce(args: argparse.Namespace) -> int:
 def consume(args: argparse.Namespace) -> int:
     from data_plane.client import Consumer
 
+    if getattr(args, "group", None):
+        from cli.perf_group import run
+
+        return run(args)
     if args.num_records < 1:
         raise ValueError("--num-records must be positive")
     bootstrap = resolve_bootstrap(args.bootstrap, args.data_dir)

@@ -26,15 +26,15 @@ HEALTH_CHECK_INTERVAL_S = 0.2  # how often a process re-derives its health from 
 
 
 class ServingState:
-    """What the health service says about one gRPC service of this process (NOT_SERVING
-    until the process first says otherwise)."""
+    """What the health service says about the gRPC services of this process (NOT_SERVING
+    until the process first says otherwise); reflection lists the same services."""
 
-    def __init__(self, server: grpc.aio.Server, service_name: str) -> None:
-        self._service_name = service_name
+    def __init__(self, server: grpc.aio.Server, *service_names: str) -> None:
+        self._service_names = service_names
         self._servicer = health.aio.HealthServicer()
         self._serving: bool | None = None
         health_pb2_grpc.add_HealthServicer_to_server(self._servicer, server)
-        names = [service_name, health.SERVICE_NAME, reflection.SERVICE_NAME, REFLECTION_V1_SERVICE_NAME]
+        names = [*service_names, health.SERVICE_NAME, reflection.SERVICE_NAME, REFLECTION_V1_SERVICE_NAME]
         servicer = reflection.aio.ReflectionServicer(names)
         reflection_pb2_grpc.add_ServerReflectionServicer_to_server(servicer, server)
         # The v1alpha messages are the v1 wire format: the same servicer answers both names.
@@ -61,5 +61,5 @@ class ServingState:
             return
         self._serving = serving
         status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
-        for name in ("", self._service_name):
+        for name in ("", *self._service_names):
             await self._servicer.set(name, status)

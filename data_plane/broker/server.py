@@ -29,7 +29,7 @@ from data_plane.broker.service import BrokerService
 from data_plane.groups.wiring import serve_groups
 from data_plane.replication.errors import ErrorCode
 from data_plane.storage import LogManager, fault_injection
-from kraftlog_proto import broker_pb2, broker_pb2_grpc
+from kraftlog_proto import broker_pb2, broker_pb2_grpc, group_pb2
 from server_common.grpc_standard_services import ServingState
 from server_common.tls import add_port
 
@@ -143,7 +143,10 @@ class BrokerServer:
         self._service = BrokerService(self.replicas, self.metadata_response, self.init_producer_id)
         broker_pb2_grpc.add_BrokerServicer_to_server(self._service, server)
         groups = serve_groups(self.config, self.replicas, self.lifecycle.create_topics, server)
-        self._health = ServingState(server, broker_pb2.DESCRIPTOR.services_by_name["Broker"].full_name)
+        self._health = ServingState(
+            server, broker_pb2.DESCRIPTOR.services_by_name["Broker"].full_name,
+            group_pb2.DESCRIPTOR.services_by_name["GroupCoordinator"].full_name,
+        )
         await self._health.set(False)  # starting: not registered and unfenced yet
         bound = add_port(server, f"{self.config.host}:{self.config.port}", self.config.tls)
         if bound == 0:

@@ -13,6 +13,10 @@ long poll overlaps the application's processing. At most one fetch is outstandin
 broker, and buffered data is at most one fetch response per partition, so memory stays
 bounded by fetch_max_bytes per broker. gRPC's future API gives that concurrency without
 threads of our own: completions land in a queue that `poll` waits on.
+
+With ``group_id`` the consumer is a member of a consumer group instead (``subscribe``): the
+group's coordinator decides which partitions it owns, and ``group_session.py`` moves the
+assignment, heartbeats and commits; this class still does the reading.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from data_plane import record_batch
 from data_plane.client.channels import REQUEST_TIMEOUT_MS_DEFAULT, broker_channels
 from data_plane.client.consume_streams import ConsumeStreams, StreamEvent
 from data_plane.client.errors import KraftlogError, from_error_code, from_rpc_error
+from data_plane.client.group_membership import Subscription
+from data_plane.client.group_session import CommittedOffset, GroupSession, PartitionsCallback
 from data_plane.client.metadata_cache import MetadataCache, TopicPartition, refresh_sync
 from server_common.client_security import ClientSecurity
 from server_common.client_security import resolve as resolve_security
@@ -39,6 +45,7 @@ from server_common.limits import BATCH_BYTES_PER_MESSAGE_MAX, FETCH_BYTES_MAX_DE
 
 _RESETS = ("none", "earliest", "latest")
 _FETCH_MODES = ("stream", "fetch")
+GROUP_POLL_WAIT_S_MAX = 0.05  # a group member's poll looks for a reconciliation at least this often
 
 
 class _Fetched(NamedTuple):
@@ -47,7 +54,8 @@ class _Fetched(NamedTuple):
 
 
 class Consumer:
-    """Reads records from manually assigned partitions.
+    """Reads records from manually assigned partitions, or, with ``group_id``, from the
+    partitions its consumer group's coordinator assigns it (``subscribe``).
 
     Args:
         bootstrap: "host:port,host:port" of any brokers.
@@ -64,6 +72,17 @@ class Consumer:
         stream_message_bytes: with "stream", batch bytes per streamed message.
         security: TLS files and credentials (``ClientSecurity``); None: the config named by
             ``KRAFTLOG_CLIENT_CONFIG``, else plaintext.
+        group_id: join this consumer group (then ``subscribe``, not ``assign``).
+        group_instance_id: a static member's stable id: a restart within the session
+            timeout keeps its partitions without a rebalance.
+        enable_auto_commit: commit the positions of owned partitions every
+            ``auto_commit_interval_ms`` (from poll), before a revocation and at close.
+        rebalance_timeout_ms: how long the coordinator waits for this member to revoke
+            partitions (0: the coordinator's default).
+        group_assignor: "uniform", "range" or "sticky" ("": the group's).
+        session_timeout_ms: the brokers' group session timeout: when no heartbeat has
+            succeeded for this long, the member drops its partitions itself (lost), as the
+            coordinator has already given them to others.
     """
 
     def __init__(
@@ -82,6 +101,13 @@ class Consumer:
         stream_window_messages: int = 8,
         stream_message_bytes: int = 1 << 20,
         security: ClientSecurity | None = None,
+        group_id: str | None = None,
+        group_instance_id: str = "",
+        enable_auto_commit: bool = True,
+        auto_commit_interval_ms: int = 5000,
+        rebalance_timeout_ms: int = 0,
+        group_assignor: str = "",
+        session_timeout_ms: int = 45000,
     ) -> None:
         if auto_offset_reset not in _RESETS:
             raise ValueError(f"auto_offset_reset={auto_offset_reset!r}: use one of {_RESETS}")
@@ -115,12 +141,25 @@ class Consumer:
             ConsumeStreams(self._pool, stream_window_messages, stream_message_bytes, client_id) if fetch_mode == "stream" else None
         )
         self._resting_until: dict[TopicPartition, float] = {}  # stream mode: a partition's stream ended with an error
+        self._last_epochs: dict[TopicPartition, int] = {}  # leader epoch of the record before the position (KIP-320)
+        self._group = None if group_id is None else GroupSession(
+            self, group_id, instance_id=group_instance_id, client_id=client_id, enable_auto_commit=enable_auto_commit,
+            auto_commit_interval_ms=auto_commit_interval_ms, rebalance_timeout_ms=rebalance_timeout_ms,
+            assignor=group_assignor, request_timeout_s=self._request_timeout_s, retry_backoff_s=self._retry_backoff_s,
+            session_timeout_ms=session_timeout_ms,
+        )
 
     # ------------------------------------------------------------ assignment and positions
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         """Replaces the assignment. Kept partitions keep their position; new ones have none
         until seek (or auto_offset_reset) gives one."""
+        if self._group is not None:
+            raise KraftlogError("GROUP_MEMBER", "a consumer with group_id gets its partitions from the group: call subscribe(), "
+                                "or create the consumer without group_id to assign partitions by hand", retriable=False)
+        self._set_assignment(partitions)
+
+    def _set_assignment(self, partitions: Iterable[TopicPartition]) -> None:
         wanted = [(str(t), int(p)) for t, p in partitions]
         self._cancel_streams(set(self._positions) - set(wanted))
         self._positions = {tp: self._positions.get(tp) for tp in wanted}
@@ -130,8 +169,64 @@ class Consumer:
         self._metadata.want({tp[0] for tp in wanted})
 
     def assignment(self) -> set[TopicPartition]:
-        """The assigned partitions."""
+        """The assigned partitions (for a group member: those it owns)."""
         return set(self._positions)
+
+    # ------------------------------------------------------------ consumer groups
+
+    def subscribe(
+        self, topics: Iterable[str] | None = None, *, pattern: str = "", on_assigned: PartitionsCallback | None = None,
+        on_revoked: PartitionsCallback | None = None, on_lost: PartitionsCallback | None = None,
+    ) -> None:
+        """Joins the group with topic names or a regex ``pattern`` (a full match). Callbacks
+        run inside poll: ``on_revoked`` before a partition is given up (after its position
+        was committed, with auto-commit), ``on_assigned`` once new partitions have their
+        committed positions, ``on_lost`` (default: ``on_revoked``) when the member was fenced
+        and its partitions may already be another member's (nothing is committed then)."""
+        group = self._require_group()
+        group.subscribe(Subscription(tuple(topics or ()), pattern), on_assigned, on_revoked, on_lost)
+
+    def commit(self, offsets: dict[TopicPartition, int] | None = None) -> dict[TopicPartition, CommittedOffset]:
+        """Commits ``offsets`` (next offsets to read; default: the position of every owned
+        partition) in one request and waits; raises when the coordinator refuses (a fenced
+        member's commit, for one)."""
+        return self._require_group().commit(offsets)
+
+    def commit_async(self, offsets: dict[TopicPartition, int] | None = None, callback=None):
+        """``commit`` without waiting: commits go out in order; ``callback(offsets, error)``
+        runs on the commit thread; returns a Future."""
+        return self._require_group().commit_async(offsets, callback)
+
+    def committed(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, CommittedOffset | None]:
+        """The group's committed offsets of ``tps`` (None where nothing is committed)."""
+        return self._require_group().committed(tps)
+
+    @property
+    def group(self) -> GroupSession | None:
+        """The group membership (member id, epoch, state), None without group_id."""
+        return self._group
+
+    def _require_group(self) -> GroupSession:
+        self._check_open()
+        if self._group is None:
+            raise KraftlogError("NO_GROUP", "this consumer has no group_id: create it with Consumer(..., group_id=...)", retriable=False)
+        return self._group
+
+    def _drop_fetched(self, tps: Iterable[TopicPartition]) -> None:
+        """Stops reading ``tps``: their buffered data and streams go (a revocation)."""
+        tps = set(tps)
+        for tp in tps:
+            self._buffered.pop(tp, None)
+        self._cancel_streams(tps)
+
+    def _committable_positions(self) -> dict[TopicPartition, int]:
+        """Positions of assigned partitions that have one: what a commit records."""
+        return {tp: pos for tp, pos in self._positions.items() if pos is not None}
+
+    def _seek_committed(self, tp: TopicPartition, offset: int, leader_epoch: int) -> None:
+        """Starts ``tp`` at its committed offset (with the epoch committed with it)."""
+        self.seek(tp, offset)
+        self._last_epochs[tp] = leader_epoch
 
     def seek(self, tp: TopicPartition, offset: int) -> None:
         """The next poll returns `tp` from `offset`."""
@@ -139,6 +234,7 @@ class Consumer:
         if offset < 0:
             raise ValueError(f"offset {offset} < 0: use seek_to_beginning/seek_to_end for logical positions")
         self._positions[tp] = offset
+        self._last_epochs.pop(tp, None)
         self._buffered.pop(tp, None)
         self._cancel_streams({tp})
 
@@ -196,6 +292,9 @@ class Consumer:
         whole fetch past its end sent, received and thrown away.
         """
         self._check_open()
+        group = self._group
+        if group is not None:
+            group.on_poll()
         self._reset_positions([tp for tp, pos in self._positions.items() if pos is None])
         deadline = time.monotonic() + timeout_ms / 1000.0
         self._collect_completions(0.0)
@@ -204,7 +303,13 @@ class Consumer:
             remaining = deadline - time.monotonic()
             if remaining <= 0 or self._pending_error is not None:
                 break
+            if group is not None:
+                if group.reconciliation_due():
+                    break
+                remaining = min(remaining, GROUP_POLL_WAIT_S_MAX)
             self._collect_completions(remaining)
+        if group is not None:
+            group.on_poll()  # a revocation that arrived while waiting: its records are not handed out
         self._raise_pending()
         parts = self._take_buffered()
         if fetch_ahead:
@@ -218,9 +323,12 @@ class Consumer:
         self._send_fetches()
 
     def close(self) -> None:
-        """Cancels outstanding fetches and closes channels."""
+        """Cancels outstanding fetches and closes channels. A group member first commits
+        (with auto-commit), revokes what it owns and leaves the group at once."""
         if self._closed:
             return
+        if self._group is not None:
+            self._group.close()
         self._closed = True
         for future, _ in self._in_flight.values():
             future.cancel()
@@ -254,6 +362,7 @@ class Consumer:
         self._cancel_streams(set(answers))
         for tp, answer in answers.items():
             self._positions[tp] = answer.offset
+            self._last_epochs.pop(tp, None)
             self._buffered.pop(tp, None)
             if timestamp == LATEST:
                 self._high_watermarks[tp] = answer.offset
@@ -489,7 +598,9 @@ class Consumer:
         taken = {}
         for tp, fetched in self._buffered.items():
             taken[tp] = fetched.batches
-            self._positions[tp] = fetched.batches[-1].header.last_offset + 1
+            last = fetched.batches[-1].header
+            self._positions[tp] = last.last_offset + 1
+            self._last_epochs[tp] = last.leader_epoch
         self._buffered.clear()
         return taken
 

@@ -76,6 +76,21 @@ _ADVICE: dict[str, str] = {
     "UNKNOWN_SERVER_ERROR": "see the broker's log for details",
     "NO_POSITION": "call seek(), seek_to_beginning() or seek_to_end(), or set auto_offset_reset",
     "NOT_ASSIGNED": "call assign() with this partition first",
+    "COORDINATOR_NOT_AVAILABLE": "the group's offsets partition has no leader yet; the client finds the coordinator again and retries",
+    "NOT_COORDINATOR": "the group's coordinator moved; the client finds it again and retries",
+    "COORDINATOR_LOAD_IN_PROGRESS": "the new coordinator is loading the group; retry shortly",
+    "UNKNOWN_MEMBER_ID": "the coordinator removed this member (session timeout or left); it rejoins with member epoch 0",
+    "FENCED_MEMBER_EPOCH": "the member's epoch is stale; it drops its partitions and rejoins with member epoch 0",
+    "STALE_MEMBER_EPOCH": "the commit came from an older member epoch; its partitions moved, so the newer owner's commits count",
+    "GROUP_ID_NOT_FOUND": "no such group: check the name ('kraftlog groups list')",
+    "NON_EMPTY_GROUP": "the group has members: stop its consumers (or wait for their session timeout) and retry",
+    "INVALID_GROUP_ID": "use a non-empty group id",
+    "UNRELEASED_INSTANCE_ID": "another live member holds this group_instance_id: give each consumer its own, or stop the other one",
+    "GROUP_MAX_SIZE_REACHED": "the group is full: stop a member or raise the broker's group size limit",
+    "UNSUPPORTED_ASSIGNOR": "use group_assignor 'uniform', 'range' or 'sticky'",
+    "OFFSET_METADATA_TOO_LARGE": "shorten the commit's metadata string",
+    "INVALID_COMMIT_OFFSET": "commit an offset >= 0",
+    "GROUP_MEMBER": "a group member's partitions come from subscribe()",
 }
 
 
