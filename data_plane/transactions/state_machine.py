@@ -52,6 +52,7 @@ class TxnState(Enum):
 
 S = TxnState
 _COMPLETED = frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT})
+_IN_FLIGHT = frozenset({S.PREPARE_COMMIT, S.PREPARE_ABORT, S.PREPARE_EPOCH_FENCE})  # markers being written
 
 VALID_PREVIOUS: dict[TxnState, frozenset[TxnState]] = {
     S.EMPTY: _COMPLETED,
@@ -168,7 +169,7 @@ def init_producer_id(
     if meta is None or meta.state is S.DEAD:
         new = TxnMetadata(transactional_id, fresh_producer_id, 0, timeout_ms, S.EMPTY, last_update_ms=now_ms)
         return Decision(ErrorCode.NONE, new, (new,))
-    if meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT, S.PREPARE_EPOCH_FENCE):
+    if meta.state in _IN_FLIGHT:
         return _refuse(ErrorCode.CONCURRENT_TRANSACTIONS, meta)
     if meta.state is S.ONGOING:
         log = _fence_and_abort(meta, now_ms, fresh_producer_id)
@@ -178,11 +179,14 @@ def init_producer_id(
     return Decision(ErrorCode.NONE, new, (new,))
 
 
-def _check_producer(meta: TxnMetadata | None, producer_id: int, producer_epoch: int) -> ErrorCode:
+def _check_request(meta: TxnMetadata | None, producer_id: int, producer_epoch: int) -> ErrorCode:
+    """A producer's request: its id and epoch, and no markers in flight."""
     if meta is None or meta.state is S.DEAD or meta.producer_id != producer_id:
         return ErrorCode.INVALID_PRODUCER_ID_MAPPING
     if producer_epoch != meta.producer_epoch:
         return ErrorCode.PRODUCER_FENCED
+    if meta.state in _IN_FLIGHT:
+        return ErrorCode.CONCURRENT_TRANSACTIONS
     return ErrorCode.NONE
 
 
@@ -191,12 +195,10 @@ def add_partitions(
 ) -> Decision:
     """AddPartitionsToTxn (explicit, or the broker's KIP-890 verification on first write):
     the transaction becomes Ongoing with these partitions added."""
-    error = _check_producer(meta, producer_id, producer_epoch)
+    error = _check_request(meta, producer_id, producer_epoch)
     if error is not ErrorCode.NONE:
         return _refuse(error, meta)
     assert meta is not None
-    if meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT, S.PREPARE_EPOCH_FENCE):
-        return _refuse(ErrorCode.CONCURRENT_TRANSACTIONS, meta)
     if meta.state is S.ONGOING and partitions <= meta.partitions:
         return Decision(ErrorCode.NONE, meta)
     start_ms = meta.txn_start_ms if meta.state is S.ONGOING else now_ms
@@ -214,12 +216,10 @@ def end_txn(meta: TxnMetadata | None, producer_id: int, producer_epoch: int, com
     if meta is not None and meta.producer_id == producer_id and meta.state is not S.DEAD \
             and producer_epoch == meta.last_producer_epoch and producer_epoch != meta.producer_epoch:
         return _retried_end(meta, commit)
-    error = _check_producer(meta, producer_id, producer_epoch)
+    error = _check_request(meta, producer_id, producer_epoch)
     if error is not ErrorCode.NONE:
         return _refuse(error, meta)
     assert meta is not None
-    if meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT, S.PREPARE_EPOCH_FENCE):
-        return _refuse(ErrorCode.CONCURRENT_TRANSACTIONS, meta)
     if meta.state is S.ONGOING:
         prepared = meta.transition(S.PREPARE_COMMIT if commit else S.PREPARE_ABORT, now_ms,
                                    last_producer_epoch=meta.producer_epoch, **_bumped(meta, fresh_producer_id))
