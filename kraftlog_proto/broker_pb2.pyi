@@ -12,8 +12,15 @@ class RecordFormat(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     BATCHES: _ClassVar[RecordFormat]
     RECORDS: _ClassVar[RecordFormat]
+
+class IsolationLevel(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    READ_UNCOMMITTED: _ClassVar[IsolationLevel]
+    READ_COMMITTED: _ClassVar[IsolationLevel]
 BATCHES: RecordFormat
 RECORDS: RecordFormat
+READ_UNCOMMITTED: IsolationLevel
+READ_COMMITTED: IsolationLevel
 
 class ProduceRequest(_message.Message):
     __slots__ = ("acks", "timeout_ms", "topics", "client_id")
@@ -88,7 +95,7 @@ class PartitionProduceResponse(_message.Message):
     def __init__(self, partition: _Optional[int] = ..., error_code: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., base_offset: _Optional[int] = ..., log_append_time_ms: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., current_leader: _Optional[_Union[_common_pb2.LeaderHint, _Mapping]] = ...) -> None: ...
 
 class FetchRequest(_message.Message):
-    __slots__ = ("max_wait_ms", "min_bytes", "max_bytes", "topics", "format", "client_id", "repair_read")
+    __slots__ = ("max_wait_ms", "min_bytes", "max_bytes", "topics", "format", "client_id", "repair_read", "isolation_level")
     MAX_WAIT_MS_FIELD_NUMBER: _ClassVar[int]
     MIN_BYTES_FIELD_NUMBER: _ClassVar[int]
     MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
@@ -96,6 +103,7 @@ class FetchRequest(_message.Message):
     FORMAT_FIELD_NUMBER: _ClassVar[int]
     CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
     REPAIR_READ_FIELD_NUMBER: _ClassVar[int]
+    ISOLATION_LEVEL_FIELD_NUMBER: _ClassVar[int]
     max_wait_ms: int
     min_bytes: int
     max_bytes: int
@@ -103,7 +111,8 @@ class FetchRequest(_message.Message):
     format: RecordFormat
     client_id: str
     repair_read: bool
-    def __init__(self, max_wait_ms: _Optional[int] = ..., min_bytes: _Optional[int] = ..., max_bytes: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[FetchTopic, _Mapping]]] = ..., format: _Optional[_Union[RecordFormat, str]] = ..., client_id: _Optional[str] = ..., repair_read: _Optional[bool] = ...) -> None: ...
+    isolation_level: IsolationLevel
+    def __init__(self, max_wait_ms: _Optional[int] = ..., min_bytes: _Optional[int] = ..., max_bytes: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[FetchTopic, _Mapping]]] = ..., format: _Optional[_Union[RecordFormat, str]] = ..., client_id: _Optional[str] = ..., repair_read: _Optional[bool] = ..., isolation_level: _Optional[_Union[IsolationLevel, str]] = ...) -> None: ...
 
 class FetchTopic(_message.Message):
     __slots__ = ("topic", "partitions")
@@ -142,7 +151,7 @@ class FetchTopicResponse(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[FetchPartitionResponse, _Mapping]]] = ...) -> None: ...
 
 class FetchPartitionResponse(_message.Message):
-    __slots__ = ("partition", "error_code", "error_message", "high_watermark", "log_start_offset", "batches", "records", "current_leader")
+    __slots__ = ("partition", "error_code", "error_message", "high_watermark", "log_start_offset", "batches", "records", "current_leader", "last_stable_offset", "aborted_transactions")
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
@@ -151,6 +160,8 @@ class FetchPartitionResponse(_message.Message):
     BATCHES_FIELD_NUMBER: _ClassVar[int]
     RECORDS_FIELD_NUMBER: _ClassVar[int]
     CURRENT_LEADER_FIELD_NUMBER: _ClassVar[int]
+    LAST_STABLE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    ABORTED_TRANSACTIONS_FIELD_NUMBER: _ClassVar[int]
     partition: int
     error_code: _common_pb2.ErrorCode
     error_message: str
@@ -159,13 +170,17 @@ class FetchPartitionResponse(_message.Message):
     batches: bytes
     records: _containers.RepeatedCompositeFieldContainer[_common_pb2.Record]
     current_leader: _common_pb2.LeaderHint
-    def __init__(self, partition: _Optional[int] = ..., error_code: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., high_watermark: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., batches: _Optional[bytes] = ..., records: _Optional[_Iterable[_Union[_common_pb2.Record, _Mapping]]] = ..., current_leader: _Optional[_Union[_common_pb2.LeaderHint, _Mapping]] = ...) -> None: ...
+    last_stable_offset: int
+    aborted_transactions: _containers.RepeatedCompositeFieldContainer[AbortedTransaction]
+    def __init__(self, partition: _Optional[int] = ..., error_code: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., high_watermark: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., batches: _Optional[bytes] = ..., records: _Optional[_Iterable[_Union[_common_pb2.Record, _Mapping]]] = ..., current_leader: _Optional[_Union[_common_pb2.LeaderHint, _Mapping]] = ..., last_stable_offset: _Optional[int] = ..., aborted_transactions: _Optional[_Iterable[_Union[AbortedTransaction, _Mapping]]] = ...) -> None: ...
 
 class ListOffsetsRequest(_message.Message):
-    __slots__ = ("topics",)
+    __slots__ = ("topics", "isolation_level")
     TOPICS_FIELD_NUMBER: _ClassVar[int]
+    ISOLATION_LEVEL_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedCompositeFieldContainer[ListOffsetsTopic]
-    def __init__(self, topics: _Optional[_Iterable[_Union[ListOffsetsTopic, _Mapping]]] = ...) -> None: ...
+    isolation_level: IsolationLevel
+    def __init__(self, topics: _Optional[_Iterable[_Union[ListOffsetsTopic, _Mapping]]] = ..., isolation_level: _Optional[_Union[IsolationLevel, str]] = ...) -> None: ...
 
 class ListOffsetsTopic(_message.Message):
     __slots__ = ("topic", "partitions")
@@ -484,18 +499,20 @@ class ConsumeRequest(_message.Message):
     def __init__(self, open: _Optional[_Union[ConsumeOpen, _Mapping]] = ..., credit: _Optional[_Union[ConsumeCredit, _Mapping]] = ...) -> None: ...
 
 class ConsumeOpen(_message.Message):
-    __slots__ = ("topics", "format", "max_bytes_per_message", "window_messages", "client_id")
+    __slots__ = ("topics", "format", "max_bytes_per_message", "window_messages", "client_id", "isolation_level")
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     FORMAT_FIELD_NUMBER: _ClassVar[int]
     MAX_BYTES_PER_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     WINDOW_MESSAGES_FIELD_NUMBER: _ClassVar[int]
     CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    ISOLATION_LEVEL_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedCompositeFieldContainer[ConsumeTopic]
     format: RecordFormat
     max_bytes_per_message: int
     window_messages: int
     client_id: str
-    def __init__(self, topics: _Optional[_Iterable[_Union[ConsumeTopic, _Mapping]]] = ..., format: _Optional[_Union[RecordFormat, str]] = ..., max_bytes_per_message: _Optional[int] = ..., window_messages: _Optional[int] = ..., client_id: _Optional[str] = ...) -> None: ...
+    isolation_level: IsolationLevel
+    def __init__(self, topics: _Optional[_Iterable[_Union[ConsumeTopic, _Mapping]]] = ..., format: _Optional[_Union[RecordFormat, str]] = ..., max_bytes_per_message: _Optional[int] = ..., window_messages: _Optional[int] = ..., client_id: _Optional[str] = ..., isolation_level: _Optional[_Union[IsolationLevel, str]] = ...) -> None: ...
 
 class ConsumeTopic(_message.Message):
     __slots__ = ("topic", "partitions")
@@ -554,3 +571,13 @@ class ConsumePartitionData(_message.Message):
     records: _containers.RepeatedCompositeFieldContainer[_common_pb2.Record]
     current_leader: _common_pb2.LeaderHint
     def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., error_code: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., high_watermark: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., fetch_offset: _Optional[int] = ..., next_offset: _Optional[int] = ..., batches: _Optional[bytes] = ..., records: _Optional[_Iterable[_Union[_common_pb2.Record, _Mapping]]] = ..., current_leader: _Optional[_Union[_common_pb2.LeaderHint, _Mapping]] = ...) -> None: ...
+
+class AbortedTransaction(_message.Message):
+    __slots__ = ("producer_id", "first_offset", "last_offset")
+    PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
+    FIRST_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LAST_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    def __init__(self, producer_id: _Optional[int] = ..., first_offset: _Optional[int] = ..., last_offset: _Optional[int] = ...) -> None: ...

@@ -44,6 +44,12 @@ class AbortedTxn:
     producer_id: int
 
 
+def in_aborted(aborted: Iterable[AbortedTxn], producer_id: int, offset: int) -> bool:
+    """Whether a transactional batch of ``producer_id`` at ``offset`` belongs to one of the
+    ``aborted`` transactions: what a read_committed reader drops (control batches aside)."""
+    return any(t.producer_id == producer_id and t.first_offset <= offset < t.last_offset for t in aborted)
+
+
 @dataclass
 class TransactionIndex:
     """Open transactions by producer, closed-but-unreplicated ones, and the aborted index."""
