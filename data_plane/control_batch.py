@@ -29,6 +29,7 @@ from data_plane.record_batch import (
 )
 
 CONTROL_RECORD_VERSION = 0
+PRODUCER_EPOCH_MAX = 32767  # int16 in the batch header
 _KEY = struct.Struct("<hh")
 _VALUE = struct.Struct("<hi")
 
@@ -59,8 +60,9 @@ def encode_marker(
 ) -> bytes:
     """One control batch ending ``producer_id``'s transaction on a partition (base offset 0 and
     leader epoch -1: the leader stamps both, as for any batch)."""
-    if producer_id < 0 or producer_epoch < 0:
-        raise ValueError(f"a marker needs the producer's id and epoch, got {producer_id} and {producer_epoch}")
+    if producer_id < 0 or not 0 <= producer_epoch <= PRODUCER_EPOCH_MAX:
+        raise ValueError(f"a marker needs the producer's id (>= 0) and epoch (0..{PRODUCER_EPOCH_MAX}), got "
+                         f"{producer_id} and {producer_epoch}")
     key = _KEY.pack(CONTROL_RECORD_VERSION, int(control_type))
     value = _VALUE.pack(CONTROL_RECORD_VERSION, coordinator_epoch)
     return encode_batch([value], keys=[key], timestamps_ms=timestamp_ms, producer_id=producer_id,

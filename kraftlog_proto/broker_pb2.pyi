@@ -581,3 +581,49 @@ class AbortedTransaction(_message.Message):
     first_offset: int
     last_offset: int
     def __init__(self, producer_id: _Optional[int] = ..., first_offset: _Optional[int] = ..., last_offset: _Optional[int] = ...) -> None: ...
+
+class TxnMarker(_message.Message):
+    __slots__ = ("producer_id", "producer_epoch", "commit", "coordinator_epoch", "topic", "partitions")
+    PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_FIELD_NUMBER: _ClassVar[int]
+    COORDINATOR_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    producer_id: int
+    producer_epoch: int
+    commit: bool
+    coordinator_epoch: int
+    topic: str
+    partitions: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., commit: _Optional[bool] = ..., coordinator_epoch: _Optional[int] = ..., topic: _Optional[str] = ..., partitions: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class WriteTxnMarkersRequest(_message.Message):
+    __slots__ = ("markers",)
+    MARKERS_FIELD_NUMBER: _ClassVar[int]
+    markers: _containers.RepeatedCompositeFieldContainer[TxnMarker]
+    def __init__(self, markers: _Optional[_Iterable[_Union[TxnMarker, _Mapping]]] = ...) -> None: ...
+
+class TxnMarkerResult(_message.Message):
+    __slots__ = ("topic", "partition", "producer_id", "error_code", "error_message", "offset", "current_leader")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_LEADER_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    producer_id: int
+    error_code: _common_pb2.ErrorCode
+    error_message: str
+    offset: int
+    current_leader: _common_pb2.LeaderHint
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., producer_id: _Optional[int] = ..., error_code: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., offset: _Optional[int] = ..., current_leader: _Optional[_Union[_common_pb2.LeaderHint, _Mapping]] = ...) -> None: ...
+
+class WriteTxnMarkersResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[TxnMarkerResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[TxnMarkerResult, _Mapping]]] = ...) -> None: ...

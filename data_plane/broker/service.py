@@ -13,6 +13,7 @@ import grpc
 
 from data_plane import record_batch
 from data_plane.broker.consume_stream import ConsumeStreams
+from data_plane.control_batch import ControlType, encode_marker
 from data_plane.broker.errors import MalformedRequest, PartitionError, to_wire
 from data_plane.replication.errors import ErrorCode
 from data_plane.replication.transaction_index import AbortedTxn, in_aborted
@@ -284,6 +285,26 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                                        f"time in ms >= 0, got {p.timestamp}")
             items.append((topic, p.partition, p.timestamp, _requested_epoch(topic, p)))
         return items
+
+    async def WriteTxnMarkers(self, request, context):
+        """Internal (docs/transactions.md): one marker per partition named, each answered alone."""
+        response = broker_pb2.WriteTxnMarkersResponse()
+        now = self.replicas.clock_ms()
+        try:  # every marker encoded before any is written: a bad one refuses the call, nothing written
+            encoded = [(m, encode_marker(ControlType.COMMIT if m.commit else ControlType.ABORT, m.producer_id,
+                                         m.producer_epoch, m.coordinator_epoch, now)) for m in request.markers]
+        except ValueError as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{exc}; nothing was written")
+        for m, marker in encoded:
+            for index in m.partitions:
+                out = response.results.add(topic=m.topic, partition=index, producer_id=m.producer_id)
+                try:
+                    out.offset = self.replicas.write_marker(m.topic, index, marker)
+                except PartitionError as exc:
+                    result = PartitionAnswer(m.topic, index)
+                    self.replicas.fail(result, exc)
+                    out.MergeFrom(broker_pb2.TxnMarkerResult(**_error_fields(result)))
+        return response
 
     async def ListOffsets(self, request, context):
         try:
