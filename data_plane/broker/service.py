@@ -13,6 +13,7 @@ import grpc
 
 from data_plane import record_batch
 from data_plane.broker.consume_stream import ConsumeStreams
+from data_plane.broker.isolation import aborted_to_wire, read_committed
 from data_plane.control_batch import ControlType, encode_marker
 from data_plane.broker.errors import MalformedRequest, PartitionError, to_wire
 from data_plane.replication.errors import ErrorCode
@@ -237,8 +238,8 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         if request.repair_read:
             results = self.replicas.reads.repair_read(items)
         else:
-            read_committed = request.isolation_level == broker_pb2.READ_COMMITTED
-            results = await self.replicas.reads.fetch(request.max_wait_ms, request.min_bytes, max_bytes, items, read_committed)
+            committed = read_committed(request.isolation_level)
+            results = await self.replicas.reads.fetch(request.max_wait_ms, request.min_bytes, max_bytes, items, committed)
         response = broker_pb2.FetchResponse()
         by_topic: dict[str, broker_pb2.FetchTopicResponse] = {}
         budget = DecodedBytes(max_bytes)  # the records path's answer, bounded as the stored batches are
@@ -259,16 +260,14 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                     out.MergeFrom(broker_pb2.FetchPartitionResponse(**to_wire(undecodable)))
             else:
                 out.batches = r.data
-                out.aborted_transactions.extend(
-                    broker_pb2.AbortedTransaction(producer_id=t.producer_id, first_offset=t.first_offset, last_offset=t.last_offset)
-                    for t in r.aborted
-                )
+                out.aborted_transactions.extend(aborted_to_wire(r.aborted))
         self._add_endpoints(response, [r.leader.leader_id for r in results if r.failed])
         return response
 
     @staticmethod
     def _fetch_items(request: broker_pb2.FetchRequest) -> list[FetchItem]:
         items: list[FetchItem] = []
+        read_committed(request.isolation_level)
         for topic, p in _partitions_once(request.topics, "ask for it once"):
             if p.partition_max_bytes < 0:
                 raise MalformedRequest(f"{topic}-{p.partition}: partition_max_bytes must be >= 0 (0: the request's "
@@ -279,6 +278,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
     @staticmethod
     def _list_offsets_items(request: broker_pb2.ListOffsetsRequest) -> list[tuple[str, int, int, int]]:
         items: list[tuple[str, int, int, int]] = []
+        read_committed(request.isolation_level)
         for topic, p in _partitions_once(request.topics, "ask for it once"):
             if p.timestamp < -2:
                 raise MalformedRequest(f"{topic}-{p.partition}: timestamp must be -2 (earliest), -1 (latest) or a "
@@ -313,7 +313,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         response = broker_pb2.ListOffsetsResponse()
         by_topic: dict[str, broker_pb2.ListOffsetsTopicResponse] = {}
-        for r in self.replicas.reads.list_offsets(items, request.isolation_level == broker_pb2.READ_COMMITTED):
+        for r in self.replicas.reads.list_offsets(items, read_committed(request.isolation_level)):
             _topic_entry(response, by_topic, r.topic).partitions.add(
                 partition=r.partition,
                 offset=r.offset,

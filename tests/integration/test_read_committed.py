@@ -6,6 +6,7 @@ is refused."""
 
 from __future__ import annotations
 
+import queue
 from typing import Iterator
 
 import grpc
@@ -69,6 +70,25 @@ def latest(stub: broker_pb2_grpc.BrokerStub, isolation: int) -> int:
     return answer.offset
 
 
+def consumed(stub: broker_pb2_grpc.BrokerStub, isolation: int, end: int) -> list[bytes]:
+    """A records-path Consume stream from offset 0 until ``end``, a credit granted per message."""
+    requests: queue.SimpleQueue = queue.SimpleQueue()
+    requests.put(broker_pb2.ConsumeRequest(open=broker_pb2.ConsumeOpen(format=broker_pb2.RECORDS, isolation_level=isolation, topics=[
+        broker_pb2.ConsumeTopic(topic=TOPIC, partitions=[broker_pb2.ConsumePartition(partition=0, offset=0)])])))
+    call = stub.Consume(iter(requests.get, None), timeout=30)
+    got: list[bytes] = []
+    for message in call:
+        entry = message.partitions[0]
+        assert entry.error_code == common_pb2.NONE, entry.error_message
+        got += [r.value for r in entry.records]
+        requests.put(broker_pb2.ConsumeRequest(credit=broker_pb2.ConsumeCredit(messages=1)))
+        if entry.next_offset >= end:
+            break
+    call.cancel()
+    requests.put(None)
+    return got
+
+
 def test_both_isolation_levels_over_grpc(cluster: TestCluster) -> None:
     leader = broker_pb2_grpc.BrokerStub(grpc.insecure_channel(cluster.broker(cluster.leader(TOPIC, 0)).address, options=OPTIONS))
 
@@ -94,3 +114,5 @@ def test_both_isolation_levels_over_grpc(cluster: TestCluster) -> None:
     control = [b.header.base_offset for b in record_batch.decode_batches(batches.batches) if b.header.is_control]
     assert control == [4, 5]  # on the batches path the client skips them (and drops the aborted range)
     assert fetch(leader, UNCOMMITTED, broker_pb2.BATCHES).aborted_transactions == []
+    assert consumed(leader, COMMITTED, 6) == [b"plain", b"committed"]
+    assert consumed(leader, UNCOMMITTED, 6) == [b"plain", b"aborted-1", b"aborted-2", b"committed"]
