@@ -13,6 +13,7 @@ import grpc
 import pytest
 
 from data_plane import record_batch
+from data_plane.client import Consumer
 from data_plane.control_batch import ControlType, encode_marker
 from kraftlog_proto import broker_pb2, broker_pb2_grpc, common_pb2
 from server_common.limits import MESSAGE_BYTES_MAX
@@ -89,6 +90,25 @@ def consumed(stub: broker_pb2_grpc.BrokerStub, isolation: int, end: int) -> list
     return got
 
 
+def python_consumer(cluster: TestCluster, isolation_level: str, fetch_mode: str, count: int) -> list[bytes]:
+    with Consumer(cluster.bootstrap, isolation_level=isolation_level, fetch_mode=fetch_mode, fetch_max_wait_ms=100) as consumer:
+        consumer.assign([(TOPIC, 0)])
+        consumer.seek_to_beginning()
+        got: list[bytes] = []
+        wait_for(lambda: got.extend(r.value for r in consumer.poll(200)) or len(got) >= count, 30, f"{count} records")
+        return got
+
+
+def end_positions(cluster: TestCluster) -> dict[str, int]:
+    positions = {}
+    for level in ("read_committed", "read_uncommitted"):
+        with Consumer(cluster.bootstrap, isolation_level=level, fetch_mode="fetch") as consumer:
+            consumer.assign([(TOPIC, 0)])
+            consumer.seek_to_end()
+            positions[level] = consumer.position((TOPIC, 0))
+    return positions
+
+
 def test_both_isolation_levels_over_grpc(cluster: TestCluster) -> None:
     leader = broker_pb2_grpc.BrokerStub(grpc.insecure_channel(cluster.broker(cluster.leader(TOPIC, 0)).address, options=OPTIONS))
 
@@ -116,3 +136,11 @@ def test_both_isolation_levels_over_grpc(cluster: TestCluster) -> None:
     assert fetch(leader, UNCOMMITTED, broker_pb2.BATCHES).aborted_transactions == []
     assert consumed(leader, COMMITTED, 6) == [b"plain", b"committed"]
     assert consumed(leader, UNCOMMITTED, 6) == [b"plain", b"aborted-1", b"aborted-2", b"committed"]
+
+    # the Python consumer, both fetch modes: markers and aborted records never reach poll
+    for mode in ("stream", "fetch"):
+        assert python_consumer(cluster, "read_committed", mode, 2) == [b"plain", b"committed"]
+        assert python_consumer(cluster, "read_uncommitted", mode, 4) == [b"plain", b"aborted-1", b"aborted-2", b"committed"]
+    assert produce(leader, txn_batch(33, [b"open"])).error_code == common_pb2.NONE                  # 6, left open
+    wait_for(lambda: latest(leader, UNCOMMITTED) == 7, 30, "the HW to pass the open transaction's batch")
+    assert end_positions(cluster) == {"read_committed": 6, "read_uncommitted": 7}
