@@ -109,6 +109,14 @@ def end_positions(cluster: TestCluster) -> dict[str, int]:
     return positions
 
 
+def _answers(call) -> int | None:
+    """``call()``, or None while the new leader still answers with an error (its HW settling)."""
+    try:
+        return call()
+    except AssertionError:
+        return None
+
+
 def test_both_isolation_levels_over_grpc(cluster: TestCluster) -> None:
     leader = broker_pb2_grpc.BrokerStub(grpc.insecure_channel(cluster.broker(cluster.leader(TOPIC, 0)).address, options=OPTIONS))
 
@@ -144,3 +152,18 @@ def test_both_isolation_levels_over_grpc(cluster: TestCluster) -> None:
     assert produce(leader, txn_batch(33, [b"open"])).error_code == common_pb2.NONE                  # 6, left open
     wait_for(lambda: latest(leader, UNCOMMITTED) == 7, 30, "the HW to pass the open transaction's batch")
     assert end_positions(cluster) == {"read_committed": 6, "read_uncommitted": 7}
+
+    # SIGKILL the leader: the follower, which built its index from the replicated batches and
+    # markers, leads with the same LSO and aborted transactions
+    old = cluster.leader(TOPIC, 0)
+    cluster.kill(cluster.broker(old))
+    new = wait_for(lambda: (b := cluster.leader(TOPIC, 0)) not in (old, -1) and b, 60, "the follower to take the leadership")
+    successor = broker_pb2_grpc.BrokerStub(grpc.insecure_channel(cluster.broker(new).address, options=OPTIONS))
+    wait_for(lambda: _answers(lambda: latest(successor, UNCOMMITTED)) == 7, 60, "the new leader's HW to settle")
+    assert latest(successor, COMMITTED) == 6
+    assert values(successor, COMMITTED) == [b"plain", b"committed"]
+    assert [(t.producer_id, t.first_offset, t.last_offset) for t in fetch(successor, COMMITTED, broker_pb2.BATCHES).aborted_transactions] == [(11, 1, 4)]
+    end_txn(successor, 33, commit=True)                                                               # 7
+    wait_for(lambda: latest(successor, COMMITTED) == 8, 30, "the LSO to pass the last marker")
+    assert values(successor, COMMITTED) == [b"plain", b"committed", b"open"]
+    cluster.restart(cluster.broker(old))
