@@ -517,6 +517,7 @@ class Partition:
                 data = self.log.read(header.base_offset, header.batch_length, max_offset=header.last_offset + 1).data
                 commit = decode_marker(decode_batch(data)).commit
             self._txns.on_batch(header, commit)
+        self._txns.on_high_watermark(self.high_watermark)  # bounded on followers too, which no read_committed read prunes
 
     # ------------------------------------------------------------------ housekeeping
 

@@ -44,6 +44,15 @@ class AbortedTxn:
     producer_id: int
 
 
+@dataclass(frozen=True)
+class ClosedTxn:
+    """A transaction whose marker is in the log but not yet below the high watermark."""
+
+    first_offset: int
+    marker_offset: int
+    producer_id: int
+
+
 def in_aborted(aborted: Iterable[AbortedTxn], producer_id: int, offset: int) -> bool:
     """Whether a transactional batch of ``producer_id`` at ``offset`` belongs to one of the
     ``aborted`` transactions: what a read_committed reader drops (control batches aside)."""
@@ -55,7 +64,7 @@ class TransactionIndex:
     """Open transactions by producer, closed-but-unreplicated ones, and the aborted index."""
 
     open_first_offset: dict[int, int] = field(default_factory=dict)
-    unreplicated: list[tuple[int, int, int, bool]] = field(default_factory=list)  # first, marker, producer, aborted
+    unreplicated: list[ClosedTxn] = field(default_factory=list)
     aborted: list[AbortedTxn] = field(default_factory=list)  # in marker order
     next_offset: int = 0
 
@@ -68,7 +77,7 @@ class TransactionIndex:
         if batch.is_control:
             first = self.open_first_offset.pop(batch.producer_id, batch.base_offset)
             aborted = not marker_commit
-            self.unreplicated.append((first, batch.base_offset, batch.producer_id, aborted))
+            self.unreplicated.append(ClosedTxn(first, batch.base_offset, batch.producer_id))
             if aborted:
                 self.aborted.append(AbortedTxn(first, batch.base_offset, batch.producer_id))
         elif batch.is_transactional:
@@ -76,11 +85,11 @@ class TransactionIndex:
 
     def on_high_watermark(self, high_watermark: int) -> None:
         """Forget closed transactions whose marker the high watermark has passed."""
-        self.unreplicated = [t for t in self.unreplicated if t[1] >= high_watermark]
+        self.unreplicated = [t for t in self.unreplicated if t.marker_offset >= high_watermark]
 
     def first_unstable_offset(self, high_watermark: int) -> int | None:
         """The first offset of the earliest transaction not yet stable, or None."""
-        firsts = [*self.open_first_offset.values(), *(t[0] for t in self.unreplicated if t[1] >= high_watermark)]
+        firsts = [*self.open_first_offset.values(), *(t.first_offset for t in self.unreplicated if t.marker_offset >= high_watermark)]
         return min(firsts, default=None)
 
     def last_stable_offset(self, high_watermark: int) -> int:
@@ -99,10 +108,10 @@ class TransactionIndex:
         when the cut is at or above the high watermark the index was last told (closed
         transactions below it are not remembered): below that, ``rebuild`` from the log."""
         self.open_first_offset = {p: f for p, f in self.open_first_offset.items() if f < offset}
-        for first, marker, producer_id, _ in self.unreplicated:
-            if marker >= offset and first < offset:
-                self.open_first_offset[producer_id] = min(first, self.open_first_offset.get(producer_id, first))
-        self.unreplicated = [t for t in self.unreplicated if t[1] < offset]
+        for t in self.unreplicated:
+            if t.marker_offset >= offset and t.first_offset < offset:
+                self.open_first_offset[t.producer_id] = min(t.first_offset, self.open_first_offset.get(t.producer_id, t.first_offset))
+        self.unreplicated = [t for t in self.unreplicated if t.marker_offset < offset]
         self.aborted = [t for t in self.aborted if t.last_offset < offset]
         self.next_offset = min(self.next_offset, offset)
 
