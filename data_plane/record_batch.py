@@ -24,7 +24,8 @@ specifies the format for other languages; proto/testdata/record_batches.json hol
 vectors (``record_batch_vectors``).
 
 Attributes: bits 0-2 compression (0 none, 1 lz4, 2 zstd), bit 3 timestamp type (0 CreateTime,
-1 LogAppendTime), bit 4 transactional, bit 5 control.
+1 LogAppendTime), bit 4 transactional, bit 5 control (a transaction marker: ``control_batch``;
+clients may not produce one).
 
 Body (compressed as a whole into one lz4 or zstd *frame* when compressed, see
 ``batch_compression``), n records, h headers::
@@ -289,12 +290,18 @@ def encode_batch(
     producer_epoch: int = -1,
     base_sequence: int = -1,
     now_ms: int | None = None,
+    transactional: bool = False,
+    control: bool = False,
 ) -> bytes:
     """Encode records into one batch with base offset 0 and leader epoch -1 (the leader stamps both).
 
     ``timestamps_ms`` is one timestamp per record, one for all, or None for ``now_ms``
-    (default: the wall clock). Raises ValueError for input that cannot be encoded.
+    (default: the wall clock). ``transactional`` sets attribute bit 4 (the records belong to
+    the producer's open transaction; it needs a producer id); ``control`` sets bit 5 and is
+    for ``control_batch`` alone (markers). Raises ValueError for input that cannot be encoded.
     """
+    if (transactional or control) and producer_id < 0:
+        raise ValueError("a transactional batch needs a producer id (from InitProducerId)")
     n = len(values)
     if n == 0:
         raise ValueError("a record batch needs at least one record")
@@ -305,7 +312,8 @@ def encode_batch(
     key_lengths, key_blob = _key_column(n, keys)
     header_columns = _header_columns(n, headers)
     body = b"".join([ts_column, key_lengths, value_lengths, *header_columns[:3], key_blob, value_blob, *header_columns[3:]])
-    attributes = COMPRESSION_CODES[compression]
+    attributes = COMPRESSION_CODES[compression] | (TRANSACTIONAL_BIT if transactional else 0)
+    attributes |= CONTROL_BIT if control else 0
     body = compress(compression, body)
     covered = _HEADER.pack(
         0, HEADER_SIZE + len(body), -1, MAGIC, 0,
@@ -464,6 +472,16 @@ def validate_for_append(buf: bytes | bytearray | memoryview, pos: int = 0) -> Ba
 
 
 def _check_producer_fields(header: BatchHeader) -> None:
+    if header.is_control:
+        raise InvalidRecordError(
+            "a control batch (attribute bit 5: a transaction marker) cannot be produced by a client; markers are "
+            "written only by the transaction coordinator: clear bit 5"
+        )
+    if header.is_transactional and header.producer_id == NO_PRODUCER_ID:
+        raise InvalidRecordError(
+            "a transactional batch (attribute bit 4) needs a producer id, epoch and sequence from InitProducerId; "
+            "clear bit 4 or set the producer fields"
+        )
     if header.producer_id == NO_PRODUCER_ID:
         if header.producer_epoch != -1 or header.base_sequence != -1:
             raise InvalidRecordError(

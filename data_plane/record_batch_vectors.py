@@ -30,6 +30,7 @@ import lz4
 import zstandard
 
 from data_plane.batch_compression import compress, decompress
+from data_plane.control_batch import ControlType, encode_marker
 from data_plane.record_batch import (
     HEADER_SIZE,
     BatchHeader,
@@ -202,6 +203,8 @@ def invalid_cases() -> list[InvalidCase]:
         InvalidCase("zstd-trailing-bytes", "compression zstd, one whole frame followed by a stray byte", _with_body(zstd_batch, zstd_batch[body_at:] + b"\x00"), invalid, True),
         InvalidCase("zstd-two-frames", "compression zstd, the body two frames (a body is exactly one)", _with_body(zstd_batch, zstd_batch[body_at:] * 2), invalid, True),
         InvalidCase("producer-fields-mixed", "producer_id -1 (not idempotent) but producer_epoch 0", _edited(plain, _pack("<h", 51, 0)), invalid, False),
+        InvalidCase("control-batch", "a commit marker (attribute bits 4 and 5) sent by a producer: only the transaction coordinator writes control batches", encode_marker(ControlType.COMMIT, 4001, 2, 0, T0), invalid, False),
+        InvalidCase("transactional-without-producer-id", "attribute bit 4 (transactional) with producer_id -1", _edited(plain, _pack("<h", 21, 0x10)), invalid, False),
         InvalidCase("negative-first-timestamp", "first_timestamp -5", _edited(plain, _pack("<qq", 27, -5, 0)), timestamp, False),
         InvalidCase("max-timestamp-below-first", "max_timestamp 1 ms below first_timestamp", _edited(plain, _pack("<q", 35, T0 - 1)), timestamp, False),
     ]

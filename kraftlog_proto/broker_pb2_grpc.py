@@ -79,6 +79,11 @@ class BrokerStub:
                 request_serializer=proto_dot_broker__pb2.ConsumeRequest.SerializeToString,
                 response_deserializer=proto_dot_broker__pb2.ConsumeResponse.FromString,
                 _registered_method=True)
+        self.WriteTxnMarkers = channel.unary_unary(
+                '/kraftlog.v1.Broker/WriteTxnMarkers',
+                request_serializer=proto_dot_broker__pb2.WriteTxnMarkersRequest.SerializeToString,
+                response_deserializer=proto_dot_broker__pb2.WriteTxnMarkersResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerServicer:
@@ -148,6 +153,15 @@ class BrokerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WriteTxnMarkers(self, request, context):
+        """Internal: the transaction coordinator's marker writes to partition leaders (Kafka's
+        WriteTxnMarkers). Not for clients; until the coordinator exists only tests call it
+        (docs/transactions.md).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -195,6 +209,11 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.Consume,
                     request_deserializer=proto_dot_broker__pb2.ConsumeRequest.FromString,
                     response_serializer=proto_dot_broker__pb2.ConsumeResponse.SerializeToString,
+            ),
+            'WriteTxnMarkers': grpc.unary_unary_rpc_method_handler(
+                    servicer.WriteTxnMarkers,
+                    request_deserializer=proto_dot_broker__pb2.WriteTxnMarkersRequest.FromString,
+                    response_serializer=proto_dot_broker__pb2.WriteTxnMarkersResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -440,6 +459,33 @@ class Broker:
             '/kraftlog.v1.Broker/Consume',
             proto_dot_broker__pb2.ConsumeRequest.SerializeToString,
             proto_dot_broker__pb2.ConsumeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WriteTxnMarkers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kraftlog.v1.Broker/WriteTxnMarkers',
+            proto_dot_broker__pb2.WriteTxnMarkersRequest.SerializeToString,
+            proto_dot_broker__pb2.WriteTxnMarkersResponse.FromString,
             options,
             channel_credentials,
             insecure,

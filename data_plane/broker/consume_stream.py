@@ -27,6 +27,7 @@ import structlog
 
 from data_plane import record_batch
 from data_plane.broker.errors import MalformedRequest, PartitionError, to_wire
+from data_plane.broker.isolation import aborted_to_wire, read_committed
 from data_plane.broker.requests import FetchItem, FetchResult
 from data_plane.broker.wakeups import Wakeups, wait_until_woken, woken_by
 from data_plane.replication.errors import ErrorCode
@@ -90,6 +91,7 @@ class StreamSpec:
     max_bytes_per_message: int
     window_messages: int
     client_id: str
+    read_committed: bool = False
 
 
 def parse_open(request: broker_pb2.ConsumeRequest, request_max_bytes: int) -> StreamSpec:
@@ -103,6 +105,7 @@ def parse_open(request: broker_pb2.ConsumeRequest, request_max_bytes: int) -> St
         raise MalformedRequest(f"window_messages must be at most {WINDOW_MESSAGES_MAX}, got {opened.window_messages}")
     if opened.format not in (broker_pb2.BATCHES, broker_pb2.RECORDS):
         raise MalformedRequest(f"format must be BATCHES (0) or RECORDS (1), got {opened.format}")
+    committed = read_committed(opened.isolation_level)
     positions: dict[TopicPartition, int] = {}
     epochs: dict[TopicPartition, int] = {}
     for topic in opened.topics:
@@ -121,7 +124,8 @@ def parse_open(request: broker_pb2.ConsumeRequest, request_max_bytes: int) -> St
         raise MalformedRequest("the open message names no partition: list at least one")
     message_bytes = min(opened.max_bytes_per_message or MESSAGE_BYTES_DEFAULT, BATCH_BYTES_PER_MESSAGE_MAX, request_max_bytes // 2)
     window = min(opened.window_messages or WINDOW_MESSAGES_DEFAULT, max(STREAM_BYTES_MAX // message_bytes, 1))
-    return StreamSpec(positions, epochs, opened.format == broker_pb2.RECORDS, message_bytes, window, opened.client_id)
+    return StreamSpec(positions, epochs, opened.format == broker_pb2.RECORDS, message_bytes, window, opened.client_id,
+                      committed)
 
 
 def next_offset_after(data: bytes, fetch_offset: int) -> int:
@@ -138,7 +142,7 @@ class ConsumeStreams:
     def __init__(
         self,
         replicas: ReplicaManager,
-        to_records: Callable[[bytes, int], list[common_pb2.Record]],
+        to_records: Callable[..., list[common_pb2.Record]],  # service.batches_to_records
         add_endpoints: Callable[[broker_pb2.ConsumeResponse, list[int]], None],
     ) -> None:
         self._replicas = replicas
@@ -210,7 +214,7 @@ class ConsumeStreams:
         sources = [p.waiter() for tp in stream.positions if (p := partitions.get(tp))]
         with woken_by([*sources, stream.nudge]) as woken:  # registered before the read: no change is missed
             items = stream.items()
-            results = await self._replicas.reads.fetch(0, 0, stream.spec.max_bytes_per_message, items)
+            results = await self._replicas.reads.fetch(0, 0, stream.spec.max_bytes_per_message, items, stream.spec.read_committed)
             response = self._response(stream, items, results)
             if response is None:
                 await wait_until_woken(woken, ROUND_WAIT_S)
@@ -231,10 +235,10 @@ class ConsumeStreams:
                 continue
             entry = response.partitions.add(
                 topic=item.topic, partition=item.partition, high_watermark=result.high_watermark,
-                log_start_offset=result.log_start_offset, fetch_offset=item.offset,
+                log_start_offset=result.log_start_offset, fetch_offset=item.offset, last_stable_offset=result.last_stable_offset,
             )
             try:
-                entry.next_offset = self._fill(entry, result.data, item.offset, stream.spec)
+                entry.next_offset = self._fill(entry, result, item.offset, stream.spec)
             except record_batch.CorruptBatchError as exc:  # stored before bodies were checked on append
                 response.partitions.remove(entry)
                 error = PartitionError(ErrorCode.CORRUPT_MESSAGE, f"{item.topic}-{item.partition}: a stored batch does not "
@@ -250,13 +254,16 @@ class ConsumeStreams:
         self._add_endpoints(response, ended)
         return response
 
-    def _fill(self, entry: broker_pb2.ConsumePartitionData, data: bytes, offset: int, spec: StreamSpec) -> int:
-        """Put ``data`` into the entry in the stream's format; returns where the partition continues."""
+    def _fill(self, entry: broker_pb2.ConsumePartitionData, result: FetchResult, offset: int, spec: StreamSpec) -> int:
+        """Put the read into the entry in the stream's format (read_committed: with the aborted
+        transactions, or without their records); returns where the partition continues."""
+        data = result.data
         if not spec.records:
             entry.batches = data
+            entry.aborted_transactions.extend(aborted_to_wire(result.aborted))
             return next_offset_after(data, offset)
         budget = spec.max_bytes_per_message
-        for record in self._to_records(data, offset):
+        for record in self._to_records(data, offset, aborted=result.aborted):
             budget -= record.ByteSize()
             if budget < 0 and entry.records:
                 return entry.records[-1].offset + 1  # decoded records outgrow the batches: the rest next round

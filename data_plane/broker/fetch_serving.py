@@ -33,11 +33,15 @@ class FetchServing:
     def __init__(self, replicas: ReplicaManager) -> None:
         self._replicas = replicas
 
-    async def fetch(self, max_wait_ms: int, min_bytes: int, max_bytes: int, items: list[FetchItem]) -> list[FetchResult]:
-        """Long poll: read below the HW until ``min_bytes`` are available or ``max_wait_ms`` passes.
-        (Followers' fetches are long polls of their fetch sessions: `fetch_session.py`.)"""
+    async def fetch(
+        self, max_wait_ms: int, min_bytes: int, max_bytes: int, items: list[FetchItem], read_committed: bool = False
+    ) -> list[FetchResult]:
+        """Long poll: read below the HW (``read_committed``: below the LSO, with the aborted
+        transactions the answer overlaps) until ``min_bytes`` are available or ``max_wait_ms``
+        passes. (Followers' fetches are long polls of their fetch sessions: `fetch_session.py`.)"""
         return await self._long_poll(
-            max_wait_ms, min_bytes, [(i.topic, i.partition) for i in items], lambda: self._read_all(items, max_bytes), Partition.waiter
+            max_wait_ms, min_bytes, [(i.topic, i.partition) for i in items],
+            lambda: self._read_all(items, max_bytes, read_committed), Partition.waiter,
         )
 
     async def _long_poll(
@@ -57,7 +61,7 @@ class FetchServing:
                     return results
                 await wait_until_woken(woken, remaining)
 
-    def _read_all(self, items: list[FetchItem], max_bytes: int) -> tuple[list[FetchResult], int, bool]:
+    def _read_all(self, items: list[FetchItem], max_bytes: int, read_committed: bool) -> tuple[list[FetchResult], int, bool]:
         results: list[FetchResult] = []
         total = 0
         errors = False
@@ -71,9 +75,13 @@ class FetchServing:
                 partition.check_high_watermark_settled()
                 result.high_watermark = partition.high_watermark
                 result.log_start_offset = partition.log_start_offset
+                result.last_stable_offset = partition.last_stable_offset
+                upto = result.last_stable_offset if read_committed else partition.high_watermark
                 if budget > 0 or total == 0:
-                    result.data = self._read(partition, item.offset, max(budget, 1), partition.high_watermark)
+                    result.data = self._read(partition, item.offset, max(budget, 1), upto)
                     total += len(result.data)
+                    if read_committed and result.data:
+                        result.aborted = partition.aborted_transactions(item.offset, upto)
             except PartitionError as exc:
                 self._replicas.fail(result, exc)
                 errors = True
@@ -133,8 +141,9 @@ class FetchServing:
                 self._replicas.fail(result, exc)
         return results
 
-    def list_offsets(self, items: Iterable[tuple[str, int, int, int]]) -> list[OffsetResult]:
-        """(topic, partition, timestamp, leader_epoch): -2 earliest, -1 latest (the HW), else by time."""
+    def list_offsets(self, items: Iterable[tuple[str, int, int, int]], read_committed: bool = False) -> list[OffsetResult]:
+        """(topic, partition, timestamp, leader_epoch): -2 earliest, -1 latest (the HW; the LSO
+        with ``read_committed``), else by time."""
         results: list[OffsetResult] = []
         for topic, index, timestamp, epoch in items:
             result = OffsetResult(topic, index)
@@ -151,7 +160,7 @@ class FetchServing:
             if timestamp == EARLIEST:
                 result.offset = partition.log_start_offset
             elif timestamp == LATEST:
-                result.offset = partition.high_watermark
+                result.offset = partition.last_stable_offset if read_committed else partition.high_watermark
             else:
                 result.offset, result.timestamp = partition.offset_for_timestamp(timestamp) or (-1, -1)
         return results

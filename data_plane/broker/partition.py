@@ -21,12 +21,14 @@ unchanged: the caller takes the replica offline (`mark_offline`) and answers STO
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterable
 
 import structlog
 
 from data_plane.broker.errors import PartitionError, check_leader_epoch, not_leader
 from data_plane.broker.wakeups import Wakeups
-from data_plane.record_batch import BatchHeader
+from data_plane.control_batch import decode_marker, validate_marker
+from data_plane.record_batch import BatchHeader, decode_batch, iter_headers
 from data_plane.replication.divergence import FetchCheck
 from data_plane.replication.errors import ErrorCode
 from data_plane.replication.partition_state import (
@@ -41,6 +43,7 @@ from data_plane.replication.partition_state import (
     ProduceOutcome,
 )
 from data_plane.replication.producer_state import NO_PRODUCER_ID, Duplicate, ProducerState, Rejected
+from data_plane.replication.transaction_index import AbortedTxn, TransactionIndex
 from data_plane.storage import (
     CorruptBatchError,
     DamagedRange,
@@ -115,7 +118,10 @@ class Partition:
         self._follower_high_watermark = min(high_watermark, plog.log_end_offset)
         self._core: LeaderPartitionState | None = None
         self._producers = ProducerState()
-        self._producers.rebuild_from_batches(plog.batch_headers(plog.log_start_offset))
+        headers = list(plog.batch_headers(plog.log_start_offset))
+        self._producers.rebuild_from_batches(headers)
+        self._txns = TransactionIndex()
+        self._follow_transactions(headers)
         self._hw_wakeups = Wakeups()
         self._append_wakeups = Wakeups()
         self._log = log.bind(broker_id=broker_id, topic=topic, partition=partition)
@@ -140,6 +146,17 @@ class Partition:
         assert self._core is None, f"{self.name}: a leader's HW is its core's"
         assert value <= self.log.log_end_offset, (value, self.log.log_end_offset)
         self._follower_high_watermark = value
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The LSO (docs/transactions.md): read_committed readers are served only below it."""
+        high_watermark = self.high_watermark
+        self._txns.on_high_watermark(high_watermark)
+        return self._txns.last_stable_offset(high_watermark)
+
+    def aborted_transactions(self, from_offset: int, to_offset: int) -> list[AbortedTxn]:
+        """Aborted transactions with records in [from_offset, to_offset)."""
+        return self._txns.aborted_between(from_offset, to_offset)
 
     @property
     def log_start_offset(self) -> int:
@@ -330,6 +347,7 @@ class Partition:
         except RecordTooLargeError as exc:
             raise PartitionError(ErrorCode.MESSAGE_TOO_LARGE, str(exc)) from None
         self._producers.rebuild_from_batches(appended.headers)
+        self._follow_transactions(appended.headers)
         assert appended.last_offset + 1 == self.log.log_end_offset, (appended.last_offset, self.log.log_end_offset)
         ready = self._decided(core.on_leader_append(self.log.log_end_offset, now_ms), now_ms, appended=True)
         wait = appended.last_offset + 1 if acks == ACKS_ALL else None
@@ -438,6 +456,20 @@ class Partition:
             self.log.advance_log_start(target)
             self._log.info("log start follows the leader", **self.fields(), log_start_offset=target)
 
+    def append_markers_as_leader(self, markers: bytes, now_ms: int) -> Ready:
+        """Append transaction markers (control batches). Internal: for the transaction
+        coordinator's marker writes (docs/transactions.md), never reachable from Produce,
+        which refuses control batches. Raises InvalidRecordError for a malformed marker."""
+        core = self._core
+        assert core is not None and self.offline_reason is None, self.name
+        located = [(pos, validate_marker(markers, pos)) for pos, _ in iter_headers(markers)]
+        appended = self.log.append(markers, assign_offsets=True, leader_epoch=self.state.leader_epoch, now_ms=now_ms, validated=located)
+        self._producers.rebuild_from_batches(appended.headers)
+        self._follow_transactions(appended.headers)
+        self._log.info("appended transaction markers", **self.fields(), first_offset=appended.first_offset,
+                       last_offset=appended.last_offset)
+        return self._decided(core.on_leader_append(self.log.log_end_offset, now_ms), now_ms, appended=True)
+
     def append_as_follower(self, data: bytes, now_ms: int) -> None:
         """Append replicated batches (offsets and epochs already set by the leader)."""
         assert self._core is None, self.name
@@ -446,6 +478,7 @@ class Partition:
         except (CorruptBatchError, UnexpectedAppendOffsetError) as exc:
             raise PartitionError(ErrorCode.CORRUPT_MESSAGE, f"{self.name}: replicated batches refused: {exc}") from None
         self._producers.rebuild_from_batches(appended.headers)
+        self._follow_transactions(appended.headers)
 
     def truncate(self, offset: int, why: str) -> None:
         """Cut the log back to ``offset`` (divergence, or a log ahead of the leader's end).
@@ -461,6 +494,7 @@ class Partition:
                                dropped_epoch=last_epoch, last_epoch=self.log.leader_epoch_cache.latest_epoch, log_end_offset=before)
             return
         self._producers.truncate_to(self.log.log_end_offset)
+        self._txns.truncate_to(self.log.log_end_offset)
         self._follower_high_watermark = min(self._follower_high_watermark, self.log.log_end_offset)
         self._log.warning("truncated log", **self.fields(), reason=why, from_offset=before, to_offset=self.log.log_end_offset)
 
@@ -470,8 +504,20 @@ class Partition:
         self.log.truncate_fully_and_start_at(offset)
         self._producers = ProducerState()
         self._producers.next_offset = offset
+        self._txns = TransactionIndex(next_offset=offset)
         self._follower_high_watermark = offset
         self._log.warning("follower log restarted at the leader's log start", **self.fields(), log_start_offset=offset)
+
+    def _follow_transactions(self, headers: Iterable[BatchHeader]) -> None:
+        """Feed appended batches to the transaction index; a marker's outcome is in its one
+        record, read back from the log (markers are rare: one per transaction and partition)."""
+        for header in headers:
+            commit = None
+            if header.is_control:
+                data = self.log.read(header.base_offset, header.batch_length, max_offset=header.last_offset + 1).data
+                commit = decode_marker(decode_batch(data)).commit
+            self._txns.on_batch(header, commit)
+        self._txns.on_high_watermark(self.high_watermark)  # bounded on followers too, which no read_committed read prunes
 
     # ------------------------------------------------------------------ housekeeping
 

@@ -309,6 +309,19 @@ class ReplicaManager:
                     self.fail(result, _produce_wait_failed(partition.name, code, timeout_ms))
         return results
 
+    def write_marker(self, topic: str, index: int, marker: bytes) -> int:
+        """Append one transaction marker on a partition this broker leads (internal: the
+        transaction coordinator's WriteTxnMarkers); returns its offset. Raises PartitionError."""
+        partition = self.lookup(topic, index)
+        partition.require_leader(-1)
+        try:
+            ready = partition.append_markers_as_leader(marker, self.clock_ms())
+        except StorageError as exc:
+            raise self.take_offline(partition, exc) from None
+        self.maintenance.note_written(partition)
+        self.carry_out(partition, ready)
+        return partition.log_end_offset - 1
+
     # ------------------------------------------------------------------ follower appends
 
     def append_as_follower(self, partition: Partition, data: bytes) -> None:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from data_plane.broker.errors import NO_ERROR, PartitionError
 from data_plane.replication.divergence import DivergingEpoch
+from data_plane.replication.transaction_index import AbortedTxn
 from data_plane.replication.errors import ErrorCode
 
 
@@ -70,6 +71,8 @@ class FetchResult(PartitionAnswer):
     high_watermark: int = -1
     log_start_offset: int = -1
     data: bytes = b""
+    last_stable_offset: int = -1
+    aborted: list[AbortedTxn] = field(default_factory=list)  # read_committed: aborted transactions in the answer
 
 
 @dataclass

@@ -7,14 +7,17 @@ everything about partitions is answered per partition with an ErrorCode and a hi
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Sequence
 
 import grpc
 
 from data_plane import record_batch
 from data_plane.broker.consume_stream import ConsumeStreams
+from data_plane.broker.isolation import aborted_to_wire, read_committed
+from data_plane.control_batch import ControlType, encode_marker
 from data_plane.broker.errors import MalformedRequest, PartitionError, to_wire
 from data_plane.replication.errors import ErrorCode
+from data_plane.replication.transaction_index import AbortedTxn, in_aborted
 from data_plane.broker.replica_manager import ReplicaManager
 from data_plane.broker import fetch_session
 from data_plane.broker.record_deletion import delete_records
@@ -86,15 +89,21 @@ class DecodedBytes:
 
 
 def batches_to_records(
-    data: bytes, from_offset: int, budget: DecodedBytes | None = None, partition_max_bytes: int = 0
+    data: bytes, from_offset: int, budget: DecodedBytes | None = None, partition_max_bytes: int = 0,
+    aborted: Sequence[AbortedTxn] = (),
 ) -> list[common_pb2.Record]:
     """Decode whole batches for the simple path, skipping records before the requested offset.
     With a ``budget``, stop before the answer passes its ``max_bytes`` or this partition passes
     ``partition_max_bytes`` (0: no own limit), and count what is taken; the answer's first
-    record comes even when it alone is larger, so a consumer is never stuck behind it."""
+    record comes even when it alone is larger, so a consumer is never stuck behind it.
+    Control batches (transaction markers) never become records; transactional batches of the
+    ``aborted`` transactions (read_committed) are left out."""
     out: list[common_pb2.Record] = []
     taken_bytes = 0
     for batch in record_batch.decode_batches(data):
+        header = batch.header
+        if header.is_control or (header.is_transactional and in_aborted(aborted, header.producer_id, header.base_offset)):
+            continue
         ts_type = batch.header.timestamp_type
         for rec in batch.records():
             if rec.offset < from_offset:
@@ -229,7 +238,8 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         if request.repair_read:
             results = self.replicas.reads.repair_read(items)
         else:
-            results = await self.replicas.reads.fetch(request.max_wait_ms, request.min_bytes, max_bytes, items)
+            committed = read_committed(request.isolation_level)
+            results = await self.replicas.reads.fetch(request.max_wait_ms, request.min_bytes, max_bytes, items, committed)
         response = broker_pb2.FetchResponse()
         by_topic: dict[str, broker_pb2.FetchTopicResponse] = {}
         budget = DecodedBytes(max_bytes)  # the records path's answer, bounded as the stored batches are
@@ -238,23 +248,26 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 partition=r.partition,
                 high_watermark=r.high_watermark,
                 log_start_offset=r.log_start_offset,
+                last_stable_offset=r.last_stable_offset,
                 **_error_fields(r),
             )
             if request.format == broker_pb2.RECORDS and not request.repair_read:
                 try:
-                    out.records.extend(batches_to_records(r.data, item.offset, budget, item.max_bytes))
+                    out.records.extend(batches_to_records(r.data, item.offset, budget, item.max_bytes, r.aborted))
                 except record_batch.CorruptBatchError as exc:  # stored before bodies were checked on append
                     undecodable = PartitionError(ErrorCode.CORRUPT_MESSAGE, f"{r.topic}-{r.partition}: a stored batch does not "
                                                  f"decode ({exc}): fetch from a later offset")
                     out.MergeFrom(broker_pb2.FetchPartitionResponse(**to_wire(undecodable)))
             else:
                 out.batches = r.data
+                out.aborted_transactions.extend(aborted_to_wire(r.aborted))
         self._add_endpoints(response, [r.leader.leader_id for r in results if r.failed])
         return response
 
     @staticmethod
     def _fetch_items(request: broker_pb2.FetchRequest) -> list[FetchItem]:
         items: list[FetchItem] = []
+        read_committed(request.isolation_level)
         for topic, p in _partitions_once(request.topics, "ask for it once"):
             if p.partition_max_bytes < 0:
                 raise MalformedRequest(f"{topic}-{p.partition}: partition_max_bytes must be >= 0 (0: the request's "
@@ -265,12 +278,33 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
     @staticmethod
     def _list_offsets_items(request: broker_pb2.ListOffsetsRequest) -> list[tuple[str, int, int, int]]:
         items: list[tuple[str, int, int, int]] = []
+        read_committed(request.isolation_level)
         for topic, p in _partitions_once(request.topics, "ask for it once"):
             if p.timestamp < -2:
                 raise MalformedRequest(f"{topic}-{p.partition}: timestamp must be -2 (earliest), -1 (latest) or a "
                                        f"time in ms >= 0, got {p.timestamp}")
             items.append((topic, p.partition, p.timestamp, _requested_epoch(topic, p)))
         return items
+
+    async def WriteTxnMarkers(self, request, context):
+        """Internal (docs/transactions.md): one marker per partition named, each answered alone."""
+        response = broker_pb2.WriteTxnMarkersResponse()
+        now = self.replicas.clock_ms()
+        try:  # every marker encoded before any is written: a bad one refuses the call, nothing written
+            encoded = [(m, encode_marker(ControlType.COMMIT if m.commit else ControlType.ABORT, m.producer_id,
+                                         m.producer_epoch, m.coordinator_epoch, now)) for m in request.markers]
+        except ValueError as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{exc}; nothing was written")
+        for m, marker in encoded:
+            for index in m.partitions:
+                out = response.results.add(topic=m.topic, partition=index, producer_id=m.producer_id)
+                try:
+                    out.offset = self.replicas.write_marker(m.topic, index, marker)
+                except PartitionError as exc:
+                    result = PartitionAnswer(m.topic, index)
+                    self.replicas.fail(result, exc)
+                    out.MergeFrom(broker_pb2.TxnMarkerResult(**_error_fields(result)))
+        return response
 
     async def ListOffsets(self, request, context):
         try:
@@ -279,7 +313,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         response = broker_pb2.ListOffsetsResponse()
         by_topic: dict[str, broker_pb2.ListOffsetsTopicResponse] = {}
-        for r in self.replicas.reads.list_offsets(items):
+        for r in self.replicas.reads.list_offsets(items, read_committed(request.isolation_level)):
             _topic_entry(response, by_topic, r.topic).partitions.add(
                 partition=r.partition,
                 offset=r.offset,

@@ -58,8 +58,10 @@ class StreamEvent(NamedTuple):
 class ConsumeStreams:
     """The consumer's open streams and the queue their messages arrive on."""
 
-    def __init__(self, pool: ChannelPool, window_messages: int, message_bytes: int, client_id: str) -> None:
+    def __init__(self, pool: ChannelPool, window_messages: int, message_bytes: int, client_id: str,
+                 isolation_level: int = broker_pb2.READ_UNCOMMITTED) -> None:
         self._pool = pool
+        self._isolation_level = isolation_level
         self._window_messages = window_messages
         self._message_bytes = message_bytes
         self._client_id = client_id
@@ -82,7 +84,7 @@ class ConsumeStreams:
             entry.partitions.add(partition=partition, offset=offset, current_leader_epoch=epochs[(topic, partition)])
         stream.requests.put(broker_pb2.ConsumeRequest(open=broker_pb2.ConsumeOpen(
             topics=list(topics.values()), format=broker_pb2.BATCHES, max_bytes_per_message=self._message_bytes,
-            window_messages=self._window_messages, client_id=self._client_id,
+            window_messages=self._window_messages, client_id=self._client_id, isolation_level=self._isolation_level,
         )))
         stream.call = self._pool.stub(address).Consume(iter(stream.requests.get, None))
         self._streams[stream.id] = stream

@@ -40,12 +40,14 @@ from server_common.client_security import ClientSecurity
 from server_common.client_security import resolve as resolve_security
 from data_plane.client.offset_lookup import EARLIEST, LATEST, list_offsets
 from data_plane.client.records import ConsumerRecord
+from data_plane.replication.transaction_index import AbortedTxn, in_aborted
 from kraftlog_proto import broker_pb2, common_pb2
 from server_common.limits import BATCH_BYTES_PER_MESSAGE_MAX, FETCH_BYTES_MAX_DEFAULT
 
 _RESETS = ("none", "earliest", "latest")
 _FETCH_MODES = ("stream", "fetch")
 GROUP_POLL_WAIT_S_MAX = 0.05  # a group member's poll looks for a reconciliation at least this often
+_ISOLATION_LEVELS = {"read_uncommitted": broker_pb2.READ_UNCOMMITTED, "read_committed": broker_pb2.READ_COMMITTED}
 
 
 class _Fetched(NamedTuple):
@@ -83,6 +85,9 @@ class Consumer:
         session_timeout_ms: the brokers' group session timeout: when no heartbeat has
             succeeded for this long, the member drops its partitions itself (lost), as the
             coordinator has already given them to others.
+        isolation_level: "read_uncommitted" (everything below the high watermark) or
+            "read_committed" (only below the last stable offset, aborted transactions
+            dropped; seek_to_end goes to the last stable offset). docs/transactions.md.
     """
 
     def __init__(
@@ -108,7 +113,10 @@ class Consumer:
         rebalance_timeout_ms: int = 0,
         group_assignor: str = "",
         session_timeout_ms: int = 45000,
+        isolation_level: str = "read_uncommitted",
     ) -> None:
+        if isolation_level not in _ISOLATION_LEVELS:
+            raise ValueError(f"isolation_level={isolation_level!r}: use one of {tuple(_ISOLATION_LEVELS)}")
         if auto_offset_reset not in _RESETS:
             raise ValueError(f"auto_offset_reset={auto_offset_reset!r}: use one of {_RESETS}")
         if not 0 < fetch_max_bytes <= BATCH_BYTES_PER_MESSAGE_MAX:
@@ -125,6 +133,7 @@ class Consumer:
         self._request_timeout_s = request_timeout_ms / 1000.0
         self._retry_backoff_s = retry_backoff_ms / 1000.0
         self._client_id = client_id
+        self._isolation_level = _ISOLATION_LEVELS[isolation_level]
         self._security = resolve_security(security)
         self._metadata = MetadataCache(bootstrap, self._security)
         self._pool = broker_channels(self._security, client_id)
@@ -138,7 +147,8 @@ class Consumer:
         self._pending_error: KraftlogError | None = None
         self._closed = False
         self._streams = (
-            ConsumeStreams(self._pool, stream_window_messages, stream_message_bytes, client_id) if fetch_mode == "stream" else None
+            ConsumeStreams(self._pool, stream_window_messages, stream_message_bytes, client_id, self._isolation_level)
+            if fetch_mode == "stream" else None
         )
         self._resting_until: dict[TopicPartition, float] = {}  # stream mode: a partition's stream ended with an error
         self._last_epochs: dict[TopicPartition, int] = {}  # leader epoch of the record before the position (KIP-320)
@@ -357,7 +367,8 @@ class Consumer:
         for tp in targets:
             self._check_assigned(tp)
         answers = list_offsets(
-            self._metadata, self._pool, {tp: timestamp for tp in targets}, self._request_timeout_s, self._retry_backoff_s
+            self._metadata, self._pool, {tp: timestamp for tp in targets}, self._request_timeout_s, self._retry_backoff_s,
+            self._isolation_level,
         )
         self._cancel_streams(set(answers))
         for tp, answer in answers.items():
@@ -437,6 +448,7 @@ class Consumer:
             topics=list(topics.values()),
             format=broker_pb2.BATCHES,
             client_id=self._client_id,
+            isolation_level=self._isolation_level,
         )
 
     def _open_streams(self) -> None:
@@ -562,10 +574,12 @@ class Consumer:
                 except record_batch.CorruptBatchError as err:
                     self._pending_error = KraftlogError("CORRUPT_MESSAGE", f"{tp[0]}-{tp[1]} at offset {fetch_offset}: {err}")
                     return
+                aborted = aborted_of(answer)
                 batches = [
                     cut_batch(b, fetch_offset)
                     for b in decoded
                     if b.header.last_offset >= fetch_offset and not b.header.is_control  # control: txn markers
+                    and not (aborted and b.header.is_transactional and in_aborted(aborted, b.header.producer_id, b.header.base_offset))
                 ]
                 held = self._buffered.get(tp)
                 if batches and held is not None:  # stream mode: the next message before poll took the last
@@ -573,7 +587,7 @@ class Consumer:
                 elif batches:
                     self._buffered[tp] = _Fetched(fetch_offset, batches)
                 elif decoded and held is None:
-                    self._positions[tp] = max(fetch_offset, decoded[-1].header.next_offset)  # only markers
+                    self._positions[tp] = max(fetch_offset, decoded[-1].header.next_offset)  # only markers or aborted records
             return
         error = from_error_code(answer.error_code, answer.error_message, f"{tp[0]}-{tp[1]} at offset {fetch_offset}")
         if error.code == "OFFSET_OUT_OF_RANGE":
@@ -603,6 +617,11 @@ class Consumer:
             self._last_epochs[tp] = last.leader_epoch
         self._buffered.clear()
         return taken
+
+
+def aborted_of(answer: broker_pb2.FetchPartitionResponse | broker_pb2.ConsumePartitionData) -> list[AbortedTxn]:
+    """The aborted transactions a read_committed answer lists (none under read_uncommitted)."""
+    return [AbortedTxn(t.first_offset, t.last_offset, t.producer_id) for t in answer.aborted_transactions]
 
 
 def cut_batch(batch: record_batch.DecodedBatch, start_offset: int) -> record_batch.DecodedBatch:

@@ -36,9 +36,11 @@ def list_offsets(
     queries: Mapping[TopicPartition, int],
     timeout_s: float,
     retry_backoff_s: float = 0.1,
+    isolation_level: int = broker_pb2.READ_UNCOMMITTED,
 ) -> dict[TopicPartition, OffsetAndTimestamp]:
     """Answers every query or raises: retriable errors are retried (with a metadata
-    refresh) until `timeout_s`; other errors raise at once."""
+    refresh) until `timeout_s`; other errors raise at once. Latest (-1) is the high
+    watermark, or the last stable offset with READ_COMMITTED."""
     deadline = time.monotonic() + timeout_s
     metadata.want({tp[0] for tp in queries})
     pending = dict(queries)
@@ -62,7 +64,7 @@ def list_offsets(
         for address, group in by_address.items():
             try:
                 response = pool.stub(address).ListOffsets(
-                    _request(metadata, group), timeout=max(deadline - time.monotonic(), 0.01)
+                    _request(metadata, group, isolation_level), timeout=max(deadline - time.monotonic(), 0.01)
                 )
             except grpc.RpcError as err:
                 last_error = from_rpc_error(err, address)
@@ -94,7 +96,7 @@ def list_offsets(
     return answers
 
 
-def _request(metadata: MetadataCache, group: Mapping[TopicPartition, int]) -> broker_pb2.ListOffsetsRequest:
+def _request(metadata: MetadataCache, group: Mapping[TopicPartition, int], isolation_level: int) -> broker_pb2.ListOffsetsRequest:
     topics: dict[str, broker_pb2.ListOffsetsTopic] = {}
     for (topic, partition), timestamp in group.items():
         entry = topics.get(topic)
@@ -107,4 +109,4 @@ def _request(metadata: MetadataCache, group: Mapping[TopicPartition, int]) -> br
                 current_leader_epoch=metadata.leader_epoch((topic, partition)),
             )
         )
-    return broker_pb2.ListOffsetsRequest(topics=list(topics.values()))
+    return broker_pb2.ListOffsetsRequest(topics=list(topics.values()), isolation_level=isolation_level)

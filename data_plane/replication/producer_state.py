@@ -20,6 +20,12 @@ The state must survive restarts and follow the log exactly: `snapshot`/`from_sna
 a plain dict for a checkpoint file, `rebuild_from_batches` replays batch headers from the log
 after the snapshot's `next_offset`, and `truncate_to` follows log truncation. Followers call
 `on_appended` for every batch they replicate, so a new leader already holds the state.
+
+A transaction marker (a control batch, base sequence -1) carries no sequence: `on_marker`
+records it, and its producer epoch, when newer, becomes the producer's epoch with no batch
+remembered (KIP-890: the coordinator bumps the epoch at each transaction's end, so a write of
+the older epoch arriving late is refused as a zombie's, and the next one starts at sequence 0).
+Open transactions and the LSO are `transaction_index`'s.
 """
 
 from dataclasses import dataclass
@@ -42,6 +48,7 @@ class BatchHeader(Protocol):
     base_offset: int
     last_offset: int
     record_count: int
+    is_control: bool
 
 
 @dataclass(frozen=True)
@@ -119,6 +126,8 @@ class ProducerState:
         for batch in entry.batches:
             if batch.first_seq == base_sequence and batch.last_seq == last_seq:
                 return Duplicate(batch.first_offset, batch.last_offset)
+        if not entry.batches:  # the epoch came from a marker: the producer starts over at 0
+            return APPEND if base_sequence == 0 else Rejected(ErrorCode.OUT_OF_ORDER_SEQUENCE)
         if base_sequence != next_sequence(entry.batches[-1].last_seq):
             return Rejected(ErrorCode.OUT_OF_ORDER_SEQUENCE)
         return APPEND
@@ -188,6 +197,14 @@ class ProducerState:
         )
         del entry.batches[:-BATCHES_RETAINED]
 
+    def on_marker(self, producer_id: int, producer_epoch: int, offset: int) -> None:
+        """Remember a transaction marker now in the log at ``offset`` (one record)."""
+        assert offset >= self.next_offset and producer_id >= 0, (offset, self.next_offset, producer_id)
+        self.next_offset = offset + 1
+        entry = self._producers.get(producer_id)
+        if entry is None or producer_epoch > entry.epoch:
+            self._producers[producer_id] = _ProducerEntry(producer_epoch, [])
+
     def truncate_to(self, offset: int) -> None:
         """Forget batches at or after `offset` (the log was truncated there, at a batch
         boundary). A producer left with no remembered batch is forgotten entirely."""
@@ -203,6 +220,9 @@ class ProducerState:
     def rebuild_from_batches(self, headers: Iterable[BatchHeader]) -> None:
         """Replay batch headers read from the log, in offset order, from `next_offset` on."""
         for header in headers:
+            if header.is_control:
+                self.on_marker(header.producer_id, header.producer_epoch, header.base_offset)
+                continue
             self.on_appended(
                 header.producer_id,
                 header.producer_epoch,
@@ -236,7 +256,7 @@ class ProducerState:
         state.next_offset = int(snapshot["next_offset"])
         for pid, entry in snapshot["producers"].items():
             batches = [BatchMetadata(*map(int, b)) for b in entry["batches"]]
-            assert 1 <= len(batches) <= BATCHES_RETAINED, (pid, batches)
+            assert len(batches) <= BATCHES_RETAINED, (pid, batches)  # none: the epoch came from a marker
             assert all(b.last_offset < state.next_offset for b in batches), (pid, batches)
             state._producers[int(pid)] = _ProducerEntry(int(entry["epoch"]), batches)
         return state

@@ -26,6 +26,8 @@ LAYERS: dict[str, frozenset[str]] = {
     "data_plane": frozenset({"data_plane", "metadata_quorum", "server_common", "kraftlog_proto"}),
     # the pure replication core: no storage, no broker, no client, no wire format
     "data_plane.replication": frozenset({"data_plane.replication"}),
+    # the pure transaction core: the replication core's vocabulary, nothing else
+    "data_plane.transactions": frozenset({"data_plane.transactions", "data_plane.replication"}),
     "spark_source": frozenset({"spark_source", "data_plane", "metadata_quorum", "server_common", "kraftlog_proto"}),
     "chaos": frozenset({"chaos", "data_plane", "metadata_quorum", "server_common", "kraftlog_proto"}),
     "cli": frozenset({"cli", "chaos", "data_plane", "metadata_quorum", "server_common", "kraftlog_proto"}),

@@ -29,6 +29,7 @@ class Header:
     base_sequence: int
     base_offset: int
     last_offset: int
+    is_control: bool = False
 
 
 def state_with(*batches: tuple[int, int, int]) -> tuple[ProducerState, list[Header]]:
@@ -109,6 +110,21 @@ def test_a_replicated_batch_with_a_sequence_gap_restarts_the_history() -> None:
     state.on_appended(PID, 0, 5, 1, 1)
     assert state.check(PID, 0, 6, 1) == APPEND
     assert state.check(PID, 0, 1, 1) == Rejected(ErrorCode.OUT_OF_ORDER_SEQUENCE)
+
+
+def test_a_marker_with_a_newer_epoch_fences_the_old_one_and_restarts_sequences() -> None:
+    """KIP-890: the marker ending a transaction carries the bumped epoch; a late write of the
+    old epoch is a zombie's, and the producer's next batch starts at sequence 0."""
+    state, headers = state_with((0, 0, 2))
+    state.rebuild_from_batches([Header(PID, 1, -1, 2, 2, is_control=True)])
+    assert state.next_offset == 3
+    assert state.check(PID, 0, 2, 1) == Rejected(ErrorCode.INVALID_PRODUCER_EPOCH)
+    assert state.check(PID, 1, 5, 1) == Rejected(ErrorCode.OUT_OF_ORDER_SEQUENCE)
+    assert state.check(PID, 1, 0, 1) == APPEND
+    restored = ProducerState.from_snapshot(json.loads(json.dumps(state.snapshot())))
+    assert restored.check(PID, 0, 2, 1) == Rejected(ErrorCode.INVALID_PRODUCER_EPOCH)
+    state.on_marker(PID, 0, 3)  # an older epoch's marker changes nothing
+    assert state.check(PID, 1, 0, 1) == APPEND and state.next_offset == 4
 
 
 batches = st.lists(

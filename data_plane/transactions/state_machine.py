@@ -1,0 +1,268 @@
+"""A transactional id's state and the transaction coordinator's decisions (KIP-98, KIP-890).
+
+Pure: no I/O, no clock (``now_ms`` is an argument), no producer-id allocation (the shell
+passes a fresh id in, used only when the epoch is exhausted). Each decision returns the
+metadata the coordinator must make durable in its transaction log, in order, before acting
+on it (the two phases of KIP-98: the PrepareCommit/PrepareAbort record is durable before the
+first marker is written), the markers to write, and the answer for the client.
+
+The states and their legal predecessors are Kafka's (``TransactionState``, with the
+KIP-890 part 2 additions: an abort with nothing open, or after a completed transaction, bumps
+the epoch through PrepareAbort)::
+
+    Empty              <- Empty, CompleteCommit, CompleteAbort          (init / epoch bump)
+    Ongoing            <- Ongoing, Empty, CompleteCommit, CompleteAbort (add partitions)
+    PrepareCommit      <- Ongoing                                       (end txn: commit)
+    PrepareAbort       <- Ongoing, PrepareEpochFence, Empty, CompleteCommit, CompleteAbort
+    CompleteCommit     <- PrepareCommit                                 (all markers written)
+    CompleteAbort      <- PrepareAbort                                  (all markers written)
+    PrepareEpochFence  <- Ongoing                       (init or timeout while a txn is open)
+    Dead               <- Empty, CompleteCommit, CompleteAbort          (id expired)
+
+Every end of a transaction bumps the producer epoch (KIP-890 part 2): the markers carry the
+new epoch, so a write of the old epoch arriving late is fenced at the partition instead of
+joining the next transaction. A client retrying EndTxn with the epoch it used (one below the
+current) gets the outcome it asked for once more, or INVALID_TXN_STATE for the other one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from enum import Enum
+
+from data_plane.replication.errors import ErrorCode
+
+PRODUCER_EPOCH_MAX = 32767  # int16, as the batch header stores it
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+
+
+class TxnState(Enum):
+    """Kafka's TransactionState, as written to the transaction log."""
+
+    EMPTY = "Empty"
+    ONGOING = "Ongoing"
+    PREPARE_COMMIT = "PrepareCommit"
+    PREPARE_ABORT = "PrepareAbort"
+    COMPLETE_COMMIT = "CompleteCommit"
+    COMPLETE_ABORT = "CompleteAbort"
+    PREPARE_EPOCH_FENCE = "PrepareEpochFence"
+    DEAD = "Dead"
+
+
+S = TxnState
+_COMPLETED = frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT})
+_IN_FLIGHT = frozenset({S.PREPARE_COMMIT, S.PREPARE_ABORT, S.PREPARE_EPOCH_FENCE})  # markers being written
+
+VALID_PREVIOUS: dict[TxnState, frozenset[TxnState]] = {
+    S.EMPTY: _COMPLETED,
+    S.ONGOING: _COMPLETED | {S.ONGOING},
+    S.PREPARE_COMMIT: frozenset({S.ONGOING}),
+    S.PREPARE_ABORT: _COMPLETED | {S.ONGOING, S.PREPARE_EPOCH_FENCE},
+    S.COMPLETE_COMMIT: frozenset({S.PREPARE_COMMIT}),
+    S.COMPLETE_ABORT: frozenset({S.PREPARE_ABORT}),
+    S.PREPARE_EPOCH_FENCE: frozenset({S.ONGOING}),
+    S.DEAD: _COMPLETED,
+}
+
+
+class IllegalTransitionError(AssertionError):
+    """The coordinator tried a transition the diagram forbids: a bug in the coordinator, never
+    something a client request can cause (requests that do not fit get an error code)."""
+
+
+@dataclass(frozen=True, order=True)
+class TopicPartition:
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True)
+class TxnMetadata:
+    """One transactional id, as the coordinator logs it. ``last_producer_epoch`` is the epoch
+    before the bump of the latest EndTxn, so that a retried EndTxn is known; a fencing bump
+    (init, timeout) clears it, so the fenced producer gets PRODUCER_FENCED, never a success."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    state: TxnState
+    partitions: frozenset[TopicPartition] = frozenset()
+    last_update_ms: int = 0
+    txn_start_ms: int = -1
+    last_producer_epoch: int = NO_PRODUCER_EPOCH
+
+    def transition(self, to: TxnState, now_ms: int, **changes: object) -> "TxnMetadata":
+        """The next metadata in state ``to``; IllegalTransitionError if the diagram forbids it."""
+        if self.state not in VALID_PREVIOUS[to]:
+            raise IllegalTransitionError(
+                f"transactional id {self.transactional_id!r}: {self.state.value} -> {to.value} is not a legal "
+                f"transition (legal predecessors of {to.value}: "
+                f"{', '.join(sorted(s.value for s in VALID_PREVIOUS[to]))}); this is a coordinator bug, report it"
+            )
+        return replace(self, state=to, last_update_ms=now_ms, **changes)  # type: ignore[arg-type]
+
+    def is_timed_out(self, now_ms: int) -> bool:
+        return self.state is S.ONGOING and now_ms > self.txn_start_ms + self.timeout_ms
+
+
+@dataclass(frozen=True)
+class MarkerPlan:
+    """Control markers to write, one per partition, with the producer's (new) epoch."""
+
+    producer_id: int
+    producer_epoch: int
+    commit: bool
+    partitions: frozenset[TopicPartition]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the coordinator does: make ``log`` durable in order, then write ``markers`` (and,
+    once every partition has one, apply ``markers_written``), then answer ``error`` with the
+    producer id and epoch of ``answer``."""
+
+    error: ErrorCode
+    answer: TxnMetadata | None
+    log: tuple[TxnMetadata, ...] = ()
+    markers: MarkerPlan | None = None
+
+
+def _refuse(error: ErrorCode, meta: TxnMetadata | None) -> Decision:
+    return Decision(error, meta)
+
+
+def _bumped(meta: TxnMetadata, fresh_producer_id: int) -> dict[str, int]:
+    """The producer id and epoch after a bump; a new id at epoch 0 once the epoch is exhausted."""
+    if meta.producer_epoch >= PRODUCER_EPOCH_MAX - 1:
+        assert fresh_producer_id >= 0 and fresh_producer_id != meta.producer_id, fresh_producer_id
+        return {"producer_id": fresh_producer_id, "producer_epoch": 0}
+    return {"producer_id": meta.producer_id, "producer_epoch": meta.producer_epoch + 1}
+
+
+def _fence_and_abort(meta: TxnMetadata, now_ms: int, fresh_producer_id: int) -> tuple[TxnMetadata, ...]:
+    """Ongoing -> PrepareEpochFence (epoch bumped: the old producer is fenced everywhere it
+    writes) -> PrepareAbort, whose markers carry the new epoch."""
+    fenced = meta.transition(S.PREPARE_EPOCH_FENCE, now_ms, last_producer_epoch=NO_PRODUCER_EPOCH,
+                             **_bumped(meta, fresh_producer_id))
+    return fenced, fenced.transition(S.PREPARE_ABORT, now_ms)
+
+
+def _markers(meta: TxnMetadata) -> MarkerPlan:
+    return MarkerPlan(meta.producer_id, meta.producer_epoch, meta.state is S.PREPARE_COMMIT, meta.partitions)
+
+
+def init_producer_id(
+    meta: TxnMetadata | None,
+    transactional_id: str,
+    timeout_ms: int,
+    timeout_ms_max: int,
+    now_ms: int,
+    fresh_producer_id: int,
+) -> Decision:
+    """InitProducerId with a transactional id: a new id starts at epoch 0; a known one is
+    bumped, fencing the previous incarnation. A transaction it left open is aborted first:
+    the answer is CONCURRENT_TRANSACTIONS (retriable) until the abort's markers are written."""
+    if not 0 < timeout_ms <= timeout_ms_max:
+        return _refuse(ErrorCode.INVALID_TRANSACTION_TIMEOUT, meta)
+    if meta is None or meta.state is S.DEAD:
+        new = TxnMetadata(transactional_id, fresh_producer_id, 0, timeout_ms, S.EMPTY, last_update_ms=now_ms)
+        return Decision(ErrorCode.NONE, new, (new,))
+    if meta.state in _IN_FLIGHT:
+        return _refuse(ErrorCode.CONCURRENT_TRANSACTIONS, meta)
+    if meta.state is S.ONGOING:
+        log = _fence_and_abort(meta, now_ms, fresh_producer_id)
+        return Decision(ErrorCode.CONCURRENT_TRANSACTIONS, log[-1], log, _markers(log[-1]))
+    new = meta.transition(S.EMPTY, now_ms, timeout_ms=timeout_ms, partitions=frozenset(), txn_start_ms=-1,
+                          last_producer_epoch=NO_PRODUCER_EPOCH, **_bumped(meta, fresh_producer_id))
+    return Decision(ErrorCode.NONE, new, (new,))
+
+
+def _check_request(meta: TxnMetadata | None, producer_id: int, producer_epoch: int) -> ErrorCode:
+    """A producer's request: its id and epoch, and no markers in flight."""
+    if meta is None or meta.state is S.DEAD or meta.producer_id != producer_id:
+        return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+    if producer_epoch != meta.producer_epoch:
+        return ErrorCode.PRODUCER_FENCED
+    if meta.state in _IN_FLIGHT:
+        return ErrorCode.CONCURRENT_TRANSACTIONS
+    return ErrorCode.NONE
+
+
+def add_partitions(
+    meta: TxnMetadata | None, producer_id: int, producer_epoch: int, partitions: frozenset[TopicPartition], now_ms: int
+) -> Decision:
+    """AddPartitionsToTxn (explicit, or the broker's KIP-890 verification on first write):
+    the transaction becomes Ongoing with these partitions added."""
+    error = _check_request(meta, producer_id, producer_epoch)
+    if error is not ErrorCode.NONE:
+        return _refuse(error, meta)
+    assert meta is not None
+    if meta.state is S.ONGOING and partitions <= meta.partitions:
+        return Decision(ErrorCode.NONE, meta)
+    start_ms = meta.txn_start_ms if meta.state is S.ONGOING else now_ms
+    new = meta.transition(S.ONGOING, now_ms, partitions=meta.partitions | partitions, txn_start_ms=start_ms)
+    return Decision(ErrorCode.NONE, new, (new,))
+
+
+def end_txn(meta: TxnMetadata | None, producer_id: int, producer_epoch: int, commit: bool, now_ms: int,
+            fresh_producer_id: int) -> Decision:
+    """EndTxn: Ongoing -> PrepareCommit/PrepareAbort with the epoch bumped, then markers.
+
+    A retry (the epoch before the bump) of the same outcome: CONCURRENT_TRANSACTIONS while its
+    markers are being written, NONE once complete; of the other outcome: INVALID_TXN_STATE.
+    Abort with nothing open bumps the epoch through PrepareAbort and writes no marker."""
+    if meta is not None and meta.producer_id == producer_id and meta.state is not S.DEAD \
+            and producer_epoch == meta.last_producer_epoch and producer_epoch != meta.producer_epoch:
+        return _retried_end(meta, commit)
+    error = _check_request(meta, producer_id, producer_epoch)
+    if error is not ErrorCode.NONE:
+        return _refuse(error, meta)
+    assert meta is not None
+    if meta.state is S.ONGOING:
+        prepared = meta.transition(S.PREPARE_COMMIT if commit else S.PREPARE_ABORT, now_ms,
+                                   last_producer_epoch=meta.producer_epoch, **_bumped(meta, fresh_producer_id))
+        return Decision(ErrorCode.NONE, prepared, (prepared,), _markers(prepared))
+    if commit:
+        return _refuse(ErrorCode.INVALID_TXN_STATE, meta)
+    prepared = meta.transition(S.PREPARE_ABORT, now_ms, partitions=frozenset(),
+                               last_producer_epoch=meta.producer_epoch, **_bumped(meta, fresh_producer_id))
+    done = prepared.transition(S.COMPLETE_ABORT, now_ms)
+    return Decision(ErrorCode.NONE, done, (prepared, done))
+
+
+def _retried_end(meta: TxnMetadata, commit: bool) -> Decision:
+    same = {S.PREPARE_COMMIT, S.COMPLETE_COMMIT} if commit else {S.PREPARE_ABORT, S.COMPLETE_ABORT}
+    if meta.state is S.ONGOING:  # the producer has moved on to its next transaction: a stale request
+        return _refuse(ErrorCode.PRODUCER_FENCED, meta)
+    if meta.state not in same:
+        return _refuse(ErrorCode.INVALID_TXN_STATE, meta)
+    if meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+        return _refuse(ErrorCode.CONCURRENT_TRANSACTIONS, meta)
+    return Decision(ErrorCode.NONE, meta)
+
+
+def markers_written(meta: TxnMetadata, now_ms: int) -> TxnMetadata:
+    """Every partition has its marker: PrepareCommit -> CompleteCommit, PrepareAbort ->
+    CompleteAbort; the partitions are forgotten (the next transaction starts empty)."""
+    to = S.COMPLETE_COMMIT if meta.state is S.PREPARE_COMMIT else S.COMPLETE_ABORT
+    return meta.transition(to, now_ms, partitions=frozenset(), txn_start_ms=-1)
+
+
+def abort_timed_out(meta: TxnMetadata, now_ms: int, fresh_producer_id: int) -> Decision | None:
+    """The coordinator's periodic check: an Ongoing transaction past its timeout is aborted
+    with the epoch bumped, so the producer that opened it is fenced. None if nothing to do."""
+    if not meta.is_timed_out(now_ms):
+        return None
+    log = _fence_and_abort(meta, now_ms, fresh_producer_id)
+    return Decision(ErrorCode.NONE, log[-1], log, _markers(log[-1]))
+
+
+def expire_transactional_id(meta: TxnMetadata, now_ms: int, id_expiration_ms: int) -> TxnMetadata | None:
+    """An id idle for ``id_expiration_ms`` with no transaction in flight becomes Dead (its
+    tombstone is written, then it is forgotten). None if it stays."""
+    if meta.state in _COMPLETED and now_ms - meta.last_update_ms > id_expiration_ms:
+        return meta.transition(S.DEAD, now_ms)
+    return None
+

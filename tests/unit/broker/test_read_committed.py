@@ -1,0 +1,96 @@
+"""read_committed on a real broker's replica manager and partition log: transactional batches
+and markers appended, the LSO and the aborted transactions as Fetch and ListOffsets answer
+them, the records path leaving markers and aborted records out, and all of it rebuilt from
+the log after a restart."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from pathlib import Path
+
+from data_plane import record_batch
+from data_plane.broker.fetch_serving import LATEST
+from data_plane.broker.requests import FetchItem, ProduceItem
+from data_plane.broker.service import batches_to_records
+from data_plane.control_batch import ControlType, encode_marker
+from data_plane.replication.transaction_index import AbortedTxn
+from tests.unit.broker.test_stale_metadata import apply, at_epoch, broker, with_partition
+
+TP = ("t", 0)
+T0 = 1_767_225_600_000
+
+
+def txn_batch(pid: int, seq: int, values: list[bytes]) -> bytes:
+    return record_batch.encode_batch(values, timestamps_ms=T0, producer_id=pid, producer_epoch=0, base_sequence=seq,
+                                     transactional=True)
+
+
+def produce(replicas, data: bytes) -> None:
+    [answer] = asyncio.run(replicas.produce(1, 1000, [ProduceItem(*TP, data)]))
+    assert not answer.failed, answer.error
+
+
+def mark(replicas, pid: int, control_type: ControlType) -> None:
+    partition = replicas.partitions[TP]
+    replicas.carry_out(partition, partition.append_markers_as_leader(encode_marker(control_type, pid, 1, 0, T0), T0))
+
+
+def fetch(replicas, read_committed: bool):
+    [result] = asyncio.run(replicas.reads.fetch(0, 0, 1 << 20, [FetchItem(*TP, 0, 0)], read_committed))
+    assert not result.failed, result.error
+    return result
+
+
+def latest(replicas, read_committed: bool) -> int:
+    [answer] = replicas.reads.list_offsets([(*TP, LATEST, -1)], read_committed)
+    return answer.offset
+
+
+def values(result) -> list[bytes]:
+    return [r.value for r in batches_to_records(result.data, 0, aborted=result.aborted)]
+
+
+def leader_alone(tmp_path: Path):
+    replicas = broker(tmp_path)
+    image = at_epoch(1, 3)
+    part = image.topics["t"].partitions[0]
+    apply(replicas, with_partition(image, replace(part, isr=(1,), partition_epoch=part.partition_epoch + 1)))
+    return replicas
+
+
+def test_read_committed_sees_only_committed_data_below_the_lso(tmp_path: Path) -> None:
+    replicas = leader_alone(tmp_path)
+    produce(replicas, record_batch.encode_batch([b"plain"], timestamps_ms=T0))   # 0
+    produce(replicas, txn_batch(11, 0, [b"a1", b"a2"]))                            # 1-2 producer 11 (will abort)
+    produce(replicas, txn_batch(22, 0, [b"c1"]))                                   # 3   producer 22 (will commit)
+    assert latest(replicas, False) == 4 and latest(replicas, True) == 1
+    assert values(fetch(replicas, True)) == [b"plain"]
+    assert values(fetch(replicas, False)) == [b"plain", b"a1", b"a2", b"c1"]      # read_uncommitted as today
+
+    mark(replicas, 11, ControlType.ABORT)                                          # 4
+    assert latest(replicas, True) == 3                                             # producer 22 still open
+    mark(replicas, 22, ControlType.COMMIT)                                         # 5
+    assert latest(replicas, True) == latest(replicas, False) == 6
+    committed = fetch(replicas, True)
+    assert committed.last_stable_offset == 6
+    assert committed.aborted == [AbortedTxn(1, 4, 11)]
+    assert values(committed) == [b"plain", b"c1"]                                  # aborted and markers left out
+    uncommitted = fetch(replicas, False)
+    assert uncommitted.aborted == [] and values(uncommitted) == [b"plain", b"a1", b"a2", b"c1"]  # markers never records
+    assert sum(1 for b in record_batch.decode_batches(uncommitted.data) if b.header.is_control) == 2
+
+    replicas.logs.close()
+    restarted = leader_alone(tmp_path)                                             # rebuilt from the log
+    again = fetch(restarted, True)
+    assert (again.last_stable_offset, again.aborted, values(again)) == (6, [AbortedTxn(1, 4, 11)], [b"plain", b"c1"])
+
+
+def test_an_open_transaction_survives_a_restart_and_holds_the_lso(tmp_path: Path) -> None:
+    replicas = leader_alone(tmp_path)
+    produce(replicas, txn_batch(11, 0, [b"x"]))
+    produce(replicas, record_batch.encode_batch([b"later"], timestamps_ms=T0))
+    replicas.logs.close()
+    restarted = leader_alone(tmp_path)
+    assert latest(restarted, True) == 0 and latest(restarted, False) == 2
+    assert values(fetch(restarted, True)) == []
