@@ -27,6 +27,7 @@ from data_plane.broker.service import BrokerService
 from data_plane.replication.errors import ErrorCode
 from data_plane.storage import LogManager
 from kraftlog_proto import broker_pb2, broker_pb2_grpc
+from server_common import power_loss
 from server_common.grpc_standard_services import ServingState
 
 log = structlog.get_logger("broker")
@@ -39,6 +40,9 @@ class BrokerServer:
         self.config = config
         self._log = log.bind(broker_id=config.broker_id)
         config.data_dir.mkdir(parents=True, exist_ok=True)
+        if config.power_loss_ledger:
+            power_loss.install(config.data_dir)
+            self._log.warning("POWER-LOSS TEST MODE: every fsync is recorded for the chaos harness's power-loss fault")
         self.logs = LogManager(config.data_dir, now_ms=int(time.time() * 1000))
         self.replicas = ReplicaManager(config, self.logs)
         endpoints = [(c.node_id, c.host, c.grpc_port) for c in config.controllers]
@@ -145,6 +149,7 @@ class BrokerServer:
             asyncio.create_task(self._every(self.config.retention_check_interval_ms, self.replicas.maintenance.run_retention)),
             asyncio.create_task(self._every(self.config.flush_check_interval_ms, self.replicas.maintenance.run_flush)),
             asyncio.create_task(self.replicas.maintenance.run_cleaner()),
+            asyncio.create_task(self.replicas.group_commit.run()),
             asyncio.create_task(DamageRepairer(self.replicas.maintenance, self.fetchers.broker_address).run()),
             asyncio.create_task(self._health.follow(lambda: not self._stopping and not self.lifecycle.is_fenced)),
         ]
