@@ -16,12 +16,14 @@ from functools import cache
 from pathlib import Path
 
 from chaos.network import Network, client_link, controller_link, raft_link, replication_link
+from server_common import power_loss
 from server_common.local_cluster import HOST, READY_TIMEOUT_S, LocalCluster, Node, wait_ready
 
 ADVERTISED_FLAG = "--advertised-address"
 PEER_FLAG = "--peer-address"
 UNSAFE_FLAG = "--unsafe-testing"
 RAFT_PEER_FLAG = "--raft-peer-address"
+DURABILITY_FLAG = "--durability"
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,7 @@ class ClusterSettings:
     session_timeout_ms: int = 3000
     replica_lag_time_max_ms: int = 3000
     unsafe: str | None = None  # an --unsafe-testing behaviour, for negative controls
+    durability: str = "page-cache"  # the brokers' --durability (docs/durability.md)
 
 
 @cache
@@ -76,6 +79,7 @@ class ChaosCluster(LocalCluster):
     def missing_flags(settings: ClusterSettings, needs_client_links: bool) -> list[str]:
         """Broker flags a scenario needs that this broker does not have."""
         wanted = ({ADVERTISED_FLAG, PEER_FLAG} if needs_client_links else set()) | ({UNSAFE_FLAG} if settings.unsafe else set())
+        wanted |= {DURABILITY_FLAG} if settings.durability != "page-cache" else set()
         return sorted(wanted - broker_flags())
 
     def _add_links(self) -> None:
@@ -93,6 +97,10 @@ class ChaosCluster(LocalCluster):
                 args.append(f"{ADVERTISED_FLAG}={self.network.add_link(client_link(b.node_id), f'{HOST}:{next(ports)}', b.address)}")
             if self.settings.unsafe:
                 args.append(f"{UNSAFE_FLAG}={self.settings.unsafe}")
+            if self.settings.durability != "page-cache":
+                args.append(f"{DURABILITY_FLAG}={self.settings.durability}")
+            if power_loss.FLAG in broker_flags():
+                args.append(power_loss.FLAG)  # every node keeps a ledger, so a power-loss fault can cut it
             b.extra_args = args
         if self.proxied_clients:
             for follower in brokers:
@@ -102,7 +110,7 @@ class ChaosCluster(LocalCluster):
                         listen = self.network.add_link(name, f"{HOST}:{next(ports)}", leader.address)
                         follower.extra_args.append(f"{PEER_FLAG}={leader.node_id}={listen}")
         for c in controllers:
-            c.extra_args = [f"--session-timeout-ms={self.settings.session_timeout_ms}"]
+            c.extra_args = [f"--session-timeout-ms={self.settings.session_timeout_ms}", power_loss.FLAG]
         for dialer, target in dialers:
             name = raft_link(dialer.node_id, target.node_id)
             listen = self.network.add_link(name, f"{HOST}:{next(ports)}", f"{target.host}:{target.raft_port}")

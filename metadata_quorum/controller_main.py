@@ -25,6 +25,7 @@ from metadata_quorum.controller_service import ControllerService
 from metadata_quorum.endpoints import Voter, parse_address_overrides, parse_quorum
 from metadata_quorum.raft_node import ControllerRaftNode
 from kraftlog_proto import controller_pb2, controller_pb2_grpc
+from server_common import power_loss
 from server_common.grpc_standard_services import ServingState
 from server_common.limits import MESSAGE_BYTES_MAX
 
@@ -53,6 +54,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_LEADER_IMBALANCE_CHECK_INTERVAL_S,
         help="leader.imbalance.check.interval.seconds: how often the active controller looks for partitions not led by their preferred replica",
     )
+    parser.add_argument("--raft-journal", choices=["fsync", "page-cache"], default="fsync",
+                        help="fsync: the Raft journal is fsynced (batched) before this controller acknowledges, sends or votes "
+                             "on an entry, so committed metadata survives a power failure of every controller; page-cache: "
+                             "left to the OS, faster, survives process crashes only (docs/durability.md) (default: %(default)s)")
+    parser.add_argument(power_loss.FLAG, action="store_true", help=power_loss.FLAG_HELP)
     parser.add_argument("--password", default=None, help=f"encrypt and authenticate Raft traffic (or set {PASSWORD_ENV}); all voters must agree")
     parser.add_argument("--cluster-id", default=None, help="cluster id reported to brokers (default: derived from --quorum)")
     parser.add_argument("--raft-peer-address", action="append", default=[], metavar="ID=HOST:PORT",
@@ -110,7 +116,11 @@ async def serve(args: argparse.Namespace) -> None:
         raft_routes = parse_address_overrides(args.raft_peer_address, "--raft-peer-address")
     except ValueError as exc:
         raise SystemExit(f"kraftlog controller: {exc}") from None
-    node = ControllerRaftNode(me, voters, args.data_dir, cluster_id, password, loop, raft_routes)
+    if args.power_loss_ledger:
+        power_loss.install(args.data_dir)
+        log.warning("POWER-LOSS TEST MODE: every fsync is recorded for the chaos harness's power-loss fault")
+    node = ControllerRaftNode(me, voters, args.data_dir, cluster_id, password, loop, raft_routes,
+                              durable_journal=args.raft_journal == "fsync")
     if metrics is not None:
         metrics.watch(node)
     controller = ActiveController(node, args.session_timeout_ms, args.auto_leader_rebalance_enable, args.leader_imbalance_check_interval_seconds)

@@ -156,10 +156,9 @@ def _directory_line(ino: int, entries) -> str:
     return "\t".join(["D", str(ino), *(f"{e.name}\t{e.inode()}" for e in entries)])
 
 
-def cut(directory: Path) -> list[Cut]:
-    """After the process that wrote ``directory``'s ledger was killed: drop every write it made
-    since its last fsync (truncate, delete, or put back the saved copy), then start the ledger
-    over with what is left (all of it durable now). Returns what was cut."""
+def plan(directory: Path) -> list[Cut]:
+    """After the process that wrote ``directory``'s ledger was killed: what a power failure
+    would take (every write since its last fsync). Nothing is changed yet (see ``apply``)."""
     ledger_path = directory / LEDGER_NAME
     state = read_ledger(ledger_path.read_text().splitlines() if ledger_path.exists() else [])
     files = []
@@ -169,12 +168,15 @@ def cut(directory: Path) -> list[Cut]:
         parent = os.stat(root).st_ino
         for name in names:
             path = os.path.join(root, name)
-            if name == LEDGER_NAME:
-                continue
             st = os.stat(path, follow_symlinks=False)
-            if stat.S_ISREG(st.st_mode):
+            if name != LEDGER_NAME and stat.S_ISREG(st.st_mode):
                 files.append(FileOnDisk(path, parent, name, st.st_ino, st.st_size))
-    cuts = plan_cut(state, files)
+    return plan_cut(state, files)
+
+
+def apply(directory: Path, cuts: list[Cut]) -> None:
+    """Carry out ``plan``'s cuts, then start the ledger over with what is left (all of it
+    durable now, as after a reboot)."""
     for c in cuts:
         if c.action == "delete":
             _real["unlink"](c.path)
@@ -183,8 +185,8 @@ def cut(directory: Path) -> list[Cut]:
         else:
             _real["truncate"](c.path, c.size)
     shutil.rmtree(directory / COPIES_DIR, ignore_errors=True)
-    ledger_path.unlink(missing_ok=True)
     (directory / COPIES_DIR).mkdir()
-    with open(ledger_path, "w") as out:
-        out.writelines(line + "\n" for line in baseline_lines(directory))
-    return cuts
+    ledger_path = directory / LEDGER_NAME
+    tmp = ledger_path.with_name(LEDGER_NAME + ".new")
+    tmp.write_text("".join(line + "\n" for line in baseline_lines(directory)))
+    _real["replace"](tmp, ledger_path)
