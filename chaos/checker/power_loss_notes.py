@@ -32,6 +32,7 @@ def _explained(anomaly: Anomaly, cuts: list[tuple[FaultOp, list]]) -> Anomaly:
     fault = hits[0][0]
     ranges = "; ".join(f"{node}: offsets {first}-{end - 1}" for _, node, first, end in hits if _ is fault)
     note = (f"power-loss at {fault.start_s:.1f}s of {fault.target} cut records written but never fsynced ({ranges}): "
-            "an acknowledgement under --durability page-cache does not survive the loss of every replica's power")
+            "only an acknowledgement that every in-sync replica had fsynced (--durability fsync) survives the loss of "
+            "every replica's power; under page-cache durability this loss is the documented promise")
     details = {**anomaly.details, "power_loss": {"at_s": round(fault.start_s, 3), "unflushed": [list(h[1:]) for h in hits if h[0] is fault]}}
     return replace(anomaly, message=f"{anomaly.message} ({note})", details=details)
