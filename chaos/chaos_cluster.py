@@ -36,6 +36,7 @@ class ClusterSettings:
     replica_lag_time_max_ms: int = 3000
     unsafe: str | None = None  # an --unsafe-testing behaviour, for negative controls
     durability: str = "page-cache"  # the brokers' --durability (docs/durability.md)
+    raft_journal: str = "fsync"  # the controllers' --raft-journal
 
 
 @cache
@@ -110,7 +111,8 @@ class ChaosCluster(LocalCluster):
                         listen = self.network.add_link(name, f"{HOST}:{next(ports)}", leader.address)
                         follower.extra_args.append(f"{PEER_FLAG}={leader.node_id}={listen}")
         for c in controllers:
-            c.extra_args = [f"--session-timeout-ms={self.settings.session_timeout_ms}", power_loss.FLAG]
+            c.extra_args = [f"--session-timeout-ms={self.settings.session_timeout_ms}", power_loss.FLAG,
+                            f"--raft-journal={self.settings.raft_journal}"]
         for dialer, target in dialers:
             name = raft_link(dialer.node_id, target.node_id)
             listen = self.network.add_link(name, f"{HOST}:{next(ports)}", f"{target.host}:{target.raft_port}")
