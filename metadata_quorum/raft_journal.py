@@ -22,7 +22,6 @@ sending, so its entries are fsynced at the next message at the latest.
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -32,14 +31,7 @@ from pysyncobj.journal import FileJournal
 from pysyncobj.transport import TCPTransport
 
 from server_common import power_loss
-
-
-def _fsync_path(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+from server_common.fsync import fsync_dir, fsync_file
 
 
 class DurableJournal(FileJournal):
@@ -52,8 +44,8 @@ class DurableJournal(FileJournal):
         self.syncs = 0
         self._dirty = False
         self._lock = threading.Lock()
-        _fsync_path(path)  # a new journal: its header and its name, before anything refers to it
-        _fsync_path(path.parent)
+        fsync_file(path)  # a new journal: its header and its name, before anything refers to it
+        fsync_dir(path.parent)
         power_loss.track_in_place(path)  # rewritten in place (the header's last-record offset)
 
     def add(self, command, idx, term) -> None:
@@ -71,8 +63,8 @@ class DurableJournal(FileJournal):
     def setCurrentTerm(self, term, votedForNodeId) -> None:
         """Raft needs the term and vote durable before the vote request or grant goes out."""
         super().setCurrentTerm(term, votedForNodeId)
-        _fsync_path(self.meta_path)
-        _fsync_path(self.meta_path.parent)
+        fsync_file(self.meta_path)
+        fsync_dir(self.meta_path.parent)
 
     def sync(self) -> None:
         """fsync the journal if it changed since the last sync (runs on pysyncobj's thread)."""
@@ -80,7 +72,7 @@ class DurableJournal(FileJournal):
             return
         with self._lock:
             self._dirty = False
-            _fsync_path(self.path)  # any descriptor: fsync writes back the file's pages, the mapped ones too
+            fsync_file(self.path)  # any descriptor: fsync writes back the file's pages, the mapped ones too
             self.syncs += 1
 
 

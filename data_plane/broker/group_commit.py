@@ -24,7 +24,7 @@ import structlog
 
 from data_plane.broker.partition import Partition
 from data_plane.storage import StorageError
-from data_plane.storage.checkpoint_file import fsync_dir
+from server_common.fsync import fsync_dir
 from data_plane.storage.partition_log import SyncPlan
 
 log = structlog.get_logger("broker.group_commit")

@@ -36,7 +36,7 @@ from data_plane.record_batch import (
     validate_batch,
     validate_for_append,
 )
-from data_plane.storage.checkpoint_file import fsync_dir, read_offset, write_offset
+from data_plane.storage.checkpoint_file import read_offset, write_offset
 from data_plane.storage.damage import DamagedRange, find_resync, read_damage_file, write_damage_file
 from data_plane.storage.epoch_cache import CorruptEpochCheckpointError, LeaderEpochCache
 from data_plane.storage.errors import (
@@ -61,6 +61,7 @@ from data_plane.storage.recovery import first_segment_to_recover, recover_segmen
 from data_plane.storage.retention import segments_to_delete
 from data_plane.storage.segment import LogSegment, UnparsableBatchError, scan_headers
 from data_plane.storage.settings import LogSettings
+from server_common.fsync import fsync_dir
 
 EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 LOG_START_CHECKPOINT = "log-start-offset"  # set by DeleteRecords: a log start inside the first segment
