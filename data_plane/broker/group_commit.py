@@ -82,13 +82,20 @@ class GroupCommit:
             waiters, self._waiters = self._waiters, []
             try:
                 await self._round(pending)
+            except Exception:  # the rounds must go on (followers await them): log, and the next round retries
+                self._log.exception("group commit round failed", partitions=len(pending))
             finally:
                 for waiter in waiters:
                     if not waiter.done():
                         waiter.set_result(None)
 
     async def _round(self, partitions: list[Partition]) -> None:
-        planned = [(p, plan) for p in partitions if p.offline_reason is None and (plan := p.log.sync_plan()) is not None]
+        online = [p for p in partitions if p.offline_reason is None]
+        planned = [(p, plan) for p in online if (plan := p.log.sync_plan()) is not None]
+        planned_ids = {id(p) for p, _ in planned}
+        for partition in online:
+            if id(partition) not in planned_ids:
+                self._on_synced(partition)  # durable already (a flush by flush.messages or the flush timer)
         if not planned:
             return
         failed = await asyncio.to_thread(sync_files, [plan for _, plan in planned], self._skip_fsync)
