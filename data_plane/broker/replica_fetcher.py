@@ -161,7 +161,7 @@ class LeaderFetcher:
                 appended = self._apply(response)
                 if appended and config.durability == Durability.FSYNC:
                     # The next fetch reports what this round made durable: the leader's HW waits for it.
-                    await self.manager.replicas.group_commit.request(appended)
+                    await self.manager.replicas.follower_commit.request(appended)
 
     def _examine(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, Partition | str]:
         """Each partition's local replica, or why it cannot be fetched from this leader now. A

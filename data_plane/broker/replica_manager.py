@@ -73,10 +73,12 @@ class ReplicaManager:
         self._may_shrink_isr: dict[TopicPartition, Partition] = {}
         self.reads = FetchServing(self)
         self.maintenance = LogMaintenance(self)
-        self.group_commit = GroupCommit(
+        # --durability fsync: two group commits, so that a follower's round (which its next
+        # fetch waits for) never queues behind a round of this broker's leader appends.
+        self.group_commit, self.follower_commit = (GroupCommit(
             lambda partition: self.carry_out(partition, partition.on_synced(self.clock_ms())),
             self.take_offline, config.unsafe == UnsafeBehaviour.SKIP_FSYNC, config.broker_id,
-        )
+        ) for _ in range(2))
         # Set by the server: where ISR proposals go (AlterPartition) and who follows leaders.
         self.propose_isr: Callable[[Partition, IsrProposal], None] = lambda partition, proposal: None
         self.followers_changed: Callable[[], None] = lambda: None

@@ -150,6 +150,7 @@ class BrokerServer:
             asyncio.create_task(self._every(self.config.flush_check_interval_ms, self.replicas.maintenance.run_flush)),
             asyncio.create_task(self.replicas.maintenance.run_cleaner()),
             asyncio.create_task(self.replicas.group_commit.run()),
+            asyncio.create_task(self.replicas.follower_commit.run()),
             asyncio.create_task(DamageRepairer(self.replicas.maintenance, self.fetchers.broker_address).run()),
             asyncio.create_task(self._health.follow(lambda: not self._stopping and not self.lifecycle.is_fenced)),
         ]

@@ -11,8 +11,8 @@ the page-cache throughput.
 ``test_controller_write_rate``: topics created one after another (each a committed metadata
 entry), controllers with ``--raft-journal fsync`` (the default) against ``page-cache``.
 
-The machine is shared: figures are printed with the load average, compare those of one run
-with each other; nothing here asserts a speed.
+The machine is shared: each figure is the best of ROUNDS runs, printed with the load average;
+compare those of one run with each other; nothing here asserts a speed.
 """
 
 from __future__ import annotations
@@ -33,17 +33,21 @@ pytestmark = [pytest.mark.benchmark, pytest.mark.integration, pytest.mark.timeou
 
 RECORDS = 200_000
 BATCH_RECORDS = 500
+ROUNDS = 3  # each figure is the best of this many runs (the machine is shared)
 TOPICS_CREATED = 60
 
 
 def perf_produce(bootstrap: str, topic: str) -> float:
-    """records/s of one ``kraftlog perf produce --acks all`` run."""
-    out = subprocess.run(
-        [sys.executable, "-m", "cli", "perf", "produce", "--topic", topic, "--num-records", str(RECORDS), "--acks", "all",
-         "--batch-records", str(BATCH_RECORDS), "--bootstrap", bootstrap, "--json"],
-        check=True, capture_output=True, text=True, timeout=600,
-    )
-    return json.loads(out.stdout)["records_per_sec"]
+    """records/s of the best of ROUNDS ``kraftlog perf produce --acks all`` runs."""
+    rates = []
+    for _ in range(ROUNDS):
+        out = subprocess.run(
+            [sys.executable, "-m", "cli", "perf", "produce", "--topic", topic, "--num-records", str(RECORDS), "--acks", "all",
+             "--batch-records", str(BATCH_RECORDS), "--bootstrap", bootstrap, "--json"],
+            check=True, capture_output=True, text=True, timeout=600,
+        )
+        rates.append(json.loads(out.stdout)["records_per_sec"])
+    return max(rates)
 
 
 def test_produce_durability(tmp_path: Path) -> None:
