@@ -27,7 +27,8 @@ def test_power_loss_scenario(tmp_path: Path, name: str) -> None:
     outcome = _run(tmp_path, name, seed=1, duration_s=DURATION_S)
     _assert_verdict(name, outcome)
     faults = [op for op in History.load(outcome.report.parent / "history.jsonl").of_kind(FaultOp) if op.name == "power-loss"]
-    assert faults and not any(f.detail.startswith("skipped") for f in faults), faults
+    # a later step may be skipped (no leader to name yet while the last power loss heals); one must have run
+    assert any(not f.detail.startswith("skipped") for f in faults), faults
 
 
 @pytest.mark.chaos
