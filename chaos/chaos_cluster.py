@@ -17,6 +17,7 @@ from functools import cache
 from pathlib import Path
 
 from chaos.network import Network, client_link, controller_link, raft_link, replication_link
+from server_common import power_loss
 from server_common.local_cluster import HOST, READY_TIMEOUT_S, LocalCluster, Node, wait_ready
 
 ADVERTISED_FLAG = "--advertised-address"
@@ -24,6 +25,7 @@ PEER_FLAG = "--peer-address"
 UNSAFE_FLAG = "--unsafe-testing"
 RAFT_PEER_FLAG = "--raft-peer-address"
 FAULT_INJECTION_FLAG = "--storage-fault-injection"
+DURABILITY_FLAG = "--durability"
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,8 @@ class ClusterSettings:
     controller_unsafe: str | None = None  # the controllers' --unsafe-testing behaviour (elect-outside-isr-elr)
     broker_disk_mb: int | None = None  # each broker's data dir a tmpfs of this size (root only): a real full disk
     storage_fault_injection: bool = False  # brokers fail appends or rolls with EIO on request (--storage-fault-injection)
+    durability: str = "page-cache"  # the brokers' --durability (docs/durability.md)
+    raft_journal: str = "fsync"  # the controllers' --raft-journal
 
 
 @cache
@@ -83,6 +87,7 @@ class ChaosCluster(LocalCluster):
         """Broker flags a scenario needs that this broker does not have."""
         wanted = ({ADVERTISED_FLAG, PEER_FLAG} if needs_client_links else set()) | ({UNSAFE_FLAG} if settings.unsafe else set())
         wanted |= {FAULT_INJECTION_FLAG} if settings.storage_fault_injection else set()
+        wanted |= {DURABILITY_FLAG} if settings.durability != "page-cache" else set()
         return sorted(wanted - broker_flags())
 
     def _add_links(self) -> None:
@@ -102,6 +107,10 @@ class ChaosCluster(LocalCluster):
                 args.append(f"{UNSAFE_FLAG}={self.settings.unsafe}")
             if self.settings.storage_fault_injection:
                 args.append(FAULT_INJECTION_FLAG)
+            if self.settings.durability != "page-cache":
+                args.append(f"{DURABILITY_FLAG}={self.settings.durability}")
+            if power_loss.FLAG in broker_flags():
+                args.append(power_loss.FLAG)  # every node keeps a ledger, so a power-loss fault can cut it
             b.extra_args = args
         if self.proxied_clients:
             for follower in brokers:
@@ -111,7 +120,8 @@ class ChaosCluster(LocalCluster):
                         listen = self.network.add_link(name, f"{HOST}:{next(ports)}", leader.address)
                         follower.extra_args.append(f"{PEER_FLAG}={leader.node_id}={listen}")
         for c in controllers:
-            c.extra_args = [f"--session-timeout-ms={self.settings.session_timeout_ms}"]
+            c.extra_args = [f"--session-timeout-ms={self.settings.session_timeout_ms}", power_loss.FLAG,
+                            f"--raft-journal={self.settings.raft_journal}"]
             if self.settings.controller_unsafe:
                 c.extra_args.append(f"{UNSAFE_FLAG}={self.settings.controller_unsafe}")
         for dialer, target in dialers:

@@ -142,6 +142,9 @@ class FaultOp:
     start_s: float
     end_s: float
     detail: str = ""
+    # power-loss: [node, partition, first offset, end offset] of the workload's records each
+    # cut node had written but not fsynced (chaos/power_loss_cut.py)
+    unflushed: list = field(default_factory=list)
     kind: str = "fault"
 
 

@@ -15,7 +15,10 @@ appends or segment rolls through the storage fault-injection hook); both are hea
 freeing the disk and restarting the broker, which recovers its offline logs. After each broker restart of ``restart`` and ``rolling-restart`` the
 replicas are compared (``chaos.replica_logs.compare_replicas``): every partition must be
 back in its full ISR within the step's ``deadline_s`` with identical replicas, and the
-comparison goes into the history with the restart's number for the checker. Network
+comparison goes into the history with the restart's number for the checker. ``power-loss`` (SIGKILL,
+then every file of the node cut back to what its last fsyncs made durable, healed by a
+restart: ``chaos/power_loss_cut.py``; the records each cut took go into the fault's record).
+Network
 faults: ``toxic`` (a Toxiproxy toxic on the target links) and ``cut`` (the links' proxies
 disabled).
 """
@@ -30,6 +33,7 @@ from pathlib import Path
 
 from chaos.chaos_cluster import ChaosCluster
 from chaos.history import FaultOp, History
+from chaos.power_loss_cut import UnflushedRange, cut_node
 from chaos.network import client_link, controller_link, replication_link
 from chaos.replica_logs import Assignment, compare_replicas, settled_partitions
 from chaos.schedule import FaultStep
@@ -43,9 +47,10 @@ from server_common.waiting import wait_for
 Heal = Callable[[], None]
 FAULTS = (
     "kill", "pause", "graceful-restart", "restart", "rolling-restart", "toxic", "cut", "kill-leaders-in-turn", "depose-leader",
-    "disk-full", "disk-io-error", "kill-leader-while-follower-lags",
+    "disk-full", "disk-io-error", "kill-leader-while-follower-lags", "power-loss",
 )
-PROCESS_ROLES = ("leader", "follower", "broker", "all-brokers", "cluster", "active-controller", "controller-majority")
+PROCESS_ROLES = ("leader", "follower", "broker", "all-brokers", "cluster", "active-controller", "controller-majority",
+                 "replicas", "all-controllers")
 LINK_ROLES = (
     "replication-links",
     "client-links",
@@ -74,6 +79,7 @@ class Nemesis(threading.Thread):
         self.error: BaseException | None = None
         self._paused: set[str] = set()
         self._pick = 0  # the running step's pick
+        self._unflushed: list[UnflushedRange] = []  # the running power-loss step's cuts
         self._faults = {
             "kill": self._kill,
             "pause": self._pause,
@@ -87,6 +93,7 @@ class Nemesis(threading.Thread):
             "disk-full": self._disk_full,
             "disk-io-error": self._disk_io_error,
             "kill-leader-while-follower-lags": self._kill_leader_while_follower_lags,
+            "power-loss": self._power_loss,
         }
         assert tuple(self._faults) == FAULTS
 
@@ -114,7 +121,8 @@ class Nemesis(threading.Thread):
         self.stopping.wait(max(step.end_s - self.history.now(), 0))
         heal()
         self.current = ""
-        self.history.add(FaultOp(step.fault, ", ".join(targets), started, self.history.now(), detail))
+        unflushed, self._unflushed = self._unflushed, []
+        self.history.add(FaultOp(step.fault, ", ".join(targets), started, self.history.now(), detail, unflushed))
 
     # ------------------------------------------------------------------ targets
 
@@ -130,6 +138,8 @@ class Nemesis(threading.Thread):
             return [n.name for n in self.cluster.nodes]
         if role in ("active-controller", "controller-majority"):
             return self._controllers(role, pick)
+        if role == "all-controllers":
+            return [f"controller-{c.node_id}" for c in self.cluster.controllers]
         if role == "active-controller-raft-links":
             active = self._node(self._controllers("active-controller", pick)[0])
             return self.cluster.raft_links_of(active.node_id)
@@ -139,6 +149,7 @@ class Nemesis(threading.Thread):
         follower = followers[pick % len(followers)] if followers else leader
         by_role = {
             "leader": [f"broker-{leader}"],
+            "replicas": [f"broker-{b}" for b in sorted([leader, *followers])],
             "follower": [f"broker-{follower}"],
             "leader-controller-links": [controller_link(leader, c.node_id) for c in self.cluster.controllers],
             "leader-client-link": [client_link(leader)],
@@ -182,6 +193,20 @@ class Nemesis(threading.Thread):
         nodes = [self._node(t) for t in targets]
         for node in nodes:
             self.cluster.kill(node)
+        return lambda: self._start_stopped(nodes)
+
+    def _power_loss(self, targets: list[str], params: dict) -> Heal:
+        """SIGKILL the targets at once, then cut each one's files back to its last fsyncs, as
+        if the machines had lost power together; the restart is the heal."""
+        nodes = [self._node(t) for t in targets]
+        with ThreadPoolExecutor(len(nodes)) as pool:
+            list(pool.map(self.cluster.kill, nodes))
+        cut_files = 0
+        for node in nodes:
+            ranges, files = cut_node(self.cluster.data_dir / node.name, node.name, self.workload.topic)
+            self._unflushed.extend(ranges)
+            cut_files += files
+        targets[:] = [f"{', '.join(targets)} ({cut_files} files cut back to their last fsync)"]
         return lambda: self._start_stopped(nodes)
 
     def _start_stopped(self, nodes: list[Node]) -> None:

@@ -135,7 +135,25 @@ _DISK: list[Scenario] = [
         ClusterSettings(storage_fault_injection=True),
     ),
 ]
-_MIX = Scenario("mix", "a random mix of every fault above but the disk faults", [spec for s in _SAFE for spec in s.specs])
+# Power loss (docs/durability.md): under --durability fsync every acknowledged write survives
+# the loss of any set of replicas' power; under the default (page-cache) the loss of every
+# replica's power takes what was acknowledged since the last fsync, which the report names.
+_DURABLE = ClusterSettings(durability="fsync")
+_POWER_LOSS_REPLICAS = FaultSpec("power-loss", "replicas", (1, 3), (4, 7))
+_POWER_LOSS: list[Scenario] = [
+    Scenario("power-loss-follower", "cut a follower's power (SIGKILL, then its files cut back to their last fsync), "
+             "restart it; brokers with --durability fsync", [FaultSpec("power-loss", "follower", (1, 3), (3, 6))], _DURABLE),
+    Scenario("power-loss-leader", "cut a partition leader's power, restart it; brokers with --durability fsync",
+             [FaultSpec("power-loss", "leader", (1, 3), (3, 6))], _DURABLE),
+    Scenario("power-loss-replicas", "cut the power of every replica of a partition at once, restart them; brokers with "
+             "--durability fsync: every acknowledged write was fsynced by every in-sync replica", [_POWER_LOSS_REPLICAS], _DURABLE),
+    Scenario("power-loss-controllers", "cut every controller's power at once (the Raft journal cut back to its last "
+             "fsync), restart them", [FaultSpec("power-loss", "all-controllers", (1, 3), (5, 8))], _DURABLE),
+]
+_SAFE += _POWER_LOSS
+# Durable brokers: the mix includes power losses, which only --durability fsync survives.
+# Durable brokers: the mix includes power losses, which only --durability fsync survives.
+_MIX = Scenario("mix", "a random mix of every fault above but the disk faults (brokers with --durability fsync)", [spec for s in _SAFE for spec in s.specs], _DURABLE)
 # The same faults with mutual TLS on every port and encrypted Raft links (proxies forward the
 # TLS bytes): security must not change what the checker finds.
 _SECURE = Scenario("secure-leader-kill-loop", "leader-kill-loop on a cluster with mutual TLS on every port and encrypted Raft links",
@@ -178,6 +196,21 @@ _UNSAFE: list[Scenario] = [
         [FaultSpec("kill-leader-while-follower-lags", "leader", (4, 6), (5, 8), _LAGGING)],
         ClusterSettings(controller_unsafe="elect-outside-isr-elr"),
         WRITE_LOSS,
+    ),
+]
+_UNSAFE += [
+    Scenario(
+        "unsafe-skip-fsync",
+        "--durability fsync whose group commit skips the fsync it promises (reporting offsets durable anyway); "
+        "every replica of a partition loses power at once",
+        [_POWER_LOSS_REPLICAS], ClusterSettings(durability="fsync", unsafe="skip-fsync"), WRITE_LOSS,
+    ),
+    Scenario(
+        "unsafe-page-cache-power-loss",
+        "the default durability (page-cache: acks=all means every in-sync replica has the batch in memory) under the "
+        "loss of every replica's power: what was acknowledged since the last fsync is lost, as docs/durability.md says, "
+        "and the report names the power loss and the unflushed offsets",
+        [_POWER_LOSS_REPLICAS], ClusterSettings(), WRITE_LOSS,
     ),
 ]
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in [*_SAFE, _MIX, _SECURE, *_DISK, *_UNSAFE]}

@@ -393,20 +393,22 @@ class ReplicaFetchRequest(_message.Message):
     def __init__(self, replica_id: _Optional[int] = ..., broker_epoch: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., min_bytes: _Optional[int] = ..., max_bytes: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[ReplicaFetchPartition, _Mapping]]] = ..., incremental: _Optional[bool] = ...) -> None: ...
 
 class ReplicaFetchPartition(_message.Message):
-    __slots__ = ("topic", "partition", "fetch_offset", "last_fetched_epoch", "current_leader_epoch", "log_start_offset")
+    __slots__ = ("topic", "partition", "fetch_offset", "last_fetched_epoch", "current_leader_epoch", "log_start_offset", "durable_offset")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     FETCH_OFFSET_FIELD_NUMBER: _ClassVar[int]
     LAST_FETCHED_EPOCH_FIELD_NUMBER: _ClassVar[int]
     CURRENT_LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    DURABLE_OFFSET_FIELD_NUMBER: _ClassVar[int]
     topic: str
     partition: int
     fetch_offset: int
     last_fetched_epoch: int
     current_leader_epoch: int
     log_start_offset: int
-    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., fetch_offset: _Optional[int] = ..., last_fetched_epoch: _Optional[int] = ..., current_leader_epoch: _Optional[int] = ..., log_start_offset: _Optional[int] = ...) -> None: ...
+    durable_offset: int
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., fetch_offset: _Optional[int] = ..., last_fetched_epoch: _Optional[int] = ..., current_leader_epoch: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., durable_offset: _Optional[int] = ...) -> None: ...
 
 class ReplicaFetchResponse(_message.Message):
     __slots__ = ("partitions",)

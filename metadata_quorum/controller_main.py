@@ -26,6 +26,7 @@ from metadata_quorum.controller_service import ControllerService
 from metadata_quorum.endpoints import Voter, parse_address_overrides, parse_quorum
 from metadata_quorum.raft_node import ControllerRaftNode
 from kraftlog_proto import controller_pb2, controller_pb2_grpc
+from server_common import power_loss
 from server_common.grpc_standard_services import ServingState
 from server_common.limits import MESSAGE_BYTES_MAX
 from server_common.tls import TlsConfigError, add_port, add_tls_arguments, server_tls_from_args
@@ -61,6 +62,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"encrypt and authenticate Raft traffic with this shared secret (or set {PASSWORD_ENV}, or --raft-secret-file); all voters must agree")
     parser.add_argument("--raft-secret-file", type=Path, default=None,
                         help="read the Raft shared secret from this file (keeps it out of the process list; mode 0600)")
+    parser.add_argument("--raft-journal", choices=["fsync", "page-cache"], default="fsync",
+                        help="fsync: the Raft journal is fsynced (batched) before this controller acknowledges, sends or votes "
+                             "on an entry, so committed metadata survives a power failure of every controller; page-cache: "
+                             "left to the OS, faster, survives process crashes only (docs/durability.md) (default: %(default)s)")
+    parser.add_argument(power_loss.FLAG, action="store_true", help=power_loss.FLAG_HELP)
     parser.add_argument("--cluster-id", default=None, help="cluster id reported to brokers (default: derived from --quorum)")
     parser.add_argument("--raft-peer-address", action="append", default=[], metavar="ID=HOST:PORT",
                         help="reach voter ID's Raft port here instead of its quorum address (repeatable; e.g. a proxy on that link)")
@@ -148,7 +154,11 @@ async def serve(args: argparse.Namespace) -> None:
     if args.unsafe_testing == UNSAFE_ELECT_OUTSIDE_ISR_ELR:
         log.warning("UNSAFE TESTING MODE: elections choose replicas outside the ISR and ELR; acknowledged writes WILL be lost", unsafe_testing=args.unsafe_testing)
         enable_unsafe_election()
-    node = ControllerRaftNode(me, voters, args.data_dir, cluster_id, password, loop, raft_routes)
+    if args.power_loss_ledger:
+        power_loss.install(args.data_dir)
+        log.warning("POWER-LOSS TEST MODE: every fsync is recorded for the chaos harness's power-loss fault")
+    node = ControllerRaftNode(me, voters, args.data_dir, cluster_id, password, loop, raft_routes,
+                              durable_journal=args.raft_journal == "fsync")
     if metrics is not None:
         metrics.watch(node)
     controller = ActiveController(node, args.session_timeout_ms, args.auto_leader_rebalance_enable, args.leader_imbalance_check_interval_seconds)

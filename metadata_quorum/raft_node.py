@@ -30,6 +30,7 @@ from pysyncobj.dns_resolver import globalDnsResolver
 from pysyncobj.node import TCPNode
 
 from metadata_quorum.endpoints import Voter
+from metadata_quorum.raft_journal import DurableJournal, journals_created_as, syncing_transport
 from metadata_quorum.delta import apply_all, image_from_snapshot
 from metadata_quorum.image import MetadataImage, RecordRejected, image_to_records
 from metadata_quorum.records import Record, decode, encode
@@ -131,8 +132,11 @@ class ControllerRaftNode:
         password: str | None,
         loop: asyncio.AbstractEventLoop,
         raft_routes: dict[int, tuple[str, int]] | None = None,
+        durable_journal: bool = True,
     ) -> None:
-        """``raft_routes``: voter id -> address to connect to instead of its quorum address."""
+        """``raft_routes``: voter id -> address to connect to instead of its quorum address.
+        ``durable_journal``: fsync the journal before any message relies on it
+        (``raft_journal.py``); False leaves it to the page cache (pysyncobj's own behaviour)."""
         raft_routes = raft_routes or {}
         self.voter = self_voter
         self.voters = list(voters)
@@ -161,7 +165,18 @@ class ControllerRaftNode:
             for v in voters
             if v.node_id != self_voter.node_id
         ]
-        self._syncobj = SyncObj(self_voter.raft_address, others, conf=conf, consumers=[self.state_machine])
+        self.journal: DurableJournal | None = None
+        if not durable_journal:
+            self._syncobj = SyncObj(self_voter.raft_address, others, conf=conf, consumers=[self.state_machine])
+            return
+
+        def create_journal(path: str) -> DurableJournal:
+            self.journal = DurableJournal(Path(path))
+            return self.journal
+
+        with journals_created_as(create_journal):
+            self._syncobj = SyncObj(self_voter.raft_address, others, conf=conf, consumers=[self.state_machine],
+                                    transportClass=syncing_transport(lambda: self.journal))
 
     # ---- raft thread -> asyncio
 

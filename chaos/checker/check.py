@@ -10,10 +10,10 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from chaos.checker import poll_checks, replica_checks, write_checks
+from chaos.checker import poll_checks, power_loss_notes, replica_checks, write_checks
 from chaos.checker.anomaly import KINDS, Anomaly
 from chaos.checker.partition_facts import PartitionFacts, gather
-from chaos.history import ConvergenceOp, FinalReadOp, Op, PollOp, ReplicaOp, SendOp
+from chaos.history import ConvergenceOp, FaultOp, FinalReadOp, Op, PollOp, ReplicaOp, SendOp
 
 CHECKS: tuple[Callable[[PartitionFacts], Iterator[Anomaly]], ...] = (
     write_checks.lost_writes,
@@ -75,6 +75,7 @@ def check(ops: list[Op]) -> CheckResult:
     """Runs every check over every partition the history mentions."""
     facts = gather(ops)
     anomalies = [anomaly for partition in sorted(facts) for check_one in CHECKS for anomaly in check_one(facts[partition])]
+    anomalies = power_loss_notes.explain(anomalies, [op for op in ops if isinstance(op, FaultOp)])
     finals = [op for op in ops if isinstance(op, FinalReadOp)]
     return CheckResult(
         anomalies,

@@ -15,6 +15,7 @@ import grpc
 
 from metadata_quorum.broker_heartbeats import DEFAULT_SESSION_TIMEOUT_MS
 from metadata_quorum.endpoints import Voter, parse_address_overrides, parse_quorum
+from server_common import power_loss
 from server_common.limits import MESSAGE_BYTES_MAX
 from server_common.tls import ServerTls, add_tls_arguments, channel_credentials, server_tls_from_args
 
@@ -41,6 +42,20 @@ class UnsafeBehaviour(enum.Enum):
     SKIP_EPOCH_FENCING = "skip-epoch-fencing"  # requests with another leader epoch are served
     STALL_FETCHER = "stall-fetcher"  # after a restart, followers never fetch the partitions they had on disk
     ASSIGN_BEFORE_REVOKE = "assign-before-revoke"  # the group coordinator hands a partition over before its owner revoked it
+    SKIP_FSYNC = "skip-fsync"  # --durability fsync reports offsets durable without calling fsync
+
+
+class Durability(enum.Enum):
+    """When an acks=all produce is acknowledged (docs/durability.md).
+
+    ``page-cache`` (the default, Kafka's): once every ISR member has the batch in its log,
+    in the page cache; a process crash loses nothing, a power failure of every replica can.
+    ``fsync`` (Redpanda's default): once every ISR member has fsynced it; the HW advances only
+    over offsets every ISR member reported durable. fsyncs are batched (group commit).
+    """
+
+    PAGE_CACHE = "page-cache"
+    FSYNC = "fsync"
 
 
 @dataclass(frozen=True)
@@ -61,6 +76,8 @@ class BrokerConfig:
     advertised: tuple[str, int] | None = None
     peer_addresses: dict[int, tuple[str, int]] = field(default_factory=dict)
     unsafe: UnsafeBehaviour | None = None
+    durability: Durability = Durability.PAGE_CACHE
+    power_loss_ledger: bool = False  # testing only (server_common/power_loss.py)
     hw_checkpoint_interval_ms: int = 5000
     retention_check_interval_ms: int = 30000
     flush_check_interval_ms: int = 1000
@@ -110,6 +127,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="DELIBERATELY WRONG replication, for chaos negative controls only: never in production")
     parser.add_argument("--storage-fault-injection", action="store_true",
                         help="TESTING ONLY: fail appends or segment rolls with EIO while DATA_DIR/inject-io-error names them (append, roll, all)")
+    parser.add_argument("--durability", choices=[d.value for d in Durability], default=Durability.PAGE_CACHE.value,
+                        help="when acks=all is acknowledged: page-cache: every in-sync replica has the batch in its log "
+                             "(survives process crashes, not a power failure of every replica); fsync: every in-sync replica "
+                             "has fsynced it (batched fsyncs; see docs/durability.md) (default: %(default)s)")
+    parser.add_argument(power_loss.FLAG, action="store_true", help=power_loss.FLAG_HELP)
     parser.add_argument("--retention-check-interval-ms", type=int, default=BrokerConfig.retention_check_interval_ms, help="how often retention deletes old segments (default: %(default)s)")
     parser.add_argument("--log-format", choices=["console", "json"], default="console", help="console: lines for people, json: one object per line (default: %(default)s)")
     parser.add_argument("--metrics-port", type=int, default=BrokerConfig.metrics_port,
@@ -163,6 +185,8 @@ def from_args(args: argparse.Namespace) -> BrokerConfig:
         advertised=parse_host_port(args.advertised_address) if args.advertised_address else None,
         peer_addresses=parse_address_overrides(args.peer_address, "--peer-address"),
         unsafe=UnsafeBehaviour(args.unsafe_testing) if args.unsafe_testing else None,
+        durability=Durability(args.durability),
+        power_loss_ledger=args.power_loss_ledger,
         retention_check_interval_ms=args.retention_check_interval_ms,
         scrub_bytes_per_second=args.scrub_bytes_per_second,
         cleaner_interval_ms=args.cleaner_interval_ms,

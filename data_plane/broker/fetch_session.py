@@ -140,7 +140,7 @@ class FetchSession:
                     continue
                 item = held.item
                 fetch = FollowerFetch(replica_id, broker_epoch, item.current_leader_epoch, item.fetch_offset,
-                                      item.last_fetched_epoch, session=held)
+                                      item.last_fetched_epoch, session=held, durable_offset=item.durable_offset)
                 result, partition, unsent = replicas.reads.serve_follower(tp[0], tp[1], fetch, broker, max_bytes - total, now_ms)
                 held.watch(partition)
                 if unsent:

@@ -107,12 +107,15 @@ class Appended:
 class Partition:
     """One replica of one partition on this broker."""
 
-    def __init__(self, topic: str, partition: int, broker_id: int, plog: PartitionLog, high_watermark: int) -> None:
+    def __init__(self, topic: str, partition: int, broker_id: int, plog: PartitionLog, high_watermark: int,
+                 durable_acks: bool = False) -> None:
+        """``durable_acks``: ``--durability fsync``, the HW (as leader) counts fsynced offsets."""
         assert partition >= 0 and broker_id >= 0 and high_watermark >= 0, (partition, broker_id, high_watermark)
         self.topic = topic
         self.partition = partition
         self.broker_id = broker_id
         self.log = plog
+        self.durable_acks = durable_acks
         self.state = NO_LEADERSHIP
         self.offline_reason: str | None = None
         self._follower_high_watermark = min(high_watermark, plog.log_end_offset)
@@ -281,6 +284,7 @@ class Partition:
             high_watermark=min(self._follower_high_watermark, self.log.log_end_offset),
             min_insync_replicas=self.log.settings.min_insync_replicas,
             now_ms=now_ms,
+            durable_offset=self.log.durable_offset if self.durable_acks else None,
         )
         return ready.then(self._decided(self._core.on_leader_append(self.log.log_end_offset, now_ms), now_ms))
 
@@ -381,6 +385,13 @@ class Partition:
         decided = self._core.on_follower_fetch(fetch, broker, self.log.log_start_offset, now_ms)
         assert self._core.high_watermark <= self.log.log_end_offset, (self._core.high_watermark, self.log.log_end_offset)
         return decided.fetch, self._decided(decided.decisions, now_ms)
+
+    def on_synced(self, now_ms: int) -> Ready:
+        """A group-commit round fsynced this replica's log (``--durability fsync``): as leader,
+        the HW may move over it."""
+        if self._core is None:
+            return Ready()
+        return self._decided(self._core.on_leader_synced(self.log.durable_offset, now_ms), now_ms)
 
     def on_tick(self, now_ms: int, replica_lag_time_max_ms: int) -> Ready:
         """Timer: expire delayed produces, propose removing lagging followers."""

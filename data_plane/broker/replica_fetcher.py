@@ -38,7 +38,7 @@ from typing import Callable, Iterable, Mapping
 import grpc
 import structlog
 
-from data_plane.broker.config import BrokerConfig, UnsafeBehaviour
+from data_plane.broker.config import BrokerConfig, Durability, UnsafeBehaviour
 from data_plane.broker.errors import PartitionError
 from data_plane.broker.fetch_round import RoundPlan, plan_round, skip_changes
 from data_plane.broker.partition import Partition
@@ -159,7 +159,10 @@ class LeaderFetcher:
                     return  # an answer that raced the stop is not applied
                 if response is grpc.aio.EOF:
                     raise ConnectionError(f"leader {self.leader_id} closed the replica fetch stream")
-                self._apply(response)
+                appended = self._apply(response)
+                if appended and config.durability == Durability.FSYNC:
+                    # The next fetch reports what this round made durable: the leader's HW waits for it.
+                    await self.manager.replicas.follower_commit.request(appended)
 
     def _examine(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, Partition | str]:
         """Each partition's local replica, or why it cannot be fetched from this leader now. A
@@ -195,16 +198,16 @@ class LeaderFetcher:
         plan = plan_round({tp: p if isinstance(p, str) else None for tp, p in examined.items()}, self.backoff_until, now)
         self._log_skips(examined.keys(), plan)
         followers = {tp: p for tp, p in examined.items() if isinstance(p, Partition)}
-        broker_id = self.manager.config.broker_id
+        config = self.manager.config
+        broker_id = config.broker_id
         planned = self.session.plan(
-            {tp: position(p) for tp, p in followers.items()},
+            {tp: position(p, config.durability == Durability.FSYNC) for tp, p in followers.items()},
             waiting=followers.keys() - set(plan.send),
             out_of_isr={tp for tp, p in followers.items() if broker_id not in p.state.isr},
             complete=complete,
         )
         if not planned.partitions and not self.session.holds_any():
             return None, plan.idle_s
-        config = self.manager.config
         request = broker_pb2.ReplicaFetchRequest(
             replica_id=broker_id,
             broker_epoch=self.manager.broker_epoch(),
@@ -214,10 +217,12 @@ class LeaderFetcher:
             incremental=not planned.full,
         )
         for tp, at in planned.partitions:
-            request.partitions.add(
+            asked = request.partitions.add(
                 topic=tp[0], partition=tp[1], fetch_offset=at.fetch_offset, last_fetched_epoch=at.last_fetched_epoch,
                 current_leader_epoch=at.leader_epoch, log_start_offset=followers[tp].log_start_offset,
             )
+            if at.durable_offset >= 0:
+                asked.durable_offset = at.durable_offset
         return request, plan.idle_s
 
     def _log_skips(self, examined: Iterable[TopicPartition], plan: RoundPlan) -> None:
@@ -231,8 +236,10 @@ class LeaderFetcher:
             self.manager.log.info("replica fetch resumed", topic=tp[0], partition=tp[1], leader=self.leader_id)
         self.skipped = {tp: r for tp, r in self.skipped.items() if tp in self.partitions} | plan.skipped
 
-    def _apply(self, response: broker_pb2.ReplicaFetchResponse) -> None:
-        """Ask the follower core what each partition's answer means, and carry that out."""
+    def _apply(self, response: broker_pb2.ReplicaFetchResponse) -> list[Partition]:
+        """Ask the follower core what each partition's answer means, and carry that out; the
+        replicas that appended records."""
+        appended: list[Partition] = []
         for answer in response.partitions:
             tp = (answer.topic, answer.partition)
             asked = self.session.held(tp)
@@ -247,10 +254,13 @@ class LeaderFetcher:
                 self._carry_out(partition, decision)
                 if isinstance(decision, (Append, SetHighWatermark)):  # a served answer: follow DeleteRecords
                     self.manager.replicas.follow_log_start(partition, answer.log_start_offset)
+                if isinstance(decision, Append):
+                    appended.append(partition)
             except PartitionError as exc:  # the local log went offline; the replica manager logged it
                 self.manager.log.error("follower append failed", topic=tp[0], partition=tp[1], error=str(exc))
                 decision = None
             self.session.answered(tp, decision)
+        return appended
 
     def _carry_out(self, partition: Partition, decision: FollowerDecision) -> None:
         replicas = self.manager.replicas
@@ -277,9 +287,11 @@ class LeaderFetcher:
                 pass  # leadership or the log moved while the answer was in flight
 
 
-def position(partition: Partition) -> FetchPosition:
-    """Where a local replica fetches from: its log end, its last epoch, the leader epoch it follows."""
-    return FetchPosition(partition.log_end_offset, partition.latest_epoch, partition.state.leader_epoch)
+def position(partition: Partition, durable: bool) -> FetchPosition:
+    """Where a local replica fetches from: its log end, its last epoch, the leader epoch it
+    follows and, with ``durable`` (``--durability fsync``), how far its log is fsynced."""
+    durable_offset = partition.log.durable_offset if durable else -1
+    return FetchPosition(partition.log_end_offset, partition.latest_epoch, partition.state.leader_epoch, durable_offset)
 
 
 def follower_log(partition: Partition) -> FollowerLog:

@@ -20,11 +20,12 @@ from typing import Callable, Iterable
 
 import structlog
 
-from data_plane.broker.config import BrokerConfig, UnsafeBehaviour
+from data_plane.broker.config import BrokerConfig, Durability, UnsafeBehaviour
 from data_plane.broker.delayed_produces import MAX_DELAYED_PRODUCES, DelayedProduces
 from data_plane.broker.errors import PartitionError, not_leader, unknown_partition
 from data_plane.broker.partition import LeadershipState, Partition, Ready
 from data_plane.broker.fetch_serving import FetchServing
+from data_plane.broker.group_commit import GroupCommit
 from data_plane.broker.log_maintenance import LogMaintenance
 from data_plane.broker.requests import LeaderHint, PartitionAnswer, ProduceItem, ProduceResult
 from data_plane.broker.unsafe_partitions import partition_class
@@ -72,6 +73,12 @@ class ReplicaManager:
         self._may_shrink_isr: dict[TopicPartition, Partition] = {}
         self.reads = FetchServing(self)
         self.maintenance = LogMaintenance(self)
+        # --durability fsync: two group commits, so that a follower's round (which its next
+        # fetch waits for) never queues behind a round of this broker's leader appends.
+        self.group_commit, self.follower_commit = (GroupCommit(
+            lambda partition: self.carry_out(partition, partition.on_synced(self.clock_ms())),
+            self.take_offline, config.unsafe == UnsafeBehaviour.SKIP_FSYNC, config.broker_id,
+        ) for _ in range(2))
         # Set by the server: where ISR proposals go (AlterPartition) and who follows leaders.
         self.propose_isr: Callable[[Partition, IsrProposal], None] = lambda partition, proposal: None
         self.followers_changed: Callable[[], None] = lambda: None
@@ -206,7 +213,8 @@ class ReplicaManager:
         try:
             plog = self.logs.get_or_create(topic, index, settings)
             partition = self._partition_class(
-                topic, index, self.config.broker_id, plog, high_watermark=self._high_watermarks.get((topic, index), 0)
+                topic, index, self.config.broker_id, plog, high_watermark=self._high_watermarks.get((topic, index), 0),
+                durable_acks=self.config.durability == Durability.FSYNC,
             )
         except StorageError as exc:
             self._log.error("partition offline: cannot open log", topic=topic, partition=index, error=str(exc))
@@ -223,6 +231,9 @@ class ReplicaManager:
             self.carry_out(partition, partition.on_leadership(state, why, self.clock_ms()))
         except StorageError as exc:
             self.take_offline(partition, exc)
+            return
+        if partition.durable_acks:  # a new leader's tail may not be durable yet: its HW waits for this round
+            self.group_commit.request([partition])
 
     def _remove_partition(self, tp: TopicPartition) -> None:
         partition = self.partitions.pop(tp)
@@ -293,6 +304,8 @@ class ReplicaManager:
             except PartitionError as exc:
                 self.fail(result, exc)
                 continue
+            if partition.durable_acks:
+                self.group_commit.request([partition])  # the HW moves over it once fsynced (on_synced)
             assert appended.base_offset >= 0 and (appended.wait_until is None or appended.wait_until > appended.base_offset), appended
             self.carry_out(partition, ready)
             result.base_offset, result.log_append_time_ms = appended.base_offset, appended.log_append_time_ms

@@ -42,6 +42,7 @@ class ReplicaFetchItem:
     fetch_offset: int
     last_fetched_epoch: int
     current_leader_epoch: int
+    durable_offset: int = -1  # --durability fsync: the follower's log is fsynced below it; -1: not said
 
 
 @dataclass

@@ -30,6 +30,7 @@ from data_plane.groups.wiring import serve_groups
 from data_plane.replication.errors import ErrorCode
 from data_plane.storage import LogManager, fault_injection
 from kraftlog_proto import broker_pb2, broker_pb2_grpc, group_pb2
+from server_common import power_loss
 from server_common.grpc_standard_services import ServingState
 from server_common.tls import add_port
 
@@ -47,6 +48,9 @@ class BrokerServer:
             self._log.warning("storage fault injection on: appends and rolls fail with EIO while the trigger file names them",
                               trigger=str(config.data_dir / fault_injection.TRIGGER_FILE))
             fault_injection.enable(config.data_dir)
+        if config.power_loss_ledger:
+            power_loss.install(config.data_dir)
+            self._log.warning("POWER-LOSS TEST MODE: every fsync is recorded for the chaos harness's power-loss fault")
         self.logs = LogManager(config.data_dir, now_ms=int(time.time() * 1000))
         self.replicas = ReplicaManager(config, self.logs)
         endpoints = [(c.node_id, c.host, c.grpc_port) for c in config.controllers]
@@ -166,6 +170,8 @@ class BrokerServer:
             asyncio.create_task(self._every(self.config.retention_check_interval_ms, self.replicas.maintenance.run_retention)),
             asyncio.create_task(self._every(self.config.flush_check_interval_ms, self.replicas.maintenance.run_flush)),
             asyncio.create_task(self.replicas.maintenance.run_cleaner()),
+            asyncio.create_task(self.replicas.group_commit.run()),
+            asyncio.create_task(self.replicas.follower_commit.run()),
             asyncio.create_task(DamageRepairer(self.replicas.maintenance, self.fetchers.broker_address).run()),
             asyncio.create_task(self._health.follow(lambda: not self._stopping and not self.lifecycle.is_fenced)),
         ]

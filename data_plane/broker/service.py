@@ -375,7 +375,8 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         seen: set[tuple[str, int]] = set()
         for p in request.partitions:
             _first_mention(seen, p.topic, p.partition, "ask for it once")
-        return [ReplicaFetchItem(p.topic, p.partition, p.fetch_offset, p.last_fetched_epoch, p.current_leader_epoch) for p in request.partitions]
+        return [ReplicaFetchItem(p.topic, p.partition, p.fetch_offset, p.last_fetched_epoch, p.current_leader_epoch,
+                                 p.durable_offset if p.HasField("durable_offset") else -1) for p in request.partitions]
 
     async def DescribeLogs(self, request, context):
         wanted = set(request.topics)

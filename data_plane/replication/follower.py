@@ -232,11 +232,13 @@ Key = TypeVar("Key")
 
 class FetchPosition(NamedTuple):
     """What a fetch tells the leader about one partition: where the follower's log ends, the
-    epoch of its last record, and the leader epoch it follows."""
+    epoch of its last record, the leader epoch it follows and (``--durability fsync``; -1
+    otherwise) how far its log is fsynced: a change of any of them is news to the leader."""
 
     fetch_offset: int
     last_fetched_epoch: int
     leader_epoch: int
+    durable_offset: int = -1
 
 
 class SessionRequest(NamedTuple, Generic[Key]):

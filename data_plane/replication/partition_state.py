@@ -30,6 +30,12 @@ Rules implemented (docs/architecture.md, "Replication"; Kafka `Partition.scala`)
   leadership answers NOT_LEADER_OR_FOLLOWER. Both mean "outcome unknown" to the client.
 - A fetch whose logs diverge does not update the follower's progress: its LEO counts only
   once its log matches ours (Kafka skips `updateFollowerFetchState` on a diverging epoch).
+- Durable acknowledgements (``--durability fsync``, `durable_offset` given at election): the
+  HW counts, instead of LEOs, the offsets each replica reported durable (fsynced): the
+  leader's own (`on_leader_synced`) and each follower's, carried in its fetch
+  (`FollowerFetch.durable_offset`). So an acks=all produce completes only once every member
+  of the (maximal) ISR has fsynced it, and consumers never read what a power failure of every
+  replica could take back. ISR membership still follows LEOs (durability is not liveness).
 - Fetch sessions: a follower's fetch may come through a session (`FollowerFetch.session`)
   that goes on asking at the same position in every round without naming the partition.
   When our LEO moves past a follower that was at it, the follower counts as caught up until
@@ -78,6 +84,7 @@ class FollowerFetch:
     fetch_offset: int
     last_fetched_epoch: int
     session: FetchSessionLease | None = None
+    durable_offset: int = UNKNOWN_OFFSET  # the follower's log is fsynced below this (fsync durability only)
 
 
 @dataclass
@@ -85,6 +92,7 @@ class ReplicaProgress:
     """The leader's view of one follower. Mutable, private to the leader state."""
 
     log_end_offset: int = UNKNOWN_OFFSET
+    durable_offset: int = UNKNOWN_OFFSET
     last_fetch_ms: int = 0
     last_caught_up_ms: int = 0
     last_fetch_leader_log_end_offset: int = UNKNOWN_OFFSET
@@ -172,6 +180,7 @@ class LeaderPartitionState:
         high_watermark: int,
         min_insync_replicas: int,
         now_ms: int,
+        durable_offset: int | None = None,
     ) -> None:
         """Become leader. `leader_history` must already end with (leader_epoch, LEO at
         election), which the shell assigns in the epoch checkpoint first (Kafka's `makeLeader`).
@@ -184,14 +193,19 @@ class LeaderPartitionState:
         the HW of its checkpoint, below the HW it had published. Until the HW reaches this
         offset it is not published (see `Partition.check_high_watermark_settled`), and a
         follower must reach it to join the ISR (Kafka's `leaderEpochStartOffsetOpt`, also
-        set to the LEO whenever a replica becomes leader)."""
+        set to the LEO whenever a replica becomes leader).
+
+        `durable_offset` (None: page-cache durability, the HW counts LEOs) is how far the
+        leader's log is fsynced now; given, the HW counts durable offsets instead."""
         history = check_history(leader_history, log_end_offset)
         assert history and history[-1].epoch == leader_epoch, (history, leader_epoch)
         assert leader_id in replicas and leader_id in isr, (leader_id, replicas, isr)
         assert isr <= frozenset(replicas), (isr, replicas)
         assert 0 <= high_watermark <= log_end_offset, (high_watermark, log_end_offset)
         assert min_insync_replicas >= 1, min_insync_replicas
+        assert durable_offset is None or 0 <= durable_offset <= log_end_offset, (durable_offset, log_end_offset)
         self.leader_id = leader_id
+        self.durable_offset = durable_offset
         self.leader_epoch = leader_epoch
         self.partition_epoch = partition_epoch
         self.replicas = tuple(replicas)
@@ -246,6 +260,14 @@ class LeaderPartitionState:
         if log_end_offset > self.log_end_offset:
             self._note_sessions_caught_up(now_ms)
         self.log_end_offset = log_end_offset
+        return self._advance(now_ms, proposal=None)
+
+    def on_leader_synced(self, durable_offset: int, now_ms: int) -> LeaderDecisions:
+        """The leader's log is fsynced below `durable_offset` (fsync durability only)."""
+        assert not self._resigned
+        assert self.durable_offset is not None, "page-cache durability: the HW counts LEOs"
+        assert durable_offset <= self.log_end_offset, (durable_offset, self.log_end_offset)
+        self.durable_offset = max(self.durable_offset, durable_offset)
         return self._advance(now_ms, proposal=None)
 
     def add_delayed_produce(
@@ -388,6 +410,7 @@ class LeaderPartitionState:
         elif fetch.fetch_offset >= progress.last_fetch_leader_log_end_offset >= 0:
             progress.last_caught_up_ms = max(progress.last_caught_up_ms, progress.last_fetch_ms)
         progress.log_end_offset = fetch.fetch_offset
+        progress.durable_offset = min(fetch.durable_offset, fetch.fetch_offset)
         progress.last_fetch_leader_log_end_offset = self.log_end_offset
         progress.last_fetch_ms = now_ms
         progress.broker_epoch = fetch.broker_epoch
@@ -450,13 +473,15 @@ class LeaderPartitionState:
         everything up to the HW, which is what makes it an eligible leader replica."""
         if len(self.isr) < self.min_insync_replicas:
             return False
-        counted = [self.log_end_offset] + [
-            self.progress[r].log_end_offset for r in self.maximal_isr if r != self.leader_id
-        ]
+        followers = [self.progress[r] for r in self.maximal_isr if r != self.leader_id]
+        if self.durable_offset is None:
+            counted = [self.log_end_offset] + [p.log_end_offset for p in followers]
+        else:
+            counted = [self.durable_offset] + [p.durable_offset for p in followers]
         candidate = min(counted)
         if candidate <= self.high_watermark:
             return False
-        assert all(candidate <= leo for leo in counted)
+        assert all(candidate <= leo for leo in [self.log_end_offset] + [p.log_end_offset for p in followers])
         assert candidate <= self.log_end_offset
         self.high_watermark = candidate
         return True

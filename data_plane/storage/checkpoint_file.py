@@ -6,13 +6,15 @@ A write may skip both fsyncs (``durable=False``) only where losing it is harmles
 first checkpoint of a file that did not exist, whose reader treats a missing or torn file
 as "rebuild from the log" (a torn one fails the version and count lines), or a change that
 the reader redoes by itself when it finds the old file (the leader-epoch truncation a log
-does at load). ``fsync_file`` makes such a write durable later.
+does at load). ``server_common.fsync.fsync_file`` makes such a write durable later.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+
+from server_common.fsync import fsync_dir
 
 TopicPartition = tuple[str, int]
 
@@ -67,15 +69,3 @@ def read_offsets(path: Path) -> dict[TopicPartition, int]:
         out[(topic, int(partition))] = int(offset)
     return out
 
-
-def fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def fsync_dir(directory: Path) -> None:
-    """Make the directory's entries (creations, renames, deletions) durable."""
-    fsync_file(directory)

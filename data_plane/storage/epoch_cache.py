@@ -31,7 +31,8 @@ from pathlib import Path
 
 from data_plane.replication import epoch_history
 
-from data_plane.storage.checkpoint_file import fsync_dir, fsync_file, read_lines, write_lines
+from data_plane.storage.checkpoint_file import read_lines, write_lines
+from server_common.fsync import fsync_dir, fsync_file
 
 UNDEFINED = -1
 

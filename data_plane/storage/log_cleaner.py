@@ -36,9 +36,10 @@ import structlog
 
 from data_plane.record_batch import LOG_APPEND_TIME, BatchHeader, DecodedBatch, decode_batch, encode_batch, set_log_append_time, stamp_batch
 from data_plane.replication.producer_state import SEQUENCE_MAX
-from data_plane.storage.checkpoint_file import fsync_dir, read_offset, write_offset
+from data_plane.storage.checkpoint_file import read_offset, write_offset
 from data_plane.storage.compaction import CleaningPlan, OffsetMap, SegmentInfo, keep_record, kept_runs
 from data_plane.storage.segment import file_stem, scan_headers
+from server_common.fsync import fsync_dir
 
 CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
 CLEANED_SUFFIX = ".cleaned"

@@ -24,7 +24,8 @@ from pathlib import Path
 
 import structlog
 
-from data_plane.storage.checkpoint_file import fsync_dir, read_offsets, write_offsets
+from data_plane.storage.checkpoint_file import read_offsets, write_offsets
+from server_common.fsync import fsync_dir
 from data_plane.storage.errors import StorageError
 from data_plane.storage.partition_log import PartitionLog
 from data_plane.storage.settings import LogSettings

@@ -36,7 +36,7 @@ from data_plane.record_batch import (
     validate_batch,
     validate_for_append,
 )
-from data_plane.storage.checkpoint_file import fsync_dir, read_offset, write_offset
+from data_plane.storage.checkpoint_file import read_offset, write_offset
 from data_plane.storage.damage import DamagedRange, find_resync, read_damage_file, write_damage_file
 from data_plane.storage import fault_injection
 from data_plane.storage.epoch_cache import CorruptEpochCheckpointError, LeaderEpochCache
@@ -62,6 +62,7 @@ from data_plane.storage.recovery import first_segment_to_recover, recover_segmen
 from data_plane.storage.retention import segments_to_delete
 from data_plane.storage.segment import LogSegment, UnparsableBatchError, scan_headers
 from data_plane.storage.settings import LogSettings
+from server_common.fsync import fsync_dir
 
 EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 LOG_START_CHECKPOINT = "log-start-offset"  # set by DeleteRecords: a log start inside the first segment
@@ -81,6 +82,21 @@ class AppendResult:
     log_append_time_ms: int  # -1 unless the topic uses LogAppendTime
     max_timestamp: int
     headers: tuple[BatchHeader, ...] = ()  # as written (offsets and epochs stamped)
+
+
+@dataclass(frozen=True)
+class SyncPlan:
+    """One log's part of a group-commit round (``PartitionLog.sync_plan``): duplicated
+    descriptors of the segment files to fsync (the round's thread fsyncs and closes them, so a
+    segment the loop closes or deletes meanwhile is still safe to fsync), the directory when
+    its entries changed since its last fsync, and what the log may call durable after."""
+
+    log: "PartitionLog"
+    offset: int  # the log end when planned: durable once the fsyncs are done
+    fds: tuple[int, ...]
+    directory: Path | None
+    truncations: int  # the log's truncation count when planned (a truncation since voids the plan)
+    layout: int  # the log's layout version when planned (a roll since: the directory must be fsynced again)
 
 
 @dataclass(frozen=True)
@@ -114,6 +130,12 @@ class PartitionLog:
         # empty (a crash can only lose a new empty log whole, which loses nothing): closing it
         # needs no fsync (a broker may close 10,000 such). Every guarded write sets it.
         self._changed_since_flush = True
+        # Group commit (``--durability fsync``): the log end its last completed round made
+        # durable (records only: indexes are rebuilt by recovery above the recovery point).
+        self._synced_offset = self.recovery_point
+        self._truncations = 0  # a plan made before a truncation must not vouch for what came after
+        self._layout = 1  # bumped when a segment file is created: the directory needs an fsync
+        self._layout_synced = 0
         self._log = log.bind(partition=directory.name)
 
     # ---------------------------------------------------------------- open
@@ -321,6 +343,7 @@ class PartitionLog:
         self.active.seal()
         fault_injection.check("roll")
         self.segments.append(LogSegment.create(self.directory, base_offset, self.settings))
+        self._layout += 1
         self._log.info("rolled segment", base_offset=base_offset, reason=reason)
 
     # ---------------------------------------------------------------- flush
@@ -340,10 +363,35 @@ class PartitionLog:
                 segment.flush()
             self.leader_epoch_cache.flush()
             fsync_dir(self.directory)
+        self._layout_synced = self._layout
         self._changed_since_flush = False
         self.recovery_point = self.log_end_offset
         self._unflushed_records = 0
         self._first_unflushed_ms = None
+
+    @property
+    def durable_offset(self) -> int:
+        """Records below this offset were fsynced (by a flush or a group-commit round)."""
+        return min(max(self._synced_offset, self.recovery_point), self.log_end_offset)
+
+    def sync_plan(self) -> SyncPlan | None:
+        """What a group-commit round must fsync to make this log durable to its end now; None
+        when it already is (or the log is offline). Runs on the loop; the fsyncs do not."""
+        if self.is_offline or (self.durable_offset >= self.log_end_offset and self._layout_synced == self._layout):
+            return None
+        fds = tuple(os.dup(segment.fd) for segment in self._segments_from(self.durable_offset))
+        directory = self.directory if self._layout_synced != self._layout else None
+        return SyncPlan(self, self.log_end_offset, fds, directory, self._truncations, self._layout)
+
+    def note_synced(self, plan: SyncPlan) -> None:
+        """``plan``'s fsyncs are done: what it covered is durable, unless the log was
+        truncated since (records written after a truncation were not in the plan)."""
+        assert plan.log is self
+        if plan.truncations != self._truncations:
+            return
+        self._synced_offset = max(self._synced_offset, plan.offset)
+        if plan.directory is not None:
+            self._layout_synced = max(self._layout_synced, plan.layout)
 
     def maybe_flush(self, now_ms: int) -> None:
         """Flush by ``flush.ms``, or at least the segments rolled since the last flush (call it periodically)."""
@@ -620,6 +668,8 @@ class PartitionLog:
             self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self._save_damage_if_changed(damage_before)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self._synced_offset = min(self._synced_offset, self.log_end_offset)
+        self._truncations += 1
         self._clean_at_most_to(self.log_end_offset)
         assert self.log_end_offset <= offset, (self.log_end_offset, offset)
         self._log.info("truncated", requested_offset=offset, log_end_offset=self.log_end_offset)
@@ -632,11 +682,13 @@ class PartitionLog:
             while self.segments:
                 self.segments.pop().delete()
             self.segments.append(LogSegment.create(self.directory, offset, self.settings))
+            self._layout += 1
+            self._truncations += 1
             self.leader_epoch_cache.clear()
             write_offset(self.directory / LOG_START_CHECKPOINT, offset)
             write_cleaned_up_to(self.directory, offset)
         self._save_damage_if_changed(damage_before)
-        self.log_start_offset = self.log_end_offset = self.recovery_point = offset
+        self.log_start_offset = self.log_end_offset = self.recovery_point = self._synced_offset = offset
         self._log.info("truncated fully", log_start_offset=offset)
 
     def apply_retention(self, now_ms: int) -> int:
