@@ -2,11 +2,13 @@
 
 At the start of each call's handler (inside the handler's own task, so the contextvar is
 the call's) it sets ``server_common.principal`` to:
-- ``User:<CN>`` when the call came over mutual TLS (the client certificate's subject CN);
 - ``User:<name>`` when the call's metadata carries ``kraftlog-username`` and
   ``kraftlog-password`` and the password verifies against the user's SCRAM credential in the
   metadata image (a wrong password or unknown user is refused with UNAUTHENTICATED, whether
-  or not authentication is required: a client that presents credentials means to use them);
+  or not authentication is required: a client that presents credentials means to use them).
+  Credentials win over a client certificate: they name the user explicitly, and proving the
+  password is proof enough;
+- ``User:<CN>`` when the call came over mutual TLS (the client certificate's subject CN);
 - ``User:ANONYMOUS`` otherwise, allowed only when authentication is not required.
 
 Credentials travel in metadata, so without TLS they travel in clear: fine for a local test
@@ -61,9 +63,6 @@ class Authenticator:
         metadata = context.invocation_metadata()
         host = peer_host(context.peer() or "")
         client_id = client_id_from_metadata(metadata)
-        common_names = (context.auth_context() or {}).get("x509_common_name")
-        if common_names:
-            return Identity(f"User:{common_names[0].decode(errors='replace')}", client_id, host)
         user = _metadata_value(metadata, USERNAME_METADATA_KEY)
         if user is not None:
             password = _metadata_value(metadata, PASSWORD_METADATA_KEY) or ""
@@ -73,6 +72,9 @@ class Authenticator:
                     "the client config (--command-config), or create the user with `kraftlog users create`"
                 )
             return Identity(f"User:{user}", client_id, host)
+        common_names = (context.auth_context() or {}).get("x509_common_name")
+        if common_names:
+            return Identity(f"User:{common_names[0].decode(errors='replace')}", client_id, host)
         if self.required:
             raise AuthenticationFailed(
                 "authentication is required: present a client certificate (mutual TLS) or a username and password "
