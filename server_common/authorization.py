@@ -25,6 +25,11 @@ REFUSAL_CODES = {
 }
 
 
+def _resource_option(resource_type: str, name: str) -> str:
+    """The `kraftlog acls` option naming a resource."""
+    return "--cluster" if resource_type == "cluster" else f"--{resource_type.replace('_', '-')} {name}"
+
+
 class AccessControl:
     """The ACL checks of one server (broker or controller)."""
 
@@ -55,7 +60,7 @@ class AccessControl:
         resource = f"{resource_type} {name!r}" if resource_type != "cluster" else "the cluster"
         return (
             f"{principal} is not authorized to {operation.upper()} {resource}; an administrator can allow it with "
-            f"`kraftlog acls create --principal {principal} --operation {operation} --{resource_type.replace('_', '-')} {name}`"
+            f"`kraftlog acls create --principal {principal} --operation {operation} {_resource_option(resource_type, name)}`"
         )
 
     def first_refusal(self, operation: str, resource_type: str, names: Iterable[str] = (CLUSTER_NAME,)) -> tuple[int, str] | None:
@@ -78,3 +83,9 @@ class AccessControl:
         refused = self.first_refusal(operation, resource_type, names)
         if refused is not None:
             await context.abort(grpc.StatusCode.PERMISSION_DENIED, f"{common_pb2.ErrorCode.Name(refused[0])}: {refused[1]}")
+
+    def refused_group_response(self, response_type: Callable[..., R], operation: str, group: str,
+                               topic_operation: str = "read", topics: Iterable[str] = ()) -> R | None:
+        """A group RPC's refusal: ``operation`` on the group, then ``topic_operation`` on each topic (Kafka's order)."""
+        refused = self.first_refusal(operation, "group", (group,)) or self.first_refusal(topic_operation, "topic", topics)
+        return None if refused is None else response_type(error_code=refused[0], error_message=refused[1])

@@ -10,7 +10,7 @@ for brokers (CLUSTER_ACTION on the cluster).
 from __future__ import annotations
 
 import inspect
-from typing import Awaitable, Callable, Sequence, TypeVar
+from typing import AsyncIterator, Awaitable, Callable, Sequence, TypeVar
 
 from data_plane.broker.errors import PartitionError
 from data_plane.replication.errors import ErrorCode
@@ -42,6 +42,15 @@ async def serve_authorized(access: AccessControl, operation: str, items: Sequenc
 
 async def _answers(answers: Awaitable[list[Answer]] | list[Answer]) -> list[Answer]:
     return await answers if inspect.isawaitable(answers) else answers
+
+
+async def readable_stream(access: AccessControl, requests: AsyncIterator[broker_pb2.ConsumeRequest], context) -> AsyncIterator[broker_pb2.ConsumeRequest]:
+    """A Consume stream's requests, after its open was checked: READ on every topic it names,
+    else the stream ends with PERMISSION_DENIED (a stream has no per-partition answer to refuse in)."""
+    async for request in requests:
+        if request.HasField("open"):
+            await access.abort_if_refused(context, "read", "topic", {t.topic for t in request.open.topics})
+        yield request
 
 
 def describable(access: AccessControl, response: broker_pb2.MetadataResponse) -> broker_pb2.MetadataResponse:

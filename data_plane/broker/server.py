@@ -147,7 +147,7 @@ class BrokerServer:
         self.access = AccessControl(lambda: self.metadata.image.acls, security.super_users, security.authorization)
         self._service = BrokerService(self.replicas, self.metadata_response, self.init_producer_id, self.access)
         broker_pb2_grpc.add_BrokerServicer_to_server(self._service, server)
-        groups = serve_groups(self.config, self.replicas, self.lifecycle.create_topics, server)
+        groups = serve_groups(self.config, self.replicas, self.lifecycle.create_topics, server, self.access)
         self._health = ServingState(server, broker_pb2.DESCRIPTOR.services_by_name["Broker"].full_name)
         await self._health.set(False)  # starting: not registered and unfenced yet
         bound = add_port(server, f"{self.config.host}:{self.config.port}", self.config.tls)

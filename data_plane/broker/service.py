@@ -18,7 +18,7 @@ from data_plane.replication.errors import ErrorCode
 from data_plane.broker.replica_manager import ReplicaManager
 from data_plane.broker import fetch_session
 from data_plane.broker.record_deletion import delete_records
-from data_plane.broker.authorization import describable, serve_authorized
+from data_plane.broker.authorization import describable, readable_stream, serve_authorized
 from data_plane.broker.requests import DeleteRecordsItem, DeleteRecordsResult, FetchItem, FetchResult, OffsetResult, PartitionAnswer, ProduceItem, ProduceResult, ReplicaFetchItem
 from data_plane.storage import DamagedRangeError
 from kraftlog_proto import broker_pb2, broker_pb2_grpc, common_pb2
@@ -180,7 +180,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
 
     async def Consume(self, request_iterator, context):
         """Streaming consume (data_plane/broker/consume_stream.py)."""
-        async for response in self.consume_streams.serve(request_iterator, context):
+        async for response in self.consume_streams.serve(readable_stream(self.access, request_iterator, context), context):
             yield response
 
     async def Produce(self, request: broker_pb2.ProduceRequest, context: grpc.aio.ServicerContext) -> broker_pb2.ProduceResponse:

@@ -123,3 +123,23 @@ def test_metadata_hides_a_topic_until_an_acl_allows_it_on_the_live_connection(cl
         print(f"ACL visible on the live connection after {time.monotonic() - granted_at:.3f} s")
         admin.delete_acls([grant])
     wait_for(lambda: TOPIC not in names(), 10, "bob no longer sees the topic once the ACL is deleted")
+
+
+def test_a_group_needs_read_on_the_group_and_consume_needs_read_on_the_topic(cluster: TestCluster) -> None:
+    from kraftlog_proto import group_pb2, group_pb2_grpc
+    from server_common.channel_pool import open_channel
+
+    def heartbeat(name: str, password: str) -> group_pb2.ConsumerGroupHeartbeatResponse:
+        security = as_user(cluster, name, password) if name != "admin" else cluster.client_security
+        with open_channel(cluster.brokers[0].address, security.channel_credentials()) as channel:
+            request = group_pb2.ConsumerGroupHeartbeatRequest(group_id="billing", member_epoch=0, rebalance_timeout_ms=1000, subscribed_topic_names=[TOPIC])
+            return group_pb2_grpc.GroupCoordinatorStub(channel).ConsumerGroupHeartbeat(request, metadata=security.call_metadata(), timeout=10)
+
+    refused = heartbeat("bob", "bob-secret")
+    assert refused.error_code == common_pb2.GROUP_AUTHORIZATION_FAILED and "User:bob" in refused.error_message
+    assert heartbeat("admin", "").error_code != common_pb2.GROUP_AUTHORIZATION_FAILED  # the positive control: a super user passes the check
+    bob = leader_stub(cluster, "bob", "bob-secret")
+    opened = broker_pb2.ConsumeRequest(open=broker_pb2.ConsumeOpen(topics=[broker_pb2.ConsumeTopic(topic=TOPIC, partitions=[broker_pb2.ConsumePartition(partition=0, offset=0)])]))
+    with pytest.raises(grpc.RpcError) as stream_refused:
+        next(iter(bob.Consume(iter([opened]), timeout=10)))
+    assert stream_refused.value.code() == grpc.StatusCode.PERMISSION_DENIED and "TOPIC_AUTHORIZATION_FAILED" in stream_refused.value.details()
