@@ -39,10 +39,10 @@ def register(sub: argparse._SubParsersAction, client_options: Callable[[argparse
 
 def _resource_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_mutually_exclusive_group()
-    group.add_argument("--topic")
-    group.add_argument("--group")
-    group.add_argument("--transactional-id")
-    group.add_argument("--cluster", action="store_true")
+    group.add_argument("--topic", help="a topic name, a prefix with --prefixed, or * for every topic")
+    group.add_argument("--group", help="a consumer group id, a prefix with --prefixed, or * for every group")
+    group.add_argument("--transactional-id", help="a transactional id, a prefix with --prefixed, or *")
+    group.add_argument("--cluster", action="store_true", help="the cluster itself (CLUSTER_ACTION, IDEMPOTENT_WRITE, ALTER, ...)")
 
 
 def _resource(args: argparse.Namespace) -> tuple[str, str]:

@@ -28,7 +28,7 @@ def register(sub: argparse._SubParsersAction, client_options: Callable[[argparse
     client_options(listing)
     listing.set_defaults(func=list_users)
     delete = users.add_parser("delete", help="delete a user (its open calls are refused from the next one)")
-    delete.add_argument("--name", required=True)
+    delete.add_argument("--name", required=True, help="the user to delete")
     client_options(delete)
     delete.set_defaults(func=delete_user)
 
