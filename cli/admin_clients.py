@@ -30,6 +30,15 @@ def open_clients(args: argparse.Namespace):
     return admin, ControllerClient(admin.controller_endpoints())
 
 
+def open_security_client(args: argparse.Namespace):
+    """A SecurityClient (users and ACLs) of the cluster named by ``--bootstrap``/``--data-dir``."""
+    from data_plane.client import Admin
+    from metadata_quorum.security_client import SecurityClient
+
+    with Admin(resolve_bootstrap(args.bootstrap, args.data_dir)) as admin:
+        return SecurityClient(admin.controller_endpoints())
+
+
 def replica_logs(brokers: Iterable[pb.BrokerRegistration], topics: Iterable[str] = (), timeout_s: float = LOG_STATE_TIMEOUT_S) -> dict[int, broker_pb2.DescribeLogsResponse]:
     """Each registered broker's DescribeLogs answer (log start, LEO, HW per hosted replica),
     asked of all brokers at once; brokers that do not answer within ``timeout_s`` are left out."""

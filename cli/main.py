@@ -150,6 +150,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     quotas_cmd.register(sub, _client_options)
 
+    from cli import acls_cmd, users_cmd
+
+    acls_cmd.register(sub, _client_options)
+    users_cmd.register(sub, _client_options)
+
     perf = sub.add_parser("perf", help="measure throughput and latency").add_subparsers(dest="action", required=True)
     pprod = perf.add_parser("produce", help="producer throughput and latency")
     pprod.add_argument("--topic", required=True, help="an existing topic to write to")

@@ -18,6 +18,7 @@ from kraftlog_proto import common_pb2 as common
 from kraftlog_proto import controller_pb2 as pb
 from kraftlog_proto import controller_pb2_grpc
 from server_common.channel_pool import ChannelPool
+from server_common.client_id import with_client_id
 from server_common.client_security import ClientSecurity
 from server_common.client_security import resolve as resolve_security
 
@@ -35,7 +36,8 @@ class ControllerClient:
         self.timeout_s = timeout_s
         self.rpc_timeout_s = rpc_timeout_s
         self.security = resolve_security(security)
-        self._channels = ChannelPool(controller_pb2_grpc.ControllerServiceStub, CONTROLLER_CHANNEL_OPTIONS, self.security.channel_credentials())
+        self._channels = ChannelPool(with_client_id(controller_pb2_grpc.ControllerServiceStub, "", self.security.call_metadata()), CONTROLLER_CHANNEL_OPTIONS,
+                                     self.security.channel_credentials())
 
     def __enter__(self) -> "ControllerClient":
         return self

@@ -21,11 +21,15 @@ import structlog
 from metadata_quorum.active_controller import DEFAULT_LEADER_IMBALANCE_CHECK_INTERVAL_S, ActiveController
 from metadata_quorum.broker_heartbeats import DEFAULT_SESSION_TIMEOUT_MS
 from metadata_quorum.controller_metrics import ControllerMetrics
+from metadata_quorum.security_service import SecurityAdminService
+from server_common.authentication import Authenticator
+from server_common.authorization import AccessControl
+from server_common.security_options import SecurityOptions, add_security_arguments
 from metadata_quorum.election import enable_unsafe_election
 from metadata_quorum.controller_service import ControllerService
 from metadata_quorum.endpoints import Voter, parse_address_overrides, parse_quorum
 from metadata_quorum.raft_node import ControllerRaftNode
-from kraftlog_proto import controller_pb2, controller_pb2_grpc
+from kraftlog_proto import controller_pb2, controller_pb2_grpc, security_pb2_grpc
 from server_common import power_loss
 from server_common.grpc_standard_services import ServingState
 from server_common.limits import MESSAGE_BYTES_MAX
@@ -70,6 +74,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cluster-id", default=None, help="cluster id reported to brokers (default: derived from --quorum)")
     parser.add_argument("--raft-peer-address", action="append", default=[], metavar="ID=HOST:PORT",
                         help="reach voter ID's Raft port here instead of its quorum address (repeatable; e.g. a proxy on that link)")
+    add_security_arguments(parser)
     parser.add_argument("--metrics-port", type=_port_or_off, default=0,
                         help="serve Prometheus metrics at http://HOST:PORT/metrics, HOST from this voter's --quorum entry (0: off; default: %(default)s)")
     parser.add_argument("--log-format", choices=["json", "console"], default="console", help="console: lines for people, json: one object per line (default: %(default)s)")
@@ -142,7 +147,12 @@ async def serve(args: argparse.Namespace) -> None:
     loop = asyncio.get_running_loop()
 
     metrics = ControllerMetrics() if args.metrics_port else None  # off: no interceptor, no timing
-    server = grpc.aio.server(interceptors=[metrics.rpc.interceptor()] if metrics else None, options=[("grpc.max_send_message_length", MESSAGE_BYTES_MAX), ("grpc.max_receive_message_length", MESSAGE_BYTES_MAX), ("grpc.so_reuseport", 0)])
+    security = SecurityOptions.from_args(args)
+    authenticator = Authenticator(lambda: node.image.scram_users, security.authentication_required)  # node: set below, before serving
+    access = AccessControl(lambda: node.image.acls, security.super_users, security.authorization)
+    interceptors = [metrics.rpc.interceptor()] if metrics else []
+    interceptors.append(authenticator.interceptor())
+    server = grpc.aio.server(interceptors=interceptors, options=[("grpc.max_send_message_length", MESSAGE_BYTES_MAX), ("grpc.max_receive_message_length", MESSAGE_BYTES_MAX), ("grpc.so_reuseport", 0)])
     if add_port(server, me.grpc_address, tls) == 0:
         raise SystemExit(f"kraftlog controller: cannot listen on {me.grpc_address}: is another process using the port?")
     if metrics is not None:
@@ -162,7 +172,8 @@ async def serve(args: argparse.Namespace) -> None:
     if metrics is not None:
         metrics.watch(node)
     controller = ActiveController(node, args.session_timeout_ms, args.auto_leader_rebalance_enable, args.leader_imbalance_check_interval_seconds)
-    controller_pb2_grpc.add_ControllerServiceServicer_to_server(ControllerService(controller), server)
+    controller_pb2_grpc.add_ControllerServiceServicer_to_server(ControllerService(controller, access), server)
+    security_pb2_grpc.add_SecurityAdminServicer_to_server(SecurityAdminService(controller, access), server)
     health = ServingState(server, controller_pb2.DESCRIPTOR.services_by_name["ControllerService"].full_name)
     await server.start()
     stopping = False
@@ -172,7 +183,8 @@ async def serve(args: argparse.Namespace) -> None:
              data_dir=str(args.data_dir), raft_encrypted=password is not None, tls=tls is not None,
              client_auth=tls.client_auth if tls else None, session_timeout_ms=args.session_timeout_ms,
              auto_leader_rebalance=args.auto_leader_rebalance_enable, leader_imbalance_check_interval_s=args.leader_imbalance_check_interval_seconds,
-             metrics_port=args.metrics_port or None)
+             metrics_port=args.metrics_port or None, authentication_required=security.authentication_required,
+             authorization=security.authorization, super_users=list(security.super_users))
 
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

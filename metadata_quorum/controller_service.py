@@ -19,6 +19,7 @@ from metadata_quorum.decision import Decision
 from metadata_quorum.image import MetadataImage, image_to_records
 from metadata_quorum.raft_node import ControllerRaftNode
 from metadata_quorum.records import Record, to_proto
+from server_common.authorization import AccessControl
 from kraftlog_proto import common_pb2 as common
 from kraftlog_proto import controller_pb2 as pb
 from kraftlog_proto import controller_pb2_grpc
@@ -35,8 +36,9 @@ def new_topic_id() -> str:
 
 
 class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
-    def __init__(self, controller: ActiveController) -> None:
+    def __init__(self, controller: ActiveController, access: AccessControl | None = None) -> None:
         self.controller = controller
+        self.access = access or AccessControl(dict, (), enabled=False)
         self.node: ControllerRaftNode = controller.node
         self._log = structlog.get_logger("controller").bind(controller_id=self.node.voter.node_id)
         self._background: set[asyncio.Task] = set()
@@ -54,6 +56,8 @@ class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
     # ---- broker lifecycle
 
     async def RegisterBroker(self, request: pb.RegisterBrokerRequest, context) -> pb.RegisterBrokerResponse:
+        if (refused := self.access.refused_response(pb.RegisterBrokerResponse, "cluster_action", "cluster")) is not None:
+            return refused
         response, outcome = await self._write(
             lambda image: broker_decisions.register_broker(image, request, self.controller.heartbeats, monotonic_ms()), pb.RegisterBrokerResponse
         )
@@ -65,6 +69,8 @@ class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
         return response
 
     async def BrokerHeartbeat(self, request: pb.BrokerHeartbeatRequest, context) -> pb.BrokerHeartbeatResponse:
+        if (refused := self.access.refused_response(pb.BrokerHeartbeatResponse, "cluster_action", "cluster")) is not None:
+            return refused
         self.controller.note_heartbeat(request.broker_id, request.broker_epoch)
         response, _ = await self._write(
             lambda image: broker_decisions.broker_heartbeat(image, request, self.controller.heartbeats, monotonic_ms()), pb.BrokerHeartbeatResponse
@@ -74,10 +80,14 @@ class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
         return response
 
     async def AlterPartition(self, request: pb.AlterPartitionRequest, context) -> pb.AlterPartitionResponse:
+        if (refused := self.access.refused_response(pb.AlterPartitionResponse, "cluster_action", "cluster")) is not None:
+            return refused
         response, _ = await self._write(lambda image: broker_decisions.alter_partition(image, request), pb.AlterPartitionResponse)
         return response
 
     async def AllocateProducerIds(self, request: pb.AllocateProducerIdsRequest, context) -> pb.AllocateProducerIdsResponse:
+        if (refused := self.access.refused_response(pb.AllocateProducerIdsResponse, "cluster_action", "cluster")) is not None:
+            return refused
         response, _ = await self._write(lambda image: broker_decisions.allocate_producer_ids(image, request), pb.AllocateProducerIdsResponse)
         return response
 
@@ -87,6 +97,7 @@ class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
         """Held open by every live broker. If it ends because the broker's connection closed
         (the process died) the broker is fenced at once; a controller that stops being active
         ends its sessions so brokers reopen them with the new one."""
+        await self.access.abort_if_refused(context, "cluster_action", "cluster")
         if not self.controller.is_active:
             yield pb.BrokerSessionEvent(
                 error_code=common.NOT_CONTROLLER, error_message=self.controller.not_controller_message(), active_controller=self.controller.hint()
@@ -116,6 +127,7 @@ class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
         one entry at a time, history looks like orders (lead partition P in an epoch long
         over, drop the replica of a topic deleted and later recreated under the same name)
         and a restarting broker acting on them would damage its logs."""
+        await self.access.abort_if_refused(context, "cluster_action", "cluster")
         next_offset = max(request.from_offset, 1)
         first_contact = request.from_offset <= 1
         me = self.node.voter.node_id
@@ -147,34 +159,48 @@ class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
     # ---- admin writes
 
     async def CreateTopics(self, request: pb.CreateTopicsRequest, context) -> pb.CreateTopicsResponse:
+        if (refused := self.access.refused_response(pb.CreateTopicsResponse, "create", "topic", (t.name for t in request.topics))) is not None:
+            return refused
         response, _ = await self._write(lambda image: topic_admin.create_topics(image, request, new_topic_id), pb.CreateTopicsResponse)
         self._log_results("create topic", response)
         return response
 
     async def DeleteTopics(self, request: pb.DeleteTopicsRequest, context) -> pb.DeleteTopicsResponse:
+        if (refused := self.access.refused_response(pb.DeleteTopicsResponse, "delete", "topic", request.names)) is not None:
+            return refused
         response, _ = await self._write(lambda image: topic_admin.delete_topics(image, request), pb.DeleteTopicsResponse)
         self._log_results("delete topic", response)
         return response
 
     async def CreatePartitions(self, request: pb.CreatePartitionsRequest, context) -> pb.CreatePartitionsResponse:
+        if (refused := self.access.refused_response(pb.CreatePartitionsResponse, "alter", "topic", (t.name for t in request.topics))) is not None:
+            return refused
         response, _ = await self._write(lambda image: topic_admin.create_partitions(image, request), pb.CreatePartitionsResponse)
         self._log_results("create partitions", response)
         return response
 
     async def AlterConfigs(self, request: pb.AlterConfigsRequest, context) -> pb.AlterConfigsResponse:
+        if (refused := self.access.refused_response(pb.AlterConfigsResponse, "alter_configs", "topic", (t.name for t in request.topics))) is not None:
+            return refused
         response, _ = await self._write(lambda image: topic_admin.alter_configs(image, request), pb.AlterConfigsResponse)
         self._log_results("alter configs", response)
         return response
 
     async def ElectLeaders(self, request: pb.ElectLeadersRequest, context) -> pb.ElectLeadersResponse:
+        if (refused := self.access.refused_response(pb.ElectLeadersResponse, "alter", "cluster")) is not None:
+            return refused
         response, _ = await self._write(lambda image: topic_admin.elect_leaders(image, request), pb.ElectLeadersResponse)
         return response
 
     async def AlterPartitionReassignments(self, request: pb.AlterPartitionReassignmentsRequest, context) -> pb.AlterPartitionReassignmentsResponse:
+        if (refused := self.access.refused_response(pb.AlterPartitionReassignmentsResponse, "alter", "cluster")) is not None:
+            return refused
         response, _ = await self._write(lambda image: reassignment.alter_partition_reassignments(image, request), pb.AlterPartitionReassignmentsResponse)
         return response
 
     async def AlterClientQuotas(self, request: pb.AlterClientQuotasRequest, context) -> pb.AlterClientQuotasResponse:
+        if (refused := self.access.refused_response(pb.AlterClientQuotasResponse, "alter_configs", "cluster")) is not None:
+            return refused
         response, _ = await self._write(lambda image: client_quotas.alter_client_quotas(image, request), pb.AlterClientQuotasResponse)
         if response.error_code == common.NONE and not request.validate_only and all(r.error_code == common.NONE for r in response.entries):
             for entry in request.entries:
@@ -192,12 +218,15 @@ class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
     # ---- reads (any controller, local image)
 
     async def DescribeConfigs(self, request: pb.DescribeConfigsRequest, context) -> pb.DescribeConfigsResponse:
+        await self.access.abort_if_refused(context, "describe_configs", "topic", request.topics)
         return topic_admin.describe_configs(self.node.image, request)
 
     async def DescribeClientQuotas(self, request: pb.DescribeClientQuotasRequest, context) -> pb.DescribeClientQuotasResponse:
+        await self.access.abort_if_refused(context, "describe_configs", "cluster")
         return client_quotas.describe_client_quotas(self.node.image, request)
 
     async def ListPartitionReassignments(self, request: pb.ListPartitionReassignmentsRequest, context) -> pb.ListPartitionReassignmentsResponse:
+        await self.access.abort_if_refused(context, "describe", "cluster")
         return reassignment.list_partition_reassignments(self.node.image, request)
 
     async def DescribeCluster(self, request: pb.DescribeClusterRequest, context) -> pb.DescribeClusterResponse:

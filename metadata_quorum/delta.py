@@ -27,7 +27,7 @@ active controller changed) is dropped with a RemoveTopicRecord for its id.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Callable, Iterable, Mapping, Sequence
 
 from immutables import Map
@@ -35,6 +35,7 @@ from immutables import Map
 from metadata_quorum.image import EMPTY, NO_LEADER, BrokerImage, MetadataImage, PartitionImage, QuotaEntity, RecordRejected, TopicImage
 from metadata_quorum.records import (
     NEW_BROKER_EPOCH,
+    AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
     ClientQuotaRecord,
     ConfigRecord,
@@ -44,12 +45,17 @@ from metadata_quorum.records import (
     ProducerIdsRecord,
     Record,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
 )
 from kraftlog_proto import common_pb2
+from server_common.authorizer import AclBinding
+from server_common.scram import ScramCredential
 
 TopicPartition = tuple[str, int]
 
@@ -85,6 +91,8 @@ class MetadataDelta:
         self._configs: dict[str, Map[str, str]] = {}  # topic name -> its overrides now (empty: none left)
         self._pending: dict[str, Map[int, PartitionImage]] = {}  # topic id -> pending partitions now (empty: none left)
         self._quotas: dict[QuotaEntity, Map[str, float]] = {}  # entity -> its quota values now (empty: none left)
+        self._users: dict[str, ScramCredential | None] = {}  # user -> its credential now (None: deleted)
+        self._acls: dict[AclBinding, bool] = {}  # ACL -> present now
         self._snapshot: MetadataImage | None = None
         self._applied = False  # the image shares this delta's maps from then on: no more replays
 
@@ -175,6 +183,12 @@ class MetadataDelta:
     def put_client_quotas(self, entity: QuotaEntity, values: Map[str, float]) -> None:
         self._quotas[entity] = values
 
+    def put_user(self, name: str, credential: ScramCredential | None) -> None:
+        self._users[name] = credential
+
+    def put_acl(self, acl: AclBinding, present: bool) -> None:
+        self._acls[acl] = present
+
     # ---- replay and apply
 
     def replay(self, record: Record) -> None:
@@ -219,6 +233,8 @@ class MetadataDelta:
             self.next_producer_id,
             _merged(base.pending_partitions, self._pending),
             client_quotas=_merged(base.client_quotas, self._quotas),
+            scram_users=_merged(base.scram_users, self._users),
+            acls=_merged(base.acls, self._acls),
         )
         assert image.offset >= base.offset and image.next_producer_id >= base.next_producer_id, "an image never moves backwards"
         return image
@@ -458,6 +474,19 @@ def _apply_client_quota(delta: MetadataDelta, r: ClientQuotaRecord) -> None:
     delta.put_client_quotas(entity, values)
 
 
+def _apply_user(delta: MetadataDelta, r: UserScramCredentialRecord) -> None:
+    delta.put_user(r.name, ScramCredential(r.salt, r.stored_key, r.server_key, r.iterations))
+
+
+def _apply_remove_user(delta: MetadataDelta, r: RemoveUserScramCredentialRecord) -> None:
+    delta.put_user(r.name, None)
+
+
+def _apply_acl(delta: MetadataDelta, r: AccessControlEntryRecord | RemoveAccessControlEntryRecord) -> None:
+    """Adds or removes one ACL, keyed by its fields (validated by the controller before it is proposed)."""
+    delta.put_acl(AclBinding(*(getattr(r, f.name) for f in fields(AclBinding))), isinstance(r, AccessControlEntryRecord))
+
+
 _APPLIERS: dict[type, Callable[[MetadataDelta, object], None]] = {
     TopicRecord: _apply_topic,
     PartitionRecord: _apply_partition,
@@ -471,6 +500,10 @@ _APPLIERS: dict[type, Callable[[MetadataDelta, object], None]] = {
     RemoveTopicRecord: _apply_remove_topic,
     ProducerIdsRecord: _apply_producer_ids,
     ClientQuotaRecord: _apply_client_quota,
+    UserScramCredentialRecord: _apply_user,
+    RemoveUserScramCredentialRecord: _apply_remove_user,
+    AccessControlEntryRecord: _apply_acl,
+    RemoveAccessControlEntryRecord: _apply_acl,
 }
 
 

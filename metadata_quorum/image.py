@@ -17,11 +17,14 @@ rebuilds it from them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from immutables import Map
 
-from metadata_quorum.records import BrokerIds, ClientQuotaRecord, ConfigRecord, PartitionRecord, ProducerIdsRecord, Record, RegisterBrokerRecord, TopicRecord
+from server_common.authorizer import AclBinding
+from server_common.scram import ScramCredential
+
+from metadata_quorum.records import AccessControlEntryRecord, BrokerIds, ClientQuotaRecord, UserScramCredentialRecord, ConfigRecord, PartitionRecord, ProducerIdsRecord, Record, RegisterBrokerRecord, TopicRecord
 
 NO_LEADER = -1
 # Who a client quota applies to: (user, client id), None where the entity does not name that
@@ -105,6 +108,8 @@ class MetadataImage:
     # is created in several entries): by topic id, invisible to every reader until then.
     pending_partitions: Map[str, Map[int, PartitionImage]] = EMPTY
     client_quotas: Map[QuotaEntity, Map[str, float]] = EMPTY  # entity -> its quota values (entities with none are absent)
+    scram_users: Map[str, ScramCredential] = EMPTY  # user name -> its SCRAM credential
+    acls: Map[AclBinding, bool] = EMPTY  # a set: every ACL maps to True
 
     @staticmethod
     def empty(cluster_id: str) -> "MetadataImage":
@@ -134,6 +139,8 @@ def image_to_records(image: MetadataImage) -> list[Record]:
         out.extend(_partition_record(topic_id, p) for _, p in sorted(image.pending_partitions[topic_id].items()))
     for (user, client_id), values in sorted(image.client_quotas.items(), key=lambda item: repr(item[0])):
         out.extend(ClientQuotaRecord(user, client_id, key, value) for key, value in sorted(values.items()))
+    out.extend(UserScramCredentialRecord(name, c.salt, c.stored_key, c.server_key, c.iterations) for name, c in sorted(image.scram_users.items()))
+    out.extend(AccessControlEntryRecord(*(getattr(acl, f.name) for f in fields(AclBinding))) for acl in sorted(image.acls, key=repr))
     if image.next_producer_id > 0:
         out.append(ProducerIdsRecord(-1, -1, image.next_producer_id))
     return out

@@ -15,6 +15,7 @@ from dataclasses import dataclass, fields
 from typing import Union
 
 from kraftlog_proto import controller_pb2
+from server_common.authorizer import AclBinding
 
 BrokerIds = tuple[int, ...]
 
@@ -133,6 +134,32 @@ class ClientQuotaRecord:
     value: float | None
 
 
+@dataclass(frozen=True)
+class UserScramCredentialRecord:
+    """A user's SCRAM credential, created or replaced (server_common/scram.py)."""
+
+    name: str
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+
+@dataclass(frozen=True)
+class RemoveUserScramCredentialRecord:
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class AccessControlEntryRecord(AclBinding):
+    """Adds one ACL (docs/security.md)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveAccessControlEntryRecord(AclBinding):
+    """Removes the ACL with exactly these fields."""
+
+
 Record = Union[
     TopicRecord,
     PartitionRecord,
@@ -146,6 +173,10 @@ Record = Union[
     RemoveTopicRecord,
     ProducerIdsRecord,
     ClientQuotaRecord,
+    UserScramCredentialRecord,
+    RemoveUserScramCredentialRecord,
+    AccessControlEntryRecord,
+    RemoveAccessControlEntryRecord,
 ]
 
 # dataclass -> name of its field in the MetadataRecord oneof
@@ -162,6 +193,10 @@ _ONEOF_FIELD: dict[type, str] = {
     RemoveTopicRecord: "remove_topic",
     ProducerIdsRecord: "producer_ids",
     ClientQuotaRecord: "client_quota",
+    UserScramCredentialRecord: "user_scram_credential",
+    RemoveUserScramCredentialRecord: "remove_user_scram_credential",
+    AccessControlEntryRecord: "access_control_entry",
+    RemoveAccessControlEntryRecord: "remove_access_control_entry",
 }
 _CLASS_BY_FIELD: dict[str, type] = {name: cls for cls, name in _ONEOF_FIELD.items()}
 assert set(_ONEOF_FIELD.values()) == {f.name for f in controller_pb2.MetadataRecord.DESCRIPTOR.oneofs_by_name["record"].fields}

@@ -40,9 +40,9 @@ class _MethodWithMetadata:
 class _StubWithClientId:
     """A generated stub whose every method sends the client id."""
 
-    def __init__(self, stub: Any, client_id: str) -> None:
+    def __init__(self, stub: Any, metadata: tuple[tuple[str, str], ...]) -> None:
         self._stub = stub
-        self._metadata = ((CLIENT_ID_METADATA_KEY, client_id),)
+        self._metadata = metadata
 
     def __getattr__(self, name: str) -> _MethodWithMetadata:
         method = _MethodWithMetadata(getattr(self._stub, name), self._metadata)
@@ -50,9 +50,10 @@ class _StubWithClientId:
         return method
 
 
-def with_client_id(stub_class: Callable[[Any], Any], client_id: str) -> Callable[[Any], Any]:
-    """A stub factory for a channel pool: ``stub_class`` whose calls carry ``client_id``
-    (``stub_class`` itself when the id is empty)."""
-    if not client_id:
+def with_client_id(stub_class: Callable[[Any], Any], client_id: str, credentials: tuple[tuple[str, str], ...] = ()) -> Callable[[Any], Any]:
+    """A stub factory for a channel pool: ``stub_class`` whose calls carry ``client_id`` and
+    the ``credentials`` metadata (``stub_class`` itself when there is neither)."""
+    metadata = (((CLIENT_ID_METADATA_KEY, client_id[:CLIENT_ID_LENGTH_MAX]),) if client_id else ()) + credentials
+    if not metadata:
         return stub_class
-    return lambda channel: _StubWithClientId(stub_class(channel), client_id[:CLIENT_ID_LENGTH_MAX])
+    return lambda channel: _StubWithClientId(stub_class(channel), metadata)

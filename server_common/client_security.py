@@ -58,6 +58,12 @@ class ClientSecurity:
             return None
         return tls_probe.explain(address, self.ca_file, self.cert_file, self.key_file, self.tls)
 
+    def call_metadata(self) -> tuple[tuple[str, str], ...]:
+        """The credentials every call sends (server_common/authentication.py); () without a username."""
+        if self.username is None:
+            return ()
+        return (("kraftlog-username", self.username), ("kraftlog-password", self.password or ""))
+
     def __repr__(self) -> str:  # never print the password
         shown = {f.name: getattr(self, f.name) for f in fields(self)}
         if shown["password"] is not None:

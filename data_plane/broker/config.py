@@ -17,6 +17,7 @@ from metadata_quorum.broker_heartbeats import DEFAULT_SESSION_TIMEOUT_MS
 from metadata_quorum.endpoints import Voter, parse_address_overrides, parse_quorum
 from server_common import power_loss
 from server_common.limits import MESSAGE_BYTES_MAX
+from server_common.security_options import SecurityOptions, add_security_arguments
 from server_common.tls import ServerTls, add_tls_arguments, channel_credentials, server_tls_from_args
 
 MIB = 1 << 20
@@ -98,6 +99,7 @@ class BrokerConfig:
     group_heartbeat_interval_ms: int = 5000  # Kafka's group.consumer.heartbeat.interval.ms
     group_max_size: int = 1000  # members per consumer group
     tls: ServerTls | None = None  # None: plaintext listener and plaintext channels to peers
+    security: SecurityOptions = SecurityOptions()  # authentication and ACLs (docs/security.md)
 
     def peer_credentials(self) -> grpc.ChannelCredentials | None:
         """Channel credentials for this broker's own calls (controllers, leaders it
@@ -145,6 +147,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cleaner-map-entries", type=int, default=BrokerConfig.cleaner_map_entries,
                         help="keys one cleaning pass holds in memory; more keys take more passes (default: %(default)s)")
     add_tls_arguments(parser)
+    add_security_arguments(parser)
     parser.add_argument("--quota-window-num", type=int, default=BrokerConfig.quota_window_num,
                         help="client quotas measure rates over this many samples, at least 2 (default: %(default)s)")
     parser.add_argument("--quota-window-size-ms", type=int, default=BrokerConfig.quota_window_size_ms,
@@ -194,6 +197,7 @@ def from_args(args: argparse.Namespace) -> BrokerConfig:
         cleaner_map_entries=args.cleaner_map_entries,
         metrics_port=args.metrics_port,
         tls=server_tls_from_args(args),
+        security=SecurityOptions.from_args(args),
         storage_fault_injection=args.storage_fault_injection,
         quota_window_num=args.quota_window_num,
         quota_window_size_ms=args.quota_window_size_ms,

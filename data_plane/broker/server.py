@@ -23,6 +23,8 @@ from data_plane.broker.errors import PartitionError, to_wire
 from data_plane.broker.isr_updates import AlterPartitionSender
 from data_plane.broker.quotas import QuotaAccounts
 from data_plane.broker.quotas_interceptor import QuotaEnforcer
+from server_common.authentication import Authenticator
+from server_common.authorization import AccessControl
 from data_plane.broker.replica_fetcher import ReplicaFetcherManager
 from data_plane.broker.replica_manager import ReplicaManager
 from data_plane.broker.service import BrokerService
@@ -142,11 +144,14 @@ class BrokerServer:
             ("grpc.so_reuseport", 0),
         ]
         interceptors = [self.metrics.rpc.interceptor()] if self.metrics else []
+        security = self.config.security
+        interceptors.append(Authenticator(lambda: self.metadata.image.scram_users, security.authentication_required).interceptor())
         interceptors.append(self.quotas.interceptor())  # after authentication: it reads the call's identity
         server = grpc.aio.server(options=options, interceptors=interceptors)
-        self._service = BrokerService(self.replicas, self.metadata_response, self.init_producer_id)
+        self.access = AccessControl(lambda: self.metadata.image.acls, security.super_users, security.authorization)
+        self._service = BrokerService(self.replicas, self.metadata_response, self.init_producer_id, self.access)
         broker_pb2_grpc.add_BrokerServicer_to_server(self._service, server)
-        groups = serve_groups(self.config, self.replicas, self.lifecycle.create_topics, server)
+        groups = serve_groups(self.config, self.replicas, self.lifecycle.create_topics, server, self.access)
         self._health = ServingState(
             server, broker_pb2.DESCRIPTOR.services_by_name["Broker"].full_name,
             group_pb2.DESCRIPTOR.services_by_name["GroupCoordinator"].full_name,

@@ -21,9 +21,11 @@ from data_plane.replication.transaction_index import AbortedTxn, in_aborted
 from data_plane.broker.replica_manager import ReplicaManager
 from data_plane.broker import fetch_session
 from data_plane.broker.record_deletion import delete_records
-from data_plane.broker.requests import DeleteRecordsItem, FetchItem, PartitionAnswer, ProduceItem, ReplicaFetchItem
+from data_plane.broker.authorization import describable, readable_stream, serve_authorized
+from data_plane.broker.requests import DeleteRecordsItem, DeleteRecordsResult, FetchItem, FetchResult, OffsetResult, PartitionAnswer, ProduceItem, ProduceResult, ReplicaFetchItem
 from data_plane.storage import DamagedRangeError
 from kraftlog_proto import broker_pb2, broker_pb2_grpc, common_pb2
+from server_common.authorization import AccessControl
 from server_common.limits import FETCH_BYTES_MAX_DEFAULT
 
 VALID_ACKS = (-1, 0, 1)
@@ -156,6 +158,11 @@ def _partitions_once(topics, what: str) -> Iterator[tuple[str, object]]:
             yield t.topic, p
 
 
+def _refused(answer_type: type) -> Callable[[str, int, PartitionError], PartitionAnswer]:
+    """Builds the answer of a partition the call may not touch."""
+    return lambda topic, partition, error: answer_type(topic, partition, error)
+
+
 def _topic_entry(response, by_topic: dict, name: str):
     """The response's entry for topic ``name``, added on first use (answers group partitions by topic)."""
     entry = by_topic.get(name)
@@ -172,15 +179,17 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         replicas: ReplicaManager,
         metadata_response: Callable[[list[str]], broker_pb2.MetadataResponse],
         init_producer_id: Callable[[], "object"],
+        access: AccessControl | None = None,
     ) -> None:
         self.replicas = replicas
+        self.access = access or AccessControl(dict, (), enabled=False)
         self._metadata_response = metadata_response
         self._init_producer_id = init_producer_id
         self.consume_streams = ConsumeStreams(replicas, batches_to_records, self._add_endpoints)
 
     async def Consume(self, request_iterator, context):
         """Streaming consume (data_plane/broker/consume_stream.py)."""
-        async for response in self.consume_streams.serve(request_iterator, context):
+        async for response in self.consume_streams.serve(readable_stream(self.access, request_iterator, context), context):
             yield response
 
     async def Produce(self, request: broker_pb2.ProduceRequest, context: grpc.aio.ServicerContext) -> broker_pb2.ProduceResponse:
@@ -188,7 +197,8 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             items = self._produce_items(request)
         except MalformedRequest as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-        results = await self.replicas.produce(request.acks, request.timeout_ms, items)
+        results = await serve_authorized(self.access, "write", items, lambda i: (i.topic, i.partition),
+                                         lambda allowed: self.replicas.produce(request.acks, request.timeout_ms, allowed), _refused(ProduceResult))
         response = broker_pb2.ProduceResponse()
         by_topic: dict[str, broker_pb2.TopicProduceResponse] = {}
         for r in results:
@@ -236,10 +246,13 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         except MalformedRequest as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         if request.repair_read:
+            await self.access.abort_if_refused(context, "cluster_action", "cluster")
             results = self.replicas.reads.repair_read(items)
         else:
             committed = read_committed(request.isolation_level)
-            results = await self.replicas.reads.fetch(request.max_wait_ms, request.min_bytes, max_bytes, items, committed)
+            results = await serve_authorized(self.access, "read", items, lambda i: (i.topic, i.partition),
+                                             lambda allowed: self.replicas.reads.fetch(request.max_wait_ms, request.min_bytes, max_bytes, allowed, committed),
+                                             _refused(FetchResult))
         response = broker_pb2.FetchResponse()
         by_topic: dict[str, broker_pb2.FetchTopicResponse] = {}
         budget = DecodedBytes(max_bytes)  # the records path's answer, bounded as the stored batches are
@@ -287,7 +300,9 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         return items
 
     async def WriteTxnMarkers(self, request, context):
-        """Internal (docs/transactions.md): one marker per partition named, each answered alone."""
+        """Internal (docs/transactions.md): one marker per partition named, each answered alone.
+        Only brokers (CLUSTER_ACTION) may write markers."""
+        await self.access.abort_if_refused(context, "cluster_action", "cluster")
         response = broker_pb2.WriteTxnMarkersResponse()
         now = self.replicas.clock_ms()
         try:  # every marker encoded before any is written: a bad one refuses the call, nothing written
@@ -313,7 +328,9 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         response = broker_pb2.ListOffsetsResponse()
         by_topic: dict[str, broker_pb2.ListOffsetsTopicResponse] = {}
-        for r in self.replicas.reads.list_offsets(items, read_committed(request.isolation_level)):
+        committed = read_committed(request.isolation_level)
+        for r in await serve_authorized(self.access, "describe", items, lambda i: (i[0], i[1]),
+                                        lambda allowed: self.replicas.reads.list_offsets(allowed, committed), _refused(OffsetResult)):
             _topic_entry(response, by_topic, r.topic).partitions.add(
                 partition=r.partition,
                 offset=r.offset,
@@ -338,7 +355,8 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             items = self._delete_records_items(request)
         except MalformedRequest as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-        results = delete_records(self.replicas, items)
+        results = await serve_authorized(self.access, "delete", items, lambda i: (i.topic, i.partition),
+                                         lambda allowed: delete_records(self.replicas, allowed), _refused(DeleteRecordsResult))
         response = broker_pb2.DeleteRecordsResponse()
         by_topic: dict[str, broker_pb2.DeleteRecordsTopicResponse] = {}
         for r in results:
@@ -347,18 +365,21 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         return response
 
     async def Metadata(self, request, context):
-        response = self._metadata_response(list(request.topics))
+        response = describable(self.access, self._metadata_response(list(request.topics)))
         if not response.brokers:  # no cluster metadata yet: an empty answer would read as "no brokers exist"
             await context.abort(grpc.StatusCode.UNAVAILABLE, f"broker {response.answering_broker_id} has no cluster metadata "
                                 "yet (starting or cut off from the controllers): ask another broker, or retry shortly")
         return response
 
     async def InitProducerId(self, request, context):
+        if (refused := self.access.refused_response(broker_pb2.InitProducerIdResponse, "idempotent_write", "cluster")) is not None:
+            return refused
         return await self._init_producer_id()
 
     async def ReplicaFetch(self, request_iterator, context):
         """One follower broker's stream: a fetch session (`fetch_session.py`). A request no
         correct follower sends ends the stream with INVALID_ARGUMENT (the follower reopens it)."""
+        await self.access.abort_if_refused(context, "cluster_action", "cluster")
         try:
             async for response in fetch_session.serve_stream(self.replicas, request_iterator, self._replica_fetch_items):
                 yield response
@@ -379,6 +400,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                                  p.durable_offset if p.HasField("durable_offset") else -1) for p in request.partitions]
 
     async def DescribeLogs(self, request, context):
+        await self.access.abort_if_refused(context, "describe", "cluster")
         wanted = set(request.topics)
         response = broker_pb2.DescribeLogsResponse(broker_id=self.replicas.config.broker_id)
         for (topic, index), p in sorted(self.replicas.partitions.items()):

@@ -53,9 +53,9 @@ def listed_services(address: str, timeout_s: float, security: ClientSecurity) ->
 def broker_channels(security: ClientSecurity, client_id: str = "") -> ChannelPool[broker_pb2_grpc.BrokerStub]:
     """Blocking Broker stubs with the client's channel options (consumer, admin, CLI); every
     call carries ``client_id`` in its metadata (server_common/client_id.py)."""
-    return ChannelPool(with_client_id(broker_pb2_grpc.BrokerStub, client_id), CHANNEL_OPTIONS, security.channel_credentials())
+    return ChannelPool(with_client_id(broker_pb2_grpc.BrokerStub, client_id, security.call_metadata()), CHANNEL_OPTIONS, security.channel_credentials())
 
 
 def aio_broker_channels(security: ClientSecurity, client_id: str = "") -> AioChannelPool[broker_pb2_grpc.BrokerStub]:
     """``grpc.aio`` Broker stubs with the client's channel options (the producer's sender)."""
-    return AioChannelPool(with_client_id(broker_pb2_grpc.BrokerStub, client_id), CHANNEL_OPTIONS, security.channel_credentials())
+    return AioChannelPool(with_client_id(broker_pb2_grpc.BrokerStub, client_id, security.call_metadata()), CHANNEL_OPTIONS, security.channel_credentials())

@@ -14,11 +14,13 @@ from data_plane.groups.offsets_topic import OffsetsTopic
 from data_plane.groups.state import Group, Partitions, partitions_by_topic
 from data_plane.replication.errors import ErrorCode
 from kraftlog_proto import group_pb2, group_pb2_grpc
+from server_common.authorization import AccessControl
 
 
 class GroupCoordinatorService(group_pb2_grpc.GroupCoordinatorServicer):
-    def __init__(self, coordinator: GroupCoordinator, offsets_topic: OffsetsTopic) -> None:
+    def __init__(self, coordinator: GroupCoordinator, offsets_topic: OffsetsTopic, access: AccessControl | None = None) -> None:
         self.coordinator = coordinator
+        self.access = access or AccessControl(dict, (), enabled=False)
         self.offsets_topic = offsets_topic
 
     async def FindCoordinator(self, request: group_pb2.FindCoordinatorRequest, context) -> group_pb2.FindCoordinatorResponse:
@@ -29,6 +31,8 @@ class GroupCoordinatorService(group_pb2_grpc.GroupCoordinatorServicer):
         return group_pb2.FindCoordinatorResponse(coordinators=self.offsets_topic.find(list(request.keys)))
 
     async def ConsumerGroupHeartbeat(self, request: group_pb2.ConsumerGroupHeartbeatRequest, context) -> group_pb2.ConsumerGroupHeartbeatResponse:
+        if (refused := self.access.refused_group_response(group_pb2.ConsumerGroupHeartbeatResponse, "read", request.group_id)) is not None:
+            return refused
         member_id = request.member_id or (str(uuid.uuid4()) if request.member_epoch == 0 else "")
         heartbeat = membership.Heartbeat(
             group_id=request.group_id, member_id=member_id, member_epoch=request.member_epoch, instance_id=request.instance_id,
@@ -51,6 +55,8 @@ class GroupCoordinatorService(group_pb2_grpc.GroupCoordinatorServicer):
         return response
 
     async def OffsetCommit(self, request: group_pb2.OffsetCommitRequest, context) -> group_pb2.OffsetCommitResponse:
+        if (refused := self.access.refused_group_response(group_pb2.OffsetCommitResponse, "read", request.group_id, "read", (t.topic for t in request.topics))) is not None:
+            return refused
         items = [offsets.OffsetToCommit(t.topic, p.partition, p.committed_offset, p.committed_leader_epoch, p.metadata)
                  for t in request.topics for p in t.partitions]
         try:
@@ -60,6 +66,8 @@ class GroupCoordinatorService(group_pb2_grpc.GroupCoordinatorServicer):
         return group_pb2.OffsetCommitResponse(topics=_results(errors))
 
     async def OffsetFetch(self, request: group_pb2.OffsetFetchRequest, context) -> group_pb2.OffsetFetchResponse:
+        if (refused := self.access.refused_group_response(group_pb2.OffsetFetchResponse, "describe", request.group_id, "describe", (t.topic for t in request.topics))) is not None:
+            return refused
         try:
             group = self.coordinator.group(request.group_id)
         except Refused as refusal:
@@ -77,6 +85,8 @@ class GroupCoordinatorService(group_pb2_grpc.GroupCoordinatorServicer):
         return response
 
     async def ListGroups(self, request: group_pb2.ListGroupsRequest, context) -> group_pb2.ListGroupsResponse:
+        if (refused := self.access.refused_response(group_pb2.ListGroupsResponse, "describe", "cluster")) is not None:
+            return refused
         wanted = set(request.states_filter)
         response = group_pb2.ListGroupsResponse()
         for group in sorted(self.coordinator.loaded_groups(), key=lambda g: g.group_id):
@@ -87,6 +97,7 @@ class GroupCoordinatorService(group_pb2_grpc.GroupCoordinatorServicer):
         return response
 
     async def DescribeGroups(self, request: group_pb2.DescribeGroupsRequest, context) -> group_pb2.DescribeGroupsResponse:
+        await self.access.abort_if_refused(context, "describe", "group", request.group_ids)
         response = group_pb2.DescribeGroupsResponse()
         for group_id in request.group_ids:
             try:
@@ -102,6 +113,7 @@ class GroupCoordinatorService(group_pb2_grpc.GroupCoordinatorServicer):
         return response
 
     async def DeleteGroups(self, request: group_pb2.DeleteGroupsRequest, context) -> group_pb2.DeleteGroupsResponse:
+        await self.access.abort_if_refused(context, "delete", "group", request.group_ids)
         response = group_pb2.DeleteGroupsResponse()
         for group_id in request.group_ids:
             try:
@@ -112,6 +124,8 @@ class GroupCoordinatorService(group_pb2_grpc.GroupCoordinatorServicer):
         return response
 
     async def OffsetDelete(self, request: group_pb2.OffsetDeleteRequest, context) -> group_pb2.OffsetDeleteResponse:
+        if (refused := self.access.refused_group_response(group_pb2.OffsetDeleteResponse, "delete", request.group_id, "read", (t.topic for t in request.topics))) is not None:
+            return refused
         partitions = [(t.topic, p) for t in request.topics for p in t.partitions]
         try:
             errors = await self.coordinator.delete_offsets(request.group_id, partitions)

@@ -11,9 +11,10 @@ from data_plane.groups.membership import GroupSettings
 from data_plane.groups.offsets_topic import CreateTopics, OffsetsTopic
 from data_plane.groups.service import GroupCoordinatorService
 from kraftlog_proto import group_pb2_grpc
+from server_common.authorization import AccessControl
 
 
-def serve_groups(config: BrokerConfig, replicas, create_topics: CreateTopics, server: grpc.aio.Server) -> GroupCoordinator:
+def serve_groups(config: BrokerConfig, replicas, create_topics: CreateTopics, server: grpc.aio.Server, access: AccessControl | None = None) -> GroupCoordinator:
     settings = GroupSettings(
         session_timeout_ms=config.group_session_timeout_ms,
         heartbeat_interval_ms=config.group_heartbeat_interval_ms,
@@ -22,5 +23,5 @@ def serve_groups(config: BrokerConfig, replicas, create_topics: CreateTopics, se
     )
     coordinator = GroupCoordinator(config.broker_id, replicas, settings)
     offsets_topic = OffsetsTopic(config.broker_id, config.offsets_topic_partitions, lambda: replicas.image, create_topics)
-    group_pb2_grpc.add_GroupCoordinatorServicer_to_server(GroupCoordinatorService(coordinator, offsets_topic), server)
+    group_pb2_grpc.add_GroupCoordinatorServicer_to_server(GroupCoordinatorService(coordinator, offsets_topic, access), server)
     return coordinator

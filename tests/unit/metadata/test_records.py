@@ -27,6 +27,10 @@ SAMPLES = [
     r.ClientQuotaRecord("alice", None, "producer_byte_rate", 1024.0),
     r.ClientQuotaRecord("", "app", "request_rate", None),
     r.ClientQuotaRecord(None, "", "consumer_byte_rate", 0.5),
+    r.UserScramCredentialRecord("alice", b"salt", b"stored", b"server", 4096),
+    r.RemoveUserScramCredentialRecord("alice"),
+    r.AccessControlEntryRecord("User:alice", "*", "topic", "orders", "prefixed", "write", "deny"),
+    r.RemoveAccessControlEntryRecord("User:*", "10.0.0.1", "group", "g", "literal", "read", "allow"),
 ]
 
 

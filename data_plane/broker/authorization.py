@@ -1,0 +1,63 @@
+"""The broker's ACL checks, one call per BrokerService handler (docs/security.md, the table).
+
+Produce, Fetch, ListOffsets and DeleteRecords answer a refused partition in its own entry
+(TOPIC_AUTHORIZATION_FAILED, naming the principal, operation and topic, and the
+`kraftlog acls create` that would allow it) and serve the others; Metadata lists only the
+topics the principal may DESCRIBE; the replication stream, repair reads and DescribeLogs are
+for brokers (CLUSTER_ACTION on the cluster).
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import AsyncIterator, Awaitable, Callable, Sequence, TypeVar
+
+from data_plane.broker.errors import PartitionError
+from data_plane.replication.errors import ErrorCode
+from kraftlog_proto import broker_pb2
+from server_common.authorization import AccessControl
+
+Item = TypeVar("Item")
+Answer = TypeVar("Answer")
+
+
+async def serve_authorized(access: AccessControl, operation: str, items: Sequence[Item], topic_of: Callable[[Item], tuple[str, int]],
+                           serve: Callable[[list[Item]], Awaitable[list[Answer]] | list[Answer]], refused: Callable[[str, int, PartitionError], Answer]) -> list[Answer]:
+    """The answers in ``items``' order: ``serve`` answers the items the call may ``operation``
+    on their topic, ``refused`` builds the answer of each other one."""
+    if not access.enabled:
+        return await _answers(serve(list(items)))
+    refusals: dict[int, PartitionError] = {}
+    for index, item in enumerate(items):
+        topic, _ = topic_of(item)
+        found = access.first_refusal(operation, "topic", (topic,))
+        if found is not None:
+            refusals[index] = PartitionError(ErrorCode(found[0]), found[1])
+    if not refusals:
+        return await _answers(serve(list(items)))
+    allowed = [item for index, item in enumerate(items) if index not in refusals]
+    served = iter(await _answers(serve(allowed)) if allowed else [])
+    return [refused(*topic_of(item), refusals[index]) if index in refusals else next(served) for index, item in enumerate(items)]
+
+
+async def _answers(answers: Awaitable[list[Answer]] | list[Answer]) -> list[Answer]:
+    return await answers if inspect.isawaitable(answers) else answers
+
+
+async def readable_stream(access: AccessControl, requests: AsyncIterator[broker_pb2.ConsumeRequest], context) -> AsyncIterator[broker_pb2.ConsumeRequest]:
+    """A Consume stream's requests, after its open was checked: READ on every topic it names,
+    else the stream ends with PERMISSION_DENIED (a stream has no per-partition answer to refuse in)."""
+    async for request in requests:
+        if request.HasField("open"):
+            await access.abort_if_refused(context, "read", "topic", {t.topic for t in request.open.topics})
+        yield request
+
+
+def describable(access: AccessControl, response: broker_pb2.MetadataResponse) -> broker_pb2.MetadataResponse:
+    """``response`` without the topics the call may not DESCRIBE (as Kafka hides them)."""
+    if not access.enabled:
+        return response
+    hidden = [t for t in response.topics if not access.allows("describe", "topic", t.name)]
+    for topic in hidden:
+        response.topics.remove(topic)
+    return response

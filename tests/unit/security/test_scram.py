@@ -1,0 +1,40 @@
+"""SCRAM-SHA-256 credentials: RFC 7677's test vector, salting, and the verification cache."""
+
+import base64
+
+import pytest
+
+from server_common import scram
+
+
+def test_rfc7677_vector() -> None:
+    """RFC 7677 section 3: user "user", password "pencil", this salt, 4096 iterations."""
+    salt = base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ==")
+    credential = scram.derive("pencil", salt, 4096)
+    # ServerSignature = HMAC(ServerKey, AuthMessage) is "6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="
+    import hashlib, hmac
+
+    auth_message = (
+        b"n=user,r=rOprNGfwEbeRWgbNEkqO,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
+        b"s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096,c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0"
+    )
+    signature = hmac.new(credential.server_key, auth_message, hashlib.sha256).digest()
+    assert base64.b64encode(signature) == b"6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="
+
+
+def test_verify_and_salt() -> None:
+    a, b = scram.derive("secret"), scram.derive("secret")
+    assert a.salt != b.salt and a.stored_key != b.stored_key  # a random salt per derivation
+    assert scram.verify("secret", a) and not scram.verify("Secret", a) and not scram.verify("", a)
+    with pytest.raises(ValueError, match="at least 4096"):
+        scram.derive("secret", iterations=1000)
+
+
+def test_cache_drops_a_changed_credential() -> None:
+    cache = scram.VerifiedPasswords()
+    old = scram.derive("one")
+    assert cache.check("alice", "one", old) and not cache.check("alice", "two", old)
+    new = scram.derive("two")  # the user's password was altered
+    assert not cache.check("alice", "one", new)  # the cached success of the old password does not count
+    assert cache.check("alice", "two", new)
+    assert not cache.check("alice", "two", None)  # deleted user
