@@ -314,12 +314,17 @@ class LocalCluster:
         self.client_config_path.write_text(json.dumps(config, indent=2) + "\n")
 
     def security_args(self, node: Node) -> list[str]:
-        """A node's TLS (and, for a controller, Raft secret) options; none in plaintext."""
+        """A node's TLS (and, for a controller, Raft secret) options, with authentication and
+        ACLs on: the nodes (certificate CN = node name) and ``admin`` are the super users, so
+        the cluster runs and the CLI administers it, and every other principal needs ACLs.
+        None in plaintext."""
         if not self.secure:
             return []
         files = self.security_dir
+        super_users = ",".join(f"User:{name}" for name in [ADMIN_CLIENT, *(n.name for n in self.nodes)])
         args = ["--tls-cert-file", str(files / f"{node.name}.crt"), "--tls-key-file", str(files / f"{node.name}.key"),
-                "--tls-ca-file", str(files / "ca.crt"), "--tls-client-auth", "required", "--require-tls"]
+                "--tls-ca-file", str(files / "ca.crt"), "--tls-client-auth", "required", "--require-tls",
+                "--authentication-required", "--authorization", "--super-users", super_users]
         if node.role == "controller":
             args += ["--raft-secret-file", str(files / RAFT_SECRET_FILE)]
         return args
