@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import signal
-import time
 
 import grpc
 import structlog
@@ -27,6 +26,7 @@ from data_plane.broker.service import BrokerService
 from data_plane.replication.errors import ErrorCode
 from data_plane.storage import LogManager
 from kraftlog_proto import broker_pb2, broker_pb2_grpc
+from server_common import clock
 from server_common.grpc_standard_services import ServingState
 
 log = structlog.get_logger("broker")
@@ -39,7 +39,7 @@ class BrokerServer:
         self.config = config
         self._log = log.bind(broker_id=config.broker_id)
         config.data_dir.mkdir(parents=True, exist_ok=True)
-        self.logs = LogManager(config.data_dir, now_ms=int(time.time() * 1000))
+        self.logs = LogManager(config.data_dir, now_ms=clock.now_ms())
         self.replicas = ReplicaManager(config, self.logs)
         endpoints = [(c.node_id, c.host, c.grpc_port) for c in config.controllers]
         self.metadata = MetadataFollower(endpoints, self.replicas.on_metadata)
