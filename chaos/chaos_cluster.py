@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from chaos.clock_skew import with_clock_env
 from chaos.network import Network, client_link, controller_link, raft_link, replication_link
 from server_common.local_cluster import HOST, READY_TIMEOUT_S, LocalCluster, Node, wait_ready
 
@@ -33,6 +34,7 @@ class ClusterSettings:
     session_timeout_ms: int = 3000
     replica_lag_time_max_ms: int = 3000
     unsafe: str | None = None  # an --unsafe-testing behaviour, for negative controls
+    namespaces: bool = False  # each node in a network namespace of its own (chaos.netns_cluster), no proxies
 
 
 @cache
@@ -120,7 +122,7 @@ class ChaosCluster(LocalCluster):
         command = super().command(node)
         if node.role == "broker":
             command[command.index("--controllers") + 1] = self._controller_proxies[node.node_id]
-        return command
+        return with_clock_env(self, node, command)
 
     @property
     def client_bootstrap(self) -> str:

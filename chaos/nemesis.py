@@ -12,7 +12,9 @@ replicas are compared (``chaos.replica_logs.compare_replicas``): every partition
 back in its full ISR within the step's ``deadline_s`` with identical replicas, and the
 comparison goes into the history with the restart's number for the checker. Network
 faults: ``toxic`` (a Toxiproxy toxic on the target links) and ``cut`` (the links' proxies
-disabled).
+disabled); in a namespace cluster ``net-partition``, ``net-one-way``, ``net-bridge`` and
+``net-shape`` (``chaos.netns_faults``). Clock faults: ``clock-offset`` (one node's wall clock
+shifted, ``chaos.clock_skew``).
 """
 
 from __future__ import annotations
@@ -22,8 +24,10 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from chaos import clock_skew, netns_faults
 from chaos.chaos_cluster import ChaosCluster
 from chaos.history import FaultOp, History
+from chaos.netns_faults import NETNS_FAULTS
 from chaos.network import client_link, controller_link, replication_link
 from chaos.replica_logs import Assignment, compare_replicas, settled_partitions
 from chaos.schedule import FaultStep
@@ -34,7 +38,7 @@ from server_common.local_cluster import Node
 from server_common.waiting import wait_for
 
 Heal = Callable[[], None]
-FAULTS = ("kill", "pause", "graceful-restart", "restart", "rolling-restart", "toxic", "cut", "kill-leaders-in-turn", "depose-leader")
+FAULTS = ("kill", "pause", "graceful-restart", "restart", "rolling-restart", "toxic", "cut", "kill-leaders-in-turn", "depose-leader", *NETNS_FAULTS, "clock-offset")
 PROCESS_ROLES = ("leader", "follower", "broker", "all-brokers", "cluster", "active-controller", "controller-majority")
 LINK_ROLES = (
     "replication-links",
@@ -74,6 +78,8 @@ class Nemesis(threading.Thread):
             "cut": self._cut,
             "kill-leaders-in-turn": self._kill_leaders_in_turn,
             "depose-leader": self._depose_leader,
+            **{fault: self._netns_fault(fault) for fault in NETNS_FAULTS},
+            "clock-offset": self._clock_offset,
         }
         assert tuple(self._faults) == FAULTS
 
@@ -318,10 +324,22 @@ class Nemesis(threading.Thread):
 
         return heal
 
+    def _netns_fault(self, fault: str) -> Callable[[list[str], dict], Heal]:
+        return lambda targets, params: netns_faults.apply(fault, self.cluster, targets, params, self._pick)
+
+    def _clock_offset(self, targets: list[str], params: dict) -> Heal:
+        """The targets' wall clocks shifted by one of ``offsets_ms`` (the pick chooses);
+        healing sets them back (a jump the other way)."""
+        offset_ms = clock_skew.pick_offset(params, self._pick)
+        heal = clock_skew.set_offset(self.cluster, [self._node(t) for t in targets], offset_ms)
+        targets[:] = [f"{t} clock {offset_ms:+d} ms" for t in targets]
+        return heal
+
     # ------------------------------------------------------------------ healing
 
     def heal_everything(self) -> None:
         """No toxics, every link up, every process running and resumed."""
         self.cluster.network.heal_all()
+        clock_skew.clear_offsets(self.cluster, self.cluster.nodes)
         self._resume(sorted(self._paused))
         self._start_stopped(self.cluster.nodes)
