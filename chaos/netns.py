@@ -33,6 +33,8 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 
+from server_common.local_cluster import _pid_alive
+
 NAME_PREFIX = "klx"
 SUBNET_PREFIX = "10.213"
 ROOT_HANDLE = "1:"
@@ -73,16 +75,6 @@ def owner_pid(name: str) -> int | None:
         return None
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def remove_leftovers() -> list[str]:
     """Deletes the namespaces and links a dead process of ours left behind (a crashed run);
     returns their names. A live process's fabric is left alone."""
@@ -91,7 +83,7 @@ def remove_leftovers() -> list[str]:
     links = [line.split(":")[1].strip().split("@")[0] for line in _run(["ip", "-o", "link", "show"]).stdout.splitlines()]
     for name in namespaces + links:
         pid = owner_pid(name)
-        if pid is not None and not _alive(pid):
+        if pid is not None and not _pid_alive(pid):
             kind = ["ip", "netns", "del", name] if name in namespaces else ["ip", "link", "del", name]
             if _run(kind, check=False).returncode == 0:
                 removed.append(name)

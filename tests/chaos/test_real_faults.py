@@ -9,6 +9,7 @@ skipped with the reason.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -34,7 +35,8 @@ def test_leader_namespace_partition_is_clean(tmp_path: Path) -> None:
     if reason:
         pytest.skip(reason)
     _check_clean(tmp_path, "netns-leader-partition", seed=7, duration_s=20.0)
-    assert not [line for line in netns._run(["ip", "netns", "list"]).stdout.splitlines() if netns.owner_pid(line.split()[0]) == __import__("os").getpid()], "namespaces left behind"
+    ours = [line for line in netns._run(["ip", "netns", "list"]).stdout.splitlines() if netns.owner_pid(line.split()[0]) == os.getpid()]
+    assert not ours, f"namespaces left behind: {ours}"
 
 
 @pytest.mark.chaos

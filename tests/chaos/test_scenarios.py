@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from chaos.chaos_cluster import ChaosCluster
 from chaos.checker import Outcome
 from chaos.runner import RunOptions, RunResult, run
 from chaos.scenarios import SCENARIOS
+from chaos.soak import unrunnable_reason
 from chaos.workload import WorkloadSettings
 
 SOAK_SEEDS = (1, 2, 3)
@@ -23,10 +23,10 @@ SOAK_DURATION_S = 120.0
 
 
 def _run(tmp_path: Path, name: str, seed: int, duration_s: float, workload: WorkloadSettings = WorkloadSettings()) -> RunResult:
+    reason = unrunnable_reason(SCENARIOS[name])
+    if reason:
+        pytest.skip(reason)
     scenario = SCENARIOS[name]
-    missing = ChaosCluster.missing_flags(scenario.cluster, scenario.needs_proxied_clients)
-    if missing:
-        pytest.skip(f"broker lacks {missing}")
     return run(RunOptions(scenario, duration_s, seed, tmp_path / "report", workload, progress=lambda _line: None))
 
 
