@@ -3,11 +3,14 @@ offset once polled, back when it is removed; a bad file keeps the previous offse
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from server_common.clock import POLL_INTERVAL_S, OffsetClock, parse_offset_ms, write_offset
+from server_common.clock import OFFSET_FILE_ENV, POLL_INTERVAL_S, OffsetClock, parse_offset_ms, write_offset
 
 
 class FakeTime:
@@ -58,3 +61,14 @@ def test_parse_offset() -> None:
     assert parse_offset_ms("") == 0
     with pytest.raises(ValueError, match="integer number of milliseconds"):
         parse_offset_ms("1h")
+
+
+def test_a_broker_process_reads_its_offset_file(tmp_path: Path) -> None:
+    """The broker's clock (what it stamps and ages records by) follows the file named in
+    its environment: a fresh process, as the harness starts a node."""
+    path = tmp_path / "clock-offset-ms"
+    write_offset(path, 3_600_000)
+    probe = "import time; from data_plane.broker.replica_manager import now_ms; print(now_ms() - int(time.time() * 1000))"
+    env = {**os.environ, OFFSET_FILE_ENV: str(path)}
+    shift_ms = int(subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True).stdout)
+    assert 3_590_000 < shift_ms < 3_610_000
