@@ -77,3 +77,14 @@ def test_soak_plan_takes_scenarios_in_turn_and_replays() -> None:
         plan(0, 0, names)
     with pytest.raises(ValueError, match="kraftlog chaos list"):
         scenario_names(False, ["nope"])
+
+
+def test_without_root_namespace_scenarios_say_why(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    from chaos.runner import RunOptions, run
+    from chaos.soak import unrunnable_reason
+
+    monkeypatch.setattr("os.geteuid", lambda: 1000)
+    assert "need root" in unrunnable_reason(SCENARIOS["netns-bridge"])
+    assert unrunnable_reason(SCENARIOS["clock-skew"]) is None
+    with pytest.raises(ValueError, match="need root"):
+        run(RunOptions(SCENARIOS["netns-bridge"], 10, 1, tmp_path, progress=lambda _line: None))
