@@ -95,18 +95,28 @@ class Probe:
 
     def leadership(self, skip: frozenset[int] = frozenset()) -> Leadership | None:
         """Partition 0's leadership from the first broker (not in ``skip``) that answers."""
+        for broker_id in self._addresses:
+            if broker_id not in skip and (seen := self._leadership_at(broker_id)) is not None:
+                return seen
+        return None
+
+    def agreed_leadership(self) -> Leadership | None:
+        """Partition 0's leadership when every broker answers with the same one (None
+        otherwise): a broker just back from a partition may still serve its old metadata,
+        naming itself leader, until its metadata stream catches up."""
+        seen = {self._leadership_at(broker_id) for broker_id in self._addresses}
+        return seen.pop() if len(seen) == 1 else None
+
+    def _leadership_at(self, broker_id: int) -> Leadership | None:
         request = broker_pb2.MetadataRequest(topics=[self.topic])
-        for broker_id, address in self._addresses.items():
-            if broker_id in skip:
-                continue
-            try:
-                response = self._channels.stub(address).Metadata(request, timeout=PROBE_RPC_TIMEOUT_S)
-            except grpc.RpcError:
-                continue
-            for topic in response.topics:
-                for p in topic.partitions:  # an offline partition comes with leader -1 and an error code
-                    if topic.name == self.topic and p.partition == PARTITION:
-                        return Leadership(p.leader_id, p.leader_epoch, tuple(p.replicas), tuple(p.isr))
+        try:
+            response = self._channels.stub(self._addresses[broker_id]).Metadata(request, timeout=PROBE_RPC_TIMEOUT_S)
+        except grpc.RpcError:
+            return None
+        for topic in response.topics:
+            for p in topic.partitions:  # an offline partition comes with leader -1 and an error code
+                if topic.name == self.topic and p.partition == PARTITION:
+                    return Leadership(p.leader_id, p.leader_epoch, tuple(p.replicas), tuple(p.isr))
         return None
 
     def write_under_new_leader(self, old_epoch: int, skip: frozenset[int]) -> tuple[float, Leadership] | None:
@@ -171,10 +181,10 @@ def _wait_healthy(cluster: LocalCluster, probe: Probe, deliveries: DeliveryLog, 
     wait_ready(cluster, timeout_s)
 
     def fully_in_sync() -> Leadership | None:
-        now = probe.leadership()
+        now = probe.agreed_leadership()
         return now if now is not None and now.leader >= 0 and set(now.isr) == set(now.replicas) else None
 
-    leadership = wait_for(fully_in_sync, timeout_s, f"{probe.topic}-{PARTITION} to be led with every replica in its ISR")
+    leadership = wait_for(fully_in_sync, timeout_s, f"{probe.topic}-{PARTITION} to be led with every replica in its ISR, as every broker sees it")
     wait_for(lambda: deliveries.acked_after(since_s), timeout_s, "the producer's writes to be acknowledged again")
     return leadership
 
