@@ -204,7 +204,6 @@ class Rule:
     namespace: str | None
     device: str
     minor: int
-    description: str
 
 
 @dataclass
@@ -280,15 +279,15 @@ class Fabric:
         ``"clients"`` for the root namespace, or None for everyone)."""
         port = self.ports[source]
         target = None if destination is None else (self.gateway if destination == "clients" else self.address(destination))
-        return self._add(port.namespace, port.inner, target, shaping, f"{source} -> {destination or 'everyone'}: {shaping.describe()}")
+        return self._add(port.namespace, port.inner, target, shaping)
 
     def cut_inbound(self, node: str) -> Rule:
         """Drops every packet entering ``node`` (on the bridge's side of its veth)."""
         port = self.ports[node]
-        return self._add(None, port.outer, None, Shaping(), f"everyone -> {node}: drop all")
+        return self._add(None, port.outer, None, Shaping())
 
-    def _add(self, namespace: str | None, device: str, destination: str | None, shaping: Shaping, description: str) -> Rule:
-        rule = Rule(namespace, device, next(self._minors), description)
+    def _add(self, namespace: str | None, device: str, destination: str | None, shaping: Shaping) -> Rule:
+        rule = Rule(namespace, device, next(self._minors))
         for argv in rule_argv(namespace, device, rule.minor, destination, shaping, self.netem):
             _run(argv)
         self.rules.append(rule)

@@ -176,7 +176,8 @@ def _revive(cluster: LocalCluster, node: Node, mode: str, detach: bool, timeout_
 
 
 def _wait_healthy(cluster: LocalCluster, probe: Probe, deliveries: DeliveryLog, since_s: float, timeout_s: float) -> Leadership:
-    """Every broker live, the partition led with every replica in its ISR, and the producer's
+    """Every broker live, the partition led with every replica in its ISR as every broker
+    sees it, and the producer's
     writes acknowledged after ``since_s``: the state every round starts from."""
     wait_ready(cluster, timeout_s)
 
