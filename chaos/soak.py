@@ -30,6 +30,7 @@ class SoakRun:
     seed: int
     scenario: str
     verdict: str  # an Outcome label, "skipped" or "error"
+    faults: int  # fault steps the schedule held (0: the duration was too short for any)
     anomalies: dict[str, int]
     seconds: float
     report: str
@@ -76,30 +77,33 @@ def run_one(index: int, seed: int, name: str, duration_s: float, report_root: Pa
     report_dir = report_root / f"{index:03d}-{name}-seed{seed}"
     reason = unrunnable_reason(scenario)
     if reason:
-        return SoakRun(index, seed, name, "skipped", {}, 0.0, "", reason)
+        return SoakRun(index, seed, name, "skipped", 0, {}, 0.0, "", reason)
     started = time.monotonic()
     try:
         outcome = run(RunOptions(scenario, duration_s, seed, report_dir, progress=lambda _line: None))
     except Exception as error:  # one broken run must not hide the other 99
         report_dir.mkdir(parents=True, exist_ok=True)
         (report_dir / "error.txt").write_text(traceback.format_exc())
-        return SoakRun(index, seed, name, "error", {}, time.monotonic() - started, str(report_dir), f"{type(error).__name__}: {error}")
+        return SoakRun(index, seed, name, "error", 0, {}, time.monotonic() - started, str(report_dir), f"{type(error).__name__}: {error}")
     anomalies = {kind: len(found) for kind, found in outcome.result.by_kind.items()}
-    return SoakRun(index, seed, name, outcome.verdict.outcome.label, anomalies, time.monotonic() - started, str(outcome.report))
+    return SoakRun(index, seed, name, outcome.verdict.outcome.label, len(outcome.steps), anomalies, time.monotonic() - started, str(outcome.report))
 
 
 def table(runs: list[SoakRun]) -> str:
     """The summary: one line per schedule, then the totals."""
     width = max([len(r.scenario) for r in runs] + [8])
-    lines = [f"{'#':>3}  {'seed':>6}  {'scenario':<{width}}  {'verdict':<8}  {'secs':>5}  anomalies"]
+    lines = [f"{'#':>3}  {'seed':>6}  {'scenario':<{width}}  {'verdict':<8}  {'faults':>6}  {'secs':>5}  anomalies"]
     for r in runs:
         found = ", ".join(f"{k}={v}" for k, v in r.anomalies.items()) or "-"
         note = f"  ({r.note})" if r.note else ""
-        lines.append(f"{r.index:>3}  {r.seed:>6}  {r.scenario:<{width}}  {r.verdict:<8}  {r.seconds:>5.0f}  {found}{note}")
+        lines.append(f"{r.index:>3}  {r.seed:>6}  {r.scenario:<{width}}  {r.verdict:<8}  {r.faults:>6}  {r.seconds:>5.0f}  {found}{note}")
     counts: dict[str, int] = {}
     for r in runs:
         counts[r.verdict] = counts.get(r.verdict, 0) + 1
-    lines.append(f"{len(runs)} schedules: " + ", ".join(f"{v} {n}" for v, n in sorted(counts.items())))
+    empty = sum(1 for r in runs if r.verdict not in ("skipped", "error") and r.faults == 0)
+    lines.append(f"{len(runs)} schedules: " + ", ".join(f"{v} {n}" for v, n in sorted(counts.items())) + f"; {sum(r.faults for r in runs)} fault steps")
+    if empty:
+        lines.append(f"{empty} runs held no fault step (the first starts at 5 s and must end within --duration): give a longer --duration")
     return "\n".join(lines)
 
 

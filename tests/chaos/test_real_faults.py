@@ -49,7 +49,7 @@ def test_soak_two_schedules(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     code = main(["chaos", "soak", "--schedules", "2", "--seed-base", "4", "--duration", "12", "--report", str(tmp_path), "--scenarios", "clock-skew,leader-kill-loop"])
     out = capsys.readouterr().out
     assert code == 0, out
-    assert "2 schedules: passed 2" in out
+    assert "2 schedules: passed 2" in out and "held no fault step" not in out
     runs = json.loads((tmp_path / "soak.json").read_text())
     assert [(r["seed"], r["scenario"]) for r in runs] == [(4, "clock-skew"), (5, "leader-kill-loop")]
     assert all(Path(r["report"]).exists() for r in runs)
@@ -58,7 +58,7 @@ def test_soak_two_schedules(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
 def test_soak_exits_non_zero_on_an_anomaly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     def fake_run(index: int, seed: int, name: str, duration_s: float, report_root: Path) -> soak.SoakRun:
         verdict, anomalies = ("failed", {"lost-write": 3}) if index == 1 else ("passed", {})
-        return soak.SoakRun(index, seed, name, verdict, anomalies, 1.0, str(report_root))
+        return soak.SoakRun(index, seed, name, verdict, 1, anomalies, 1.0, str(report_root))
 
     monkeypatch.setattr(soak, "run_one", fake_run)
     assert main(["chaos", "soak", "--schedules", "3", "--report", str(tmp_path)]) == 1
