@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from chaos.clock_skew import with_clock_env
 from chaos.network import Network, client_link, controller_link, raft_link, replication_link
 from server_common import power_loss
 from server_common.local_cluster import HOST, READY_TIMEOUT_S, LocalCluster, Node, wait_ready
@@ -43,6 +44,7 @@ class ClusterSettings:
     storage_fault_injection: bool = False  # brokers fail appends or rolls with EIO on request (--storage-fault-injection)
     durability: str = "page-cache"  # the brokers' --durability (docs/durability.md)
     raft_journal: str = "fsync"  # the controllers' --raft-journal
+    namespaces: bool = False  # each node in a network namespace of its own (chaos.netns_cluster), no proxies
 
 
 @cache
@@ -160,7 +162,7 @@ class ChaosCluster(LocalCluster):
         command = super().command(node)
         if node.role == "broker":
             command[command.index("--controllers") + 1] = self._controller_proxies[node.node_id]
-        return command
+        return with_clock_env(self, node, command)
 
     @property
     def client_bootstrap(self) -> str:

@@ -1,4 +1,5 @@
-"""``kraftlog chaos list`` and ``kraftlog chaos run``: the harness as a command.
+"""``kraftlog chaos list``, ``kraftlog chaos run`` and ``kraftlog chaos soak`` (many
+seeded runs, ``chaos.soak``): the harness as a command.
 
 ``run`` starts its own cluster behind Toxiproxy (or, with ``--bootstrap``, runs only the
 workload against an existing cluster), prints progress, writes the report directory and
@@ -21,7 +22,7 @@ from chaos.scenarios import SCENARIOS
 
 
 def add_subcommand(sub: argparse._SubParsersAction) -> None:
-    """Adds ``chaos list`` and ``chaos run`` to the kraftlog command."""
+    """Adds ``chaos list``, ``chaos run`` and ``chaos soak`` to the kraftlog command."""
     chaos = sub.add_parser("chaos", help="fault-injection scenarios with a history checker").add_subparsers(dest="action", required=True)
     listing = chaos.add_parser("list", help="the scenarios, with what each does")
     listing.set_defaults(func=list_scenarios)
@@ -36,6 +37,14 @@ def add_subcommand(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--min-insync-replicas", type=int, default=2, help="the topic's min.insync.replicas: acks=all writes fail below it (default: %(default)s)")
     run.add_argument("--rate", type=int, default=100, help="records per second per producer")
     run.set_defaults(func=run_scenario)
+    soak = chaos.add_parser("soak", help="many seeded schedules, a summary table; exit 1 on any anomaly")
+    soak.add_argument("--schedules", type=int, default=100, help="how many runs (default: %(default)s)")
+    soak.add_argument("--seed-base", type=int, default=0, help="run i uses seed seed-base + i (default: %(default)s)")
+    soak.add_argument("--duration", type=float, default=20.0, help="seconds of faults per run (default: %(default)s)")
+    soak.add_argument("--report", type=Path, help="directory for every run's report and soak.txt (default: a new temporary directory)")
+    soak.add_argument("--scenarios", help="comma-separated scenario names to draw from (default: every scenario a correct cluster passes)")
+    soak.add_argument("--with-negative-controls", action="store_true", help="also run the unsafe- scenarios (a catch passes, a miss fails)")
+    soak.set_defaults(func=soak_scenarios)
 
 
 def list_scenarios(args: argparse.Namespace) -> int:
@@ -44,6 +53,25 @@ def list_scenarios(args: argparse.Namespace) -> int:
         expect = f" [must find one of: {', '.join(sorted(scenario.expected))}]" if scenario.expected else ""
         print(f"{name:<{width}}  {scenario.description}{expect}")
     return 0
+
+
+def soak_scenarios(args: argparse.Namespace) -> int:
+    from chaos.soak import plan, scenario_names, soak, table
+    from server_common.logging_setup import configure_logging
+
+    configure_logging("console", "ERROR")
+    try:
+        names = scenario_names(args.with_negative_controls, args.scenarios.split(",") if args.scenarios else None)
+        plan(args.schedules, args.seed_base, names)
+    except ValueError as error:
+        print(f"kraftlog chaos soak: {error}")
+        return 2
+    report_root = args.report or Path(tempfile.mkdtemp(prefix="kraftlog-chaos-soak-"))
+    print(f"soak: {args.schedules} schedules from seed {args.seed_base}, {args.duration:g}s each, over {len(names)} scenarios; reports in {report_root}", flush=True)
+    runs = soak(args.schedules, args.seed_base, args.duration, report_root, names, lambda line: print(line, flush=True))
+    print(table(runs))
+    print(f"summary: {report_root / 'soak.txt'}")
+    return 1 if any(r.failed for r in runs) else 0
 
 
 def run_scenario(args: argparse.Namespace) -> int:

@@ -20,7 +20,9 @@ then every file of the node cut back to what its last fsyncs made durable, heale
 restart: ``chaos/power_loss_cut.py``; the records each cut took go into the fault's record).
 Network
 faults: ``toxic`` (a Toxiproxy toxic on the target links) and ``cut`` (the links' proxies
-disabled).
+disabled); in a namespace cluster ``net-partition``, ``net-one-way``, ``net-bridge`` and
+``net-shape`` (``chaos.netns_faults``). Clock faults: ``clock-offset`` (one node's wall clock
+shifted, ``chaos.clock_skew``).
 """
 
 from __future__ import annotations
@@ -31,9 +33,11 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from chaos import clock_skew, netns_faults
 from chaos.chaos_cluster import ChaosCluster
 from chaos.history import FaultOp, History
 from chaos.power_loss_cut import UnflushedRange, cut_node
+from chaos.netns_faults import NETNS_FAULTS
 from chaos.network import client_link, controller_link, replication_link
 from chaos.replica_logs import Assignment, compare_replicas, settled_partitions
 from chaos.schedule import FaultStep
@@ -48,6 +52,7 @@ Heal = Callable[[], None]
 FAULTS = (
     "kill", "pause", "graceful-restart", "restart", "rolling-restart", "toxic", "cut", "kill-leaders-in-turn", "depose-leader",
     "disk-full", "disk-io-error", "kill-leader-while-follower-lags", "power-loss",
+    *NETNS_FAULTS, "clock-offset",
 )
 PROCESS_ROLES = ("leader", "follower", "broker", "all-brokers", "cluster", "active-controller", "controller-majority",
                  "replicas", "all-controllers")
@@ -94,6 +99,8 @@ class Nemesis(threading.Thread):
             "disk-io-error": self._disk_io_error,
             "kill-leader-while-follower-lags": self._kill_leader_while_follower_lags,
             "power-loss": self._power_loss,
+            **{fault: self._netns_fault(fault) for fault in NETNS_FAULTS},
+            "clock-offset": self._clock_offset,
         }
         assert tuple(self._faults) == FAULTS
 
@@ -430,10 +437,22 @@ class Nemesis(threading.Thread):
 
         return heal
 
+    def _netns_fault(self, fault: str) -> Callable[[list[str], dict], Heal]:
+        return lambda targets, params: netns_faults.apply(fault, self.cluster, targets, params, self._pick)
+
+    def _clock_offset(self, targets: list[str], params: dict) -> Heal:
+        """The targets' wall clocks shifted by one of ``offsets_ms`` (the pick chooses);
+        healing sets them back (a jump the other way)."""
+        offset_ms = clock_skew.pick_offset(params, self._pick)
+        heal = clock_skew.set_offset(self.cluster, [self._node(t) for t in targets], offset_ms)
+        targets[:] = [f"{t} clock {offset_ms:+d} ms" for t in targets]
+        return heal
+
     # ------------------------------------------------------------------ healing
 
     def heal_everything(self) -> None:
         """No toxics, every link up, every process running and resumed."""
         self.cluster.network.heal_all()
+        clock_skew.clear_offsets(self.cluster, self.cluster.nodes)
         self._resume(sorted(self._paused))
         self._start_stopped(self.cluster.nodes)

@@ -22,10 +22,12 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from chaos import netns
 from chaos.chaos_cluster import ChaosCluster
 from chaos.checker import CheckResult, Verdict, check, judge
 from chaos.history import History, PollOp, ReplicaOp, SendOp
 from chaos.nemesis import Nemesis
+from chaos.netns_cluster import netns_cluster
 from chaos.network import Network
 from chaos.replica_logs import Assignment, compare_replicas, read_replica_files, replica_assignment, settled_partitions
 from chaos.report import summary, write_report
@@ -138,6 +140,13 @@ def run(options: RunOptions) -> RunResult:
 def _local_cluster(options: RunOptions) -> Iterator[ChaosCluster]:
     """Toxiproxy and a ChaosCluster for the run; every process stopped on the way out."""
     scenario = options.scenario
+    if scenario.cluster.namespaces:
+        reason = netns.unavailable_reason()
+        if reason:
+            raise ValueError(f"scenario {scenario.name}: {reason}")
+        with netns_cluster(options.report_dir / "cluster", scenario.cluster, options.progress) as cluster:
+            yield cluster
+        return
     missing = ChaosCluster.missing_flags(scenario.cluster, scenario.needs_proxied_clients)
     if missing:
         raise ValueError(f"scenario {scenario.name} needs broker flags this broker lacks: {', '.join(missing)}")

@@ -213,4 +213,55 @@ _UNSAFE += [
         [_POWER_LOSS_REPLICAS], ClusterSettings(), WRITE_LOSS,
     ),
 ]
-SCENARIOS: dict[str, Scenario] = {s.name: s for s in [*_SAFE, _MIX, _SECURE, *_DISK, *_UNSAFE]}
+# Real faults: nodes in network namespaces with tc rules on their links (root, ip and tc
+# needed), and one node's wall clock shifted. Durations straddle the session timeout.
+_NETNS = ClusterSettings(namespaces=True)
+_CLOCK_OFFSETS_MS = [-3_600_000, -60_000, -5_000, 5_000, 60_000, 3_600_000]
+_REAL_FAULTS: list[Scenario] = [
+    Scenario(
+        "netns-leader-partition",
+        "a partition leader's namespace cut from every other node both ways (clients still reach it), or from everyone, shorter or longer than the session timeout",
+        [FaultSpec("net-partition", "leader", (2, SESSION_S + 4), (4, 7)), FaultSpec("net-partition", "leader", (2, SESSION_S + 4), (4, 7), {"clients": True})],
+        _NETNS,
+    ),
+    Scenario(
+        "netns-one-way",
+        "asymmetric partition: a leader's packets to every other node dropped while it still hears them, or the other way round",
+        [FaultSpec("net-one-way", "leader", (2, SESSION_S + 4), (4, 7), {"direction": d}) for d in ("out", "in")],
+        _NETNS,
+    ),
+    Scenario(
+        "netns-bridge",
+        "bridge partition: the other nodes split in two sides that cannot reach each other while both reach one node (a leader or the active controller)",
+        [FaultSpec("net-bridge", role, (2, SESSION_S + 4), (4, 7)) for role in ("leader", "active-controller")],
+        _NETNS,
+    ),
+    Scenario(
+        "netns-controller-partition",
+        "the active controller's namespace cut from every other node (brokers and voters), shorter or longer than the session timeout",
+        [FaultSpec("net-partition", "active-controller", (2, SESSION_S + 4), (4, 7))],
+        _NETNS,
+    ),
+    Scenario(
+        "netns-lossy-links",
+        "what a leader or follower sends to every other node: a share of packets dropped, a slow link, or half of it slowed so the rest overtakes it (reordering)",
+        [
+            *(FaultSpec("net-shape", role, (2, LAG_S + 4), (3, 6), {"loss_percent": p}) for role in ("leader", "follower") for p in (25, 50)),
+            FaultSpec("net-shape", "leader", (2, LAG_S + 4), (3, 6), {"rate": "256kbit"}),
+            FaultSpec("net-shape", "leader", (2, LAG_S + 4), (3, 6), {"rate": "512kbit", "reorder": True}),
+        ],
+        _NETNS,
+    ),
+    Scenario(
+        "clock-skew",
+        "one node's wall clock (a leader, a follower or the active controller) set off by 5 s to an hour either way, then jumped back",
+        [FaultSpec("clock-offset", role, (3, 8), (2, 5), {"offsets_ms": _CLOCK_OFFSETS_MS}) for role in ("leader", "follower", "active-controller")],
+    ),
+]
+_NETNS_MIX = Scenario(
+    "netns-mix",
+    "a random mix of every namespace, clock and process fault, nodes in namespaces",
+    [spec for s in _REAL_FAULTS for spec in s.specs] + [spec for s in _SAFE for spec in s.specs if spec.fault in ("kill", "pause", "depose-leader")],
+    _NETNS,
+)
+SCENARIOS: dict[str, Scenario] = {s.name: s for s in [*_SAFE, _MIX, _SECURE, *_DISK, *_UNSAFE, *_REAL_FAULTS, _NETNS_MIX]}

@@ -1,5 +1,8 @@
 """``kraftlog perf failover``: how long a partition cannot take acks=all writes when its leader's
-broker is killed (SIGKILL), frozen (SIGSTOP) or shut down (SIGTERM: controlled shutdown).
+broker is killed (SIGKILL), frozen (SIGSTOP), shut down (SIGTERM: controlled shutdown) or cut
+off by a network partition (``--mode partition``: every node in a network namespace, the
+leader's cut from every other node and from the clients with ``tc`` rules, healed once a new
+leader has acknowledged; ``--namespaces`` runs the other modes on the same kind of cluster).
 
 Each round faults the broker leading partition 0 of the test topic and measures from the
 signal to the first acks=all write acknowledged under a newer leader epoch. A probe makes
@@ -27,7 +30,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -94,18 +97,28 @@ class Probe:
 
     def leadership(self, skip: frozenset[int] = frozenset()) -> Leadership | None:
         """Partition 0's leadership from the first broker (not in ``skip``) that answers."""
+        for broker_id in self._addresses:
+            if broker_id not in skip and (seen := self._leadership_at(broker_id)) is not None:
+                return seen
+        return None
+
+    def agreed_leadership(self) -> Leadership | None:
+        """Partition 0's leadership when every broker answers with the same one (None
+        otherwise): a broker just back from a partition may still serve its old metadata,
+        naming itself leader, until its metadata stream catches up."""
+        seen = {self._leadership_at(broker_id) for broker_id in self._addresses}
+        return seen.pop() if len(seen) == 1 else None
+
+    def _leadership_at(self, broker_id: int) -> Leadership | None:
         request = broker_pb2.MetadataRequest(topics=[self.topic])
-        for broker_id, address in self._addresses.items():
-            if broker_id in skip:
-                continue
-            try:
-                response = self._channels.stub(address).Metadata(request, timeout=PROBE_RPC_TIMEOUT_S)
-            except grpc.RpcError:
-                continue
-            for topic in response.topics:
-                for p in topic.partitions:  # an offline partition comes with leader -1 and an error code
-                    if topic.name == self.topic and p.partition == PARTITION:
-                        return Leadership(p.leader_id, p.leader_epoch, tuple(p.replicas), tuple(p.isr))
+        try:
+            response = self._channels.stub(self._addresses[broker_id]).Metadata(request, timeout=PROBE_RPC_TIMEOUT_S)
+        except grpc.RpcError:
+            return None
+        for topic in response.topics:
+            for p in topic.partitions:  # an offline partition comes with leader -1 and an error code
+                if topic.name == self.topic and p.partition == PARTITION:
+                    return Leadership(p.leader_id, p.leader_epoch, tuple(p.replicas), tuple(p.isr))
         return None
 
     def write_under_new_leader(self, old_epoch: int, skip: frozenset[int]) -> tuple[float, Leadership] | None:
@@ -140,8 +153,23 @@ class Probe:
         return (acked_at, after) if answer.error_code == common_pb2.NONE else None
 
 
-def _revive(cluster: LocalCluster, node: Node, mode: str, detach: bool, timeout_s: float) -> None:
-    """Undo the fault: SIGCONT a frozen broker; restart a killed or shut-down one once it has exited."""
+def _fault(cluster: LocalCluster, node: Node, mode: str) -> Callable[[], None] | None:
+    """Fault the leader: a signal, or for ``partition`` its namespace cut from everyone
+    (returns the heal that removes the cut)."""
+    if mode == "partition":
+        from chaos.netns_faults import apply
+
+        return apply("net-partition", cluster, [node.name], {"clients": True}, 0)
+    cluster.signal(node, FAULT_SIGNALS[mode])
+    return None
+
+
+def _revive(cluster: LocalCluster, node: Node, mode: str, detach: bool, timeout_s: float, heal: Callable[[], None] | None = None) -> None:
+    """Undo the fault: heal a partition; SIGCONT a frozen broker; restart a killed or
+    shut-down one once it has exited."""
+    if heal is not None:
+        heal()
+        return
     if mode == "pause":
         cluster.signal(node, signal.SIGCONT)
         return
@@ -150,15 +178,16 @@ def _revive(cluster: LocalCluster, node: Node, mode: str, detach: bool, timeout_
 
 
 def _wait_healthy(cluster: LocalCluster, probe: Probe, deliveries: DeliveryLog, since_s: float, timeout_s: float) -> Leadership:
-    """Every broker live, the partition led with every replica in its ISR, and the producer's
+    """Every broker live, the partition led with every replica in its ISR as every broker
+    sees it, and the producer's
     writes acknowledged after ``since_s``: the state every round starts from."""
     wait_ready(cluster, timeout_s)
 
     def fully_in_sync() -> Leadership | None:
-        now = probe.leadership()
+        now = probe.agreed_leadership()
         return now if now is not None and now.leader >= 0 and set(now.isr) == set(now.replicas) else None
 
-    leadership = wait_for(fully_in_sync, timeout_s, f"{probe.topic}-{PARTITION} to be led with every replica in its ISR")
+    leadership = wait_for(fully_in_sync, timeout_s, f"{probe.topic}-{PARTITION} to be led with every replica in its ISR, as every broker sees it")
     wait_for(lambda: deliveries.acked_after(since_s), timeout_s, "the producer's writes to be acknowledged again")
     return leadership
 
@@ -169,7 +198,7 @@ def _round(number: int, cluster: LocalCluster, probe: Probe, deliveries: Deliver
     victim = cluster.node("broker", before.leader)
     victim_only = frozenset({victim.node_id})
     started = time.monotonic()
-    cluster.signal(victim, FAULT_SIGNALS[args.mode])
+    heal = _fault(cluster, victim, args.mode)
     revived = False
     try:
         if len(before.replicas) == 1:
@@ -181,7 +210,7 @@ def _round(number: int, cluster: LocalCluster, probe: Probe, deliveries: Deliver
                 args.round_timeout_s,
                 f"the controller to take leadership of {probe.topic}-{PARTITION} from broker {victim.node_id}",
             )
-            _revive(cluster, victim, args.mode, detach, args.round_timeout_s)
+            _revive(cluster, victim, args.mode, detach, args.round_timeout_s, heal)
             revived = True
         acked_at, after = wait_for(
             lambda: probe.write_under_new_leader(before.leader_epoch, frozenset() if revived else victim_only),
@@ -191,7 +220,7 @@ def _round(number: int, cluster: LocalCluster, probe: Probe, deliveries: Deliver
         )
     finally:
         if not revived:
-            _revive(cluster, victim, args.mode, detach, args.round_timeout_s)
+            _revive(cluster, victim, args.mode, detach, args.round_timeout_s, heal)
     _wait_healthy(cluster, probe, deliveries, time.monotonic(), args.round_timeout_s)
     return Round(
         number,
@@ -228,8 +257,14 @@ def _cluster(args: argparse.Namespace) -> Iterator[tuple[LocalCluster, bool]]:
     """The cluster of ``--data-dir`` (restarted brokers detach, as ``cluster up --detach``
     started them), or a throwaway one, stopped at the end; its directory is deleted unless
     the run failed (including any failed producer record), so that its logs can be read."""
+    namespaces = args.namespaces or args.mode == "partition"
     if args.data_dir is not None:
+        if namespaces:
+            raise ValueError("--mode partition and --namespaces start their own cluster in network namespaces: leave out --data-dir")
         yield LocalCluster.load(args.data_dir), True
+        return
+    if namespaces:
+        yield from _namespace_cluster(args)
         return
     directory = Path(tempfile.mkdtemp(prefix="kraftlog-failover-"))
     cluster = LocalCluster.create(directory, brokers=args.brokers)
@@ -243,6 +278,26 @@ def _cluster(args: argparse.Namespace) -> Iterator[tuple[LocalCluster, bool]]:
         raise
     finally:
         cluster.stop()
+    shutil.rmtree(directory)
+
+
+def _namespace_cluster(args: argparse.Namespace) -> Iterator[tuple[LocalCluster, bool]]:
+    """A throwaway cluster with every node in its own network namespace (removed, with its
+    directory, at the end; the directory is kept when the run failed)."""
+    from chaos import netns
+    from chaos.chaos_cluster import ClusterSettings
+    from chaos.netns_cluster import netns_cluster
+
+    reason = netns.unavailable_reason()
+    if reason:
+        raise ValueError(reason)
+    directory = Path(tempfile.mkdtemp(prefix="kraftlog-failover-netns-"))
+    with netns_cluster(directory, ClusterSettings(brokers=args.brokers), lambda line: print(line, file=sys.stderr, flush=True)) as cluster:
+        try:
+            yield cluster, False
+        except BaseException:
+            print(f"cluster logs kept in {directory / 'logs'}", file=sys.stderr)
+            raise
     shutil.rmtree(directory)
 
 

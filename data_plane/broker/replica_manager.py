@@ -35,6 +35,7 @@ from data_plane.storage import LogManager, LogSettings, StorageError
 from metadata_quorum import topic_config
 from metadata_quorum.delta import MetadataDelta
 from metadata_quorum.image import MetadataImage, PartitionImage, TopicImage
+from server_common import clock
 
 log = structlog.get_logger("broker.replicas")
 
@@ -44,7 +45,7 @@ ISR_SWEEP_INTERVAL_MS = 1000  # how often tick() looks at the leaders whose foll
 
 
 def now_ms() -> int:
-    return int(time.time() * 1000)
+    return clock.now_ms()
 
 
 class ReplicaManager:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import signal
-import time
 
 import grpc
 import structlog
@@ -33,6 +32,7 @@ from data_plane.replication.errors import ErrorCode
 from data_plane.storage import LogManager, fault_injection
 from kraftlog_proto import broker_pb2, broker_pb2_grpc, group_pb2
 from server_common import power_loss
+from server_common import clock
 from server_common.grpc_standard_services import ServingState
 from server_common.tls import add_port
 
@@ -53,7 +53,7 @@ class BrokerServer:
         if config.power_loss_ledger:
             power_loss.install(config.data_dir)
             self._log.warning("POWER-LOSS TEST MODE: every fsync is recorded for the chaos harness's power-loss fault")
-        self.logs = LogManager(config.data_dir, now_ms=int(time.time() * 1000))
+        self.logs = LogManager(config.data_dir, now_ms=clock.now_ms())
         self.replicas = ReplicaManager(config, self.logs)
         endpoints = [(c.node_id, c.host, c.grpc_port) for c in config.controllers]
         self.metadata = MetadataFollower(endpoints, self.replicas.on_metadata, config.peer_credentials())

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from chaos.chaos_cluster import ChaosCluster
 from chaos.checker import Outcome
 from chaos.runner import RunOptions, RunResult, run
 from chaos.scenarios import SCENARIOS
+from chaos.soak import unrunnable_reason
 from chaos.workload import WorkloadSettings
 
 SOAK_SEEDS = (1, 2, 3)
@@ -24,12 +24,10 @@ SOAK_DURATION_S = 120.0
 
 
 def _run(tmp_path: Path, name: str, seed: int, duration_s: float, workload: WorkloadSettings = WorkloadSettings()) -> RunResult:
+    reason = unrunnable_reason(SCENARIOS[name])
+    if reason:
+        pytest.skip(reason)
     scenario = SCENARIOS[name]
-    missing = ChaosCluster.missing_flags(scenario.cluster, scenario.needs_proxied_clients)
-    if missing:
-        pytest.skip(f"broker lacks {missing}")
-    if scenario.cluster.broker_disk_mb and os.geteuid() != 0:
-        pytest.skip("the tmpfs data directories of disk-full need root")
     return run(RunOptions(scenario, duration_s, seed, tmp_path / "report", workload, progress=lambda _line: None))
 
 
