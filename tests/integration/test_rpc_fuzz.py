@@ -52,6 +52,7 @@ CALL_DEADLINE_S = 1.5  # a long poll (max_wait_ms up to 30 s) is cut here; only 
 STREAM_MESSAGES_MAX = 1  # a server stream is read this far (a bidirectional one: an answer per request), then cancelled
 EXAMPLES_PER_RPC = 30
 SOAK_EXAMPLES_PER_RPC = 400
+NEGATIVE_CONTROL_SEED = 1  # a fixed seed: derandomized draws depend on what Hypothesis ran before in the process
 SERVICES = [broker_pb2.DESCRIPTOR.services_by_name["Broker"], controller_pb2.DESCRIPTOR.services_by_name["ControllerService"]]
 RPCS = [method for service in SERVICES for method in service.methods]
 
@@ -193,7 +194,7 @@ def test_the_fuzzer_finds_a_handler_that_raises_on_one_boundary_value() -> None:
     try:
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel, pytest.raises(AssertionError) as caught:
             fetch = next(m for m in RPCS if m.name == "Fetch")
-            fuzz(fetch, channel, pool_for(fetch, frozenset()), list, EXAMPLES_PER_RPC, None)
+            fuzz(fetch, channel, pool_for(fetch, frozenset()), list, EXAMPLES_PER_RPC, NEGATIVE_CONTROL_SEED)
     finally:
         server.stop(None)
     assert "gRPC status UNKNOWN" in str(caught.value) and "an internal error reached the client" in str(caught.value)
