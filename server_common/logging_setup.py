@@ -12,6 +12,18 @@ import sys
 import structlog
 
 
+class _CurrentStderr:
+    """``sys.stderr`` as it is at each write, not as it was when logging was configured: a
+    caller may swap the stream later (a test's captured stderr, closed after the test, must
+    not be where every later log line goes)."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
 def configure_logging(fmt: str = "console", level: str = "INFO") -> None:
     renderer = (
         structlog.processors.JSONRenderer()
@@ -28,6 +40,6 @@ def configure_logging(fmt: str = "console", level: str = "INFO") -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=_CurrentStderr()),
         cache_logger_on_first_use=True,
     )
