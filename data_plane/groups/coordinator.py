@@ -30,6 +30,7 @@ from typing import Callable, TypeVar
 import structlog
 
 from data_plane.broker.requests import ProduceItem
+from data_plane.broker.wakeups import wait_until_woken, woken_by
 from data_plane.groups import membership, offsets, record_codec
 from data_plane.groups.changes import GroupChange
 from data_plane.groups.membership import GroupSettings, Refused
@@ -44,6 +45,7 @@ log = structlog.get_logger("groups")
 T = TypeVar("T")
 LOAD_READ_BYTES = 1 << 20  # one read while replaying an offsets partition
 LOAD_RETRY_MS = 1000  # after a failed load (a damaged range being repaired, say): not a retry per timer tick
+HW_WAIT_BACKSTOP_S = 1.0  # a load waits on the partition's HW wakeups; this only bounds a missed one
 ROUND_BYTES_MAX = 256 * 1024  # records of one round (one batch); the offsets topic's max.message.bytes is 1 MiB
 WRITE_TIMEOUT_MS = 5000  # a group write not covered by the HW within this is outcome-unknown: the shard reloads
 OUTCOME_UNKNOWN = (ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.NOT_LEADER_OR_FOLLOWER)
@@ -140,8 +142,11 @@ class GroupCoordinator:
                     replay(decoded, shard.groups)
                     records += len(decoded)
                 await asyncio.sleep(0)  # a large partition must not stall the broker
-            while partition.high_watermark < end:
-                await asyncio.sleep(0.02)  # the new leader's HW catches up with its followers' next fetches
+            while partition.high_watermark < end:  # the new leader's HW catches up with its followers' next fetches
+                with woken_by([partition.waiter()]) as moved:
+                    if partition.high_watermark >= end:
+                        break
+                    await wait_until_woken(moved, HW_WAIT_BACKSTOP_S)
                 if not shard.active:
                     return
             now = self.clock_ms()
