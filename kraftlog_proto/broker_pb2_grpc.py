@@ -49,6 +49,11 @@ class BrokerStub:
                 request_serializer=proto_dot_broker__pb2.ListOffsetsRequest.SerializeToString,
                 response_deserializer=proto_dot_broker__pb2.ListOffsetsResponse.FromString,
                 _registered_method=True)
+        self.OffsetForLeaderEpoch = channel.unary_unary(
+                '/kraftlog.v1.Broker/OffsetForLeaderEpoch',
+                request_serializer=proto_dot_broker__pb2.OffsetForLeaderEpochRequest.SerializeToString,
+                response_deserializer=proto_dot_broker__pb2.OffsetForLeaderEpochResponse.FromString,
+                _registered_method=True)
         self.Metadata = channel.unary_unary(
                 '/kraftlog.v1.Broker/Metadata',
                 request_serializer=proto_dot_broker__pb2.MetadataRequest.SerializeToString,
@@ -105,6 +110,14 @@ class BrokerServicer:
 
     def ListOffsets(self, request, context):
         """Earliest (-2), latest (-1) or first offset at or after a timestamp.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def OffsetForLeaderEpoch(self, request, context):
+        """Where a leader epoch ends in the leader's log (Kafka's OffsetsForLeaderEpoch): a consumer
+        validates its position after a leader change and detects truncation (KIP-320).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -179,6 +192,11 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.ListOffsets,
                     request_deserializer=proto_dot_broker__pb2.ListOffsetsRequest.FromString,
                     response_serializer=proto_dot_broker__pb2.ListOffsetsResponse.SerializeToString,
+            ),
+            'OffsetForLeaderEpoch': grpc.unary_unary_rpc_method_handler(
+                    servicer.OffsetForLeaderEpoch,
+                    request_deserializer=proto_dot_broker__pb2.OffsetForLeaderEpochRequest.FromString,
+                    response_serializer=proto_dot_broker__pb2.OffsetForLeaderEpochResponse.SerializeToString,
             ),
             'Metadata': grpc.unary_unary_rpc_method_handler(
                     servicer.Metadata,
@@ -297,6 +315,33 @@ class Broker:
             '/kraftlog.v1.Broker/ListOffsets',
             proto_dot_broker__pb2.ListOffsetsRequest.SerializeToString,
             proto_dot_broker__pb2.ListOffsetsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def OffsetForLeaderEpoch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kraftlog.v1.Broker/OffsetForLeaderEpoch',
+            proto_dot_broker__pb2.OffsetForLeaderEpochRequest.SerializeToString,
+            proto_dot_broker__pb2.OffsetForLeaderEpochResponse.FromString,
             options,
             channel_credentials,
             insecure,

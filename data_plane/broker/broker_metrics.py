@@ -205,6 +205,7 @@ class BrokerMetrics:
             "Fetch": _together(self.traffic.on_fetch, errors.observer("Fetch")),
             "Consume": _together(self.traffic.on_consume, errors.observer("Consume")),
             "ListOffsets": errors.observer("ListOffsets"),
+            "OffsetForLeaderEpoch": errors.observer("OffsetForLeaderEpoch"),
             "DeleteRecords": errors.observer("DeleteRecords"),
         })
         self.throttle = ThrottleTimes(self.registry)

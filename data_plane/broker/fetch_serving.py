@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING, Callable, Iterable
 
 from data_plane.broker.errors import PartitionError
 from data_plane.broker.partition import Partition
-from data_plane.broker.requests import FetchItem, FetchResult, OffsetResult, ReplicaFetchResult
+from data_plane.broker.requests import EpochEndResult, FetchItem, FetchResult, OffsetResult, ReplicaFetchResult
 from data_plane.broker.wakeups import Wakeups, wait_until_woken, woken_by
 from data_plane.replication.divergence import DivergingEpoch, FetchRejected, ServeFrom
 from data_plane.replication.errors import ErrorCode
+from data_plane.replication.epoch_history import end_offset_for_epoch
 from data_plane.replication.partition_state import BrokerStatus, FollowerFetch
 from data_plane.storage import StorageError
 
@@ -163,6 +164,25 @@ class FetchServing:
                 result.offset = partition.last_stable_offset if read_committed else partition.high_watermark
             else:
                 result.offset, result.timestamp = partition.offset_for_timestamp(timestamp) or (-1, -1)
+        return results
+
+    def epoch_end_offsets(self, items: Iterable[tuple[str, int, int, int]]) -> list[EpochEndResult]:
+        """(topic, partition, epoch asked about, current leader epoch): where that epoch ends
+        in this leader's log (KIP-320's truncation check for consumers). Not capped at the HW:
+        a consumer's position is at most the HW, so the log end never reads as a truncation."""
+        results: list[EpochEndResult] = []
+        for topic, index, asked, current in items:
+            result = EpochEndResult(topic, index)
+            results.append(result)
+            try:
+                partition = self._replicas.lookup(topic, index)
+                partition.require_leader(current)
+            except PartitionError as exc:
+                self._replicas.fail(result, exc)
+                continue
+            answer = end_offset_for_epoch(partition.epoch_entries, partition.log_end_offset, asked)
+            if answer is not None:
+                result.leader_epoch, result.end_offset = answer.epoch, answer.end_offset
         return results
 
     def _read(self, partition: Partition, offset: int, max_bytes: int, upto: int) -> bytes:

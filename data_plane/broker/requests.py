@@ -90,6 +90,14 @@ class OffsetResult(PartitionAnswer):
 
 
 @dataclass
+class EpochEndResult(PartitionAnswer):
+    """Where a leader epoch ends in the leader's log (-1, -1: the log holds no such epoch)."""
+
+    leader_epoch: int = -1
+    end_offset: int = -1
+
+
+@dataclass
 class DeleteRecordsItem:
     topic: str
     partition: int

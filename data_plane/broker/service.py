@@ -22,7 +22,7 @@ from data_plane.broker.replica_manager import ReplicaManager
 from data_plane.broker import fetch_session
 from data_plane.broker.record_deletion import delete_records
 from data_plane.broker.authorization import describable, readable_stream, serve_authorized
-from data_plane.broker.requests import DeleteRecordsItem, DeleteRecordsResult, FetchItem, FetchResult, OffsetResult, PartitionAnswer, ProduceItem, ProduceResult, ReplicaFetchItem
+from data_plane.broker.requests import DeleteRecordsItem, DeleteRecordsResult, EpochEndResult, FetchItem, FetchResult, OffsetResult, PartitionAnswer, ProduceItem, ProduceResult, ReplicaFetchItem
 from data_plane.storage import DamagedRangeError
 from kraftlog_proto import broker_pb2, broker_pb2_grpc, common_pb2
 from server_common.authorization import AccessControl
@@ -338,6 +338,27 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 leader_epoch=r.leader_epoch,
                 **_error_fields(r),
             )
+        return response
+
+    async def OffsetForLeaderEpoch(self, request, context):
+        """KIP-320: where each named epoch ends in this leader's log (DESCRIBE on the topic)."""
+        try:
+            items = []
+            for topic, p in _partitions_once(request.topics, "ask for it once"):
+                if p.leader_epoch < 0:
+                    raise MalformedRequest(f"{topic}-{p.partition}: leader_epoch must be the epoch of the last record "
+                                           f"consumed (>= 0), got {p.leader_epoch}")
+                items.append((topic, p.partition, p.leader_epoch, _requested_epoch(topic, p)))
+        except MalformedRequest as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        results = await serve_authorized(self.access, "describe", items, lambda i: (i[0], i[1]),
+                                         lambda allowed: self.replicas.reads.epoch_end_offsets(allowed), _refused(EpochEndResult))
+        response = broker_pb2.OffsetForLeaderEpochResponse()
+        by_topic: dict[str, broker_pb2.OffsetForLeaderEpochTopicResponse] = {}
+        for r in results:
+            _topic_entry(response, by_topic, r.topic).partitions.add(
+                partition=r.partition, leader_epoch=r.leader_epoch, end_offset=r.end_offset, **_error_fields(r))
+        self._add_endpoints(response, [r.leader.leader_id for r in results if r.failed])
         return response
 
     @staticmethod

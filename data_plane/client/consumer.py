@@ -14,6 +14,10 @@ broker, and buffered data is at most one fetch response per partition, so memory
 bounded by fetch_max_bytes per broker. gRPC's future API gives that concurrency without
 threads of our own: completions land in a queue that `poll` waits on.
 
+After a leader change, and on resuming from a committed offset, a position is checked against
+the new leader's log before the next fetch (KIP-320, ``truncation.py``), so records an unclean
+election truncated are never skipped or re-read silently.
+
 With ``group_id`` the consumer is a member of a consumer group instead (``subscribe``): the
 group's coordinator decides which partitions it owns, and ``group_session.py`` moves the
 assignment, heartbeats and commits; this class still does the reading.
@@ -28,6 +32,7 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 import grpc
+import structlog
 
 from data_plane import record_batch
 from data_plane.client.channels import REQUEST_TIMEOUT_MS_DEFAULT, broker_channels
@@ -38,8 +43,9 @@ from data_plane.client.group_session import CommittedOffset, GroupSession, Parti
 from data_plane.client.metadata_cache import MetadataCache, TopicPartition, refresh_sync
 from server_common.client_security import ClientSecurity
 from server_common.client_security import resolve as resolve_security
-from data_plane.client.offset_lookup import EARLIEST, LATEST, list_offsets
+from data_plane.client.offset_lookup import EARLIEST, LATEST, epoch_end_offsets, list_offsets
 from data_plane.client.records import ConsumerRecord
+from data_plane.client.truncation import Diverged, LogTruncationError, Position, check_position
 from data_plane.replication.transaction_index import AbortedTxn, in_aborted
 from kraftlog_proto import broker_pb2, common_pb2
 from server_common.limits import BATCH_BYTES_PER_MESSAGE_MAX, FETCH_BYTES_MAX_DEFAULT
@@ -48,6 +54,9 @@ _RESETS = ("none", "earliest", "latest")
 _FETCH_MODES = ("stream", "fetch")
 GROUP_POLL_WAIT_S_MAX = 0.05  # a group member's poll looks for a reconciliation at least this often
 _ISOLATION_LEVELS = {"read_uncommitted": broker_pb2.READ_UNCOMMITTED, "read_committed": broker_pb2.READ_COMMITTED}
+VALIDATION_TIMEOUT_S_MAX = 1.0  # one position check inside poll; an unanswered one is asked again next round
+
+log = structlog.get_logger(__name__)
 
 
 class _Fetched(NamedTuple):
@@ -152,6 +161,7 @@ class Consumer:
         )
         self._resting_until: dict[TopicPartition, float] = {}  # stream mode: a partition's stream ended with an error
         self._last_epochs: dict[TopicPartition, int] = {}  # leader epoch of the record before the position (KIP-320)
+        self._validated_at: dict[TopicPartition, int] = {}  # leader epoch at which the position was last checked
         self._group = None if group_id is None else GroupSession(
             self, group_id, instance_id=group_instance_id, client_id=client_id, enable_auto_commit=enable_auto_commit,
             auto_commit_interval_ms=auto_commit_interval_ms, rebalance_timeout_ms=rebalance_timeout_ms,
@@ -234,9 +244,11 @@ class Consumer:
         return {tp: pos for tp, pos in self._positions.items() if pos is not None}
 
     def _seek_committed(self, tp: TopicPartition, offset: int, leader_epoch: int) -> None:
-        """Starts ``tp`` at its committed offset (with the epoch committed with it)."""
+        """Starts ``tp`` at its committed offset; with the epoch committed with it, the
+        position is checked against the leader's log before the first fetch (KIP-320)."""
         self.seek(tp, offset)
-        self._last_epochs[tp] = leader_epoch
+        if leader_epoch >= 0:
+            self._last_epochs[tp] = leader_epoch
 
     def seek(self, tp: TopicPartition, offset: int) -> None:
         """The next poll returns `tp` from `offset`."""
@@ -245,6 +257,7 @@ class Consumer:
             raise ValueError(f"offset {offset} < 0: use seek_to_beginning/seek_to_end for logical positions")
         self._positions[tp] = offset
         self._last_epochs.pop(tp, None)
+        self._validated_at.pop(tp, None)
         self._buffered.pop(tp, None)
         self._cancel_streams({tp})
 
@@ -374,6 +387,7 @@ class Consumer:
         for tp, answer in answers.items():
             self._positions[tp] = answer.offset
             self._last_epochs.pop(tp, None)
+            self._validated_at.pop(tp, None)
             self._buffered.pop(tp, None)
             if timestamp == LATEST:
                 self._high_watermarks[tp] = answer.offset
@@ -396,10 +410,11 @@ class Consumer:
                 refresh_sync(metadata, self._pool.stub, self._request_timeout_s)
             except KraftlogError:
                 metadata.last_refresh_ms = time.monotonic() * 1000  # back off; fetches wait for leaders
+        self._validate_positions(skip)
         now = time.monotonic()
         groups: dict[str, dict[TopicPartition, int]] = {}
         for tp, position in self._positions.items():
-            if position is None or skip(tp):
+            if position is None or skip(tp) or self._validation_due(tp):
                 continue
             leader = metadata.leader(tp)
             if leader is None:
@@ -409,6 +424,65 @@ class Consumer:
                 continue
             groups.setdefault(leader.address, {})[tp] = position
         return groups
+
+    def _resume_point(self, tp: TopicPartition) -> Position | None:
+        """Where reading ``tp`` continues (past its buffered data) and the leader epoch of the
+        record before it; None when that epoch is unknown (nothing read since a seek)."""
+        held = self._buffered.get(tp)
+        if held is not None:
+            last = held.batches[-1].header
+            return Position(last.last_offset + 1, last.leader_epoch)
+        epoch, position = self._last_epochs.get(tp), self._positions.get(tp)
+        return None if epoch is None or position is None else Position(position, epoch)
+
+    def _validation_due(self, tp: TopicPartition) -> bool:
+        """KIP-320: the position has not been checked against the log of the current leader."""
+        current = self._metadata.leader_epoch(tp)
+        return current >= 0 and self._validated_at.get(tp) != current and self._resume_point(tp) is not None
+
+    def _validate_positions(self, skip) -> None:
+        """Asks the leaders where the epoch of each unchecked position's last record ends
+        (one OffsetForLeaderEpoch per leader) and applies what `check_position` decides."""
+        due = {tp: (self._resume_point(tp), self._metadata.leader_epoch(tp))
+               for tp in self._positions if not skip(tp) and self._validation_due(tp)}
+        if not due:
+            return
+        try:
+            answers = epoch_end_offsets(self._metadata, self._pool, {tp: point.last_epoch for tp, (point, _) in due.items()},
+                                        min(self._request_timeout_s, VALIDATION_TIMEOUT_S_MAX), self._retry_backoff_s)
+        except KraftlogError as err:
+            if not err.retriable:
+                self._pending_error = err
+            return  # retriable: the positions stay unchecked, asked again next round
+        for tp, answer in answers.items():
+            point, epoch = due[tp]
+            self._validated_at[tp] = epoch
+            diverged = check_position(point, answer)
+            if diverged is not None:
+                self._truncated(tp, point, diverged)
+
+    def _truncated(self, tp: TopicPartition, point: Position, diverged: Diverged) -> None:
+        """The log was truncated below ``point``: never skip or re-read silently."""
+        position = self._positions[tp]
+        self._buffered.pop(tp, None)
+        self._cancel_streams({tp})
+        if diverged.offset is not None and diverged.offset >= position:
+            return  # only records fetched but not yet handed out diverged: fetch again from the position
+        fields = {"topic": tp[0], "partition": tp[1], "position": position, "last_epoch": point.last_epoch,
+                  "divergent_offset": diverged.offset, "leader_epoch": self._metadata.leader_epoch(tp)}
+        if self._auto_offset_reset == "none":
+            self._validated_at.pop(tp, None)  # stays unchecked: every poll raises until the application seeks
+            self._pending_error = LogTruncationError(tp, Position(position, self._last_epochs.get(tp, point.last_epoch)), diverged)
+            return
+        if diverged.offset is None:
+            log.warning("log truncation detected; the divergence point is unknown, resetting by auto_offset_reset", **fields,
+                        auto_offset_reset=self._auto_offset_reset)
+            self._positions[tp] = None
+            self._last_epochs.pop(tp, None)
+        else:
+            log.warning("log truncation detected; continuing from the first divergent offset", **fields)
+            self._positions[tp] = diverged.offset
+            self._last_epochs[tp] = diverged.epoch
 
     def _send_fetches(self) -> None:
         """Sends one fetch to each leader broker that has none outstanding and has assigned

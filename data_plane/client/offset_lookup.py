@@ -1,4 +1,5 @@
-"""ListOffsets for many partitions at once: one call per leader broker, retried on leader moves.
+"""ListOffsets and OffsetForLeaderEpoch for many partitions at once: one call per leader
+broker, retried on leader moves.
 
 Shared by the consumer (seek_to_beginning/end, offsets_for_times, offset reset) and admin
 (list_offsets). Timestamps follow the proto: -2 earliest, -1 latest (the high
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import grpc
 
@@ -30,6 +31,14 @@ class OffsetAndTimestamp(NamedTuple):
     timestamp: int
 
 
+class EpochEnd(NamedTuple):
+    """An OffsetForLeaderEpoch answer: the largest epoch the leader's log holds at or below
+    the one asked about, and where it ends (-1, -1: the log holds no such epoch)."""
+
+    leader_epoch: int
+    end_offset: int
+
+
 def list_offsets(
     metadata: MetadataCache,
     pool: ChannelPool[BrokerStub],
@@ -41,10 +50,50 @@ def list_offsets(
     """Answers every query or raises: retriable errors are retried (with a metadata
     refresh) until `timeout_s`; other errors raise at once. Latest (-1) is the high
     watermark, or the last stable offset with READ_COMMITTED."""
+
+    def call(stub: BrokerStub, group: Mapping[TopicPartition, int], timeout: float):
+        return stub.ListOffsets(_request(metadata, group, isolation_level), timeout=timeout)
+
+    answers = _ask_leaders(metadata, pool, queries, timeout_s, retry_backoff_s, call, "ListOffsets")
+    return {tp: OffsetAndTimestamp(a.offset, a.timestamp) for tp, a in answers.items()}
+
+
+def epoch_end_offsets(
+    metadata: MetadataCache,
+    pool: ChannelPool[BrokerStub],
+    epochs: Mapping[TopicPartition, int],
+    timeout_s: float,
+    retry_backoff_s: float = 0.1,
+) -> dict[TopicPartition, EpochEnd]:
+    """Where each partition's leader says the given epoch ends (KIP-320), retried like
+    `list_offsets`."""
+
+    def call(stub: BrokerStub, group: Mapping[TopicPartition, int], timeout: float):
+        topics: dict[str, broker_pb2.OffsetForLeaderEpochTopic] = {}
+        for (topic, partition), epoch in group.items():
+            entry = topics.setdefault(topic, broker_pb2.OffsetForLeaderEpochTopic(topic=topic))
+            entry.partitions.add(partition=partition, leader_epoch=epoch, current_leader_epoch=metadata.leader_epoch((topic, partition)))
+        return stub.OffsetForLeaderEpoch(broker_pb2.OffsetForLeaderEpochRequest(topics=list(topics.values())), timeout=timeout)
+
+    answers = _ask_leaders(metadata, pool, epochs, timeout_s, retry_backoff_s, call, "OffsetForLeaderEpoch")
+    return {tp: EpochEnd(a.leader_epoch, a.end_offset) for tp, a in answers.items()}
+
+
+def _ask_leaders(
+    metadata: MetadataCache,
+    pool: ChannelPool[BrokerStub],
+    queries: Mapping[TopicPartition, int],
+    timeout_s: float,
+    retry_backoff_s: float,
+    call: Callable[[BrokerStub, Mapping[TopicPartition, int], float], object],
+    what: str,
+) -> dict:
+    """One ``call`` per leader broker for its partitions of ``queries``, until every partition
+    has an answer without error (the proto's per-partition answer) or `timeout_s` passes."""
     deadline = time.monotonic() + timeout_s
     metadata.want({tp[0] for tp in queries})
     pending = dict(queries)
-    answers: dict[TopicPartition, OffsetAndTimestamp] = {}
+    answers: dict = {}
     last_error: KraftlogError | None = None
     while pending:
         if metadata.stale or any(metadata.leader(tp) is None for tp in pending):
@@ -53,19 +102,17 @@ def list_offsets(
             except KraftlogError as err:
                 last_error = err
         by_address: dict[str, dict[TopicPartition, int]] = {}
-        for tp, timestamp in pending.items():
+        for tp, query in pending.items():
             leader = metadata.leader(tp)
             if leader is not None:
-                by_address.setdefault(leader.address, {})[tp] = timestamp
+                by_address.setdefault(leader.address, {})[tp] = query
             elif metadata.topic_error(tp[0]) not in (None, "UNKNOWN_TOPIC_OR_PARTITION"):
                 raise KraftlogError(metadata.topic_error(tp[0]), f"topic {tp[0]!r}")
             else:
                 last_error = KraftlogError("LEADER_NOT_AVAILABLE", f"no known leader for {tp[0]}-{tp[1]}")
         for address, group in by_address.items():
             try:
-                response = pool.stub(address).ListOffsets(
-                    _request(metadata, group, isolation_level), timeout=max(deadline - time.monotonic(), 0.01)
-                )
+                response = call(pool.stub(address), group, max(deadline - time.monotonic(), 0.01))
             except grpc.RpcError as err:
                 last_error = from_rpc_error(err, address)
                 metadata.invalidate()
@@ -76,7 +123,7 @@ def list_offsets(
                     if tp not in pending:
                         continue
                     if answer.error_code == common_pb2.NONE:
-                        answers[tp] = OffsetAndTimestamp(answer.offset, answer.timestamp)
+                        answers[tp] = answer
                         del pending[tp]
                         continue
                     error = from_error_code(answer.error_code, answer.error_message, f"{tp[0]}-{tp[1]}")
@@ -90,7 +137,7 @@ def list_offsets(
             if time.monotonic() + retry_backoff_s >= deadline:
                 detail = f"; last error: {last_error}" if last_error else ""
                 raise KraftlogError(
-                    "REQUEST_TIMED_OUT", f"ListOffsets unanswered for {sorted(pending)} after {timeout_s:.1f}s{detail}"
+                    "REQUEST_TIMED_OUT", f"{what} unanswered for {sorted(pending)} after {timeout_s:.1f}s{detail}"
                 )
             time.sleep(retry_backoff_s)
     return answers

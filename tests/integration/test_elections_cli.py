@@ -8,7 +8,8 @@ Checks: a reassignment moves data and leadership and its progress is visible and
 cancelled; a SIGKILLed broker is fenced and loses every leadership and ISR membership in the
 entry that fences it; `leaders elect` reports what it did and fails where the preferred
 replica is not available; a partition whose last in-sync replica is gone (into the ELR) stays
-offline until the topic allows an unclean election, which is then logged and counted; after a controlled
+offline until the topic allows an unclean election, which is then logged and counted; consumers
+that read records the unclean election then truncated detect it (KIP-320); after a controlled
 shutdown and restart, leadership returns to the preferred replica on its own.
 """
 
@@ -206,3 +207,61 @@ def test_leadership_returns_to_the_preferred_replica_after_a_controlled_shutdown
         started = time.monotonic()
         wait_for(lambda: all((s := state(c, "balanced", n)).leader == s.replicas[0] for n in range(3)), 60, "every partition led by its preferred replica")
         print(f"\nleadership back on broker {victim} {time.monotonic() - started:.1f} s after its restart")
+
+
+def test_consumers_detect_the_truncation_an_unclean_election_makes(cluster: TestCluster) -> None:
+    """KIP-320: records read from the last replica standing are lost when an out-of-sync
+    replica is elected uncleanly, and new records reuse their offsets. A consumer with an
+    offset reset policy continues at the first divergent offset (neither re-reading from the
+    start nor skipping the new records); one with "none" raises LogTruncationError until it
+    seeks."""
+    from data_plane.client import Consumer
+    from data_plane.client.truncation import LogTruncationError
+
+    topic, tp = "truncated", ("truncated", 0)
+    cluster.create_topic(topic, 1, 2, {"min.insync.replicas": "1"})
+    first, second = state(cluster, topic).replicas
+    kept = produce(cluster, topic, 10)
+    cluster.stop_node(cluster.broker(second))  # out of the ISR: what follows is on `first` alone
+    wait_for(lambda: list(state(cluster, topic).isr) == [first], 30, f"{topic}-0's ISR to shrink to [{first}]")
+    lost = produce(cluster, topic, 20, first=10)
+    resetting = Consumer(cluster.bootstrap, auto_offset_reset="earliest")
+    strict = Consumer(cluster.bootstrap, auto_offset_reset="none", fetch_mode="fetch")
+    try:
+        for consumer in (resetting, strict):
+            consumer.assign([tp])
+            consumer.seek_to_beginning([tp])
+            read: list[bytes] = []
+            wait_for(lambda: read.extend(r.value for r in consumer.poll(200)) or len(read) >= 30, 30, "30 records")
+            assert read == kept + lost and consumer.position(tp) == 30
+
+        cluster.stop_node(cluster.broker(first))
+        cluster.restart(cluster.broker(second))
+        wait_for(lambda: not brokers(cluster)[second].endpoint.fenced, 30, f"broker {second} to be unfenced")
+        assert kraftlog(cluster, "topics", "alter", topic, "--config", "unclean.leader.election.enable=true").returncode == 0
+        wait_for(lambda: state(cluster, topic).leader == second, 30, "the unclean election")
+        replacing = produce(cluster, topic, 5, first=100)  # offsets 10..14 of the new leader's log
+
+        got: list[tuple[int, bytes]] = []
+        wait_for(lambda: got.extend((r.offset, r.value) for r in resetting.poll(200)) or len(got) >= 5, 30, "the records after the truncation")
+        assert got == list(zip(range(10, 15), replacing)), got
+
+        def reported() -> LogTruncationError | None:
+            try:
+                strict.poll(200)
+            except LogTruncationError as err:
+                return err
+            return None
+
+        error = wait_for(reported, 30, "the truncation to be reported")
+        assert (error.tp, error.divergent_offset, error.position.offset) == (tp, 10, 30)
+        with pytest.raises(LogTruncationError):
+            strict.poll(200)  # reported again until the application seeks
+        strict.seek(tp, error.divergent_offset)
+        after: list[bytes] = []
+        wait_for(lambda: after.extend(r.value for r in strict.poll(200)) or len(after) >= 5, 30, "the records after the seek")
+        assert after == replacing
+    finally:
+        resetting.close()
+        strict.close()
+        restore(cluster, first)

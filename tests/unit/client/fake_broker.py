@@ -3,7 +3,7 @@ retries, leader hints, fetch positions) are tested without processes or disks.
 
 It implements just enough of the Broker service: Metadata, Produce (stamps offsets with
 record_batch.stamp_batch), Fetch (whole batches from the fetch offset, long poll),
-ListOffsets (-2/-1 only) and DescribeLogs. Idempotent batches go through the broker's own
+ListOffsets (-2/-1 only), OffsetForLeaderEpoch and DescribeLogs. Idempotent batches go through the broker's own
 sequence rules (data_plane/replication/producer_state.py): duplicates are answered with their
 original offsets, gaps with OUT_OF_ORDER_SEQUENCE. Faults, one per request, per partition:
 `init_producer_id_error`, while set, is InitProducerId's answer; `metadata_unavailable`, while
@@ -52,6 +52,7 @@ class FakeBroker(broker_pb2_grpc.BrokerServicer):
         self.delay_next_s: dict[tuple[str, int], deque[float]] = defaultdict(deque)
         self.on_append: Callable[[tuple[str, int]], None] | None = None
         self.overlaps = 0
+        self.epoch_ends: dict[tuple[str, int], tuple[int, int]] = {}  # OffsetForLeaderEpoch's answer per partition
         self._handling: set[tuple[str, int]] = set()
         self.produce_requests = 0
         self.fetch_requests = 0
@@ -201,6 +202,18 @@ class FakeBroker(broker_pb2_grpc.BrokerServicer):
             for p in topic.partitions:
                 offset = 0 if p.timestamp == -2 else self.end_offsets[(topic.topic, p.partition)]
                 answer_topic.partitions.add(partition=p.partition, offset=offset, timestamp=-1)
+        return response
+
+    def OffsetForLeaderEpoch(self, request, context):
+        """Every epoch asked about is the current one and ends at the log end, unless
+        ``epoch_ends[tp]`` says otherwise (a truncation the consumer must detect)."""
+        response = broker_pb2.OffsetForLeaderEpochResponse()
+        for topic in request.topics:
+            answer_topic = response.topics.add(topic=topic.topic)
+            for p in topic.partitions:
+                tp = (topic.topic, p.partition)
+                epoch, end = self.epoch_ends.get(tp, (self.leader_epoch, self.end_offsets[tp]))
+                answer_topic.partitions.add(partition=p.partition, leader_epoch=epoch, end_offset=end)
         return response
 
     def DescribeLogs(self, request, context):
