@@ -45,7 +45,7 @@ CONFIG_WORDS = (
     "max.message.bytes", "unclean.leader.election.enable", "lz4", "zstd", "producer", "delete", "compact", "true",
 )
 READ_OR_APPEND = frozenset({
-    "Produce", "Fetch", "ListOffsets", "Metadata", "InitProducerId", "DescribeLogs", "DescribeConfigs", "DescribeCluster",
+    "Produce", "Fetch", "ListOffsets", "OffsetForLeaderEpoch", "Metadata", "InitProducerId", "DescribeLogs", "DescribeConfigs", "DescribeCluster",
     "DescribeQuorum", "ListPartitionReassignments", "StreamMetadata",
 })
 CALL_DEADLINE_S = 1.5  # a long poll (max_wait_ms up to 30 s) is cut here; only waiting calls may end so
