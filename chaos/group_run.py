@@ -1,51 +1,61 @@
-"""The consumer-group chaos run: a group of member processes reads a topic while brokers,
-the group's coordinator and members are killed; then the group checks
-(``chaos/checker/group_checks.py``) judge the history.
+"""The consumer-group scenarios of ``kraftlog chaos`` (``group-kills`` and its negative control
+``unsafe-group-assign-before-revoke``): a group of member processes reads a topic while
+brokers, the group's coordinator and members are killed and the coordinator's links are cut;
+then the group checks (``chaos/checker/group_checks.py``) judge the history.
 
-    python -m chaos.group_run --duration 30 --seed 1 --report ./group-report [--unsafe]
+    kraftlog chaos run --scenario group-kills --duration 30 --seed 1
 
-What runs: a local cluster (1 controller, 3 brokers, short group session timeout), a
-6-partition RF=3 topic (min.insync.replicas 2), the chaos workload's idempotent acks=all
-producers (``ProducerWorker``), three members (``chaos/workload/group_member.py``, each its
-own OS process, auto-commit every 200 ms, spending 500 ms on each poll's records, so a
-revocation takes a while, as in a real application) and an observer asking the coordinator for the
-group's committed offsets every 0.2 s. A seeded schedule picks, every few seconds, one of:
-SIGKILL the coordinator's broker (restarted 1-3 s later), SIGKILL another broker (the
-same), SIGKILL a member (a new one starts in its place), SIGTERM a member (it commits and
-leaves; a new one starts). After ``duration`` every broker is started again, the producers
-stop, the members read until they have every acknowledged record (or ``DRAIN_S``), and
-close (committing), and the observer takes the final committed offsets.
+What runs: a ``ChaosCluster`` (1 controller, 3 brokers, every client and replication link
+through a Toxiproxy proxy, short group session timeout), a 6-partition RF=3 topic
+(min.insync.replicas 2), the chaos workload's idempotent acks=all producers
+(``ProducerWorker``), three members (``chaos/workload/group_member.py``, each its own OS
+process, auto-commit every 200 ms, spending 500 ms on each poll's records, so a revocation
+takes a while, as in a real application) and an observer asking the coordinator for the
+group's committed offsets every 0.2 s. A seeded schedule picks, every few seconds, one of
+``FAULTS``: SIGKILL the coordinator's broker or another broker (restarted 1-3 s later);
+SIGKILL a member (a new one starts in its place) or SIGTERM one (it commits and leaves; a new
+one starts); cut the coordinator's client link (every client loses it: members cannot
+heartbeat, and a cut longer than the session timeout removes them) or the replication links
+into the coordinator's broker (its offsets partition's followers stop fetching, so commits
+stall below min.insync.replicas), each for 1-6 s. After ``duration`` everything is healed, the
+producers stop, the members read until they have every acknowledged record (or ``DRAIN_S``)
+and close (committing), and the observer takes the final committed offsets.
 
 Ownership is judged from two records. The coordinator's: a coordinator logs every member's
 current assignment it writes (``ownership_events``), across coordinator moves. The members':
 each member notes when it took partitions on and when it stopped reading them
 (``MemberProcess.ownership_changes``; a SIGKILLed member releases everything at the kill).
-With ``--unsafe`` the brokers run the coordinator's negative control (``--unsafe-testing
-assign-before-revoke``: a partition handed out before its owner revoked it), which the run
-must catch as ``double-owner``: the coordinator's record shows no overlap there (it believes
-the revocation it assumed), the members' does.
+The negative control runs the brokers with ``--unsafe-testing assign-before-revoke`` (a
+partition handed out before its owner revoked it), which must be caught as ``double-owner``:
+the coordinator's record shows no overlap there (it believes the revocation it assumed), the
+members' does.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from chaos.checker.group_checks import GroupAnomaly, check_group
+from chaos.chaos_cluster import ChaosCluster
+from chaos.checker.group_checks import GroupCheckResult, check_group
+from chaos.checker.verdict import judge
 from chaos.group_history import CommittedObservation, GroupPoll, MemberOwnershipChange, OwnershipEvent
 from chaos.history import History, SendOp
+from chaos.network import Network, client_link, replication_link
+from chaos.toxiproxy import start_toxiproxy
 from chaos.workload.producer_worker import ProducerWorker
 from chaos.workload.settings import WorkloadSettings
-from server_common.local_cluster import LocalCluster, Node, wait_ready
-from server_common.logging_setup import configure_logging
+from server_common.local_cluster import Node, wait_ready
 from server_common.waiting import wait_for
+
+if TYPE_CHECKING:
+    from chaos.runner import RunOptions, RunResult
 
 GROUP = "chaos-group"
 MEMBERS = 3
@@ -53,30 +63,13 @@ SESSION_TIMEOUT_MS = 4000
 GROUP_BROKER_ARGS = ["--group-session-timeout-ms", str(SESSION_TIMEOUT_MS), "--group-heartbeat-interval-ms", "300"]
 FAULT_GAP_S = (3.0, 6.0)
 DOWN_S = (1.0, 3.0)
+CUT_S = (1.0, 6.0)  # some cuts outlast the session timeout
 DRAIN_S = 60.0
 OBSERVE_INTERVAL_S = 0.2
 PROCESS_MS = 500  # each member's work per poll: a revocation waits up to this long, as in a real application
-FAULTS = ("kill-coordinator", "kill-broker", "kill-member", "stop-member")
+FAULTS = ("kill-coordinator", "kill-broker", "kill-member", "stop-member", "cut-coordinator-clients", "cut-coordinator-replication")
+WORKLOAD = WorkloadSettings(topic="chaos-group", partitions=6, single_attempt_producers=0, rate_per_s=50)
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@dataclass
-class GroupRunResult:
-    anomalies: list[GroupAnomaly]
-    faults: list[tuple[float, str]]
-    acked: int
-    read: int
-    ownership_events: int
-    report: Path
-    expected: frozenset[str] = field(default_factory=frozenset)
-
-    @property
-    def verdict(self) -> str:
-        """passed / failed for a safe run; caught / missed for the negative control."""
-        found = {a.kind for a in self.anomalies}
-        if self.expected:
-            return "caught" if found & self.expected else "missed"
-        return "failed" if found else "passed"
 
 
 class MemberProcess:
@@ -176,145 +169,178 @@ def ownership_events(log_dir: Path, group: str, topic: str) -> list[OwnershipEve
     return events
 
 
-def run(duration_s: float, seed: int, report_dir: Path, unsafe: str = "", progress=print) -> GroupRunResult:
-    """One run; writes ``report_dir/group-report.json`` and returns the result."""
-    from data_plane.client import Admin
-    from data_plane.client.group_admin import GroupAdmin
+def run_group(options: RunOptions) -> RunResult:
+    """One group scenario run; writes ``group-report.json`` in the report directory."""
+    from chaos.runner import RunResult
 
-    rng = random.Random(seed)
-    settings = WorkloadSettings(topic="chaos-group", partitions=6, single_attempt_producers=0, rate_per_s=50)
+    scenario, report_dir = options.scenario, options.report_dir
     report_dir.mkdir(parents=True, exist_ok=True)
-    cluster = LocalCluster.create(report_dir / "cluster", controllers=1, brokers=3)
-    for node in cluster.brokers:
-        node.extra_args = [*GROUP_BROKER_ARGS, *(["--unsafe-testing", unsafe] if unsafe else [])]
-    faults: list[tuple[float, str]] = []
-    members: list[MemberProcess] = []
-    try:
-        cluster.start()
-        wait_ready(cluster)
-        bootstrap = cluster.bootstrap
+    with open(report_dir / "toxiproxy.log", "ab") as log, start_toxiproxy(log_file=log) as proxy:
+        cluster = ChaosCluster.build(report_dir / "cluster", scenario.cluster, Network(proxy))
+        for node in cluster.brokers:
+            node.extra_args = [*node.extra_args, *GROUP_BROKER_ARGS]
+        cluster.save()
+        run = _GroupRun(cluster, random.Random(options.seed), report_dir, options.progress)
+        try:
+            anomalies = run.play(options.duration_s)
+        finally:
+            run.kill_everything()
+    result = GroupCheckResult(anomalies)
+    verdict = judge(result, scenario.expected)
+    acked, read = sum(map(len, run.acked.values())), sum(len(rs) for poll in run.polls for rs in poll.reads.values())
+    title = f"kraftlog chaos: {scenario.name}, seed {options.seed}, {options.duration_s:.0f}s"
+    lines = [title, f"  verdict: {verdict.outcome.label.upper()}, {verdict.sentence}",
+             f"  {acked} acknowledged, {read} read by the group, {len(run.faults)} faults, {run.ownership} ownership events"]
+    for kind, found in result.by_kind.items():
+        lines.append(f"  {kind}: {len(found)}")
+        lines.extend(f"    {a.message}" for a in found[:3])
+    report = report_dir / "group-report.json"
+    report.write_text(json.dumps({
+        "scenario": scenario.name, "seed": options.seed, "duration_s": options.duration_s, "verdict": verdict.to_json(),
+        "faults": run.faults, "acked": acked, "records_read": read, "ownership_events": run.ownership,
+        "anomalies": [{"kind": a.kind, "partition": a.partition, "message": a.message, **a.details} for a in anomalies[:50]],
+    }, indent=2, default=str))
+    return RunResult(result, verdict, report, "\n".join(lines), [f for _, f in run.faults])
+
+
+class _GroupRun:
+    """The cluster, producers, members and observer of one run, and the faults played on them."""
+
+    def __init__(self, cluster: ChaosCluster, rng: random.Random, report_dir: Path, progress) -> None:
+        self.cluster, self.rng, self.report_dir, self.progress = cluster, rng, report_dir, progress
+        self.members: list[MemberProcess] = []
+        self.producers: list[ProducerWorker] = []
+        self.down: dict[str, tuple[Node, float]] = {}  # killed brokers, restarted at the time given
+        self.cut: dict[str, float] = {}  # cut links, restored at the time given
+        self.faults: list[tuple[float, str]] = []
+        self.acked: dict[int, dict[int, str]] = {}
+        self.polls: list[GroupPoll] = []
+        self.ownership = 0
+
+    def play(self, duration_s: float) -> list:
+        from data_plane.client import Admin
+        from data_plane.client.group_admin import GroupAdmin
+
+        cluster, settings = self.cluster, WORKLOAD
+        cluster.start_and_wait()
+        bootstrap = self.bootstrap = cluster.client_bootstrap
         with Admin(bootstrap) as admin:
             admin.create_topics([(settings.topic, settings.partitions, settings.replication_factor)], settings.topic_configs())
         history = History()
         started_at = time.time() - history.now()
-        producers = [ProducerWorker(f"producer-{i}", bootstrap, settings, history, single_attempt=False) for i in range(settings.producers)]
+        producers = self.producers = [ProducerWorker(f"producer-{i}", bootstrap, settings, history, single_attempt=False)
+                                      for i in range(settings.producers)]
         for p in producers:
             p.start()
-        members = [MemberProcess(bootstrap, settings.topic, report_dir / f"member-{i}.jsonl") for i in range(MEMBERS)]
+        self.members = [MemberProcess(bootstrap, settings.topic, self.report_dir / f"member-{i}.jsonl") for i in range(MEMBERS)]
         observer = CommittedObserver(bootstrap, settings.topic, started_at)
         observer.start()
-        down: dict[str, tuple[Node, float]] = {}
-        next_fault = time.monotonic() + rng.uniform(*FAULT_GAP_S)
+        self.progress(f"{MEMBERS} members of group {GROUP} reading {settings.topic}; faults for {duration_s:.0f}s")
+        next_fault = time.monotonic() + self.rng.uniform(*FAULT_GAP_S)
         end = time.monotonic() + duration_s
         while time.monotonic() < end:
-            for name, (node, until) in list(down.items()):
-                if time.monotonic() >= until:
-                    cluster.start_node(node)
-                    del down[name]
+            self._heal(time.monotonic())
             if time.monotonic() >= next_fault:
-                fault = rng.choice(FAULTS)
-                faults.append((round(history.now(), 3), _inject(fault, rng, cluster, members, down, bootstrap, settings.topic, report_dir)))
-                progress(f"[{history.now():6.1f}s] {faults[-1][1]}")
-                next_fault = time.monotonic() + rng.uniform(*FAULT_GAP_S)
+                self.faults.append((round(history.now(), 3), self._inject(self.rng.choice(FAULTS))))
+                self.progress(f"[{history.now():6.1f}s] {self.faults[-1][1]}")
+                next_fault = time.monotonic() + self.rng.uniform(*FAULT_GAP_S)
             time.sleep(0.1)  # the fault loop's tick: nothing waits on it
-        for node, _ in down.values():
-            cluster.start_node(node)
-        wait_ready(cluster)
+        self._heal(float("inf"))
+        self.progress("faults healed; the group reads what was acknowledged")
         for p in producers:
             p.stopping.set()
         for p in producers:
             p.join(settings.delivery_timeout_ms / 1000 + 5)
-        acked = {}
         for op in history.ops:
             if isinstance(op, SendOp) and op.outcome == "ok":
-                acked.setdefault(op.partition, {})[op.offset] = op.value
+                self.acked.setdefault(op.partition, {})[op.offset] = op.value
 
         def all_read() -> bool:
-            read = {(p, o) for m in members for poll in m.polls() for p, rs in poll.reads.items() for o, _ in rs}
-            return all((p, o) in read for p, offsets in acked.items() for o in offsets)
+            read = {(p, o) for m in self.members for poll in m.polls() for p, rs in poll.reads.items() for o, _ in rs}
+            return all((p, o) in read for p, offsets in self.acked.items() for o in offsets)
 
         try:
             wait_for(all_read, DRAIN_S, "the group to read every acknowledged record")
         except TimeoutError as err:
-            progress(str(err))
-        for m in members:
+            self.progress(str(err))
+        for m in self.members:
             if m.proc.poll() is None:
                 m.proc.terminate()
-        for m in members:
+        for m in self.members:
             m.proc.wait(30)
         observer.stopping.set()
         observer.join(10)
         with GroupAdmin(bootstrap, request_timeout_ms=30_000) as admin:
             final = observer.observe(admin)
-        polls = [poll for m in members for poll in m.polls()]
+        self.polls = [poll for m in self.members for poll in m.polls()]
         cluster.stop()
         ownership = ownership_events(cluster.data_dir / "logs", GROUP, settings.topic)
-        member_changes = [c for m in members for c in m.ownership_changes(started_at)]
-        anomalies = check_group(acked, polls, observer.observations, final, ownership, member_changes)
-    finally:
-        for m in members:
+        self.ownership = len(ownership)
+        member_changes = [c for m in self.members for c in m.ownership_changes(started_at)]
+        return check_group(self.acked, self.polls, observer.observations, final, ownership, member_changes)
+
+    def kill_everything(self) -> None:
+        for p in self.producers:
+            p.stopping.set()
+        for m in self.members:
             if m.proc.poll() is None:
                 m.proc.kill()
-        cluster.kill_all()
-    result = GroupRunResult(
-        anomalies, faults, sum(map(len, acked.values())), sum(len(rs) for poll in polls for rs in poll.reads.values()),
-        len(ownership), report_dir / "group-report.json", frozenset({"double-owner"}) if unsafe else frozenset(),
-    )
-    result.report.write_text(json.dumps({
-        "verdict": result.verdict, "seed": seed, "duration_s": duration_s, "unsafe": unsafe, "faults": faults,
-        "acked": result.acked, "records_read": result.read, "ownership_events": result.ownership_events,
-        "anomalies": [{"kind": a.kind, "partition": a.partition, "message": a.message, **a.details} for a in anomalies[:50]],
-    }, indent=2, default=str))
-    return result
+        self.cluster.kill_all()
 
+    def _heal(self, now: float) -> None:
+        """Restarts the killed brokers and restores the cut links whose time has come."""
+        for name, (node, until) in list(self.down.items()):
+            if now >= until:
+                self.cluster.start_node(node)
+                del self.down[name]
+        for link, until in list(self.cut.items()):
+            if now >= until:
+                self.cluster.network.restore(link)
+                del self.cut[link]
+        if now == float("inf"):
+            wait_ready(self.cluster)
 
-def _inject(fault: str, rng: random.Random, cluster: LocalCluster, members: list[MemberProcess], down: dict,
-            bootstrap: str, topic: str, report_dir: Path) -> str:
-    """Carries out one fault; returns what was done."""
-    from data_plane.client import KraftlogError
-    from data_plane.client.group_admin import GroupAdmin
+    def _coordinator(self) -> int:
+        """The group coordinator's broker id as the cluster says now (-1: unknown)."""
+        from data_plane.client import KraftlogError
+        from data_plane.client.group_admin import GroupAdmin
 
-    if fault in ("kill-coordinator", "kill-broker"):
-        up = [b for b in cluster.brokers if b.name not in down]
-        coordinator = -1
         try:
-            with GroupAdmin(bootstrap, request_timeout_ms=2000) as admin:
+            with GroupAdmin(self.bootstrap, request_timeout_ms=2000) as admin:
                 link = admin.link(GROUP)
                 link.find(2.0)
-                coordinator = link.coordinator_id
+                return link.coordinator_id
         except KraftlogError:
-            pass
-        candidates = [b for b in up if (b.node_id == coordinator) == (fault == "kill-coordinator")] or up
-        if len(up) < 2:
-            return f"{fault}: skipped (only {len(up)} broker up)"
-        victim = rng.choice(candidates)
-        cluster.kill(victim)
-        down[victim.name] = (victim, time.monotonic() + rng.uniform(*DOWN_S))
-        return f"{fault}: SIGKILL {victim.name} (coordinator was broker {coordinator})"
-    old = rng.choice([m for m in members if m.proc.poll() is None])
-    if fault == "kill-member":
-        old.killed()
-    else:
-        old.proc.terminate()
-        old.proc.wait(30)
-    members.append(MemberProcess(bootstrap, topic, report_dir / f"member-{len(members)}.jsonl"))  # the old one's history stays
-    return f"{fault}: {'SIGKILL' if fault == 'kill-member' else 'SIGTERM'} {old.path.stem}, started {members[-1].path.stem}"
+            return -1
 
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m chaos.group_run", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--duration", type=float, default=30)
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--report", type=Path, default=Path("group-chaos-report"))
-    parser.add_argument("--unsafe", action="store_const", const="assign-before-revoke", default="",
-                        help="the negative control: brokers hand partitions over before they are revoked (--unsafe-testing assign-before-revoke)")
-    args = parser.parse_args(argv)
-    configure_logging(level="WARNING")
-    result = run(args.duration, args.seed, args.report, args.unsafe)
-    print(f"verdict: {result.verdict}; {result.acked} acknowledged, {result.read} read, {len(result.faults)} faults, "
-          f"{result.ownership_events} ownership events; anomalies: {sorted({a.kind for a in result.anomalies}) or 'none'} ({result.report})")
-    return {"passed": 0, "caught": 0, "failed": 1, "missed": 2}[result.verdict]
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    def _inject(self, fault: str) -> str:
+        """Carries out one fault; returns what was done."""
+        cluster, rng = self.cluster, self.rng
+        if fault.startswith("cut-"):
+            coordinator = self._coordinator()
+            if coordinator < 0 or any(b.node_id == coordinator and b.name in self.down for b in cluster.brokers):
+                return f"{fault}: skipped (no coordinator up to cut off)"
+            links = ([client_link(coordinator)] if fault == "cut-coordinator-clients"
+                     else [replication_link(b.node_id, coordinator) for b in cluster.brokers if b.node_id != coordinator])
+            until = time.monotonic() + rng.uniform(*CUT_S)
+            for link in links:
+                cluster.network.cut(link)
+                self.cut[link] = until
+            return f"{fault}: cut {', '.join(links)} for {until - time.monotonic():.1f}s (coordinator broker {coordinator})"
+        if fault in ("kill-coordinator", "kill-broker"):
+            up = [b for b in cluster.brokers if b.name not in self.down]
+            if len(up) < 2:
+                return f"{fault}: skipped (only {len(up)} broker up)"
+            coordinator = self._coordinator()
+            victim = rng.choice([b for b in up if (b.node_id == coordinator) == (fault == "kill-coordinator")] or up)
+            cluster.kill(victim)
+            self.down[victim.name] = (victim, time.monotonic() + rng.uniform(*DOWN_S))
+            return f"{fault}: SIGKILL {victim.name} (coordinator was broker {coordinator})"
+        old = rng.choice([m for m in self.members if m.proc.poll() is None])
+        if fault == "kill-member":
+            old.killed()
+        else:
+            old.proc.terminate()
+            old.proc.wait(30)
+        self.members.append(MemberProcess(self.bootstrap, WORKLOAD.topic, self.report_dir / f"member-{len(self.members)}.jsonl"))
+        return f"{fault}: {'SIGKILL' if fault == 'kill-member' else 'SIGTERM'} {old.path.stem}, started {self.members[-1].path.stem}"

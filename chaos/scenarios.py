@@ -7,7 +7,7 @@ Timings assume the chaos cluster's short timeouts (session 3 s, replica lag 3 s)
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from chaos.chaos_cluster import ClusterSettings
 from chaos.schedule import FaultSpec
@@ -28,11 +28,12 @@ class Scenario:
     specs: list[FaultSpec]
     cluster: ClusterSettings = ClusterSettings()
     expected: frozenset[str] = field(default_factory=frozenset)
+    workload: str = "records"  # "group": a consumer group's run (chaos/group_run.py), its own faults, not ``specs``
 
     @property
     def needs_proxied_clients(self) -> bool:
         """Whether a fault acts on client or replication links (which need broker flags)."""
-        return any(s.role in PROXIED_CLIENT_ROLES or s.params.get("replication_latency_ms") for s in self.specs)
+        return self.workload == "group" or any(s.role in PROXIED_CLIENT_ROLES or s.params.get("replication_latency_ms") for s in self.specs)
 
 
 def _toxic(role: str, duration_s: tuple[float, float], gap_s: tuple[float, float], **params: object) -> FaultSpec:
@@ -152,7 +153,6 @@ _POWER_LOSS: list[Scenario] = [
 ]
 _SAFE += _POWER_LOSS
 # Durable brokers: the mix includes power losses, which only --durability fsync survives.
-# Durable brokers: the mix includes power losses, which only --durability fsync survives.
 _MIX = Scenario("mix", "a random mix of every fault above but the disk faults (brokers with --durability fsync)", [spec for s in _SAFE for spec in s.specs], _DURABLE)
 # The same faults with mutual TLS on every port and encrypted Raft links (proxies forward the
 # TLS bytes): security must not change what the checker finds.
@@ -264,4 +264,13 @@ _NETNS_MIX = Scenario(
     [spec for s in _REAL_FAULTS for spec in s.specs] + [spec for s in _SAFE for spec in s.specs if spec.fault in ("kill", "pause", "depose-leader")],
     _NETNS,
 )
-SCENARIOS: dict[str, Scenario] = {s.name: s for s in [*_SAFE, _MIX, _SECURE, *_DISK, *_UNSAFE, *_REAL_FAULTS, _NETNS_MIX]}
+# Consumer groups (chaos/group_run.py): member processes, the group checks, faults of their own.
+_GROUP_CLUSTER = ClusterSettings(controllers=1)
+_GROUP: list[Scenario] = [
+    Scenario("group-kills", "a consumer group of member processes reads while brokers, the group's coordinator and members are "
+             "SIGKILLed, members leave, and the coordinator's client or replication links are cut", [], _GROUP_CLUSTER, workload="group"),
+    Scenario("unsafe-group-assign-before-revoke", "group-kills with coordinators that hand a partition to its new owner before the "
+             "old one revoked it (--unsafe-testing assign-before-revoke)", [], replace(_GROUP_CLUSTER, unsafe="assign-before-revoke"),
+             frozenset({"double-owner"}), workload="group"),
+]
+SCENARIOS: dict[str, Scenario] = {s.name: s for s in [*_SAFE, _MIX, _SECURE, *_DISK, *_UNSAFE, *_REAL_FAULTS, _NETNS_MIX, *_GROUP]}

@@ -140,6 +140,23 @@ def commits_behind_reads(final: CommittedObservation | None, polls: Iterable[Gro
             )
 
 
+@dataclass
+class GroupCheckResult:
+    """A group run's findings, shaped like the records checker's ``CheckResult`` where the
+    verdict, the CLI and the soak read it."""
+
+    anomalies: list[GroupAnomaly]
+
+    @property
+    def valid(self) -> bool:
+        return not self.anomalies
+
+    @property
+    def by_kind(self) -> dict[str, list[GroupAnomaly]]:
+        """Anomalies grouped by kind, in the order of ``GROUP_KINDS``."""
+        return {kind: found for kind in GROUP_KINDS if (found := [a for a in self.anomalies if a.kind == kind])}
+
+
 def check_group(
     acked: dict[int, dict[int, str]], polls: list[GroupPoll], observations: list[CommittedObservation],
     final: CommittedObservation | None, ownership: list[OwnershipEvent], member_changes: list[MemberOwnershipChange] = (),
