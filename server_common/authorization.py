@@ -52,6 +52,13 @@ class AccessControl:
         identity = current_identity()
         return self.authorizer().authorize(identity.principal, identity.host, operation, resource_type, name)
 
+    def allows_any(self, operation: str, resource_type: str) -> bool:
+        """Whether the call may do ``operation`` on at least one resource of the type."""
+        if not self.enabled:
+            return True
+        identity = current_identity()
+        return self.authorizer().authorize_any(identity.principal, identity.host, operation, resource_type)
+
     def refusal(self, operation: str, resource_type: str, name: str = CLUSTER_NAME) -> str | None:
         """None when allowed; else the message of the refusal, naming who, what and the fix."""
         if self.allows(operation, resource_type, name):

@@ -89,7 +89,7 @@ class Authorizer:
         for acl in acls:
             index.setdefault((acl.principal, acl.resource_type), []).append(acl)
         self._index = {key: tuple(value) for key, value in index.items()}
-        self._memo: dict[tuple[str, str, str, str, str], bool] = {}
+        self._memo: dict[tuple[str, str, str, str, str | None], bool] = {}  # resource None: any of the type
 
     def authorize(self, principal: str, host: str, operation: str, resource_type: str, resource_name: str) -> bool:
         key = (principal, host, operation, resource_type, resource_name)
@@ -97,6 +97,24 @@ class Authorizer:
         if answer is None:
             answer = self._memo[key] = self._decide(principal, host, operation, resource_type, resource_name)
         return answer
+
+    def authorize_any(self, principal: str, host: str, operation: str, resource_type: str) -> bool:
+        """Whether the principal may do ``operation`` on at least one resource of the type
+        (Kafka's ``authorizeByResourceType``, which KIP-679 uses: WRITE on any topic allows
+        idempotent produce): some ALLOW that no DENY covers."""
+        key = (principal, host, operation, resource_type, None)
+        answer = self._memo.get(key)
+        if answer is None:
+            answer = self._memo[key] = self._decide_any(principal, host, operation, resource_type)
+        return answer
+
+    def _decide_any(self, principal: str, host: str, operation: str, resource_type: str) -> bool:
+        if principal in self.super_users:
+            return True
+        acls = [acl for who in (principal, WILDCARD_PRINCIPAL) for acl in self._index.get((who, resource_type), ())
+                if acl.host in (host, WILDCARD) and acl.covers(operation)]
+        denies = [acl for acl in acls if acl.permission == "deny"]
+        return any(not any(_denies_all_of(deny, allow) for deny in denies) for allow in acls if allow.permission == "allow")
 
     def _decide(self, principal: str, host: str, operation: str, resource_type: str, resource_name: str) -> bool:
         if principal in self.super_users:
@@ -110,3 +128,11 @@ class Authorizer:
                     return False
                 allowed = True
         return allowed
+
+
+def _denies_all_of(deny: AclBinding, allow: AclBinding) -> bool:
+    """Whether ``deny`` covers every resource ``allow`` names (a wildcard, a prefix of the
+    allowed name or prefix, or the same literal name)."""
+    if deny.pattern_type == "prefixed":
+        return allow.resource_name.startswith(deny.resource_name)
+    return deny.resource_name == WILDCARD or (allow.pattern_type == "literal" and deny.resource_name == allow.resource_name)

@@ -3,7 +3,8 @@
 Produce, Fetch, ListOffsets and DeleteRecords answer a refused partition in its own entry
 (TOPIC_AUTHORIZATION_FAILED, naming the principal, operation and topic, and the
 `kraftlog acls create` that would allow it) and serve the others; Metadata lists only the
-topics the principal may DESCRIBE; the replication stream, repair reads and DescribeLogs are
+topics the principal may DESCRIBE, and answers a topic it names without DESCRIBE with
+TOPIC_AUTHORIZATION_FAILED; the replication stream, repair reads and DescribeLogs are
 for brokers (CLUSTER_ACTION on the cluster).
 """
 
@@ -53,11 +54,19 @@ async def readable_stream(access: AccessControl, requests: AsyncIterator[broker_
         yield request
 
 
-def describable(access: AccessControl, response: broker_pb2.MetadataResponse) -> broker_pb2.MetadataResponse:
-    """``response`` without the topics the call may not DESCRIBE (as Kafka hides them)."""
+def describable(access: AccessControl, response: broker_pb2.MetadataResponse, named: bool) -> broker_pb2.MetadataResponse:
+    """``response`` as the call may see it, as Kafka answers: a topic the call may not
+    DESCRIBE is left out of a listing of every topic; a topic the request ``named`` is answered
+    with TOPIC_AUTHORIZATION_FAILED and nothing else (whether it exists or not, so the answer
+    does not tell), so a client can say why instead of "unknown topic"."""
     if not access.enabled:
         return response
-    hidden = [t for t in response.topics if not access.allows("describe", "topic", t.name)]
-    for topic in hidden:
-        response.topics.remove(topic)
+    for topic in [t for t in response.topics if not access.allows("describe", "topic", t.name)]:
+        if not named:
+            response.topics.remove(topic)
+            continue
+        name = topic.name
+        code, message = access.first_refusal("describe", "topic", (name,))
+        topic.Clear()
+        topic.name, topic.error_code, topic.error_message = name, code, message
     return response

@@ -386,15 +386,19 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         return response
 
     async def Metadata(self, request, context):
-        response = describable(self.access, self._metadata_response(list(request.topics)))
+        response = describable(self.access, self._metadata_response(list(request.topics)), named=bool(request.topics))
         if not response.brokers:  # no cluster metadata yet: an empty answer would read as "no brokers exist"
             await context.abort(grpc.StatusCode.UNAVAILABLE, f"broker {response.answering_broker_id} has no cluster metadata "
                                 "yet (starting or cut off from the controllers): ask another broker, or retry shortly")
         return response
 
     async def InitProducerId(self, request, context):
-        if (refused := self.access.refused_response(broker_pb2.InitProducerIdResponse, "idempotent_write", "cluster")) is not None:
-            return refused
+        """An idempotent producer's id: IDEMPOTENT_WRITE on the cluster, or (KIP-679, as Kafka 3.0
+        on) WRITE on any topic, since such a producer may write those topics anyway."""
+        if not self.access.allows_any("write", "topic"):
+            if (refused := self.access.refused_response(broker_pb2.InitProducerIdResponse, "idempotent_write", "cluster")) is not None:
+                refused.error_message += " (or WRITE on any topic)"
+                return refused
         return await self._init_producer_id()
 
     async def ReplicaFetch(self, request_iterator, context):

@@ -418,6 +418,7 @@ class Consumer:
                 continue
             leader = metadata.leader(tp)
             if leader is None:
+                self._pending_error = metadata.topic_failure(tp[0]) or self._pending_error  # e.g. not authorized to describe it
                 metadata.invalidate()
                 continue
             if self._backoff_until.get(leader.address, 0.0) > now:

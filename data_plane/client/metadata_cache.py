@@ -51,7 +51,7 @@ class ClusterSnapshot(NamedTuple):
     partitions: dict[TopicPartition, PartitionInfo]
     partition_counts: dict[str, int]
     topic_ids: dict[str, str]
-    topic_errors: dict[str, str]  # topic -> ErrorCode name, for topics the cluster refused
+    topic_errors: dict[str, tuple[str, str]]  # topic -> (ErrorCode name, the cluster's message), for topics it refused
     controllers: tuple[str, ...]
     cluster_id: str
     metadata_offset: int
@@ -121,7 +121,19 @@ class MetadataCache:
 
     def topic_error(self, topic: str) -> str | None:
         """The error the cluster gave for `topic` in the last answer, if any."""
-        return self.snapshot.topic_errors.get(topic)
+        error = self.snapshot.topic_errors.get(topic)
+        return None if error is None else error[0]
+
+    def topic_failure(self, topic: str) -> KraftlogError | None:
+        """The error to raise for `topic`: one the cluster gave that waiting will not cure
+        (UNKNOWN_TOPIC_OR_PARTITION may be a topic being created), with the cluster's message
+        (for TOPIC_AUTHORIZATION_FAILED: the principal, the operation and the `kraftlog acls
+        create` that would allow it)."""
+        error = self.snapshot.topic_errors.get(topic)
+        if error is None or error[0] == "UNKNOWN_TOPIC_OR_PARTITION":
+            return None
+        code, message = error
+        return KraftlogError(code, f"topic {topic!r}" + (f": {message}" if message else ""), retriable=False)
 
     def refresh_addresses(self) -> Iterator[str]:
         """Brokers to ask for metadata: known ones first (they are current), then bootstrap."""
@@ -162,7 +174,7 @@ class MetadataCache:
             topic_errors = dict(old.topic_errors)
             for topic in response.topics:
                 if topic.error_code != common_pb2.NONE:
-                    topic_errors[topic.name] = error_code_name(topic.error_code)
+                    topic_errors[topic.name] = (error_code_name(topic.error_code), topic.error_message)
                     continue
                 topic_errors.pop(topic.name, None)
                 recreated = topic_ids.get(topic.name, topic.topic_id) != topic.topic_id

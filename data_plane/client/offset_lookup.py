@@ -106,8 +106,8 @@ def _ask_leaders(
             leader = metadata.leader(tp)
             if leader is not None:
                 by_address.setdefault(leader.address, {})[tp] = query
-            elif metadata.topic_error(tp[0]) not in (None, "UNKNOWN_TOPIC_OR_PARTITION"):
-                raise KraftlogError(metadata.topic_error(tp[0]), f"topic {tp[0]!r}")
+            elif (failure := metadata.topic_failure(tp[0])) is not None:
+                raise failure
             else:
                 last_error = KraftlogError("LEADER_NOT_AVAILABLE", f"no known leader for {tp[0]}-{tp[1]}")
         for address, group in by_address.items():

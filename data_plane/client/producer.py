@@ -287,9 +287,10 @@ class Producer:
             count = self._metadata.partition_count(topic)
             if count:
                 return count
+            failure = self._metadata.topic_failure(topic)
+            if failure is not None:
+                raise failure
             error = self._metadata.topic_error(topic)
-            if error is not None and error != "UNKNOWN_TOPIC_OR_PARTITION":
-                raise KraftlogError(error, f"topic {topic!r}")
             if time.monotonic() + WAIT_SLICE_S >= deadline:
                 detail = f"; last error: {last_error}" if last_error else ""
                 raise KraftlogError(

@@ -48,10 +48,7 @@ def _attempt(metadata: MetadataCache, pool: ChannelPool[BrokerStub], tp: TopicPa
             return err
     leader = metadata.leader(tp)
     if leader is None:
-        topic_error = metadata.topic_error(tp[0])
-        if topic_error not in (None, "UNKNOWN_TOPIC_OR_PARTITION"):
-            return KraftlogError(topic_error, f"topic {tp[0]!r}")
-        return KraftlogError("LEADER_NOT_AVAILABLE", f"no known leader for {tp[0]}-{tp[1]}")
+        return metadata.topic_failure(tp[0]) or KraftlogError("LEADER_NOT_AVAILABLE", f"no known leader for {tp[0]}-{tp[1]}")
     request = broker_pb2.DeleteRecordsRequest(topics=[broker_pb2.DeleteRecordsTopic(topic=tp[0], partitions=[
         broker_pb2.DeleteRecordsPartition(partition=tp[1], offset=offset, current_leader_epoch=metadata.leader_epoch(tp))])])
     try:

@@ -143,3 +143,25 @@ def test_a_group_needs_read_on_the_group_and_consume_needs_read_on_the_topic(clu
     with pytest.raises(grpc.RpcError) as stream_refused:
         next(iter(bob.Consume(iter([opened]), timeout=10)))
     assert stream_refused.value.code() == grpc.StatusCode.PERMISSION_DENIED and "TOPIC_AUTHORIZATION_FAILED" in stream_refused.value.details()
+
+
+def test_a_topic_named_without_describe_is_refused_by_name_and_the_client_says_why(cluster: TestCluster) -> None:
+    from data_plane.client import KraftlogError, Producer
+
+    named = broker_stub(cluster, "bob", "bob-secret").Metadata(broker_pb2.MetadataRequest(topics=[TOPIC, "no-such-topic"]), timeout=10)
+    assert [(t.name, t.error_code, len(t.partitions)) for t in named.topics] == [
+        (TOPIC, common_pb2.TOPIC_AUTHORIZATION_FAILED, 0), ("no-such-topic", common_pb2.TOPIC_AUTHORIZATION_FAILED, 0)]  # existence not told
+    with Producer(cluster.bootstrap, security=as_user(cluster, "bob", "bob-secret"), max_block_ms=10_000) as producer:
+        with pytest.raises(KraftlogError) as refused:
+            producer.send(TOPIC, value=b"v").result(timeout=15)
+    assert refused.value.code == "TOPIC_AUTHORIZATION_FAILED" and not refused.value.retriable
+    assert all(part in str(refused.value) for part in ("User:bob", "DESCRIBE", "kraftlog acls create")), refused.value
+
+
+def test_write_on_a_topic_allows_idempotent_produce_without_a_cluster_acl(cluster: TestCluster) -> None:
+    """KIP-679: alice has WRITE on the topic and nothing on the cluster."""
+    from data_plane.client import Producer
+
+    with Producer(cluster.bootstrap, security=as_user(cluster, "alice", "alice-secret"), enable_idempotence=True) as producer:
+        assert producer.send(TOPIC, value=b"idempotent").result(timeout=30).offset >= 0
+    assert broker_stub(cluster, "bob", "bob-secret").InitProducerId(broker_pb2.InitProducerIdRequest(), timeout=10).error_code == common_pb2.CLUSTER_AUTHORIZATION_FAILED

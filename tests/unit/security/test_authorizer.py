@@ -50,3 +50,19 @@ def test_validate_names_the_bad_field() -> None:
         acl("User:alice", "wrte").validate()
     with pytest.raises(ValueError, match="User:NAME"):
         acl("alice", "write").validate()
+
+
+@pytest.mark.parametrize("acls, allowed", [
+    ([], False),
+    ([acl("User:alice", "write")], True),  # WRITE on one topic: KIP-679's idempotent produce
+    ([acl("User:*", "write", "logs-", pattern="prefixed")], True),
+    ([acl("User:alice", "read")], False),
+    ([acl("User:alice", "write"), acl("User:alice", "write", "orders", "deny")], False),  # the only allow, denied
+    ([acl("User:alice", "write", "ord", pattern="prefixed"), acl("User:alice", "write", "orders", "deny")], True),  # 'ord-x' stays allowed
+    ([acl("User:alice", "write", "ord", pattern="prefixed"), acl("User:*", "write", "o", "deny", "prefixed")], False),
+    ([acl("User:alice", "write"), acl("User:alice", "all", "*", "deny")], False),
+    ([acl("User:alice", "write", host="10.0.0.9")], False),  # another host
+])
+def test_authorize_any_topic(acls: list[AclBinding], allowed: bool) -> None:
+    assert Authorizer(acls).authorize_any("User:alice", "10.0.0.1", "write", "topic") is allowed
+    assert Authorizer(acls, super_users=["User:alice"]).authorize_any("User:alice", "10.0.0.1", "write", "topic")
