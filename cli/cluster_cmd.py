@@ -165,7 +165,7 @@ def up(args: argparse.Namespace) -> int:
         wait_ready(cluster)
         print(f"cluster ready; bootstrap {cluster.bootstrap}", flush=True)
         if cluster.secure:
-            print(f"secure: mutual TLS on every port, encrypted Raft links; commands with --data-dir {directory} use "
+            print(f"secure: mutual TLS on every port, Raft links over mutual TLS and encrypted with a shared secret; commands with --data-dir {directory} use "
                   f"{cluster.client_config_path} (other clients: --command-config {cluster.client_config_path.resolve()})", flush=True)
         if args.detach:
             return 0
@@ -222,7 +222,7 @@ def status(args: argparse.Namespace) -> int:
     ]
     human = table(["NAME", "ADDRESS", "RAFT PORT", "METRICS PORT", "PID", "STATE"],
                   [[r["name"], r["address"], r["raft_port"], r["metrics_port"], r["pid"], r["state"]] for r in rows])
-    security = (f"secure: mutual TLS (client certificates required), encrypted Raft links; client config {cluster.client_config_path}"
+    security = (f"secure: mutual TLS (client certificates required), Raft links over mutual TLS and encrypted; client config {cluster.client_config_path}"
                 if cluster.secure else "plaintext: no TLS ('kraftlog cluster up --secure --data-dir NEW_DIR' starts a secure cluster)")
     if not down_nodes:
         summary = f"all {len(cluster.nodes)} nodes running"

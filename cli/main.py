@@ -56,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--detach", action="store_true", help="start the processes in the background and return")
     up.add_argument("--no-workload", action="store_true", help="run the cluster without the demo workload")
     up.add_argument("--secure", action="store_true",
-                    help="a new cluster with mutual TLS on every port and encrypted Raft links: a throwaway CA, node and admin "
+                    help="a new cluster with mutual TLS on every port, the Raft links included: a throwaway CA, node and admin "
                          "certificates and <data-dir>/client-secure.json, which later commands pick up (docs/security.md)")
     up.add_argument("--metrics", action="store_true", help="serve Prometheus metrics on every node (free ports, kept across restarts; cluster status shows them)")
     up.set_defaults(func=cluster_cmd.up)

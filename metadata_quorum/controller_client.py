@@ -62,6 +62,7 @@ class ControllerClient:
         deadline = time.monotonic() + self.timeout_s
         last = "no controller tried yet"
         cut_off = False
+        tls_refused: set[str] = set()  # controllers whose certificate (or ours) failed: the others may still serve
         while True:
             target = endpoint or self._router.current()
             remaining = deadline - time.monotonic()
@@ -73,9 +74,11 @@ class ControllerClient:
                 if e.code() not in _RETRIABLE_TRANSPORT:
                     raise ControllerError(common.UNKNOWN_SERVER_ERROR, f"{self._router.describe(target)} failed {method}: {e.code().name} {e.details()}") from None
                 tls_advice = self.security.explain_failure(grpc_address(target), e.code(), e.details() or "")
-                if tls_advice is not None:  # retrying cannot fix a TLS mismatch
-                    raise ControllerError(common.BROKER_NOT_AVAILABLE, tls_advice) from None
-                last = f"{self._router.describe(target)}: {e.code().name}"
+                if tls_advice is not None:  # retrying this one cannot fix a TLS mismatch; another controller may answer
+                    tls_refused.add(grpc_address(target))
+                    if endpoint is not None or len(tls_refused) >= len(self._router.endpoints):
+                        raise ControllerError(common.BROKER_NOT_AVAILABLE, tls_advice) from None
+                last = tls_advice or f"{self._router.describe(target)}: {e.code().name}"
                 cut_off = cut_off or e.code() == grpc.StatusCode.DEADLINE_EXCEEDED
                 if endpoint is not None:
                     raise ControllerError(common.BROKER_NOT_AVAILABLE, f"{last}; is it running?") from None

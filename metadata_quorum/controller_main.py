@@ -29,6 +29,7 @@ from metadata_quorum.election import enable_unsafe_election
 from metadata_quorum.controller_service import ControllerService
 from metadata_quorum.endpoints import Voter, parse_address_overrides, parse_quorum
 from metadata_quorum.raft_node import ControllerRaftNode
+from metadata_quorum.raft_tls import RaftTlsRelay, raft_tls_files
 from kraftlog_proto import controller_pb2, controller_pb2_grpc, security_pb2_grpc
 from server_common import power_loss
 from server_common.grpc_standard_services import ServingState
@@ -66,6 +67,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"encrypt and authenticate Raft traffic with this shared secret (or set {PASSWORD_ENV}, or --raft-secret-file); all voters must agree")
     parser.add_argument("--raft-secret-file", type=Path, default=None,
                         help="read the Raft shared secret from this file (keeps it out of the process list; mode 0600)")
+    parser.add_argument("--raft-tls", action="store_true",
+                        help="carry the Raft links between controllers over mutual TLS with this node's --tls-cert-file, "
+                             "--tls-key-file and --tls-ca-file (a relay in this process; docs/security.md, Raft links)")
     parser.add_argument("--raft-journal", choices=["fsync", "page-cache"], default="fsync",
                         help="fsync: the Raft journal is fsynced (batched) before this controller acknowledges, sends or votes "
                              "on an entry, so committed metadata survives a power failure of every controller; page-cache: "
@@ -129,8 +133,9 @@ def raft_secret(args: argparse.Namespace) -> str | None:
         if not secret:
             raise TlsConfigError(f"--raft-secret-file {args.raft_secret_file} is empty: write the shared secret into it")
     secret = secret or os.environ.get(PASSWORD_ENV) or None
-    if secret is None and args.require_tls:
-        raise TlsConfigError(f"--require-tls also protects the Raft links: pass --raft-secret-file (or --password / {PASSWORD_ENV}), the same on every voter")
+    if secret is None and args.require_tls and not args.raft_tls:
+        raise TlsConfigError(f"--require-tls also protects the Raft links: pass --raft-tls, or --raft-secret-file (or --password / "
+                             f"{PASSWORD_ENV}) the same on every voter")
     return secret
 
 
@@ -141,6 +146,7 @@ async def serve(args: argparse.Namespace) -> None:
     try:
         tls = server_tls_from_args(args)
         password = raft_secret(args)
+        raft_tls = raft_tls_files(args.tls_cert_file, args.tls_key_file, args.tls_ca_file) if args.raft_tls else None
     except TlsConfigError as exc:
         raise SystemExit(f"kraftlog controller: {exc}") from None
     log = structlog.get_logger("controller").bind(controller_id=me.node_id)
@@ -167,8 +173,17 @@ async def serve(args: argparse.Namespace) -> None:
     if args.power_loss_ledger:
         power_loss.install(args.data_dir)
         log.warning("POWER-LOSS TEST MODE: every fsync is recorded for the chaos harness's power-loss fault")
+    relay = None
+    bind_address = me.raft_address
+    if raft_tls is not None:
+        try:
+            relay = RaftTlsRelay(me, voters, raft_tls, security.super_users, raft_routes)
+            await relay.start()
+        except (TlsConfigError, OSError) as exc:
+            raise SystemExit(f"kraftlog controller: cannot start the Raft TLS relay on {me.raft_address}: {exc}") from None
+        raft_routes, bind_address = relay.routes, relay.bind_address
     node = ControllerRaftNode(me, voters, args.data_dir, cluster_id, password, loop, raft_routes,
-                              durable_journal=args.raft_journal == "fsync")
+                              durable_journal=args.raft_journal == "fsync", bind_address=bind_address)
     if metrics is not None:
         metrics.watch(node)
     controller = ActiveController(node, args.session_timeout_ms, args.auto_leader_rebalance_enable, args.leader_imbalance_check_interval_seconds)
@@ -180,7 +195,7 @@ async def serve(args: argparse.Namespace) -> None:
     # Serving once this voter knows a Raft leader: before that no write can be answered.
     reporting = asyncio.create_task(health.follow(lambda: not stopping and node.leader_id() >= 0))
     log.info("controller started", raft_address=me.raft_address, grpc_address=me.grpc_address, voters=len(voters), cluster_id=cluster_id,
-             data_dir=str(args.data_dir), raft_encrypted=password is not None, tls=tls is not None,
+             data_dir=str(args.data_dir), raft_encrypted=password is not None, raft_tls=relay is not None, tls=tls is not None,
              client_auth=tls.client_auth if tls else None, session_timeout_ms=args.session_timeout_ms,
              auto_leader_rebalance=args.auto_leader_rebalance_enable, leader_imbalance_check_interval_s=args.leader_imbalance_check_interval_seconds,
              metrics_port=args.metrics_port or None, authentication_required=security.authentication_required,
@@ -198,6 +213,8 @@ async def serve(args: argparse.Namespace) -> None:
     role.cancel()
     await server.stop(grace=1.0)
     node.destroy()
+    if relay is not None:
+        relay.close()
     if metrics is not None:
         metrics.stop()
     log.info("controller stopped cleanly", metadata_offset=node.image.offset)

@@ -133,8 +133,11 @@ class ControllerRaftNode:
         loop: asyncio.AbstractEventLoop,
         raft_routes: dict[int, tuple[str, int]] | None = None,
         durable_journal: bool = True,
+        bind_address: str | None = None,
     ) -> None:
         """``raft_routes``: voter id -> address to connect to instead of its quorum address.
+        ``bind_address``: where pysyncobj listens (default: this voter's Raft address; the
+        Raft TLS relay's loopback port with ``--raft-tls``).
         ``durable_journal``: fsync the journal before any message relies on it
         (``raft_journal.py``); False leaves it to the page cache (pysyncobj's own behaviour)."""
         raft_routes = raft_routes or {}
@@ -150,7 +153,7 @@ class ControllerRaftNode:
         conf = SyncObjConf(
             journalFile=str(data_dir / "raft.journal"),
             fullDumpFile=str(data_dir / "raft.dump"),
-            bindAddress=self_voter.raft_address,
+            bindAddress=bind_address or self_voter.raft_address,
             password=password,
             autoTickPeriod=0.005,
             appendEntriesPeriod=0.01,

@@ -314,7 +314,8 @@ class LocalCluster:
         self.client_config_path.write_text(json.dumps(config, indent=2) + "\n")
 
     def security_args(self, node: Node) -> list[str]:
-        """A node's TLS (and, for a controller, Raft secret) options, with authentication and
+        """A node's TLS (and, for a controller, mutual TLS and the shared secret on the Raft
+        links) options, with authentication and
         ACLs on: the nodes (certificate CN = node name) and ``admin`` are the super users, so
         the cluster runs and the CLI administers it, and every other principal needs ACLs.
         None in plaintext."""
@@ -326,7 +327,7 @@ class LocalCluster:
                 "--tls-ca-file", str(files / "ca.crt"), "--tls-client-auth", "required", "--require-tls",
                 "--authentication-required", "--authorization", "--super-users", super_users]
         if node.role == "controller":
-            args += ["--raft-secret-file", str(files / RAFT_SECRET_FILE)]
+            args += ["--raft-tls", "--raft-secret-file", str(files / RAFT_SECRET_FILE)]
         return args
 
     def channel_credentials(self) -> grpc.ChannelCredentials | None:
