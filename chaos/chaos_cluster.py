@@ -45,6 +45,7 @@ class ClusterSettings:
     durability: str = "page-cache"  # the brokers' --durability (docs/durability.md)
     raft_journal: str = "fsync"  # the controllers' --raft-journal
     namespaces: bool = False  # each node in a network namespace of its own (chaos.netns_cluster), no proxies
+    link_emulator: bool = False  # with namespaces: joined through the userspace link emulator (delays without netem)
 
 
 @cache

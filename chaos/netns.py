@@ -268,6 +268,11 @@ class Fabric:
         _run([*tc, "class", "del", "dev", port.inner, "classid", "1:f"])
         return has
 
+    @property
+    def kind(self) -> str:
+        """What makes the faults, for progress lines."""
+        return "netem" if self.netem else "no netem: HTB/pfifo faults"
+
     def address(self, node: str) -> str:
         return self.ports[node].address
 

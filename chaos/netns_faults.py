@@ -17,13 +17,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from chaos.netns import Fabric, Rule, Shaping
+from chaos.netns_emulated import EmulatedFabric, EmulatedRule
 from server_common.local_cluster import LocalCluster
 
 Heal = Callable[[], None]
 NETNS_FAULTS = ("net-partition", "net-one-way", "net-bridge", "net-shape")
 
 
-def fabric_of(cluster: LocalCluster) -> Fabric:
+def fabric_of(cluster: LocalCluster) -> Fabric | EmulatedFabric:
     fabric = getattr(cluster, "fabric", None)
     if fabric is None:
         raise ValueError("namespace faults need a cluster in network namespaces: give the scenario ClusterSettings(namespaces=True)")
@@ -39,7 +40,7 @@ def bridge_sides(others: list[str], pick: int) -> tuple[list[str], list[str]]:
     return sorted(rotated[:half]), sorted(rotated[half:])
 
 
-def _removing(fabric: Fabric, rules: list[Rule]) -> Heal:
+def _removing(fabric: Fabric | EmulatedFabric, rules: list[Rule] | list[EmulatedRule]) -> Heal:
     def heal() -> None:
         for rule in rules:
             if rule in fabric.rules:
@@ -54,7 +55,7 @@ def apply(fault: str, cluster: LocalCluster, targets: list[str], params: dict, p
     fabric = fabric_of(cluster)
     node = targets[0]
     others = [n.name for n in cluster.nodes if n.name != node]
-    rules: list[Rule] = []
+    rules: list = []  # the fabric's rules (tc classes, or emulator rules)
     if fault == "net-partition":
         for other in others:
             rules += [fabric.shape(node, other, Shaping()), fabric.shape(other, node, Shaping())]

@@ -22,12 +22,12 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from chaos import netns
 from chaos.chaos_cluster import ChaosCluster
 from chaos.checker import CheckResult, Verdict, check, judge
 from chaos.history import History, PollOp, ReplicaOp, SendOp
 from chaos.nemesis import Nemesis
 from chaos.netns_cluster import netns_cluster
+from chaos.netns_emulated import fabric_unavailable_reason
 from chaos.network import Network
 from chaos.replica_logs import Assignment, compare_replicas, read_replica_files, replica_assignment, settled_partitions
 from chaos.report import summary, write_report
@@ -147,7 +147,7 @@ def _local_cluster(options: RunOptions) -> Iterator[ChaosCluster]:
     """Toxiproxy and a ChaosCluster for the run; every process stopped on the way out."""
     scenario = options.scenario
     if scenario.cluster.namespaces:
-        reason = netns.unavailable_reason()
+        reason = fabric_unavailable_reason(scenario.cluster.link_emulator)
         if reason:
             raise ValueError(f"scenario {scenario.name}: {reason}")
         with netns_cluster(options.report_dir / "cluster", scenario.cluster, options.progress) as cluster:

@@ -258,6 +258,16 @@ _REAL_FAULTS: list[Scenario] = [
         [FaultSpec("clock-offset", role, (3, 8), (2, 5), {"offsets_ms": _CLOCK_OFFSETS_MS}) for role in ("leader", "follower", "active-controller")],
     ),
 ]
+# A fixed delay needs netem, which not every kernel has (this one may not): these nodes are
+# joined through the userspace link emulator instead (chaos/link_emulator.py).
+_DELAYS = Scenario(
+    "netns-delay",
+    "a leader's or a follower's links to every other node slowed by a fixed delay with jitter (200 ms ± 100 ms), or by "
+    "more than the replica lag time (the follower leaves the ISR and comes back); nodes joined through the userspace link emulator",
+    [FaultSpec("net-shape", role, (3, 6), (3, 6), {"delay_ms": 200, "jitter_ms": 100}) for role in ("leader", "follower")]
+    + [FaultSpec("net-shape", "follower", (LAG_S + 3, LAG_S + 5), (3, 6), {"delay_ms": int(LAG_S * 1000) + 1000})],
+    ClusterSettings(namespaces=True, link_emulator=True),
+)
 _NETNS_MIX = Scenario(
     "netns-mix",
     "a random mix of every namespace, clock and process fault, nodes in namespaces",
@@ -273,4 +283,4 @@ _GROUP: list[Scenario] = [
              "old one revoked it (--unsafe-testing assign-before-revoke)", [], replace(_GROUP_CLUSTER, unsafe="assign-before-revoke"),
              frozenset({"double-owner"}), workload="group"),
 ]
-SCENARIOS: dict[str, Scenario] = {s.name: s for s in [*_SAFE, _MIX, _SECURE, *_DISK, *_UNSAFE, *_REAL_FAULTS, _NETNS_MIX, *_GROUP]}
+SCENARIOS: dict[str, Scenario] = {s.name: s for s in [*_SAFE, _MIX, _SECURE, *_DISK, *_UNSAFE, *_REAL_FAULTS, _NETNS_MIX, _DELAYS, *_GROUP]}

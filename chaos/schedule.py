@@ -44,7 +44,10 @@ class FaultSpec:
 
 def generate(specs: list[FaultSpec], seed: int, duration_s: float, start_s: float = 5.0) -> list[FaultStep]:
     """Steps one after another from ``start_s``, each a spec drawn from ``specs``, until
-    the next one would not end before ``duration_s``."""
+    the next one would not end before ``duration_s``. Every schedule has a first step when
+    any spec can fit at all: a first draw too long for the run is drawn again among the specs
+    whose shortest step fits, its length cut to what is left (so a short soak run never goes
+    without a fault)."""
     assert specs, "a schedule needs at least one fault"
     rng = random.Random(seed)
     steps: list[FaultStep] = []
@@ -53,6 +56,12 @@ def generate(specs: list[FaultSpec], seed: int, duration_s: float, start_s: floa
         spec = rng.choice(specs)
         length = round(rng.uniform(*spec.duration_s), 2)
         if at_s + length > duration_s:
-            return steps
+            if steps:
+                return steps
+            fitting = [s for s in specs if start_s + s.duration_s[0] <= duration_s]
+            if not fitting:
+                return steps
+            spec = rng.choice(fitting)
+            length = round(rng.uniform(spec.duration_s[0], min(spec.duration_s[1], duration_s - start_s)), 2)
         steps.append(FaultStep(round(at_s, 2), length, spec.fault, spec.role, rng.randrange(1 << 30), dict(spec.params)))
         at_s += length + rng.uniform(*spec.gap_s)

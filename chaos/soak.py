@@ -60,11 +60,11 @@ def plan(schedules: int, seed_base: int, names: list[str]) -> list[tuple[int, st
 
 def unrunnable_reason(scenario: Scenario) -> str | None:
     """Why this machine cannot run ``scenario`` (None: it can)."""
-    from chaos import netns
     from chaos.chaos_cluster import ChaosCluster
+    from chaos.netns_emulated import fabric_unavailable_reason
 
     if scenario.cluster.namespaces:
-        return netns.unavailable_reason()
+        return fabric_unavailable_reason(scenario.cluster.link_emulator)
     if scenario.cluster.broker_disk_mb and os.geteuid() != 0:
         return "the tmpfs data directories of disk-full need root"
     missing = ChaosCluster.missing_flags(scenario.cluster, scenario.needs_proxied_clients)

@@ -1,6 +1,7 @@
 """Real faults against real clusters: a leader's namespace cut off (nodes in network
-namespaces, tc rules), one node's clock shifted and jumped back, both checked clean; and
-``kraftlog chaos soak`` with two schedules, its table and its exit code.
+namespaces, tc rules), one node's clock shifted and jumped back, fixed delays through the
+userspace link emulator, each checked clean; and ``kraftlog chaos soak``: its exit code on
+an anomaly, and (under ``soak``) two real schedules with their table.
 
 The namespace scenario needs root and the ``ip`` and ``tc`` tools; without them it is
 skipped with the reason.
@@ -16,6 +17,7 @@ import pytest
 
 from chaos import netns, soak
 from chaos.checker import Outcome
+from chaos.netns_emulated import emulator_unavailable_reason
 from chaos.runner import RunOptions, run
 from chaos.scenarios import SCENARIOS
 from cli.main import main
@@ -44,7 +46,7 @@ def test_clock_skew_is_clean(tmp_path: Path) -> None:
     _check_clean(tmp_path, "clock-skew", seed=3, duration_s=20.0)
 
 
-@pytest.mark.chaos
+@pytest.mark.soak
 def test_soak_two_schedules(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["chaos", "soak", "--schedules", "2", "--seed-base", "4", "--duration", "12", "--report", str(tmp_path), "--scenarios", "clock-skew,leader-kill-loop"])
     out = capsys.readouterr().out
@@ -64,3 +66,11 @@ def test_soak_exits_non_zero_on_an_anomaly(tmp_path: Path, monkeypatch: pytest.M
     assert main(["chaos", "soak", "--schedules", "3", "--report", str(tmp_path)]) == 1
     out = capsys.readouterr().out
     assert "lost-write=3" in out and "failed 1, passed 2" in out
+
+
+@pytest.mark.chaos
+def test_delays_through_the_link_emulator_are_clean(tmp_path: Path) -> None:
+    reason = emulator_unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    _check_clean(tmp_path, "netns-delay", seed=8, duration_s=20.0)  # a 200 ms ± 100 ms leader, then a 4 s follower

@@ -74,3 +74,11 @@ def test_a_negative_control_provokes_its_bug_on_every_seed(name: str) -> None:
 
 def test_skip_epoch_fencing_is_provoked_by_a_deposed_leader() -> None:
     assert [spec.fault for spec in SCENARIOS["unsafe-skip-epoch-fencing"].specs] == ["depose-leader"]
+
+
+@pytest.mark.parametrize("name", sorted(n for n, s in SCENARIOS.items() if s.workload == "records" and not s.expected))
+def test_a_ten_second_soak_run_always_has_a_fault(name: str) -> None:
+    """The soak's short runs: every seed schedules at least one step, within the run."""
+    for seed in range(40):
+        steps = generate(SCENARIOS[name].specs, seed, duration_s=10.0)
+        assert steps and all(s.end_s <= 10.0 for s in steps), (name, seed)
