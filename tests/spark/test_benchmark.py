@@ -3,7 +3,7 @@
     python3 -m pytest -m benchmark tests/spark/test_benchmark.py -s
 
 Reads: a 3-partition topic of 100-byte values, one broker, a warm session (the Python
-workers started and both streaming paths run once), in local[2] and on a standalone cluster
+workers started and both streaming paths run on two full-size micro-batches), in local[2] and on a standalone cluster
 (a master and two 1-core workers, the driver its own process). Prints one row per
 micro-batch with Spark's own duration breakdown and the CPU time per record of the JVMs,
 the Python workers and the broker; the same for a source that does no work at all
