@@ -62,6 +62,7 @@ class FakeReplicas:
         [item] = items
         result = ProduceResult(item.topic, item.partition)
         if self.fail_with is None or self.append_on_failure:
+            result.base_offset = self.partition.log_end_offset
             self.partition.append(item.batches)
         if self.fail_with is not None:
             result.error = PartitionError(self.fail_with, "injected")

@@ -1,0 +1,76 @@
+"""Offsets committed inside a transaction (KIP-447), waiting for the transaction's outcome.
+Pure: no I/O, no clock.
+
+A transactional producer commits a group's offsets with TxnOffsetCommit: the coordinator
+writes the OFFSET records to the group's `__consumer_offsets` partition as a transactional
+batch of that producer, and they count only once the transaction's marker lands on that
+partition. Until then they are *staged* here, per producer id, each with the offset of the
+batch that carries it: a commit marker at offset ``m`` makes the records staged below ``m``
+the groups' committed offsets (in log order, so a later commit of a partition wins), an
+abort marker drops them. Records staged at or above ``m`` belong to the producer's next
+transaction and stay. The live coordinator and a coordinator replaying the partition go
+through the same calls in log order, so both end with the same groups and the same staged
+offsets (open transactions stay staged after a replay).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from data_plane.groups.state import Group, GroupRecord, RecordType, TopicPartition, replay
+
+
+@dataclass(frozen=True)
+class StagedOffset:
+    log_offset: int  # the offset of the transactional batch that carries the record
+    record: GroupRecord  # an OFFSET record
+
+
+@dataclass
+class PendingTxnOffsets:
+    """One offsets partition's staged offsets, by producer id, in log order."""
+
+    by_producer: dict[int, list[StagedOffset]] = field(default_factory=dict)
+
+    def stage(self, producer_id: int, log_offset: int, records: Iterable[GroupRecord]) -> None:
+        """A transactional batch of ``producer_id`` at ``log_offset`` carries ``records``."""
+        staged = self.by_producer.setdefault(producer_id, [])
+        assert not staged or staged[-1].log_offset <= log_offset, (staged[-1], log_offset)
+        for record in records:
+            assert record.key.type is RecordType.OFFSET, record
+            staged.append(StagedOffset(log_offset, record))
+        if not staged:
+            del self.by_producer[producer_id]
+
+    def completed(self, producer_id: int, marker_offset: int, group_id: str) -> list[GroupRecord]:
+        """The records of ``group_id`` that a commit marker of ``producer_id`` at
+        ``marker_offset`` makes committed, in log order."""
+        return [s.record for s in self.by_producer.get(producer_id, ())
+                if s.log_offset < marker_offset and s.record.key.group_id == group_id]
+
+    def forget(self, producer_id: int, marker_offset: int, group_id: str) -> None:
+        """Drop what the marker at ``marker_offset`` decided for ``group_id`` (applied or aborted)."""
+        staged = [s for s in self.by_producer.get(producer_id, ())
+                  if s.log_offset >= marker_offset or s.record.key.group_id != group_id]
+        if staged:
+            self.by_producer[producer_id] = staged
+        else:
+            self.by_producer.pop(producer_id, None)
+
+    def groups_of(self, producer_id: int, marker_offset: int) -> set[str]:
+        """The groups with offsets staged by ``producer_id`` below ``marker_offset``."""
+        return {s.record.key.group_id for s in self.by_producer.get(producer_id, ()) if s.log_offset < marker_offset}
+
+    def unstable(self, group_id: str) -> set[TopicPartition]:
+        """The partitions of ``group_id`` with an offset in an open transaction: OffsetFetch
+        with require_stable answers UNSTABLE_OFFSET_COMMIT for them."""
+        return {(s.record.key.topic, s.record.key.partition) for staged in self.by_producer.values()
+                for s in staged if s.record.key.group_id == group_id}
+
+    def on_marker(self, producer_id: int, marker_offset: int, commit: bool, groups: dict[str, Group]) -> None:
+        """Replay a marker: apply (commit) or drop (abort) everything it decides, every group at once."""
+        for group_id in sorted(self.groups_of(producer_id, marker_offset)):
+            if commit:
+                replay(self.completed(producer_id, marker_offset, group_id), groups)
+            self.forget(producer_id, marker_offset, group_id)
