@@ -342,6 +342,15 @@ class GroupCoordinator:
         return await self.run(group_id, lambda group, now: offsets.txn_commit(group, group_id, member_id, member_epoch, items, now),
                               producer)
 
+    async def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> offsets.PartitionErrors:
+        def decide(group: Group | None, now: int):
+            subscribed = dict(group.metadata.subscribed_topics) if group is not None and group.members else {}
+            return offsets.delete_offsets(group, group_id, partitions, subscribed)
+        return await self.run(group_id, decide)
+
+    async def delete_group(self, group_id: str) -> None:
+        await self.run(group_id, lambda group, now: (offsets.delete_group(group, group_id), None))
+
     def unstable(self, group_id: str) -> set[TopicPartition]:
         """The group's partitions with an offset in an open transaction (OffsetFetch require_stable)."""
         return self._shard_for(group_id).txn_offsets.unstable(group_id)

@@ -15,6 +15,7 @@ from data_plane.broker.errors import PartitionError
 from data_plane.broker.requests import ProduceResult
 from data_plane.groups.coordinator import GroupCoordinator
 from data_plane.groups.membership import GroupSettings, Heartbeat, Refused
+from data_plane.groups.offsets import OffsetToCommit
 from data_plane.groups.placement import OFFSETS_TOPIC
 from data_plane.record_batch import read_header, stamp_batch
 from data_plane.replication.errors import ErrorCode
@@ -138,4 +139,16 @@ def test_concurrent_requests_of_one_group_share_a_write():
         assert all(a.error == ErrorCode.NONE for a in answers)
         assert len(replicas.partition.batches) == 1
         assert set(coordinator.group("g").members) == set("abcd")
+    asyncio.run(scenario())
+
+
+def test_offsets_and_a_group_are_deleted_through_the_shell():
+    async def scenario():
+        replicas = FakeReplicas()
+        coordinator = await loaded(replicas)
+        await coordinator.commit("g", "", -1, [OffsetToCommit("t", 0, 5), OffsetToCommit("t", 1, 6)])
+        assert await coordinator.delete_offsets("g", [("t", 0)]) == {("t", 0): (ErrorCode.NONE, "")}
+        assert set(coordinator.group("g").offsets) == {("t", 1)}
+        await coordinator.delete_group("g")
+        assert coordinator.group("g") is None
     asyncio.run(scenario())
