@@ -58,6 +58,8 @@ class FakeReplicas:
         self.image = SimpleNamespace(topics=topics)
         self.fail_with: ErrorCode | None = None
         self.append_on_failure = False
+        self.replicated: asyncio.Event | None = None  # when set: a write appends, then waits for it (its HW wait)
+        self.appended = asyncio.Event()  # set at each append
 
     async def produce(self, acks, timeout_ms, items):
         [item] = items
@@ -65,6 +67,9 @@ class FakeReplicas:
         if self.fail_with is None or self.append_on_failure:
             result.base_offset = self.partition.log_end_offset
             self.partition.append(item.batches)
+            self.appended.set()
+        if self.replicated is not None:
+            await self.replicated.wait()
         if self.fail_with is not None:
             result.error = PartitionError(self.fail_with, "injected")
         return [result]

@@ -101,6 +101,30 @@ def test_txn_offsets_count_after_the_commit_marker_and_vanish_with_an_abort():
     asyncio.run(scenario())
 
 
+def test_a_marker_appended_while_the_offsets_write_waits_for_replication_still_commits_it():
+    """The marker lands in the log after the transactional batch but before that batch's round
+    is answered (and staged): the marker's application queues behind the round."""
+    async def scenario():
+        replicas = FakeReplicas()
+        coordinator = await loaded(replicas)
+        replicas.replicated = asyncio.Event()
+        replicas.appended.clear()
+        writing = asyncio.ensure_future(coordinator.txn_commit("g", (7, 0), *ADMIN, to_commit((0, 5))))
+        await asyncio.wait_for(replicas.appended.wait(), 5)  # the round appended its batch and waits for the HW
+        marker = write_marker(replicas, coordinator, 7, commit=True)
+        queue = coordinator.shards[0].queues["g"]
+        for _ in range(100):  # bounded: the marker's task gets its turn within a few loop iterations
+            if marker.done() or len(queue) > 1:  # done without the group, or queued behind the round
+                break
+            await asyncio.sleep(0)
+        replicas.replicated.set()
+        await writing
+        await marker
+        assert committed(coordinator, "g") == {("t", 0): 5} and coordinator.unstable("g") == set()
+        assert (await loaded(replicas)).group("g") == coordinator.group("g")
+    asyncio.run(scenario())
+
+
 def test_a_txn_commit_from_a_stale_member_epoch_is_refused_and_writes_nothing():
     async def scenario():
         replicas = FakeReplicas()
