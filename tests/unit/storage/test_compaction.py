@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from data_plane.record_batch import decode_batches, encode_batch
 from data_plane.storage import PartitionLog
 from data_plane.control_batch import ControlType, encode_marker, validate_marker
-from data_plane.replication.transaction_index import AbortedTxn, TransactionIndex
+from data_plane.replication.transaction_index import AbortedTxn, TransactionIndex, in_aborted
 from data_plane.storage.compaction import OffsetMap, SegmentInfo, TransactionCleaning, keep_record, kept_runs, plan_cleaning
 from data_plane.storage.log_cleaner import CLEANED_SUFFIX, CleaningPass, install_cleaned_file, read_cleaned_up_to
 from tests.unit.storage.conftest import small_settings
@@ -323,4 +323,81 @@ def test_negative_control_a_cleaner_blind_to_aborts_loses_the_committed_value(lo
     plog, _ = txn_log(log_dir)
     left = clean_with_transactions(plog, horizon_ms=0, aborted=())
     assert (0, b"x1", False) not in left and (1, b"x1", False) in left  # the aborted value won
+    plog.close()
+
+
+# A model of what a finished cleaning leaves of a log with transactions: random plain batches,
+# transactional batches of three producers and their markers (the ones left open are aborted
+# at the end, so the whole log is below the LSO).
+txn_op_st = st.one_of(
+    st.tuples(st.just("plain"), st.none(), record_st),
+    st.tuples(st.just("txn"), st.sampled_from([7, 8, 9]), record_st),
+    st.tuples(st.just("end"), st.sampled_from([7, 8, 9]), st.tuples(st.booleans(), st.integers(0, 2000))),
+)
+
+
+def write_txn_log(directory: Path, ops) -> tuple[PartitionLog, TransactionIndex, list[Rec], dict[int, tuple[int, int]], dict[int, int]]:
+    """The log, its transaction index, its data records, each marker's (producer, timestamp) by
+    offset, and the producer of each transactional record by offset."""
+    plog = PartitionLog.open(directory, small_settings(cleanup_policy="compact", min_cleanable_dirty_ratio=0.0), 0)
+    index, records, markers, txn_of = TransactionIndex(), [], {}, {}
+    open_txns: set[int] = set()
+
+    def append(data: bytes, marker_commit: bool | None = None) -> int:
+        validated = [(0, validate_marker(data))] if marker_commit is not None else None
+        appended = plog.append(data, assign_offsets=True, leader_epoch=3, now_ms=0, validated=validated)
+        for header in appended.headers:
+            index.on_batch(header, marker_commit)
+        return appended.first_offset
+
+    def end(pid: int, commit: bool, ts: int) -> None:
+        markers[append(encode_marker(ControlType.COMMIT if commit else ControlType.ABORT, pid, 0, 0, ts), commit)] = (pid, ts)
+        open_txns.discard(pid)
+
+    for kind, pid, args in ops:
+        if kind == "end":
+            end(pid, *args)
+            continue
+        key, value, ts = args
+        txn = dict(producer_id=pid, producer_epoch=0, base_sequence=0, transactional=True) if kind == "txn" else {}
+        offset = append(encode_batch([value], [key], timestamps_ms=ts, **txn))
+        records.append(Rec(offset, key, value, ts))
+        if kind == "txn":
+            txn_of[offset] = pid
+            open_txns.add(pid)
+    for pid in sorted(open_txns):
+        end(pid, False, 2000)
+    return plog, index, records, markers, txn_of
+
+
+def txn_survivors(records, markers, txn_of, aborted, cleaned_up_to: int, horizon_ms: int) -> list[int]:
+    """The model: below the cleaned offset, aborted records go and never supersede; the rest
+    as without transactions; a marker stays while a record of its transaction stays, or while
+    it is younger than the horizon."""
+    live = [r for r in records if not (r.offset in txn_of and in_aborted(aborted, txn_of[r.offset], r.offset))]
+    kept = {r.offset for r in survivors(live, cleaned_up_to, horizon_ms)}
+    kept |= {r.offset for r in records if r.offset >= cleaned_up_to}
+    previous: dict[int, int] = {}
+    for offset in sorted(markers):
+        pid, ts = markers[offset]
+        has_records = any(previous.get(pid, -1) < o < offset and p == pid and o in kept for o, p in txn_of.items())
+        previous[pid] = offset
+        if offset >= cleaned_up_to or has_records or ts >= horizon_ms:
+            kept.add(offset)
+    return sorted(kept)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=st.lists(txn_op_st, min_size=1, max_size=60), map_entries=st.integers(1, 6), horizon_ms=st.integers(0, 2001))
+def test_passes_with_transactions_keep_exactly_the_model_survivors(tmp_path_factory, ops, map_entries, horizon_ms):
+    """(With ``aborted=()`` instead of the index, this fails: the negative control.)"""
+    plog, index, records, markers, txn_of = write_txn_log(tmp_path_factory.mktemp("log") / "t-0", ops)
+    aborted = index.aborted_between(0, plog.log_end_offset)
+    assert index.last_stable_offset(plog.log_end_offset) == plog.log_end_offset
+    while (due := plog.cleaning_candidates(plog.log_end_offset, NOW)) is not None:
+        result = CleaningPass(plog.directory, *due, map_entries=map_entries, tombstone_horizon_ms=horizon_ms, aborted=aborted).run()
+        assert plog.install_cleaned(result) == len(result.cleaned)
+    cleaned_up_to = read_cleaned_up_to(plog.directory)
+    left = [o for b in decode_batches(plog.read(0, 1 << 30).data) for o in b.offsets]
+    assert left == txn_survivors(records, markers, txn_of, aborted, cleaned_up_to, horizon_ms)
     plog.close()
