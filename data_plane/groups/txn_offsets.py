@@ -15,6 +15,7 @@ offsets (open transactions stay staged after a replay).
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 from typing import Iterable
 
@@ -34,12 +35,13 @@ class PendingTxnOffsets:
     by_producer: dict[int, list[StagedOffset]] = field(default_factory=dict)
 
     def stage(self, producer_id: int, log_offset: int, records: Iterable[GroupRecord]) -> None:
-        """A transactional batch of ``producer_id`` at ``log_offset`` carries ``records``."""
+        """A transactional batch of ``producer_id`` at ``log_offset`` carries ``records``. Kept
+        in log order: two groups' rounds of one producer may become durable in either order."""
         staged = self.by_producer.setdefault(producer_id, [])
-        assert not staged or staged[-1].log_offset <= log_offset, (staged[-1], log_offset)
+        at = bisect.bisect_right(staged, log_offset, key=lambda s: s.log_offset)
         for record in records:
             assert record.key.type is RecordType.OFFSET, record
-            staged.append(StagedOffset(log_offset, record))
+        staged[at:at] = [StagedOffset(log_offset, record) for record in records]
         if not staged:
             del self.by_producer[producer_id]
 

@@ -45,6 +45,14 @@ def test_a_commit_marker_applies_what_was_staged_before_it_and_keeps_the_next_tr
     assert [s.record.value.offset for s in pending.by_producer[7]] == [99]
 
 
+def test_batches_staged_out_of_log_order_apply_in_log_order():
+    pending, groups = PendingTxnOffsets(), {}
+    pending.stage(7, 12, [offset_record("g", 0, 8)])  # this round's answer came first
+    pending.stage(7, 10, [offset_record("g", 0, 5)])
+    pending.on_marker(7, 15, True, groups)
+    assert groups["g"].offsets[("t", 0)].offset == 8
+
+
 def test_an_abort_marker_drops_the_staged_offsets_and_touches_no_group():
     pending, groups = PendingTxnOffsets(), replay([offset_record("g", 0, 3)])
     pending.stage(7, 10, [offset_record("g", 0, 5)])
