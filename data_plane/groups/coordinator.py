@@ -43,8 +43,8 @@ from data_plane.groups import membership, offsets, record_codec
 from data_plane.groups.changes import GroupChange
 from data_plane.groups.membership import GroupSettings, Refused
 from data_plane.groups.placement import OFFSETS_TOPIC, offsets_partition
-from data_plane.groups.state import Group, TopicPartition, partitions_by_topic, replay
-from data_plane.groups.txn_offsets import PendingTxnOffsets
+from data_plane.groups.state import Group, TopicPartition, partitions_by_topic
+from data_plane.groups.txn_offsets import LoggedOffset, PendingTxnOffsets, note_logged, replay_logged
 from data_plane.record_batch import decode_batches, encode_batch
 from data_plane.replication.errors import ErrorCode
 from data_plane.replication.partition_state import ACKS_ALL
@@ -160,7 +160,7 @@ class GroupCoordinator:
                     if header.is_transactional:
                         shard.txn_offsets.stage(header.producer_id, header.base_offset, decoded)
                     else:
-                        replay(decoded, shard.groups)
+                        replay_logged(shard.groups, decoded, header.base_offset)
                     records += len(decoded)
                 await asyncio.sleep(0)  # a large partition must not stall the broker
             while partition.high_watermark < end:  # the new leader's HW catches up with its followers' next fetches
@@ -267,7 +267,7 @@ class GroupCoordinator:
                 _settle([p for p, _, _ in decided], refusal)
             else:
                 if producer is None:
-                    self._apply(shard, group_id, group, [change for _, change, _ in decided])
+                    self._apply(shard, group_id, group, [change for _, change, _ in decided], base_offset)
                 elif encoded and shard.active:
                     shard.txn_offsets.stage(producer[0], base_offset, [r for _, change, _ in decided for r in change.records])
                 for pending, _, result in decided:
@@ -308,9 +308,10 @@ class GroupCoordinator:
         raise Refused(code, f"group {group_id}: the write to {OFFSETS_TOPIC}-{shard.partition} failed "
                       f"({result.error.code.name}: {result.error.message}); nothing changed: call FindCoordinator and retry")
 
-    def _apply(self, shard: Shard, group_id: str, group: Group | None, changes: list[GroupChange]) -> None:
+    def _apply(self, shard: Shard, group_id: str, group: Group | None, changes: list[GroupChange], log_offset: int) -> None:
         if not shard.active:
             return  # durable, but this broker no longer coordinates: the next leader replays it
+        note_logged(group, [LoggedOffset(log_offset, r) for change in changes for r in change.records])
         if group is None:
             shard.groups.pop(group_id, None)
         else:
@@ -386,7 +387,9 @@ class GroupCoordinator:
                     raise Refused(ErrorCode.NOT_COORDINATOR, f"{OFFSETS_TOPIC}-{shard.partition} was reloaded")
                 change = GroupChange.of(group, group_id)
                 if commit:
-                    change.apply_logged(shard.txn_offsets.completed(producer_id, marker_offset, group_id))
+                    applied = shard.txn_offsets.committed(producer_id, marker_offset, group_id, change.group)
+                    change.apply_logged([s.record for s in applied])
+                    note_logged(change.group, applied)
                 return change, None
             try:
                 await self.run(group_id, decide)

@@ -9,14 +9,19 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
-from data_plane.control_batch import ControlType, encode_marker
-from data_plane.groups import offsets
+from data_plane.control_batch import ControlType, decode_marker, encode_marker
+from data_plane.groups import offsets, record_codec
 from data_plane.groups.membership import Refused
-from data_plane.groups.state import CommittedOffset, GroupRecord, RecordKey, RecordType, replay
-from data_plane.groups.txn_offsets import PendingTxnOffsets
+from data_plane.groups.state import CommittedOffset, GroupEpoch, GroupRecord, RecordKey, RecordType, replay
+from data_plane.groups.txn_offsets import PendingTxnOffsets, replay_logged
+from data_plane.record_batch import decode_batch, encode_batch, iter_headers
 from data_plane.replication.errors import ErrorCode
+from data_plane.replication.transaction_index import TransactionIndex
+from data_plane.storage import PartitionLog
+from data_plane.storage.log_cleaner import CleaningPass
+from tests.unit.storage.conftest import small_settings
 from tests.unit.groups.test_coordinator_shell import FakeReplicas, join, loaded
 
 ADMIN = ("", -1)
@@ -43,6 +48,17 @@ def test_a_commit_marker_applies_what_was_staged_before_it_and_keeps_the_next_tr
     assert groups["h"].offsets[("t", 1)].offset == 6
     assert pending.unstable("g") == {("t", 0)} and pending.unstable("h") == set()
     assert [s.record.value.offset for s in pending.by_producer[7]] == [99]
+
+
+def test_a_write_logged_after_the_transactional_one_wins_over_it_at_the_marker():
+    """Kafka's rule, and what compaction keeps: the latest record of a key in the log."""
+    pending = PendingTxnOffsets()
+    pending.stage(7, 10, [offset_record("g", 0, 5), offset_record("g", 1, 6)])
+    groups = {}
+    replay_logged(groups, [offset_record("g", 0, 3)], 12)  # a plain commit after the transactional batch
+    pending.on_marker(7, 15, True, groups)
+    assert {tp: c.offset for tp, c in groups["g"].offsets.items()} == {("t", 0): 3, ("t", 1): 6}
+    assert groups["g"].offsets_at == {("t", 0): 12, ("t", 1): 10}
 
 
 def test_batches_staged_out_of_log_order_apply_in_log_order():
@@ -162,7 +178,17 @@ def test_an_older_producer_epoch_refused_at_the_partition_is_producer_fenced():
 # markers. The live coordinator and one replaying its log must agree on the groups and on
 # what is still staged.
 ops = st.lists(st.tuples(st.sampled_from(["plain", "txn", "commit", "abort"]), st.sampled_from([7, 8, 9]),
-                         st.sampled_from(["g", "h"]), st.integers(0, 2), st.integers(0, 100)), max_size=25)
+                         st.sampled_from(["g", "h"]), st.integers(0, 1), st.integers(0, 100)), max_size=25)
+
+
+async def run_history(coordinator, replicas: FakeReplicas, history) -> None:
+    for kind, producer_id, group_id, partition, offset in history:
+        if kind == "plain":
+            await coordinator.commit(group_id, *ADMIN, to_commit((partition, offset)))
+        elif kind == "txn":
+            await coordinator.txn_commit(group_id, (producer_id, 0), *ADMIN, to_commit((partition, offset)))
+        else:
+            await write_marker(replicas, coordinator, producer_id, kind == "commit")
 
 
 @settings(max_examples=60, deadline=None)
@@ -171,13 +197,7 @@ def test_replaying_the_log_rebuilds_what_the_live_coordinator_holds(history):
     async def scenario():
         replicas = FakeReplicas()
         coordinator = await loaded(replicas)
-        for kind, producer_id, group_id, partition, offset in history:
-            if kind == "plain":
-                await coordinator.commit(group_id, *ADMIN, to_commit((partition, offset)))
-            elif kind == "txn":
-                await coordinator.txn_commit(group_id, (producer_id, 0), *ADMIN, to_commit((partition, offset)))
-            else:
-                await write_marker(replicas, coordinator, producer_id, kind == "commit")
+        await run_history(coordinator, replicas, history)
         successor = await loaded(replicas)
         for group_id in ("g", "h"):
             assert successor.group(group_id) == coordinator.group(group_id)
@@ -216,3 +236,46 @@ def test_offset_fetch_require_stable_answers_unstable_while_the_transaction_is_o
         await write_marker(replicas, coordinator, 7, commit=True)
         assert await fetched(True) == (ErrorCode.NONE, 5)
     asyncio.run(scenario())
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops)
+@example([("txn", 7, "g", 0, 5), ("plain", 7, "g", 0, 3), ("commit", 7, "g", 0, 0)])  # the plain commit is logged later: it wins
+def test_a_coordinator_replaying_the_cleaned_log_agrees_with_the_live_one(tmp_path_factory, history):
+    """The log the live coordinator wrote, cleaned by the real log cleaner (aborted
+    transactions, superseded records, markers left without records all removed), replays to
+    the same offsets and staged offsets: compaction keeps what the latest-write rule keeps."""
+    async def scenario():
+        replicas = FakeReplicas()
+        coordinator = await loaded(replicas)
+        await run_history(coordinator, replicas, history)
+        cleaned = FakeReplicas()
+        cleaned.partition.batches, cleaned.partition.log_end_offset = clean(replicas.partition.batches, tmp_path_factory.mktemp("log"))
+        successor = await loaded(cleaned)
+        for group_id in ("g", "h"):
+            assert committed(successor, group_id) == committed(coordinator, group_id)
+            assert successor.unstable(group_id) == coordinator.unstable(group_id)
+    asyncio.run(scenario())
+
+
+def clean(batches: list[bytes], directory) -> tuple[list[bytes], int]:
+    """The batches as a replica's compacted log holds them after every due cleaning pass
+    (the LSO bounds it), with filler so that the log's segments close."""
+    key, value = record_codec.encode(GroupRecord(RecordKey(RecordType.GROUP_EPOCH, "filler"), GroupEpoch()))
+    filler = encode_batch([value] * 8, [key] * 8, timestamps_ms=0)
+    plog = PartitionLog.open(directory / "__consumer_offsets-0", small_settings(cleanup_policy="compact", min_cleanable_dirty_ratio=0.0), 0)
+    index = TransactionIndex()
+    for batch in batches + [filler] * 40:
+        appended = plog.append(batch, assign_offsets=batch is filler, leader_epoch=1, now_ms=0)
+        for header in appended.headers:
+            index.on_batch(header, decode_marker(decode_batch(batch)).commit if header.is_control else None)
+    stable = index.last_stable_offset(plog.log_end_offset)
+    while (due := plog.cleaning_candidates(stable, 10_000)) is not None:
+        result = CleaningPass(plog.directory, *due, map_entries=1000, tombstone_horizon_ms=10_000,
+                              aborted=index.aborted_between(0, stable)).run()
+        plog.install_cleaned(result)
+    data = plog.read(0, 1 << 30).data
+    kept = [bytes(data[pos:pos + header.batch_length]) for pos, header in iter_headers(data)]
+    end = plog.log_end_offset
+    plog.close()
+    return kept, end
