@@ -44,7 +44,7 @@ from data_plane.groups.changes import GroupChange
 from data_plane.groups.membership import GroupSettings, Refused
 from data_plane.groups.placement import OFFSETS_TOPIC, offsets_partition
 from data_plane.groups.state import Group, TopicPartition, partitions_by_topic
-from data_plane.groups.txn_offsets import LoggedOffset, PendingTxnOffsets, note_logged, replay_logged
+from data_plane.groups.txn_offsets import PendingTxnOffsets, note_logged
 from data_plane.record_batch import decode_batches, encode_batch
 from data_plane.replication.errors import ErrorCode
 from data_plane.replication.partition_state import ACKS_ALL
@@ -160,7 +160,7 @@ class GroupCoordinator:
                     if header.is_transactional:
                         shard.txn_offsets.stage(header.producer_id, header.base_offset, decoded)
                     else:
-                        replay_logged(shard.groups, decoded, header.base_offset)
+                        shard.txn_offsets.replay_plain(shard.groups, decoded, header.base_offset)
                     records += len(decoded)
                 await asyncio.sleep(0)  # a large partition must not stall the broker
             while partition.high_watermark < end:  # the new leader's HW catches up with its followers' next fetches
@@ -311,7 +311,7 @@ class GroupCoordinator:
     def _apply(self, shard: Shard, group_id: str, group: Group | None, changes: list[GroupChange], log_offset: int) -> None:
         if not shard.active:
             return  # durable, but this broker no longer coordinates: the next leader replays it
-        note_logged(group, [LoggedOffset(log_offset, r) for change in changes for r in change.records])
+        shard.txn_offsets.on_logged(group, [r for change in changes for r in change.records], log_offset)
         if group is None:
             shard.groups.pop(group_id, None)
         else:

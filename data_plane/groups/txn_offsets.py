@@ -15,6 +15,9 @@ of that partition was last written (committed or deleted) at an earlier log offs
 (``Group.offsets_at``), as Kafka does: a plain OffsetCommit logged after the transactional
 one, but before the marker, stays. That is also what log compaction keeps (the latest
 record of each key), so a coordinator replaying a compacted log agrees with the live one.
+For the same reason a deletion (an OFFSET tombstone: OffsetDelete, DeleteGroups) drops the
+offsets staged for that partition before it, as Kafka does: they would otherwise bring a
+deleted group back at the marker.
 
 The live coordinator and a coordinator replaying the partition go through the same calls in
 log order, so both end with the same groups and the same staged offsets (open transactions
@@ -95,6 +98,25 @@ class PendingTxnOffsets:
         with require_stable answers UNSTABLE_OFFSET_COMMIT for them."""
         return {s.partition for staged in self.by_producer.values() for s in staged if s.record.key.group_id == group_id}
 
+    def on_logged(self, group: Group | None, records: list[GroupRecord], log_offset: int) -> None:
+        """A plain batch at ``log_offset`` was applied to ``group`` (live, or by a replay):
+        remember where its offsets were written, and drop what its deletions delete."""
+        logged = [LoggedOffset(log_offset, r) for r in records]
+        note_logged(group, logged)
+        deleted = {(r.key.group_id, r.key.topic, r.key.partition) for r in records if r.key.type is RecordType.OFFSET and r.value is None}
+        for producer_id, staged in list(self.by_producer.items()):
+            kept = [s for s in staged if not (s.log_offset < log_offset and (s.record.key.group_id, *s.partition) in deleted)]
+            if kept:
+                self.by_producer[producer_id] = kept
+            else:
+                del self.by_producer[producer_id]
+
+    def replay_plain(self, groups: dict[str, Group], records: list[GroupRecord], log_offset: int) -> None:
+        """Replay a plain batch at ``log_offset``."""
+        replay(records, groups)
+        for group_id in sorted({r.key.group_id for r in records}):
+            self.on_logged(groups.get(group_id), [r for r in records if r.key.group_id == group_id], log_offset)
+
     def on_marker(self, producer_id: int, marker_offset: int, commit: bool, groups: dict[str, Group]) -> None:
         """Replay a marker: apply (commit) or drop (abort) everything it decides, every group at once."""
         for group_id in sorted(self.groups_of(producer_id, marker_offset)):
@@ -103,10 +125,3 @@ class PendingTxnOffsets:
                 replay([s.record for s in applied], groups)
                 note_logged(groups.get(group_id), applied)
             self.forget(producer_id, marker_offset, group_id)
-
-
-def replay_logged(groups: dict[str, Group], records: list[GroupRecord], log_offset: int) -> None:
-    """Replay a plain batch at ``log_offset``: apply its records, remember where offsets were written."""
-    replay(records, groups)
-    for group_id in {r.key.group_id for r in records}:
-        note_logged(groups.get(group_id), [LoggedOffset(log_offset, r) for r in records])

@@ -7,6 +7,7 @@ ends with exactly what the live one built."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings, strategies as st
@@ -15,7 +16,7 @@ from data_plane.control_batch import ControlType, decode_marker, encode_marker
 from data_plane.groups import offsets, record_codec
 from data_plane.groups.membership import Refused
 from data_plane.groups.state import CommittedOffset, GroupEpoch, GroupRecord, RecordKey, RecordType, replay
-from data_plane.groups.txn_offsets import PendingTxnOffsets, replay_logged
+from data_plane.groups.txn_offsets import PendingTxnOffsets
 from data_plane.record_batch import decode_batch, encode_batch, iter_headers
 from data_plane.replication.errors import ErrorCode
 from data_plane.replication.transaction_index import TransactionIndex
@@ -55,10 +56,22 @@ def test_a_write_logged_after_the_transactional_one_wins_over_it_at_the_marker()
     pending = PendingTxnOffsets()
     pending.stage(7, 10, [offset_record("g", 0, 5), offset_record("g", 1, 6)])
     groups = {}
-    replay_logged(groups, [offset_record("g", 0, 3)], 12)  # a plain commit after the transactional batch
+    pending.replay_plain(groups, [offset_record("g", 0, 3)], 12)  # a plain commit after the transactional batch
     pending.on_marker(7, 15, True, groups)
     assert {tp: c.offset for tp, c in groups["g"].offsets.items()} == {("t", 0): 3, ("t", 1): 6}
     assert groups["g"].offsets_at == {("t", 0): 12, ("t", 1): 10}
+
+
+def test_a_deletion_drops_the_offsets_staged_before_it_so_a_marker_cannot_bring_a_deleted_group_back():
+    pending, groups = PendingTxnOffsets(), {}
+    pending.replay_plain(groups, [offset_record("g", 0, 3)], 5)
+    pending.stage(7, 10, [offset_record("g", 0, 50), offset_record("h", 0, 60)])
+    deletion = [GroupRecord(RecordKey(RecordType.OFFSET, "g", topic="t", partition=0), None),
+                GroupRecord(RecordKey(RecordType.TARGET_EPOCH, "g"), None), GroupRecord(RecordKey(RecordType.GROUP_EPOCH, "g"), None)]
+    pending.replay_plain(groups, deletion, 12)  # DeleteGroups
+    assert "g" not in groups and pending.unstable("g") == set() and pending.unstable("h") == {("t", 0)}
+    pending.on_marker(7, 15, True, groups)
+    assert "g" not in groups and groups["h"].offsets[("t", 0)].offset == 60
 
 
 def test_batches_staged_out_of_log_order_apply_in_log_order():
@@ -175,9 +188,9 @@ def test_an_older_producer_epoch_refused_at_the_partition_is_producer_fenced():
 
 
 # Random histories: plain commits, transactional commits of three producers to two groups,
-# markers. The live coordinator and one replaying its log must agree on the groups and on
-# what is still staged.
-ops = st.lists(st.tuples(st.sampled_from(["plain", "txn", "commit", "abort"]), st.sampled_from([7, 8, 9]),
+# markers, offset and group deletions. The live coordinator and one replaying its log must
+# agree on the groups and on what is still staged.
+ops = st.lists(st.tuples(st.sampled_from(["plain", "txn", "commit", "abort", "txn", "delete", "drop"]), st.sampled_from([7, 8, 9]),
                          st.sampled_from(["g", "h"]), st.integers(0, 1), st.integers(0, 100)), max_size=25)
 
 
@@ -185,6 +198,12 @@ async def run_history(coordinator, replicas: FakeReplicas, history) -> None:
     for kind, producer_id, group_id, partition, offset in history:
         if kind == "plain":
             await coordinator.commit(group_id, *ADMIN, to_commit((partition, offset)))
+        elif kind in ("delete", "drop"):
+            with contextlib.suppress(Refused):  # GROUP_ID_NOT_FOUND
+                if kind == "delete":
+                    await coordinator.delete_offsets(group_id, [("t", partition)])
+                else:
+                    await coordinator.delete_group(group_id)
         elif kind == "txn":
             await coordinator.txn_commit(group_id, (producer_id, 0), *ADMIN, to_commit((partition, offset)))
         else:
