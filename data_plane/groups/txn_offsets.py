@@ -104,6 +104,8 @@ class PendingTxnOffsets:
         logged = [LoggedOffset(log_offset, r) for r in records]
         note_logged(group, logged)
         deleted = {(r.key.group_id, r.key.topic, r.key.partition) for r in records if r.key.type is RecordType.OFFSET and r.value is None}
+        if not deleted:
+            return
         for producer_id, staged in list(self.by_producer.items()):
             kept = [s for s in staged if not (s.log_offset < log_offset and (s.record.key.group_id, *s.partition) in deleted)]
             if kept:
