@@ -54,6 +54,11 @@ class GroupCoordinatorStub:
                 request_serializer=proto_dot_group__pb2.OffsetFetchRequest.SerializeToString,
                 response_deserializer=proto_dot_group__pb2.OffsetFetchResponse.FromString,
                 _registered_method=True)
+        self.TxnOffsetCommit = channel.unary_unary(
+                '/kraftlog.v1.GroupCoordinator/TxnOffsetCommit',
+                request_serializer=proto_dot_group__pb2.TxnOffsetCommitRequest.SerializeToString,
+                response_deserializer=proto_dot_group__pb2.TxnOffsetCommitResponse.FromString,
+                _registered_method=True)
         self.ListGroups = channel.unary_unary(
                 '/kraftlog.v1.GroupCoordinator/ListGroups',
                 request_serializer=proto_dot_group__pb2.ListGroupsRequest.SerializeToString,
@@ -107,6 +112,15 @@ class GroupCoordinatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def TxnOffsetCommit(self, request, context):
+        """KIP-447: commit offsets inside a producer's transaction. Written to the group's offsets
+        partition as that producer's transactional batch: they become the committed offsets when
+        the transaction's commit marker lands there, and are dropped by an abort marker.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListGroups(self, request, context):
         """Admin: the groups this broker coordinates (the CLI asks every broker).
         """
@@ -156,6 +170,11 @@ def add_GroupCoordinatorServicer_to_server(servicer, server):
                     servicer.OffsetFetch,
                     request_deserializer=proto_dot_group__pb2.OffsetFetchRequest.FromString,
                     response_serializer=proto_dot_group__pb2.OffsetFetchResponse.SerializeToString,
+            ),
+            'TxnOffsetCommit': grpc.unary_unary_rpc_method_handler(
+                    servicer.TxnOffsetCommit,
+                    request_deserializer=proto_dot_group__pb2.TxnOffsetCommitRequest.FromString,
+                    response_serializer=proto_dot_group__pb2.TxnOffsetCommitResponse.SerializeToString,
             ),
             'ListGroups': grpc.unary_unary_rpc_method_handler(
                     servicer.ListGroups,
@@ -286,6 +305,33 @@ class GroupCoordinator:
             '/kraftlog.v1.GroupCoordinator/OffsetFetch',
             proto_dot_group__pb2.OffsetFetchRequest.SerializeToString,
             proto_dot_group__pb2.OffsetFetchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TxnOffsetCommit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kraftlog.v1.GroupCoordinator/TxnOffsetCommit',
+            proto_dot_group__pb2.TxnOffsetCommitRequest.SerializeToString,
+            proto_dot_group__pb2.TxnOffsetCommitResponse.FromString,
             options,
             channel_credentials,
             insecure,

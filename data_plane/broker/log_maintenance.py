@@ -71,13 +71,15 @@ class LogMaintenance:
         fetches go on meanwhile), the cleaned segments are swapped in on the loop."""
         now = self._replicas.clock_ms()
         plog = partition.log
-        due = plog.cleaning_candidates(partition.high_watermark, now)
+        stable = partition.last_stable_offset  # below the HW and every open transaction
+        due = plog.cleaning_candidates(stable, now)
         if due is None:
             return
         segments, plan = due
         cleaning = CleaningPass(
             plog.directory, segments, plan, map_entries=self.config.cleaner_map_entries,
             tombstone_horizon_ms=now - plog.settings.delete_retention_ms,
+            aborted=partition.aborted_transactions(plog.log_start_offset, stable),
             throttle=Throttle(self.config.cleaner_io_bytes_per_second),
         )
         result = await asyncio.to_thread(cleaning.run)

@@ -317,9 +317,10 @@ class Partition:
 
     # ------------------------------------------------------------------ leader events
 
-    def append_as_leader(self, batches: bytes, acks: int, now_ms: int) -> tuple[Appended, Ready]:
+    def append_as_leader(self, batches: bytes, acks: int, now_ms: int, from_coordinator: bool = False) -> tuple[Appended, Ready]:
         """Validate and append a producer's batches; a retried idempotent batch is answered
-        from memory. Nothing is written when this raises."""
+        from memory. ``from_coordinator``: the group coordinator's write, whose producer's
+        epoch alone is checked (``ProducerState.check_epoch``). Nothing is written when this raises."""
         core = self._core
         assert core is not None and self.offline_reason is None, self.name
         verdict = core.check_produce(acks)
@@ -332,7 +333,7 @@ class Partition:
         assert verdict == ErrorCode.NONE, verdict
         try:
             located = self.log.validate_append(batches)
-            duplicate = self._check_sequence([header for _, header in located])
+            duplicate = self._check_sequence([header for _, header in located], from_coordinator)
             if duplicate is not None:
                 end = duplicate.last_offset + 1
                 wait = end if acks == ACKS_ALL and end > core.high_watermark else None
@@ -357,11 +358,15 @@ class Partition:
         wait = appended.last_offset + 1 if acks == ACKS_ALL else None
         return Appended(appended.first_offset, appended.log_append_time_ms, self.log.log_start_offset, wait), ready
 
-    def _check_sequence(self, headers: list[BatchHeader]) -> Duplicate | None:
+    def _check_sequence(self, headers: list[BatchHeader], from_coordinator: bool) -> Duplicate | None:
         """Idempotent producers: a retried request is answered from memory, a gap is refused."""
         if all(h.producer_id == NO_PRODUCER_ID for h in headers):
             return None
-        verdict = self._producers.check_run(headers)
+        if from_coordinator:
+            assert len({(h.producer_id, h.producer_epoch) for h in headers}) == 1, headers
+            verdict = self._producers.check_epoch(headers[0].producer_id, headers[0].producer_epoch)
+        else:
+            verdict = self._producers.check_run(headers)
         if isinstance(verdict, Rejected):
             h = headers[0]
             raise PartitionError(

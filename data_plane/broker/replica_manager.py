@@ -29,6 +29,8 @@ from data_plane.broker.group_commit import GroupCommit
 from data_plane.broker.log_maintenance import LogMaintenance
 from data_plane.broker.requests import LeaderHint, PartitionAnswer, ProduceItem, ProduceResult
 from data_plane.broker.unsafe_partitions import partition_class
+from data_plane.control_batch import decode_marker
+from data_plane.record_batch import decode_batch
 from data_plane.replication.errors import ErrorCode
 from data_plane.replication.partition_state import ACKS_ALL, AlterPartitionCommitted, AlterPartitionRefused, BrokerStatus, IsrProposal
 from data_plane.storage import LogManager, LogSettings, StorageError
@@ -40,6 +42,7 @@ from server_common import clock
 log = structlog.get_logger("broker.replicas")
 
 TopicPartition = tuple[str, int]
+MarkerListener = Callable[[str, int, int, bool, int], None]
 APPLY_SLICE_MS = 20  # longest stretch of metadata application between yields to the event loop
 ISR_SWEEP_INTERVAL_MS = 1000  # how often tick() looks at the leaders whose followers may lag
 
@@ -84,6 +87,9 @@ class ReplicaManager:
         self.propose_isr: Callable[[Partition, IsrProposal], None] = lambda partition, proposal: None
         self.followers_changed: Callable[[], None] = lambda: None
         self.isr_changed: Callable[[set[TopicPartition]], None] = lambda tps: None  # followed partitions only
+        # Told of every marker this broker appends as leader (the group coordinator completes
+        # transactional offset commits with them): (topic, partition, producer id, commit, offset).
+        self.marker_listeners: list[MarkerListener] = []
 
     # ------------------------------------------------------------------ the one driver
 
@@ -298,7 +304,7 @@ class ReplicaManager:
                 if acks == ACKS_ALL:
                     self._delayed.check_room(partition.name)
                 try:
-                    appended, ready = partition.append_as_leader(item.batches, acks, now)
+                    appended, ready = partition.append_as_leader(item.batches, acks, now, item.from_coordinator)
                 except StorageError as exc:
                     raise self.take_offline(partition, exc) from None
                 self.maintenance.note_written(partition)
@@ -334,7 +340,11 @@ class ReplicaManager:
             raise self.take_offline(partition, exc) from None
         self.maintenance.note_written(partition)
         self.carry_out(partition, ready)
-        return partition.log_end_offset - 1
+        offset = partition.log_end_offset - 1
+        written = decode_marker(decode_batch(marker))
+        for listener in self.marker_listeners:
+            listener(topic, index, written.producer_id, written.commit, offset)
+        return offset
 
     # ------------------------------------------------------------------ follower appends
 

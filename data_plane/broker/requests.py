@@ -24,6 +24,9 @@ class ProduceItem:
     partition: int
     batches: bytes
     leader_epoch: int = -1
+    # The group coordinator's own write (KIP-447's transactional offsets): its producer's
+    # epoch is checked, not its sequence, as Kafka does for coordinator appends.
+    from_coordinator: bool = False
 
 
 @dataclass

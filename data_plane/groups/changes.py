@@ -23,7 +23,8 @@ from data_plane.groups.state import (
 @dataclass
 class GroupChange:
     group: Group  # the scratch copy
-    records: list[GroupRecord] = field(default_factory=list)
+    records: list[GroupRecord] = field(default_factory=list)  # to write
+    applied: list[GroupRecord] = field(default_factory=list)  # applied, already in the log (a commit marker's offsets)
 
     @classmethod
     def of(cls, group: Group | None, group_id: str) -> GroupChange:
@@ -51,6 +52,22 @@ class GroupChange:
 
     def set_offset(self, topic: str, partition: int, committed: CommittedOffset | None) -> None:
         self.emit(RecordType.OFFSET, committed, topic=topic, partition=partition)
+
+    def stage_offset(self, topic: str, partition: int, committed: CommittedOffset) -> None:
+        """An offset committed inside a transaction: written now, not applied (the scratch copy
+        stays as it was); the commit marker applies it (`txn_offsets`)."""
+        self.records.append(GroupRecord(RecordKey(RecordType.OFFSET, self.group.group_id, topic=topic, partition=partition), committed))
+
+    def apply_logged(self, records: list[GroupRecord]) -> None:
+        """Apply records that are in the log already (staged offsets a commit marker made
+        committed): nothing more to write."""
+        for record in records:
+            apply(self.group, record)
+        self.applied.extend(records)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.records or self.applied)
 
     def remove_member(self, member_id: str) -> None:
         """Tombstones for every key of the member; its partitions are free at once."""

@@ -13,6 +13,13 @@ unloading their groups, and running each group operation as decide → write →
   covers the batch; if the write fails, the group is unchanged and every answer of the round
   is retriable. A write whose outcome is unknown (timed out, or the ISR shrank after the
   append) makes the shard reload from the log, so memory never differs from the log.
+- **Transactional offsets (KIP-447).** A TxnOffsetCommit's records go in a round of their
+  own, as a transactional batch of the producer; once durable they are staged in the shard
+  (`txn_offsets`), not applied. A marker this broker appends to the partition (the replica
+  manager's ``marker_listeners``) is applied once the HW covers it, through each concerned
+  group's queue (so it lands after any round already writing that producer's offsets): a
+  commit makes the staged offsets committed, an abort drops them. Markers below the log end a
+  load replayed were applied by the load.
 - **Timers.** `tick` removes members past their session timeout (or past their rebalance
   timeout with partitions still to revoke).
 - **Assignment log.** Every durable change of a member's current assignment is logged
@@ -31,11 +38,13 @@ import structlog
 
 from data_plane.broker.requests import ProduceItem
 from data_plane.broker.wakeups import wait_until_woken, woken_by
+from data_plane.control_batch import decode_marker
 from data_plane.groups import membership, offsets, record_codec
 from data_plane.groups.changes import GroupChange
 from data_plane.groups.membership import GroupSettings, Refused
 from data_plane.groups.placement import OFFSETS_TOPIC, offsets_partition
-from data_plane.groups.state import Group, partitions_by_topic, replay
+from data_plane.groups.state import Group, TopicPartition, partitions_by_topic
+from data_plane.groups.txn_offsets import PendingTxnOffsets, note_logged
 from data_plane.record_batch import decode_batches, encode_batch
 from data_plane.replication.errors import ErrorCode
 from data_plane.replication.partition_state import ACKS_ALL
@@ -67,6 +76,11 @@ class Shard:
     queues: dict[str, list[Pending]] = field(default_factory=dict)  # per group: operations waiting for the next write
     expiring: set[str] = field(default_factory=set)
     task: asyncio.Task | None = None
+    txn_offsets: PendingTxnOffsets = field(default_factory=PendingTxnOffsets)
+    load_end: int | None = None  # the log end the load replays to: markers below it are the load's
+
+
+ProducerIdentity = tuple[int, int]  # producer id, producer epoch
 
 
 @dataclass
@@ -75,6 +89,7 @@ class Pending:
 
     decide: Callable[[Group | None, int], tuple[GroupChange, object]]
     future: asyncio.Future
+    producer: ProducerIdentity | None = None  # a TxnOffsetCommit's: its records are that producer's transactional batch
 
 
 class GroupCoordinator:
@@ -128,18 +143,24 @@ class GroupCoordinator:
         fields = {"topic": OFFSETS_TOPIC, "partition": shard.partition, "leader_epoch": shard.leader_epoch}
         try:
             partition = self.replicas.partitions[(OFFSETS_TOPIC, shard.partition)]
-            end = partition.log_end_offset
+            end = shard.load_end = partition.log_end_offset
             offset, records = partition.log_start_offset, 0
             while offset < end:
                 data = partition.read(offset, LOAD_READ_BYTES, end)
                 if not data:
                     break
                 for batch in decode_batches(data):
-                    offset = batch.header.next_offset
-                    if batch.header.is_control:
+                    header = batch.header
+                    offset = header.next_offset
+                    if header.is_control:
+                        marker = decode_marker(batch)
+                        shard.txn_offsets.on_marker(header.producer_id, header.base_offset, marker.commit, shard.groups)
                         continue
                     decoded = [record_codec.decode(k, v) for k, v in zip(batch.keys, batch.values)]
-                    replay(decoded, shard.groups)
+                    if header.is_transactional:
+                        shard.txn_offsets.stage(header.producer_id, header.base_offset, decoded)
+                    else:
+                        shard.txn_offsets.replay_plain(shard.groups, decoded, header.base_offset)
                     records += len(decoded)
                 await asyncio.sleep(0)  # a large partition must not stall the broker
             while partition.high_watermark < end:  # the new leader's HW catches up with its followers' next fetches
@@ -181,14 +202,15 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------------ operations
 
-    async def run(self, group_id: str, decide: Callable[[Group | None, int], tuple[GroupChange, T]]) -> T:
-        """Queue an operation on the group and wait until its records are durable and applied:
-        the one path of every group change. Raises `Refused` (from the decision, or a retriable
-        coordinator error)."""
+    async def run(self, group_id: str, decide: Callable[[Group | None, int], tuple[GroupChange, T]],
+                  producer: ProducerIdentity | None = None) -> T:
+        """Queue an operation on the group and wait until its records are durable and applied
+        (with ``producer``: durable and staged): the one path of every group change. Raises
+        `Refused` (from the decision, or a retriable coordinator error)."""
         shard = self._shard_for(group_id)
         future = asyncio.get_running_loop().create_future()
         queue = shard.queues.setdefault(group_id, [])
-        queue.append(Pending(decide, future))
+        queue.append(Pending(decide, future, producer))
         if len(queue) == 1:
             asyncio.ensure_future(self._drain(shard, group_id))
         return await future
@@ -222,8 +244,9 @@ class GroupCoordinator:
             decided: list[tuple[Pending, GroupChange, object]] = []
             encoded: list[tuple[bytes, bytes | None]] = []
             round_bytes = round_size = 0
+            producer = queue[0].producer  # a round is one batch: one producer's transactional records, or plain ones
             for pending in queue:
-                if round_bytes >= ROUND_BYTES_MAX:
+                if round_bytes >= ROUND_BYTES_MAX or pending.producer != producer:
                     break  # the rest waits for the next round: one batch stays well below max.message.bytes
                 round_size += 1
                 try:
@@ -231,7 +254,7 @@ class GroupCoordinator:
                 except Refused as refusal:
                     _settle([pending], refusal)
                     continue
-                if change.records or group is not None:
+                if producer is None and (change.changed or group is not None):
                     group = None if change.group.deleted else change.group
                 for record in change.records:
                     key, value = record_codec.encode(record)
@@ -239,12 +262,14 @@ class GroupCoordinator:
                     round_bytes += len(key) + len(value or b"")
                 decided.append((pending, change, result))
             try:
-                if encoded:
-                    await self._write(shard, group_id, encoded)
+                base_offset = await self._write(shard, group_id, encoded, producer) if encoded else -1
             except Refused as refusal:
                 _settle([p for p, _, _ in decided], refusal)
             else:
-                self._apply(shard, group_id, group, [change for _, change, _ in decided])
+                if producer is None:
+                    self._apply(shard, group_id, group, [change for _, change, _ in decided], base_offset)
+                elif encoded and shard.active:
+                    shard.txn_offsets.stage(producer[0], base_offset, [r for _, change, _ in decided for r in change.records])
                 for pending, _, result in decided:
                     if not pending.future.done():
                         pending.future.set_result(result)
@@ -257,12 +282,24 @@ class GroupCoordinator:
     def loaded_groups(self) -> list[Group]:
         return [g for shard in self.shards.values() if shard.loaded for g in shard.groups.values()]
 
-    async def _write(self, shard: Shard, group_id: str, encoded: list[tuple[bytes, bytes | None]]) -> None:
-        batch = encode_batch([v for _, v in encoded], [k for k, _ in encoded], now_ms=self.clock_ms())
-        item = ProduceItem(OFFSETS_TOPIC, shard.partition, batch, shard.leader_epoch)
+    async def _write(self, shard: Shard, group_id: str, encoded: list[tuple[bytes, bytes | None]],
+                     producer: ProducerIdentity | None) -> int:
+        """Append one batch (with ``producer``: transactional, of that producer) and wait until
+        the HW covers it; its base offset. Raises `Refused` when it is not durable."""
+        values, keys = [v for _, v in encoded], [k for k, _ in encoded]
+        if producer is None:
+            batch = encode_batch(values, keys, now_ms=self.clock_ms())
+        else:  # the sequence is not checked for coordinator writes (ProduceItem.from_coordinator); the epoch is
+            batch = encode_batch(values, keys, now_ms=self.clock_ms(), producer_id=producer[0], producer_epoch=producer[1],
+                                 base_sequence=0, transactional=True)
+        item = ProduceItem(OFFSETS_TOPIC, shard.partition, batch, shard.leader_epoch, from_coordinator=True)
         [result] = await self.replicas.produce(ACKS_ALL, WRITE_TIMEOUT_MS, [item])
         if not result.failed:
-            return
+            return result.base_offset
+        if result.error.code == ErrorCode.INVALID_PRODUCER_EPOCH:
+            raise Refused(ErrorCode.PRODUCER_FENCED, f"group {group_id}: producer {producer[0]} epoch {producer[1]} is older "
+                          f"than the one {OFFSETS_TOPIC}-{shard.partition} saw last (a newer incarnation or the transaction's "
+                          "end bumped it): this producer must stop; nothing was written")
         if result.error.code in OUTCOME_UNKNOWN and shard.active:
             self._unload(shard, f"a write's outcome is unknown ({result.error.code.name}): reload from the log")
             self.sync_leadership()
@@ -271,9 +308,10 @@ class GroupCoordinator:
         raise Refused(code, f"group {group_id}: the write to {OFFSETS_TOPIC}-{shard.partition} failed "
                       f"({result.error.code.name}: {result.error.message}); nothing changed: call FindCoordinator and retry")
 
-    def _apply(self, shard: Shard, group_id: str, group: Group | None, changes: list[GroupChange]) -> None:
+    def _apply(self, shard: Shard, group_id: str, group: Group | None, changes: list[GroupChange], log_offset: int) -> None:
         if not shard.active:
             return  # durable, but this broker no longer coordinates: the next leader replays it
+        shard.txn_offsets.on_logged(group, [r for change in changes for r in change.records], log_offset)
         if group is None:
             shard.groups.pop(group_id, None)
         else:
@@ -299,6 +337,12 @@ class GroupCoordinator:
     async def commit(self, group_id: str, member_id: str, member_epoch: int, items: list[offsets.OffsetToCommit]) -> offsets.PartitionErrors:
         return await self.run(group_id, lambda group, now: offsets.commit(group, group_id, member_id, member_epoch, items, now))
 
+    async def txn_commit(self, group_id: str, producer: ProducerIdentity, member_id: str, member_epoch: int,
+                         items: list[offsets.OffsetToCommit]) -> offsets.PartitionErrors:
+        """TxnOffsetCommit: answered once the producer's transactional batch is durable and staged."""
+        return await self.run(group_id, lambda group, now: offsets.txn_commit(group, group_id, member_id, member_epoch, items, now),
+                              producer)
+
     async def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> offsets.PartitionErrors:
         def decide(group: Group | None, now: int):
             subscribed = dict(group.metadata.subscribed_topics) if group is not None and group.members else {}
@@ -307,6 +351,53 @@ class GroupCoordinator:
 
     async def delete_group(self, group_id: str) -> None:
         await self.run(group_id, lambda group, now: (offsets.delete_group(group, group_id), None))
+
+    def unstable(self, group_id: str) -> set[TopicPartition]:
+        """The group's partitions with an offset in an open transaction (OffsetFetch require_stable)."""
+        return self._shard_for(group_id).txn_offsets.unstable(group_id)
+
+    # ------------------------------------------------------------------ transaction markers
+
+    def on_marker(self, topic: str, index: int, producer_id: int, commit: bool, offset: int) -> asyncio.Task | None:
+        """A marker this broker appended as leader (a ``ReplicaManager.marker_listeners`` entry):
+        the task that applies it, when it is on an offsets partition coordinated here."""
+        shard = self.shards.get(index) if topic == OFFSETS_TOPIC else None
+        if shard is None:
+            return None
+        return asyncio.ensure_future(self._complete_transaction(shard, producer_id, commit, offset))
+
+    async def _complete_transaction(self, shard: Shard, producer_id: int, commit: bool, marker_offset: int) -> None:
+        """Apply a marker to the groups it concerns once the shard is loaded and the HW covers
+        the marker: memory never holds what a leader change could take from the log. A marker
+        the load replayed, or one whose shard is gone, is left alone (a later load replays it)."""
+        partition = self.replicas.partitions[(OFFSETS_TOPIC, shard.partition)]
+        if shard.task is not None:
+            await asyncio.wait([shard.task])  # the load ends (or is cancelled) first
+        if not shard.active or marker_offset < (shard.load_end or 0):
+            return
+        while shard.active and partition.high_watermark <= marker_offset:
+            with woken_by([partition.waiter()]) as moved:
+                if partition.high_watermark > marker_offset:
+                    break
+                await wait_until_woken(moved, HW_WAIT_BACKSTOP_S)
+        writing = {gid for gid, queue in shard.queues.items() if any(p.producer and p.producer[0] == producer_id for p in queue)}
+        for group_id in sorted(shard.txn_offsets.groups_of(producer_id, marker_offset) | writing):
+            def decide(group: Group | None, now: int, group_id: str = group_id):
+                if not shard.active:  # queued on a newer shard, which replays the marker itself
+                    raise Refused(ErrorCode.NOT_COORDINATOR, f"{OFFSETS_TOPIC}-{shard.partition} was reloaded")
+                change = GroupChange.of(group, group_id)
+                if commit:
+                    applied = shard.txn_offsets.committed(producer_id, marker_offset, group_id, change.group)
+                    change.apply_logged([s.record for s in applied])
+                    note_logged(change.group, applied)
+                return change, None
+            try:
+                await self.run(group_id, decide)
+            except Refused as refusal:
+                self._log.info("transaction marker left to the next load", group=group_id, producer_id=producer_id,
+                               offset=marker_offset, reason=refusal.message)
+                return
+            shard.txn_offsets.forget(producer_id, marker_offset, group_id)
 
     # ------------------------------------------------------------------ timers
 

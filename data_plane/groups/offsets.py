@@ -37,12 +37,34 @@ PartitionErrors = dict[TopicPartition, tuple[ErrorCode, str]]
 def commit(group: Group | None, group_id: str, member_id: str, member_epoch: int, offsets: Iterable[OffsetToCommit],
            now_ms: int) -> tuple[GroupChange, PartitionErrors]:
     """Check the committer, then each partition; raises `Refused` for a group-level refusal."""
-    if not group_id:
-        raise Refused(ErrorCode.INVALID_GROUP_ID, "group_id is empty: name the group")
-    _check_committer(group, group_id, member_id, member_epoch)
+    accepted, errors = _checked(group, group_id, member_id, member_epoch, offsets, now_ms)
     change = GroupChange.of(group, group_id)
     if group is None:
         change.set_epoch(change.group.metadata)  # an admin commit creates the (empty) group
+    for (topic, partition), committed in accepted:
+        change.set_offset(topic, partition, committed)
+    return change, errors
+
+
+def txn_commit(group: Group | None, group_id: str, member_id: str, member_epoch: int, offsets: Iterable[OffsetToCommit],
+               now_ms: int) -> tuple[GroupChange, PartitionErrors]:
+    """TxnOffsetCommit (KIP-447): the same checks as `commit` (a fenced or stale member cannot
+    commit inside a transaction either), but the records are only written, not applied: they
+    count once the transaction's commit marker lands (`txn_offsets`)."""
+    accepted, errors = _checked(group, group_id, member_id, member_epoch, offsets, now_ms)
+    change = GroupChange.of(group, group_id)
+    for (topic, partition), committed in accepted:
+        change.stage_offset(topic, partition, committed)
+    return change, errors
+
+
+def _checked(group: Group | None, group_id: str, member_id: str, member_epoch: int, offsets: Iterable[OffsetToCommit],
+             now_ms: int) -> tuple[list[tuple[TopicPartition, CommittedOffset]], PartitionErrors]:
+    """The offsets to commit and every partition's answer; raises `Refused` for the whole request."""
+    if not group_id:
+        raise Refused(ErrorCode.INVALID_GROUP_ID, "group_id is empty: name the group")
+    _check_committer(group, group_id, member_id, member_epoch)
+    accepted: list[tuple[TopicPartition, CommittedOffset]] = []
     errors: PartitionErrors = {}
     for item in offsets:
         tp = (item.topic, item.partition)
@@ -51,9 +73,9 @@ def commit(group: Group | None, group_id: str, member_id: str, member_epoch: int
         elif len(item.metadata.encode()) > METADATA_BYTES_MAX:
             errors[tp] = (ErrorCode.OFFSET_METADATA_TOO_LARGE, f"{item.topic}-{item.partition}: metadata is over {METADATA_BYTES_MAX} bytes: shorten it")
         else:
-            change.set_offset(item.topic, item.partition, CommittedOffset(item.offset, item.leader_epoch, item.metadata, now_ms))
+            accepted.append((tp, CommittedOffset(item.offset, item.leader_epoch, item.metadata, now_ms)))
             errors[tp] = (ErrorCode.NONE, "")
-    return change, errors
+    return accepted, errors
 
 
 def _check_committer(group: Group | None, group_id: str, member_id: str, member_epoch: int) -> None:
@@ -73,11 +95,13 @@ def _check_committer(group: Group | None, group_id: str, member_id: str, member_
                       "heartbeat to learn the current epoch and assignment, then commit again")
 
 
-def fetch(group: Group | None, partitions: Iterable[TopicPartition] | None) -> dict[TopicPartition, CommittedOffset | None]:
-    """Committed offsets of ``partitions`` (None: every committed offset of the group)."""
+def fetch(group: Group | None, partitions: Iterable[TopicPartition] | None,
+          unstable: Iterable[TopicPartition] = ()) -> dict[TopicPartition, CommittedOffset | None]:
+    """Committed offsets of ``partitions`` (None: every committed offset of the group, and
+    every ``unstable`` partition, one with an offset in an open transaction)."""
     offsets = group.offsets if group is not None else {}
     if partitions is None:
-        return dict(sorted(offsets.items()))
+        return {tp: offsets.get(tp) for tp in sorted({*offsets, *unstable})}
     return {tp: offsets.get(tp) for tp in partitions}
 
 

@@ -7,6 +7,7 @@ import uuid
 
 import grpc
 
+from data_plane.control_batch import PRODUCER_EPOCH_MAX
 from data_plane.groups import membership, offsets
 from data_plane.groups.coordinator import GroupCoordinator
 from data_plane.groups.membership import Refused
@@ -57,27 +58,50 @@ class GroupCoordinatorService(group_pb2_grpc.GroupCoordinatorServicer):
     async def OffsetCommit(self, request: group_pb2.OffsetCommitRequest, context) -> group_pb2.OffsetCommitResponse:
         if (refused := self.access.refused_group_response(group_pb2.OffsetCommitResponse, "read", request.group_id, "read", (t.topic for t in request.topics))) is not None:
             return refused
-        items = [offsets.OffsetToCommit(t.topic, p.partition, p.committed_offset, p.committed_leader_epoch, p.metadata)
-                 for t in request.topics for p in t.partitions]
         try:
-            errors = await self.coordinator.commit(request.group_id, request.member_id, request.member_epoch, items)
+            errors = await self.coordinator.commit(request.group_id, request.member_id, request.member_epoch, _to_commit(request.topics))
         except Refused as refusal:
             return group_pb2.OffsetCommitResponse(error_code=refusal.code, error_message=refusal.message)
         return group_pb2.OffsetCommitResponse(topics=_results(errors))
+
+    async def TxnOffsetCommit(self, request: group_pb2.TxnOffsetCommitRequest, context) -> group_pb2.TxnOffsetCommitResponse:
+        """KIP-447: Kafka's ACLs (WRITE on the transactional id, READ on the group and topics)."""
+        refused = (self.access.refused_response(group_pb2.TxnOffsetCommitResponse, "write", "transactional_id", (request.transactional_id,))
+                   or self.access.refused_group_response(group_pb2.TxnOffsetCommitResponse, "read", request.group_id, "read",
+                                                         (t.topic for t in request.topics)))
+        if refused is not None:
+            return refused
+        if request.producer_id < 0 or not 0 <= request.producer_epoch <= PRODUCER_EPOCH_MAX or not request.transactional_id:
+            return group_pb2.TxnOffsetCommitResponse(
+                error_code=ErrorCode.INVALID_REQUEST, error_message=f"producer id {request.producer_id}, epoch "
+                f"{request.producer_epoch}, transactional id '{request.transactional_id}': send the transactional id and the "
+                "producer id and epoch InitProducerId gave it")
+        try:
+            errors = await self.coordinator.txn_commit(request.group_id, (request.producer_id, request.producer_epoch),
+                                                       request.member_id, request.member_epoch, _to_commit(request.topics))
+        except Refused as refusal:
+            return group_pb2.TxnOffsetCommitResponse(error_code=refusal.code, error_message=refusal.message)
+        return group_pb2.TxnOffsetCommitResponse(topics=_results(errors))
 
     async def OffsetFetch(self, request: group_pb2.OffsetFetchRequest, context) -> group_pb2.OffsetFetchResponse:
         if (refused := self.access.refused_group_response(group_pb2.OffsetFetchResponse, "describe", request.group_id, "describe", (t.topic for t in request.topics))) is not None:
             return refused
         try:
             group = self.coordinator.group(request.group_id)
+            unstable = self.coordinator.unstable(request.group_id) if request.require_stable else set()
         except Refused as refusal:
             return group_pb2.OffsetFetchResponse(error_code=refusal.code, error_message=refusal.message)
         wanted = [(t.topic, p) for t in request.topics for p in t.partitions] if request.topics else None
         response = group_pb2.OffsetFetchResponse()
         topics: dict[str, group_pb2.OffsetFetchTopic] = {}
-        for (topic, partition), committed in offsets.fetch(group, wanted).items():
+        for (topic, partition), committed in offsets.fetch(group, wanted, unstable).items():
             out = topics.get(topic) or topics.setdefault(topic, response.topics.add(topic=topic))
-            if committed is None:
+            if (topic, partition) in unstable:
+                out.partitions.add(partition=partition, committed_offset=-1, committed_leader_epoch=-1,
+                                   error_code=ErrorCode.UNSTABLE_OFFSET_COMMIT, error_message=(
+                                       f"group {request.group_id}'s offset of {topic}-{partition} is in an open transaction: "
+                                       "retry after the transaction completes"))
+            elif committed is None:
                 out.partitions.add(partition=partition, committed_offset=-1, committed_leader_epoch=-1)
             else:
                 out.partitions.add(partition=partition, committed_offset=committed.offset,
@@ -145,6 +169,11 @@ def _described(group: Group, coordinator_id: int) -> group_pb2.DescribedGroup:
             member_epoch=current.member_epoch, subscribed_topic_names=list(sub.topic_names), subscribed_topic_regex=sub.topic_regex,
             assignment=_topic_partitions(current.owned), target_assignment=_topic_partitions(group.targets.get(member_id, frozenset())))
     return described
+
+
+def _to_commit(topics) -> list[offsets.OffsetToCommit]:
+    return [offsets.OffsetToCommit(t.topic, p.partition, p.committed_offset, p.committed_leader_epoch, p.metadata)
+            for t in topics for p in t.partitions]
 
 
 def _results(errors: offsets.PartitionErrors) -> list[group_pb2.OffsetCommitTopicResult]:

@@ -114,7 +114,8 @@ _VALUE_TYPES = {
 @dataclass
 class Group:
     """One group: persisted state (compared) plus in-memory timers (not compared, not
-    persisted: a new coordinator restarts every member's session clock when it loads)."""
+    persisted: a new coordinator restarts every member's session clock when it loads) and
+    where its offsets were last written (not compared: known only from the log)."""
 
     group_id: str
     metadata: GroupEpoch = GroupEpoch()
@@ -126,6 +127,9 @@ class Group:
     deleted: bool = False
     session_deadlines_ms: dict[str, int] = field(default_factory=dict, compare=False)
     revocation_deadlines_ms: dict[str, int] = field(default_factory=dict, compare=False)
+    # Where in the log each committed offset was last written (committed or deleted): a
+    # transaction's offset applied at its marker never replaces a later write (`txn_offsets`).
+    offsets_at: dict[TopicPartition, int] = field(default_factory=dict, compare=False)
 
     def copy(self) -> Group:
         """A scratch copy an operation changes; swapped in once its records are durable."""
@@ -137,6 +141,7 @@ class Group:
             offsets=dict(self.offsets),
             session_deadlines_ms=dict(self.session_deadlines_ms),
             revocation_deadlines_ms=dict(self.revocation_deadlines_ms),
+            offsets_at=dict(self.offsets_at),
         )
 
     @property

@@ -1,5 +1,6 @@
 """How a broker hosts the group coordinator: its settings from the broker's options, and its
-gRPC service on the broker's server. The broker then calls `GroupCoordinator.tick` on a timer."""
+gRPC service on the broker's server, and the markers it hears of. The broker then calls
+`GroupCoordinator.tick` on a timer."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ def serve_groups(config: BrokerConfig, replicas, create_topics: CreateTopics, se
         assign_before_revoke=config.unsafe is UnsafeBehaviour.ASSIGN_BEFORE_REVOKE,
     )
     coordinator = GroupCoordinator(config.broker_id, replicas, settings)
+    replicas.marker_listeners.append(coordinator.on_marker)  # transactional offsets complete with their markers
     offsets_topic = OffsetsTopic(config.broker_id, config.offsets_topic_partitions, lambda: replicas.image, create_topics)
     group_pb2_grpc.add_GroupCoordinatorServicer_to_server(GroupCoordinatorService(coordinator, offsets_topic, access), server)
     return coordinator

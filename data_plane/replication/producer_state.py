@@ -26,6 +26,11 @@ records it, and its producer epoch, when newer, becomes the producer's epoch wit
 remembered (KIP-890: the coordinator bumps the epoch at each transaction's end, so a write of
 the older epoch arriving late is refused as a zombie's, and the next one starts at sequence 0).
 Open transactions and the LSO are `transaction_index`'s.
+
+The group coordinator's transactional offset writes (KIP-447) carry the producer's id and
+epoch but no sequence of the producer's own (the producer never numbered them): they are
+checked with `check_epoch` alone, as Kafka checks coordinator appends, and remembered like
+any batch (a batch the log holds is never refused on replay or on a follower).
 """
 
 from dataclasses import dataclass
@@ -131,6 +136,12 @@ class ProducerState:
         if base_sequence != next_sequence(entry.batches[-1].last_seq):
             return Rejected(ErrorCode.OUT_OF_ORDER_SEQUENCE)
         return APPEND
+
+    def check_epoch(self, producer_id: int, producer_epoch: int) -> SequenceCheck:
+        """A coordinator's write for a producer: refused only for an older epoch (a zombie)."""
+        assert producer_id >= 0 and producer_epoch >= 0, (producer_id, producer_epoch)
+        entry = self._producers.get(producer_id)
+        return Rejected(ErrorCode.INVALID_PRODUCER_EPOCH) if entry is not None and producer_epoch < entry.epoch else APPEND
 
     def check_run(self, batches: Sequence[BatchHeader]) -> SequenceCheck:
         """Check the batches one produce request carries for this partition, in order.

@@ -3,7 +3,7 @@
 The cleaner (``log_cleaner.py``) reads and writes files; everything it decides comes from here:
 
 - ``plan_cleaning``: which closed segments are *cleanable* (below the active segment, the
-  high watermark, and ``min.compaction.lag.ms``), how dirty they are (bytes not yet cleaned
+  last stable offset, and ``min.compaction.lag.ms``), how dirty they are (bytes not yet cleaned
   over all cleanable bytes), and whether that reaches ``min.cleanable.dirty.ratio``.
 - ``OffsetMap``: key -> latest offset over the dirty segments, bounded in entries. It is
   filled whole segments at a time; the segment that would overflow it waits for the next
@@ -13,12 +13,20 @@ The cleaner (``log_cleaner.py``) reads and writes files; everything it decides c
   without a key are always kept (nothing can supersede them).
 - ``kept_runs``: kept records as runs of consecutive offsets: a batch's records carry
   consecutive offsets, so each run is re-encoded as one batch and offsets never change.
+- ``TransactionCleaning``: transactions, as Kafka's cleaner treats them. The records of an
+  aborted transaction (the partition's aborted-transaction index says which) are removed and
+  never enter the offset map, so an aborted value never replaces a committed one; a marker
+  stays while its transaction has records left in the log, and once it has none it goes when
+  it is ``delete.retention.ms`` old (as a tombstone would). Cleaning never goes past the LSO,
+  so every transaction it sees is closed.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
+
+from data_plane.replication.transaction_index import AbortedTxn, in_aborted
 
 
 @dataclass(frozen=True)
@@ -45,17 +53,18 @@ class CleaningPlan:
 
 
 def plan_cleaning(
-    closed: Sequence[SegmentInfo], cleaned_up_to: int, high_watermark: int, now_ms: int, min_lag_ms: int, min_dirty_ratio: float
+    closed: Sequence[SegmentInfo], cleaned_up_to: int, last_stable_offset: int, now_ms: int, min_lag_ms: int, min_dirty_ratio: float
 ) -> CleaningPlan | None:
     """The dirty, cleanable segments of a log, or None when cleaning is not due.
 
     ``closed`` are the segments below the active one, oldest first; ``cleaned_up_to`` the
     cleaner checkpoint (everything below it was cleaned). A segment is cleanable when it
-    ends at or below the high watermark (a follower never cleans what it may truncate) and
-    its newest record is at least ``min_lag_ms`` old; cleanable segments are a prefix.
+    ends at or below the last stable offset (at most the high watermark: a follower never
+    cleans what it may truncate; and no open transaction, whose outcome decides what stays)
+    and its newest record is at least ``min_lag_ms`` old; cleanable segments are a prefix.
     """
     end = 0
-    while end < len(closed) and closed[end].end_offset <= high_watermark and now_ms - closed[end].max_timestamp >= min_lag_ms:
+    while end < len(closed) and closed[end].end_offset <= last_stable_offset and now_ms - closed[end].max_timestamp >= min_lag_ms:
         end += 1
     first_dirty = next((i for i in range(end) if closed[i].end_offset > cleaned_up_to), end)
     dirty = sum(s.size_bytes for s in closed[first_dirty:end])
@@ -113,3 +122,29 @@ def kept_runs(keep: Sequence[bool]) -> list[tuple[int, int]]:
     if start is not None:
         runs.append((start, len(keep)))
     return runs
+
+
+class TransactionCleaning:
+    """One pass's decisions about transactions, fed the batches of the rewritten segments in
+    offset order from the log start (so a marker comes after every record of its
+    transaction that is still in the log)."""
+
+    def __init__(self, aborted: Sequence[AbortedTxn], marker_horizon_ms: int) -> None:
+        self.aborted = aborted
+        self.marker_horizon_ms = marker_horizon_ms
+        self._has_records: dict[int, bool] = {}  # producer id -> its current transaction kept a record
+
+    def is_aborted(self, producer_id: int, base_offset: int, is_transactional: bool) -> bool:
+        """Whether a data batch belongs to an aborted transaction: all its records go."""
+        return is_transactional and in_aborted(self.aborted, producer_id, base_offset)
+
+    def on_data(self, producer_id: int, is_transactional: bool, kept_any: bool) -> None:
+        """A data batch was rewritten, keeping at least one record or none."""
+        if is_transactional:
+            self._has_records[producer_id] = self._has_records.get(producer_id, False) or kept_any
+
+    def keep_marker(self, producer_id: int, timestamp_ms: int) -> bool:
+        """Whether a marker stays: while its transaction has records left, or while it is
+        younger than ``delete.retention.ms`` (a reader that read the records before they
+        were cleaned may still need to see it)."""
+        return self._has_records.pop(producer_id, False) or timestamp_ms >= self.marker_horizon_ms

@@ -9,7 +9,9 @@ One cleaning pass over a log (decisions in ``compaction.py``):
    rewrite every segment from the first up to the map's end into ``<base>.cleaned``:
    batches whose records all survive are copied byte for byte, others are re-encoded as one
    batch per run of consecutive kept offsets (same offsets, leader epoch, timestamps,
-   compression and producer id/epoch; the base sequence moves with the run's first record).
+   compression, producer id/epoch and transactional bit; the base sequence moves with the
+   run's first record). Aborted transactions' records go, and markers whose transaction has
+   no record left once they are ``delete.retention.ms`` old (``TransactionCleaning``).
    Each file is fsynced.
 3. ``PartitionLog.install_cleaned`` (on the loop): for each cleaned file, oldest first, if the
    segment is still there unchanged, drop its index files and rename the ``.cleaned`` file
@@ -30,14 +32,15 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Sequence
 
 import structlog
 
 from data_plane.record_batch import LOG_APPEND_TIME, BatchHeader, DecodedBatch, decode_batch, encode_batch, set_log_append_time, stamp_batch
 from data_plane.replication.producer_state import SEQUENCE_MAX
 from data_plane.storage.checkpoint_file import read_offset, write_offset
-from data_plane.storage.compaction import CleaningPlan, OffsetMap, SegmentInfo, keep_record, kept_runs
+from data_plane.replication.transaction_index import AbortedTxn
+from data_plane.storage.compaction import CleaningPlan, OffsetMap, SegmentInfo, TransactionCleaning, keep_record, kept_runs
 from data_plane.storage.segment import file_stem, scan_headers
 from server_common.fsync import fsync_dir
 
@@ -85,13 +88,18 @@ class CleaningPass:
         *,
         map_entries: int,
         tombstone_horizon_ms: int,
+        aborted: Sequence[AbortedTxn],
         throttle: Callable[[int], None] = lambda _bytes: None,
     ) -> None:
+        """``aborted``: the partition's aborted transactions (at least those with records in
+        the segments); the plan ends at or below the LSO, so every other transaction there
+        is committed."""
         self.directory = directory
         self.segments = segments
         self.plan = plan
         self.map = OffsetMap(map_entries)
         self.horizon_ms = tombstone_horizon_ms
+        self.txns = TransactionCleaning(aborted, tombstone_horizon_ms)
         self.throttle = throttle
         self.bytes_read = self.kept = self.removed = 0
 
@@ -127,7 +135,7 @@ class CleaningPass:
             keys: list[bytes | None] = []
             offsets: list[int] = []
             for data, header in self._batches(self.segments[i]):
-                if not header.is_control:
+                if not header.is_control and not self.txns.is_aborted(header.producer_id, header.base_offset, header.is_transactional):
                     batch = decode_batch(data)
                     keys.extend(batch.keys)
                     offsets.extend(batch.offsets)
@@ -149,10 +157,17 @@ class CleaningPass:
 
     def _kept_pieces(self, data: bytes, header: BatchHeader) -> list[bytes]:
         if header.is_control:
-            return [data]
+            kept_marker = self.txns.keep_marker(header.producer_id, header.max_timestamp)
+            self.kept += kept_marker
+            self.removed += not kept_marker
+            return [data] if kept_marker else []
         batch = decode_batch(data)
         keys, values, offsets, timestamps = batch.keys, batch.values, batch.offsets, batch.timestamps
-        keep = [keep_record(k, v, o, t, self.map.latest, self.horizon_ms) for k, v, o, t in zip(keys, values, offsets, timestamps)]
+        if self.txns.is_aborted(header.producer_id, header.base_offset, header.is_transactional):
+            keep = [False] * len(keys)
+        else:
+            keep = [keep_record(k, v, o, t, self.map.latest, self.horizon_ms) for k, v, o, t in zip(keys, values, offsets, timestamps)]
+        self.txns.on_data(header.producer_id, header.is_transactional, any(keep))
         kept = sum(keep)
         self.kept += kept
         self.removed += len(keep) - kept
@@ -175,6 +190,7 @@ def _reencode(batch: DecodedBatch, start: int, stop: int) -> bytes:
             producer_id=header.producer_id,
             producer_epoch=header.producer_epoch,
             base_sequence=sequence,
+            transactional=header.is_transactional,
         )
     )
     stamp_batch(buf, 0, header.base_offset + start, header.leader_epoch)

@@ -714,9 +714,10 @@ class PartitionLog:
 
     # ---------------------------------------------------------------- compaction
 
-    def cleaning_candidates(self, high_watermark: int, now_ms: int) -> tuple[list[SegmentFile], CleaningPlan] | None:
+    def cleaning_candidates(self, last_stable_offset: int, now_ms: int) -> tuple[list[SegmentFile], CleaningPlan] | None:
         """The closed segments and the cleaning plan when this compacted log is due a pass
-        (nothing when offline, not compacted, damaged, or not dirty enough)."""
+        (nothing when offline, not compacted, damaged, or not dirty enough). Only segments
+        below ``last_stable_offset`` are cleaned: below the HW, and no open transaction."""
         if self.is_offline or not self.settings.compacted or self.damaged_ranges():
             return None
         closed = self.segments[:-1]
@@ -724,7 +725,7 @@ class PartitionLog:
             SegmentInfo(s.base_offset, nxt.base_offset, s.size_bytes, s.max_timestamp) for s, nxt in zip(closed, self.segments[1:])
         ]
         cleaned_up_to = max(read_cleaned_up_to(self.directory), self.log_start_offset)
-        plan = plan_cleaning(infos, cleaned_up_to, high_watermark, now_ms, self.settings.min_compaction_lag_ms,
+        plan = plan_cleaning(infos, cleaned_up_to, last_stable_offset, now_ms, self.settings.min_compaction_lag_ms,
                              self.settings.min_cleanable_dirty_ratio)
         if plan is None:
             return None

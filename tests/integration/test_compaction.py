@@ -1,9 +1,10 @@
 """Log compaction on a real cluster (one controller, three brokers, replication factor 3).
 
 Keyed overwrites and tombstones, from the Python producer and the records path, compact to
-exactly the latest value of each key on every replica, at the offsets the producer got; a
-broker SIGKILLed while its cleaner is rewriting a segment loses nothing and never uses a
-half-written cleaned file. The cleaner reads slowly here (``--cleaner-io-bytes-per-second``)
+exactly the latest value of each key on every replica, at the offsets the producer got; an
+aborted transaction's records and marker are removed on every replica and its overwrite of a
+committed value never wins; a broker SIGKILLed while its cleaner is rewriting a segment
+loses nothing and never uses a half-written cleaned file. The cleaner reads slowly here (``--cleaner-io-bytes-per-second``)
 so a pass lasts long enough to be caught in the middle.
 """
 
@@ -19,7 +20,7 @@ import grpc
 import pytest
 
 from data_plane.client import Consumer, Producer
-from data_plane.record_batch import decode_batches
+from data_plane.record_batch import decode_batches, encode_batch
 from kraftlog_proto import broker_pb2, broker_pb2_grpc, common_pb2
 from server_common.waiting import wait_for
 from tests.cluster import TestCluster, local_cluster
@@ -154,6 +155,46 @@ def test_overwrites_and_tombstones_compact_to_the_latest_value_on_every_replica(
         assert not list(partition_dir(cluster, broker, topic).glob("*.cleaned"))
     leader_view = replica_records(cluster, cluster.leader(topic, 0), topic)
     assert consume_all(cluster, topic, leader_view[-1][0] + 1) == leader_view  # consumers step over the gaps
+
+
+def test_an_aborted_transaction_is_removed_by_compaction(cluster) -> None:
+    """A transactional batch overwrites a committed key and is aborted: every replica's cleaner
+    removes its records and (delete.retention.ms=0) its marker, and keeps the committed value."""
+    topic = "compacted-txn"
+    cluster.create_topic(topic, 1, 3, COMPACTED)
+    with grpc.insecure_channel(cluster.broker(cluster.leader(topic, 0)).address) as channel:
+        leader = broker_pb2_grpc.BrokerStub(channel)
+        committed = _produce_batch(leader, topic, encode_batch([b"committed"], [b"key-x"]))
+        aborted = _produce_batch(leader, topic, encode_batch([b"aborted", b"aborted too"], [b"key-x", b"key-y"], producer_id=900,
+                                                             producer_epoch=0, base_sequence=0, transactional=True))
+        marker = broker_pb2.TxnMarker(producer_id=900, producer_epoch=1, commit=False, coordinator_epoch=0, topic=topic, partitions=[0])
+        [written] = leader.WriteTxnMarkers(broker_pb2.WriteTxnMarkersRequest(markers=[marker]), timeout=10).results
+        assert written.error_code == common_pb2.NONE, written.error_message
+    removed = {aborted, aborted + 1, written.offset}
+
+    def problems(broker: int) -> list[str]:
+        records = replica_records(cluster, broker, topic)
+        found = [f"offset {o} of the aborted transaction is still there" for o, _, _ in records if o in removed]
+        if (committed, b"key-x", b"committed") not in records:
+            found.append(f"key-x's committed value at offset {committed} is gone")
+        return found
+
+    assert problems(cluster.leader(topic, 0))  # negative control: the raw log (its active segment, never cleaned) holds them
+    with Producer(cluster.bootstrap, acks="all", linger_ms=2) as producer:  # filler: the transaction's segment closes
+        for i in range(30):
+            producer.send(topic, b"f" * 200, key=b"filler-%d" % i, partition=0)
+        producer.flush(timeout=60)
+    for broker in (1, 2, 3):
+        wait_for(lambda: not problems(broker), timeout_s=90, what=f"broker {broker}'s cleaner to remove the aborted transaction")
+
+
+def _produce_batch(leader: broker_pb2_grpc.BrokerStub, topic: str, batch: bytes) -> int:
+    """One batch through the batches path with acks=all; its base offset."""
+    request = broker_pb2.ProduceRequest(acks=-1, timeout_ms=10_000, topics=[broker_pb2.TopicProduceData(
+        topic=topic, partitions=[broker_pb2.PartitionProduceData(partition=0, batches=batch)])])
+    answer = leader.Produce(request, timeout=20).topics[0].partitions[0]
+    assert answer.error_code == common_pb2.NONE, answer.error_message
+    return answer.base_offset
 
 
 def consume_all(cluster: TestCluster, topic: str, end: int) -> list[tuple[int, bytes, bytes | None]]:

@@ -56,7 +56,7 @@ def test_cleaner_throughput(tmp_path: Path) -> None:
     size_before = plog.size_bytes
     due = plog.cleaning_candidates(plog.log_end_offset, 10_000)
     started = time.perf_counter()
-    result = CleaningPass(plog.directory, *due, map_entries=KEYS * 2, tombstone_horizon_ms=0).run()
+    result = CleaningPass(plog.directory, *due, map_entries=KEYS * 2, tombstone_horizon_ms=0, aborted=()).run()
     plog.install_cleaned(result)
     elapsed = time.perf_counter() - started
     print(f"\ncleaner (load average {os.getloadavg()[0]:.1f}): {size_before / 2**20:.0f} MiB in {elapsed:.1f} s = "

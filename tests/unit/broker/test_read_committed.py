@@ -94,3 +94,25 @@ def test_an_open_transaction_survives_a_restart_and_holds_the_lso(tmp_path: Path
     restarted = leader_alone(tmp_path)
     assert latest(restarted, True) == 0 and latest(restarted, False) == 2
     assert values(fetch(restarted, True)) == []
+
+
+def test_coordinator_writes_are_checked_by_epoch_not_sequence_and_markers_reach_the_listeners(tmp_path: Path) -> None:
+    """KIP-447's offset writes carry the producer's id and epoch but no sequence of its own:
+    two at sequence 0 both append (a client's second batch at 0 is a duplicate), an older
+    epoch is refused; every marker the broker writes is told to ``marker_listeners``."""
+    replicas = leader_alone(tmp_path)
+    heard = []
+    replicas.marker_listeners.append(lambda *marker: heard.append(marker))
+
+    def coordinator_write(epoch: int, from_coordinator: bool = True):
+        batch = record_batch.encode_batch([b"o"], timestamps_ms=T0, producer_id=5, producer_epoch=epoch, base_sequence=0,
+                                          transactional=True)
+        [answer] = asyncio.run(replicas.produce(1, 1000, [ProduceItem(*TP, batch, from_coordinator=from_coordinator)]))
+        return answer
+
+    assert [coordinator_write(1).base_offset, coordinator_write(1).base_offset] == [0, 1]
+    client_retry = coordinator_write(1, from_coordinator=False)
+    assert client_retry.base_offset == 1  # negative control: a client's batch at sequence 0 again is a duplicate
+    assert coordinator_write(0).error.code.name == "INVALID_PRODUCER_EPOCH"
+    offset = replicas.write_marker(*TP, encode_marker(ControlType.COMMIT, 5, 1, 0, T0))
+    assert heard == [("t", 0, 5, True, offset)] and offset == 2

@@ -15,6 +15,7 @@ from data_plane.broker.errors import PartitionError
 from data_plane.broker.requests import ProduceResult
 from data_plane.groups.coordinator import GroupCoordinator
 from data_plane.groups.membership import GroupSettings, Heartbeat, Refused
+from data_plane.groups.offsets import OffsetToCommit
 from data_plane.groups.placement import OFFSETS_TOPIC
 from data_plane.record_batch import read_header, stamp_batch
 from data_plane.replication.errors import ErrorCode
@@ -57,12 +58,18 @@ class FakeReplicas:
         self.image = SimpleNamespace(topics=topics)
         self.fail_with: ErrorCode | None = None
         self.append_on_failure = False
+        self.replicated: asyncio.Event | None = None  # when set: a write appends, then waits for it (its HW wait)
+        self.appended = asyncio.Event()  # set at each append
 
     async def produce(self, acks, timeout_ms, items):
         [item] = items
         result = ProduceResult(item.topic, item.partition)
         if self.fail_with is None or self.append_on_failure:
+            result.base_offset = self.partition.log_end_offset
             self.partition.append(item.batches)
+            self.appended.set()
+        if self.replicated is not None:
+            await self.replicated.wait()
         if self.fail_with is not None:
             result.error = PartitionError(self.fail_with, "injected")
         return [result]
@@ -137,4 +144,16 @@ def test_concurrent_requests_of_one_group_share_a_write():
         assert all(a.error == ErrorCode.NONE for a in answers)
         assert len(replicas.partition.batches) == 1
         assert set(coordinator.group("g").members) == set("abcd")
+    asyncio.run(scenario())
+
+
+def test_offsets_and_a_group_are_deleted_through_the_shell():
+    async def scenario():
+        replicas = FakeReplicas()
+        coordinator = await loaded(replicas)
+        await coordinator.commit("g", "", -1, [OffsetToCommit("t", 0, 5), OffsetToCommit("t", 1, 6)])
+        assert await coordinator.delete_offsets("g", [("t", 0)]) == {("t", 0): (ErrorCode.NONE, "")}
+        assert set(coordinator.group("g").offsets) == {("t", 1)}
+        await coordinator.delete_group("g")
+        assert coordinator.group("g") is None
     asyncio.run(scenario())
