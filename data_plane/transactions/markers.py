@@ -1,0 +1,119 @@
+"""Writing a transaction's markers to every partition's leader, through the internal
+`WriteTxnMarkers` RPC, until each partition has one.
+
+`marker_requests` (pure) groups the partitions still missing a marker by their leader in the
+broker's metadata image; `MarkerWriter.write_round` sends one request per leader (the local
+broker is called through gRPC too: one path, authorized like any other broker's call) and
+returns the partitions that now have their marker. A partition whose leader is unknown, moved
+(NOT_LEADER_OR_FOLLOWER), unreachable or failing is simply left for the next round: the caller
+retries with backoff, reading leaders afresh each time, until every partition has its marker.
+A partition whose topic no longer exists needs none (Kafka drops it too).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import grpc
+import structlog
+
+from data_plane.transactions.state_machine import MarkerPlan, TopicPartition
+from data_plane.replication.errors import ErrorCode
+from kraftlog_proto import broker_pb2, broker_pb2_grpc
+from server_common.channel_pool import AioChannelPool
+
+log = structlog.get_logger("transactions")
+
+MARKER_CALL_TIMEOUT_S = 5.0
+
+
+def marker_requests(plan: MarkerPlan, missing: Iterable[TopicPartition], coordinator_epoch: int,
+                    leader_of: Callable[[TopicPartition], int]) -> tuple[dict[int, broker_pb2.WriteTxnMarkersRequest], set[TopicPartition]]:
+    """One WriteTxnMarkers request per leader for the ``missing`` partitions, and the
+    partitions with no leader right now (left for the next round)."""
+    by_leader: dict[int, dict[str, list[int]]] = {}
+    leaderless: set[TopicPartition] = set()
+    for tp in sorted(missing):
+        leader = leader_of(tp)
+        if leader < 0:
+            leaderless.add(tp)
+        else:
+            by_leader.setdefault(leader, {}).setdefault(tp.topic, []).append(tp.partition)
+    requests = {
+        leader: broker_pb2.WriteTxnMarkersRequest(markers=[
+            broker_pb2.TxnMarker(producer_id=plan.producer_id, producer_epoch=plan.producer_epoch, commit=plan.commit,
+                                 coordinator_epoch=coordinator_epoch, topic=topic, partitions=partitions)
+            for topic, partitions in topics.items()])
+        for leader, topics in by_leader.items()
+    }
+    return requests, leaderless
+
+
+def written(response: broker_pb2.WriteTxnMarkersResponse) -> tuple[set[TopicPartition], dict[TopicPartition, str]]:
+    """The partitions a WriteTxnMarkers answer says have their marker, and why the others do not."""
+    done: set[TopicPartition] = set()
+    failed: dict[TopicPartition, str] = {}
+    for result in response.results:
+        tp = TopicPartition(result.topic, result.partition)
+        if result.error_code == ErrorCode.NONE:
+            done.add(tp)
+        else:
+            failed[tp] = f"{ErrorCode(result.error_code).name}: {result.error_message}"
+    return done, failed
+
+
+class MarkerWriter:
+    """Sends marker requests to partition leaders (one channel per broker)."""
+
+    def __init__(self, broker_id: int, replicas, broker_address: Callable[[int], str | None],
+                 credentials: grpc.ChannelCredentials | None) -> None:
+        self.broker_id = broker_id
+        self.replicas = replicas  # the metadata image: topics, leaders
+        self._broker_address = broker_address
+        self._channels = AioChannelPool(broker_pb2_grpc.BrokerStub, [], credentials)
+        self._log = log.bind(broker_id=broker_id)
+
+    def _leader_of(self, tp: TopicPartition) -> int:
+        return self.replicas.leader_hint(tp.topic, tp.partition).leader_id
+
+    def _gone(self, tp: TopicPartition) -> bool:
+        image = self.replicas.image
+        topic = image.topics.get(tp.topic) if image is not None else None
+        return image is not None and (topic is None or tp.partition not in topic.partitions)
+
+    async def write_round(self, plan: MarkerPlan, missing: set[TopicPartition], coordinator_epoch: int,
+                          transactional_id: str) -> set[TopicPartition]:
+        """One attempt at every ``missing`` partition: the ones that have their marker now."""
+        fields = {"transactional_id": transactional_id, "producer_id": plan.producer_id,
+                  "producer_epoch": plan.producer_epoch, "commit": plan.commit}
+        gone = {tp for tp in missing if self._gone(tp)}
+        if gone:
+            self._log.warning("no marker needed: the partitions no longer exist", **fields, partitions=_names(gone))
+        requests, leaderless = marker_requests(plan, missing - gone, coordinator_epoch, self._leader_of)
+        done = set(gone)
+        for leader, request in requests.items():
+            address = self._broker_address(leader)
+            if address is None:
+                continue
+            try:
+                response = await self._channels.stub(address).WriteTxnMarkers(request, timeout=MARKER_CALL_TIMEOUT_S)
+            except grpc.RpcError as err:
+                self._log.info("marker write failed; will retry", **fields, leader=leader, error=f"{err.code().name}: {err.details()}")
+                continue
+            ok, failed = written(response)
+            done |= ok
+            if ok:
+                self._log.info("markers written", **fields, leader=leader, partitions=_names(ok))
+            if failed:
+                self._log.info("marker write refused; will retry", **fields, leader=leader,
+                               errors={f"{tp.topic}-{tp.partition}": why for tp, why in sorted(failed.items())})
+        if leaderless:
+            self._log.info("partitions without a leader; markers wait", **fields, partitions=_names(leaderless))
+        return done
+
+    async def close(self) -> None:
+        await self._channels.close()
+
+
+def _names(partitions: Iterable[TopicPartition]) -> list[str]:
+    return [f"{tp.topic}-{tp.partition}" for tp in sorted(partitions)]
