@@ -39,7 +39,7 @@ from data_plane.replication.errors import ErrorCode
 from data_plane.replication.partition_state import ACKS_ALL
 from data_plane.transactions import record_codec
 from data_plane.transactions import state_machine as sm
-from data_plane.transactions.markers import MarkerWriter
+from data_plane.transactions.markers import Confirmation, MarkerWriter, Written
 from data_plane.transactions.state_machine import Decision, MarkerPlan, TopicPartition, TxnMetadata, TxnState
 from kraftlog_proto import broker_pb2
 
@@ -240,16 +240,29 @@ class TransactionCoordinator:
             shard.completing[transactional_id] = asyncio.ensure_future(self._complete(shard, transactional_id, plan))
 
     async def _complete(self, shard: Shard, transactional_id: str, plan: MarkerPlan) -> None:
-        """Write every partition's marker (rounds with backoff, leaders read afresh each
-        round), then make CompleteCommit/CompleteAbort durable. Stops if the shard goes:
+        """Write every partition's marker until it is below the partition's HW (rounds with
+        backoff, leaders read afresh each round), then make CompleteCommit/CompleteAbort durable. Stops if the shard goes:
         the next leader resumes from the PrepareCommit/PrepareAbort record."""
         missing, backoff_ms = set(plan.partitions), MARKER_BACKOFF_MS[0]
+        unconfirmed: dict[TopicPartition, Written] = {}  # written, not yet known to be below the partition's HW
         try:
-            while missing and shard.active:
-                missing -= await self.markers.write_round(plan, missing, shard.leader_epoch, transactional_id)
+            while (missing or unconfirmed) and shard.active:
+                progress = False
                 if missing:
+                    written = await self.markers.write_round(plan, missing, shard.leader_epoch, transactional_id)
+                    missing -= written.keys()
+                    unconfirmed.update({tp: w for tp, w in written.items() if w is not None})
+                    progress = bool(written)
+                if unconfirmed:
+                    for tp, outcome in (await self.markers.confirm_round(unconfirmed, transactional_id)).items():
+                        if outcome is not Confirmation.WAITING:
+                            del unconfirmed[tp]
+                            progress = True
+                        if outcome is Confirmation.LOST:
+                            missing.add(tp)
+                if missing or unconfirmed:
+                    backoff_ms = MARKER_BACKOFF_MS[0] if progress else min(backoff_ms * 2, MARKER_BACKOFF_MS[1])
                     await asyncio.sleep(backoff_ms / 1000)
-                    backoff_ms = min(backoff_ms * 2, MARKER_BACKOFF_MS[1])
             while shard.active:
                 try:
                     await self._markers_written(shard, transactional_id, plan)
