@@ -58,7 +58,7 @@ class TransactionCoordinatorService(transaction_pb2_grpc.TransactionCoordinatorS
             return response_type(error_code=refusal.code, error_message=refusal.message)
         response = response_type(error_code=decision.error, error_message=explain(
             decision.error, transactional_id, decision.answer, self.coordinator.settings.max_timeout_ms))
-        if decision.answer is not None and hasattr(response, "producer_id") and decision.error in (ErrorCode.NONE,):
+        if decision.answer is not None and hasattr(response, "producer_id") and decision.error is ErrorCode.NONE:
             response.producer_id, response.producer_epoch = decision.answer.producer_id, decision.answer.producer_epoch
         return response
 
