@@ -28,9 +28,9 @@ from data_plane.broker.replica_fetcher import ReplicaFetcherManager
 from data_plane.broker.replica_manager import ReplicaManager
 from data_plane.broker.service import BrokerService
 from data_plane.groups.wiring import serve_groups
-from data_plane.transactions.wiring import serve_transactions
 from data_plane.replication.errors import ErrorCode
 from data_plane.storage import LogManager, fault_injection
+from data_plane.transactions.wiring import serve_transactions
 from kraftlog_proto import broker_pb2, broker_pb2_grpc, group_pb2, transaction_pb2
 from server_common import power_loss
 from server_common import clock
