@@ -86,5 +86,5 @@ class TransactionAdmin:
         if described is None:
             raise KraftlogError("TRANSACTIONAL_ID_NOT_FOUND", f"transactional id {transactional_id!r}: the coordinator did not describe it")
         if described.error_code != common_pb2.NONE:
-            raise from_error_code(described.error_code, described.error_message, f"transactional id {transactional_id!r}")
+            raise from_error_code(described.error_code, described.error_message, "DescribeTransactions")
         return described
