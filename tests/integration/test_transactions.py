@@ -9,7 +9,8 @@ consumer at both isolation levels.
   open, and read_committed readers move past it; an abandoned transaction is aborted when its
   timeout passes (and its producer fenced);
 - the coordinator's broker SIGKILLed after the commit decision and before the markers: the next
-  coordinator finishes the transaction.
+  coordinator finishes the transaction; a data partition's leader paused before the commit:
+  the markers go to the next leader.
 Each reader check has its negative control: the same reader sees the open (or aborted) records
 at read_uncommitted, so "read_committed sees none" is not a reader that sees nothing."""
 
@@ -26,7 +27,8 @@ from typing import Iterator
 import grpc
 import pytest
 
-from data_plane.client import Consumer, Producer, ProducerFencedError
+from data_plane.client import Admin, Consumer, Producer, ProducerFencedError
+from data_plane.groups.placement import TRANSACTION_STATE_TOPIC, offsets_partition
 from kraftlog_proto import common_pb2, group_pb2, group_pb2_grpc, transaction_pb2, transaction_pb2_grpc
 from server_common.waiting import wait_for
 from tests.cluster import TestCluster, local_cluster
@@ -236,3 +238,32 @@ def test_the_next_coordinator_finishes_a_decided_transaction(cluster: TestCluste
         assert not committing.is_alive()
     cluster.restart(cluster.broker(coordinator_id))
     assert read(cluster, "failover", 3, "read_committed", 1) == [b"decided"]
+
+
+def test_markers_follow_a_leader_change_of_the_data_partition(tmp_path) -> None:
+    """Four brokers, so that the data partition's leader is not a replica of the transaction's
+    `__transaction_state` partition: pausing it (SIGSTOP: its connections stay open, so metadata
+    names it until its session times out) leaves the commit decision unhindered. The
+    coordinator's marker write to the paused leader times out and is retried at the new leader,
+    where read_committed readers then see the record."""
+    with local_cluster(tmp_path, controllers=1, brokers=4, controller_args=SESSION_ARGS, broker_args=BROKER_ARGS) as four:
+        coordinator_id, _ = coordinator_of(four, "tx-moving")  # creates __transaction_state
+        four.wait_topic_ready(TRANSACTION_STATE_TOPIC, 3)
+        with Admin(four.bootstrap) as admin:
+            state = admin.describe_topics([TRANSACTION_STATE_TOPIC])[TRANSACTION_STATE_TOPIC]
+        outsider = ({1, 2, 3, 4} - set(state.partitions[offsets_partition("tx-moving", 3)].replicas)).pop()
+        four.create_topic("moving", partitions=8, replication_factor=2)
+        partition = next(p for p in range(8) if four.leader("moving", p) == outsider)
+        with producer(four, "tx-moving") as p:
+            p.init_transactions()
+            p.begin_transaction()
+            p.send("moving", b"moved", partition=partition)
+            p.flush()
+            four.signal(four.broker(outsider), signal.SIGSTOP)
+            try:
+                p.commit_transaction()
+                wait_for(lambda: state_of(four, "tx-moving") == "CompleteCommit", 60, "the markers at the new leader")
+                assert four.leader("moving", partition) not in (outsider, -1)
+            finally:
+                four.signal(four.broker(outsider), signal.SIGCONT)
+        assert read(four, "moving", 8, "read_committed", 1) == [b"moved"]
