@@ -139,9 +139,10 @@ def build_parser() -> argparse.ArgumentParser:
     _client_options(qdescribe)
     qdescribe.set_defaults(func=topics_cmd.quorum_describe)
 
-    from cli import groups_cmd, leaders_cmd, partitions_cmd, records_cmd
+    from cli import groups_cmd, leaders_cmd, partitions_cmd, records_cmd, transactions_cmd
 
     groups_cmd.register(sub, _client_options)
+    transactions_cmd.register(sub, _client_options)
     leaders_cmd.register(sub, _client_options)
     partitions_cmd.register(sub, _client_options)
     records_cmd.register(sub, _client_options)

@@ -43,7 +43,7 @@ class TopicProduceData(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[PartitionProduceData, _Mapping]]] = ...) -> None: ...
 
 class PartitionProduceData(_message.Message):
-    __slots__ = ("partition", "batches", "records", "current_leader_epoch", "producer_id", "producer_epoch", "base_sequence")
+    __slots__ = ("partition", "batches", "records", "current_leader_epoch", "producer_id", "producer_epoch", "base_sequence", "transactional")
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     BATCHES_FIELD_NUMBER: _ClassVar[int]
     RECORDS_FIELD_NUMBER: _ClassVar[int]
@@ -51,6 +51,7 @@ class PartitionProduceData(_message.Message):
     PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
     PRODUCER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     BASE_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTIONAL_FIELD_NUMBER: _ClassVar[int]
     partition: int
     batches: bytes
     records: _containers.RepeatedCompositeFieldContainer[_common_pb2.Record]
@@ -58,7 +59,8 @@ class PartitionProduceData(_message.Message):
     producer_id: int
     producer_epoch: int
     base_sequence: int
-    def __init__(self, partition: _Optional[int] = ..., batches: _Optional[bytes] = ..., records: _Optional[_Iterable[_Union[_common_pb2.Record, _Mapping]]] = ..., current_leader_epoch: _Optional[int] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., base_sequence: _Optional[int] = ...) -> None: ...
+    transactional: bool
+    def __init__(self, partition: _Optional[int] = ..., batches: _Optional[bytes] = ..., records: _Optional[_Iterable[_Union[_common_pb2.Record, _Mapping]]] = ..., current_leader_epoch: _Optional[int] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., base_sequence: _Optional[int] = ..., transactional: _Optional[bool] = ...) -> None: ...
 
 class ProduceResponse(_message.Message):
     __slots__ = ("topics", "node_endpoints", "throttle_time_ms")

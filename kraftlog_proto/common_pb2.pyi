@@ -74,6 +74,7 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     CONCURRENT_TRANSACTIONS: _ClassVar[ErrorCode]
     INVALID_PRODUCER_ID_MAPPING: _ClassVar[ErrorCode]
     INVALID_TRANSACTION_TIMEOUT: _ClassVar[ErrorCode]
+    TRANSACTIONAL_ID_NOT_FOUND: _ClassVar[ErrorCode]
     UNSTABLE_OFFSET_COMMIT: _ClassVar[ErrorCode]
 NONE: ErrorCode
 UNKNOWN_SERVER_ERROR: ErrorCode
@@ -140,6 +141,7 @@ PRODUCER_FENCED: ErrorCode
 CONCURRENT_TRANSACTIONS: ErrorCode
 INVALID_PRODUCER_ID_MAPPING: ErrorCode
 INVALID_TRANSACTION_TIMEOUT: ErrorCode
+TRANSACTIONAL_ID_NOT_FOUND: ErrorCode
 UNSTABLE_OFFSET_COMMIT: ErrorCode
 
 class Header(_message.Message):

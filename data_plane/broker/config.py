@@ -98,6 +98,9 @@ class BrokerConfig:
     group_session_timeout_ms: int = 45000  # Kafka's group.consumer.session.timeout.ms
     group_heartbeat_interval_ms: int = 5000  # Kafka's group.consumer.heartbeat.interval.ms
     group_max_size: int = 1000  # members per consumer group
+    transaction_state_partitions: int = 50  # Kafka's transaction.state.log.num.partitions; used when the topic is first created
+    transaction_max_timeout_ms: int = 900_000  # Kafka's transaction.max.timeout.ms: the longest timeout a producer may ask for
+    transactional_id_expiration_ms: int = 604_800_000  # Kafka's transactional.id.expiration.ms (7 days idle)
     tls: ServerTls | None = None  # None: plaintext listener and plaintext channels to peers
     security: SecurityOptions = SecurityOptions()  # authentication and ACLs (docs/security.md)
 
@@ -160,6 +163,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="how often group members are told to heartbeat (default: %(default)s)")
     parser.add_argument("--group-max-size", type=int, default=BrokerConfig.group_max_size,
                         help="most members of one consumer group (default: %(default)s)")
+    parser.add_argument("--transaction-state-partitions", type=int, default=BrokerConfig.transaction_state_partitions,
+                        help="partitions of __transaction_state when this broker creates it (default: %(default)s)")
+    parser.add_argument("--transaction-max-timeout-ms", type=int, default=BrokerConfig.transaction_max_timeout_ms,
+                        help="the longest transaction timeout a producer may ask for (default: %(default)s)")
+    parser.add_argument("--transactional-id-expiration-ms", type=int, default=BrokerConfig.transactional_id_expiration_ms,
+                        help="a transactional id idle this long with no transaction open is forgotten (default: %(default)s)")
 
 
 def from_args(args: argparse.Namespace) -> BrokerConfig:
@@ -171,6 +180,9 @@ def from_args(args: argparse.Namespace) -> BrokerConfig:
                          f"{args.quota_window_num} and {args.quota_window_size_ms}")
     if args.offsets_topic_partitions < 1 or args.group_max_size < 1:
         raise ValueError("--offsets-topic-partitions and --group-max-size must be at least 1")
+    if min(args.transaction_state_partitions, args.transaction_max_timeout_ms, args.transactional_id_expiration_ms) < 1:
+        raise ValueError("--transaction-state-partitions, --transaction-max-timeout-ms and --transactional-id-expiration-ms "
+                         "must be at least 1")
     if not 0 < args.group_heartbeat_interval_ms < args.group_session_timeout_ms:
         raise ValueError("--group-heartbeat-interval-ms must be positive and below --group-session-timeout-ms: raise the timeout or lower the interval")
     return BrokerConfig(
@@ -205,4 +217,7 @@ def from_args(args: argparse.Namespace) -> BrokerConfig:
         group_session_timeout_ms=args.group_session_timeout_ms,
         group_heartbeat_interval_ms=args.group_heartbeat_interval_ms,
         group_max_size=args.group_max_size,
+        transaction_state_partitions=args.transaction_state_partitions,
+        transaction_max_timeout_ms=args.transaction_max_timeout_ms,
+        transactional_id_expiration_ms=args.transactional_id_expiration_ms,
     )

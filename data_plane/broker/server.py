@@ -30,7 +30,8 @@ from data_plane.broker.service import BrokerService
 from data_plane.groups.wiring import serve_groups
 from data_plane.replication.errors import ErrorCode
 from data_plane.storage import LogManager, fault_injection
-from kraftlog_proto import broker_pb2, broker_pb2_grpc, group_pb2
+from data_plane.transactions.wiring import serve_transactions
+from kraftlog_proto import broker_pb2, broker_pb2_grpc, group_pb2, transaction_pb2
 from server_common import power_loss
 from server_common import clock
 from server_common.grpc_standard_services import ServingState
@@ -85,6 +86,7 @@ class BrokerServer:
         self._health: ServingState | None = None
         self._stopping = False
         self._timers: list[asyncio.Task] = []
+        self._transactions = None  # the TransactionCoordinator, once serving
 
     def metadata_response(self, topics: list[str]) -> broker_pb2.MetadataResponse:
         image = self.metadata.image
@@ -151,10 +153,15 @@ class BrokerServer:
         self.access = AccessControl(lambda: self.metadata.image.acls, security.super_users, security.authorization)
         self._service = BrokerService(self.replicas, self.metadata_response, self.init_producer_id, self.access)
         broker_pb2_grpc.add_BrokerServicer_to_server(self._service, server)
-        groups = serve_groups(self.config, self.replicas, self.lifecycle.create_topics, server, self.access)
+        transactions, transaction_topic = serve_transactions(
+            self.config, self.replicas, self.lifecycle.create_topics, self.init_producer_id, self.fetchers.broker_address,
+            server, self.access)
+        self._transactions = transactions
+        groups = serve_groups(self.config, self.replicas, self.lifecycle.create_topics, server, self.access, transaction_topic)
         self._health = ServingState(
             server, broker_pb2.DESCRIPTOR.services_by_name["Broker"].full_name,
             group_pb2.DESCRIPTOR.services_by_name["GroupCoordinator"].full_name,
+            transaction_pb2.DESCRIPTOR.services_by_name["TransactionCoordinator"].full_name,
         )
         await self._health.set(False)  # starting: not registered and unfenced yet
         bound = add_port(server, f"{self.config.host}:{self.config.port}", self.config.tls)
@@ -171,6 +178,7 @@ class BrokerServer:
         self._timers = [
             asyncio.create_task(self._every(self.config.replica_tick_interval_ms, self.replicas.tick)),
             asyncio.create_task(self._every(self.config.replica_tick_interval_ms, groups.tick)),
+            asyncio.create_task(self._every(self.config.replica_tick_interval_ms, transactions.tick)),
             asyncio.create_task(self._every(self.config.hw_checkpoint_interval_ms, self._checkpoint)),
             asyncio.create_task(self._every(self.config.retention_check_interval_ms, self.replicas.maintenance.run_retention)),
             asyncio.create_task(self._every(self.config.flush_check_interval_ms, self.replicas.maintenance.run_flush)),
@@ -212,6 +220,8 @@ class BrokerServer:
             self._service.consume_streams.close()  # streams end with a final entry per partition, within the grace
         if self._server is not None:
             await self._server.stop(grace=1.0)
+        if self._transactions is not None:
+            await self._transactions.markers.close()
         await self.isr_updates.stop()
         await self.metadata.stop()
         await self.lifecycle.stop()

@@ -63,10 +63,13 @@ def records_to_batch(records, compression: str, now_ms: int, **producer: int) ->
 
 def producer_fields(topic: str, part: broker_pb2.PartitionProduceData) -> dict[str, int]:
     """The idempotence fields of a records-path partition, checked, as ``encode_batch``
-    keywords (empty when the producer is not idempotent)."""
+    keywords (empty when the producer is not idempotent), with ``transactional`` when set."""
     name = f"{topic}-{part.partition}"
     given = [f for f in ("producer_id", "producer_epoch", "base_sequence") if part.HasField(f)]
     if not given or (given == ["producer_id"] and part.producer_id == NO_PRODUCER_ID):
+        if part.transactional:
+            raise MalformedRequest(f"{name}: a transactional produce sets producer_id, producer_epoch and base_sequence "
+                                   "(from the transaction coordinator's InitProducerId)")
         return {}
     if part.batches:
         raise MalformedRequest(f"{name}: {', '.join(given)} belong to the records path; a batch carries its producer "
@@ -77,7 +80,8 @@ def producer_fields(topic: str, part: broker_pb2.PartitionProduceData) -> dict[s
     if not 0 <= part.producer_epoch <= PRODUCER_EPOCH_MAX or not 0 <= part.base_sequence <= SEQUENCE_MAX:
         raise MalformedRequest(f"{name}: producer_epoch must be in [0, {PRODUCER_EPOCH_MAX}] and base_sequence in "
                                f"[0, {SEQUENCE_MAX}], got {part.producer_epoch} and {part.base_sequence}")
-    return {"producer_id": part.producer_id, "producer_epoch": part.producer_epoch, "base_sequence": part.base_sequence}
+    fields = {"producer_id": part.producer_id, "producer_epoch": part.producer_epoch, "base_sequence": part.base_sequence}
+    return fields | {"transactional": True} if part.transactional else fields
 
 
 @dataclass

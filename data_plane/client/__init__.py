@@ -10,6 +10,7 @@ from data_plane.client.consumer import Consumer
 from data_plane.client.errors import KraftlogError
 from data_plane.client.producer import Producer
 from data_plane.client.records import ConsumerRecord, RecordMetadata
+from data_plane.client.transactions import ProducerFencedError
 from server_common.client_security import ClientSecurity
 
-__all__ = ["Admin", "ClientSecurity", "Consumer", "ConsumerRecord", "KraftlogError", "Producer", "RecordMetadata"]
+__all__ = ["Admin", "ClientSecurity", "Consumer", "ConsumerRecord", "KraftlogError", "Producer", "ProducerFencedError", "RecordMetadata"]

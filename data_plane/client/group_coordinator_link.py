@@ -1,5 +1,5 @@
-"""The client's line to a group's coordinator: found with FindCoordinator (any broker
-answers), remembered, and found again when the coordinator moves.
+"""The client's line to a group's (or a transactional id's) coordinator: found with
+FindCoordinator (any broker answers), remembered, and found again when the coordinator moves.
 
 A coordinator is the leader of the group's ``__consumer_offsets`` partition, so it moves
 with that leadership: a call that fails to connect, or is answered NOT_COORDINATOR /
@@ -45,15 +45,20 @@ def raise_commit_errors(answer: group_pb2.OffsetCommitResponse, where: str) -> N
 
 
 class CoordinatorLink:
-    """Calls to one group's coordinator, with rediscovery and bounded retries."""
+    """Calls to one group's coordinator, with rediscovery and bounded retries. With
+    ``key_type`` TRANSACTION the key is a transactional id and the calls go to ``call_pool``'s
+    stubs (the TransactionCoordinator service); FindCoordinator always goes to ``pool``."""
 
     def __init__(
         self, group_id: str, metadata: MetadataCache, pool: ChannelPool[group_pb2_grpc.GroupCoordinatorStub],
-        request_timeout_s: float, retry_backoff_s: float,
+        request_timeout_s: float, retry_backoff_s: float, key_type: int = group_pb2.GROUP, call_pool: ChannelPool | None = None,
     ) -> None:
         self.group_id = group_id
+        self._key_type = key_type
+        self._what = "transactional id" if key_type == group_pb2.TRANSACTION else "group"
         self._metadata = metadata
         self._pool = pool
+        self._call_pool = call_pool or pool
         self._request_timeout_s = request_timeout_s
         self._retry_backoff_s = retry_backoff_s
         self._lock = threading.Lock()
@@ -77,7 +82,7 @@ class CoordinatorLink:
             if self._address is not None:
                 return self._address
         deadline = time.monotonic() + timeout_s
-        request = group_pb2.FindCoordinatorRequest(keys=[self.group_id], key_type=group_pb2.GROUP)
+        request = group_pb2.FindCoordinatorRequest(keys=[self.group_id], key_type=self._key_type)
         last = "no broker answered"
         while True:
             for address in list(self._metadata.refresh_addresses()):
@@ -91,10 +96,10 @@ class CoordinatorLink:
                     continue
                 found = next((c for c in answer.coordinators if c.key == self.group_id), None)
                 if found is None:
-                    last = f"broker {address} answered FindCoordinator without group {self.group_id!r}"
+                    last = f"broker {address} answered FindCoordinator without {self._what} {self.group_id!r}"
                     continue
                 if found.error_code != common_pb2.NONE:
-                    last = str(from_error_code(found.error_code, found.error_message, f"group {self.group_id!r}"))
+                    last = str(from_error_code(found.error_code, found.error_message, f"{self._what} {self.group_id!r}"))
                     break  # every broker reads the same metadata: wait, then ask again
                 host = f"[{found.host}]" if ":" in found.host else found.host
                 with self._lock:
@@ -103,7 +108,7 @@ class CoordinatorLink:
                     return self._address
             if time.monotonic() + self._retry_backoff_s >= deadline:
                 raise KraftlogError(
-                    "COORDINATOR_NOT_AVAILABLE", f"no coordinator found for group {self.group_id!r} within {timeout_s:.1f}s: {last}",
+                    "COORDINATOR_NOT_AVAILABLE", f"no coordinator found for {self._what} {self.group_id!r} within {timeout_s:.1f}s: {last}",
                     retriable=True,
                 )
             time.sleep(self._retry_backoff_s)
@@ -114,7 +119,7 @@ class CoordinatorLink:
         timeout_s = self._request_timeout_s if timeout_s is None else timeout_s
         address = self.find(timeout_s)
         try:
-            return getattr(self._pool.stub(address), method)(request, timeout=timeout_s)
+            return getattr(self._call_pool.stub(address), method)(request, timeout=timeout_s)
         except grpc.RpcError as err:
             error = from_rpc_error(err, address)
             if error.retriable:
@@ -133,7 +138,7 @@ class CoordinatorLink:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise KraftlogError(
-                    "REQUEST_TIMED_OUT", f"{method} for group {self.group_id!r} unanswered after {timeout_s:.1f}s; last error: {last}",
+                    "REQUEST_TIMED_OUT", f"{method} for {self._what} {self.group_id!r} unanswered after {timeout_s:.1f}s; last error: {last}",
                 )
             try:
                 answer = self.call_once(method, request, remaining)
@@ -145,7 +150,7 @@ class CoordinatorLink:
                 code = error_of(answer)
                 if code not in REDISCOVER_CODES and code not in RETRY_CODES:
                     return answer
-                last = from_error_code(code, getattr(answer, "error_message", ""), f"group {self.group_id!r}")
+                last = from_error_code(code, getattr(answer, "error_message", ""), f"{self._what} {self.group_id!r}")
                 if code in REDISCOVER_CODES:
                     self.forget()
             time.sleep(min(self._retry_backoff_s, max(deadline - time.monotonic(), 0)))

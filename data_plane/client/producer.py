@@ -34,6 +34,7 @@ from data_plane.client.records import RecordMetadata
 from server_common.client_security import ClientSecurity
 from server_common.client_security import resolve as resolve_security
 from data_plane.client.sender import Sender, SenderConfig
+from data_plane.client.transactions import TransactionManager
 from server_common.limits import BATCH_BYTES_PER_MESSAGE_MAX
 
 log = structlog.get_logger(__name__)
@@ -80,6 +81,13 @@ class Producer:
             "round-robin" (every record to the topic's next partition in turn, key ignored).
         security: TLS files and credentials (``ClientSecurity``); None: the config named by
             ``KRAFTLOG_CLIENT_CONFIG``, else plaintext.
+        transactional_id: makes this a transactional producer (KIP-98; needs acks='all' and
+            idempotence): call `init_transactions` once, then send records between
+            `begin_transaction` and `commit_transaction`/`abort_transaction`
+            (data_plane/client/transactions.py). A later producer with the same id fences
+            this one (`ProducerFencedError`).
+        transaction_timeout_ms: the coordinator aborts a transaction open longer than this
+            (at most the brokers' --transaction-max-timeout-ms).
     """
 
     def __init__(
@@ -104,7 +112,11 @@ class Producer:
         client_id: str = "kraftlog-producer",
         partitioner: str = "sticky",
         security: ClientSecurity | None = None,
+        transactional_id: str | None = None,
+        transaction_timeout_ms: int = 60_000,
     ) -> None:
+        if transactional_id is not None and (enable_idempotence is False or _ACKS.get(acks) != -1):
+            raise ValueError("a transactional producer needs acks='all' and idempotence")
         if acks not in _ACKS:
             raise ValueError(f"acks={acks!r}: use 'all', 1 or 0")
         if compression not in _COMPRESSIONS:
@@ -148,11 +160,15 @@ class Producer:
                 max_in_flight_per_broker=max_in_flight_per_broker,
                 enable_idempotence=enable_idempotence,
                 client_id=client_id,
+                transactional=transactional_id is not None,
             ),
             self._accumulator,
             self._memory,
             self._metadata,
         )
+        self._transactions = None if transactional_id is None else TransactionManager(
+            transactional_id, transaction_timeout_ms, self._metadata, self._metadata.security, client_id, self._accumulator,
+            self.flush, request_timeout_ms / 1000.0, retry_backoff_ms / 1000.0, self._max_block_s)
         self._closed = False
         self._sender.start()
 
@@ -183,6 +199,8 @@ class Producer:
         size = record_size_bytes(value, key, headers)
         if size > self._max_request_size:
             raise KraftlogError("MESSAGE_TOO_LARGE", f"record of {size} bytes > max_request_size={self._max_request_size}")
+        if self._transactions is not None:
+            self._transactions.before_send((topic, partition))
         self._memory.reserve(size, self._max_block_s)
         if timestamp_ms is None:
             timestamp_ms = time.time_ns() // 1_000_000
@@ -194,7 +212,11 @@ class Producer:
         if result is None:
             assert self._sticky is not None, "only sticky appends are aborted on a new batch"
             partition = self._sticky.on_new_batch(topic, partition, count)
+            if self._transactions is not None:
+                self._transactions.before_send((topic, partition))
             result = accumulator.append((topic, partition), value, key, headers, timestamp_ms, size, now, on_delivery)
+        if self._transactions is not None:
+            self._transactions.track(result.batch.result)
         if result.wake_sender:
             self._sender.wakeup()
         return RecordFuture(result.batch, result.index)
@@ -222,15 +244,42 @@ class Producer:
             raise KraftlogError(
                 "MESSAGE_TOO_LARGE", f"batch of {size} bytes > max_request_size={self._max_request_size}: split it"
             )
+        if self._transactions is not None:
+            self._transactions.before_send((topic, partition))
         self._memory.reserve(size, self._max_block_s)
         batch = ProducerBatch.bulk((topic, partition), now_ms(), values, keys, size, time.time_ns() // 1_000_000)
         self._accumulator.append_bulk(batch)
+        if self._transactions is not None:
+            self._transactions.track(batch.result)
         self._sender.wakeup()
         return batch.result
 
     def partitions_for(self, topic: str) -> int:
         """The topic's partition count (waits for metadata up to max_block_ms)."""
         return self._metadata.snapshot.partition_counts.get(topic) or self._wait_for_topic(topic)
+
+    def init_transactions(self) -> None:
+        """Registers the transactional id with its coordinator (once, before the first
+        transaction): fences older producers with the same id and aborts what they left open."""
+        self._transactional().init_transactions()
+
+    def begin_transaction(self) -> None:
+        self._transactional().begin_transaction()
+
+    def commit_transaction(self) -> None:
+        """Delivers the transaction's records, then commits: read_committed readers see all of
+        them or, after a failure (raised here; then call abort_transaction), none."""
+        self._transactional().commit_transaction()
+
+    def abort_transaction(self) -> None:
+        """Aborts the open transaction: read_committed readers never see its records."""
+        self._transactional().abort_transaction()
+
+    def _transactional(self) -> TransactionManager:
+        self._check_open()
+        if self._transactions is None:
+            raise KraftlogError("INVALID_TXN_STATE", "not a transactional producer: create it with transactional_id=...", retriable=False)
+        return self._transactions
 
     def flush(self, timeout: float | None = None) -> None:
         """Sends everything queued now and waits until each record so far is delivered or

@@ -68,6 +68,7 @@ class ProducerBatch:
         "base_sequence",
         "producer_id",
         "producer_epoch",
+        "transactional",
         "outcome_unknown",
         "sent_behind_unresolved",
         "last_error",
@@ -95,6 +96,7 @@ class ProducerBatch:
         self.base_sequence = -1  # -1: not numbered (yet)
         self.producer_id = -1  # the producer id base_sequence was numbered under
         self.producer_epoch = -1
+        self.transactional = False  # part of its producer's open transaction (attribute bit 4)
         self.outcome_unknown = False  # an attempt may have been written; cleared by a definite answer
         self.sent_behind_unresolved = False  # its last attempt left while an earlier batch was unresolved
         self.last_error: KraftlogError | None = None
@@ -167,6 +169,7 @@ class ProducerBatch:
                 producer_epoch=self.producer_epoch,
                 base_sequence=self.base_sequence,
                 now_ms=self.bulk_timestamp_ms if self.timestamps is None else None,
+                transactional=self.transactional,
             )
             self.values, self.keys, self.headers = [], None, None
         return self.encoded
@@ -190,6 +193,7 @@ class ProducerBatch:
                 producer_id=producer_id,
                 producer_epoch=producer_epoch,
                 base_sequence=base_sequence,
+                transactional=self.transactional,
             )
 
     def complete(self, base_offset: int, log_append_time_ms: int) -> None:

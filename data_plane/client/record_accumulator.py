@@ -65,6 +65,7 @@ class RecordAccumulator:
         self._sequences: dict[TopicPartition, PartitionSequence] = {}
         self.producer_id = -1  # the newest producer id; -1: not idempotent
         self.producer_epoch = -1
+        self.transactional = False  # every batch is numbered as part of the producer's open transaction
 
     # ------------------------------------------------------------ application side
 
@@ -209,6 +210,7 @@ class RecordAccumulator:
                     queue.popleft()
                     head.closed = True
                     if state is not None:
+                        head.transactional = self.transactional
                         self._assign_sequence(state, head)
                         state.sent(head)
                     drained.setdefault(node, []).append(head)
@@ -267,6 +269,14 @@ class RecordAccumulator:
         the others keep numbering under theirs."""
         with self._lock:
             self.producer_id, self.producer_epoch = producer_id, producer_epoch
+
+    def start_epoch(self, producer_id: int, producer_epoch: int) -> None:
+        """A transactional producer's id or epoch changed (init, or a transaction's end bumps the
+        epoch, KIP-890): every partition numbers from 0 under it, as the leader expects after the
+        marker with the new epoch. Called with nothing queued or in flight."""
+        with self._lock:
+            self.producer_id, self.producer_epoch = producer_id, producer_epoch
+            self._sequences.clear()
 
     def needs_new_producer_id(self) -> bool:
         """True when some partition must reset and the newest producer id is its own."""

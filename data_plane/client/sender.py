@@ -59,6 +59,7 @@ class SenderConfig:
     max_in_flight_per_broker: int
     enable_idempotence: bool
     client_id: str
+    transactional: bool = False  # the producer id comes from the transaction coordinator (client/transactions.py)
 
 
 class Sender:
@@ -152,10 +153,10 @@ class Sender:
     async def _run(self) -> None:
         self._pool = aio_broker_channels(self._metadata.security, self._config.client_id)
         try:
-            if self._config.enable_idempotence:
+            if self._config.enable_idempotence and not self._config.transactional:
                 await self._init_producer_id()
             while not self._done():
-                if not self._producer_id_pending and self._accumulator.needs_new_producer_id():
+                if not self._producer_id_pending and not self._config.transactional and self._accumulator.needs_new_producer_id():
                     self._producer_id_pending = True
                     log.info("a partition's sequence cannot continue: getting a new producer id",
                              old_producer_id=self._accumulator.producer_id)

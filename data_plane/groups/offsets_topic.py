@@ -1,5 +1,6 @@
-"""The internal `__consumer_offsets` topic: created through the controller on the first
-FindCoordinator that finds it missing, and the answer to FindCoordinator from the image.
+"""An internal coordinator topic (`__consumer_offsets`, or `__transaction_state` for the
+transaction coordinator): created through the controller on the first FindCoordinator that
+finds it missing, and the answer to FindCoordinator from the image.
 
 Replication factor min(3, unfenced brokers), `cleanup.policy=compact` (the latest record of
 each key is the state), `min.insync.replicas` min(2, RF) so an acknowledged group write
@@ -22,10 +23,10 @@ log = structlog.get_logger("groups")
 CreateTopics = Callable[[controller_pb2.CreateTopicsRequest], Awaitable[controller_pb2.CreateTopicsResponse]]
 
 
-def creation_request(partitions: int, live_brokers: int) -> controller_pb2.CreateTopicsRequest:
+def creation_request(partitions: int, live_brokers: int, name: str = OFFSETS_TOPIC) -> controller_pb2.CreateTopicsRequest:
     replication = max(1, min(3, live_brokers))
     configs = {"cleanup.policy": "compact", "min.insync.replicas": str(min(2, replication))}
-    topic = controller_pb2.CreateTopicsRequest.Topic(name=OFFSETS_TOPIC, num_partitions=partitions,
+    topic = controller_pb2.CreateTopicsRequest.Topic(name=name, num_partitions=partitions,
                                                      replication_factor=replication, configs=configs)
     return controller_pb2.CreateTopicsRequest(topics=[topic])
 
@@ -33,8 +34,10 @@ def creation_request(partitions: int, live_brokers: int) -> controller_pb2.Creat
 class OffsetsTopic:
     """Answers FindCoordinator; creates the topic once (one creation in flight at a time)."""
 
-    def __init__(self, broker_id: int, partitions: int, image: Callable[[], object], create_topics: CreateTopics) -> None:
+    def __init__(self, broker_id: int, partitions: int, image: Callable[[], object], create_topics: CreateTopics,
+                 name: str = OFFSETS_TOPIC) -> None:
         self.broker_id = broker_id
+        self.name = name
         self.partitions = partitions
         self._image = image
         self._create_topics = create_topics
@@ -43,17 +46,17 @@ class OffsetsTopic:
 
     def find(self, keys: list[str]) -> list[group_pb2.Coordinator]:
         image = self._image()
-        topic = image.topics.get(OFFSETS_TOPIC) if image is not None else None
+        topic = image.topics.get(self.name) if image is not None else None
         if topic is None:
             self._ensure_created(image)
-            return [_unavailable(key, f"the {OFFSETS_TOPIC} topic is being created: retry FindCoordinator shortly") for key in keys]
+            return [_unavailable(key, f"the {self.name} topic is being created: retry FindCoordinator shortly") for key in keys]
         answers = []
         for key in keys:
             index = offsets_partition(key, len(topic.partitions))
             leader = topic.partitions[index].leader
             broker = image.brokers.get(leader)
             if leader < 0 or broker is None or broker.fenced:
-                answers.append(_unavailable(key, f"{OFFSETS_TOPIC}-{index} has no leader right now: retry FindCoordinator shortly"))
+                answers.append(_unavailable(key, f"{self.name}-{index} has no leader right now: retry FindCoordinator shortly"))
             else:
                 answers.append(group_pb2.Coordinator(key=key, node_id=leader, host=broker.host, port=broker.port))
         return answers
@@ -64,20 +67,20 @@ class OffsetsTopic:
         live = sum(1 for b in image.brokers.values() if not b.fenced) if image is not None else 0
         if live == 0:
             return  # no metadata yet: the next FindCoordinator tries again
-        self._creating = asyncio.ensure_future(self._create(creation_request(self.partitions, live)))
+        self._creating = asyncio.ensure_future(self._create(creation_request(self.partitions, live, self.name)))
 
     async def _create(self, request: controller_pb2.CreateTopicsRequest) -> None:
         try:
             response = await self._create_topics(request)
         except Exception as exc:  # the controller unreachable: the next FindCoordinator tries again
-            self._log.warning("creating the offsets topic failed", topic=OFFSETS_TOPIC, error=str(exc))
+            self._log.warning("creating an internal topic failed", topic=self.name, error=str(exc))
             return
         results = [(t.error_code, t.error_message) for t in response.topics] or [(response.error_code, response.error_message)]
         for code, message in results:
             if code not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
-                self._log.warning("creating the offsets topic refused", topic=OFFSETS_TOPIC, error=ErrorCode(code).name, message=message)
+                self._log.warning("creating an internal topic refused", topic=self.name, error=ErrorCode(code).name, message=message)
                 return
-        self._log.info("offsets topic created", topic=OFFSETS_TOPIC, partitions=request.topics[0].num_partitions,
+        self._log.info("internal topic created", topic=self.name, partitions=request.topics[0].num_partitions,
                        replication_factor=request.topics[0].replication_factor)
 
 

@@ -1,15 +1,17 @@
-"""Where a group lives: its partition of the internal offsets topic. The hash is CRC-32
-(IEEE, as zlib and every language's standard library compute it) of the group id's UTF-8
-bytes, so a client in any language can compute it; Python's ``hash`` is randomized per
-process and would not do."""
+"""Where a group (or a transactional id) lives: its partition of the internal offsets (or
+transaction-state) topic. The hash is CRC-32 (IEEE, as zlib and every language's standard
+library compute it) of the key's UTF-8 bytes, so a client in any language can compute it;
+Python's ``hash`` is randomized per process and would not do."""
 
 from __future__ import annotations
 
 import zlib
 
 OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTION_STATE_TOPIC = "__transaction_state"
 
 
-def offsets_partition(group_id: str, partitions: int) -> int:
+def offsets_partition(key: str, partitions: int) -> int:
+    """The partition of a coordinator key (group id or transactional id) among ``partitions``."""
     assert partitions > 0, partitions
-    return zlib.crc32(group_id.encode("utf-8")) % partitions
+    return zlib.crc32(key.encode("utf-8")) % partitions

@@ -19,17 +19,22 @@ from server_common.authorization import AccessControl
 
 
 class GroupCoordinatorService(group_pb2_grpc.GroupCoordinatorServicer):
-    def __init__(self, coordinator: GroupCoordinator, offsets_topic: OffsetsTopic, access: AccessControl | None = None) -> None:
+    def __init__(self, coordinator: GroupCoordinator, offsets_topic: OffsetsTopic, access: AccessControl | None = None,
+                 transaction_topic: OffsetsTopic | None = None) -> None:
         self.coordinator = coordinator
         self.access = access or AccessControl(dict, (), enabled=False)
         self.offsets_topic = offsets_topic
+        self.transaction_topic = transaction_topic  # answers key_type TRANSACTION (`__transaction_state`)
 
     async def FindCoordinator(self, request: group_pb2.FindCoordinatorRequest, context) -> group_pb2.FindCoordinatorResponse:
-        if request.key_type != group_pb2.GROUP:
-            return group_pb2.FindCoordinatorResponse(coordinators=[
-                group_pb2.Coordinator(key=k, node_id=-1, error_code=ErrorCode.INVALID_REQUEST,
-                                      error_message="transactions are not supported yet: only key_type GROUP") for k in request.keys])
-        return group_pb2.FindCoordinatorResponse(coordinators=self.offsets_topic.find(list(request.keys)))
+        if request.key_type == group_pb2.GROUP:
+            return group_pb2.FindCoordinatorResponse(coordinators=self.offsets_topic.find(list(request.keys)))
+        if request.key_type == group_pb2.TRANSACTION and self.transaction_topic is not None:
+            return group_pb2.FindCoordinatorResponse(coordinators=self.transaction_topic.find(list(request.keys)))
+        return group_pb2.FindCoordinatorResponse(coordinators=[
+            group_pb2.Coordinator(key=k, node_id=-1, error_code=ErrorCode.INVALID_REQUEST,
+                                  error_message=f"key_type {request.key_type} is not served by this broker: use GROUP or TRANSACTION")
+            for k in request.keys])
 
     async def ConsumerGroupHeartbeat(self, request: group_pb2.ConsumerGroupHeartbeatRequest, context) -> group_pb2.ConsumerGroupHeartbeatResponse:
         if (refused := self.access.refused_group_response(group_pb2.ConsumerGroupHeartbeatResponse, "read", request.group_id)) is not None:

@@ -243,6 +243,21 @@ def _retried_end(meta: TxnMetadata, commit: bool) -> Decision:
     return Decision(ErrorCode.NONE, meta)
 
 
+def pending_markers(meta: TxnMetadata) -> MarkerPlan | None:
+    """The markers still owed by a transaction whose decision is durable (PrepareCommit or
+    PrepareAbort): what a coordinator loading the id must finish writing. None otherwise."""
+    return _markers(meta) if meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT) else None
+
+
+def needs_fresh_producer_id(meta: TxnMetadata | None, registering: bool) -> bool:
+    """Whether a decision may take a fresh producer id: a registration (InitProducerId) of an
+    id not known (or Dead), or any bump once the epoch is exhausted. The shell allocates one
+    from the controller only then."""
+    if meta is None or meta.state is S.DEAD:
+        return registering
+    return meta.producer_epoch >= PRODUCER_EPOCH_MAX - 1
+
+
 def markers_written(meta: TxnMetadata, now_ms: int) -> TxnMetadata:
     """Every partition has its marker: PrepareCommit -> CompleteCommit, PrepareAbort ->
     CompleteAbort; the partitions are forgotten (the next transaction starts empty)."""

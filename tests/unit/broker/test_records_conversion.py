@@ -25,6 +25,16 @@ def test_the_idempotence_fields_land_in_the_batch_header() -> None:
     header = record_batch.read_header(stored(RECORDS, **producer_fields("t", part)))
     assert (header.producer_id, header.producer_epoch, header.base_sequence) == (42, 3, 7)
     assert producer_fields("t", broker_pb2.PartitionProduceData(partition=0, producer_id=-1)) == {}
+    assert not header.is_transactional
+
+
+def test_a_transactional_records_produce_sets_bit_4_and_needs_a_producer() -> None:
+    part = broker_pb2.PartitionProduceData(partition=0, records=RECORDS, producer_id=42, producer_epoch=3, base_sequence=0,
+                                           transactional=True)
+    header = record_batch.read_header(stored(RECORDS, **producer_fields("t", part)))
+    assert header.is_transactional and (header.producer_id, header.producer_epoch) == (42, 3)
+    with pytest.raises(MalformedRequest, match="transactional produce"):
+        producer_fields("t", broker_pb2.PartitionProduceData(partition=0, records=RECORDS, transactional=True))
 
 
 @pytest.mark.parametrize("fields, words", [

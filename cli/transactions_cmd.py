@@ -1,0 +1,62 @@
+"""``kraftlog transactions list | describe ID``: transactional ids and their transactions, as
+kafka-transactions does."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Callable
+
+from cli.bootstrap import resolve_bootstrap
+from cli.output import emit, table
+from server_common.logging_setup import configure_logging
+
+
+def register(sub: argparse._SubParsersAction, client_options: Callable[[argparse.ArgumentParser], None]) -> None:
+    """Add ``transactions`` to the ``kraftlog`` parser."""
+    transactions = sub.add_parser("transactions", help="transactional ids: list, describe").add_subparsers(dest="action", required=True)
+    listing = transactions.add_parser("list", help="every transactional id with its producer id, state and coordinator")
+    listing.add_argument("--state", action="append", default=[],
+                         help="only ids in this state (Empty, Ongoing, PrepareCommit, PrepareAbort, CompleteCommit, CompleteAbort); repeatable")
+    client_options(listing)
+    listing.set_defaults(func=list_transactions)
+    describe = transactions.add_parser("describe", help="an id's state, producer, timeout, start time and partitions")
+    describe.add_argument("transactional_id", help="transactional id")
+    client_options(describe)
+    describe.set_defaults(func=describe_transaction)
+
+
+def _admin(args: argparse.Namespace):
+    from data_plane.client.transaction_admin import TransactionAdmin
+
+    configure_logging(level="WARNING")  # client logs to stderr, never into the table or JSON
+    return TransactionAdmin(resolve_bootstrap(args.bootstrap, args.data_dir))
+
+
+def list_transactions(args: argparse.Namespace) -> int:
+    with _admin(args) as admin:
+        listed, unanswered = admin.list_transactions(args.state)
+    for broker_id, error in sorted(unanswered.items()):
+        print(f"kraftlog transactions list: broker {broker_id} did not answer, the ids it coordinates are missing: {error}", file=sys.stderr)
+    document = [t._asdict() for t in listed]
+    human = table(["TRANSACTIONAL-ID", "PRODUCER-ID", "STATE", "COORDINATOR"],
+                  [(t.transactional_id, t.producer_id, t.state, t.coordinator_id) for t in listed])
+    emit(args.json, document, human if listed else "no transactional ids")
+    return 0
+
+
+def describe_transaction(args: argparse.Namespace) -> int:
+    with _admin(args) as admin:
+        d = admin.describe_transaction(args.transactional_id)
+    partitions = {t.topic: sorted(t.partitions) for t in d.topics}
+    document = {
+        "transactional_id": d.transactional_id, "state": d.state, "producer_id": d.producer_id, "producer_epoch": d.producer_epoch,
+        "transaction_timeout_ms": d.transaction_timeout_ms, "transaction_start_ms": d.transaction_start_ms,
+        "last_update_ms": d.last_update_ms, "coordinator_id": d.coordinator_id, "partitions": partitions,
+    }
+    human = table(["TRANSACTIONAL-ID", "STATE", "PRODUCER-ID", "EPOCH", "TIMEOUT-MS", "START-MS", "COORDINATOR", "PARTITIONS"],
+                  [(d.transactional_id, d.state, d.producer_id, d.producer_epoch, d.transaction_timeout_ms,
+                    d.transaction_start_ms if d.transaction_start_ms >= 0 else None, d.coordinator_id,
+                    " ".join(f"{t}-{p}" for t, ps in partitions.items() for p in ps) or None)])
+    emit(args.json, document, human)
+    return 0

@@ -1,0 +1,183 @@
+"""The transactional producer's side of KIP-98 (with KIP-890's epoch bump at every end):
+the calls to the transactional id's coordinator, and the rules the producer follows.
+
+- `init_transactions` registers the transactional id (InitProducerId at its coordinator, found
+  with FindCoordinator key_type TRANSACTION). The answer's producer id and epoch fence every
+  older producer with the same id; a transaction an older one left open is aborted first
+  (CONCURRENT_TRANSACTIONS is retried until its markers are written).
+- Within a transaction, a partition is added (AddPartitionsToTxn, on the caller's thread,
+  before the record is queued) the first time a record goes to it, so the coordinator knows
+  every partition that needs a marker before any of its batches can reach the leader.
+  Batches are transactional (attribute bit 4) and numbered under the producer id and epoch.
+- `commit_transaction` flushes, fails if any record of the transaction failed (the
+  application then aborts), and sends EndTxn(commit); `abort_transaction` flushes and sends
+  EndTxn(abort). The answer carries the bumped epoch: every partition numbers from 0 under it.
+- PRODUCER_FENCED from the coordinator, or INVALID_PRODUCER_EPOCH from a leader (a newer
+  incarnation's markers carry a newer epoch), raise `ProducerFencedError`: this producer can
+  never write again under this transactional id.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from data_plane.client.channels import CHANNEL_OPTIONS
+from data_plane.client.errors import KraftlogError, from_error_code
+from data_plane.client.group_coordinator_link import CoordinatorLink, coordinator_channels
+from data_plane.client.metadata_cache import MetadataCache
+from data_plane.client.record_accumulator import RecordAccumulator
+from kraftlog_proto import common_pb2, group_pb2
+from kraftlog_proto import transaction_pb2 as pb
+from kraftlog_proto import transaction_pb2_grpc
+from server_common.channel_pool import ChannelPool
+from server_common.client_id import with_client_id
+from server_common.client_security import ClientSecurity
+
+TopicPartition = tuple[str, int]
+FENCED_CODES = frozenset({"PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH"})
+
+
+class ProducerFencedError(KraftlogError):
+    """A newer producer with the same transactional id exists (it called init_transactions,
+    or the coordinator aborted this producer's transaction on timeout): close this producer."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("PRODUCER_FENCED", message, retriable=False)
+
+
+class TransactionManager:
+    """One transactional id's state on the client, and its calls to the coordinator."""
+
+    def __init__(
+        self, transactional_id: str, timeout_ms: int, metadata: MetadataCache, security: ClientSecurity, client_id: str,
+        accumulator: RecordAccumulator, flush: Callable[[], None], request_timeout_s: float, retry_backoff_s: float,
+        max_block_s: float,
+    ) -> None:
+        if not transactional_id:
+            raise ValueError("transactional_id must be a non-empty string")
+        if timeout_ms <= 0:
+            raise ValueError(f"transaction_timeout_ms={timeout_ms}: give a positive timeout")
+        self.transactional_id = transactional_id
+        self.timeout_ms = timeout_ms
+        calls = ChannelPool(with_client_id(transaction_pb2_grpc.TransactionCoordinatorStub, client_id, security.call_metadata()),
+                            CHANNEL_OPTIONS, security.channel_credentials())
+        self._link = CoordinatorLink(transactional_id, metadata, coordinator_channels(security, client_id), request_timeout_s,
+                                     retry_backoff_s, key_type=group_pb2.TRANSACTION, call_pool=calls)
+        self._accumulator = accumulator
+        self._flush = flush
+        self._retry_backoff_s = retry_backoff_s
+        self._max_block_s = max_block_s
+        self._lock = threading.Lock()
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self.in_transaction = False
+        self._added: set[TopicPartition] = set()
+        self._results: dict[int, concurrent.futures.Future] = {}  # per batch of the transaction: its outcome
+        self._fenced: ProducerFencedError | None = None
+        accumulator.transactional = True
+
+    # ------------------------------------------------------------ the application's calls
+
+    def init_transactions(self) -> None:
+        """Register the transactional id; fences older producers and aborts what they left open."""
+        self._check_not_fenced()
+        if self.in_transaction:
+            raise KraftlogError("INVALID_TXN_STATE", "init_transactions() inside a transaction: commit or abort it first")
+        request = pb.TxnInitProducerIdRequest(transactional_id=self.transactional_id, transaction_timeout_ms=self.timeout_ms)
+        answer = self._call("InitProducerId", request)
+        self.producer_id, self.producer_epoch = answer.producer_id, answer.producer_epoch
+        self._accumulator.start_epoch(answer.producer_id, answer.producer_epoch)
+
+    def begin_transaction(self) -> None:
+        self._check_not_fenced()
+        if self.producer_id < 0:
+            raise KraftlogError("INVALID_TXN_STATE", "call init_transactions() once before the first transaction")
+        if self.in_transaction:
+            raise KraftlogError("INVALID_TXN_STATE", "a transaction is already open: commit or abort it first")
+        with self._lock:
+            self.in_transaction, self._added, self._results = True, set(), {}
+
+    def before_send(self, tp: TopicPartition) -> None:
+        """Called by `send` before a record is queued for ``tp``: adds the partition to the
+        transaction the first time (blocking, one call to the coordinator)."""
+        self._check_not_fenced()
+        if not self.in_transaction:
+            raise KraftlogError("INVALID_TXN_STATE", "a transactional producer sends inside a transaction: call begin_transaction() first")
+        if tp in self._added:
+            return
+        request = pb.AddPartitionsToTxnRequest(transactional_id=self.transactional_id, producer_id=self.producer_id,
+                                               producer_epoch=self.producer_epoch,
+                                               topics=[pb.TxnTopicPartitions(topic=tp[0], partitions=[tp[1]])])
+        self._call("AddPartitionsToTxn", request)
+        with self._lock:
+            self._added.add(tp)
+
+    def track(self, result: concurrent.futures.Future) -> None:
+        """Remember a batch's outcome: a commit fails if any batch of the transaction failed."""
+        with self._lock:
+            self._results[id(result)] = result
+
+    def commit_transaction(self) -> None:
+        """Deliver every record of the transaction, then commit it. If a record failed, raises
+        its error and the transaction stays open: call abort_transaction()."""
+        self._require_open("commit_transaction")
+        self._flush()
+        for result in list(self._results.values()):
+            error = result.exception()
+            if error is not None:
+                if isinstance(error, KraftlogError) and error.code in FENCED_CODES:
+                    self._fence(str(error))
+                raise KraftlogError(getattr(error, "code", "UNKNOWN_SERVER_ERROR"),
+                                    f"a record of the transaction failed ({error}): call abort_transaction()", retriable=False)
+        self._end(commit=True)
+
+    def abort_transaction(self) -> None:
+        """Abort the open transaction: what it wrote is never seen by read_committed readers."""
+        self._require_open("abort_transaction")
+        self._flush()  # every batch resolved (written or failed) before the markers go out
+        self._end(commit=False)
+
+    # ------------------------------------------------------------ internals
+
+    def _end(self, commit: bool) -> None:
+        if self._added:  # nothing added: nothing to commit or abort at the coordinator
+            request = pb.EndTxnRequest(transactional_id=self.transactional_id, producer_id=self.producer_id,
+                                       producer_epoch=self.producer_epoch, commit=commit)
+            answer = self._call("EndTxn", request)
+            self.producer_id, self.producer_epoch = answer.producer_id, answer.producer_epoch
+            self._accumulator.start_epoch(answer.producer_id, answer.producer_epoch)
+        with self._lock:
+            self.in_transaction, self._added, self._results = False, set(), {}
+
+    def _call(self, method: str, request: Any) -> Any:
+        """``method`` at the coordinator, retried while the previous transaction completes
+        (CONCURRENT_TRANSACTIONS) and across coordinator moves, up to max_block_ms."""
+        deadline = time.monotonic() + self._max_block_s
+        while True:
+            remaining = deadline - time.monotonic()
+            answer = self._link.call(method, request, max(remaining, 0.001))
+            if answer.error_code == common_pb2.NONE:
+                return answer
+            error = from_error_code(answer.error_code, answer.error_message, f"{method} for {self.transactional_id!r}")
+            if answer.error_code == common_pb2.PRODUCER_FENCED:
+                self._fence(str(error))
+            if answer.error_code != common_pb2.CONCURRENT_TRANSACTIONS or remaining <= self._retry_backoff_s:
+                raise error
+            time.sleep(self._retry_backoff_s)
+
+    def _fence(self, why: str) -> None:
+        self._fenced = ProducerFencedError(f"transactional id {self.transactional_id!r}: {why}")
+        raise self._fenced
+
+    def _check_not_fenced(self) -> None:
+        if self._fenced is not None:
+            raise self._fenced
+
+    def _require_open(self, what: str) -> None:
+        self._check_not_fenced()
+        if not self.in_transaction:
+            raise KraftlogError("INVALID_TXN_STATE", f"{what}() with no transaction open: call begin_transaction() first")

@@ -1,0 +1,54 @@
+"""Transaction metadata to and from the key and value bytes stored in `__transaction_state`
+(proto/transaction_records.proto), and `replay`, which rebuilds a partition's transactional
+ids from its records. Pure. Keys are serialized deterministically, so equal keys are equal
+bytes and log compaction keeps the latest value of each; a Dead id is a tombstone."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from data_plane.transactions.state_machine import TopicPartition, TxnMetadata, TxnState
+from kraftlog_proto import transaction_records_pb2 as pb
+
+
+def encode_key(transactional_id: str) -> bytes:
+    return pb.TransactionRecordKey(transactional_id=transactional_id).SerializeToString(deterministic=True)
+
+
+def encode(meta: TxnMetadata) -> tuple[bytes, bytes | None]:
+    """The record that makes ``meta`` durable: a tombstone for a Dead id."""
+    key = encode_key(meta.transactional_id)
+    if meta.state is TxnState.DEAD:
+        return key, None
+    by_topic: dict[str, list[int]] = {}
+    for tp in sorted(meta.partitions):
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    value = pb.TransactionRecordValue(
+        producer_id=meta.producer_id, producer_epoch=meta.producer_epoch, timeout_ms=meta.timeout_ms, state=meta.state.value,
+        partitions=[pb.TransactionPartitions(topic=t, partitions=ps) for t, ps in by_topic.items()],
+        last_update_ms=meta.last_update_ms, txn_start_ms=meta.txn_start_ms, last_producer_epoch=meta.last_producer_epoch)
+    return key, value.SerializeToString(deterministic=True)
+
+
+def decode(key: bytes, value: bytes | None) -> tuple[str, TxnMetadata | None]:
+    """The transactional id and its metadata (None for a tombstone)."""
+    transactional_id = pb.TransactionRecordKey.FromString(key).transactional_id
+    if value is None:
+        return transactional_id, None
+    v = pb.TransactionRecordValue.FromString(value)
+    partitions = frozenset(TopicPartition(t.topic, p) for t in v.partitions for p in t.partitions)
+    return transactional_id, TxnMetadata(
+        transactional_id, v.producer_id, v.producer_epoch, v.timeout_ms, TxnState(v.state), partitions,
+        v.last_update_ms, v.txn_start_ms, v.last_producer_epoch)
+
+
+def replay(records: Iterable[tuple[bytes, bytes | None]], ids: dict[str, TxnMetadata]) -> None:
+    """Apply records in log order to ``ids`` (transactional id -> metadata): each sets its id's
+    metadata, a tombstone forgets it. Replaying only the latest record of each key (what
+    compaction keeps) gives the same map as the whole log."""
+    for key, value in records:
+        transactional_id, meta = decode(key, value)
+        if meta is None:
+            ids.pop(transactional_id, None)
+        else:
+            ids[transactional_id] = meta

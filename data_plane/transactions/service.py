@@ -1,0 +1,121 @@
+"""The ``kraftlog.v1.TransactionCoordinator`` gRPC service: protobuf in and out,
+`TransactionCoordinator` calls in between. Every refusal is an ErrorCode with a message saying
+what to do next. Authorization is Kafka's: WRITE on the transactional id (and, to add
+partitions, WRITE on their topics); DESCRIBE on the id to describe it, on the cluster to list."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+from data_plane.groups.membership import Refused
+from data_plane.replication.errors import ErrorCode
+from data_plane.transactions.coordinator import TransactionCoordinator
+from data_plane.transactions.state_machine import Decision, TopicPartition, TxnMetadata
+from kraftlog_proto import transaction_pb2 as pb
+from kraftlog_proto import transaction_pb2_grpc
+from server_common.authorization import AccessControl
+
+R = TypeVar("R")
+
+
+def explain(error: ErrorCode, transactional_id: str, meta: TxnMetadata | None, max_timeout_ms: int) -> str:
+    """The message for a decision's error code: what happened and what to do next."""
+    if error is ErrorCode.NONE:
+        return ""
+    state = meta.state.value if meta is not None else "unknown"
+    return {
+        ErrorCode.INVALID_TRANSACTION_TIMEOUT: f"transaction_timeout_ms must be in (0, {max_timeout_ms}] (the broker's "
+                                               "--transaction-max-timeout-ms): ask for a shorter timeout",
+        ErrorCode.CONCURRENT_TRANSACTIONS: f"the last transaction of {transactional_id!r} is still completing (its markers are "
+                                           "being written): retry shortly",
+        ErrorCode.PRODUCER_FENCED: f"a newer producer with transactional id {transactional_id!r} (epoch "
+                                   f"{meta.producer_epoch if meta else -1}) has fenced this one: close this producer",
+        ErrorCode.INVALID_PRODUCER_ID_MAPPING: f"this producer id does not hold transactional id {transactional_id!r} (it expired "
+                                               "or was never registered): call InitProducerId again",
+        ErrorCode.INVALID_TXN_STATE: f"transactional id {transactional_id!r} is {state}: commit needs an open transaction "
+                                     "(add partitions first), and a retried EndTxn must ask for the same outcome",
+    }.get(error, f"{error.name} for transactional id {transactional_id!r}")
+
+
+class TransactionCoordinatorService(transaction_pb2_grpc.TransactionCoordinatorServicer):
+    def __init__(self, coordinator: TransactionCoordinator, access: AccessControl | None = None) -> None:
+        self.coordinator = coordinator
+        self.access = access or AccessControl(dict, (), enabled=False)
+
+    async def _answer(self, response_type: Callable[..., R], transactional_id: str, call, topics: tuple[str, ...] = ()) -> R:
+        """Checks the request, runs ``call`` and turns its Decision (or refusal) into ``response_type``."""
+        if not transactional_id:
+            return response_type(error_code=ErrorCode.INVALID_REQUEST, error_message="transactional_id is empty: give one "
+                                 "(an idempotent producer without transactions calls Broker.InitProducerId)")
+        refused = self.access.first_refusal("write", "transactional_id", (transactional_id,)) \
+            or self.access.first_refusal("write", "topic", topics)
+        if refused is not None:
+            return response_type(error_code=refused[0], error_message=refused[1])
+        try:
+            decision: Decision = await call()
+        except Refused as refusal:
+            return response_type(error_code=refusal.code, error_message=refusal.message)
+        response = response_type(error_code=decision.error, error_message=explain(
+            decision.error, transactional_id, decision.answer, self.coordinator.settings.max_timeout_ms))
+        if decision.answer is not None and hasattr(response, "producer_id") and decision.error is ErrorCode.NONE:
+            response.producer_id, response.producer_epoch = decision.answer.producer_id, decision.answer.producer_epoch
+        return response
+
+    async def InitProducerId(self, request: pb.TxnInitProducerIdRequest, context) -> pb.TxnInitProducerIdResponse:
+        tid = request.transactional_id
+        return await self._answer(pb.TxnInitProducerIdResponse, tid,
+                                  lambda: self.coordinator.init_producer_id(tid, request.transaction_timeout_ms))
+
+    async def AddPartitionsToTxn(self, request: pb.AddPartitionsToTxnRequest, context) -> pb.AddPartitionsToTxnResponse:
+        tid = request.transactional_id
+        partitions = frozenset(TopicPartition(t.topic, p) for t in request.topics for p in t.partitions)
+        return await self._answer(pb.AddPartitionsToTxnResponse, tid, lambda: self.coordinator.add_partitions(
+            tid, request.producer_id, request.producer_epoch, partitions), tuple(t.topic for t in request.topics))
+
+    async def EndTxn(self, request: pb.EndTxnRequest, context) -> pb.EndTxnResponse:
+        tid = request.transactional_id
+        return await self._answer(pb.EndTxnResponse, tid, lambda: self.coordinator.end_txn(
+            tid, request.producer_id, request.producer_epoch, request.commit))
+
+    async def ListTransactions(self, request: pb.ListTransactionsRequest, context) -> pb.ListTransactionsResponse:
+        if (refused := self.access.refused_response(pb.ListTransactionsResponse, "describe", "cluster")) is not None:
+            return refused
+        wanted = set(request.states_filter)
+        response = pb.ListTransactionsResponse()
+        for meta in sorted(self.coordinator.loaded_transactions(), key=lambda m: m.transactional_id):
+            if not wanted or meta.state.value in wanted:
+                response.transactions.add(transactional_id=meta.transactional_id, producer_id=meta.producer_id,
+                                          state=meta.state.value, coordinator_id=self.coordinator.broker_id)
+        return response
+
+    async def DescribeTransactions(self, request: pb.DescribeTransactionsRequest, context) -> pb.DescribeTransactionsResponse:
+        response = pb.DescribeTransactionsResponse()
+        for tid in request.transactional_ids:
+            refused = self.access.first_refusal("describe", "transactional_id", (tid,))
+            if refused is not None:
+                response.transactions.add(transactional_id=tid, error_code=refused[0], error_message=refused[1])
+                continue
+            try:
+                meta = self.coordinator.describe(tid)
+            except Refused as refusal:
+                response.transactions.add(transactional_id=tid, error_code=refusal.code, error_message=refusal.message)
+                continue
+            if meta is None:
+                response.transactions.add(transactional_id=tid, state="Dead", error_code=ErrorCode.TRANSACTIONAL_ID_NOT_FOUND,
+                                          error_message=f"transactional id {tid!r} is not known (never registered, or "
+                                          "expired): check the name (kraftlog transactions list)")
+                continue
+            response.transactions.append(described(meta, self.coordinator.broker_id))
+        return response
+
+
+def described(meta: TxnMetadata, coordinator_id: int) -> pb.DescribedTransaction:
+    by_topic: dict[str, list[int]] = {}
+    for tp in sorted(meta.partitions):
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    return pb.DescribedTransaction(
+        transactional_id=meta.transactional_id, state=meta.state.value, producer_id=meta.producer_id,
+        producer_epoch=meta.producer_epoch, transaction_timeout_ms=meta.timeout_ms, transaction_start_ms=meta.txn_start_ms,
+        topics=[pb.TxnTopicPartitions(topic=t, partitions=ps) for t, ps in by_topic.items()],
+        coordinator_id=coordinator_id, last_update_ms=meta.last_update_ms)

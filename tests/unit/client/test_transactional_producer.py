@@ -1,0 +1,86 @@
+"""The transactional producer against a fake broker and a fake transaction coordinator that
+decides with the real state machine (data_plane/transactions/state_machine.py) and writes its
+markers into the fake broker's producer state: a partition is added before its first batch
+reaches the leader; batches are transactional, under the coordinator's producer id and epoch;
+after each end the epoch is bumped and every partition numbers from 0 again (the leader
+accepts it); a fenced producer raises ProducerFencedError and stays fenced."""
+
+from __future__ import annotations
+
+import pytest
+
+from data_plane.client import KraftlogError, Producer
+from data_plane.client.transactions import ProducerFencedError
+from data_plane.transactions import state_machine as sm
+from tests.unit.client.fake_broker import FakeBroker
+from tests.unit.client.fake_txn_coordinator import FakeTxnCoordinator
+
+
+@pytest.fixture
+def cluster():
+    broker = FakeBroker({"t": 2})
+    coordinator = FakeTxnCoordinator(broker)
+    with broker:
+        yield broker, coordinator
+
+
+def producer(broker: FakeBroker, transactional_id: str = "tx") -> Producer:
+    return Producer(broker.address, transactional_id=transactional_id, linger_ms=0, max_block_ms=5000, delivery_timeout_ms=5000)
+
+
+def test_partitions_are_added_before_their_batches_and_each_end_bumps_the_epoch(cluster):
+    broker, coordinator = cluster
+    with producer(broker) as p:
+        p.init_transactions()
+        for round_ in range(2):
+            p.begin_transaction()
+            for i in range(3):
+                p.send("t", b"%d" % i, partition=i % 2)
+            p.commit_transaction() if round_ == 0 else p.abort_transaction()
+    adds = [i for i, e in enumerate(coordinator.events) if e.startswith("add")]
+    for tp in ("t-0", "t-1"):
+        first_add = coordinator.events.index(f"add {tp}")
+        assert first_add < coordinator.events.index(f"append {tp}")
+    assert coordinator.events.count("add t-0") == 2 and len(adds) == 4  # once per partition and transaction
+    assert coordinator.events[-1] == "end abort" and "end commit" in coordinator.events
+    headers = [b.header for b in broker.stored(("t", 0))]
+    assert all(h.is_transactional for h in headers)
+    epochs = sorted({(h.producer_epoch, h.base_sequence) for h in headers})
+    assert epochs[0] == (0, 0) and (1, 0) in epochs  # the second transaction starts at sequence 0 under the bumped epoch
+    assert coordinator.meta.state is sm.TxnState.COMPLETE_ABORT and coordinator.meta.producer_epoch == 2
+
+
+def test_init_waits_out_concurrent_transactions(cluster):
+    broker, coordinator = cluster
+    coordinator.concurrent_answers = 2
+    with producer(broker) as p:
+        p.init_transactions()
+    assert coordinator.meta is not None and coordinator.concurrent_answers == 0
+
+
+def test_a_zombie_is_fenced_for_good(cluster):
+    broker, coordinator = cluster
+    with producer(broker) as zombie, producer(broker) as successor:
+        zombie.init_transactions()
+        zombie.begin_transaction()
+        zombie.send("t", b"old", partition=0)
+        successor.init_transactions()  # bumps the epoch: the zombie's open transaction is aborted
+        with pytest.raises(ProducerFencedError):
+            zombie.send("t", b"late", partition=1)  # its AddPartitionsToTxn is refused
+        with pytest.raises(ProducerFencedError):
+            zombie.commit_transaction()
+        successor.begin_transaction()
+        successor.send("t", b"new", partition=0)
+        successor.commit_transaction()
+
+
+def test_sends_outside_a_transaction_and_non_transactional_calls_are_refused(cluster):
+    broker, _ = cluster
+    with producer(broker) as p:
+        with pytest.raises(KraftlogError, match="init_transactions"):
+            p.begin_transaction()
+        p.init_transactions()
+        with pytest.raises(KraftlogError, match="begin_transaction"):
+            p.send("t", b"x", partition=0)
+    with Producer(broker.address) as plain, pytest.raises(KraftlogError, match="transactional_id"):
+        plain.init_transactions()

@@ -1,0 +1,234 @@
+"""The transaction coordinator's shell over a fake replica manager (a log in memory) and a fake
+marker writer: each decision is durable before it is acted on (PrepareCommit before the first
+marker, CompleteCommit only once every partition has one); markers are retried until every
+partition has its marker; a coordinator that takes the partition over resumes a decided
+transaction's markers; a failed write changes nothing; the timer aborts a transaction past its
+timeout and fences its producer."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+from data_plane.broker.errors import PartitionError
+from data_plane.broker.requests import ProduceResult
+from data_plane.groups.membership import Refused
+from data_plane.groups.placement import TRANSACTION_STATE_TOPIC
+from data_plane.record_batch import decode_batches
+from data_plane.replication.errors import ErrorCode
+from data_plane.transactions import record_codec
+from data_plane.transactions.coordinator import TransactionCoordinator, TxnSettings
+from data_plane.transactions.markers import Confirmation, Written, confirmation, marker_requests, written
+from data_plane.transactions.state_machine import MarkerPlan, TopicPartition, TxnState
+from kraftlog_proto import broker_pb2
+from tests.unit.groups.test_coordinator_shell import FakePartition
+
+TP0, TP1 = TopicPartition("t", 0), TopicPartition("t", 1)
+S = TxnState
+
+
+class FakeReplicas:
+    def __init__(self) -> None:
+        self.partition = FakePartition()
+        self.partitions = {(TRANSACTION_STATE_TOPIC, 0): self.partition}
+        self.image = SimpleNamespace(topics={TRANSACTION_STATE_TOPIC: SimpleNamespace(partitions={0: None})})
+        self.fail_with: ErrorCode | None = None
+        self.events: list[str] = []  # durable states and markers, in the order they happened
+
+    async def produce(self, acks, timeout_ms, items):
+        [item] = items
+        result = ProduceResult(item.topic, item.partition)
+        if self.fail_with is not None:
+            result.error = PartitionError(self.fail_with, "injected")
+            return [result]
+        self.partition.append(item.batches)
+        for batch in decode_batches(item.batches):
+            self.events += [f"log {record_codec.decode(k, v)[1].state.value}" for k, v in zip(batch.keys, batch.values)]
+        return [result]
+
+    def leader_hint(self, topic, index):
+        return SimpleNamespace(leader_id=-1)
+
+
+class FakeMarkers:
+    """Writes markers into ``replicas.events``; a partition in ``failing`` is refused that many
+    more rounds; one in ``lose`` has its first marker lost to a leader change (LOST on confirmation)."""
+
+    def __init__(self, replicas: FakeReplicas) -> None:
+        self.replicas = replicas
+        self.failing: dict[TopicPartition, int] = {}
+        self.lose: set[TopicPartition] = set()
+        self.rounds = 0
+
+    async def write_round(self, plan: MarkerPlan, missing, coordinator_epoch, transactional_id):
+        self.rounds += 1
+        done = {}
+        for tp in sorted(missing):
+            if self.failing.get(tp, 0) > 0:
+                self.failing[tp] -= 1
+                continue
+            done[tp] = Written(1, len(self.replicas.events))
+            self.replicas.events.append(f"marker {'commit' if plan.commit else 'abort'} {tp.topic}-{tp.partition} epoch {plan.producer_epoch}")
+        return done
+
+    async def confirm_round(self, unconfirmed, transactional_id):
+        answers = {}
+        for tp in unconfirmed:
+            answers[tp] = Confirmation.LOST if tp in self.lose else Confirmation.CONFIRMED
+            self.lose.discard(tp)
+        return answers
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000
+
+    def __call__(self) -> int:
+        return self.now
+
+
+async def allocate():
+    allocate.next += 1
+    return broker_pb2.InitProducerIdResponse(producer_id=allocate.next, producer_epoch=0)
+allocate.next = 100
+
+
+async def loaded(replicas: FakeReplicas, markers: FakeMarkers | None = None, clock: Clock | None = None) -> TransactionCoordinator:
+    coordinator = TransactionCoordinator(1, replicas, TxnSettings(max_timeout_ms=60_000, id_expiration_ms=10**9),
+                                         allocate, markers or FakeMarkers(replicas), clock or Clock())
+    coordinator.sync_leadership()
+    await coordinator.shards[0].task
+    assert coordinator.shards[0].loaded
+    return coordinator
+
+
+async def until(condition, timeout_s: float = 5.0) -> None:
+    """Wait for ``condition`` on the event loop, failing after ``timeout_s``."""
+    async with asyncio.timeout(timeout_s):
+        while not condition():
+            await asyncio.sleep(0.005)
+
+
+async def settled(coordinator: TransactionCoordinator) -> None:
+    """Wait for every marker task the coordinator started."""
+    for shard in list(coordinator.shards.values()):
+        await asyncio.gather(*shard.completing.values())
+
+
+async def open_txn(coordinator: TransactionCoordinator, partitions=frozenset({TP0, TP1})):
+    init = await coordinator.init_producer_id("tx", 5000)
+    assert init.error == ErrorCode.NONE
+    added = await coordinator.add_partitions("tx", init.answer.producer_id, init.answer.producer_epoch, partitions)
+    assert added.error == ErrorCode.NONE and added.answer.state is S.ONGOING
+    return init.answer
+
+
+def test_commit_is_durable_before_its_markers_and_complete_after_all_of_them():
+    async def scenario():
+        replicas = FakeReplicas()
+        markers = FakeMarkers(replicas)
+        markers.failing[TP1] = 2  # the second partition's leader refuses twice: retried
+        coordinator = await loaded(replicas, markers)
+        meta = await open_txn(coordinator)
+        end = await coordinator.end_txn("tx", meta.producer_id, meta.producer_epoch, commit=True)
+        assert end.error == ErrorCode.NONE and end.answer.producer_epoch == meta.producer_epoch + 1
+        await settled(coordinator)
+        assert replicas.events == ["log Empty", "log Ongoing", "log PrepareCommit",
+                                   "marker commit t-0 epoch 1", "marker commit t-1 epoch 1", "log CompleteCommit"]
+        assert markers.rounds == 3 and coordinator.describe("tx").state is S.COMPLETE_COMMIT
+    asyncio.run(scenario())
+
+
+def test_a_coordinator_taking_over_resumes_the_markers_of_a_decided_transaction():
+    async def scenario():
+        replicas = FakeReplicas()
+        markers = FakeMarkers(replicas)
+        markers.failing[TP0] = 10**6  # the first coordinator never gets its markers through
+        first = await loaded(replicas, markers)
+        meta = await open_txn(first)
+        await first.end_txn("tx", meta.producer_id, meta.producer_epoch, commit=False)
+        await until(lambda: markers.rounds >= 2)
+        replicas.partition.is_leader = False
+        first.sync_leadership()  # leadership moves: the first coordinator stops, its markers unwritten
+        await asyncio.sleep(0)
+        assert "log CompleteAbort" not in replicas.events and not first.shards
+        replicas.partition.is_leader, replicas.partition.leader_epoch = True, 2
+        markers.failing.clear()
+        successor = await loaded(replicas, markers)  # the same log, a new leader epoch
+        await settled(successor)
+        assert successor.describe("tx").state is S.COMPLETE_ABORT
+        assert replicas.events[-3:] == ["marker abort t-0 epoch 1", "marker abort t-1 epoch 1", "log CompleteAbort"]
+    asyncio.run(scenario())
+
+
+def test_a_failed_write_changes_nothing_and_answers_retriable():
+    async def scenario():
+        replicas = FakeReplicas()
+        coordinator = await loaded(replicas)
+        meta = await open_txn(coordinator)
+        replicas.fail_with = ErrorCode.NOT_ENOUGH_REPLICAS
+        try:
+            await coordinator.end_txn("tx", meta.producer_id, meta.producer_epoch, commit=True)
+            raise AssertionError("the write failed: the request must be refused")
+        except Refused as refused:
+            assert refused.code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+        assert coordinator.describe("tx").state is S.ONGOING and not any(e.startswith("marker") for e in replicas.events)
+    asyncio.run(scenario())
+
+
+def test_the_timer_aborts_a_transaction_past_its_timeout_and_fences_its_producer():
+    async def scenario():
+        replicas, clock = FakeReplicas(), Clock()
+        coordinator = await loaded(replicas, clock=clock)
+        meta = await open_txn(coordinator)
+        clock.now += 5000  # exactly the timeout: not yet past it
+        coordinator.tick()
+        assert not coordinator.shards[0].busy and coordinator.describe("tx").state is S.ONGOING  # nothing started
+        clock.now += 1
+        coordinator.tick()
+        await until(lambda: coordinator.describe("tx").state is S.COMPLETE_ABORT)
+        assert replicas.events[2:] == ["log PrepareEpochFence", "log PrepareAbort", "marker abort t-0 epoch 1",
+                                       "marker abort t-1 epoch 1", "log CompleteAbort"]
+        late = await coordinator.add_partitions("tx", meta.producer_id, meta.producer_epoch, frozenset({TP0}))
+        assert late.error == ErrorCode.PRODUCER_FENCED
+    asyncio.run(scenario())
+
+
+def test_marker_requests_group_partitions_by_leader_and_results_are_read_per_partition():
+    plan = MarkerPlan(7, 3, True, frozenset({TP0, TP1, TopicPartition("u", 0)}))
+    leaders = {TP0: 1, TP1: 2, TopicPartition("u", 0): -1}
+    requests, leaderless = marker_requests(plan, plan.partitions, 4, leaders.__getitem__)
+    assert leaderless == {TopicPartition("u", 0)} and set(requests) == {1, 2}
+    [marker] = requests[1].markers
+    assert (marker.producer_id, marker.producer_epoch, marker.commit, marker.coordinator_epoch, marker.topic, list(marker.partitions)) \
+        == (7, 3, True, 4, "t", [0])
+    answer = broker_pb2.WriteTxnMarkersResponse(results=[
+        broker_pb2.TxnMarkerResult(topic="t", partition=0, error_code=ErrorCode.NONE),
+        broker_pb2.TxnMarkerResult(topic="t", partition=1, error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER, error_message="moved")])
+    done, failed = written(answer)
+    assert done == {TP0: 0} and failed == {TP1: "NOT_LEADER_OR_FOLLOWER: moved"}
+
+
+def test_a_marker_is_confirmed_only_below_the_hw_at_the_epoch_it_was_written_under():
+    marker = Written(leader_epoch=3, offset=10)
+    def answer(code=ErrorCode.NONE, hw=0):
+        return broker_pb2.ListOffsetsPartitionResponse(error_code=code, offset=hw)
+    assert confirmation(answer(hw=11), marker) is Confirmation.CONFIRMED
+    assert confirmation(answer(hw=10), marker) is Confirmation.WAITING  # the marker is the last record, not yet replicated
+    assert confirmation(answer(ErrorCode.FENCED_LEADER_EPOCH), marker) is Confirmation.LOST
+    assert confirmation(answer(ErrorCode.NOT_LEADER_OR_FOLLOWER), marker) is Confirmation.LOST
+    assert confirmation(answer(ErrorCode.UNKNOWN_LEADER_EPOCH), marker) is Confirmation.WAITING  # the broker lags behind
+
+
+def test_a_marker_lost_to_a_leader_change_is_written_again_before_the_transaction_completes():
+    async def scenario():
+        replicas = FakeReplicas()
+        markers = FakeMarkers(replicas)
+        markers.lose.add(TP0)
+        coordinator = await loaded(replicas, markers)
+        meta = await open_txn(coordinator)
+        await coordinator.end_txn("tx", meta.producer_id, meta.producer_epoch, commit=True)
+        await settled(coordinator)
+        assert replicas.events[2:] == ["log PrepareCommit", "marker commit t-0 epoch 1", "marker commit t-1 epoch 1",
+                                       "marker commit t-0 epoch 1", "log CompleteCommit"]
+    asyncio.run(scenario())
