@@ -79,6 +79,7 @@ def describe_rows(topics: Sequence[pb.TopicDescription], logs: Mapping[int, brok
             replication_factor = len(state.replicas) - len(state.adding_replicas)
             row |= {
                 "high_watermark": leader_log.high_watermark if leader_log else None,
+                "last_stable_offset": leader_log.last_stable_offset if leader_log else None,
                 "log_end_offset": leader_leo,
                 "log_start_offset": leader_log.log_start_offset if leader_log else None,
                 "replica_state": replica_state,

@@ -92,9 +92,9 @@ def describe(args: argparse.Namespace) -> int:
         if (not args.under_replicated or r["under_replicated"]) and (not args.offline or r["offline"])
     ]
     human = table(
-        ["TOPIC", "PARTITION", "LEADER", "EPOCH", "P.EPOCH", "REPLICAS", "ISR", "HW", "LEO", "REPLICA LEO(LAG)", "STATUS"],
+        ["TOPIC", "PARTITION", "LEADER", "EPOCH", "P.EPOCH", "REPLICAS", "ISR", "HW", "LSO", "LEO", "REPLICA LEO(LAG)", "STATUS"],
         [[r["topic"], r["partition"], r["leader"] if r["leader"] >= 0 else "none", r["leader_epoch"], r["partition_epoch"], ids(r["replicas"]), ids(r["isr"]),
-          r["high_watermark"], r["log_end_offset"], " ".join(replica_cell(s) for s in r["replica_state"]), status_notes(r)]
+          r["high_watermark"], r["last_stable_offset"], r["log_end_offset"], " ".join(replica_cell(s) for s in r["replica_state"]), status_notes(r)]
          for r in rows],
     ) if rows else "no topics"
     if rows or args.json or not (args.under_replicated or args.offline):

@@ -1,5 +1,5 @@
-"""``kraftlog transactions list | describe ID``: transactional ids and their transactions, as
-kafka-transactions does."""
+"""``kraftlog transactions list | describe ID | abort ID``: transactional ids and their
+transactions, as kafka-transactions does."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from server_common.logging_setup import configure_logging
 
 def register(sub: argparse._SubParsersAction, client_options: Callable[[argparse.ArgumentParser], None]) -> None:
     """Add ``transactions`` to the ``kraftlog`` parser."""
-    transactions = sub.add_parser("transactions", help="transactional ids: list, describe").add_subparsers(dest="action", required=True)
+    transactions = sub.add_parser("transactions", help="transactional ids: list, describe, abort").add_subparsers(dest="action", required=True)
     listing = transactions.add_parser("list", help="every transactional id with its producer id, state and coordinator")
     listing.add_argument("--state", action="append", default=[],
                          help="only ids in this state (Empty, Ongoing, PrepareCommit, PrepareAbort, CompleteCommit, CompleteAbort); repeatable")
@@ -24,6 +24,11 @@ def register(sub: argparse._SubParsersAction, client_options: Callable[[argparse
     describe.add_argument("transactional_id", help="transactional id")
     client_options(describe)
     describe.set_defaults(func=describe_transaction)
+    abort = transactions.add_parser(
+        "abort", help="abort an id's open transaction (its producer is fenced: it must init again)")
+    abort.add_argument("transactional_id", help="transactional id whose open transaction to abort")
+    client_options(abort)
+    abort.set_defaults(func=abort_transaction)
 
 
 def _admin(args: argparse.Namespace):
@@ -59,4 +64,32 @@ def describe_transaction(args: argparse.Namespace) -> int:
                     d.transaction_start_ms if d.transaction_start_ms >= 0 else None, d.coordinator_id,
                     " ".join(f"{t}-{p}" for t, ps in partitions.items() for p in ps) or None)])
     emit(args.json, document, human)
+    return 0
+
+
+def abort_transaction(args: argparse.Namespace) -> int:
+    """Abort what the id has open the way a new incarnation of its producer would: an
+    InitProducerId bumps the epoch, so the coordinator aborts the open transaction (markers on
+    every partition, the LSO moves on) and fences the producer that opened it. Kafka's tool
+    aborts by producer id on a partition instead; here every transactional write is known to
+    its coordinator, so the id is enough."""
+    from data_plane.client import Producer
+
+    configure_logging(level="WARNING")
+    bootstrap = resolve_bootstrap(args.bootstrap, args.data_dir)
+    with _admin(args) as admin:
+        before = admin.describe_transaction(args.transactional_id)
+    if before.state != "Ongoing":
+        emit(args.json, {"transactional_id": args.transactional_id, "state": before.state, "aborted": False},
+             f"{args.transactional_id} has no open transaction (state {before.state}): nothing to abort")
+        return 0
+    with Producer(bootstrap, transactional_id=args.transactional_id,
+                  transaction_timeout_ms=before.transaction_timeout_ms) as producer:
+        producer.init_transactions()  # returns once the aborted transaction's markers are written
+    with _admin(args) as admin:
+        after = admin.describe_transaction(args.transactional_id)
+    document = {"transactional_id": args.transactional_id, "state": after.state, "producer_epoch": after.producer_epoch,
+                "aborted": True}
+    emit(args.json, document, f"aborted the open transaction of {args.transactional_id} (now {after.state}, epoch "
+                              f"{after.producer_epoch}); its producer is fenced and must call init_transactions() again")
     return 0

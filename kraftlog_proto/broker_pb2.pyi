@@ -391,7 +391,7 @@ class DescribeLogsResponse(_message.Message):
     def __init__(self, broker_id: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[PartitionLogState, _Mapping]]] = ...) -> None: ...
 
 class PartitionLogState(_message.Message):
-    __slots__ = ("topic", "partition", "is_leader", "leader_epoch", "log_start_offset", "log_end_offset", "high_watermark", "size_bytes", "error_code", "replicas", "checksum_below_hw", "latest_epoch", "damaged_ranges")
+    __slots__ = ("topic", "partition", "is_leader", "leader_epoch", "log_start_offset", "log_end_offset", "high_watermark", "size_bytes", "error_code", "replicas", "checksum_below_hw", "latest_epoch", "damaged_ranges", "last_stable_offset")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     IS_LEADER_FIELD_NUMBER: _ClassVar[int]
@@ -405,6 +405,7 @@ class PartitionLogState(_message.Message):
     CHECKSUM_BELOW_HW_FIELD_NUMBER: _ClassVar[int]
     LATEST_EPOCH_FIELD_NUMBER: _ClassVar[int]
     DAMAGED_RANGES_FIELD_NUMBER: _ClassVar[int]
+    LAST_STABLE_OFFSET_FIELD_NUMBER: _ClassVar[int]
     topic: str
     partition: int
     is_leader: bool
@@ -418,7 +419,8 @@ class PartitionLogState(_message.Message):
     checksum_below_hw: int
     latest_epoch: int
     damaged_ranges: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., is_leader: _Optional[bool] = ..., leader_epoch: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ..., size_bytes: _Optional[int] = ..., error_code: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., replicas: _Optional[_Iterable[_Union[ReplicaProgress, _Mapping]]] = ..., checksum_below_hw: _Optional[int] = ..., latest_epoch: _Optional[int] = ..., damaged_ranges: _Optional[_Iterable[str]] = ...) -> None: ...
+    last_stable_offset: int
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., is_leader: _Optional[bool] = ..., leader_epoch: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ..., size_bytes: _Optional[int] = ..., error_code: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., replicas: _Optional[_Iterable[_Union[ReplicaProgress, _Mapping]]] = ..., checksum_below_hw: _Optional[int] = ..., latest_epoch: _Optional[int] = ..., damaged_ranges: _Optional[_Iterable[str]] = ..., last_stable_offset: _Optional[int] = ...) -> None: ...
 
 class ReplicaProgress(_message.Message):
     __slots__ = ("broker_id", "log_end_offset", "last_caught_up_ms", "in_sync")

@@ -443,6 +443,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 log_start_offset=p.log_start_offset,
                 log_end_offset=p.log_end_offset,
                 high_watermark=p.high_watermark,
+                last_stable_offset=p.last_stable_offset if p.is_leader else p.high_watermark,
                 size_bytes=p.size_bytes,
                 latest_epoch=p.latest_epoch,
                 error_code=ErrorCode.STORAGE_ERROR if p.offline_reason else ErrorCode.NONE,

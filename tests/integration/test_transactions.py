@@ -16,6 +16,7 @@ at read_uncommitted, so "read_committed sees none" is not a reader that sees not
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -267,3 +268,34 @@ def test_markers_follow_a_leader_change_of_the_data_partition(tmp_path) -> None:
             finally:
                 four.signal(four.broker(outsider), signal.SIGCONT)
         assert read(four, "moving", 8, "read_committed", 1) == [b"moved"]
+
+
+def cli(cluster: TestCluster, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cli", *args, "--bootstrap", cluster.bootstrap], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+
+
+def partition_offsets(cluster: TestCluster, topic: str) -> tuple[int, int]:
+    """(LSO, HW) of partition 0 as `kraftlog topics describe --json` shows them."""
+    out = cli(cluster, "topics", "describe", topic, "--json")
+    assert out.returncode == 0, out.stderr
+    row = json.loads(out.stdout)[0]
+    return row["last_stable_offset"], row["high_watermark"]
+
+
+def test_the_cli_finds_and_aborts_a_hanging_transaction(cluster: TestCluster) -> None:
+    cluster.create_topic("hanging", partitions=1, replication_factor=2)
+    process = producer_process(cluster, "tx-hanging", "hanging", 600_000)
+    process.send_signal(signal.SIGKILL)
+    process.wait(10)
+    assert partition_offsets(cluster, "hanging") == (0, 5)  # topics describe shows the LSO held below the HW
+    listed = json.loads(cli(cluster, "transactions", "list", "--state", "Ongoing", "--json").stdout)
+    assert "tx-hanging" in [t["transactional_id"] for t in listed]
+    described = json.loads(cli(cluster, "transactions", "describe", "tx-hanging", "--json").stdout)
+    assert (described["state"], described["partitions"]) == ("Ongoing", {"hanging": [0]})
+    aborted = cli(cluster, "transactions", "abort", "tx-hanging")
+    assert aborted.returncode == 0 and "aborted the open transaction of tx-hanging" in aborted.stdout, aborted.stderr
+    wait_for(lambda: partition_offsets(cluster, "hanging") == (6, 6), 30, "the LSO to pass the abort marker")
+    assert read(cluster, "hanging", 1, "read_committed", 0) == []
+    again = cli(cluster, "transactions", "abort", "tx-hanging")
+    assert again.returncode == 0 and "nothing to abort" in again.stdout
