@@ -164,12 +164,16 @@ def build_parser() -> argparse.ArgumentParser:
     pprod.add_argument("--acks", choices=["all", "1", "0"], default="1", help="all: wait for the in-sync replicas, 1: the leader only, 0: do not wait (default: %(default)s)")
     pprod.add_argument("--batch-records", type=int, default=8000, help="records per batch (keep batches under the topic's max.message.bytes)")
     pprod.add_argument("--compression", choices=["none", "lz4", "zstd"], default="none", help="batch compression (default: %(default)s)")
+    pprod.add_argument("--transaction-records", type=int, default=0,
+                       help="write transactionally, committing every N records (0: idempotent, no transactions; default: %(default)s)")
     _client_options(pprod)
     pprod.set_defaults(func=perf_cmd.produce)
     pcons = perf.add_parser("consume", help="consumer throughput from the earliest offset")
     pcons.add_argument("--topic", required=True, help="an existing topic to read from its earliest offset")
     pcons.add_argument("--num-records", type=int, default=1_000_000, help="records to read before stopping (default: %(default)s)")
     pcons.add_argument("--timeout-ms", type=int, default=30000, help="fail when no record arrives for this long (default: %(default)s)")
+    pcons.add_argument("--isolation-level", choices=["read_uncommitted", "read_committed"], default="read_uncommitted",
+                       help="read_committed: only committed transactions, below the LSO (default: %(default)s)")
     pcons.add_argument("--group", help="read as this consumer group, one process per member (cli/perf_group.py), and time its rebalances")
     pcons.add_argument("--members", type=int, default=3, help="with --group: member processes (default: %(default)s)")
     pcons.add_argument("--joins", type=int, default=1, help="with --group: rounds of one more member joining then leaving, each timed (default: %(default)s)")

@@ -8,6 +8,10 @@ acknowledgement, and counted once per record in it) is the time a batch takes to
 not the time it queued behind the whole run in client memory. The report says how many
 batches the percentiles are drawn from: a p99.9 needs a thousand of them to differ from max.
 
+With ``--transaction-records N`` the producer is transactional (a transactional id of its own)
+and commits every N records: no batch spans two transactions, and a commit waits for every
+batch of its transaction, as a transactional application's would.
+
 Consume reads from the earliest offset and counts exactly ``--num-records`` records (a poll
 can return more than are left; the excess is neither counted nor timed).
 """
@@ -85,6 +89,8 @@ def produce(args: argparse.Namespace) -> int:
 
     if args.num_records < 1 or args.record_size < 1 or args.batch_records < 1:
         raise ValueError("--num-records, --record-size and --batch-records must be positive")
+    if args.transaction_records < 0:
+        raise ValueError("--transaction-records must be 0 (no transactions) or positive")
     bootstrap = resolve_bootstrap(args.bootstrap, args.data_dir)
     partitions = topic_partitions(bootstrap, args.topic)
     value = os.urandom(args.record_size)
@@ -102,18 +108,28 @@ def produce(args: argparse.Namespace) -> int:
 
         return done
 
-    with Producer(bootstrap, acks=ACKS[args.acks], compression=args.compression) as producer:
+    per_transaction = args.transaction_records
+    transactional_id = f"perf-produce-{os.getpid()}-{time.time_ns()}" if per_transaction else None
+    with Producer(bootstrap, acks=ACKS[args.acks], compression=args.compression, transactional_id=transactional_id) as producer:
+        if per_transaction:
+            producer.init_transactions()
         ticker = Ticker()
         sent = 0
         i = 0
         while sent < args.num_records:
             count = min(args.batch_records, args.num_records - sent)
+            if per_transaction:
+                if sent % per_transaction == 0:
+                    producer.begin_transaction()
+                count = min(count, per_transaction - sent % per_transaction)
             window.acquire()
             future = producer.send_batch(args.topic, partitions[i % len(partitions)], batch[:count] if count < len(batch) else batch)
             future.add_done_callback(record_latency(time.perf_counter(), count))
             futures.append(future)
             sent += count
             i += 1
+            if per_transaction and (sent % per_transaction == 0 or sent == args.num_records):
+                producer.commit_transaction()
             if ticker.due():
                 _progress(sent, args.num_records, ticker)
         producer.flush()
@@ -139,7 +155,7 @@ def consume(args: argparse.Namespace) -> int:
     tally = ConsumeTally(args.num_records)
     latencies: list[float] = []
     weights: list[int] = []
-    with Consumer(bootstrap) as consumer:
+    with Consumer(bootstrap, isolation_level=args.isolation_level) as consumer:
         tps = [(args.topic, p) for p in partitions]
         consumer.assign(tps)
         consumer.seek_to_beginning(tps)

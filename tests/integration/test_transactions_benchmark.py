@@ -1,0 +1,63 @@
+"""What transactions cost, 1 controller and 3 brokers on one machine (docs/transactions.md):
+
+    python -m pytest -m benchmark tests/integration/test_transactions_benchmark.py -s
+
+``test_transactional_produce``: ``kraftlog perf produce`` RF=3 acks=all, 100-byte records,
+idempotent (no transactions) against transactional with a commit every 10,000 and every 100
+records, in the same run, on topics of their own. Goals: within 10% at 10,000, within 2× at 100.
+
+``test_read_committed_consume``: ``kraftlog perf consume`` of the topic the 100-record
+transactions wrote (a marker every 100 records per partition), read_committed against
+read_uncommitted. Goal: within 10%.
+
+The machine is shared: each figure is the best of ROUNDS runs, printed with the load
+average; nothing here asserts a speed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.cluster import local_cluster
+
+pytestmark = [pytest.mark.benchmark, pytest.mark.integration, pytest.mark.timeout(1800)]
+
+RECORDS = int(os.environ.get("KRAFTLOG_BENCH_RECORDS", "200000"))
+ROUNDS = 3
+BROKER_ARGS = ["--transaction-state-partitions", "3"]
+
+
+def perf(bootstrap: str, *args: str) -> float:
+    """records/s of the best of ROUNDS ``kraftlog perf`` runs."""
+    rates = []
+    for _ in range(ROUNDS):
+        out = subprocess.run([sys.executable, "-m", "cli", "perf", *args, "--num-records", str(RECORDS), "--bootstrap", bootstrap, "--json"],
+                             check=True, capture_output=True, text=True, timeout=900)
+        rates.append(json.loads(out.stdout)["records_per_sec"])
+    return max(rates)
+
+
+def test_transactional_produce_and_read_committed_consume(tmp_path: Path) -> None:
+    with local_cluster(tmp_path, controllers=1, brokers=3, broker_args=BROKER_ARGS) as cluster:
+        rates: dict[str, float] = {}
+        for name, extra in (("idempotent", []), ("transactional, 10,000 per transaction", ["--transaction-records", "10000"]),
+                            ("transactional, 100 per transaction", ["--transaction-records", "100"])):
+            topic = f"bench-{len(rates)}"
+            cluster.create_topic(topic, partitions=3, replication_factor=3, configs={"min.insync.replicas": "2"})
+            rates[name] = perf(cluster.bootstrap, "produce", "--topic", topic, "--acks", "all", "--batch-records", "1000", *extra)
+        print(f"\nperf produce RF=3 acks=all, {RECORDS} x 100 B, best of {ROUNDS} (load average {os.getloadavg()})")
+        for name, rate in rates.items():
+            print(f"  {name:40s} {rate:>12,.0f} records/s  ({rate / rates['idempotent']:.2f} of idempotent)")
+        consumed = {level: perf(cluster.bootstrap, "consume", "--topic", "bench-2", "--isolation-level", level)
+                    for level in ("read_uncommitted", "read_committed")}
+        print(f"perf consume of the 100-per-transaction topic (load average {os.getloadavg()})")
+        for level, rate in consumed.items():
+            print(f"  {level:40s} {rate:>12,.0f} records/s")
+        print(f"  read_committed / read_uncommitted: {consumed['read_committed'] / consumed['read_uncommitted']:.2f}")
+        assert all(rate > 0 for rate in [*rates.values(), *consumed.values()])
