@@ -6,7 +6,8 @@ commits the consumer's offsets with `send_offsets_to_transaction` in the same tr
   with OffsetFetch require_stable, which waits for the transaction's marker) moved;
 - abort (the negative side): neither the output nor the committed offset changes, while a
   read_uncommitted reader does see the aborted output (so "unchanged" is not a reader that
-  sees nothing)."""
+  sees nothing); the group's next member starts at the committed offset and reads the aborted
+  input again."""
 
 from __future__ import annotations
 
@@ -57,10 +58,14 @@ def transform(producer: Producer, consumer: Consumer, records: list, commit: boo
     producer.commit_transaction() if commit else producer.abort_transaction()
 
 
+def member(cluster: TestCluster) -> Consumer:
+    return Consumer(cluster.bootstrap, group_id=GROUP, isolation_level="read_committed", auto_offset_reset="earliest",
+                    enable_auto_commit=False, fetch_max_wait_ms=100)
+
+
 def test_offsets_move_with_a_committed_transaction_and_not_with_an_aborted_one(cluster: TestCluster) -> None:
     produce_input(cluster, [b"a0", b"a1", b"a2"])
-    with Consumer(cluster.bootstrap, group_id=GROUP, isolation_level="read_committed", auto_offset_reset="earliest",
-                  enable_auto_commit=False, fetch_max_wait_ms=100) as consumer, \
+    with member(cluster) as consumer, \
             Producer(cluster.bootstrap, transactional_id="upper-app-0", linger_ms=0, max_block_ms=30_000) as producer:
         consumer.subscribe([SOURCE])
         producer.init_transactions()
@@ -73,3 +78,6 @@ def test_offsets_move_with_a_committed_transaction_and_not_with_an_aborted_one(c
         assert consumer.committed([(SOURCE, 0)])[(SOURCE, 0)].offset == 3  # the abort marker dropped offset 5
         assert read(cluster, SINK, 1, "read_committed", 3) == [b"A0", b"A1", b"A2"]
         assert read(cluster, SINK, 1, "read_uncommitted", 5) == [b"A0", b"A1", b"A2", b"B3", b"B4"]  # negative control
+    with member(cluster) as successor:
+        successor.subscribe([SOURCE])
+        assert [r.value for r in poll_until(successor, 2)] == [b"b3", b"b4"]  # resumed at 3, not at 5
