@@ -45,6 +45,7 @@ from server_common.client_security import ClientSecurity
 from server_common.client_security import resolve as resolve_security
 from data_plane.client.offset_lookup import EARLIEST, LATEST, epoch_end_offsets, list_offsets
 from data_plane.client.records import ConsumerRecord
+from data_plane.client.transactions import GroupMetadata
 from data_plane.client.truncation import Diverged, LogTruncationError, Position, check_position
 from data_plane.replication.transaction_index import AbortedTxn, in_aborted
 from kraftlog_proto import broker_pb2, common_pb2
@@ -96,7 +97,8 @@ class Consumer:
             coordinator has already given them to others.
         isolation_level: "read_uncommitted" (everything below the high watermark) or
             "read_committed" (only below the last stable offset, aborted transactions
-            dropped; seek_to_end goes to the last stable offset). docs/transactions.md.
+            dropped; seek_to_end goes to the last stable offset; a group's committed offset in an
+            open transaction is waited for: OffsetFetch require_stable). docs/transactions.md.
     """
 
     def __init__(
@@ -166,7 +168,7 @@ class Consumer:
             self, group_id, instance_id=group_instance_id, client_id=client_id, enable_auto_commit=enable_auto_commit,
             auto_commit_interval_ms=auto_commit_interval_ms, rebalance_timeout_ms=rebalance_timeout_ms,
             assignor=group_assignor, request_timeout_s=self._request_timeout_s, retry_backoff_s=self._retry_backoff_s,
-            session_timeout_ms=session_timeout_ms,
+            session_timeout_ms=session_timeout_ms, require_stable=self._isolation_level == broker_pb2.READ_COMMITTED,
         )
 
     # ------------------------------------------------------------ assignment and positions
@@ -220,6 +222,12 @@ class Consumer:
     def committed(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, CommittedOffset | None]:
         """The group's committed offsets of ``tps`` (None where nothing is committed)."""
         return self._require_group().committed(tps)
+
+    def group_metadata(self) -> GroupMetadata:
+        """The group id, member id and member epoch as they are now, for a transactional
+        producer's `send_offsets_to_transaction` (the coordinator refuses a stale epoch)."""
+        group = self._require_group()
+        return GroupMetadata(group.group_id, group.member_id, group.member_epoch)
 
     @property
     def group(self) -> GroupSession | None:

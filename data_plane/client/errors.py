@@ -30,6 +30,7 @@ RETRIABLE_CODES: frozenset[str] = frozenset(
         "OFFSET_NOT_AVAILABLE",
         "STORAGE_ERROR",  # the partition moves to another replica
         "NOT_CONTROLLER",
+        "UNSTABLE_OFFSET_COMMIT",  # OffsetFetch require_stable: the offset's transaction is still open
     }
 )
 

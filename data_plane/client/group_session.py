@@ -38,6 +38,8 @@ log = structlog.get_logger("kraftlog.client.group")
 
 PartitionsCallback = Callable[[set[TopicPartition]], None]
 LEAVE_TIMEOUT_S_MAX = 5.0
+# The longest wait between two OffsetFetch asks while a partition's offset is in a transaction.
+UNSTABLE_BACKOFF_S_MAX = 1.0
 
 
 class CommittedOffset(NamedTuple):
@@ -55,7 +57,7 @@ class GroupSession:
     def __init__(
         self, consumer: Consumer, group_id: str, *, instance_id: str, client_id: str, enable_auto_commit: bool,
         auto_commit_interval_ms: int, rebalance_timeout_ms: int, assignor: str, request_timeout_s: float,
-        retry_backoff_s: float, session_timeout_ms: int,
+        retry_backoff_s: float, session_timeout_ms: int, require_stable: bool = False,
     ) -> None:
         if auto_commit_interval_ms <= 0:
             raise ValueError("auto_commit_interval_ms must be positive")
@@ -69,6 +71,7 @@ class GroupSession:
         self._pool = coordinator_channels(consumer._security, client_id)
         self.link = CoordinatorLink(group_id, consumer._metadata, self._pool, request_timeout_s, retry_backoff_s)
         self._retry_backoff_s = retry_backoff_s
+        self._require_stable = require_stable
         self._request_timeout_s = request_timeout_s
         self._auto_commit = enable_auto_commit
         self._auto_commit_interval_s = auto_commit_interval_ms / 1000.0
@@ -146,21 +149,40 @@ class GroupSession:
         return self.commit_async(offsets, None).result()
 
     def committed(self, tps: Iterable[TopicPartition], timeout_s: float | None = None) -> dict[TopicPartition, CommittedOffset | None]:
-        """The group's committed offsets of ``tps`` (None: nothing committed)."""
-        tps = list(tps)
-        request = group_pb2.OffsetFetchRequest(group_id=self.group_id, topics=to_topic_partitions(tps))
-        answer = self.link.call("OffsetFetch", request, timeout_s)
-        if answer.error_code != common_pb2.NONE:
-            raise from_error_code(answer.error_code, answer.error_message, f"OffsetFetch of group {self.group_id!r}")
+        """The group's committed offsets of ``tps`` (None: nothing committed). With
+        ``require_stable`` (a read_committed consumer) a partition whose offset is in an open
+        transaction (UNSTABLE_OFFSET_COMMIT) is asked again, with backoff, until the
+        transaction ends or ``timeout_s`` (default: the request timeout) passes: starting from
+        an offset an abort drops would re-read records, or skip them if it commits."""
         result: dict[TopicPartition, CommittedOffset | None] = {tp: None for tp in tps}
-        for topic in answer.topics:
-            for p in topic.partitions:
-                tp = (topic.topic, p.partition)
-                if p.error_code != common_pb2.NONE:
-                    raise from_error_code(p.error_code, p.error_message, f"OffsetFetch of group {self.group_id!r} {tp[0]}-{tp[1]}")
-                if tp in result and p.committed_offset >= 0:
-                    result[tp] = CommittedOffset(p.committed_offset, p.committed_leader_epoch, p.metadata)
-        return result
+        timeout_s = self._request_timeout_s if timeout_s is None else timeout_s
+        deadline = time.monotonic() + timeout_s
+        backoff_s = self._retry_backoff_s
+        wanted = list(result)
+        while True:
+            request = group_pb2.OffsetFetchRequest(group_id=self.group_id, topics=to_topic_partitions(wanted),
+                                                   require_stable=self._require_stable)
+            answer = self.link.call("OffsetFetch", request, max(deadline - time.monotonic(), 0.001))
+            if answer.error_code != common_pb2.NONE:
+                raise from_error_code(answer.error_code, answer.error_message, f"OffsetFetch of group {self.group_id!r}")
+            unstable: list[tuple[TopicPartition, KraftlogError]] = []
+            for topic in answer.topics:
+                for p in topic.partitions:
+                    tp = (topic.topic, p.partition)
+                    if p.error_code != common_pb2.NONE:
+                        error = from_error_code(p.error_code, p.error_message, f"OffsetFetch of group {self.group_id!r} {tp[0]}-{tp[1]}")
+                        if p.error_code != common_pb2.UNSTABLE_OFFSET_COMMIT:
+                            raise error
+                        unstable.append((tp, error))
+                    elif tp in result and p.committed_offset >= 0:
+                        result[tp] = CommittedOffset(p.committed_offset, p.committed_leader_epoch, p.metadata)
+            if not unstable:
+                return result
+            if time.monotonic() + backoff_s >= deadline:
+                raise unstable[0][1]
+            wanted = [tp for tp, _ in unstable]
+            time.sleep(backoff_s)
+            backoff_s = min(backoff_s * 2, UNSTABLE_BACKOFF_S_MAX)
 
     def close(self) -> None:
         """Commits (with auto-commit), revokes everything owned (callback included), waits for

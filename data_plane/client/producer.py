@@ -34,7 +34,8 @@ from data_plane.client.records import RecordMetadata
 from server_common.client_security import ClientSecurity
 from server_common.client_security import resolve as resolve_security
 from data_plane.client.sender import Sender, SenderConfig
-from data_plane.client.transactions import TransactionManager
+from data_plane.client.transactions import GroupMetadata, TransactionManager
+from data_plane.groups.placement import OFFSETS_TOPIC
 from server_common.limits import BATCH_BYTES_PER_MESSAGE_MAX
 
 log = structlog.get_logger(__name__)
@@ -265,6 +266,13 @@ class Producer:
 
     def begin_transaction(self) -> None:
         self._transactional().begin_transaction()
+
+    def send_offsets_to_transaction(self, offsets: dict[tuple[str, int], int], group_metadata: GroupMetadata) -> None:
+        """Commits a group consumer's ``offsets`` ((topic, partition) -> next offset to read)
+        inside the open transaction (KIP-447): they become the group's committed offsets if
+        and only if the transaction commits. ``group_metadata`` is `Consumer.group_metadata()`
+        taken after the poll that read the records."""
+        self._transactional().send_offsets_to_transaction(offsets, group_metadata, self.partitions_for(OFFSETS_TOPIC))
 
     def commit_transaction(self) -> None:
         """Delivers the transaction's records, then commits: read_committed readers see all of

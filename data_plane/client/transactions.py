@@ -12,6 +12,11 @@ the calls to the transactional id's coordinator, and the rules the producer foll
 - `commit_transaction` flushes, fails if any record of the transaction failed (the
   application then aborts), and sends EndTxn(commit); `abort_transaction` flushes and sends
   EndTxn(abort). The answer carries the bumped epoch: every partition numbers from 0 under it.
+- `send_offsets_to_transaction` (KIP-447, Kafka's AddOffsetsToTxn): the group's
+  `__consumer_offsets` partition (data_plane/groups/placement.py) is added to the transaction
+  like any partition, so the commit or abort marker lands there too; then TxnOffsetCommit goes
+  to the group's coordinator with the producer id and epoch and the consumer's member id and
+  epoch. The offsets become the group's committed offsets only when the transaction commits.
 - PRODUCER_FENCED from the coordinator, or INVALID_PRODUCER_EPOCH from a leader (a newer
   incarnation's markers carry a newer epoch), raise `ProducerFencedError`: this producer can
   never write again under this transactional id.
@@ -23,22 +28,37 @@ import concurrent.futures
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from data_plane.client.channels import CHANNEL_OPTIONS
-from data_plane.client.errors import KraftlogError, from_error_code
-from data_plane.client.group_coordinator_link import CoordinatorLink, coordinator_channels
+from data_plane.client.errors import RETRIABLE_CODES, KraftlogError, from_error_code
+from data_plane.client.group_coordinator_link import CoordinatorLink, coordinator_channels, raise_commit_errors
+from data_plane.client.group_membership import offset_commit_request
 from data_plane.client.metadata_cache import MetadataCache
 from data_plane.client.record_accumulator import RecordAccumulator
 from kraftlog_proto import common_pb2, group_pb2
 from kraftlog_proto import transaction_pb2 as pb
 from kraftlog_proto import transaction_pb2_grpc
+from data_plane.groups.placement import OFFSETS_TOPIC, offsets_partition
 from server_common.channel_pool import ChannelPool
 from server_common.client_id import with_client_id
 from server_common.client_security import ClientSecurity
 
 TopicPartition = tuple[str, int]
 FENCED_CODES = frozenset({"PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH"})
+# TxnOffsetCommit answers worth retrying beyond the coordinator's moves (CoordinatorLink):
+# the offsets partition's replicas catching up, or the previous transaction's markers.
+TXN_OFFSET_RETRY_CODES = RETRIABLE_CODES | {"CONCURRENT_TRANSACTIONS"}
+
+
+class GroupMetadata(NamedTuple):
+    """What a transactional producer needs of a group consumer to commit its offsets inside a
+    transaction (`Consumer.group_metadata()`): the coordinator checks the member id and epoch
+    as for OffsetCommit, so a member fenced by a rebalance cannot move the group's offsets."""
+
+    group_id: str
+    member_id: str
+    member_epoch: int
 
 
 class ProducerFencedError(KraftlogError):
@@ -65,8 +85,12 @@ class TransactionManager:
         self.timeout_ms = timeout_ms
         calls = ChannelPool(with_client_id(transaction_pb2_grpc.TransactionCoordinatorStub, client_id, security.call_metadata()),
                             CHANNEL_OPTIONS, security.channel_credentials())
-        self._link = CoordinatorLink(transactional_id, metadata, coordinator_channels(security, client_id), request_timeout_s,
+        self._group_channels = coordinator_channels(security, client_id)
+        self._link = CoordinatorLink(transactional_id, metadata, self._group_channels, request_timeout_s,
                                      retry_backoff_s, key_type=group_pb2.TRANSACTION, call_pool=calls)
+        self._metadata = metadata
+        self._request_timeout_s = request_timeout_s
+        self._group_links: dict[str, CoordinatorLink] = {}
         self._accumulator = accumulator
         self._flush = flush
         self._retry_backoff_s = retry_backoff_s
@@ -120,6 +144,36 @@ class TransactionManager:
         """Remember a batch's outcome: a commit fails if any batch of the transaction failed."""
         with self._lock:
             self._results[id(result)] = result
+
+    def send_offsets_to_transaction(self, offsets: dict[TopicPartition, int], group: GroupMetadata, offsets_partitions: int) -> None:
+        """Commit ``offsets`` (partition -> next offset to read) of ``group`` inside the open
+        transaction: its ``__consumer_offsets`` partition (of ``offsets_partitions``) is added
+        first, so the transaction's marker decides whether they count. Retries retriable
+        answers up to max_block_ms; a refusal (a stale member epoch, ...) is raised and the
+        application aborts."""
+        self._require_open("send_offsets_to_transaction")
+        if not offsets:
+            return
+        self.before_send((OFFSETS_TOPIC, offsets_partition(group.group_id, offsets_partitions)))
+        request = txn_offset_commit_request(self.transactional_id, self.producer_id, self.producer_epoch, offsets, group)
+        where = f"TxnOffsetCommit of group {group.group_id!r} for {self.transactional_id!r}"
+        link = self._group_links.get(group.group_id)
+        if link is None:
+            link = self._group_links[group.group_id] = CoordinatorLink(
+                group.group_id, self._metadata, self._group_channels, self._request_timeout_s, self._retry_backoff_s)
+        deadline = time.monotonic() + self._max_block_s
+        while True:
+            remaining = deadline - time.monotonic()
+            answer = link.call("TxnOffsetCommit", request, max(remaining, 0.001))
+            try:
+                raise_commit_errors(answer, where)
+                return
+            except KraftlogError as error:
+                if error.code in FENCED_CODES:
+                    self._fence(str(error))
+                if error.code not in TXN_OFFSET_RETRY_CODES or remaining <= self._retry_backoff_s:
+                    raise
+            time.sleep(self._retry_backoff_s)
 
     def commit_transaction(self) -> None:
         """Deliver every record of the transaction, then commit it. If a record failed, raises
@@ -181,3 +235,13 @@ class TransactionManager:
         self._check_not_fenced()
         if not self.in_transaction:
             raise KraftlogError("INVALID_TXN_STATE", f"{what}() with no transaction open: call begin_transaction() first")
+
+
+def txn_offset_commit_request(transactional_id: str, producer_id: int, producer_epoch: int, offsets: dict[TopicPartition, int],
+                        group: GroupMetadata) -> group_pb2.TxnOffsetCommitRequest:
+    """The TxnOffsetCommit of ``offsets`` (leader epochs unknown: -1), grouped per topic."""
+    topics = offset_commit_request(group.group_id, group.member_id, group.member_epoch,
+                                   {tp: (offset, -1) for tp, offset in offsets.items()}).topics
+    return group_pb2.TxnOffsetCommitRequest(
+        group_id=group.group_id, transactional_id=transactional_id, producer_id=producer_id, producer_epoch=producer_epoch,
+        member_id=group.member_id, member_epoch=group.member_epoch, topics=topics)

@@ -8,7 +8,10 @@ once no other member owns it or was last sent it; each assignment change bumps t
 a stale epoch is FENCED_MEMBER_EPOCH, an unknown member UNKNOWN_MEMBER_ID; commits check
 the member epoch (admin commits only to an empty group). ListGroups, DescribeGroups and
 DeleteGroups answer for the one group it holds, named ``group_id``. Faults: ``not_coordinator`` answers
-that many calls NOT_COORDINATOR; ``forget(member_id)`` drops a member (as a session timeout).
+that many calls NOT_COORDINATOR; ``forget(member_id)`` drops a member (as a session timeout);
+``unstable_answers`` answers that many OffsetFetch calls with require_stable
+UNSTABLE_OFFSET_COMMIT for every partition (offsets in an open transaction), and
+``require_stable_seen`` records each OffsetFetch's flag.
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ class FakeCoordinator(group_pb2_grpc.GroupCoordinatorServicer):
     offsets: dict[tuple[str, int], int] = field(default_factory=dict)
     epoch: int = 0
     not_coordinator: int = 0
+    unstable_answers: int = 0
+    require_stable_seen: list[bool] = field(default_factory=list)
     address: str = ""
     lock: threading.Lock = field(default_factory=threading.Lock)
     ownership_log: list[dict] = field(default_factory=list)
@@ -137,12 +142,18 @@ class FakeCoordinator(group_pb2_grpc.GroupCoordinatorServicer):
         with self.lock:
             if self._refuse():
                 return group_pb2.OffsetFetchResponse(error_code=common_pb2.NOT_COORDINATOR)
+            self.require_stable_seen.append(request.require_stable)
+            unstable = request.require_stable and self.unstable_answers > 0
+            self.unstable_answers -= unstable
             wanted = from_topic_partitions(request.topics) or set(self.offsets)
             answer = group_pb2.OffsetFetchResponse()
             for topic in sorted({t for t, _ in wanted}):
                 entry = answer.topics.add(topic=topic)
                 for t, p in sorted(wanted):
-                    if t == topic:
+                    if t == topic and unstable:
+                        entry.partitions.add(partition=p, committed_offset=-1, committed_leader_epoch=-1,
+                                             error_code=common_pb2.UNSTABLE_OFFSET_COMMIT)
+                    elif t == topic:
                         entry.partitions.add(partition=p, committed_offset=self.offsets.get((t, p), -1), committed_leader_epoch=-1)
             return answer
 

@@ -2,7 +2,9 @@
 transactional id, decided with the real state machine (data_plane/transactions/state_machine.py),
 markers written at once into the fake broker's producer state. FindCoordinator (any key type)
 names the fake broker. ``events`` records adds and ends next to the broker's appends;
-``concurrent_answers`` answers that many InitProducerId calls CONCURRENT_TRANSACTIONS first."""
+``concurrent_answers`` answers that many InitProducerId calls CONCURRENT_TRANSACTIONS first;
+TxnOffsetCommit (as the group's coordinator) answers the codes in ``txn_offset_answers`` first,
+then NONE, and records each call in ``events``."""
 
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ class FakeTxnCoordinator(transaction_pb2_grpc.TransactionCoordinatorServicer, gr
         self.events: list[str] = []
         self.concurrent_answers = 0  # answer that many InitProducerId calls CONCURRENT_TRANSACTIONS first
         self.next_id = 500
+        self.txn_offset_answers: list[int] = []  # TxnOffsetCommit answers before NONE
         self.lock = threading.Lock()
         group_pb2_grpc.add_GroupCoordinatorServicer_to_server(self, broker._server)
         transaction_pb2_grpc.add_TransactionCoordinatorServicer_to_server(self, broker._server)
@@ -73,6 +76,14 @@ class FakeTxnCoordinator(transaction_pb2_grpc.TransactionCoordinatorServicer, gr
             self.events.append(f"end {'commit' if request.commit else 'abort'}")
             return transaction_pb2.EndTxnResponse(error_code=d.error, producer_id=d.answer.producer_id,
                                                   producer_epoch=d.answer.producer_epoch)
+
+    def TxnOffsetCommit(self, request, context):
+        with self.lock:
+            offsets = ",".join(f"{t.topic}-{p.partition}@{p.committed_offset}" for t in request.topics for p in t.partitions)
+            self.events.append(f"txn-offsets {request.group_id} {request.member_id}/{request.member_epoch} "
+                               f"{request.producer_id}/{request.producer_epoch} {offsets}")
+            code = self.txn_offset_answers.pop(0) if self.txn_offset_answers else common_pb2.NONE
+            return group_pb2.TxnOffsetCommitResponse(error_code=code)
 
     def ListTransactions(self, request, context):
         listed = [self.meta] if self.meta is not None and (not request.states_filter or self.meta.state.value in request.states_filter) else []

@@ -1,7 +1,8 @@
 """The group consumer's shell (heartbeats, reconciliation inside poll, commits, rediscovery)
 against in-process fakes of a broker and a coordinator: two members share a topic with no
 partition owned twice, a closed member's partitions move and resume at the committed offsets,
-a fenced member loses its partitions and rejoins, NOT_COORDINATOR answers are ridden out."""
+a fenced member loses its partitions and rejoins, NOT_COORDINATOR answers are ridden out, a
+read_committed member waits out UNSTABLE_OFFSET_COMMIT (OffsetFetch require_stable)."""
 
 from __future__ import annotations
 
@@ -125,3 +126,21 @@ def test_close_lands_queued_async_commits_before_leaving(cluster):
     c.commit_async({("t", p): 2 for p in range(PARTITIONS)})
     c.close()
     assert coordinator.offsets == {("t", p): 2 for p in range(PARTITIONS)}
+
+
+def test_a_read_committed_member_waits_out_unstable_offsets(cluster):
+    _, coordinator, bootstrap = cluster
+    coordinator.offsets[("t", 1)] = 7
+    coordinator.unstable_answers = 2
+    with member(bootstrap, isolation_level="read_committed", retry_backoff_ms=10) as c:
+        assert c.committed([("t", 1)])[("t", 1)].offset == 7
+    assert coordinator.require_stable_seen == [True, True, True] and coordinator.unstable_answers == 0
+    coordinator.unstable_answers = 1
+    with member(bootstrap, isolation_level="read_committed", retry_backoff_ms=1000) as c:
+        with pytest.raises(KraftlogError) as refused:  # a backoff past the deadline: raised, retriable
+            c.group.committed([("t", 1)], timeout_s=0.5)
+    assert refused.value.code == "UNSTABLE_OFFSET_COMMIT" and refused.value.retriable
+    coordinator.require_stable_seen.clear()
+    with member(bootstrap) as c:  # negative control: read_uncommitted does not ask for stable offsets
+        assert c.committed([("t", 1)])[("t", 1)].offset == 7
+    assert coordinator.require_stable_seen == [False]

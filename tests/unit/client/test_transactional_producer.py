@@ -3,22 +3,29 @@ decides with the real state machine (data_plane/transactions/state_machine.py) a
 markers into the fake broker's producer state: a partition is added before its first batch
 reaches the leader; batches are transactional, under the coordinator's producer id and epoch;
 after each end the epoch is bumped and every partition numbers from 0 again (the leader
-accepts it); a fenced producer raises ProducerFencedError and stays fenced."""
+accepts it); a fenced producer raises ProducerFencedError and stays fenced;
+send_offsets_to_transaction adds the group's offsets partition before TxnOffsetCommit and
+retries retriable answers."""
 
 from __future__ import annotations
 
 import pytest
 
 from data_plane.client import KraftlogError, Producer
-from data_plane.client.transactions import ProducerFencedError
+from data_plane.client.transactions import GroupMetadata, ProducerFencedError
+from data_plane.groups.placement import OFFSETS_TOPIC, offsets_partition
+from kraftlog_proto import common_pb2
 from data_plane.transactions import state_machine as sm
 from tests.unit.client.fake_broker import FakeBroker
 from tests.unit.client.fake_txn_coordinator import FakeTxnCoordinator
 
 
+OFFSETS_PARTITIONS = 5
+
+
 @pytest.fixture
 def cluster():
-    broker = FakeBroker({"t": 2})
+    broker = FakeBroker({"t": 2, OFFSETS_TOPIC: OFFSETS_PARTITIONS})
     coordinator = FakeTxnCoordinator(broker)
     with broker:
         yield broker, coordinator
@@ -84,3 +91,38 @@ def test_sends_outside_a_transaction_and_non_transactional_calls_are_refused(clu
             p.send("t", b"x", partition=0)
     with Producer(broker.address) as plain, pytest.raises(KraftlogError, match="transactional_id"):
         plain.init_transactions()
+
+
+def test_send_offsets_adds_the_groups_offsets_partition_first_and_retries(cluster):
+    broker, coordinator = cluster
+    group = GroupMetadata("g", "member-1", 4)
+    offsets_tp = f"{OFFSETS_TOPIC}-{offsets_partition('g', OFFSETS_PARTITIONS)}"
+    coordinator.txn_offset_answers = [common_pb2.CONCURRENT_TRANSACTIONS, common_pb2.NOT_ENOUGH_REPLICAS]
+    with producer(broker) as p:
+        p.init_transactions()
+        p.begin_transaction()
+        p.send("t", b"out", partition=0)
+        p.send_offsets_to_transaction({("t", 1): 8}, group)
+        p.commit_transaction()
+    sent = [e for e in coordinator.events if e.startswith("txn-offsets")]
+    assert sent == [f"txn-offsets g member-1/4 {coordinator.meta.producer_id}/0 t-1@8"] * 3  # two retriable answers
+    assert coordinator.events.index(f"add {offsets_tp}") < coordinator.events.index(sent[0])
+    assert coordinator.events[-1] == "end commit" and coordinator.txn_offset_answers == []
+
+
+def test_send_offsets_refusals_are_raised_and_fencing_is_for_good(cluster):
+    broker, coordinator = cluster
+    with producer(broker) as p:
+        p.init_transactions()
+        with pytest.raises(KraftlogError, match="begin_transaction"):
+            p.send_offsets_to_transaction({("t", 0): 1}, GroupMetadata("g", "m", 1))
+        p.begin_transaction()
+        coordinator.txn_offset_answers = [common_pb2.STALE_MEMBER_EPOCH]
+        with pytest.raises(KraftlogError) as stale:
+            p.send_offsets_to_transaction({("t", 0): 1}, GroupMetadata("g", "m", 1))
+        assert stale.value.code == "STALE_MEMBER_EPOCH"
+        coordinator.txn_offset_answers = [common_pb2.PRODUCER_FENCED]
+        with pytest.raises(ProducerFencedError):
+            p.send_offsets_to_transaction({("t", 0): 1}, GroupMetadata("g", "m", 1))
+        with pytest.raises(ProducerFencedError):
+            p.commit_transaction()
