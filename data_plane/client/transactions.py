@@ -49,6 +49,10 @@ FENCED_CODES = frozenset({"PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH"})
 # TxnOffsetCommit answers worth retrying beyond the coordinator's moves (CoordinatorLink):
 # the offsets partition's replicas catching up, or the previous transaction's markers.
 TXN_OFFSET_RETRY_CODES = RETRIABLE_CODES | {"CONCURRENT_TRANSACTIONS"}
+# The previous transaction's markers usually take one replication round trip: the next
+# transaction's first AddPartitionsToTxn retries CONCURRENT_TRANSACTIONS from this wait up,
+# doubling to retry_backoff_ms (Kafka's producer retries it after 20 ms for the same reason).
+CONCURRENT_TRANSACTIONS_FIRST_BACKOFF_S = 0.005
 
 
 class GroupMetadata(NamedTuple):
@@ -211,6 +215,7 @@ class TransactionManager:
         """``method`` at the coordinator, retried while the previous transaction completes
         (CONCURRENT_TRANSACTIONS) and across coordinator moves, up to max_block_ms."""
         deadline = time.monotonic() + self._max_block_s
+        backoff_s = CONCURRENT_TRANSACTIONS_FIRST_BACKOFF_S
         while True:
             remaining = deadline - time.monotonic()
             answer = self._link.call(method, request, max(remaining, 0.001))
@@ -219,9 +224,10 @@ class TransactionManager:
             error = from_error_code(answer.error_code, answer.error_message, f"{method} for {self.transactional_id!r}")
             if answer.error_code == common_pb2.PRODUCER_FENCED:
                 self._fence(str(error))
-            if answer.error_code != common_pb2.CONCURRENT_TRANSACTIONS or remaining <= self._retry_backoff_s:
+            if answer.error_code != common_pb2.CONCURRENT_TRANSACTIONS or remaining <= backoff_s:
                 raise error
-            time.sleep(self._retry_backoff_s)
+            time.sleep(backoff_s)
+            backoff_s = min(backoff_s * 2, self._retry_backoff_s)
 
     def _fence(self, why: str) -> None:
         self._fenced = ProducerFencedError(f"transactional id {self.transactional_id!r}: {why}")

@@ -46,7 +46,10 @@ from kraftlog_proto import broker_pb2
 log = structlog.get_logger("transactions")
 
 TOPIC = TRANSACTION_STATE_TOPIC
-MARKER_BACKOFF_MS = (50, 1000)  # first and largest wait between marker rounds (doubling)
+# First and largest wait between marker rounds (doubling). The first is short because the usual
+# wait is one replication round trip for the marker to pass the HW, and the producer's next
+# transaction waits (CONCURRENT_TRANSACTIONS) until the markers are confirmed.
+MARKER_BACKOFF_MS = (5, 1000)
 Decide = Callable[[TxnMetadata | None, int, int], Decision]  # (metadata, now, fresh producer id) -> decision
 
 

@@ -42,10 +42,10 @@ def test_perf_produce_then_consume_report_exactly_what_was_asked(capsys):
 
     with FakeBroker({"t": 3}) as broker:
         produced = run_perf(capsys, perf_cmd.produce, broker, num_records=1_000, record_size=10, acks="1",
-                            batch_records=10, compression="none")
+                            batch_records=10, compression="none", transaction_records=0)
         assert produced["records"] == 1_000 and produced["latency_samples"] == 100
         latency = produced["latency_ms"]
         assert 0 < latency["p50"] <= latency["p99"] <= latency["p999"] <= latency["max"]
         assert sum(broker.end_offsets.values()) == 1_000
-        consumed = run_perf(capsys, perf_cmd.consume, broker, num_records=250, timeout_ms=10_000)
+        consumed = run_perf(capsys, perf_cmd.consume, broker, num_records=250, timeout_ms=10_000, isolation_level="read_uncommitted")
     assert consumed["records"] == 250  # not the 1,000 the first poll may bring
