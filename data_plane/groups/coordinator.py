@@ -37,7 +37,7 @@ from typing import Callable, TypeVar
 import structlog
 
 from data_plane.broker.requests import ProduceItem
-from data_plane.broker.wakeups import wait_until_woken, woken_by
+from data_plane.broker.internal_partitions import led_partitions, partition_count, replay, wait_until_committed
 from data_plane.control_batch import decode_marker
 from data_plane.groups import membership, offsets, record_codec
 from data_plane.groups.changes import GroupChange
@@ -45,16 +45,14 @@ from data_plane.groups.membership import GroupSettings, Refused
 from data_plane.groups.placement import OFFSETS_TOPIC, offsets_partition
 from data_plane.groups.state import Group, TopicPartition, partitions_by_topic
 from data_plane.groups.txn_offsets import PendingTxnOffsets, note_logged
-from data_plane.record_batch import decode_batches, encode_batch
+from data_plane.record_batch import DecodedBatch, encode_batch
 from data_plane.replication.errors import ErrorCode
 from data_plane.replication.partition_state import ACKS_ALL
 
 log = structlog.get_logger("groups")
 
 T = TypeVar("T")
-LOAD_READ_BYTES = 1 << 20  # one read while replaying an offsets partition
 LOAD_RETRY_MS = 1000  # after a failed load (a damaged range being repaired, say): not a retry per timer tick
-HW_WAIT_BACKSTOP_S = 1.0  # a load waits on the partition's HW wakeups; this only bounds a missed one
 ROUND_BYTES_MAX = 256 * 1024  # records of one round (one batch); the offsets topic's max.message.bytes is 1 MiB
 WRITE_TIMEOUT_MS = 5000  # a group write not covered by the HW within this is outcome-unknown: the shard reloads
 OUTCOME_UNKNOWN = (ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.NOT_LEADER_OR_FOLLOWER)
@@ -105,9 +103,7 @@ class GroupCoordinator:
     # ------------------------------------------------------------------ leadership
 
     def offsets_partition_count(self) -> int:
-        image = self.replicas.image
-        topic = image.topics.get(OFFSETS_TOPIC) if image is not None else None
-        return len(topic.partitions) if topic is not None else 0
+        return partition_count(self.replicas, OFFSETS_TOPIC)
 
     def topics(self) -> dict[str, int]:
         image = self.replicas.image
@@ -115,11 +111,7 @@ class GroupCoordinator:
 
     def sync_leadership(self) -> None:
         """Start a shard for each offsets partition led here at a new epoch; drop the others."""
-        led: dict[int, int] = {}
-        for index in range(self.offsets_partition_count()):
-            partition = self.replicas.partitions.get((OFFSETS_TOPIC, index))
-            if partition is not None and partition.is_leader and partition.offline_reason is None:
-                led[index] = partition.state.leader_epoch
+        led = led_partitions(self.replicas, OFFSETS_TOPIC)
         for index, shard in list(self.shards.items()):
             if led.get(index) != shard.leader_epoch:
                 self._unload(shard, "leadership moved")
@@ -143,33 +135,24 @@ class GroupCoordinator:
         fields = {"topic": OFFSETS_TOPIC, "partition": shard.partition, "leader_epoch": shard.leader_epoch}
         try:
             partition = self.replicas.partitions[(OFFSETS_TOPIC, shard.partition)]
-            end = shard.load_end = partition.log_end_offset
-            offset, records = partition.log_start_offset, 0
-            while offset < end:
-                data = partition.read(offset, LOAD_READ_BYTES, end)
-                if not data:
-                    break
-                for batch in decode_batches(data):
-                    header = batch.header
-                    offset = header.next_offset
-                    if header.is_control:
-                        marker = decode_marker(batch)
-                        shard.txn_offsets.on_marker(header.producer_id, header.base_offset, marker.commit, shard.groups)
-                        continue
-                    decoded = [record_codec.decode(k, v) for k, v in zip(batch.keys, batch.values)]
-                    if header.is_transactional:
-                        shard.txn_offsets.stage(header.producer_id, header.base_offset, decoded)
-                    else:
-                        shard.txn_offsets.replay_plain(shard.groups, decoded, header.base_offset)
-                    records += len(decoded)
-                await asyncio.sleep(0)  # a large partition must not stall the broker
-            while partition.high_watermark < end:  # the new leader's HW catches up with its followers' next fetches
-                with woken_by([partition.waiter()]) as moved:
-                    if partition.high_watermark >= end:
-                        break
-                    await wait_until_woken(moved, HW_WAIT_BACKSTOP_S)
-                if not shard.active:
-                    return
+            shard.load_end = partition.log_end_offset
+
+            def take(batch: DecodedBatch) -> int:
+                header = batch.header
+                if header.is_control:
+                    marker = decode_marker(batch)
+                    shard.txn_offsets.on_marker(header.producer_id, header.base_offset, marker.commit, shard.groups)
+                    return 0
+                decoded = [record_codec.decode(k, v) for k, v in zip(batch.keys, batch.values)]
+                if header.is_transactional:
+                    shard.txn_offsets.stage(header.producer_id, header.base_offset, decoded)
+                else:
+                    shard.txn_offsets.replay_plain(shard.groups, decoded, header.base_offset)
+                return len(decoded)
+
+            end, records = await replay(partition, take)
+            if not await wait_until_committed(partition, end, lambda: shard.active):
+                return
             now = self.clock_ms()
             for group in shard.groups.values():
                 membership.start_sessions(group, self.settings, now)
@@ -375,11 +358,7 @@ class GroupCoordinator:
             await asyncio.wait([shard.task])  # the load ends (or is cancelled) first
         if not shard.active or marker_offset < (shard.load_end or 0):
             return
-        while shard.active and partition.high_watermark <= marker_offset:
-            with woken_by([partition.waiter()]) as moved:
-                if partition.high_watermark > marker_offset:
-                    break
-                await wait_until_woken(moved, HW_WAIT_BACKSTOP_S)
+        await wait_until_committed(partition, marker_offset + 1, lambda: shard.active)
         writing = {gid for gid, queue in shard.queues.items() if any(p.producer and p.producer[0] == producer_id for p in queue)}
         for group_id in sorted(shard.txn_offsets.groups_of(producer_id, marker_offset) | writing):
             def decide(group: Group | None, now: int, group_id: str = group_id):

@@ -30,11 +30,11 @@ from dataclasses import dataclass, field
 import structlog
 
 from data_plane.broker.requests import ProduceItem
-from data_plane.broker.wakeups import wait_until_woken, woken_by
-from data_plane.groups.coordinator import HW_WAIT_BACKSTOP_S, LOAD_READ_BYTES, LOAD_RETRY_MS, OUTCOME_UNKNOWN, WRITE_TIMEOUT_MS
+from data_plane.broker.internal_partitions import led_partitions, partition_count, replay, wait_until_committed
+from data_plane.groups.coordinator import LOAD_RETRY_MS, OUTCOME_UNKNOWN, WRITE_TIMEOUT_MS
 from data_plane.groups.membership import Refused
 from data_plane.groups.placement import TRANSACTION_STATE_TOPIC, offsets_partition
-from data_plane.record_batch import decode_batches, encode_batch
+from data_plane.record_batch import DecodedBatch, encode_batch
 from data_plane.replication.errors import ErrorCode
 from data_plane.replication.partition_state import ACKS_ALL
 from data_plane.transactions import record_codec
@@ -95,17 +95,11 @@ class TransactionCoordinator:
     # ------------------------------------------------------------------ leadership
 
     def partition_count(self) -> int:
-        image = self.replicas.image
-        topic = image.topics.get(TOPIC) if image is not None else None
-        return len(topic.partitions) if topic is not None else 0
+        return partition_count(self.replicas, TOPIC)
 
     def sync_leadership(self) -> None:
         """Start a shard for each partition led here at a new epoch; drop the others."""
-        led: dict[int, int] = {}
-        for index in range(self.partition_count()):
-            partition = self.replicas.partitions.get((TOPIC, index))
-            if partition is not None and partition.is_leader and partition.offline_reason is None:
-                led[index] = partition.state.leader_epoch
+        led = led_partitions(self.replicas, TOPIC)
         for index, shard in list(self.shards.items()):
             if led.get(index) != shard.leader_epoch:
                 self._unload(shard, "leadership moved")
@@ -132,25 +126,16 @@ class TransactionCoordinator:
         fields = {"topic": TOPIC, "partition": shard.partition, "leader_epoch": shard.leader_epoch}
         try:
             partition = self.replicas.partitions[(TOPIC, shard.partition)]
-            end = partition.log_end_offset
-            offset, records = partition.log_start_offset, 0
-            while offset < end:
-                data = partition.read(offset, LOAD_READ_BYTES, end)
-                if not data:
-                    break
-                for batch in decode_batches(data):
-                    offset = batch.header.next_offset
-                    if not batch.header.is_control:
-                        record_codec.replay(zip(batch.keys, batch.values), shard.ids)
-                        records += len(batch.values)
-                await asyncio.sleep(0)  # a large partition must not stall the broker
-            while partition.high_watermark < end:
-                with woken_by([partition.waiter()]) as moved:
-                    if partition.high_watermark >= end:
-                        break
-                    await wait_until_woken(moved, HW_WAIT_BACKSTOP_S)
-                if not shard.active:
-                    return
+
+            def take(batch: DecodedBatch) -> int:
+                if batch.header.is_control:
+                    return 0
+                record_codec.replay(zip(batch.keys, batch.values), shard.ids)
+                return len(batch.values)
+
+            end, records = await replay(partition, take)
+            if not await wait_until_committed(partition, end, lambda: shard.active):
+                return
             shard.loaded = True
             self._log.info("transactions loaded", **fields, transactional_ids=len(shard.ids), records=records, log_end_offset=end)
             for meta in shard.ids.values():
