@@ -8,6 +8,8 @@ RESOURCE_EXHAUSTED.
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
@@ -33,6 +35,8 @@ CHANNEL_OPTIONS: list[tuple[str, int]] = [
 # consumer and admin client all default to it).
 REQUEST_TIMEOUT_MS_DEFAULT = 30_000
 
+S = TypeVar("S")
+
 CONTROLLER_SERVICE = controller_pb2.DESCRIPTOR.services_by_name["ControllerService"].full_name
 
 
@@ -50,10 +54,16 @@ def listed_services(address: str, timeout_s: float, security: ClientSecurity) ->
     return []
 
 
+def client_channels(stub: type[S], security: ClientSecurity, client_id: str = "") -> ChannelPool[S]:
+    """Blocking stubs of any kraftlog service with the client's channel options and TLS files;
+    every call carries ``client_id`` and the user's credentials in its metadata
+    (server_common/client_id.py), so a password user is the same user on every service."""
+    return ChannelPool(with_client_id(stub, client_id, security.call_metadata()), CHANNEL_OPTIONS, security.channel_credentials())
+
+
 def broker_channels(security: ClientSecurity, client_id: str = "") -> ChannelPool[broker_pb2_grpc.BrokerStub]:
-    """Blocking Broker stubs with the client's channel options (consumer, admin, CLI); every
-    call carries ``client_id`` in its metadata (server_common/client_id.py)."""
-    return ChannelPool(with_client_id(broker_pb2_grpc.BrokerStub, client_id, security.call_metadata()), CHANNEL_OPTIONS, security.channel_credentials())
+    """Blocking Broker stubs (consumer, admin, CLI)."""
+    return client_channels(broker_pb2_grpc.BrokerStub, security, client_id)
 
 
 def aio_broker_channels(security: ClientSecurity, client_id: str = "") -> AioChannelPool[broker_pb2_grpc.BrokerStub]:

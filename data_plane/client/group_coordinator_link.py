@@ -17,21 +17,20 @@ from typing import Any
 
 import grpc
 
-from data_plane.client.channels import CHANNEL_OPTIONS
+from data_plane.client.channels import client_channels
 from data_plane.client.errors import KraftlogError, from_error_code, from_rpc_error
 from data_plane.client.group_membership import REDISCOVER_CODES, RETRY_CODES
 from data_plane.client.metadata_cache import MetadataCache
 from kraftlog_proto import common_pb2, group_pb2, group_pb2_grpc
 from server_common.channel_pool import ChannelPool
-from server_common.client_id import with_client_id
 from server_common.client_security import ClientSecurity
 
 FIND_COORDINATOR_TIMEOUT_S = 5.0
 
 
 def coordinator_channels(security: ClientSecurity, client_id: str = "") -> ChannelPool[group_pb2_grpc.GroupCoordinatorStub]:
-    """Blocking GroupCoordinator stubs with the client's channel options, TLS files and client id."""
-    return ChannelPool(with_client_id(group_pb2_grpc.GroupCoordinatorStub, client_id), CHANNEL_OPTIONS, security.channel_credentials())
+    """Blocking GroupCoordinator stubs with the client's channel options, credentials and client id."""
+    return client_channels(group_pb2_grpc.GroupCoordinatorStub, security, client_id)
 
 
 def raise_commit_errors(answer: group_pb2.OffsetCommitResponse, where: str) -> None:

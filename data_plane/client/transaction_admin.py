@@ -11,12 +11,11 @@ from typing import NamedTuple
 
 import grpc
 
-from data_plane.client.channels import CHANNEL_OPTIONS, REQUEST_TIMEOUT_MS_DEFAULT, broker_channels
+from data_plane.client.channels import REQUEST_TIMEOUT_MS_DEFAULT, broker_channels, client_channels
 from data_plane.client.errors import KraftlogError, from_error_code, from_rpc_error
 from data_plane.client.group_coordinator_link import CoordinatorLink, coordinator_channels
 from data_plane.client.metadata_cache import MetadataCache, refresh_sync
 from kraftlog_proto import broker_pb2, common_pb2, group_pb2, transaction_pb2, transaction_pb2_grpc
-from server_common.channel_pool import ChannelPool
 from server_common.client_security import ClientSecurity
 from server_common.client_security import resolve as resolve_security
 
@@ -40,8 +39,7 @@ class TransactionAdmin:
         self._metadata = MetadataCache(bootstrap, self.security)
         self._brokers = broker_channels(self.security)
         self._finders = coordinator_channels(self.security)
-        self._coordinators = ChannelPool(transaction_pb2_grpc.TransactionCoordinatorStub, CHANNEL_OPTIONS,
-                                         self.security.channel_credentials())
+        self._coordinators = client_channels(transaction_pb2_grpc.TransactionCoordinatorStub, self.security)
         self._timeout_s = request_timeout_ms / 1000.0
 
     def __enter__(self) -> TransactionAdmin:

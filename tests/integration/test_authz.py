@@ -165,3 +165,29 @@ def test_write_on_a_topic_allows_idempotent_produce_without_a_cluster_acl(cluste
     with Producer(cluster.bootstrap, security=as_user(cluster, "alice", "alice-secret"), enable_idempotence=True) as producer:
         assert producer.send(TOPIC, value=b"idempotent").result(timeout=30).offset >= 0
     assert broker_stub(cluster, "bob", "bob-secret").InitProducerId(broker_pb2.InitProducerIdRequest(), timeout=10).error_code == common_pb2.CLUSTER_AUTHORIZATION_FAILED
+
+
+def test_a_password_user_runs_a_consumer_group_and_the_group_admin(cluster: TestCluster) -> None:
+    """Every coordinator call carries the user's credentials, not only the broker calls: alice
+    (READ on the topic and on her group) joins, reads, commits, and reads her offsets back; bob,
+    on the same admin TLS certificate, is refused the group as bob (not let in as the admin)."""
+    from data_plane.client import Consumer, KraftlogError, Producer
+    from data_plane.client.group_admin import GroupAdmin
+
+    alice = as_user(cluster, "alice", "alice-secret")
+    with SecurityClient(controllers_of(cluster), security=cluster.client_security) as admin:
+        admin.create_acls([AclBinding("User:alice", "*", "group", "alice-group", "literal", "read", "allow")])
+    with Producer(cluster.bootstrap, security=alice) as producer:
+        producer.send(TOPIC, value=b"for-the-group").result(timeout=30)
+    read: list[int] = []
+    with Consumer(cluster.bootstrap, security=alice, group_id="alice-group", auto_offset_reset="earliest", enable_auto_commit=False) as consumer:
+        consumer.subscribe([TOPIC])
+        wait_for(lambda: read.extend(r.offset for r in consumer.poll(100)) is None and bool(read), 30, "alice's group member reads the topic")
+        committed = consumer.commit()
+    assert committed[(TOPIC, 0)].offset == read[-1] + 1
+    with GroupAdmin(cluster.bootstrap, security=alice) as groups:
+        assert groups.committed_offsets("alice-group", [(TOPIC, 0)]) == {(TOPIC, 0): read[-1] + 1}
+    with GroupAdmin(cluster.bootstrap, security=as_user(cluster, "bob", "bob-secret")) as groups:
+        with pytest.raises(KraftlogError) as refused:
+            groups.committed_offsets("alice-group", [(TOPIC, 0)])
+    assert refused.value.code == "GROUP_AUTHORIZATION_FAILED" and "User:bob" in str(refused.value), refused.value
