@@ -20,6 +20,7 @@ import argparse
 import contextlib
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -171,17 +172,26 @@ def up(args: argparse.Namespace) -> int:
             return 0
         if args.no_workload:
             print("press Ctrl-C to stop", flush=True)
-            while True:
-                signal.pause()
+            while running(cluster):
+                threading.Event().wait(1.0)
         else:
             from cli.demo import run_demo
 
-            run_demo(cluster.bootstrap, partitions=len(cluster.brokers), replication_factor=min(3, len(cluster.brokers)))
+            run_demo(cluster.bootstrap, partitions=len(cluster.brokers), replication_factor=min(3, len(cluster.brokers)),
+                     cluster_running=lambda: running(cluster))
     except KeyboardInterrupt:
         pass
     finally:
-        clean = args.detach or shut_down(cluster, interrupts)
+        stopped_elsewhere = not args.detach and not running(cluster)
+        if stopped_elsewhere:
+            say(f"every process of the cluster in {directory} has exited (stopped by 'kraftlog cluster down'?); nothing left to stop")
+        clean = args.detach or stopped_elsewhere or shut_down(cluster, interrupts)
     return 0 if clean else EXIT_INTERRUPTED
+
+
+def running(cluster: LocalCluster) -> bool:
+    """Whether any process this command started still runs."""
+    return len(cluster.down_nodes()) < len(cluster.nodes)
 
 
 def shut_down(cluster: LocalCluster, interrupts: Interrupts) -> bool:

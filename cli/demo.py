@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from data_plane.client.errors import KraftlogError
@@ -20,6 +21,8 @@ from data_plane.client.errors import KraftlogError
 DEMO_TOPIC = "demo"
 REPORT_INTERVAL_S = 1.0
 STALL_AFTER_S = 5.0
+# How long the producer may go on delivering its queued records after Ctrl-C.
+DRAIN_S = 10.0
 # The demo producer's settings (tests run the very same producer across restarts).
 DEMO_PRODUCER_SETTINGS: dict[str, object] = {"acks": "all", "linger_ms": 5}
 
@@ -137,12 +140,14 @@ def produce_numbered(producer, topic: str, partitions: int, progress: Progress, 
     return n
 
 
-def _produce(bootstrap: str, topic: str, partitions: int, progress: Progress, stop: threading.Event) -> None:
+def _produce(bootstrap: str, topic: str, partitions: int, progress: Progress, stop: threading.Event, drain_s: Callable[[], float]) -> None:
     from data_plane.client import Producer
 
-    with Producer(bootstrap, **DEMO_PRODUCER_SETTINGS) as producer:
+    producer = Producer(bootstrap, **DEMO_PRODUCER_SETTINGS)
+    try:
         produce_numbered(producer, topic, partitions, progress, stop)
-        producer.flush(timeout=30)
+    finally:
+        producer.close(timeout=drain_s())  # what is still undelivered then counts as failed or unknown
 
 
 def _consume(bootstrap: str, topic: str, partitions: int, progress: Progress, stop: threading.Event) -> None:
@@ -163,13 +168,20 @@ def _consume(bootstrap: str, topic: str, partitions: int, progress: Progress, st
                     progress.consumed += 1
 
 
-def run_demo(bootstrap: str, partitions: int, replication_factor: int, topic: str = DEMO_TOPIC) -> None:
-    """Run until KeyboardInterrupt; print one progress line a second."""
+def run_demo(bootstrap: str, partitions: int, replication_factor: int, cluster_running: Callable[[], bool], topic: str = DEMO_TOPIC) -> None:
+    """Print one progress line a second until KeyboardInterrupt, or until ``cluster_running``
+    says every process of the cluster has exited (``kraftlog cluster down`` from another shell):
+    then there is nothing to wait for, and the producer gives up its undelivered records at once
+    instead of draining them for DRAIN_S."""
     ensure_topic(bootstrap, topic, partitions, replication_factor)
     progress = Progress(partitions)
     stop = threading.Event()
+
+    def drain_s() -> float:
+        return DRAIN_S if cluster_running() else 0.0
+
     workers = [
-        threading.Thread(target=_produce, args=(bootstrap, topic, partitions, progress, stop), name="demo-producer", daemon=True),
+        threading.Thread(target=_produce, args=(bootstrap, topic, partitions, progress, stop, drain_s), name="demo-producer", daemon=True),
         threading.Thread(target=_consume, args=(bootstrap, topic, partitions, progress, stop), name="demo-consumer", daemon=True),
     ]
     for worker in workers:
@@ -178,7 +190,7 @@ def run_demo(bootstrap: str, partitions: int, replication_factor: int, topic: st
     started = time.monotonic()
     previous_acked = previous_consumed = 0
     try:
-        while True:
+        while cluster_running():
             stop.wait(REPORT_INTERVAL_S)
             now = time.monotonic()
             print(progress.line(now - started, previous_acked, previous_consumed, now), flush=True)
@@ -186,4 +198,4 @@ def run_demo(bootstrap: str, partitions: int, replication_factor: int, topic: st
     finally:
         stop.set()
         for worker in workers:
-            worker.join(timeout=35)
+            worker.join(timeout=DRAIN_S + 5)
