@@ -9,15 +9,18 @@ most), so unreachable brokers are reported as such instead of failing the comman
 from __future__ import annotations
 
 import argparse
-from typing import Iterable
+import sys
+from typing import Iterable, TypeVar
 
 import grpc
 
 from cli.bootstrap import resolve_bootstrap
+from server_common.logging_setup import configure_logging
 from kraftlog_proto import broker_pb2
 from kraftlog_proto import controller_pb2 as pb
 
 LOG_STATE_TIMEOUT_S = 3.0
+A = TypeVar("A")
 
 
 def open_clients(args: argparse.Namespace):
@@ -28,6 +31,19 @@ def open_clients(args: argparse.Namespace):
 
     admin = Admin(resolve_bootstrap(args.bootstrap, args.data_dir))
     return admin, ControllerClient(admin.controller_endpoints())
+
+
+def open_coordinator_admin(args: argparse.Namespace, admin_class: type[A]) -> A:
+    """A GroupAdmin or TransactionAdmin of the cluster named by ``--bootstrap``/``--data-dir``;
+    the client's logs go to stderr at WARNING, never into the table or JSON on stdout."""
+    configure_logging(level="WARNING")
+    return admin_class(resolve_bootstrap(args.bootstrap, args.data_dir))
+
+
+def report_unanswered(command: str, unanswered: dict[int, str], missing: str) -> None:
+    """One stderr line per broker a cluster-wide listing did not hear from: its share is missing."""
+    for broker_id, error in sorted(unanswered.items()):
+        print(f"kraftlog {command}: broker {broker_id} did not answer, the {missing} it coordinates are missing: {error}", file=sys.stderr)
 
 
 def open_security_client(args: argparse.Namespace):

@@ -9,13 +9,12 @@ advice to stop them first.
 from __future__ import annotations
 
 import argparse
-import sys
 from datetime import datetime, timezone
 from typing import Callable
 
 from cli.bootstrap import partitions_of, resolve_bootstrap
+from cli.admin_clients import open_coordinator_admin, report_unanswered
 from cli.output import emit, table
-from server_common.logging_setup import configure_logging
 
 
 def register(sub: argparse._SubParsersAction, client_options: Callable[[argparse.ArgumentParser], None]) -> None:
@@ -49,15 +48,13 @@ def register(sub: argparse._SubParsersAction, client_options: Callable[[argparse
 def _admin(args: argparse.Namespace):
     from data_plane.client.group_admin import GroupAdmin
 
-    configure_logging(level="WARNING")  # client logs to stderr, never into the table or JSON
-    return GroupAdmin(resolve_bootstrap(args.bootstrap, args.data_dir))
+    return open_coordinator_admin(args, GroupAdmin)
 
 
 def list_groups(args: argparse.Namespace) -> int:
     with _admin(args) as admin:
         groups, unanswered = admin.list_groups()
-    for broker_id, error in sorted(unanswered.items()):
-        print(f"kraftlog groups list: broker {broker_id} did not answer, the groups it coordinates are missing: {error}", file=sys.stderr)
+    report_unanswered("groups list", unanswered, "groups")
     document = [g._asdict() for g in groups]
     human = table(["GROUP", "STATE", "COORDINATOR", "MEMBERS"], [(g.group_id, g.state, g.coordinator_id, g.member_count) for g in groups])
     emit(args.json, document, human if groups else "no consumer groups")

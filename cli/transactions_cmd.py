@@ -4,10 +4,10 @@ transactions, as kafka-transactions does."""
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Callable
 
 from cli.bootstrap import resolve_bootstrap
+from cli.admin_clients import open_coordinator_admin, report_unanswered
 from cli.output import emit, table
 from server_common.logging_setup import configure_logging
 
@@ -34,15 +34,13 @@ def register(sub: argparse._SubParsersAction, client_options: Callable[[argparse
 def _admin(args: argparse.Namespace):
     from data_plane.client.transaction_admin import TransactionAdmin
 
-    configure_logging(level="WARNING")  # client logs to stderr, never into the table or JSON
-    return TransactionAdmin(resolve_bootstrap(args.bootstrap, args.data_dir))
+    return open_coordinator_admin(args, TransactionAdmin)
 
 
 def list_transactions(args: argparse.Namespace) -> int:
     with _admin(args) as admin:
         listed, unanswered = admin.list_transactions(args.state)
-    for broker_id, error in sorted(unanswered.items()):
-        print(f"kraftlog transactions list: broker {broker_id} did not answer, the ids it coordinates are missing: {error}", file=sys.stderr)
+    report_unanswered("transactions list", unanswered, "ids")
     document = [t._asdict() for t in listed]
     human = table(["TRANSACTIONAL-ID", "PRODUCER-ID", "STATE", "COORDINATOR"],
                   [(t.transactional_id, t.producer_id, t.state, t.coordinator_id) for t in listed])

@@ -16,15 +16,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-import grpc
-
 from data_plane.client.channels import REQUEST_TIMEOUT_MS_DEFAULT, broker_channels
-from data_plane.client.errors import KraftlogError, from_error_code, from_rpc_error
+from data_plane.client.errors import KraftlogError, from_error_code
+from data_plane.client.every_broker import ask_every_broker
 from data_plane.client.group_coordinator_link import CoordinatorLink, coordinator_channels, raise_commit_errors
 from data_plane.client.group_membership import from_topic_partitions, offset_commit_request, to_topic_partitions
-from data_plane.client.metadata_cache import MetadataCache, TopicPartition, refresh_sync
+from data_plane.client.metadata_cache import MetadataCache, TopicPartition
 from data_plane.client.offset_lookup import EARLIEST, LATEST, list_offsets
-from kraftlog_proto import broker_pb2, common_pb2, group_pb2
+from kraftlog_proto import common_pb2, group_pb2
 from server_common.client_security import ClientSecurity
 from server_common.client_security import resolve as resolve_security
 
@@ -138,21 +137,11 @@ class GroupAdmin:
         """Every group of the cluster, from every live broker (each lists those it
         coordinates), and the brokers that did not answer (id -> error): their groups are
         missing, but the rest is still worth showing while a broker is down."""
-        refresh_sync(self._metadata, self._brokers.stub, self._timeout_s, broker_pb2.MetadataRequest(topics=[]))
-        brokers = dict(self._metadata.snapshot.brokers)
-        futures = {b: self._coordinators.stub(a).ListGroups.future(group_pb2.ListGroupsRequest(), timeout=self._timeout_s) for b, a in brokers.items()}
-        groups: dict[str, ListedGroup] = {}
-        unanswered: dict[int, str] = {}
-        for broker_id, future in sorted(futures.items()):
-            try:
-                answer = future.result()
-            except grpc.RpcError as err:
-                unanswered[broker_id] = str(from_rpc_error(err, brokers[broker_id]))
-                continue
-            if answer.error_code != common_pb2.NONE:
-                unanswered[broker_id] = str(from_error_code(answer.error_code, answer.error_message, f"ListGroups at broker {broker_id}"))
-            for g in answer.groups:
-                groups[g.group_id] = ListedGroup(g.group_id, g.state, g.coordinator_id or broker_id, g.member_count)
+        request = group_pb2.ListGroupsRequest()
+        answers, unanswered = ask_every_broker(self._metadata, self._brokers.stub, self._timeout_s,
+                                               lambda a: self._coordinators.stub(a).ListGroups.future(request, timeout=self._timeout_s), "ListGroups")
+        groups = {g.group_id: ListedGroup(g.group_id, g.state, g.coordinator_id or broker_id, g.member_count)
+                  for broker_id, answer in answers.items() for g in answer.groups}
         return sorted(groups.values()), unanswered
 
     def describe_group(self, group_id: str) -> GroupDescription:

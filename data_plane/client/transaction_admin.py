@@ -9,13 +9,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import NamedTuple
 
-import grpc
-
 from data_plane.client.channels import REQUEST_TIMEOUT_MS_DEFAULT, broker_channels, client_channels
-from data_plane.client.errors import KraftlogError, from_error_code, from_rpc_error
+from data_plane.client.errors import KraftlogError, from_error_code
+from data_plane.client.every_broker import ask_every_broker
 from data_plane.client.group_coordinator_link import CoordinatorLink, coordinator_channels
-from data_plane.client.metadata_cache import MetadataCache, refresh_sync
-from kraftlog_proto import broker_pb2, common_pb2, group_pb2, transaction_pb2, transaction_pb2_grpc
+from data_plane.client.metadata_cache import MetadataCache
+from kraftlog_proto import common_pb2, group_pb2, transaction_pb2, transaction_pb2_grpc
 from server_common.client_security import ClientSecurity
 from server_common.client_security import resolve as resolve_security
 
@@ -56,22 +55,12 @@ class TransactionAdmin:
     def list_transactions(self, states: Iterable[str] = ()) -> tuple[list[ListedTransaction], dict[int, str]]:
         """Every transactional id of the cluster (in ``states``, default all), from every live
         broker, and the brokers that did not answer (id -> error): their ids are missing."""
-        refresh_sync(self._metadata, self._brokers.stub, self._timeout_s, broker_pb2.MetadataRequest(topics=[]))
-        brokers = dict(self._metadata.snapshot.brokers)
         request = transaction_pb2.ListTransactionsRequest(states_filter=list(states))
-        futures = {b: self._coordinators.stub(a).ListTransactions.future(request, timeout=self._timeout_s) for b, a in brokers.items()}
-        listed: dict[str, ListedTransaction] = {}
-        unanswered: dict[int, str] = {}
-        for broker_id, future in sorted(futures.items()):
-            try:
-                answer = future.result()
-            except grpc.RpcError as err:
-                unanswered[broker_id] = str(from_rpc_error(err, brokers[broker_id]))
-                continue
-            if answer.error_code != common_pb2.NONE:
-                unanswered[broker_id] = str(from_error_code(answer.error_code, answer.error_message, f"ListTransactions at broker {broker_id}"))
-            for t in answer.transactions:
-                listed[t.transactional_id] = ListedTransaction(t.transactional_id, t.producer_id, t.state, t.coordinator_id or broker_id)
+        answers, unanswered = ask_every_broker(self._metadata, self._brokers.stub, self._timeout_s,
+                                               lambda a: self._coordinators.stub(a).ListTransactions.future(request, timeout=self._timeout_s),
+                                               "ListTransactions")
+        listed = {t.transactional_id: ListedTransaction(t.transactional_id, t.producer_id, t.state, t.coordinator_id or broker_id)
+                  for broker_id, answer in answers.items() for t in answer.transactions}
         return sorted(listed.values()), unanswered
 
     def describe_transaction(self, transactional_id: str) -> transaction_pb2.DescribedTransaction:
