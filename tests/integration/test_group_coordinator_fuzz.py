@@ -38,8 +38,4 @@ def coordinator(tmp_path_factory):
 @pytest.mark.parametrize("method", RPCS, ids=[m.name for m in RPCS])
 def test_no_group_request_makes_a_handler_raise(coordinator, method: MethodDescriptor) -> None:
     cluster, channel = coordinator
-
-    def down() -> list[str]:
-        return [f"{node.name} (see {cluster.log_path(node)})" for node in cluster.nodes if not cluster.is_running(node)]
-
-    fuzz(method, channel, POOL, down, EXAMPLES_PER_RPC, None)
+    fuzz(method, channel, POOL, cluster, EXAMPLES_PER_RPC, None)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 from concurrent import futures
-from typing import Callable, Iterator
+from typing import Iterator
 
 import grpc
 import pytest
@@ -131,10 +131,15 @@ def fuzzed(tmp_path_factory) -> Iterator[tuple[TestCluster, dict[str, grpc.Chann
             assert acknowledged_values(stub) == expected, "acknowledged records changed while fuzzed"
 
 
-def fuzz(method: MethodDescriptor, channel: grpc.Channel, pool: FuzzPool, down: Callable[[], list[str]], examples: int, seed_value: int | None) -> None:
+def fuzz(method: MethodDescriptor, channel: grpc.Channel, pool: FuzzPool, cluster: TestCluster | None, examples: int, seed_value: int | None) -> None:
     """``examples`` requests of ``method``'s type: derandomized (the same each run) without
-    ``seed_value``, else drawn from it. Fails on the first answer with a problem, or when
-    ``down()`` names a process that died."""
+    ``seed_value``, else drawn from it. Fails on the first answer with a problem, or when a
+    process of ``cluster`` (if any) died."""
+
+    def down() -> list[str]:
+        nodes = cluster.nodes if cluster is not None else []
+        return [f"{node.name} (see {cluster.log_path(node)})" for node in nodes if not cluster.is_running(node)]
+
     request = messages(method.input_type, pool)
     if method.client_streaming:
         request = st.lists(request, min_size=1, max_size=3)
@@ -155,11 +160,7 @@ def fuzz(method: MethodDescriptor, channel: grpc.Channel, pool: FuzzPool, down: 
 def fuzz_cluster(fuzzed, method: MethodDescriptor, examples: int, seed_value: int | None) -> None:
     cluster, channels = fuzzed
     pool = pool_for(method, frozenset(b.node_id for b in cluster.brokers))
-
-    def down() -> list[str]:
-        return [f"{node.name} (see {cluster.log_path(node)})" for node in cluster.nodes if not cluster.is_running(node)]
-
-    fuzz(method, channels[method.containing_service.name], pool, down, examples, seed_value)
+    fuzz(method, channels[method.containing_service.name], pool, cluster, examples, seed_value)
 
 
 @pytest.mark.parametrize("method", RPCS, ids=[f"{m.containing_service.name}.{m.name}" for m in RPCS])
@@ -194,7 +195,7 @@ def test_the_fuzzer_finds_a_handler_that_raises_on_one_boundary_value() -> None:
     try:
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel, pytest.raises(AssertionError) as caught:
             fetch = next(m for m in RPCS if m.name == "Fetch")
-            fuzz(fetch, channel, pool_for(fetch, frozenset()), list, EXAMPLES_PER_RPC, NEGATIVE_CONTROL_SEED)
+            fuzz(fetch, channel, pool_for(fetch, frozenset()), None, EXAMPLES_PER_RPC, NEGATIVE_CONTROL_SEED)
     finally:
         server.stop(None)
     assert "gRPC status UNKNOWN" in str(caught.value) and "an internal error reached the client" in str(caught.value)
