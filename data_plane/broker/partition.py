@@ -42,7 +42,7 @@ from data_plane.replication.partition_state import (
     LeaderPartitionState,
     ProduceOutcome,
 )
-from data_plane.replication.producer_state import APPEND, NO_PRODUCER_ID, Duplicate, ProducerState, Rejected
+from data_plane.replication.producer_state import NO_PRODUCER_ID, Duplicate, ProducerState, Rejected
 from data_plane.replication.transaction_index import AbortedTxn, TransactionIndex
 from data_plane.storage import (
     CorruptBatchError,
@@ -397,12 +397,18 @@ class Partition:
         with the transaction coordinator before appending. Empty when the transaction is
         already open here (the cached answer: one verification per producer, partition and
         transaction), when the batches are a retry or a zombie's (the append answers from the
-        producer state), or when they do not parse (the append refuses them)."""
+        producer state), or when they do not parse (the append refuses them). A batch that
+        does not follow the producer's last one yet is asked about all the same: it may be
+        the next of a pipelining producer whose first batch awaits the same answer (the two
+        share it and append in order)."""
         try:
             headers = [header for _, header in iter_headers(batches)]
         except CorruptBatchError:
             return frozenset()
-        if not headers or not any(h.is_transactional for h in headers) or self._producers.check_run(headers) != APPEND:
+        if not headers or not any(h.is_transactional for h in headers):
+            return frozenset()
+        verdict = self._producers.check_run(headers)
+        if isinstance(verdict, Duplicate) or (isinstance(verdict, Rejected) and verdict.error is not ErrorCode.OUT_OF_ORDER_SEQUENCE):
             return frozenset()
         return self._unverified(headers)
 

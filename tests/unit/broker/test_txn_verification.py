@@ -83,20 +83,48 @@ def test_a_zombie_is_fenced_at_the_partition_without_asking(tmp_path: Path) -> N
     assert idempotent.error.code is ErrorCode.INVALID_PRODUCER_EPOCH  # as Kafka: only transactional batches get 81
 
 
-def test_pipelined_questions_share_one_answer() -> None:
-    class Counting(TxnVerifier):
-        def __init__(self) -> None:
-            super().__init__(None, lambda broker: None, None)
-            self.calls = 0
-            self.gate = asyncio.Event()
+class Gated(TxnVerifier):
+    """The real verifier (its sharing of in-flight questions) over a coordinator that answers
+    ``code`` once ``gate`` opens, counting the calls."""
 
-        async def _ask(self, *key) -> tuple[ErrorCode, str]:
-            self.calls += 1
-            await self.gate.wait()
-            return ErrorCode.NOT_COORDINATOR, "moving"
+    def __init__(self, code: ErrorCode = ErrorCode.NONE) -> None:
+        super().__init__(None, lambda broker: None, None)
+        self.code = code
+        self.calls = 0
+        self.gate = asyncio.Event()
+
+    async def _ask(self, *key) -> tuple[ErrorCode, str]:
+        self.calls += 1
+        await self.gate.wait()
+        return self.code, "moving"
+
+
+def test_a_pipelining_producers_next_batch_waits_for_the_first_ones_answer(tmp_path: Path) -> None:
+    """Sequence 1 arrives while sequence 0 awaits its verification: it shares the question and
+    appends after it, instead of being refused as out of order."""
+    replicas = leader_alone(tmp_path)
 
     async def scenario():
-        verifier = Counting()
+        verifier = replicas.txn_verifier = Gated()
+        verifier.gate.set()
+        [done] = await replicas.produce(1, 1000, [ProduceItem(*TP, txn(0, 0))], "tx")  # 0
+        assert not done.failed
+        mark(replicas, PID, ControlType.COMMIT)  # 1: epoch 1 known here, no batch: the next must start at 0
+        verifier.gate.clear()
+        first = asyncio.ensure_future(replicas.produce(1, 1000, [ProduceItem(*TP, txn(1, 0))], "tx"))
+        second = asyncio.ensure_future(replicas.produce(1, 1000, [ProduceItem(*TP, txn(1, 1))], "tx"))
+        plain = await replicas.produce(1, 1000, [ProduceItem(*TP, record_batch.encode_batch([b"p"], timestamps_ms=T0))])
+        assert plain[0].base_offset == 2  # another producer of the partition does not wait
+        verifier.gate.set()
+        [[a], [b]] = await asyncio.gather(first, second)
+        assert not a.failed and not b.failed, (a.error, b.error)
+        assert (a.base_offset, b.base_offset) == (3, 4) and verifier.calls == 2
+    asyncio.run(scenario())
+
+
+def test_pipelined_questions_share_one_answer() -> None:
+    async def scenario():
+        verifier = Gated(ErrorCode.NOT_COORDINATOR)
         asks = [asyncio.ensure_future(verifier.verify("tx", "t", 0, PID, 0)) for _ in range(3)]
         other = asyncio.ensure_future(verifier.verify("tx", "t", 1, PID, 0))
         await asyncio.sleep(0)
