@@ -7,7 +7,9 @@
   control: the same raw batch on a partition the coordinator did add is appended and holds
   the LSO until the transaction ends;
 - a zombie (same transactional id, older epoch) gets PRODUCER_FENCED from every partition
-  leader it writes to; its non-transactional batch keeps INVALID_PRODUCER_EPOCH, as in Kafka.
+  leader it writes to; its non-transactional batch keeps INVALID_PRODUCER_EPOCH, as in Kafka;
+- on a cluster with mutual TLS and ACLs the leaders' questions (broker to broker, CLUSTER_ACTION)
+  are answered and the Python producer's transactions commit.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import grpc
 import pytest
 
 from data_plane import record_batch
-from data_plane.client import Producer
+from data_plane.client import Consumer, Producer
 from kraftlog_proto import broker_pb2, broker_pb2_grpc, common_pb2, transaction_pb2
 from server_common.waiting import wait_for
 from tests.cluster import TestCluster, local_cluster
@@ -138,3 +140,22 @@ def test_a_zombie_is_fenced_by_every_partition_leader(cluster: TestCluster) -> N
     assert fenced_by == {1, 2}  # both brokers lead some partition of the topic
     plain = raw_produce(cluster, "", "zombie", 0, pid, zombie_epoch, 1, transactional=False)
     assert plain.error_code == common_pb2.INVALID_PRODUCER_EPOCH, plain.error_message  # idempotent: Kafka's code kept
+
+
+def test_leaders_verify_over_mutual_tls_with_acls(tmp_path) -> None:
+    args = ["--authentication-required", "--authorization", "--super-users", "User:admin,User:broker-1,User:broker-2,User:controller-1"]
+    with local_cluster(tmp_path, controllers=1, brokers=2, secure=True, controller_args=args, broker_args=[*args, *BROKER_ARGS]) as secure:
+        secure.create_topic("secured", partitions=2, replication_factor=2)
+        with Producer(secure.bootstrap, security=secure.client_security, transactional_id="tx-secure", linger_ms=0,
+                      max_block_ms=60_000, delivery_timeout_ms=30_000) as p:
+            p.init_transactions()
+            p.begin_transaction()
+            for i in range(4):
+                p.send("secured", b"s%d" % i, partition=i % 2)
+            p.commit_transaction()
+        with Consumer(secure.bootstrap, security=secure.client_security, isolation_level="read_committed", fetch_max_wait_ms=100) as c:
+            c.assign([("secured", 0), ("secured", 1)])
+            c.seek_to_beginning()
+            got: list[bytes] = []
+            wait_for(lambda: got.extend(r.value for r in c.poll(200)) or len(got) >= 4, 30, "the committed records")
+        assert sorted(got) == [b"s0", b"s1", b"s2", b"s3"]
