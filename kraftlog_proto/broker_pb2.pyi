@@ -23,16 +23,18 @@ READ_UNCOMMITTED: IsolationLevel
 READ_COMMITTED: IsolationLevel
 
 class ProduceRequest(_message.Message):
-    __slots__ = ("acks", "timeout_ms", "topics", "client_id")
+    __slots__ = ("acks", "timeout_ms", "topics", "client_id", "transactional_id")
     ACKS_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTIONAL_ID_FIELD_NUMBER: _ClassVar[int]
     acks: int
     timeout_ms: int
     topics: _containers.RepeatedCompositeFieldContainer[TopicProduceData]
     client_id: str
-    def __init__(self, acks: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[TopicProduceData, _Mapping]]] = ..., client_id: _Optional[str] = ...) -> None: ...
+    transactional_id: str
+    def __init__(self, acks: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[TopicProduceData, _Mapping]]] = ..., client_id: _Optional[str] = ..., transactional_id: _Optional[str] = ...) -> None: ...
 
 class TopicProduceData(_message.Message):
     __slots__ = ("topic", "partitions")

@@ -76,6 +76,10 @@ class TransactionCoordinatorServicer:
 
     def AddPartitionsToTxn(self, request, context):
         """Adds partitions to the open transaction (opening it): call before the first batch to each.
+        With verify_only (brokers only, CLUSTER_ACTION; KIP-890 part 1) it changes nothing and
+        answers whether the partitions are already in the producer's ongoing transaction at that
+        epoch: a partition leader asks it before the first transactional batch of a producer
+        whose transaction it does not know yet.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -101,6 +101,9 @@ class BrokerConfig:
     transaction_state_partitions: int = 50  # Kafka's transaction.state.log.num.partitions; used when the topic is first created
     transaction_max_timeout_ms: int = 900_000  # Kafka's transaction.max.timeout.ms: the longest timeout a producer may ask for
     transactional_id_expiration_ms: int = 604_800_000  # Kafka's transactional.id.expiration.ms (7 days idle)
+    # Kafka's transaction.partition.verification.enable (KIP-890 part 1): a transactional
+    # producer's first batch on a partition is checked with its coordinator before it is appended.
+    transaction_partition_verification: bool = True
     tls: ServerTls | None = None  # None: plaintext listener and plaintext channels to peers
     security: SecurityOptions = SecurityOptions()  # authentication and ACLs (docs/security.md)
 
@@ -169,6 +172,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the longest transaction timeout a producer may ask for (default: %(default)s)")
     parser.add_argument("--transactional-id-expiration-ms", type=int, default=BrokerConfig.transactional_id_expiration_ms,
                         help="a transactional id idle this long with no transaction open is forgotten (default: %(default)s)")
+    parser.add_argument("--transaction-partition-verification", action=argparse.BooleanOptionalAction,
+                        default=BrokerConfig.transaction_partition_verification,
+                        help="check a transactional producer's first batch on a partition with its transaction coordinator "
+                             "(KIP-890); off only for tests that write transactional batches without a coordinator (default: on)"),
 
 
 def from_args(args: argparse.Namespace) -> BrokerConfig:
@@ -220,4 +227,5 @@ def from_args(args: argparse.Namespace) -> BrokerConfig:
         transaction_state_partitions=args.transaction_state_partitions,
         transaction_max_timeout_ms=args.transaction_max_timeout_ms,
         transactional_id_expiration_ms=args.transactional_id_expiration_ms,
+        transaction_partition_verification=args.transaction_partition_verification,
     )

@@ -317,10 +317,15 @@ class Partition:
 
     # ------------------------------------------------------------------ leader events
 
-    def append_as_leader(self, batches: bytes, acks: int, now_ms: int, from_coordinator: bool = False) -> tuple[Appended, Ready]:
+    def append_as_leader(self, batches: bytes, acks: int, now_ms: int, from_coordinator: bool = False,
+                         verified: frozenset[tuple[int, int]] | None = None) -> tuple[Appended, Ready]:
         """Validate and append a producer's batches; a retried idempotent batch is answered
         from memory. ``from_coordinator``: the group coordinator's write, whose producer's
-        epoch alone is checked (``ProducerState.check_epoch``). Nothing is written when this raises."""
+        epoch alone is checked (``ProducerState.check_epoch``). ``verified``: with KIP-890
+        verification on, the (producer id, epoch) pairs whose transaction the coordinator
+        confirmed includes this partition (see `unverified_transactions`); a transactional
+        batch of any other producer not already in a transaction here is refused. None: not
+        verified. Nothing is written when this raises."""
         core = self._core
         assert core is not None and self.offline_reason is None, self.name
         verdict = core.check_produce(acks)
@@ -333,11 +338,14 @@ class Partition:
         assert verdict == ErrorCode.NONE, verdict
         try:
             located = self.log.validate_append(batches)
-            duplicate = self._check_sequence([header for _, header in located], from_coordinator)
+            headers = [header for _, header in located]
+            duplicate = self._check_sequence(headers, from_coordinator)
             if duplicate is not None:
                 end = duplicate.last_offset + 1
                 wait = end if acks == ACKS_ALL and end > core.high_watermark else None
                 return Appended(duplicate.first_offset, -1, self.log.log_start_offset, wait), Ready()
+            if verified is not None:
+                self._require_verified(headers, verified)
             appended = self.log.append(batches, assign_offsets=True, leader_epoch=self.state.leader_epoch, now_ms=now_ms, validated=located)
         except InvalidRecordError as exc:
             raise PartitionError(
@@ -369,12 +377,54 @@ class Partition:
             verdict = self._producers.check_run(headers)
         if isinstance(verdict, Rejected):
             h = headers[0]
+            if verdict.error in (ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH):
+                raise PartitionError(
+                    verdict.error,
+                    f"{self.name}: producer {h.producer_id} writes with epoch {h.producer_epoch}, older than epoch "
+                    f"{self._producers.epoch_of(h.producer_id)} this partition has seen: a newer incarnation of the "
+                    "producer (or the end of its transaction) fenced it; close this producer",
+                )
             raise PartitionError(
                 verdict.error,
                 f"{self.name}: batch of producer {h.producer_id} (epoch {h.producer_epoch}) at sequence "
                 f"{h.base_sequence} does not follow its last batch: an earlier batch was lost; restart the producer",
             )
         return verdict if isinstance(verdict, Duplicate) else None
+
+    def unverified_transactions(self, batches: bytes) -> frozenset[tuple[int, int]]:
+        """KIP-890 part 1: the (producer id, epoch) of each transactional batch here whose
+        producer has no transaction open on this partition, which the leader must confirm
+        with the transaction coordinator before appending. Empty when the transaction is
+        already open here (the cached answer: one verification per producer, partition and
+        transaction), when the batches are a retry or a zombie's (the append answers from the
+        producer state), or when they do not parse (the append refuses them). A batch that
+        does not follow the producer's last one yet is asked about all the same: it may be
+        the next of a pipelining producer whose first batch awaits the same answer (the two
+        share it and append in order)."""
+        try:
+            headers = [header for _, header in iter_headers(batches)]
+        except CorruptBatchError:
+            return frozenset()
+        if not headers or not any(h.is_transactional for h in headers):
+            return frozenset()
+        verdict = self._producers.check_run(headers)
+        if isinstance(verdict, Duplicate) or (isinstance(verdict, Rejected) and verdict.error is not ErrorCode.OUT_OF_ORDER_SEQUENCE):
+            return frozenset()
+        return self._unverified(headers)
+
+    def _unverified(self, headers: Iterable[BatchHeader]) -> frozenset[tuple[int, int]]:
+        open_here = self._txns.open_first_offset
+        return frozenset((h.producer_id, h.producer_epoch) for h in headers if h.is_transactional and h.producer_id not in open_here)
+
+    def _require_verified(self, headers: list[BatchHeader], verified: frozenset[tuple[int, int]]) -> None:
+        """Refuse a transactional batch that would open a transaction the coordinator did not
+        confirm: no marker would ever close it, and the LSO would stay behind it."""
+        for producer_id, epoch in sorted(self._unverified(headers) - verified):
+            raise PartitionError(
+                ErrorCode.INVALID_TXN_STATE,
+                f"{self.name}: producer {producer_id} (epoch {epoch}) has no transaction open here that its coordinator "
+                "confirmed: add the partition to the transaction (AddPartitionsToTxn) before writing to it",
+            )
 
     def add_delayed_produce(self, token: int, wait_until: int, deadline_ms: int, now_ms: int) -> Ready:
         """Park an acks=all produce until the HW reaches ``wait_until``; its outcome comes
@@ -457,6 +507,7 @@ class Partition:
             )
         if target > self.log.log_start_offset:
             self.log.advance_log_start(target)
+            self._txns.remove_before(self.log.log_start_offset)
             self._log.info("records deleted", **self.fields(), log_start_offset=target)
             self.notify_waiters()
         return self.log.log_start_offset
@@ -470,6 +521,7 @@ class Partition:
         target = min(leader_log_start, self.high_watermark)
         if target > self.log.log_start_offset:
             self.log.advance_log_start(target)
+            self._txns.remove_before(self.log.log_start_offset)
             self._log.info("log start follows the leader", **self.fields(), log_start_offset=target)
 
     def append_markers_as_leader(self, markers: bytes, now_ms: int) -> Ready:
@@ -557,7 +609,12 @@ class Partition:
         return self.log.scrub(budget_bytes)
 
     def apply_retention(self, now_ms: int) -> int:
-        return self.log.apply_retention(now_ms)
+        """Delete segments past retention; the aborted-transaction index forgets what lay in them
+        (on open it is rebuilt from the log start, so the trim holds across restarts)."""
+        deleted = self.log.apply_retention(now_ms)
+        if deleted:
+            self._txns.remove_before(self.log.log_start_offset)
+        return deleted
 
     def maybe_flush(self, now_ms: int) -> None:
         self.log.maybe_flush(now_ms)

@@ -28,6 +28,7 @@ from data_plane.broker.fetch_serving import FetchServing
 from data_plane.broker.group_commit import GroupCommit
 from data_plane.broker.log_maintenance import LogMaintenance
 from data_plane.broker.requests import LeaderHint, PartitionAnswer, ProduceItem, ProduceResult
+from data_plane.broker.txn_verification import TxnVerifier
 from data_plane.broker.unsafe_partitions import partition_class
 from data_plane.control_batch import decode_marker
 from data_plane.record_batch import decode_batch
@@ -90,6 +91,9 @@ class ReplicaManager:
         # Told of every marker this broker appends as leader (the group coordinator completes
         # transactional offset commits with them): (topic, partition, producer id, commit, offset).
         self.marker_listeners: list[MarkerListener] = []
+        # Set by the server when --transaction-partition-verification is on (KIP-890 part 1):
+        # a transactional producer's first batch on a partition is checked with its coordinator.
+        self.txn_verifier: TxnVerifier | None = None
 
     # ------------------------------------------------------------------ the one driver
 
@@ -289,22 +293,28 @@ class ReplicaManager:
 
     # ------------------------------------------------------------------ produce
 
-    async def produce(self, acks: int, timeout_ms: int, items: Iterable[ProduceItem]) -> list[ProduceResult]:
-        """Append each partition's batches; with acks=all wait until the HW covers them."""
+    async def produce(self, acks: int, timeout_ms: int, items: Iterable[ProduceItem], transactional_id: str = "") -> list[ProduceResult]:
+        """Append each partition's batches; with acks=all wait until the HW covers them. A
+        transactional producer's first batch on a partition waits for its coordinator's
+        verification first (``txn_verifier``), the partitions of one request concurrently."""
         assert timeout_ms >= 0, timeout_ms
+        items = list(items)
+        verdicts = await self._verify_transactions(items, transactional_id)
         results: list[ProduceResult] = []
         waits: list[tuple[ProduceResult, Partition, asyncio.Future]] = []
         now = self.clock_ms()
-        for item in items:
+        for item, verified in zip(items, verdicts):
             result = ProduceResult(item.topic, item.partition)
             results.append(result)
             try:
+                if isinstance(verified, PartitionError):
+                    raise verified
                 partition = self.lookup(item.topic, item.partition)
                 partition.require_leader(item.leader_epoch)
                 if acks == ACKS_ALL:
                     self._delayed.check_room(partition.name)
                 try:
-                    appended, ready = partition.append_as_leader(item.batches, acks, now, item.from_coordinator)
+                    appended, ready = partition.append_as_leader(item.batches, acks, now, item.from_coordinator, verified)
                 except StorageError as exc:
                     raise self.take_offline(partition, exc) from None
                 self.maintenance.note_written(partition)
@@ -328,6 +338,32 @@ class ReplicaManager:
                 if code != ErrorCode.NONE:
                     self.fail(result, _produce_wait_failed(partition.name, code, timeout_ms))
         return results
+
+    async def _verify_transactions(self, items: list[ProduceItem], transactional_id: str) -> list[frozenset[tuple[int, int]] | PartitionError | None]:
+        """Per item: the (producer id, epoch) pairs the coordinator confirmed for its first
+        transactional write here, or the PartitionError refusing it; None when not verified
+        (verification off, or the group coordinator's own write). A partition not led here is
+        left to the append's own checks. Re-checked on append: the state may move meanwhile."""
+        verifier = self.txn_verifier
+        if verifier is None:
+            return [None] * len(items)
+        verdicts: list[frozenset[tuple[int, int]] | PartitionError | None] = []
+        questions: list[tuple[int, asyncio.Future]] = []
+        for i, item in enumerate(items):
+            partition = self.partitions.get((item.topic, item.partition))
+            if item.from_coordinator:
+                verdicts.append(None)
+                continue
+            needed = partition.unverified_transactions(item.batches) if partition is not None and partition.is_leader else frozenset()
+            verdicts.append(needed)
+            questions += [(i, asyncio.ensure_future(verifier.verify(transactional_id, item.topic, item.partition, pid, epoch)))
+                          for pid, epoch in sorted(needed)]
+        if questions:
+            await asyncio.gather(*(q for _, q in questions))
+            for i, answered in questions:
+                if answered.result() is not None and not isinstance(verdicts[i], PartitionError):
+                    verdicts[i] = answered.result()
+        return verdicts
 
     def write_marker(self, topic: str, index: int, marker: bytes) -> int:
         """Append one transaction marker on a partition this broker leads (internal: the

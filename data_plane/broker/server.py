@@ -30,6 +30,7 @@ from data_plane.broker.service import BrokerService
 from data_plane.groups.wiring import serve_groups
 from data_plane.replication.errors import ErrorCode
 from data_plane.storage import LogManager, fault_injection
+from data_plane.broker.txn_verification import TxnVerifier
 from data_plane.transactions.wiring import serve_transactions
 from kraftlog_proto import broker_pb2, broker_pb2_grpc, group_pb2, transaction_pb2
 from server_common import power_loss
@@ -157,6 +158,8 @@ class BrokerServer:
             self.config, self.replicas, self.lifecycle.create_topics, self.init_producer_id, self.fetchers.broker_address,
             server, self.access)
         self._transactions = transactions
+        if self.config.transaction_partition_verification:
+            self.replicas.txn_verifier = TxnVerifier(self.replicas, self.fetchers.broker_address, self.config.peer_credentials())
         groups = serve_groups(self.config, self.replicas, self.lifecycle.create_topics, server, self.access, transaction_topic)
         self._health = ServingState(
             server, broker_pb2.DESCRIPTOR.services_by_name["Broker"].full_name,
@@ -222,6 +225,8 @@ class BrokerServer:
             await self._server.stop(grace=1.0)
         if self._transactions is not None:
             await self._transactions.markers.close()
+        if self.replicas.txn_verifier is not None:
+            await self.replicas.txn_verifier.close()
         await self.isr_updates.stop()
         await self.metadata.stop()
         await self.lifecycle.stop()

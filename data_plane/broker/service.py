@@ -202,7 +202,8 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         except MalformedRequest as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         results = await serve_authorized(self.access, "write", items, lambda i: (i.topic, i.partition),
-                                         lambda allowed: self.replicas.produce(request.acks, request.timeout_ms, allowed), _refused(ProduceResult))
+                                         lambda allowed: self.replicas.produce(request.acks, request.timeout_ms, allowed, request.transactional_id),
+                                         _refused(ProduceResult))
         response = broker_pb2.ProduceResponse()
         by_topic: dict[str, broker_pb2.TopicProduceResponse] = {}
         for r in results:

@@ -93,7 +93,8 @@ _ADVICE: dict[str, str] = {
     "INVALID_COMMIT_OFFSET": "commit an offset >= 0",
     "GROUP_MEMBER": "a group member's partitions come from subscribe()",
     "PRODUCER_FENCED": "a newer producer with the same transactional id exists (or the transaction timed out): close this producer",
-    "INVALID_TXN_STATE": "the call does not fit the transaction's state: init_transactions once, then begin, send, commit or abort",
+    "INVALID_TXN_STATE": "the call does not fit the transaction's state: init_transactions once, then begin, send, commit or abort "
+                         "(a leader answers it to a transactional batch for a partition not in the ongoing transaction)",
     "INVALID_PRODUCER_ID_MAPPING": "the transactional id expired or was never registered: call init_transactions again",
     "INVALID_TRANSACTION_TIMEOUT": "transaction_timeout_ms must be positive and at most the brokers' --transaction-max-timeout-ms",
     "CONCURRENT_TRANSACTIONS": "the previous transaction is still completing; the producer retries",

@@ -161,7 +161,7 @@ class Producer:
                 max_in_flight_per_broker=max_in_flight_per_broker,
                 enable_idempotence=enable_idempotence,
                 client_id=client_id,
-                transactional=transactional_id is not None,
+                transactional_id=transactional_id or "",
             ),
             self._accumulator,
             self._memory,

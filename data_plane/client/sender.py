@@ -59,7 +59,11 @@ class SenderConfig:
     max_in_flight_per_broker: int
     enable_idempotence: bool
     client_id: str
-    transactional: bool = False  # the producer id comes from the transaction coordinator (client/transactions.py)
+    transactional_id: str = ""  # set: the producer id comes from the transaction coordinator (client/transactions.py)
+
+    @property
+    def transactional(self) -> bool:
+        return bool(self.transactional_id)
 
 
 class Sender:
@@ -376,6 +380,7 @@ class Sender:
             timeout_ms=int(config.request_timeout_ms),
             topics=list(topics.values()),
             client_id=config.client_id,
+            transactional_id=config.transactional_id,  # the leader verifies a first write with the coordinator (KIP-890)
         )
         return request, carried
 

@@ -10,8 +10,10 @@ something already in the log from a new batch. Rules (KIP-98, `ProducerAppendInf
 - Otherwise, with the same producer epoch, the batch must start right after the last
   sequence (OUT_OF_ORDER_SEQUENCE otherwise: a gap means a lost batch, and appending would
   reorder records).
-- An older producer epoch is a zombie: INVALID_PRODUCER_EPOCH. A newer epoch starts over at
-  sequence 0 and forgets the older batches.
+- An older producer epoch is a zombie: INVALID_PRODUCER_EPOCH, or PRODUCER_FENCED for a
+  transactional batch (as Kafka answers: a newer incarnation of its transactional id, or the
+  end of its transaction, bumped the epoch). A newer epoch starts over at sequence 0 and
+  forgets the older batches.
 - A producer id with no remembered batches (new, or its batches were truncated or removed by
   retention) may start at any sequence, as in Kafka since KIP-360: its earlier batches can no
   longer be checked against, and the producer itself only resends unacknowledged batches.
@@ -54,6 +56,7 @@ class BatchHeader(Protocol):
     last_offset: int
     record_count: int
     is_control: bool
+    is_transactional: bool
 
 
 @dataclass(frozen=True)
@@ -113,7 +116,7 @@ class ProducerState:
         self.next_offset = 0
 
     def check(
-        self, producer_id: int, producer_epoch: int, base_sequence: int, record_count: int
+        self, producer_id: int, producer_epoch: int, base_sequence: int, record_count: int, transactional: bool = False
     ) -> SequenceCheck:
         """Decide what to do with an incoming batch, before appending it."""
         assert record_count >= 1, record_count
@@ -124,7 +127,7 @@ class ProducerState:
         if entry is None:
             return APPEND
         if producer_epoch < entry.epoch:
-            return Rejected(ErrorCode.INVALID_PRODUCER_EPOCH)
+            return Rejected(ErrorCode.PRODUCER_FENCED if transactional else ErrorCode.INVALID_PRODUCER_EPOCH)
         if producer_epoch > entry.epoch:
             return APPEND if base_sequence == 0 else Rejected(ErrorCode.OUT_OF_ORDER_SEQUENCE)
         last_seq = last_sequence(base_sequence, record_count)
@@ -136,6 +139,11 @@ class ProducerState:
         if base_sequence != next_sequence(entry.batches[-1].last_seq):
             return Rejected(ErrorCode.OUT_OF_ORDER_SEQUENCE)
         return APPEND
+
+    def epoch_of(self, producer_id: int) -> int | None:
+        """The newest epoch this partition has seen of ``producer_id`` (None: none remembered)."""
+        entry = self._producers.get(producer_id)
+        return entry.epoch if entry is not None else None
 
     def check_epoch(self, producer_id: int, producer_epoch: int) -> SequenceCheck:
         """A coordinator's write for a producer: refused only for an older epoch (a zombie)."""
@@ -152,7 +160,8 @@ class ProducerState:
         carries one base offset for all of them (the client sends retries alone)."""
         assert batches
         first = batches[0]
-        verdict = self.check(first.producer_id, first.producer_epoch, first.base_sequence, first.record_count)
+        verdict = self.check(first.producer_id, first.producer_epoch, first.base_sequence, first.record_count,
+                             first.is_transactional)
         if isinstance(verdict, Rejected):
             return verdict
         if isinstance(verdict, Duplicate):

@@ -11,7 +11,7 @@ from typing import TypeVar
 from data_plane.groups.membership import Refused
 from data_plane.replication.errors import ErrorCode
 from data_plane.transactions.coordinator import TransactionCoordinator
-from data_plane.transactions.state_machine import Decision, TopicPartition, TxnMetadata
+from data_plane.transactions.state_machine import Decision, TopicPartition, TxnMetadata, verify_partitions
 from kraftlog_proto import transaction_pb2 as pb
 from kraftlog_proto import transaction_pb2_grpc
 from server_common.authorization import AccessControl
@@ -70,8 +70,27 @@ class TransactionCoordinatorService(transaction_pb2_grpc.TransactionCoordinatorS
     async def AddPartitionsToTxn(self, request: pb.AddPartitionsToTxnRequest, context) -> pb.AddPartitionsToTxnResponse:
         tid = request.transactional_id
         partitions = frozenset(TopicPartition(t.topic, p) for t in request.topics for p in t.partitions)
+        if request.verify_only:
+            return self._verify(request, partitions)
         return await self._answer(pb.AddPartitionsToTxnResponse, tid, lambda: self.coordinator.add_partitions(
             tid, request.producer_id, request.producer_epoch, partitions), tuple(t.topic for t in request.topics))
+
+    def _verify(self, request: pb.AddPartitionsToTxnRequest, partitions: frozenset[TopicPartition]) -> pb.AddPartitionsToTxnResponse:
+        """verify_only (KIP-890 part 1): a partition leader asks before a producer's first
+        transactional batch there; answered from memory (what is in memory is durable), no write."""
+        refused = self.access.refused_response(pb.AddPartitionsToTxnResponse, "cluster_action", "cluster")
+        if refused is not None:
+            return refused
+        tid = request.transactional_id
+        if not tid or not partitions:
+            return pb.AddPartitionsToTxnResponse(error_code=ErrorCode.INVALID_REQUEST, error_message="verify_only needs a "
+                                                 "transactional_id and at least one partition: name the ones to verify")
+        try:
+            meta = self.coordinator.describe(tid)
+        except Refused as refusal:
+            return pb.AddPartitionsToTxnResponse(error_code=refusal.code, error_message=refusal.message)
+        error = verify_partitions(meta, request.producer_id, request.producer_epoch, partitions)
+        return pb.AddPartitionsToTxnResponse(error_code=error, error_message=unverified(error, tid, meta, partitions))
 
     async def EndTxn(self, request: pb.EndTxnRequest, context) -> pb.EndTxnResponse:
         tid = request.transactional_id
@@ -108,6 +127,17 @@ class TransactionCoordinatorService(transaction_pb2_grpc.TransactionCoordinatorS
                 continue
             response.transactions.append(described(meta, self.coordinator.broker_id))
         return response
+
+
+def unverified(error: ErrorCode, transactional_id: str, meta: TxnMetadata | None, partitions: frozenset[TopicPartition]) -> str:
+    """The message of a verify_only answer: why the partitions are not in the transaction."""
+    if error is ErrorCode.INVALID_TXN_STATE:
+        assert meta is not None
+        names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in sorted(partitions - meta.partitions) or sorted(partitions))
+        return (f"{names} not in an ongoing transaction of {transactional_id!r} (it is {meta.state.value}): add the partition "
+                "to the transaction (AddPartitionsToTxn) before writing to it; a transaction already committed or "
+                "aborted takes no more writes: begin a new one")
+    return explain(error, transactional_id, meta, 0)
 
 
 def described(meta: TxnMetadata, coordinator_id: int) -> pb.DescribedTransaction:

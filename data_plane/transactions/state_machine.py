@@ -206,6 +206,22 @@ def add_partitions(
     return Decision(ErrorCode.NONE, new, (new,))
 
 
+def verify_partitions(meta: TxnMetadata | None, producer_id: int, producer_epoch: int,
+                      partitions: frozenset[TopicPartition]) -> ErrorCode:
+    """AddPartitionsToTxn with verify_only (KIP-890 part 1): a partition leader asks, before a
+    producer's first transactional batch there, whether the partition is in that producer's
+    ongoing transaction at that epoch. Changes nothing: a batch the coordinator never heard
+    of (a late one from an ended transaction, or a client that skipped the add) must not
+    open a transaction on the partition that no marker would ever close."""
+    if meta is None or meta.state is S.DEAD or meta.producer_id != producer_id:
+        return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+    if producer_epoch != meta.producer_epoch:
+        return ErrorCode.PRODUCER_FENCED
+    if meta.state is not S.ONGOING or not partitions <= meta.partitions:
+        return ErrorCode.INVALID_TXN_STATE
+    return ErrorCode.NONE
+
+
 def end_txn(meta: TxnMetadata | None, producer_id: int, producer_epoch: int, commit: bool, now_ms: int,
             fresh_producer_id: int) -> Decision:
     """EndTxn: Ongoing -> PrepareCommit/PrepareAbort with the epoch bumped, then markers.

@@ -53,6 +53,7 @@ class Header:
     producer_epoch: int
     base_sequence: int
     record_count: int
+    is_transactional: bool = False
 
 
 class Leader:

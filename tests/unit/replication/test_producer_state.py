@@ -2,6 +2,7 @@
 
 import json
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import given, settings
@@ -30,6 +31,7 @@ class Header:
     base_offset: int
     last_offset: int
     is_control: bool = False
+    is_transactional: bool = False
 
 
 def state_with(*batches: tuple[int, int, int]) -> tuple[ProducerState, list[Header]]:
@@ -65,6 +67,18 @@ def test_check_after_three_batches(epoch, base_seq, count, expected) -> None:
 def test_older_epoch_is_a_zombie() -> None:
     state, _ = state_with((3, 0, 1))
     assert state.check(PID, 2, 1, 1) == Rejected(E.INVALID_PRODUCER_EPOCH)
+
+
+def test_an_older_epochs_transactional_batch_is_fenced() -> None:
+    """Kafka's answer to a transactional zombie is PRODUCER_FENCED; an idempotent one keeps
+    INVALID_PRODUCER_EPOCH (the check above), and a marker's epoch fences as a batch's does."""
+    state, _ = state_with((3, 0, 1))
+    assert state.check(PID, 2, 0, 1, transactional=True) == Rejected(E.PRODUCER_FENCED)
+    state.on_marker(PID, 4, 1)
+    assert state.epoch_of(PID) == 4 and state.epoch_of(PID + 1) is None
+    zombie = SimpleNamespace(producer_id=PID, producer_epoch=3, base_sequence=1, record_count=1, is_transactional=True)
+    assert state.check_run([zombie]) == Rejected(E.PRODUCER_FENCED)
+    assert state.check_run([SimpleNamespace(**{**vars(zombie), "is_transactional": False})]) == Rejected(E.INVALID_PRODUCER_EPOCH)
 
 
 def test_unknown_producer_may_start_anywhere_and_non_idempotent_is_unchecked() -> None:
