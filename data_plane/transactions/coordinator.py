@@ -39,17 +39,20 @@ from data_plane.replication.errors import ErrorCode
 from data_plane.replication.partition_state import ACKS_ALL
 from data_plane.transactions import record_codec
 from data_plane.transactions import state_machine as sm
-from data_plane.transactions.markers import Confirmation, MarkerWriter, Written
+from data_plane.transactions.markers import MarkerWriter
 from data_plane.transactions.state_machine import Decision, MarkerPlan, TopicPartition, TxnMetadata, TxnState
 from kraftlog_proto import broker_pb2
 
 log = structlog.get_logger("transactions")
 
 TOPIC = TRANSACTION_STATE_TOPIC
-# First and largest wait between marker rounds (doubling). The first is short because the usual
-# wait is one replication round trip for the marker to pass the HW, and the producer's next
-# transaction waits (CONCURRENT_TRANSACTIONS) until the markers are confirmed.
-MARKER_BACKOFF_MS = (5, 1000)
+# First and largest wait between marker rounds (doubling): a round misses a partition only when
+# its leader is unknown, moved or unreachable, so the next round waits for metadata to catch up.
+MARKER_BACKOFF_MS = (10, 1000)
+# How long a producer's request waits for its previous transaction's markers before it is
+# answered CONCURRENT_TRANSACTIONS (which the producer retries after a backoff): the markers
+# usually take one replication round trip, so the request is decided the moment they are done.
+MARKERS_WAIT_MS = 500
 Decide = Callable[[TxnMetadata | None, int, int], Decision]  # (metadata, now, fresh producer id) -> decision
 
 
@@ -175,6 +178,7 @@ class TransactionCoordinator:
         start its markers: the one path of every change. Raises `Refused` (retriable
         coordinator errors); the decision's own error is in the returned Decision."""
         shard = self._shard_for(transactional_id)
+        await self._markers_done(shard, transactional_id)
         async with shard.lock:
             if not shard.active:
                 raise Refused(ErrorCode.NOT_COORDINATOR, f"broker {self.broker_id} stopped coordinating {transactional_id!r}: "
@@ -188,6 +192,15 @@ class TransactionCoordinator:
         if decision.markers is not None:
             self._complete_later(shard, transactional_id, decision.markers)
         return decision
+
+    @staticmethod
+    async def _markers_done(shard: Shard, transactional_id: str) -> None:
+        """Wait (up to MARKERS_WAIT_MS) for the id's markers in flight, if any: the state
+        machine would answer CONCURRENT_TRANSACTIONS until they are written, and the producer
+        retry after a backoff; deciding once they are done answers the same, sooner."""
+        running = shard.completing.get(transactional_id)
+        if running is not None and not running.done():
+            await asyncio.wait([running], timeout=MARKERS_WAIT_MS / 1000)
 
     async def _fresh_producer_id(self) -> int:
         answer = await self._allocate()
@@ -228,28 +241,16 @@ class TransactionCoordinator:
             shard.completing[transactional_id] = asyncio.ensure_future(self._complete(shard, transactional_id, plan))
 
     async def _complete(self, shard: Shard, transactional_id: str, plan: MarkerPlan) -> None:
-        """Write every partition's marker until it is below the partition's HW (rounds with
-        backoff, leaders read afresh each round), then make CompleteCommit/CompleteAbort durable. Stops if the shard goes:
+        """Write every partition's marker until each is committed (rounds with backoff, leaders
+        read afresh each round), then make CompleteCommit/CompleteAbort durable. Stops if the shard goes:
         the next leader resumes from the PrepareCommit/PrepareAbort record."""
         missing, backoff_ms = set(plan.partitions), MARKER_BACKOFF_MS[0]
-        unconfirmed: dict[TopicPartition, Written] = {}  # written, not yet known to be below the partition's HW
         try:
-            while (missing or unconfirmed) and shard.active:
-                progress = False
+            while missing and shard.active:
+                written = await self.markers.write_round(plan, missing, shard.leader_epoch, transactional_id)
+                missing -= written
                 if missing:
-                    written = await self.markers.write_round(plan, missing, shard.leader_epoch, transactional_id)
-                    missing -= written.keys()
-                    unconfirmed.update({tp: w for tp, w in written.items() if w is not None})
-                    progress = bool(written)
-                if unconfirmed:
-                    for tp, outcome in (await self.markers.confirm_round(unconfirmed, transactional_id)).items():
-                        if outcome is not Confirmation.WAITING:
-                            del unconfirmed[tp]
-                            progress = True
-                        if outcome is Confirmation.LOST:
-                            missing.add(tp)
-                if missing or unconfirmed:
-                    backoff_ms = MARKER_BACKOFF_MS[0] if progress else min(backoff_ms * 2, MARKER_BACKOFF_MS[1])
+                    backoff_ms = MARKER_BACKOFF_MS[0] if written else min(backoff_ms * 2, MARKER_BACKOFF_MS[1])
                     await asyncio.sleep(backoff_ms / 1000)
             while shard.active:
                 try:

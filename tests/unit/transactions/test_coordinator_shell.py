@@ -17,8 +17,9 @@ from data_plane.groups.placement import TRANSACTION_STATE_TOPIC
 from data_plane.record_batch import decode_batches
 from data_plane.replication.errors import ErrorCode
 from data_plane.transactions import record_codec
+from data_plane.transactions import coordinator as coordinator_module
 from data_plane.transactions.coordinator import TransactionCoordinator, TxnSettings
-from data_plane.transactions.markers import Confirmation, Written, confirmation, marker_requests, written
+from data_plane.transactions.markers import marker_requests, written
 from data_plane.transactions.state_machine import MarkerPlan, TopicPartition, TxnState
 from kraftlog_proto import broker_pb2
 from tests.unit.groups.test_coordinator_shell import FakePartition
@@ -52,31 +53,31 @@ class FakeReplicas:
 
 class FakeMarkers:
     """Writes markers into ``replicas.events``; a partition in ``failing`` is refused that many
-    more rounds; one in ``lose`` has its first marker lost to a leader change (LOST on confirmation)."""
+    more rounds; one in ``lose`` has its first marker appended but its leader moves before the HW
+    covers it (the leader answers NOT_LEADER_OR_FOLLOWER, not committed)."""
 
     def __init__(self, replicas: FakeReplicas) -> None:
         self.replicas = replicas
         self.failing: dict[TopicPartition, int] = {}
         self.lose: set[TopicPartition] = set()
         self.rounds = 0
+        self.gate: asyncio.Event | None = None  # set: every round waits for it (markers slow to replicate)
 
     async def write_round(self, plan: MarkerPlan, missing, coordinator_epoch, transactional_id):
         self.rounds += 1
-        done = {}
+        if self.gate is not None:
+            await self.gate.wait()
+        done = set()
         for tp in sorted(missing):
             if self.failing.get(tp, 0) > 0:
                 self.failing[tp] -= 1
                 continue
-            done[tp] = Written(1, len(self.replicas.events))
             self.replicas.events.append(f"marker {'commit' if plan.commit else 'abort'} {tp.topic}-{tp.partition} epoch {plan.producer_epoch}")
+            if tp in self.lose:
+                self.lose.discard(tp)
+                continue
+            done.add(tp)
         return done
-
-    async def confirm_round(self, unconfirmed, transactional_id):
-        answers = {}
-        for tp in unconfirmed:
-            answers[tp] = Confirmation.LOST if tp in self.lose else Confirmation.CONFIRMED
-            self.lose.discard(tp)
-        return answers
 
 
 class Clock:
@@ -206,18 +207,7 @@ def test_marker_requests_group_partitions_by_leader_and_results_are_read_per_par
         broker_pb2.TxnMarkerResult(topic="t", partition=0, error_code=ErrorCode.NONE),
         broker_pb2.TxnMarkerResult(topic="t", partition=1, error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER, error_message="moved")])
     done, failed = written(answer)
-    assert done == {TP0: 0} and failed == {TP1: "NOT_LEADER_OR_FOLLOWER: moved"}
-
-
-def test_a_marker_is_confirmed_only_below_the_hw_at_the_epoch_it_was_written_under():
-    marker = Written(leader_epoch=3, offset=10)
-    def answer(code=ErrorCode.NONE, hw=0):
-        return broker_pb2.ListOffsetsPartitionResponse(error_code=code, offset=hw)
-    assert confirmation(answer(hw=11), marker) is Confirmation.CONFIRMED
-    assert confirmation(answer(hw=10), marker) is Confirmation.WAITING  # the marker is the last record, not yet replicated
-    assert confirmation(answer(ErrorCode.FENCED_LEADER_EPOCH), marker) is Confirmation.LOST
-    assert confirmation(answer(ErrorCode.NOT_LEADER_OR_FOLLOWER), marker) is Confirmation.LOST
-    assert confirmation(answer(ErrorCode.UNKNOWN_LEADER_EPOCH), marker) is Confirmation.WAITING  # the broker lags behind
+    assert done == {TP0} and failed == {TP1: "NOT_LEADER_OR_FOLLOWER: moved"}
 
 
 def test_a_marker_lost_to_a_leader_change_is_written_again_before_the_transaction_completes():
@@ -231,4 +221,41 @@ def test_a_marker_lost_to_a_leader_change_is_written_again_before_the_transactio
         await settled(coordinator)
         assert replicas.events[2:] == ["log PrepareCommit", "marker commit t-0 epoch 1", "marker commit t-1 epoch 1",
                                        "marker commit t-0 epoch 1", "log CompleteCommit"]
+    asyncio.run(scenario())
+
+
+def test_the_next_transaction_waits_for_the_markers_instead_of_being_refused():
+    async def scenario():
+        replicas = FakeReplicas()
+        markers = FakeMarkers(replicas)
+        markers.gate = asyncio.Event()
+        coordinator = await loaded(replicas, markers)
+        meta = await open_txn(coordinator)
+        end = await coordinator.end_txn("tx", meta.producer_id, meta.producer_epoch, commit=True)
+        epoch = end.answer.producer_epoch
+        add = asyncio.ensure_future(coordinator.add_partitions("tx", meta.producer_id, epoch, frozenset({TP0})))
+        await until(lambda: markers.rounds >= 1)
+        assert not add.done()  # held while the markers are written, not answered CONCURRENT_TRANSACTIONS
+        markers.gate.set()
+        added = await add
+        assert added.error == ErrorCode.NONE and added.answer.state is S.ONGOING
+        assert replicas.events[2:] == ["log PrepareCommit", "marker commit t-0 epoch 1", "marker commit t-1 epoch 1",
+                                       "log CompleteCommit", "log Ongoing"]
+    asyncio.run(scenario())
+
+
+def test_markers_slower_than_the_wait_still_answer_concurrent_transactions(monkeypatch):
+    monkeypatch.setattr(coordinator_module, "MARKERS_WAIT_MS", 20)
+
+    async def scenario():
+        replicas = FakeReplicas()
+        markers = FakeMarkers(replicas)
+        markers.gate = asyncio.Event()
+        coordinator = await loaded(replicas, markers)
+        meta = await open_txn(coordinator)
+        end = await coordinator.end_txn("tx", meta.producer_id, meta.producer_epoch, commit=True)
+        added = await coordinator.add_partitions("tx", meta.producer_id, end.answer.producer_epoch, frozenset({TP0}))
+        assert added.error == ErrorCode.CONCURRENT_TRANSACTIONS and coordinator.describe("tx").state is S.PREPARE_COMMIT
+        markers.gate.set()
+        await settled(coordinator)
     asyncio.run(scenario())
