@@ -306,9 +306,12 @@ class Producer:
 
     def close(self, timeout: float | None = None) -> None:
         """Delivers what is queued (up to `timeout` seconds), then fails whatever is left
-        with CLIENT_CLOSED and stops the sender thread."""
+        with CLIENT_CLOSED and stops the sender thread. A transactional producer's open
+        transaction is aborted, never committed (TransactionManager.abort_on_close)."""
         if self._closed:
             return
+        if self._transactions is not None and self._sender.fatal_error is None:
+            self._transactions.abort_on_close(timeout)
         self._closed = True
         self._sender.close(timeout)
 

@@ -27,8 +27,11 @@ from __future__ import annotations
 import concurrent.futures
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any, NamedTuple
+
+import structlog
 
 from data_plane.client.channels import CHANNEL_OPTIONS
 from data_plane.client.errors import RETRIABLE_CODES, KraftlogError, from_error_code
@@ -44,6 +47,8 @@ from server_common.channel_pool import ChannelPool
 from server_common.client_id import with_client_id
 from server_common.client_security import ClientSecurity
 
+log = structlog.get_logger(__name__)
+
 TopicPartition = tuple[str, int]
 FENCED_CODES = frozenset({"PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH"})
 # TxnOffsetCommit answers worth retrying beyond the coordinator's moves (CoordinatorLink):
@@ -58,11 +63,15 @@ CONCURRENT_TRANSACTIONS_FIRST_BACKOFF_S = 0.005
 class GroupMetadata(NamedTuple):
     """What a transactional producer needs of a group consumer to commit its offsets inside a
     transaction (`Consumer.group_metadata()`): the coordinator checks the member id and epoch
-    as for OffsetCommit, so a member fenced by a rebalance cannot move the group's offsets."""
+    as for OffsetCommit, so a member fenced by a rebalance cannot move the group's offsets.
+    ``leader_epochs``: per partition, the leader epoch of the last record the consumer read,
+    committed with the offset as OffsetCommit does (the next member checks its position
+    against the log with it, KIP-320); -1 where unknown."""
 
     group_id: str
     member_id: str
     member_epoch: int
+    leader_epochs: Mapping[TopicPartition, int] = MappingProxyType({})
 
 
 class ProducerFencedError(KraftlogError):
@@ -78,7 +87,7 @@ class TransactionManager:
 
     def __init__(
         self, transactional_id: str, timeout_ms: int, metadata: MetadataCache, security: ClientSecurity, client_id: str,
-        accumulator: RecordAccumulator, flush: Callable[[], None], request_timeout_s: float, retry_backoff_s: float,
+        accumulator: RecordAccumulator, flush: Callable[[float | None], None], request_timeout_s: float, retry_backoff_s: float,
         max_block_s: float,
     ) -> None:
         if not transactional_id:
@@ -183,7 +192,7 @@ class TransactionManager:
         """Deliver every record of the transaction, then commit it. If a record failed, raises
         its error and the transaction stays open: call abort_transaction()."""
         self._require_open("commit_transaction")
-        self._flush()
+        self._flush(None)
         for result in list(self._results.values()):
             error = result.exception()
             if error is not None:
@@ -196,25 +205,43 @@ class TransactionManager:
     def abort_transaction(self) -> None:
         """Abort the open transaction: what it wrote is never seen by read_committed readers."""
         self._require_open("abort_transaction")
-        self._flush()  # every batch resolved (written or failed) before the markers go out
+        self._flush(None)  # every batch resolved (written or failed) before the markers go out
         self._end(commit=False)
+
+    def abort_on_close(self, timeout_s: float | None) -> None:
+        """The producer closes with a transaction open: abort it (as Kafka's producer does on a
+        graceful close), so its partitions' LSO moves now rather than after
+        transaction_timeout_ms. Never commits. If the abort cannot finish within
+        ``timeout_s`` (coordinator unreachable, producer fenced), the coordinator aborts the
+        transaction at its timeout or at the id's next init_transactions."""
+        if not self.in_transaction or self._fenced is not None:
+            return
+        budget_s = self._max_block_s if timeout_s is None else min(timeout_s, self._max_block_s)
+        deadline = time.monotonic() + budget_s
+        try:
+            self._flush(budget_s)
+            self._end(commit=False, max_block_s=max(deadline - time.monotonic(), 0.001))
+        except (KraftlogError, TimeoutError) as error:
+            log.warning("closing with a transaction open: it could not be aborted now; the coordinator aborts it after "
+                        "transaction_timeout_ms or at the next init_transactions()", transactional_id=self.transactional_id,
+                        transaction_timeout_ms=self.timeout_ms, error=str(error))
 
     # ------------------------------------------------------------ internals
 
-    def _end(self, commit: bool) -> None:
+    def _end(self, commit: bool, max_block_s: float | None = None) -> None:
         if self._added:  # nothing added: nothing to commit or abort at the coordinator
             request = pb.EndTxnRequest(transactional_id=self.transactional_id, producer_id=self.producer_id,
                                        producer_epoch=self.producer_epoch, commit=commit)
-            answer = self._call("EndTxn", request)
+            answer = self._call("EndTxn", request, max_block_s)
             self.producer_id, self.producer_epoch = answer.producer_id, answer.producer_epoch
             self._accumulator.start_epoch(answer.producer_id, answer.producer_epoch)
         with self._lock:
             self.in_transaction, self._added, self._results = False, set(), {}
 
-    def _call(self, method: str, request: Any) -> Any:
+    def _call(self, method: str, request: Any, max_block_s: float | None = None) -> Any:
         """``method`` at the coordinator, retried while the previous transaction completes
-        (CONCURRENT_TRANSACTIONS) and across coordinator moves, up to max_block_ms."""
-        deadline = time.monotonic() + self._max_block_s
+        (CONCURRENT_TRANSACTIONS) and across coordinator moves, up to max_block_ms (or ``max_block_s``)."""
+        deadline = time.monotonic() + (self._max_block_s if max_block_s is None else max_block_s)
         backoff_s = CONCURRENT_TRANSACTIONS_FIRST_BACKOFF_S
         while True:
             remaining = deadline - time.monotonic()
@@ -245,9 +272,9 @@ class TransactionManager:
 
 def txn_offset_commit_request(transactional_id: str, producer_id: int, producer_epoch: int, offsets: dict[TopicPartition, int],
                         group: GroupMetadata) -> group_pb2.TxnOffsetCommitRequest:
-    """The TxnOffsetCommit of ``offsets`` (leader epochs unknown: -1), grouped per topic."""
+    """The TxnOffsetCommit of ``offsets`` with the consumer's leader epochs (-1 where unknown), grouped per topic."""
     topics = offset_commit_request(group.group_id, group.member_id, group.member_epoch,
-                                   {tp: (offset, -1) for tp, offset in offsets.items()}).topics
+                                   {tp: (offset, group.leader_epochs.get(tp, -1)) for tp, offset in offsets.items()}).topics
     return group_pb2.TxnOffsetCommitRequest(
         group_id=group.group_id, transactional_id=transactional_id, producer_id=producer_id, producer_epoch=producer_epoch,
         member_id=group.member_id, member_epoch=group.member_epoch, topics=topics)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from data_plane.client import KraftlogError, Producer
-from data_plane.client.transactions import GroupMetadata, ProducerFencedError
+from data_plane.client.transactions import GroupMetadata, ProducerFencedError, txn_offset_commit_request
 from data_plane.groups.placement import OFFSETS_TOPIC, offsets_partition
 from kraftlog_proto import common_pb2
 from data_plane.transactions import state_machine as sm
@@ -126,3 +126,32 @@ def test_send_offsets_refusals_are_raised_and_fencing_is_for_good(cluster):
             p.send_offsets_to_transaction({("t", 0): 1}, GroupMetadata("g", "m", 1))
         with pytest.raises(ProducerFencedError):
             p.commit_transaction()
+
+
+def test_txn_offset_commit_carries_the_consumers_leader_epochs():
+    group = GroupMetadata("g", "m", 3, {("t", 0): 7})
+    request = txn_offset_commit_request("tx", 11, 2, {("t", 0): 40, ("t", 1): 9}, group)
+    epochs = {(t.topic, p.partition): (p.committed_offset, p.committed_leader_epoch) for t in request.topics for p in t.partitions}
+    assert epochs == {("t", 0): (40, 7), ("t", 1): (9, -1)}  # unknown epoch: -1
+    assert (request.producer_id, request.producer_epoch, request.member_id, request.member_epoch) == (11, 2, "m", 3)
+
+
+def test_close_aborts_an_open_transaction_and_never_commits(cluster):
+    broker, coordinator = cluster
+    p = producer(broker)
+    p.init_transactions()
+    p.begin_transaction()
+    p.send("t", b"unfinished", partition=0)
+    p.close()
+    assert coordinator.events[-1] == "end abort" and "end commit" not in coordinator.events
+    assert coordinator.meta.state is sm.TxnState.COMPLETE_ABORT
+
+
+def test_close_with_no_transaction_open_ends_nothing(cluster):
+    broker, coordinator = cluster
+    with producer(broker) as p:
+        p.init_transactions()
+        p.begin_transaction()
+        p.send("t", b"done", partition=0)
+        p.commit_transaction()
+    assert [e for e in coordinator.events if e.startswith("end")] == ["end commit"]
