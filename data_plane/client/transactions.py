@@ -5,9 +5,11 @@ the calls to the transactional id's coordinator, and the rules the producer foll
   with FindCoordinator key_type TRANSACTION). The answer's producer id and epoch fence every
   older producer with the same id; a transaction an older one left open is aborted first
   (CONCURRENT_TRANSACTIONS is retried until its markers are written).
-- Within a transaction, a partition is added (AddPartitionsToTxn, on the caller's thread,
-  before the record is queued) the first time a record goes to it, so the coordinator knows
-  every partition that needs a marker before any of its batches can reach the leader.
+- Within a transaction, a partition is added (AddPartitionsToTxn) the first time a record
+  goes to it, before its first batch is queued, so the coordinator knows every partition that
+  needs a marker before any of its batches can reach the leader. `send` waits for the add;
+  `send_batch` does not: its batch is queued once the partition is added (`when_added`), and
+  the partitions asked for while an add is in flight go in one request.
   Batches are transactional (attribute bit 4) and numbered under the producer id and epoch.
 - `commit_transaction` flushes, fails if any record of the transaction failed (the
   application then aborts), and sends EndTxn(commit); `abort_transaction` flushes and sends
@@ -109,6 +111,9 @@ class TransactionManager:
         self._retry_backoff_s = retry_backoff_s
         self._max_block_s = max_block_s
         self._lock = threading.Lock()
+        self._adds_done = threading.Condition(self._lock)  # notified when no AddPartitionsToTxn is in flight
+        self._adding: dict[TopicPartition, list[tuple[Callable[[], None], Callable[[KraftlogError], None]]]] = {}
+        self._add_running = False
         self.producer_id = -1
         self.producer_epoch = -1
         self.in_transaction = False
@@ -140,18 +145,62 @@ class TransactionManager:
 
     def before_send(self, tp: TopicPartition) -> None:
         """Called by `send` before a record is queued for ``tp``: adds the partition to the
-        transaction the first time (blocking, one call to the coordinator)."""
+        transaction the first time (blocking until the coordinator has it)."""
+        added = threading.Event()
+        refused: list[KraftlogError] = []
+        self.when_added(tp, added.set, lambda error: (refused.append(error), added.set()))
+        added.wait()
+        if refused:
+            raise refused[0]
+
+    def when_added(self, tp: TopicPartition, then: Callable[[], None], failed: Callable[[KraftlogError], None]) -> None:
+        """Run ``then`` once ``tp`` is in the transaction: now if it is, else after the
+        AddPartitionsToTxn that adds it, on the adding thread, in call order per partition
+        (``failed`` with the error if the add is refused). The partitions asked for while an
+        add is in flight go together in the next one: a burst of sends to new partitions
+        costs one or two coordinator round trips, and the caller does not wait for them."""
         self._check_not_fenced()
         if not self.in_transaction:
             raise KraftlogError("INVALID_TXN_STATE", "a transactional producer sends inside a transaction: call begin_transaction() first")
-        if tp in self._added:
-            return
-        request = pb.AddPartitionsToTxnRequest(transactional_id=self.transactional_id, producer_id=self.producer_id,
-                                               producer_epoch=self.producer_epoch,
-                                               topics=[pb.TxnTopicPartitions(topic=tp[0], partitions=[tp[1]])])
-        self._call("AddPartitionsToTxn", request)
         with self._lock:
-            self._added.add(tp)
+            if tp not in self._added:
+                self._adding.setdefault(tp, []).append((then, failed))
+                if not self._add_running:
+                    self._add_running = True
+                    threading.Thread(target=self._add_pending, name=f"kraftlog-txn-add-{self.transactional_id}", daemon=True).start()
+                return
+        then()
+
+    def _add_pending(self) -> None:
+        """The adding thread: one AddPartitionsToTxn for every partition waiting, until none is."""
+        while True:
+            with self._lock:
+                tps = sorted(self._adding)
+                if not tps:
+                    self._add_running = False
+                    self._adds_done.notify_all()
+                    return
+            error: KraftlogError | None = None
+            try:
+                self._call("AddPartitionsToTxn", pb.AddPartitionsToTxnRequest(
+                    transactional_id=self.transactional_id, producer_id=self.producer_id, producer_epoch=self.producer_epoch,
+                    topics=[pb.TxnTopicPartitions(topic=topic, partitions=[p for t, p in tps if t == topic])
+                            for topic in sorted({t for t, _ in tps})]))
+            except KraftlogError as refused:
+                error = refused
+            except Exception as exc:  # never leave a sender waiting on a partition
+                error = KraftlogError("UNKNOWN_SERVER_ERROR", f"AddPartitionsToTxn for {self.transactional_id!r} failed: {exc!r}")
+            with self._lock:
+                for tp in tps:
+                    for then, failed in self._adding.pop(tp):
+                        then() if error is None else failed(error)
+                    if error is None:
+                        self._added.add(tp)
+
+    def _wait_for_adds(self) -> None:
+        """Every AddPartitionsToTxn asked for so far answered (and its batches queued)."""
+        with self._lock:
+            self._adds_done.wait_for(lambda: not self._add_running)
 
     def track(self, result: concurrent.futures.Future) -> None:
         """Remember a batch's outcome: a commit fails if any batch of the transaction failed."""
@@ -192,6 +241,7 @@ class TransactionManager:
         """Deliver every record of the transaction, then commit it. If a record failed, raises
         its error and the transaction stays open: call abort_transaction()."""
         self._require_open("commit_transaction")
+        self._wait_for_adds()
         self._flush(None)
         for result in list(self._results.values()):
             error = result.exception()
@@ -205,6 +255,7 @@ class TransactionManager:
     def abort_transaction(self) -> None:
         """Abort the open transaction: what it wrote is never seen by read_committed readers."""
         self._require_open("abort_transaction")
+        self._wait_for_adds()
         self._flush(None)  # every batch resolved (written or failed) before the markers go out
         self._end(commit=False)
 
@@ -219,6 +270,7 @@ class TransactionManager:
         budget_s = self._max_block_s if timeout_s is None else min(timeout_s, self._max_block_s)
         deadline = time.monotonic() + budget_s
         try:
+            self._wait_for_adds()
             self._flush(budget_s)
             self._end(commit=False, max_block_s=max(deadline - time.monotonic(), 0.001))
         except (KraftlogError, TimeoutError) as error:

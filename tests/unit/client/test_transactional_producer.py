@@ -9,6 +9,8 @@ retries retriable answers."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from data_plane.client import KraftlogError, Producer
@@ -25,7 +27,7 @@ OFFSETS_PARTITIONS = 5
 
 @pytest.fixture
 def cluster():
-    broker = FakeBroker({"t": 2, OFFSETS_TOPIC: OFFSETS_PARTITIONS})
+    broker = FakeBroker({"t": 2, "u": 2, OFFSETS_TOPIC: OFFSETS_PARTITIONS})
     coordinator = FakeTxnCoordinator(broker)
     with broker:
         yield broker, coordinator
@@ -155,3 +157,38 @@ def test_close_with_no_transaction_open_ends_nothing(cluster):
         p.send("t", b"done", partition=0)
         p.commit_transaction()
     assert [e for e in coordinator.events if e.startswith("end")] == ["end commit"]
+
+
+def test_send_batch_does_not_wait_for_adds_and_partitions_asked_meanwhile_go_in_one_add(cluster):
+    broker, coordinator = cluster
+    with producer(broker) as p:
+        p.init_transactions()
+        coordinator.add_gate = threading.Event()
+        p.begin_transaction()
+        futures = [p.send_batch("t", 0, [b"a"])]
+        assert coordinator.add_arrived.wait(5)  # t-0's add is in flight, held by the coordinator
+        futures += [p.send_batch("u", 0, [b"b"]), p.send_batch("u", 1, [b"c"]), p.send_batch("t", 0, [b"d"])]
+        assert not any(f.done() for f in futures) and not any(e.startswith("append") for e in coordinator.events)
+        coordinator.add_gate.set()
+        p.commit_transaction()
+        assert all(f.result().offset >= 0 for f in futures)
+    assert coordinator.add_requests == [["t-0"], ["u-0", "u-1"]]  # asked while t-0's add was in flight: one add for both
+    for tp in ("t-0", "u-0", "u-1"):
+        assert coordinator.events.index(f"add {tp}") < coordinator.events.index(f"append {tp}")
+    values = [v for b in broker.stored(("t", 0)) for v in b.values]
+    assert values == [b"a", b"d"]  # queued behind the add, in call order
+    assert coordinator.events[-1] == "end commit"
+
+
+def test_a_refused_add_fails_its_batches_and_the_commit(cluster):
+    broker, coordinator = cluster
+    with producer(broker) as zombie, producer(broker) as successor:
+        zombie.init_transactions()
+        zombie.begin_transaction()
+        successor.init_transactions()  # the zombie's next add is refused: fenced
+        future = zombie.send_batch("t", 0, [b"late"])
+        with pytest.raises(ProducerFencedError):
+            future.result(timeout=5)
+        with pytest.raises(ProducerFencedError):
+            zombie.commit_transaction()
+    assert not any(e == "append t-0" for e in coordinator.events)
