@@ -10,6 +10,9 @@ records, in the same run, on topics of their own. Goals: within 10% at 10,000, w
 transactions wrote (a marker every 100 records per partition), read_committed against
 read_uncommitted. Goal: within 10%.
 
+``test_where_a_transaction_s_time_goes``: the transactional producer's calls to its
+coordinator and its flushes timed, per transaction.
+
 The machine is shared: each figure is the best of ROUNDS runs, printed with the load
 average; nothing here asserts a speed.
 """
@@ -20,6 +23,8 @@ import json
 import os
 import subprocess
 import sys
+import time
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
@@ -61,3 +66,44 @@ def test_transactional_produce_and_read_committed_consume(tmp_path: Path) -> Non
             print(f"  {level:40s} {rate:>12,.0f} records/s")
         print(f"  read_committed / read_uncommitted: {consumed['read_committed'] / consumed['read_uncommitted']:.2f}")
         assert all(rate > 0 for rate in [*rates.values(), *consumed.values()])
+
+
+def test_where_a_transaction_s_time_goes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Per transaction: the time in each call to the coordinator (and how many calls), the
+    flush, and the whole; 100 records on one partition, then 10 batches of 1,000 over 3."""
+    from data_plane.client import Producer
+    from data_plane.client.transactions import TransactionManager
+
+    spent: dict[str, list[float]] = defaultdict(list)
+    call, flush = TransactionManager._call, Producer.flush
+
+    def timed(name: str, method):
+        def run(*args, **kwargs):
+            started = time.perf_counter()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                spent[name].append(time.perf_counter() - started)
+        return run
+
+    monkeypatch.setattr(TransactionManager, "_call", lambda self, m, *a: timed(m, call)(self, m, *a))
+    monkeypatch.setattr(Producer, "flush", timed("flush", flush))
+    with local_cluster(tmp_path, controllers=1, brokers=3, broker_args=BROKER_ARGS) as cluster:
+        cluster.create_topic("profile", partitions=3, replication_factor=3, configs={"min.insync.replicas": "2"})
+        value = os.urandom(100)
+        with Producer(cluster.bootstrap, transactional_id="profile") as producer:
+            producer.init_transactions()
+            for transactions, batches, records in ((300, 1, 100), (40, 10, 1000)):
+                spent.clear()
+                started = time.perf_counter()
+                for i in range(transactions):
+                    producer.begin_transaction()
+                    for j in range(batches):
+                        producer.send_batch("profile", (i * batches + j) % 3, [value] * records)
+                    producer.commit_transaction()
+                whole = time.perf_counter() - started
+                print(f"\n{transactions} transactions of {batches} x {records} records: {whole / transactions * 1000:.2f} ms each, "
+                      f"{transactions * batches * records / whole:,.0f} records/s (load average {os.getloadavg()})")
+                for name, times in sorted(spent.items()):
+                    print(f"  {name:20s} {sum(times) / transactions * 1000:7.2f} ms per transaction, {len(times) / transactions:.2f} calls")
+                assert spent["EndTxn"] and len(spent["EndTxn"]) == transactions
