@@ -192,3 +192,18 @@ def test_a_refused_add_fails_its_batches_and_the_commit(cluster):
         with pytest.raises(ProducerFencedError):
             zombie.commit_transaction()
     assert not any(e == "append t-0" for e in coordinator.events)
+
+
+def test_close_of_a_fenced_producer_leaves_its_transaction_to_the_coordinator(cluster):
+    broker, coordinator = cluster
+    zombie, successor = producer(broker), producer(broker)
+    try:
+        zombie.init_transactions()
+        zombie.begin_transaction()
+        zombie.send("t", b"old", partition=0)
+        successor.init_transactions()  # fences the zombie and aborts its transaction
+        before = coordinator.meta
+        zombie.close()  # its abort is refused (fenced): logged, not raised
+        assert coordinator.meta == before and before.state is sm.TxnState.EMPTY  # the successor's state: untouched
+    finally:
+        successor.close()
