@@ -191,11 +191,16 @@ class TransactionManager:
             except Exception as exc:  # never leave a sender waiting on a partition
                 error = KraftlogError("UNKNOWN_SERVER_ERROR", f"AddPartitionsToTxn for {self.transactional_id!r} failed: {exc!r}")
             with self._lock:
-                for tp in tps:
-                    for then, failed in self._adding.pop(tp):
-                        then() if error is None else failed(error)
+                waiting = [self._adding.pop(tp) for tp in tps]
+            for actions in waiting:  # outside the lock: a batch's callbacks may send again
+                for then, failed in actions:
                     if error is None:
-                        self._added.add(tp)
+                        then()
+                    else:
+                        failed(error)
+            if error is None:  # only now: a send meanwhile waits for another add, so it stays behind these
+                with self._lock:
+                    self._added.update(tps)
 
     def _wait_for_adds(self) -> None:
         """Every AddPartitionsToTxn asked for so far answered (and its batches queued)."""
