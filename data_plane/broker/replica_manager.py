@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Callable, Iterable
+from typing import Awaitable, Callable, Iterable
 
 import structlog
 
@@ -381,6 +381,30 @@ class ReplicaManager:
         for listener in self.marker_listeners:
             listener(topic, index, written.producer_id, written.commit, offset)
         return offset
+
+    def wait_replicated(self, topic: str, index: int, wait_until: int, timeout_ms: int) -> Awaitable[None]:
+        """acks=all for an append made without waiting (a transaction marker, `write_marker`):
+        parks a delayed produce until the HW reaches ``wait_until``. Call it right after the
+        append, with no await between, so the wait belongs to the leader epoch the append was
+        made under: a leadership change fails it. The returned awaitable raises PartitionError
+        (NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND) unless
+        the append is committed."""
+        partition = self.lookup(topic, index)
+        partition.require_leader(-1)
+        self._delayed.check_room(partition.name)
+        if partition.durable_acks:
+            self.group_commit.request([partition])
+        now = self.clock_ms()
+        token, future = self._delayed.park()
+        self.carry_out(partition, partition.add_delayed_produce(token, wait_until, now + timeout_ms, now))
+        return self._replicated(partition, future, timeout_ms)
+
+    @staticmethod
+    async def _replicated(partition: Partition, future: asyncio.Future, timeout_ms: int) -> None:
+        await asyncio.wait([future], timeout=timeout_ms / 1000)
+        code = future.result() if future.done() else ErrorCode.REQUEST_TIMED_OUT
+        if code != ErrorCode.NONE:
+            raise _produce_wait_failed(partition.name, code, timeout_ms)
 
     # ------------------------------------------------------------------ follower appends
 

@@ -6,8 +6,9 @@ everything about partitions is answered per partition with an ErrorCode and a hi
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
-from typing import Callable, Iterator, Sequence
+from typing import Awaitable, Callable, Iterator, Sequence
 
 import grpc
 
@@ -32,6 +33,9 @@ VALID_ACKS = (-1, 0, 1)
 NO_PRODUCER_ID = -1
 PRODUCER_EPOCH_MAX = 2**15 - 1  # the batch header's int16
 SEQUENCE_MAX = 2**31 - 1
+# How long WriteTxnMarkers waits for the HW to cover a marker (below the coordinator's call deadline,
+# data_plane/transactions/markers.py): past it the marker is answered REQUEST_TIMED_OUT and written again.
+MARKER_REPLICATION_TIMEOUT_MS = 3_000
 RECORD_FIELD_OVERHEAD_BYTES = 6  # a Record's tag and length prefix inside its partition answer, at most
 
 
@@ -305,8 +309,10 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         return items
 
     async def WriteTxnMarkers(self, request, context):
-        """Internal (docs/transactions.md): one marker per partition named, each answered alone.
-        Only brokers (CLUSTER_ACTION) may write markers."""
+        """Internal (docs/transactions.md): one marker per partition named, each answered alone,
+        once committed (acks=all: the HW covers it at the leader epoch it was written under), so
+        the coordinator counts a marker only when a leader change can no longer lose it. Only
+        brokers (CLUSTER_ACTION) may write markers."""
         await self.access.abort_if_refused(context, "cluster_action", "cluster")
         response = broker_pb2.WriteTxnMarkersResponse()
         now = self.replicas.clock_ms()
@@ -315,16 +321,27 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                                          m.producer_epoch, m.coordinator_epoch, now)) for m in request.markers]
         except ValueError as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{exc}; nothing was written")
+        waits: list[tuple[broker_pb2.TxnMarkerResult, Awaitable[None]]] = []
         for m, marker in encoded:
             for index in m.partitions:
                 out = response.results.add(topic=m.topic, partition=index, producer_id=m.producer_id)
-                try:
+                try:  # appended and parked with no await between: the wait is at the append's leader epoch
                     out.offset = self.replicas.write_marker(m.topic, index, marker)
+                    waits.append((out, self.replicas.wait_replicated(m.topic, index, out.offset + 1, MARKER_REPLICATION_TIMEOUT_MS)))
                 except PartitionError as exc:
-                    result = PartitionAnswer(m.topic, index)
-                    self.replicas.fail(result, exc)
-                    out.MergeFrom(broker_pb2.TxnMarkerResult(**_error_fields(result)))
+                    self._fail_marker(out, exc)
+        outcomes = await asyncio.gather(*(wait for _, wait in waits), return_exceptions=True)
+        for (out, _), outcome in zip(waits, outcomes):
+            if isinstance(outcome, PartitionError):
+                self._fail_marker(out, outcome)
+            elif outcome is not None:
+                raise outcome
         return response
+
+    def _fail_marker(self, out: broker_pb2.TxnMarkerResult, exc: PartitionError) -> None:
+        result = PartitionAnswer(out.topic, out.partition)
+        self.replicas.fail(result, exc)
+        out.MergeFrom(broker_pb2.TxnMarkerResult(**_error_fields(result)))
 
     async def ListOffsets(self, request, context):
         try:

@@ -225,9 +225,11 @@ class Consumer:
 
     def group_metadata(self) -> GroupMetadata:
         """The group id, member id and member epoch as they are now, for a transactional
-        producer's `send_offsets_to_transaction` (the coordinator refuses a stale epoch)."""
+        producer's `send_offsets_to_transaction` (the coordinator refuses a stale epoch), and
+        the leader epoch of the last record read per partition, committed with the offsets as
+        `commit` does."""
         group = self._require_group()
-        return GroupMetadata(group.group_id, group.member_id, group.member_epoch)
+        return GroupMetadata(group.group_id, group.member_id, group.member_epoch, dict(self._last_epochs))
 
     @property
     def group(self) -> GroupSession | None:

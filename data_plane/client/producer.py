@@ -245,15 +245,27 @@ class Producer:
             raise KraftlogError(
                 "MESSAGE_TOO_LARGE", f"batch of {size} bytes > max_request_size={self._max_request_size}: split it"
             )
-        if self._transactions is not None:
-            self._transactions.before_send((topic, partition))
         self._memory.reserve(size, self._max_block_s)
         batch = ProducerBatch.bulk((topic, partition), now_ms(), values, keys, size, time.time_ns() // 1_000_000)
-        self._accumulator.append_bulk(batch)
-        if self._transactions is not None:
-            self._transactions.track(batch.result)
-        self._sender.wakeup()
+        if self._transactions is None:
+            self._queue_bulk(batch)
+            return batch.result
+        try:  # queued once the partition is in the transaction; the caller does not wait for that
+            self._transactions.when_added((topic, partition), lambda: self._queue_bulk(batch), lambda error: self._drop_bulk(batch, error))
+        except KraftlogError:
+            self._memory.release(size)
+            raise
+        self._transactions.track(batch.result)
         return batch.result
+
+    def _queue_bulk(self, batch: ProducerBatch) -> None:
+        self._accumulator.append_bulk(batch)
+        self._sender.wakeup()
+
+    def _drop_bulk(self, batch: ProducerBatch, error: KraftlogError) -> None:
+        """A batch whose partition could not be added to the transaction: never sent."""
+        self._memory.release(batch.size_bytes)
+        batch.fail(error)
 
     def partitions_for(self, topic: str) -> int:
         """The topic's partition count (waits for metadata up to max_block_ms)."""
@@ -306,9 +318,12 @@ class Producer:
 
     def close(self, timeout: float | None = None) -> None:
         """Delivers what is queued (up to `timeout` seconds), then fails whatever is left
-        with CLIENT_CLOSED and stops the sender thread."""
+        with CLIENT_CLOSED and stops the sender thread. A transactional producer's open
+        transaction is aborted, never committed (TransactionManager.abort_on_close)."""
         if self._closed:
             return
+        if self._transactions is not None and self._sender.fatal_error is None:
+            self._transactions.abort_on_close(timeout)
         self._closed = True
         self._sender.close(timeout)
 

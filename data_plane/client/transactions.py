@@ -5,9 +5,11 @@ the calls to the transactional id's coordinator, and the rules the producer foll
   with FindCoordinator key_type TRANSACTION). The answer's producer id and epoch fence every
   older producer with the same id; a transaction an older one left open is aborted first
   (CONCURRENT_TRANSACTIONS is retried until its markers are written).
-- Within a transaction, a partition is added (AddPartitionsToTxn, on the caller's thread,
-  before the record is queued) the first time a record goes to it, so the coordinator knows
-  every partition that needs a marker before any of its batches can reach the leader.
+- Within a transaction, a partition is added (AddPartitionsToTxn) the first time a record
+  goes to it, before its first batch is queued, so the coordinator knows every partition that
+  needs a marker before any of its batches can reach the leader. `send` waits for the add;
+  `send_batch` does not: its batch is queued once the partition is added (`when_added`), and
+  the partitions asked for while an add is in flight go in one request.
   Batches are transactional (attribute bit 4) and numbered under the producer id and epoch.
 - `commit_transaction` flushes, fails if any record of the transaction failed (the
   application then aborts), and sends EndTxn(commit); `abort_transaction` flushes and sends
@@ -27,8 +29,11 @@ from __future__ import annotations
 import concurrent.futures
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any, NamedTuple
+
+import structlog
 
 from data_plane.client.channels import CHANNEL_OPTIONS
 from data_plane.client.errors import RETRIABLE_CODES, KraftlogError, from_error_code
@@ -44,6 +49,8 @@ from server_common.channel_pool import ChannelPool
 from server_common.client_id import with_client_id
 from server_common.client_security import ClientSecurity
 
+log = structlog.get_logger(__name__)
+
 TopicPartition = tuple[str, int]
 FENCED_CODES = frozenset({"PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH"})
 # TxnOffsetCommit answers worth retrying beyond the coordinator's moves (CoordinatorLink):
@@ -58,11 +65,15 @@ CONCURRENT_TRANSACTIONS_FIRST_BACKOFF_S = 0.005
 class GroupMetadata(NamedTuple):
     """What a transactional producer needs of a group consumer to commit its offsets inside a
     transaction (`Consumer.group_metadata()`): the coordinator checks the member id and epoch
-    as for OffsetCommit, so a member fenced by a rebalance cannot move the group's offsets."""
+    as for OffsetCommit, so a member fenced by a rebalance cannot move the group's offsets.
+    ``leader_epochs``: per partition, the leader epoch of the last record the consumer read,
+    committed with the offset as OffsetCommit does (the next member checks its position
+    against the log with it, KIP-320); -1 where unknown."""
 
     group_id: str
     member_id: str
     member_epoch: int
+    leader_epochs: Mapping[TopicPartition, int] = MappingProxyType({})
 
 
 class ProducerFencedError(KraftlogError):
@@ -78,7 +89,7 @@ class TransactionManager:
 
     def __init__(
         self, transactional_id: str, timeout_ms: int, metadata: MetadataCache, security: ClientSecurity, client_id: str,
-        accumulator: RecordAccumulator, flush: Callable[[], None], request_timeout_s: float, retry_backoff_s: float,
+        accumulator: RecordAccumulator, flush: Callable[[float | None], None], request_timeout_s: float, retry_backoff_s: float,
         max_block_s: float,
     ) -> None:
         if not transactional_id:
@@ -100,6 +111,9 @@ class TransactionManager:
         self._retry_backoff_s = retry_backoff_s
         self._max_block_s = max_block_s
         self._lock = threading.Lock()
+        self._adds_done = threading.Condition(self._lock)  # notified when no AddPartitionsToTxn is in flight
+        self._adding: dict[TopicPartition, list[tuple[Callable[[], None], Callable[[KraftlogError], None]]]] = {}
+        self._add_running = False
         self.producer_id = -1
         self.producer_epoch = -1
         self.in_transaction = False
@@ -131,18 +145,67 @@ class TransactionManager:
 
     def before_send(self, tp: TopicPartition) -> None:
         """Called by `send` before a record is queued for ``tp``: adds the partition to the
-        transaction the first time (blocking, one call to the coordinator)."""
+        transaction the first time (blocking until the coordinator has it)."""
+        added = threading.Event()
+        refused: list[KraftlogError] = []
+        self.when_added(tp, added.set, lambda error: (refused.append(error), added.set()))
+        added.wait()
+        if refused:
+            raise refused[0]
+
+    def when_added(self, tp: TopicPartition, then: Callable[[], None], failed: Callable[[KraftlogError], None]) -> None:
+        """Run ``then`` once ``tp`` is in the transaction: now if it is, else after the
+        AddPartitionsToTxn that adds it, on the adding thread, in call order per partition
+        (``failed`` with the error if the add is refused). The partitions asked for while an
+        add is in flight go together in the next one: a burst of sends to new partitions
+        costs one or two coordinator round trips, and the caller does not wait for them."""
         self._check_not_fenced()
         if not self.in_transaction:
             raise KraftlogError("INVALID_TXN_STATE", "a transactional producer sends inside a transaction: call begin_transaction() first")
-        if tp in self._added:
-            return
-        request = pb.AddPartitionsToTxnRequest(transactional_id=self.transactional_id, producer_id=self.producer_id,
-                                               producer_epoch=self.producer_epoch,
-                                               topics=[pb.TxnTopicPartitions(topic=tp[0], partitions=[tp[1]])])
-        self._call("AddPartitionsToTxn", request)
         with self._lock:
-            self._added.add(tp)
+            if tp not in self._added:
+                self._adding.setdefault(tp, []).append((then, failed))
+                if not self._add_running:
+                    self._add_running = True
+                    threading.Thread(target=self._add_pending, name=f"kraftlog-txn-add-{self.transactional_id}", daemon=True).start()
+                return
+        then()
+
+    def _add_pending(self) -> None:
+        """The adding thread: one AddPartitionsToTxn for every partition waiting, until none is."""
+        while True:
+            with self._lock:
+                tps = sorted(self._adding)
+                if not tps:
+                    self._add_running = False
+                    self._adds_done.notify_all()
+                    return
+            error: KraftlogError | None = None
+            try:
+                self._call("AddPartitionsToTxn", pb.AddPartitionsToTxnRequest(
+                    transactional_id=self.transactional_id, producer_id=self.producer_id, producer_epoch=self.producer_epoch,
+                    topics=[pb.TxnTopicPartitions(topic=topic, partitions=[p for t, p in tps if t == topic])
+                            for topic in sorted({t for t, _ in tps})]))
+            except KraftlogError as refused:
+                error = refused
+            except Exception as exc:  # never leave a sender waiting on a partition
+                error = KraftlogError("UNKNOWN_SERVER_ERROR", f"AddPartitionsToTxn for {self.transactional_id!r} failed: {exc!r}")
+            with self._lock:
+                waiting = [self._adding.pop(tp) for tp in tps]
+            for actions in waiting:  # outside the lock: a batch's callbacks may send again
+                for then, failed in actions:
+                    if error is None:
+                        then()
+                    else:
+                        failed(error)
+            if error is None:  # only now: a send meanwhile waits for another add, so it stays behind these
+                with self._lock:
+                    self._added.update(tps)
+
+    def _wait_for_adds(self) -> None:
+        """Every AddPartitionsToTxn asked for so far answered (and its batches queued)."""
+        with self._lock:
+            self._adds_done.wait_for(lambda: not self._add_running)
 
     def track(self, result: concurrent.futures.Future) -> None:
         """Remember a batch's outcome: a commit fails if any batch of the transaction failed."""
@@ -183,7 +246,8 @@ class TransactionManager:
         """Deliver every record of the transaction, then commit it. If a record failed, raises
         its error and the transaction stays open: call abort_transaction()."""
         self._require_open("commit_transaction")
-        self._flush()
+        self._wait_for_adds()
+        self._flush(None)
         for result in list(self._results.values()):
             error = result.exception()
             if error is not None:
@@ -196,25 +260,45 @@ class TransactionManager:
     def abort_transaction(self) -> None:
         """Abort the open transaction: what it wrote is never seen by read_committed readers."""
         self._require_open("abort_transaction")
-        self._flush()  # every batch resolved (written or failed) before the markers go out
+        self._wait_for_adds()
+        self._flush(None)  # every batch resolved (written or failed) before the markers go out
         self._end(commit=False)
+
+    def abort_on_close(self, timeout_s: float | None) -> None:
+        """The producer closes with a transaction open: abort it (as Kafka's producer does on a
+        graceful close), so its partitions' LSO moves now rather than after
+        transaction_timeout_ms. Never commits. If the abort cannot finish within
+        ``timeout_s`` (coordinator unreachable, producer fenced), the coordinator aborts the
+        transaction at its timeout or at the id's next init_transactions."""
+        if not self.in_transaction or self._fenced is not None:
+            return
+        budget_s = self._max_block_s if timeout_s is None else min(timeout_s, self._max_block_s)
+        deadline = time.monotonic() + budget_s
+        try:
+            self._wait_for_adds()
+            self._flush(budget_s)
+            self._end(commit=False, max_block_s=max(deadline - time.monotonic(), 0.001))
+        except (KraftlogError, TimeoutError) as error:
+            log.warning("closing with a transaction open: it could not be aborted now; the coordinator aborts it after "
+                        "transaction_timeout_ms or at the next init_transactions()", transactional_id=self.transactional_id,
+                        transaction_timeout_ms=self.timeout_ms, error=str(error))
 
     # ------------------------------------------------------------ internals
 
-    def _end(self, commit: bool) -> None:
+    def _end(self, commit: bool, max_block_s: float | None = None) -> None:
         if self._added:  # nothing added: nothing to commit or abort at the coordinator
             request = pb.EndTxnRequest(transactional_id=self.transactional_id, producer_id=self.producer_id,
                                        producer_epoch=self.producer_epoch, commit=commit)
-            answer = self._call("EndTxn", request)
+            answer = self._call("EndTxn", request, max_block_s)
             self.producer_id, self.producer_epoch = answer.producer_id, answer.producer_epoch
             self._accumulator.start_epoch(answer.producer_id, answer.producer_epoch)
         with self._lock:
             self.in_transaction, self._added, self._results = False, set(), {}
 
-    def _call(self, method: str, request: Any) -> Any:
+    def _call(self, method: str, request: Any, max_block_s: float | None = None) -> Any:
         """``method`` at the coordinator, retried while the previous transaction completes
-        (CONCURRENT_TRANSACTIONS) and across coordinator moves, up to max_block_ms."""
-        deadline = time.monotonic() + self._max_block_s
+        (CONCURRENT_TRANSACTIONS) and across coordinator moves, up to max_block_ms (or ``max_block_s``)."""
+        deadline = time.monotonic() + (self._max_block_s if max_block_s is None else max_block_s)
         backoff_s = CONCURRENT_TRANSACTIONS_FIRST_BACKOFF_S
         while True:
             remaining = deadline - time.monotonic()
@@ -245,9 +329,9 @@ class TransactionManager:
 
 def txn_offset_commit_request(transactional_id: str, producer_id: int, producer_epoch: int, offsets: dict[TopicPartition, int],
                         group: GroupMetadata) -> group_pb2.TxnOffsetCommitRequest:
-    """The TxnOffsetCommit of ``offsets`` (leader epochs unknown: -1), grouped per topic."""
+    """The TxnOffsetCommit of ``offsets`` with the consumer's leader epochs (-1 where unknown), grouped per topic."""
     topics = offset_commit_request(group.group_id, group.member_id, group.member_epoch,
-                                   {tp: (offset, -1) for tp, offset in offsets.items()}).topics
+                                   {tp: (offset, group.leader_epochs.get(tp, -1)) for tp, offset in offsets.items()}).topics
     return group_pb2.TxnOffsetCommitRequest(
         group_id=group.group_id, transactional_id=transactional_id, producer_id=producer_id, producer_epoch=producer_epoch,
         member_id=group.member_id, member_epoch=group.member_epoch, topics=topics)

@@ -7,14 +7,18 @@ HW → apply → write markers (state_machine.py decides; this module does the I
   timer) starts a shard when the broker becomes leader (it replays the partition up to its log
   end, then waits until the HW covers it; meanwhile requests get COORDINATOR_LOAD_IN_PROGRESS)
   and drops it when leadership goes (NOT_COORDINATOR).
-- **Decisions.** A shard runs one decision at a time (its lock): the metadata the state
-  machine returns is appended as one batch through the partition's leader append, acks=all,
-  at the shard's leader epoch, and applied to memory (and answered) only once the HW covers
-  it. A failed write changes nothing; a write of unknown outcome reloads the shard from the
-  log, so memory never differs from the log.
+- **Decisions.** A shard has one write in flight at a time: the decisions that arrive
+  meanwhile queue, and are decided in order (each on what the earlier ones left,
+  decision_batch.py) and appended together as one batch through the partition's leader
+  append, acks=all, at the shard's leader epoch (group commit); they are applied to memory
+  (and answered) only once the HW covers the batch. A failed write refuses every decision
+  in it and changes nothing; a write of unknown outcome reloads the shard from the log, so
+  memory never differs from the log.
 - **Markers.** After a PrepareCommit/PrepareAbort is durable, a task writes the markers to
-  every partition's leader (markers.py), retrying with backoff until each has one, then makes
-  CompleteCommit/CompleteAbort durable. A shard that loads an id in PrepareCommit/PrepareAbort
+  every partition's leader (markers.py), retrying with backoff until each is committed, then
+  makes CompleteCommit/CompleteAbort durable: in the write of the producer's next request if
+  one waits for the markers (it would otherwise be answered CONCURRENT_TRANSACTIONS), else
+  alone. A shard that loads an id in PrepareCommit/PrepareAbort
   resumes its markers, so a decision survives the coordinator's failover.
 - **Timers.** `tick` aborts transactions past their timeout (fencing their producer) and
   forgets ids idle past the expiration (a tombstone).
@@ -39,17 +43,21 @@ from data_plane.replication.errors import ErrorCode
 from data_plane.replication.partition_state import ACKS_ALL
 from data_plane.transactions import record_codec
 from data_plane.transactions import state_machine as sm
-from data_plane.transactions.markers import Confirmation, MarkerWriter, Written
+from data_plane.transactions.decision_batch import DecisionBatch
+from data_plane.transactions.markers import MarkerWriter
 from data_plane.transactions.state_machine import Decision, MarkerPlan, TopicPartition, TxnMetadata, TxnState
 from kraftlog_proto import broker_pb2
 
 log = structlog.get_logger("transactions")
 
 TOPIC = TRANSACTION_STATE_TOPIC
-# First and largest wait between marker rounds (doubling). The first is short because the usual
-# wait is one replication round trip for the marker to pass the HW, and the producer's next
-# transaction waits (CONCURRENT_TRANSACTIONS) until the markers are confirmed.
-MARKER_BACKOFF_MS = (5, 1000)
+# First and largest wait between marker rounds (doubling): a round misses a partition only when
+# its leader is unknown, moved or unreachable, so the next round waits for metadata to catch up.
+MARKER_BACKOFF_MS = (10, 1000)
+# How long a producer's request waits for its previous transaction's markers before it is
+# answered CONCURRENT_TRANSACTIONS (which the producer retries after a backoff): the markers
+# usually take one replication round trip, so the request is decided the moment they are done.
+MARKERS_WAIT_MS = 500
 Decide = Callable[[TxnMetadata | None, int, int], Decision]  # (metadata, now, fresh producer id) -> decision
 
 
@@ -64,6 +72,29 @@ class TxnSettings:
 
 
 @dataclass
+class Completion:
+    """A decided transaction's markers being written (``task``). ``marked`` is set once every
+    marker is committed: from then on the next decision on the id carries CompleteCommit/
+    CompleteAbort in its own write instead of waiting for the task's."""
+
+    plan: MarkerPlan
+    task: asyncio.Task
+    marked: asyncio.Event = field(default_factory=asyncio.Event)
+    waiters: int = 0  # requests waiting for ``marked``
+    handed_over: asyncio.Event = field(default_factory=asyncio.Event)  # set: no request waits any more
+
+
+@dataclass
+class Request:
+    """A decision waiting for the shard's next write; ``answer`` resolves once it is durable."""
+
+    transactional_id: str
+    decide: Decide
+    registering: bool
+    answer: asyncio.Future
+
+
+@dataclass
 class Shard:
     """The transactional ids of one `__transaction_state` partition led here at ``leader_epoch``."""
 
@@ -72,9 +103,10 @@ class Shard:
     ids: dict[str, TxnMetadata] = field(default_factory=dict)
     loaded: bool = False
     active: bool = True
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    queue: list[Request] = field(default_factory=list)  # decisions for the next write
+    writer: asyncio.Task | None = None  # writing the queued decisions
     task: asyncio.Task | None = None
-    completing: dict[str, asyncio.Task] = field(default_factory=dict)  # per id: its markers being written
+    completing: dict[str, Completion] = field(default_factory=dict)  # per id: its markers being written
     busy: set[str] = field(default_factory=set)  # ids a timer decision is running for
 
 
@@ -113,8 +145,8 @@ class TransactionCoordinator:
         shard.active = False
         if shard.task is not None:
             shard.task.cancel()
-        for task in shard.completing.values():
-            task.cancel()  # the next leader resumes the markers from the log
+        for completion in shard.completing.values():
+            completion.task.cancel()  # the next leader resumes the markers from the log
         if self.shards.get(shard.partition) is shard:
             del self.shards[shard.partition]
         self._log.info("transactions unloaded", topic=TOPIC, partition=shard.partition, leader_epoch=shard.leader_epoch,
@@ -172,22 +204,96 @@ class TransactionCoordinator:
 
     async def run(self, transactional_id: str, decide: Decide, registering: bool = False) -> Decision:
         """Decide on the id's current metadata, make the decision's log durable, apply it, and
-        start its markers: the one path of every change. Raises `Refused` (retriable
-        coordinator errors); the decision's own error is in the returned Decision."""
+        start its markers: the one path of every change. Decisions queue while the shard's
+        previous write replicates and go out together (group commit, decision_batch.py).
+        Raises `Refused` (retriable coordinator errors); the decision's own error is in the
+        returned Decision."""
         shard = self._shard_for(transactional_id)
-        async with shard.lock:
-            if not shard.active:
-                raise Refused(ErrorCode.NOT_COORDINATOR, f"broker {self.broker_id} stopped coordinating {transactional_id!r}: "
-                              "call FindCoordinator and retry")
-            meta = shard.ids.get(transactional_id)
-            fresh = await self._fresh_producer_id() if sm.needs_fresh_producer_id(meta, registering) else sm.NO_PRODUCER_ID
-            decision = decide(meta, self.clock_ms(), fresh)
-            if decision.log:
-                await self._write(shard, decision.log)
-                self._apply(shard, decision.log)
-        if decision.markers is not None:
-            self._complete_later(shard, transactional_id, decision.markers)
-        return decision
+        await self._markers_done(shard, transactional_id)
+        if not shard.active:
+            raise Refused(ErrorCode.NOT_COORDINATOR, f"broker {self.broker_id} stopped coordinating {transactional_id!r}: "
+                          "call FindCoordinator and retry")
+        request = Request(transactional_id, decide, registering, asyncio.get_running_loop().create_future())
+        shard.queue.append(request)
+        if shard.writer is None or shard.writer.done():
+            shard.writer = asyncio.ensure_future(self._write_queued(shard))
+        return await asyncio.shield(request.answer)  # a caller that goes away does not cancel the batch
+
+    async def _write_queued(self, shard: Shard) -> None:
+        """Write the queued decisions, a batch at a time, until none is left."""
+        while shard.queue:
+            requests, shard.queue = shard.queue, []
+            try:
+                if not shard.active:
+                    raise Refused(ErrorCode.NOT_COORDINATOR, f"broker {self.broker_id} stopped coordinating {TOPIC}-{shard.partition}: "
+                                  "call FindCoordinator and retry")
+                answers = await self._decide_and_write(shard, requests)
+            except Refused as refusal:
+                answers = [refusal] * len(requests)
+            except Exception as exc:  # a bug must not leave requests waiting forever
+                self._log.exception("transaction decisions failed", topic=TOPIC, partition=shard.partition)
+                answers = [Refused(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"the coordinator failed ({exc!r}): retry")] * len(requests)
+            for request, answer in zip(requests, answers):
+                if isinstance(answer, Decision) and answer.markers is not None:
+                    self._complete_later(shard, request.transactional_id, answer.markers)
+                if request.answer.done():
+                    continue
+                if isinstance(answer, Refused):
+                    request.answer.set_exception(answer)
+                else:
+                    request.answer.set_result(answer)
+
+    async def _decide_and_write(self, shard: Shard, requests: list[Request]) -> list[Decision | Refused]:
+        """Decide every request in order, write their records as one batch (acks=all) and apply
+        them. A refused producer id allocation refuses its request only; a failed write raises
+        `Refused` for all (nothing changed)."""
+        batch = DecisionBatch(shard.ids)
+        answers: list[Decision | Refused] = []
+        for request in requests:
+            tid = request.transactional_id
+            completed = self._completed(shard, tid, batch.current(tid))
+            meta = completed[0] if completed else batch.current(tid)
+            try:
+                fresh = await self._fresh_producer_id() if sm.needs_fresh_producer_id(meta, request.registering) else sm.NO_PRODUCER_ID
+            except Refused as refusal:
+                answers.append(refusal)
+                continue
+            decision = request.decide(meta, self.clock_ms(), fresh)
+            decision = Decision(decision.error, decision.answer, completed + decision.log, decision.markers)
+            batch.add(decision)
+            answers.append(decision)
+        if batch.log:
+            await self._write(shard, tuple(batch.log))
+            self._apply(shard, tuple(batch.log))
+        return answers
+
+    async def _markers_done(self, shard: Shard, transactional_id: str) -> None:
+        """Wait (up to MARKERS_WAIT_MS) for the id's markers in flight, if any: the state
+        machine would answer CONCURRENT_TRANSACTIONS until they are written, and the producer
+        retry after a backoff; deciding once they are done answers the same, sooner, and
+        carries CompleteCommit/CompleteAbort in the same write (`_completed`)."""
+        completion = shard.completing.get(transactional_id)
+        if completion is None or completion.task.done() or completion.marked.is_set():
+            return
+        completion.waiters += 1
+        completion.handed_over.clear()
+        marked = asyncio.ensure_future(completion.marked.wait())
+        try:
+            await asyncio.wait([completion.task, marked], timeout=MARKERS_WAIT_MS / 1000, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            marked.cancel()
+            completion.waiters -= 1
+            if completion.waiters == 0:
+                completion.handed_over.set()
+
+    def _completed(self, shard: Shard, transactional_id: str, meta: TxnMetadata | None) -> tuple[TxnMetadata, ...]:
+        """CompleteCommit/CompleteAbort of the id's transaction (``meta``) if every marker is
+        committed but that record is not yet written (it then goes in the same batch as the
+        decision at hand: one replication round trip less before the next transaction), else ()."""
+        completion = shard.completing.get(transactional_id)
+        if completion is None or not completion.marked.is_set() or meta is None or sm.pending_markers(meta) != completion.plan:
+            return ()
+        return (sm.markers_written(meta, self.clock_ms()),)
 
     async def _fresh_producer_id(self) -> int:
         answer = await self._allocate()
@@ -206,17 +312,17 @@ class TransactionCoordinator:
             self.sync_leadership()
         code = ErrorCode.NOT_COORDINATOR if result.error.code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH) \
             else ErrorCode.COORDINATOR_NOT_AVAILABLE
-        raise Refused(code, f"transactional id {entries[-1].transactional_id!r}: the write to {TOPIC}-{shard.partition} failed "
+        ids = sorted({meta.transactional_id for meta in entries})
+        raise Refused(code, f"transactional ids {ids}: the write to {TOPIC}-{shard.partition} failed "
                       f"({result.error.code.name}: {result.error.message}); nothing changed: call FindCoordinator and retry")
 
     def _apply(self, shard: Shard, entries: tuple[TxnMetadata, ...]) -> None:
-        last = entries[-1]
-        if shard.active:  # else durable, but no longer ours: the next leader replays it
-            if last.state is TxnState.DEAD:
-                shard.ids.pop(last.transactional_id, None)
-            else:
-                shard.ids[last.transactional_id] = last
         for meta in entries:
+            if shard.active:  # else durable, but no longer ours: the next leader replays it
+                if meta.state is TxnState.DEAD:
+                    shard.ids.pop(meta.transactional_id, None)
+                else:
+                    shard.ids[meta.transactional_id] = meta
             self._log.info("transaction state", topic=TOPIC, partition=shard.partition, **_fields(meta),
                            partitions=sorted(f"{tp.topic}-{tp.partition}" for tp in meta.partitions))
 
@@ -224,36 +330,29 @@ class TransactionCoordinator:
 
     def _complete_later(self, shard: Shard, transactional_id: str, plan: MarkerPlan) -> None:
         running = shard.completing.get(transactional_id)
-        if running is None or running.done():
-            shard.completing[transactional_id] = asyncio.ensure_future(self._complete(shard, transactional_id, plan))
+        if running is None or running.task.done() or running.plan != plan:  # another plan: the last one is complete
+            shard.completing[transactional_id] = Completion(plan, asyncio.ensure_future(self._complete(shard, transactional_id, plan)))
 
     async def _complete(self, shard: Shard, transactional_id: str, plan: MarkerPlan) -> None:
-        """Write every partition's marker until it is below the partition's HW (rounds with
-        backoff, leaders read afresh each round), then make CompleteCommit/CompleteAbort durable. Stops if the shard goes:
+        """Write every partition's marker until each is committed (rounds with backoff, leaders
+        read afresh each round), then make CompleteCommit/CompleteAbort durable. Stops if the shard goes:
         the next leader resumes from the PrepareCommit/PrepareAbort record."""
         missing, backoff_ms = set(plan.partitions), MARKER_BACKOFF_MS[0]
-        unconfirmed: dict[TopicPartition, Written] = {}  # written, not yet known to be below the partition's HW
         try:
-            while (missing or unconfirmed) and shard.active:
-                progress = False
+            while missing and shard.active:
+                written = await self.markers.write_round(plan, missing, shard.leader_epoch, transactional_id)
+                missing -= written
                 if missing:
-                    written = await self.markers.write_round(plan, missing, shard.leader_epoch, transactional_id)
-                    missing -= written.keys()
-                    unconfirmed.update({tp: w for tp, w in written.items() if w is not None})
-                    progress = bool(written)
-                if unconfirmed:
-                    for tp, outcome in (await self.markers.confirm_round(unconfirmed, transactional_id)).items():
-                        if outcome is not Confirmation.WAITING:
-                            del unconfirmed[tp]
-                            progress = True
-                        if outcome is Confirmation.LOST:
-                            missing.add(tp)
-                if missing or unconfirmed:
-                    backoff_ms = MARKER_BACKOFF_MS[0] if progress else min(backoff_ms * 2, MARKER_BACKOFF_MS[1])
+                    backoff_ms = MARKER_BACKOFF_MS[0] if written else min(backoff_ms * 2, MARKER_BACKOFF_MS[1])
                     await asyncio.sleep(backoff_ms / 1000)
+            completion = shard.completing.get(transactional_id)
+            if not missing and completion is not None and completion.task is asyncio.current_task():
+                completion.marked.set()
+                if completion.waiters:  # a waiting request's write carries CompleteCommit/CompleteAbort
+                    await completion.handed_over.wait()
             while shard.active:
-                try:
-                    await self._markers_written(shard, transactional_id, plan)
+                try:  # a decision changing nothing: `_completed` adds CompleteCommit/CompleteAbort if still owed
+                    await self.run(transactional_id, lambda meta, now, fresh: Decision(ErrorCode.NONE, meta))
                     return
                 except Refused as refusal:
                     self._log.info("completing a transaction deferred", transactional_id=transactional_id, reason=refusal.message)
@@ -264,17 +363,9 @@ class TransactionCoordinator:
         except Exception:  # a bug must not silently leave a transaction open: the next load resumes it
             self._log.exception("writing markers failed", transactional_id=transactional_id, topic=TOPIC, partition=shard.partition)
         finally:
-            if shard.completing.get(transactional_id) is asyncio.current_task():
+            completion = shard.completing.get(transactional_id)
+            if completion is not None and completion.task is asyncio.current_task():
                 del shard.completing[transactional_id]
-
-    async def _markers_written(self, shard: Shard, transactional_id: str, plan: MarkerPlan) -> None:
-        async with shard.lock:
-            meta = shard.ids.get(transactional_id)
-            if not shard.active or meta is None or sm.pending_markers(meta) != plan:
-                return  # unloaded, or already completed
-            done = sm.markers_written(meta, self.clock_ms())
-            await self._write(shard, (done,))
-            self._apply(shard, (done,))
 
     # ------------------------------------------------------------------ the requests
 

@@ -1,26 +1,22 @@
 """Writing a transaction's markers to every partition's leader, through the internal
-`WriteTxnMarkers` RPC, until each partition has one below its high watermark.
+`WriteTxnMarkers` RPC, until each partition has a committed one.
 
 `marker_requests` (pure) groups the partitions still missing a marker by their leader in the
-broker's metadata image; `MarkerWriter.write_round` sends one request per leader (the local
-broker is called through gRPC too: one path, authorized like any other broker's call) and
-returns where each marker landed (offset, and the leader epoch it was written under). A
-partition whose leader is unknown, moved (NOT_LEADER_OR_FOLLOWER), unreachable or failing is
-left for the next round: the caller retries with backoff, reading leaders afresh each time.
-
-The leader appends a marker with its own acks only, so a marker is *confirmed* only once
-the leader, still at the epoch it was written under, reports a high watermark past it
-(`confirm_round`, ListOffsets latest with that epoch): then every in-sync replica has it and a
-leader change cannot lose it. A marker whose leader moved first may have been truncated: it is
-written again (a second marker for the same transaction closes an empty one, harmlessly).
-A partition whose topic no longer exists needs no marker (Kafka drops it too).
+broker's metadata image; `MarkerWriter.write_round` sends one request per leader, all at once
+(the local broker is called through gRPC too: one path, authorized like any other broker's
+call), and returns the partitions whose marker is committed. A leader answers a marker only
+once its HW covers it at the leader epoch it was written under (acks=all), so an answered
+marker survives any leader change; a leader change first answers NOT_LEADER_OR_FOLLOWER and
+the marker is written again (a second marker for the same transaction closes an empty one,
+harmlessly). A partition whose leader is unknown, moved, unreachable or failing is left for
+the next round: the caller retries with backoff, reading leaders afresh each time. A partition
+whose topic no longer exists needs no marker (Kafka drops it too).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from enum import Enum
 
 import grpc
 import structlog
@@ -32,31 +28,8 @@ from server_common.channel_pool import AioChannelPool
 
 log = structlog.get_logger("transactions")
 
+# Above the leader's wait for a marker to be committed (MARKER_REPLICATION_TIMEOUT_MS, data_plane/broker/service.py).
 MARKER_CALL_TIMEOUT_S = 5.0
-
-
-@dataclass(frozen=True)
-class Written:
-    """A marker the leader appended: its offset, and the leader epoch it was written under."""
-
-    leader_epoch: int
-    offset: int
-
-
-class Confirmation(Enum):
-    CONFIRMED = "confirmed"  # below the HW at the epoch it was written under: it stays
-    LOST = "lost"            # the leader moved first: it may have been truncated, write it again
-    WAITING = "waiting"      # not yet below the HW (or the answer says nothing): ask again
-
-
-def confirmation(answer: broker_pb2.ListOffsetsPartitionResponse, written: Written) -> Confirmation:
-    """What a ListOffsets (latest, READ_UNCOMMITTED, ``current_leader_epoch`` = the marker's
-    epoch) answer says about the marker."""
-    if answer.error_code in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER):
-        return Confirmation.LOST
-    if answer.error_code == ErrorCode.NONE and answer.offset > written.offset:
-        return Confirmation.CONFIRMED
-    return Confirmation.WAITING
 
 
 def marker_requests(plan: MarkerPlan, missing: Iterable[TopicPartition], coordinator_epoch: int,
@@ -81,14 +54,14 @@ def marker_requests(plan: MarkerPlan, missing: Iterable[TopicPartition], coordin
     return requests, leaderless
 
 
-def written(response: broker_pb2.WriteTxnMarkersResponse) -> tuple[dict[TopicPartition, int], dict[TopicPartition, str]]:
-    """Where a WriteTxnMarkers answer says each marker landed, and why the others were refused."""
-    done: dict[TopicPartition, int] = {}
+def written(response: broker_pb2.WriteTxnMarkersResponse) -> tuple[set[TopicPartition], dict[TopicPartition, str]]:
+    """The partitions a WriteTxnMarkers answer says have a committed marker, and why the others do not."""
+    done: set[TopicPartition] = set()
     failed: dict[TopicPartition, str] = {}
     for result in response.results:
         tp = TopicPartition(result.topic, result.partition)
         if result.error_code == ErrorCode.NONE:
-            done[tp] = result.offset
+            done.add(tp)
         else:
             failed[tp] = f"{ErrorCode(result.error_code).name}: {result.error_message}"
     return done, failed
@@ -118,67 +91,36 @@ class MarkerWriter:
         return image is not None and (topic is None or tp.partition not in topic.partitions)
 
     async def write_round(self, plan: MarkerPlan, missing: set[TopicPartition], coordinator_epoch: int,
-                          transactional_id: str) -> dict[TopicPartition, Written | None]:
-        """One attempt at every ``missing`` partition: where each marker written now landed
-        (None: the partition no longer exists and needs none)."""
+                          transactional_id: str) -> set[TopicPartition]:
+        """One attempt at every ``missing`` partition, every leader at once: the partitions that
+        have a committed marker now, or need none (their topic no longer exists)."""
         fields = {"transactional_id": transactional_id, "producer_id": plan.producer_id,
                   "producer_epoch": plan.producer_epoch, "commit": plan.commit}
         gone = {tp for tp in missing if self._gone(tp)}
         if gone:
             self._log.warning("no marker needed: the partitions no longer exist", **fields, partitions=_names(gone))
-        epochs = {tp: self.replicas.leader_hint(tp.topic, tp.partition).leader_epoch for tp in missing - gone}
-        requests, leaderless = marker_requests(plan, epochs, coordinator_epoch, self._leader_of)
-        done: dict[TopicPartition, Written | None] = dict.fromkeys(gone)
-        for leader, request in requests.items():
-            stub = self._stub(leader)
-            if stub is None:
-                continue
-            try:
-                response = await stub.WriteTxnMarkers(request, timeout=MARKER_CALL_TIMEOUT_S)
-            except grpc.RpcError as err:
-                self._log.info("marker write failed; will retry", **fields, leader=leader, error=f"{err.code().name}: {err.details()}")
-                continue
-            ok, failed = written(response)
-            done.update({tp: Written(epochs[tp], offset) for tp, offset in ok.items() if tp in epochs})
-            if ok:
-                self._log.info("markers written", **fields, leader=leader, partitions=_names(ok))
-            if failed:
-                self._log.info("marker write refused; will retry", **fields, leader=leader,
-                               errors={f"{tp.topic}-{tp.partition}": why for tp, why in sorted(failed.items())})
+        requests, leaderless = marker_requests(plan, missing - gone, coordinator_epoch, self._leader_of)
         if leaderless:
             self._log.info("partitions without a leader; markers wait", **fields, partitions=_names(leaderless))
-        return done
+        rounds = await asyncio.gather(*(self._write(leader, request, fields) for leader, request in requests.items()))
+        return gone.union(*rounds)
 
-    async def confirm_round(self, unconfirmed: dict[TopicPartition, Written],
-                            transactional_id: str) -> dict[TopicPartition, Confirmation]:
-        """Ask each partition's leader whether its marker is below the HW (see `confirmation`)."""
-        by_leader: dict[int, list[TopicPartition]] = {}
-        for tp in sorted(unconfirmed):
-            by_leader.setdefault(self._leader_of(tp), []).append(tp)
-        answers: dict[TopicPartition, Confirmation] = {}
-        for leader, tps in by_leader.items():
-            stub = self._stub(leader) if leader >= 0 else None
-            if stub is None:
-                continue
-            topics: dict[str, list[broker_pb2.ListOffsetsPartition]] = {}
-            for tp in tps:
-                topics.setdefault(tp.topic, []).append(broker_pb2.ListOffsetsPartition(
-                    partition=tp.partition, timestamp=-1, current_leader_epoch=unconfirmed[tp].leader_epoch))
-            request = broker_pb2.ListOffsetsRequest(topics=[broker_pb2.ListOffsetsTopic(topic=t, partitions=ps) for t, ps in topics.items()])
-            try:
-                response = await stub.ListOffsets(request, timeout=MARKER_CALL_TIMEOUT_S)
-            except grpc.RpcError:
-                continue
-            for topic in response.topics:
-                for answer in topic.partitions:
-                    tp = TopicPartition(topic.topic, answer.partition)
-                    if tp in unconfirmed:
-                        answers[tp] = confirmation(answer, unconfirmed[tp])
-        lost = sorted(tp for tp, c in answers.items() if c is Confirmation.LOST)
-        if lost:
-            self._log.info("markers whose leader moved before its HW passed them; writing them again",
-                           transactional_id=transactional_id, partitions=_names(lost))
-        return answers
+    async def _write(self, leader: int, request: broker_pb2.WriteTxnMarkersRequest, fields: dict[str, object]) -> set[TopicPartition]:
+        stub = self._stub(leader)
+        if stub is None:
+            return set()
+        try:
+            response = await stub.WriteTxnMarkers(request, timeout=MARKER_CALL_TIMEOUT_S)
+        except grpc.RpcError as err:
+            self._log.info("marker write failed; will retry", **fields, leader=leader, error=f"{err.code().name}: {err.details()}")
+            return set()
+        ok, failed = written(response)
+        if ok:
+            self._log.info("markers written", **fields, leader=leader, partitions=_names(ok))
+        if failed:
+            self._log.info("marker write refused; will retry", **fields, leader=leader,
+                           errors={f"{tp.topic}-{tp.partition}": why for tp, why in sorted(failed.items())})
+        return ok
 
     async def close(self) -> None:
         await self._channels.close()

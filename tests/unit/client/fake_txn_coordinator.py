@@ -29,6 +29,9 @@ class FakeTxnCoordinator(transaction_pb2_grpc.TransactionCoordinatorServicer, gr
         self.next_id = 500
         self.txn_offset_answers: list[int] = []  # TxnOffsetCommit answers before NONE
         self.lock = threading.Lock()
+        self.add_requests: list[list[str]] = []  # the partitions of each AddPartitionsToTxn, in order
+        self.add_gate: threading.Event | None = None  # set: AddPartitionsToTxn waits for it
+        self.add_arrived = threading.Event()  # an AddPartitionsToTxn reached the coordinator
         group_pb2_grpc.add_GroupCoordinatorServicer_to_server(self, broker._server)
         transaction_pb2_grpc.add_TransactionCoordinatorServicer_to_server(self, broker._server)
         broker.on_append = lambda tp: self.events.append(f"append {tp[0]}-{tp[1]}")
@@ -64,8 +67,12 @@ class FakeTxnCoordinator(transaction_pb2_grpc.TransactionCoordinatorServicer, gr
                                                              producer_epoch=d.answer.producer_epoch)
 
     def AddPartitionsToTxn(self, request, context):
+        self.add_arrived.set()
+        if self.add_gate is not None:
+            self.add_gate.wait()
         with self.lock:
             tps = frozenset(TopicPartition(t.topic, p) for t in request.topics for p in t.partitions)
+            self.add_requests.append([f"{tp.topic}-{tp.partition}" for tp in sorted(tps)])
             d = self._apply(sm.add_partitions(self.meta, request.producer_id, request.producer_epoch, tps, 0))
             self.events += [f"add {tp.topic}-{tp.partition}" for tp in sorted(tps)] if d.error == common_pb2.NONE else []
             return transaction_pb2.AddPartitionsToTxnResponse(error_code=d.error)

@@ -9,10 +9,12 @@ retries retriable answers."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from data_plane.client import KraftlogError, Producer
-from data_plane.client.transactions import GroupMetadata, ProducerFencedError
+from data_plane.client.transactions import GroupMetadata, ProducerFencedError, txn_offset_commit_request
 from data_plane.groups.placement import OFFSETS_TOPIC, offsets_partition
 from kraftlog_proto import common_pb2
 from data_plane.transactions import state_machine as sm
@@ -25,7 +27,7 @@ OFFSETS_PARTITIONS = 5
 
 @pytest.fixture
 def cluster():
-    broker = FakeBroker({"t": 2, OFFSETS_TOPIC: OFFSETS_PARTITIONS})
+    broker = FakeBroker({"t": 2, "u": 2, OFFSETS_TOPIC: OFFSETS_PARTITIONS})
     coordinator = FakeTxnCoordinator(broker)
     with broker:
         yield broker, coordinator
@@ -126,3 +128,82 @@ def test_send_offsets_refusals_are_raised_and_fencing_is_for_good(cluster):
             p.send_offsets_to_transaction({("t", 0): 1}, GroupMetadata("g", "m", 1))
         with pytest.raises(ProducerFencedError):
             p.commit_transaction()
+
+
+def test_txn_offset_commit_carries_the_consumers_leader_epochs():
+    group = GroupMetadata("g", "m", 3, {("t", 0): 7})
+    request = txn_offset_commit_request("tx", 11, 2, {("t", 0): 40, ("t", 1): 9}, group)
+    epochs = {(t.topic, p.partition): (p.committed_offset, p.committed_leader_epoch) for t in request.topics for p in t.partitions}
+    assert epochs == {("t", 0): (40, 7), ("t", 1): (9, -1)}  # unknown epoch: -1
+    assert (request.producer_id, request.producer_epoch, request.member_id, request.member_epoch) == (11, 2, "m", 3)
+
+
+def test_close_aborts_an_open_transaction_and_never_commits(cluster):
+    broker, coordinator = cluster
+    p = producer(broker)
+    p.init_transactions()
+    p.begin_transaction()
+    p.send("t", b"unfinished", partition=0)
+    p.close()
+    assert coordinator.events[-1] == "end abort" and "end commit" not in coordinator.events
+    assert coordinator.meta.state is sm.TxnState.COMPLETE_ABORT
+
+
+def test_close_with_no_transaction_open_ends_nothing(cluster):
+    broker, coordinator = cluster
+    with producer(broker) as p:
+        p.init_transactions()
+        p.begin_transaction()
+        p.send("t", b"done", partition=0)
+        p.commit_transaction()
+    assert [e for e in coordinator.events if e.startswith("end")] == ["end commit"]
+
+
+def test_send_batch_does_not_wait_for_adds_and_partitions_asked_meanwhile_go_in_one_add(cluster):
+    broker, coordinator = cluster
+    with producer(broker) as p:
+        p.init_transactions()
+        coordinator.add_gate = threading.Event()
+        p.begin_transaction()
+        futures = [p.send_batch("t", 0, [b"a"])]
+        assert coordinator.add_arrived.wait(5)  # t-0's add is in flight, held by the coordinator
+        futures += [p.send_batch("u", 0, [b"b"]), p.send_batch("u", 1, [b"c"]), p.send_batch("t", 0, [b"d"])]
+        assert not any(f.done() for f in futures) and not any(e.startswith("append") for e in coordinator.events)
+        coordinator.add_gate.set()
+        p.commit_transaction()
+        assert all(f.result().offset >= 0 for f in futures)
+    assert coordinator.add_requests == [["t-0"], ["u-0", "u-1"]]  # asked while t-0's add was in flight: one add for both
+    for tp in ("t-0", "u-0", "u-1"):
+        assert coordinator.events.index(f"add {tp}") < coordinator.events.index(f"append {tp}")
+    values = [v for b in broker.stored(("t", 0)) for v in b.values]
+    assert values == [b"a", b"d"]  # queued behind the add, in call order
+    assert coordinator.events[-1] == "end commit"
+
+
+def test_a_refused_add_fails_its_batches_and_the_commit(cluster):
+    broker, coordinator = cluster
+    with producer(broker) as zombie, producer(broker) as successor:
+        zombie.init_transactions()
+        zombie.begin_transaction()
+        successor.init_transactions()  # the zombie's next add is refused: fenced
+        future = zombie.send_batch("t", 0, [b"late"])
+        with pytest.raises(ProducerFencedError):
+            future.result(timeout=5)
+        with pytest.raises(ProducerFencedError):
+            zombie.commit_transaction()
+    assert not any(e == "append t-0" for e in coordinator.events)
+
+
+def test_close_of_a_fenced_producer_leaves_its_transaction_to_the_coordinator(cluster):
+    broker, coordinator = cluster
+    zombie, successor = producer(broker), producer(broker)
+    try:
+        zombie.init_transactions()
+        zombie.begin_transaction()
+        zombie.send("t", b"old", partition=0)
+        successor.init_transactions()  # fences the zombie and aborts its transaction
+        before = coordinator.meta
+        zombie.close()  # its abort is refused (fenced): logged, not raised
+        assert coordinator.meta == before and before.state is sm.TxnState.EMPTY  # the successor's state: untouched
+    finally:
+        successor.close()

@@ -17,8 +17,9 @@ from data_plane.groups.placement import TRANSACTION_STATE_TOPIC
 from data_plane.record_batch import decode_batches
 from data_plane.replication.errors import ErrorCode
 from data_plane.transactions import record_codec
+from data_plane.transactions import coordinator as coordinator_module
 from data_plane.transactions.coordinator import TransactionCoordinator, TxnSettings
-from data_plane.transactions.markers import Confirmation, Written, confirmation, marker_requests, written
+from data_plane.transactions.markers import marker_requests, written
 from data_plane.transactions.state_machine import MarkerPlan, TopicPartition, TxnState
 from kraftlog_proto import broker_pb2
 from tests.unit.groups.test_coordinator_shell import FakePartition
@@ -34,6 +35,7 @@ class FakeReplicas:
         self.image = SimpleNamespace(topics={TRANSACTION_STATE_TOPIC: SimpleNamespace(partitions={0: None})})
         self.fail_with: ErrorCode | None = None
         self.events: list[str] = []  # durable states and markers, in the order they happened
+        self.writes = 0  # batches written to the log
 
     async def produce(self, acks, timeout_ms, items):
         [item] = items
@@ -42,6 +44,7 @@ class FakeReplicas:
             result.error = PartitionError(self.fail_with, "injected")
             return [result]
         self.partition.append(item.batches)
+        self.writes += 1
         for batch in decode_batches(item.batches):
             self.events += [f"log {record_codec.decode(k, v)[1].state.value}" for k, v in zip(batch.keys, batch.values)]
         return [result]
@@ -52,31 +55,31 @@ class FakeReplicas:
 
 class FakeMarkers:
     """Writes markers into ``replicas.events``; a partition in ``failing`` is refused that many
-    more rounds; one in ``lose`` has its first marker lost to a leader change (LOST on confirmation)."""
+    more rounds; one in ``lose`` has its first marker appended but its leader moves before the HW
+    covers it (the leader answers NOT_LEADER_OR_FOLLOWER, not committed)."""
 
     def __init__(self, replicas: FakeReplicas) -> None:
         self.replicas = replicas
         self.failing: dict[TopicPartition, int] = {}
         self.lose: set[TopicPartition] = set()
         self.rounds = 0
+        self.gate: asyncio.Event | None = None  # set: every round waits for it (markers slow to replicate)
 
     async def write_round(self, plan: MarkerPlan, missing, coordinator_epoch, transactional_id):
         self.rounds += 1
-        done = {}
+        if self.gate is not None:
+            await self.gate.wait()
+        done = set()
         for tp in sorted(missing):
             if self.failing.get(tp, 0) > 0:
                 self.failing[tp] -= 1
                 continue
-            done[tp] = Written(1, len(self.replicas.events))
             self.replicas.events.append(f"marker {'commit' if plan.commit else 'abort'} {tp.topic}-{tp.partition} epoch {plan.producer_epoch}")
+            if tp in self.lose:
+                self.lose.discard(tp)
+                continue
+            done.add(tp)
         return done
-
-    async def confirm_round(self, unconfirmed, transactional_id):
-        answers = {}
-        for tp in unconfirmed:
-            answers[tp] = Confirmation.LOST if tp in self.lose else Confirmation.CONFIRMED
-            self.lose.discard(tp)
-        return answers
 
 
 class Clock:
@@ -112,7 +115,7 @@ async def until(condition, timeout_s: float = 5.0) -> None:
 async def settled(coordinator: TransactionCoordinator) -> None:
     """Wait for every marker task the coordinator started."""
     for shard in list(coordinator.shards.values()):
-        await asyncio.gather(*shard.completing.values())
+        await asyncio.gather(*(completion.task for completion in shard.completing.values()))
 
 
 async def open_txn(coordinator: TransactionCoordinator, partitions=frozenset({TP0, TP1})):
@@ -206,18 +209,7 @@ def test_marker_requests_group_partitions_by_leader_and_results_are_read_per_par
         broker_pb2.TxnMarkerResult(topic="t", partition=0, error_code=ErrorCode.NONE),
         broker_pb2.TxnMarkerResult(topic="t", partition=1, error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER, error_message="moved")])
     done, failed = written(answer)
-    assert done == {TP0: 0} and failed == {TP1: "NOT_LEADER_OR_FOLLOWER: moved"}
-
-
-def test_a_marker_is_confirmed_only_below_the_hw_at_the_epoch_it_was_written_under():
-    marker = Written(leader_epoch=3, offset=10)
-    def answer(code=ErrorCode.NONE, hw=0):
-        return broker_pb2.ListOffsetsPartitionResponse(error_code=code, offset=hw)
-    assert confirmation(answer(hw=11), marker) is Confirmation.CONFIRMED
-    assert confirmation(answer(hw=10), marker) is Confirmation.WAITING  # the marker is the last record, not yet replicated
-    assert confirmation(answer(ErrorCode.FENCED_LEADER_EPOCH), marker) is Confirmation.LOST
-    assert confirmation(answer(ErrorCode.NOT_LEADER_OR_FOLLOWER), marker) is Confirmation.LOST
-    assert confirmation(answer(ErrorCode.UNKNOWN_LEADER_EPOCH), marker) is Confirmation.WAITING  # the broker lags behind
+    assert done == {TP0} and failed == {TP1: "NOT_LEADER_OR_FOLLOWER: moved"}
 
 
 def test_a_marker_lost_to_a_leader_change_is_written_again_before_the_transaction_completes():
@@ -231,4 +223,97 @@ def test_a_marker_lost_to_a_leader_change_is_written_again_before_the_transactio
         await settled(coordinator)
         assert replicas.events[2:] == ["log PrepareCommit", "marker commit t-0 epoch 1", "marker commit t-1 epoch 1",
                                        "marker commit t-0 epoch 1", "log CompleteCommit"]
+    asyncio.run(scenario())
+
+
+def test_the_next_transaction_waits_for_the_markers_instead_of_being_refused():
+    async def scenario():
+        replicas = FakeReplicas()
+        markers = FakeMarkers(replicas)
+        markers.gate = asyncio.Event()
+        coordinator = await loaded(replicas, markers)
+        meta = await open_txn(coordinator)
+        end = await coordinator.end_txn("tx", meta.producer_id, meta.producer_epoch, commit=True)
+        epoch = end.answer.producer_epoch
+        add = asyncio.ensure_future(coordinator.add_partitions("tx", meta.producer_id, epoch, frozenset({TP0})))
+        await until(lambda: markers.rounds >= 1)
+        assert not add.done()  # held while the markers are written, not answered CONCURRENT_TRANSACTIONS
+        writes = replicas.writes
+        markers.gate.set()
+        added = await add
+        await settled(coordinator)
+        assert added.error == ErrorCode.NONE and added.answer.state is S.ONGOING
+        assert replicas.events[2:] == ["log PrepareCommit", "marker commit t-0 epoch 1", "marker commit t-1 epoch 1",
+                                       "log CompleteCommit", "log Ongoing"]
+        assert replicas.writes == writes + 1  # CompleteCommit went in the add's own write
+    asyncio.run(scenario())
+
+
+def test_markers_slower_than_the_wait_still_answer_concurrent_transactions(monkeypatch):
+    monkeypatch.setattr(coordinator_module, "MARKERS_WAIT_MS", 20)
+
+    async def scenario():
+        replicas = FakeReplicas()
+        markers = FakeMarkers(replicas)
+        markers.gate = asyncio.Event()
+        coordinator = await loaded(replicas, markers)
+        meta = await open_txn(coordinator)
+        end = await coordinator.end_txn("tx", meta.producer_id, meta.producer_epoch, commit=True)
+        added = await coordinator.add_partitions("tx", meta.producer_id, end.answer.producer_epoch, frozenset({TP0}))
+        assert added.error == ErrorCode.CONCURRENT_TRANSACTIONS and coordinator.describe("tx").state is S.PREPARE_COMMIT
+        markers.gate.set()
+        await settled(coordinator)
+    asyncio.run(scenario())
+
+
+def test_decisions_waiting_for_a_write_go_out_together_and_are_answered_only_once_durable():
+    async def scenario():
+        replicas = FakeReplicas()
+        coordinator = await loaded(replicas)
+        gate = asyncio.Event()
+        write = replicas.produce
+
+        async def slow_produce(acks, timeout_ms, items):  # the write replicates only once the gate opens
+            await gate.wait()
+            return await write(acks, timeout_ms, items)
+        replicas.produce = slow_produce
+        first = asyncio.ensure_future(coordinator.init_producer_id("a", 5000))
+        await until(lambda: coordinator.shards[0].writer is not None)
+        later = [asyncio.ensure_future(coordinator.init_producer_id(tid, 5000)) for tid in ("b", "c", "b")]
+        await until(lambda: len(coordinator.shards[0].queue) == 3)
+        assert not any(f.done() for f in [first, *later]) and replicas.writes == 0  # nothing answered before durable
+        gate.set()
+        answers = [await f for f in [first, *later]]
+        assert [a.error for a in answers] == [ErrorCode.NONE] * 4
+        assert replicas.writes == 2  # "a" alone, then "b", "c", "b" in one batch
+        b1, b2 = answers[1].answer, answers[3].answer
+        assert b2.producer_id == b1.producer_id and b2.producer_epoch == b1.producer_epoch + 1  # in order, on the first's result
+        assert coordinator.describe("b") == b2
+    asyncio.run(scenario())
+
+
+def test_a_failed_batch_write_refuses_every_decision_in_it_and_changes_nothing():
+    async def scenario():
+        replicas = FakeReplicas()
+        coordinator = await loaded(replicas)
+        meta = await open_txn(coordinator)
+        before = coordinator.describe("tx")
+        gate = asyncio.Event()
+        write = replicas.produce
+
+        async def failing_produce(acks, timeout_ms, items):
+            await gate.wait()
+            replicas.fail_with = ErrorCode.NOT_ENOUGH_REPLICAS
+            return await write(acks, timeout_ms, items)
+        replicas.produce = failing_produce
+        calls = [coordinator.init_producer_id("other", 5000),
+                 coordinator.add_partitions("tx", meta.producer_id, meta.producer_epoch, frozenset({TopicPartition("t", 2)})),
+                 coordinator.end_txn("tx", meta.producer_id, meta.producer_epoch, commit=True)]
+        futures = [asyncio.ensure_future(c) for c in calls]
+        await until(lambda: coordinator.shards[0].writer is not None)
+        gate.set()
+        outcomes = await asyncio.gather(*futures, return_exceptions=True)
+        assert all(isinstance(o, Refused) and o.code == ErrorCode.COORDINATOR_NOT_AVAILABLE for o in outcomes), outcomes
+        assert coordinator.describe("tx") == before and coordinator.describe("other") is None
+        assert not coordinator.shards[0].completing  # no marker for a decision that never became durable
     asyncio.run(scenario())
