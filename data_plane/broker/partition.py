@@ -328,14 +328,7 @@ class Partition:
         verified. Nothing is written when this raises."""
         core = self._core
         assert core is not None and self.offline_reason is None, self.name
-        verdict = core.check_produce(acks)
-        if verdict == ErrorCode.NOT_ENOUGH_REPLICAS:
-            raise PartitionError(
-                ErrorCode.NOT_ENOUGH_REPLICAS,
-                f"{self.name} has {len(core.isr)} in-sync replicas, fewer than min.insync.replicas="
-                f"{core.min_insync_replicas}; nothing was written: retry once replicas catch up",
-            )
-        assert verdict == ErrorCode.NONE, verdict
+        self._require_min_isr(core, acks)
         try:
             located = self.log.validate_append(batches)
             headers = [header for _, header in located]
@@ -524,12 +517,25 @@ class Partition:
             self._txns.remove_before(self.log.log_start_offset)
             self._log.info("log start follows the leader", **self.fields(), log_start_offset=target)
 
+    def _require_min_isr(self, core: LeaderPartitionState, acks: int) -> None:
+        """Raises NOT_ENOUGH_REPLICAS, before anything is appended, for an acks=all write while
+        the ISR is smaller than min.insync.replicas."""
+        verdict = core.check_produce(acks)
+        if verdict == ErrorCode.NOT_ENOUGH_REPLICAS:
+            raise PartitionError(
+                ErrorCode.NOT_ENOUGH_REPLICAS,
+                f"{self.name} has {len(core.isr)} in-sync replicas, fewer than min.insync.replicas="
+                f"{core.min_insync_replicas}; nothing was written: retry once replicas catch up",
+            )
+        assert verdict == ErrorCode.NONE, verdict
+
     def append_markers_as_leader(self, markers: bytes, now_ms: int) -> Ready:
         """Append transaction markers (control batches). Internal: for the transaction
         coordinator's marker writes (docs/transactions.md), never reachable from Produce,
         which refuses control batches. Raises InvalidRecordError for a malformed marker."""
         core = self._core
         assert core is not None and self.offline_reason is None, self.name
+        self._require_min_isr(core, ACKS_ALL)  # as Kafka: a marker is an acks=all write, refused before it is appended
         located = [(pos, validate_marker(markers, pos)) for pos, _ in iter_headers(markers)]
         appended = self.log.append(markers, assign_offsets=True, leader_epoch=self.state.leader_epoch, now_ms=now_ms, validated=located)
         self._producers.rebuild_from_batches(appended.headers)

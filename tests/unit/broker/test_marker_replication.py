@@ -9,6 +9,8 @@ import asyncio
 from dataclasses import replace
 from pathlib import Path
 
+from immutables import Map
+
 from data_plane.broker.errors import PartitionError
 from data_plane.control_batch import ControlType, encode_marker
 from data_plane.replication.errors import ErrorCode
@@ -71,4 +73,23 @@ def test_a_marker_the_hw_does_not_reach_in_time_is_answered_timed_out(tmp_path: 
             raise AssertionError("broker 2 never fetched: the wait must time out")
         except PartitionError as refused:
             assert refused.code == ErrorCode.REQUEST_TIMED_OUT
+    asyncio.run(scenario())
+
+
+def test_a_marker_is_refused_before_it_is_appended_while_the_isr_is_below_min_insync(tmp_path: Path) -> None:
+    """As an acks=all produce: NOT_ENOUGH_REPLICAS, and nothing in the log (the coordinator
+    retries; a marker appended and then failed would be left behind at every retry)."""
+    async def scenario() -> None:
+        replicas = broker(tmp_path)
+        image = at_epoch(1, 1)
+        part = image.topics["t"].partitions[0]
+        alone = with_partition(image, replace(part, isr=(1,)))
+        await apply(replicas, replace(alone, configs=Map({"t": Map({"min.insync.replicas": "2"})})))
+        end = replicas.partitions[TP].log_end_offset
+        try:
+            replicas.write_marker(*TP, MARKER)
+            raise AssertionError("one in-sync replica of min.insync.replicas=2: the marker must be refused")
+        except PartitionError as refused:
+            assert refused.code == ErrorCode.NOT_ENOUGH_REPLICAS and "nothing was written" in refused.message
+        assert replicas.partitions[TP].log_end_offset == end
     asyncio.run(scenario())
