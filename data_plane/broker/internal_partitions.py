@@ -9,13 +9,22 @@ HW could still be truncated by the next leader change."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import Generic, Protocol, TypeVar
+
+import structlog
 
 from data_plane.broker.wakeups import wait_until_woken, woken_by
+from data_plane.groups.membership import Refused
+from data_plane.groups.placement import offsets_partition
 from data_plane.record_batch import DecodedBatch, decode_batches
+from data_plane.replication.errors import ErrorCode
 
 LOAD_READ_BYTES = 1 << 20  # one read while replaying an internal partition
 HW_WAIT_BACKSTOP_S = 1.0  # a load waits on the partition's HW wakeups; this only bounds a missed one
+LOAD_RETRY_MS = 1000  # after a failed load (a damaged range being repaired, say): not a retry per timer tick
+
+log = structlog.get_logger("kraftlog.coordinator")
 
 
 def partition_count(replicas, topic: str) -> int:
@@ -63,3 +72,94 @@ async def wait_until_committed(partition, end: int, still_wanted: Callable[[], b
         if not still_wanted():
             return False
     return True
+
+
+class Shard(Protocol):
+    """What `LedShards` needs of a coordinator's shard (the state of one led partition)."""
+
+    partition: int
+    leader_epoch: int
+    loaded: bool
+    active: bool
+    task: asyncio.Task | None
+
+
+S = TypeVar("S", bound=Shard)
+
+
+class LedShards(Generic[S]):
+    """A coordinator's shards of one internal topic: one per partition this broker leads,
+    keyed by index, each living for the leader epoch it was started in. ``sync`` (on every
+    metadata change and timer tick) starts a shard and its load for each partition newly led,
+    and unloads the others; a shard whose load failed is not started again for LOAD_RETRY_MS."""
+
+    def __init__(
+        self, topic: str, broker_id: int, replicas, clock_ms: Callable[[], int], new_shard: Callable[[int, int], S],
+        load: Callable[[S], Awaitable[None]], unloaded: Callable[[S, str], None],
+    ) -> None:
+        """``load`` replays a new shard (raising on failure); ``unloaded`` releases what a
+        shard holds beyond its load task and logs it."""
+        self.topic = topic
+        self.broker_id = broker_id
+        self.replicas = replicas  # the broker's ReplicaManager
+        self.clock_ms = clock_ms
+        self.by_index: dict[int, S] = {}
+        self._new_shard = new_shard
+        self._load = load
+        self._unloaded = unloaded
+        self._retry_at_ms: dict[int, int] = {}
+        self._log = log.bind(broker_id=broker_id, topic=topic)
+
+    def partition_count(self) -> int:
+        return partition_count(self.replicas, self.topic)
+
+    def sync(self) -> None:
+        led = led_partitions(self.replicas, self.topic)
+        for index, shard in list(self.by_index.items()):
+            if led.get(index) != shard.leader_epoch:
+                self.unload(shard, "leadership moved")
+        now = self.clock_ms()
+        for index, epoch in led.items():
+            if index not in self.by_index and self._retry_at_ms.get(index, 0) <= now:
+                shard = self.by_index[index] = self._new_shard(index, epoch)
+                shard.task = asyncio.ensure_future(self._guarded_load(shard))
+
+    def unload(self, shard: S, why: str) -> None:
+        shard.active = False
+        if shard.task is not None:
+            shard.task.cancel()
+        if self.by_index.get(shard.partition) is shard:
+            del self.by_index[shard.partition]
+        self._unloaded(shard, why)
+
+    async def _guarded_load(self, shard: S) -> None:
+        try:
+            await self._load(shard)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # a failing load must not leave a shard answering "loading" forever
+            self._log.exception("loading a coordinator partition failed; retrying", partition=shard.partition,
+                                leader_epoch=shard.leader_epoch, retry_in_ms=LOAD_RETRY_MS)
+            self._retry_at_ms[shard.partition] = self.clock_ms() + LOAD_RETRY_MS
+            self.unload(shard, "load failed")
+
+    def shard_for(self, key: str, what: str, find_hint: str = "") -> S:
+        """The loaded shard that coordinates ``key`` (a group or transactional id, named by
+        ``what`` in errors), or Refused NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS
+        saying where to go. ``find_hint``: how FindCoordinator must be called to create the topic."""
+        count = self.partition_count()
+        if count == 0:
+            raise Refused(ErrorCode.NOT_COORDINATOR, f"the {self.topic} topic does not exist yet: call FindCoordinator"
+                                 f"{find_hint} (it creates it) and retry")
+        index = offsets_partition(key, count)
+        shard = self.by_index.get(index)
+        leader = self.replicas.leader_hint(self.topic, index).leader_id
+        if shard is None and leader == self.broker_id:  # led here by metadata; the timer starts the shard within a tick
+            raise Refused(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, f"broker {self.broker_id} is starting to load "
+                                 f"{self.topic}-{index}: retry shortly")
+        if shard is None:
+            raise Refused(ErrorCode.NOT_COORDINATOR, f"broker {self.broker_id} does not coordinate {what} {key!r} "
+                                 f"({self.topic}-{index} is led by broker {leader}): call FindCoordinator and retry there")
+        if not shard.loaded:
+            raise Refused(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, f"broker {self.broker_id} is loading {self.topic}-{index}: retry shortly")
+        return shard

@@ -37,12 +37,12 @@ from typing import Callable, TypeVar
 import structlog
 
 from data_plane.broker.requests import ProduceItem
-from data_plane.broker.internal_partitions import led_partitions, partition_count, replay, wait_until_committed
+from data_plane.broker.internal_partitions import LedShards, replay, wait_until_committed
 from data_plane.control_batch import decode_marker
 from data_plane.groups import membership, offsets, record_codec
 from data_plane.groups.changes import GroupChange
 from data_plane.groups.membership import GroupSettings, Refused
-from data_plane.groups.placement import OFFSETS_TOPIC, offsets_partition
+from data_plane.groups.placement import OFFSETS_TOPIC
 from data_plane.groups.state import Group, TopicPartition, partitions_by_topic
 from data_plane.groups.txn_offsets import PendingTxnOffsets, note_logged
 from data_plane.record_batch import DecodedBatch, encode_batch
@@ -52,7 +52,6 @@ from data_plane.replication.partition_state import ACKS_ALL
 log = structlog.get_logger("groups")
 
 T = TypeVar("T")
-LOAD_RETRY_MS = 1000  # after a failed load (a damaged range being repaired, say): not a retry per timer tick
 ROUND_BYTES_MAX = 256 * 1024  # records of one round (one batch); the offsets topic's max.message.bytes is 1 MiB
 WRITE_TIMEOUT_MS = 5000  # a group write not covered by the HW within this is outcome-unknown: the shard reloads
 OUTCOME_UNKNOWN = (ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.NOT_LEADER_OR_FOLLOWER)
@@ -96,14 +95,14 @@ class GroupCoordinator:
         self.replicas = replicas  # the broker's ReplicaManager: partitions, produce, the metadata image
         self.settings = settings
         self.clock_ms = clock_ms
-        self.shards: dict[int, Shard] = {}
-        self._load_retry_at_ms: dict[int, int] = {}  # offsets partitions whose load failed: not before then
         self._log = log.bind(broker_id=broker_id)
+        self._led = LedShards(OFFSETS_TOPIC, broker_id, replicas, lambda: self.clock_ms(), Shard, self._load, self._unloaded)
+        self.shards = self._led.by_index
 
     # ------------------------------------------------------------------ leadership
 
     def offsets_partition_count(self) -> int:
-        return partition_count(self.replicas, OFFSETS_TOPIC)
+        return self._led.partition_count()
 
     def topics(self) -> dict[str, int]:
         image = self.replicas.image
@@ -111,77 +110,43 @@ class GroupCoordinator:
 
     def sync_leadership(self) -> None:
         """Start a shard for each offsets partition led here at a new epoch; drop the others."""
-        led = led_partitions(self.replicas, OFFSETS_TOPIC)
-        for index, shard in list(self.shards.items()):
-            if led.get(index) != shard.leader_epoch:
-                self._unload(shard, "leadership moved")
-        now = self.clock_ms()
-        for index, epoch in led.items():
-            if index not in self.shards and self._load_retry_at_ms.get(index, 0) <= now:
-                shard = self.shards[index] = Shard(index, epoch)
-                shard.task = asyncio.ensure_future(self._load(shard))
+        self._led.sync()
 
-    def _unload(self, shard: Shard, why: str) -> None:
-        shard.active = False
-        if shard.task is not None:
-            shard.task.cancel()
-        if self.shards.get(shard.partition) is shard:
-            del self.shards[shard.partition]
+    def _unloaded(self, shard: Shard, why: str) -> None:
         self._log.info("groups unloaded", topic=OFFSETS_TOPIC, partition=shard.partition, leader_epoch=shard.leader_epoch,
                        groups=len(shard.groups), reason=why)
 
     async def _load(self, shard: Shard) -> None:
-        """Replay the partition up to its log end, then wait for the HW to cover it."""
+        """Replay the partition up to its log end, then wait for the HW to cover it (`LedShards`
+        retries a load that raises)."""
         fields = {"topic": OFFSETS_TOPIC, "partition": shard.partition, "leader_epoch": shard.leader_epoch}
-        try:
-            partition = self.replicas.partitions[(OFFSETS_TOPIC, shard.partition)]
-            shard.load_end = partition.log_end_offset
+        partition = self.replicas.partitions[(OFFSETS_TOPIC, shard.partition)]
+        shard.load_end = partition.log_end_offset
 
-            def take(batch: DecodedBatch) -> int:
-                header = batch.header
-                if header.is_control:
-                    marker = decode_marker(batch)
-                    shard.txn_offsets.on_marker(header.producer_id, header.base_offset, marker.commit, shard.groups)
-                    return 0
-                decoded = [record_codec.decode(k, v) for k, v in zip(batch.keys, batch.values)]
-                if header.is_transactional:
-                    shard.txn_offsets.stage(header.producer_id, header.base_offset, decoded)
-                else:
-                    shard.txn_offsets.replay_plain(shard.groups, decoded, header.base_offset)
-                return len(decoded)
+        def take(batch: DecodedBatch) -> int:
+            header = batch.header
+            if header.is_control:
+                marker = decode_marker(batch)
+                shard.txn_offsets.on_marker(header.producer_id, header.base_offset, marker.commit, shard.groups)
+                return 0
+            decoded = [record_codec.decode(k, v) for k, v in zip(batch.keys, batch.values)]
+            if header.is_transactional:
+                shard.txn_offsets.stage(header.producer_id, header.base_offset, decoded)
+            else:
+                shard.txn_offsets.replay_plain(shard.groups, decoded, header.base_offset)
+            return len(decoded)
 
-            end, records = await replay(partition, take)
-            if not await wait_until_committed(partition, end, lambda: shard.active):
-                return
-            now = self.clock_ms()
-            for group in shard.groups.values():
-                membership.start_sessions(group, self.settings, now)
-            shard.loaded = True
-            self._log.info("groups loaded", **fields, groups=len(shard.groups), records=records, log_end_offset=end)
-        except asyncio.CancelledError:
-            raise
-        except Exception:  # a failing load must not leave a shard answering "loading" forever
-            self._log.exception("loading groups failed; retrying", **fields, retry_in_ms=LOAD_RETRY_MS)
-            self._load_retry_at_ms[shard.partition] = self.clock_ms() + LOAD_RETRY_MS
-            self._unload(shard, "load failed")
+        end, records = await replay(partition, take)
+        if not await wait_until_committed(partition, end, lambda: shard.active):
+            return
+        now = self.clock_ms()
+        for group in shard.groups.values():
+            membership.start_sessions(group, self.settings, now)
+        shard.loaded = True
+        self._log.info("groups loaded", **fields, groups=len(shard.groups), records=records, log_end_offset=end)
 
     def _shard_for(self, group_id: str) -> Shard:
-        count = self.offsets_partition_count()
-        if count == 0:
-            raise Refused(ErrorCode.NOT_COORDINATOR, "the offsets topic does not exist yet: call FindCoordinator (it creates it) and retry")
-        index = offsets_partition(group_id, count)
-        shard = self.shards.get(index)
-        leader = self.replicas.leader_hint(OFFSETS_TOPIC, index).leader_id
-        if shard is None and leader == self.broker_id:  # led here by metadata; the timer starts the shard within a tick
-            raise Refused(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, f"broker {self.broker_id} is starting to load the groups of "
-                          f"{OFFSETS_TOPIC}-{index}: retry shortly")
-        if shard is None:
-            raise Refused(ErrorCode.NOT_COORDINATOR, f"broker {self.broker_id} does not coordinate group {group_id} "
-                          f"({OFFSETS_TOPIC}-{index} is led by broker {leader}): call FindCoordinator and retry there")
-        if not shard.loaded:
-            raise Refused(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, f"broker {self.broker_id} is loading the groups of "
-                          f"{OFFSETS_TOPIC}-{index}: retry shortly")
-        return shard
+        return self._led.shard_for(group_id, "group")
 
     # ------------------------------------------------------------------ operations
 
@@ -284,7 +249,7 @@ class GroupCoordinator:
                           f"than the one {OFFSETS_TOPIC}-{shard.partition} saw last (a newer incarnation or the transaction's "
                           "end bumped it): this producer must stop; nothing was written")
         if result.error.code in OUTCOME_UNKNOWN and shard.active:
-            self._unload(shard, f"a write's outcome is unknown ({result.error.code.name}): reload from the log")
+            self._led.unload(shard, f"a write's outcome is unknown ({result.error.code.name}): reload from the log")
             self.sync_leadership()
         code = ErrorCode.NOT_COORDINATOR if result.error.code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH) \
             else ErrorCode.COORDINATOR_NOT_AVAILABLE

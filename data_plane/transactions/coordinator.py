@@ -34,10 +34,10 @@ from dataclasses import dataclass, field
 import structlog
 
 from data_plane.broker.requests import ProduceItem
-from data_plane.broker.internal_partitions import led_partitions, partition_count, replay, wait_until_committed
-from data_plane.groups.coordinator import LOAD_RETRY_MS, OUTCOME_UNKNOWN, WRITE_TIMEOUT_MS
+from data_plane.broker.internal_partitions import LedShards, replay, wait_until_committed
+from data_plane.groups.coordinator import OUTCOME_UNKNOWN, WRITE_TIMEOUT_MS
 from data_plane.groups.membership import Refused
-from data_plane.groups.placement import TRANSACTION_STATE_TOPIC, offsets_partition
+from data_plane.groups.placement import TRANSACTION_STATE_TOPIC
 from data_plane.record_batch import DecodedBatch, encode_batch
 from data_plane.replication.errors import ErrorCode
 from data_plane.replication.partition_state import ACKS_ALL
@@ -120,85 +120,50 @@ class TransactionCoordinator:
         self.markers = markers
         self.clock_ms = clock_ms
         self._allocate = allocate_producer_id  # the idempotent InitProducerId's allocation (ids from the controller)
-        self.shards: dict[int, Shard] = {}
-        self._load_retry_at_ms: dict[int, int] = {}
         self._log = log.bind(broker_id=broker_id)
+        self._led = LedShards(TOPIC, broker_id, replicas, lambda: self.clock_ms(), Shard, self._load, self._unloaded)
+        self.shards = self._led.by_index
 
     # ------------------------------------------------------------------ leadership
 
     def partition_count(self) -> int:
-        return partition_count(self.replicas, TOPIC)
+        return self._led.partition_count()
 
     def sync_leadership(self) -> None:
         """Start a shard for each partition led here at a new epoch; drop the others."""
-        led = led_partitions(self.replicas, TOPIC)
-        for index, shard in list(self.shards.items()):
-            if led.get(index) != shard.leader_epoch:
-                self._unload(shard, "leadership moved")
-        now = self.clock_ms()
-        for index, epoch in led.items():
-            if index not in self.shards and self._load_retry_at_ms.get(index, 0) <= now:
-                shard = self.shards[index] = Shard(index, epoch)
-                shard.task = asyncio.ensure_future(self._load(shard))
+        self._led.sync()
 
-    def _unload(self, shard: Shard, why: str) -> None:
-        shard.active = False
-        if shard.task is not None:
-            shard.task.cancel()
+    def _unloaded(self, shard: Shard, why: str) -> None:
         for completion in shard.completing.values():
             completion.task.cancel()  # the next leader resumes the markers from the log
-        if self.shards.get(shard.partition) is shard:
-            del self.shards[shard.partition]
         self._log.info("transactions unloaded", topic=TOPIC, partition=shard.partition, leader_epoch=shard.leader_epoch,
                        transactional_ids=len(shard.ids), reason=why)
 
     async def _load(self, shard: Shard) -> None:
         """Replay the partition up to its log end, wait for the HW to cover it, then resume the
-        markers of every decided transaction."""
+        markers of every decided transaction (`LedShards` retries a load that raises)."""
         fields = {"topic": TOPIC, "partition": shard.partition, "leader_epoch": shard.leader_epoch}
-        try:
-            partition = self.replicas.partitions[(TOPIC, shard.partition)]
+        partition = self.replicas.partitions[(TOPIC, shard.partition)]
 
-            def take(batch: DecodedBatch) -> int:
-                if batch.header.is_control:
-                    return 0
-                record_codec.replay(zip(batch.keys, batch.values), shard.ids)
-                return len(batch.values)
+        def take(batch: DecodedBatch) -> int:
+            if batch.header.is_control:
+                return 0
+            record_codec.replay(zip(batch.keys, batch.values), shard.ids)
+            return len(batch.values)
 
-            end, records = await replay(partition, take)
-            if not await wait_until_committed(partition, end, lambda: shard.active):
-                return
-            shard.loaded = True
-            self._log.info("transactions loaded", **fields, transactional_ids=len(shard.ids), records=records, log_end_offset=end)
-            for meta in shard.ids.values():
-                plan = sm.pending_markers(meta)
-                if plan is not None:
-                    self._log.info("resuming the markers of a decided transaction", **fields, **_fields(meta))
-                    self._complete_later(shard, meta.transactional_id, plan)
-        except asyncio.CancelledError:
-            raise
-        except Exception:  # a failing load must not leave a shard answering "loading" forever
-            self._log.exception("loading transactions failed; retrying", **fields, retry_in_ms=LOAD_RETRY_MS)
-            self._load_retry_at_ms[shard.partition] = self.clock_ms() + LOAD_RETRY_MS
-            self._unload(shard, "load failed")
+        end, records = await replay(partition, take)
+        if not await wait_until_committed(partition, end, lambda: shard.active):
+            return
+        shard.loaded = True
+        self._log.info("transactions loaded", **fields, transactional_ids=len(shard.ids), records=records, log_end_offset=end)
+        for meta in shard.ids.values():
+            plan = sm.pending_markers(meta)
+            if plan is not None:
+                self._log.info("resuming the markers of a decided transaction", **fields, **_fields(meta))
+                self._complete_later(shard, meta.transactional_id, plan)
 
     def _shard_for(self, transactional_id: str) -> Shard:
-        count = self.partition_count()
-        if count == 0:
-            raise Refused(ErrorCode.NOT_COORDINATOR, f"the {TOPIC} topic does not exist yet: call FindCoordinator "
-                          "(key_type TRANSACTION creates it) and retry")
-        index = offsets_partition(transactional_id, count)
-        shard = self.shards.get(index)
-        leader = self.replicas.leader_hint(TOPIC, index).leader_id
-        if shard is None and leader == self.broker_id:
-            raise Refused(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, f"broker {self.broker_id} is starting to load "
-                          f"{TOPIC}-{index}: retry shortly")
-        if shard is None:
-            raise Refused(ErrorCode.NOT_COORDINATOR, f"broker {self.broker_id} does not coordinate transactional id "
-                          f"{transactional_id!r} ({TOPIC}-{index} is led by broker {leader}): call FindCoordinator and retry there")
-        if not shard.loaded:
-            raise Refused(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, f"broker {self.broker_id} is loading {TOPIC}-{index}: retry shortly")
-        return shard
+        return self._led.shard_for(transactional_id, "transactional id", " with key_type TRANSACTION")
 
     # ------------------------------------------------------------------ decide, write, apply
 
@@ -308,7 +273,7 @@ class TransactionCoordinator:
         if not result.failed:
             return
         if result.error.code in OUTCOME_UNKNOWN and shard.active:
-            self._unload(shard, f"a write's outcome is unknown ({result.error.code.name}): reload from the log")
+            self._led.unload(shard, f"a write's outcome is unknown ({result.error.code.name}): reload from the log")
             self.sync_leadership()
         code = ErrorCode.NOT_COORDINATOR if result.error.code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH) \
             else ErrorCode.COORDINATOR_NOT_AVAILABLE
