@@ -1,0 +1,134 @@
+"""The exactly-once streaming sink against real processes: a query copying a topic is SIGKILLed
+(driver script, JVM and Python workers) right after micro-batch 1's transactions are committed
+but before Spark logs the commit, restarted and killed again after micro-batch 2 is written but
+before it is committed, then restarted to its end: a read_committed reader of the target sees
+every source record exactly once. The at-least-once sink failing in the same window duplicates
+micro-batch 1 (the negative control). Also: the source's kafka.isolation.level."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from data_plane.client import Consumer, Producer
+from tests.spark.conftest import load, produce
+from tests.spark.eos_sink_query import MAX_OFFSETS_PER_TRIGGER, KillingKraftlogSource, run_until_killed, start_copy
+
+pytestmark = [pytest.mark.spark, pytest.mark.integration]
+
+PARTITIONS = 2
+RECORDS = 60  # per partition: micro-batches of 20 per partition, 0 to 2
+
+
+def read_values(bootstrap: str, topic: str, isolation_level: str) -> Counter:
+    """Every value of `topic` below its high watermark (read_uncommitted) or its last stable
+    offset (read_committed), with how often it occurs."""
+    tps = [(topic, p) for p in range(PARTITIONS)]
+    values: Counter = Counter()
+    with Consumer(bootstrap, isolation_level=isolation_level) as consumer:
+        consumer.assign(tps)
+        consumer.seek_to_end(tps)
+        ends = {tp: consumer.position(tp) for tp in tps}
+        consumer.seek_to_beginning(tps)
+        deadline = time.monotonic() + 60
+        while any(consumer.position(tp) < ends[tp] for tp in tps):
+            assert time.monotonic() < deadline, f"{topic} not read to {ends} in 60 s"
+            values.update(r.value for r in consumer.poll(200))
+    return values
+
+
+def expected_values() -> Counter:
+    return Counter(f"{p}-{i}".encode() for p in range(PARTITIONS) for i in range(RECORDS))
+
+
+def kill_after_commit(cluster, source: str, target: str, checkpoint: Path, log_path: Path) -> None:
+    """Runs the copy until its driver dies right after committing micro-batch 1's sink
+    writes: the commit log has micro-batch 0 only, the offset log micro-batch 1 too."""
+    done = run_until_killed([cluster.bootstrap, source, target, str(checkpoint), "--kill-after-commit", "1"], log_path)
+    assert done.returncode == -signal.SIGKILL, log_path.read_text()[-3000:]
+    assert sorted(p.name for p in (checkpoint / "commits").iterdir() if p.name.isdigit()) == ["0"]
+    assert "1" in {p.name for p in (checkpoint / "offsets").iterdir()}
+
+
+def finish(spark, cluster, source: str, target: str, checkpoint: Path, exactly_once: bool) -> None:
+    spark.dataSource.register(KillingKraftlogSource)
+    query = start_copy(spark, cluster.bootstrap, source, target, checkpoint, exactly_once, {"availableNow": True})
+    assert query.awaitTermination(180)
+    assert query.exception() is None
+
+
+def test_exactly_once_across_kills_around_the_commit(spark, cluster, tmp_path):
+    cluster.create_topic("eos-src", PARTITIONS, 1)
+    cluster.create_topic("eos-dst", PARTITIONS, 1)
+    produce(cluster.bootstrap, "eos-src", PARTITIONS, RECORDS)
+    checkpoint = tmp_path / "ckpt"
+    kill_after_commit(cluster, "eos-src", "eos-dst", checkpoint, tmp_path / "run1.log")
+    per_batch = MAX_OFFSETS_PER_TRIGGER
+    assert sum(read_values(cluster.bootstrap, "eos-dst", "read_committed").values()) == 2 * per_batch  # 0 and 1 committed
+
+    # The restart replays micro-batch 1 (already committed: nothing written), writes 2, dies before committing it.
+    done = run_until_killed([cluster.bootstrap, "eos-src", "eos-dst", str(checkpoint), "--kill-before-commit", "2"], tmp_path / "run2.log")
+    assert done.returncode == -signal.SIGKILL, (tmp_path / "run2.log").read_text()[-3000:]
+    assert sum(read_values(cluster.bootstrap, "eos-dst", "read_uncommitted").values()) == 3 * per_batch
+    committed = read_values(cluster.bootstrap, "eos-dst", "read_committed")
+    assert sum(committed.values()) == 2 * per_batch and max(committed.values()) == 1  # micro-batch 2 is open
+
+    finish(spark, cluster, "eos-src", "eos-dst", checkpoint, exactly_once=True)
+    assert read_values(cluster.bootstrap, "eos-dst", "read_committed") == expected_values()
+    # The default source isolation (read_committed) agrees; read_uncommitted also sees the aborted micro-batch 2.
+    rows = load(spark.read, bootstrap=cluster.bootstrap, subscribe="eos-dst").collect()
+    assert Counter(r.value for r in rows) == expected_values()
+    everything = load(spark.read, bootstrap=cluster.bootstrap, subscribe="eos-dst", **{"kafka.isolation.level": "read_uncommitted"})
+    assert everything.count() == PARTITIONS * RECORDS + per_batch
+
+
+def test_at_least_once_sink_duplicates_a_batch_replayed_after_its_commit(spark, cluster, tmp_path):
+    """The negative control, in this process (no kill, to keep it short): the at-least-once
+    sink's query fails right after micro-batch 1's sink commit, before Spark logs it, the
+    window of the kill above; restarted, it writes micro-batch 1 again."""
+    cluster.create_topic("alo-src", PARTITIONS, 1)
+    cluster.create_topic("alo-dst", PARTITIONS, 1)
+    produce(cluster.bootstrap, "alo-src", PARTITIONS, RECORDS)
+    checkpoint = tmp_path / "ckpt"
+    spark.dataSource.register(KillingKraftlogSource)
+    query = start_copy(spark, cluster.bootstrap, "alo-src", "alo-dst", checkpoint, False, {"processingTime": "0 seconds"},
+                       {"failAfterCommit": 1})
+    with pytest.raises(Exception, match="failAfterCommit"):
+        query.awaitTermination(180)
+    assert sorted(p.name for p in (checkpoint / "commits").iterdir() if p.name.isdigit()) == ["0"]
+    finish(spark, cluster, "alo-src", "alo-dst", checkpoint, exactly_once=False)
+    values = read_values(cluster.bootstrap, "alo-dst", "read_committed")
+    assert set(values) == set(expected_values())
+    assert sum(n - 1 for n in values.values()) == MAX_OFFSETS_PER_TRIGGER  # micro-batch 1, twice
+
+
+def test_source_isolation_level(spark, cluster):
+    """A committed, an aborted and an open transaction: the default read sees the committed one
+    only (and stops at the open one's first offset, the last stable offset); read_uncommitted
+    sees every record."""
+    cluster.create_topic("iso", 1, 1)
+    with Producer(cluster.bootstrap, transactional_id="iso-writer") as producer:
+        producer.init_transactions()
+        for outcome, values in (("commit", [b"c1", b"c2"]), ("abort", [b"a1", b"a2"]), ("open", [b"o1"])):
+            producer.begin_transaction()
+            for value in values:
+                producer.send("iso", value, partition=0)
+            if outcome == "commit":
+                producer.commit_transaction()
+            elif outcome == "abort":
+                producer.abort_transaction()
+            else:
+                producer.flush()
+    try:
+        committed = [r.value for r in load(spark.read, bootstrap=cluster.bootstrap, subscribe="iso").collect()]
+        everything = [r.value for r in load(spark.read, bootstrap=cluster.bootstrap, subscribe="iso",
+                                            **{"kafka.isolation.level": "read_uncommitted"}).collect()]
+    finally:
+        with Producer(cluster.bootstrap, transactional_id="iso-writer") as successor:
+            successor.init_transactions()  # aborts the open transaction
+    assert committed == [b"c1", b"c2"]
+    assert everything == [b"c1", b"c2", b"a1", b"a2", b"o1"]
