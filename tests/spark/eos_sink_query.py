@@ -29,7 +29,7 @@ from spark_source.stream_writer import KraftlogStreamWriter
 from spark_source.writer import validate_schema
 
 MAX_OFFSETS_PER_TRIGGER = 40
-_KILL_OPTIONS = ("killbeforecommit", "killaftercommit", "killprocessgroup", "failaftercommit")
+_KILL_OPTIONS = ("killbeforecommit", "killaftercommit", "killprocessgroup", "failbeforecommit", "failaftercommit")
 
 
 class KillingStreamWriter(KraftlogStreamWriter):
@@ -38,13 +38,17 @@ class KillingStreamWriter(KraftlogStreamWriter):
     with the options, and the worker's own group (the daemon, its workers, this one) goes
     last, so nothing of the query goes on after the kill."""
 
-    def __init__(self, opts, kill_before: int | None, kill_after: int | None, group: int | None, fail_after: int | None) -> None:
+    def __init__(self, opts, kill_before: int | None, kill_after: int | None, group: int | None, fail_before: int | None,
+                 fail_after: int | None) -> None:
         super().__init__(opts)
-        self.kill_before, self.kill_after, self.group, self.fail_after = kill_before, kill_after, group, fail_after
+        self.kill_before, self.kill_after, self.group = kill_before, kill_after, group
+        self.fail_before, self.fail_after = fail_before, fail_after
 
     def commit(self, messages, batchId) -> None:
         if batchId == self.kill_before:
             self._kill()
+        if batchId == self.fail_before:
+            raise RuntimeError(f"failing micro-batch {batchId} before its sink commit (failBeforeCommit)")
         super().commit(messages, batchId)
         if batchId == self.kill_after:
             self._kill()
@@ -59,8 +63,8 @@ class KillingStreamWriter(KraftlogStreamWriter):
 class KillingKraftlogSource(KraftlogDataSource):
     """format("kraftlog_killing"): the kraftlog sink plus the options killBeforeCommit and
     killAfterCommit (a micro-batch id) and killProcessGroup (the process group to kill), and
-    failAfterCommit: the query fails right after that micro-batch's sink commit, before Spark
-    logs it, as it does when the driver dies there, without a process to kill."""
+    failBeforeCommit and failAfterCommit: the query fails right before or after that
+    micro-batch's sink commit (before Spark logs it), without a process to kill."""
 
     @classmethod
     def name(cls) -> str:

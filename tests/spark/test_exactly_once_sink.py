@@ -1,8 +1,9 @@
-"""The exactly-once streaming sink against real processes: a query copying a topic is SIGKILLed
-(driver script, JVM and Python workers) right after micro-batch 1's transactions are committed
-but before Spark logs the commit, restarted and killed again after micro-batch 2 is written but
-before it is committed, then restarted to its end: a read_committed reader of the target sees
-every source record exactly once. The at-least-once sink failing in the same window duplicates
+"""The exactly-once streaming sink: a query copying a topic stops right after micro-batch 1's
+transactions are committed but before Spark logs the commit, is restarted and stops again
+after micro-batch 2 is written but before it is committed, then is restarted to its end: a
+read_committed reader of the target sees every source record exactly once. It stops by failing
+(in this process, the default run) or by a SIGKILL of its process (driver script, JVM and
+Python workers; the soak run). The at-least-once sink failing in the same window duplicates
 micro-batch 1 (the negative control). Also: the source's kafka.isolation.level."""
 
 from __future__ import annotations
@@ -61,7 +62,37 @@ def finish(spark, cluster, source: str, target: str, checkpoint: Path, exactly_o
     assert query.exception() is None
 
 
+def fail_at(spark, cluster, source: str, target: str, checkpoint: Path, exactly_once: bool, option: str) -> None:
+    """Runs the copy in this process until it fails where `option` ({name: micro-batch}) says."""
+    spark.dataSource.register(KillingKraftlogSource)
+    query = start_copy(spark, cluster.bootstrap, source, target, checkpoint, exactly_once, {"processingTime": "0 seconds"}, option)
+    with pytest.raises(Exception, match=next(iter(option))):
+        query.awaitTermination(180)
+
+
+def test_exactly_once_across_failures_around_the_commit(spark, cluster, tmp_path):
+    """The windows of the kills below, in this process (short enough for the default run): the
+    query fails right after micro-batch 1's sink commit, before Spark logs it; the restart
+    replays micro-batch 1 (writing nothing), writes micro-batch 2 and fails before committing
+    it (Spark's abort aborts its transactions); the next restart finishes."""
+    cluster.create_topic("eosf-src", PARTITIONS, 1)
+    cluster.create_topic("eosf-dst", PARTITIONS, 1)
+    produce(cluster.bootstrap, "eosf-src", PARTITIONS, RECORDS)
+    checkpoint, per_batch = tmp_path / "ckpt", MAX_OFFSETS_PER_TRIGGER
+    fail_at(spark, cluster, "eosf-src", "eosf-dst", checkpoint, True, {"failAfterCommit": 1})
+    assert sorted(p.name for p in (checkpoint / "commits").iterdir() if p.name.isdigit()) == ["0"]
+    assert sum(read_values(cluster.bootstrap, "eosf-dst", "read_committed").values()) == 2 * per_batch
+    fail_at(spark, cluster, "eosf-src", "eosf-dst", checkpoint, True, {"failBeforeCommit": 2})
+    assert sum(read_values(cluster.bootstrap, "eosf-dst", "read_uncommitted").values()) == 3 * per_batch
+    assert sum(read_values(cluster.bootstrap, "eosf-dst", "read_committed").values()) == 2 * per_batch
+    finish(spark, cluster, "eosf-src", "eosf-dst", checkpoint, exactly_once=True)
+    assert read_values(cluster.bootstrap, "eosf-dst", "read_committed") == expected_values()
+
+
+@pytest.mark.soak
 def test_exactly_once_across_kills_around_the_commit(spark, cluster, tmp_path):
+    """Real kills (two Spark processes, about two minutes on the shared 2-core machine: in the
+    soak run, `-m soak`)."""
     cluster.create_topic("eos-src", PARTITIONS, 1)
     cluster.create_topic("eos-dst", PARTITIONS, 1)
     produce(cluster.bootstrap, "eos-src", PARTITIONS, RECORDS)
@@ -87,18 +118,13 @@ def test_exactly_once_across_kills_around_the_commit(spark, cluster, tmp_path):
 
 
 def test_at_least_once_sink_duplicates_a_batch_replayed_after_its_commit(spark, cluster, tmp_path):
-    """The negative control, in this process (no kill, to keep it short): the at-least-once
-    sink's query fails right after micro-batch 1's sink commit, before Spark logs it, the
-    window of the kill above; restarted, it writes micro-batch 1 again."""
+    """The negative control: the at-least-once sink's query fails right after micro-batch 1's
+    sink commit, before Spark logs it; restarted, it writes micro-batch 1 again."""
     cluster.create_topic("alo-src", PARTITIONS, 1)
     cluster.create_topic("alo-dst", PARTITIONS, 1)
     produce(cluster.bootstrap, "alo-src", PARTITIONS, RECORDS)
     checkpoint = tmp_path / "ckpt"
-    spark.dataSource.register(KillingKraftlogSource)
-    query = start_copy(spark, cluster.bootstrap, "alo-src", "alo-dst", checkpoint, False, {"processingTime": "0 seconds"},
-                       {"failAfterCommit": 1})
-    with pytest.raises(Exception, match="failAfterCommit"):
-        query.awaitTermination(180)
+    fail_at(spark, cluster, "alo-src", "alo-dst", checkpoint, False, {"failAfterCommit": 1})
     assert sorted(p.name for p in (checkpoint / "commits").iterdir() if p.name.isdigit()) == ["0"]
     finish(spark, cluster, "alo-src", "alo-dst", checkpoint, exactly_once=False)
     values = read_values(cluster.bootstrap, "alo-dst", "read_committed")
