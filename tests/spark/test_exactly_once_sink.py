@@ -132,6 +132,37 @@ def test_at_least_once_sink_duplicates_a_batch_replayed_after_its_commit(spark, 
     assert sum(n - 1 for n in values.values()) == MAX_OFFSETS_PER_TRIGGER  # micro-batch 1, twice
 
 
+def test_tasks_of_a_partly_committed_micro_batch(cluster):
+    """The tasks' side without Spark (spark_source/transactional_writer.py): the driver
+    committed task 0's transaction of micro-batch 1 and died before task 1's. On replay,
+    task 0 finds its marker and writes nothing; task 1's new attempt aborts the open
+    transaction and writes its rows again; once committed, each row is there once."""
+    import pyarrow as pa
+
+    from spark_source.options import parse_sink
+    from spark_source.transactional_writer import TaskIdentity, commit_prepared, write_transaction
+
+    cluster.create_topic("eos-tasks", PARTITIONS, 1)
+    opts = parse_sink({"bootstrap": cluster.bootstrap, "topic": "eos-tasks"}, streaming=True)
+
+    def write(batch: int, task: int):
+        rows = pa.RecordBatch.from_pydict({"value": [f"{task}-{batch}-{i}".encode() for i in range(5)],
+                                           "partition": pa.array([task] * 5, pa.int32())})
+        return write_transaction(opts, [rows], TaskIdentity("q-tasks", batch, task))
+
+    commit_prepared(opts, [write(0, 0), write(0, 1)])
+    first = [write(1, 0), write(1, 1)]
+    commit_prepared(opts, first[:1])  # the driver dies before committing task 1's
+    replay = [write(1, 0), write(1, 1)]
+    assert replay[0].already_committed and replay[0].prepared is None
+    assert not replay[1].already_committed and replay[1].records == 5
+    assert replay[1].prepared.producer_epoch > first[1].prepared.producer_epoch  # the old attempt is fenced
+    commit_prepared(opts, replay)
+    expected = Counter(f"{task}-{batch}-{i}".encode() for task in range(PARTITIONS) for batch in range(2) for i in range(5))
+    assert read_values(cluster.bootstrap, "eos-tasks", "read_committed") == expected
+    assert sum(read_values(cluster.bootstrap, "eos-tasks", "read_uncommitted").values()) == sum(expected.values()) + 5
+
+
 def test_source_isolation_level(spark, cluster):
     """A committed, an aborted and an open transaction: the default read sees the committed one
     only (and stops at the open one's first offset, the last stable offset); read_uncommitted
