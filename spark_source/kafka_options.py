@@ -21,6 +21,7 @@ CONSUMER = {
     "request.timeout.ms": ("request_timeout_ms", int),
     "retry.backoff.ms": ("retry_backoff_ms", int),
     "client.id": ("client_id", str),
+    "isolation.level": ("isolation_level", "isolation"),
 }
 # ... and for the Producer a writing task uses.
 PRODUCER = {
@@ -39,6 +40,7 @@ PRODUCER = {
     "max.request.size": ("max_request_size", int),
     "enable.idempotence": ("enable_idempotence", bool),
     "client.id": ("client_id", str),
+    "transaction.timeout.ms": ("transaction_timeout_ms", int),
 }
 
 # kafka.<name> (or a prefix ending in ".") -> why it is refused and what to do instead.
@@ -52,6 +54,8 @@ _REFUSED = {
     "value.serializer": "write binary or string key/value columns: CAST them in the query",
     "interceptor.classes": "kraftlog's clients have no interceptors: remove it",
     "partitioner.class": "write a 'partition' column to choose partitions",
+    "transactional.id": "the exactly-once sink gives each task the transactional id <transactionalIdPrefix>-<task partition>: "
+    "set the sink option 'transactionalIdPrefix' instead",
     "security.protocol": "kraftlog brokers speak plaintext gRPC and have no authentication to configure: remove it",
     "sasl.": "kraftlog brokers speak plaintext gRPC and have no authentication to configure: remove it",
     "ssl.": "kraftlog brokers speak plaintext gRPC and have no authentication to configure: remove it",
@@ -79,6 +83,10 @@ def _convert(option: str, raw: str, kind) -> object:
         if value.lower() not in ("true", "false"):
             raise KafkaOptionError(f"option {option!r} must be true or false, not {raw!r}")
         return value.lower() == "true"
+    if kind == "isolation":
+        if value.lower() not in ("read_committed", "read_uncommitted"):
+            raise KafkaOptionError(f"option {option!r} must be read_committed or read_uncommitted, not {raw!r}")
+        return value.lower()
     if kind == "acks":
         if value.lower() == "all" or value == "-1":
             return "all"

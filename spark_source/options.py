@@ -46,8 +46,20 @@ _SOURCE_OPTIONS = {
     )
 }
 _SINK_OPTIONS = {
-    name.lower(): name for name in ("bootstrap", "kraftlog.bootstrap.servers", "kafka.bootstrap.servers", "topic", "includeHeaders")
+    name.lower(): name
+    for name in (
+        "bootstrap", "kraftlog.bootstrap.servers", "kafka.bootstrap.servers", "topic", "includeHeaders", "exactlyOnce",
+        "transactionalIdPrefix",
+    )
 }
+# Sink options that only the exactly-once (transactional) streaming sink uses.
+_TRANSACTIONAL_ONLY = ("transactionalIdPrefix", "kafka.transaction.timeout.ms")
+# How long a task's transaction may stay open, from its first partition until the driver
+# commits the micro-batch: the producer's default (60 s) would abort slow micro-batches; the
+# brokers refuse more than their --transaction-max-timeout-ms (default 15 min).
+SINK_TRANSACTION_TIMEOUT_MS = 300_000
+# A source's default kafka.isolation.level, as with Spark's Kafka source.
+DEFAULT_ISOLATION_LEVEL = "read_committed"
 # Options of Spark's Kafka source that kraftlog refuses, with the reason and what to do instead.
 _REFUSED = {
     name.lower(): (name, why)
@@ -96,8 +108,13 @@ class SourceOptions:
     fail_on_data_loss: bool = True
     include_headers: bool = False
     poll_timeout_ms: int = 120_000
-    # Consumer keyword arguments from kafka.* options
-    consumer_config: dict = field(default_factory=dict)
+    # Consumer keyword arguments from kafka.* options (isolation_level always set)
+    consumer_config: dict = field(default_factory=lambda: {"isolation_level": DEFAULT_ISOLATION_LEVEL})
+
+    @property
+    def read_committed(self) -> bool:
+        """Whether "latest" means the last stable offset (read_committed) or the high watermark."""
+        return self.consumer_config.get("isolation_level", DEFAULT_ISOLATION_LEVEL) == "read_committed"
 
 
 @dataclass(frozen=True)
@@ -107,6 +124,10 @@ class SinkOptions:
     include_headers: bool = False
     # Producer keyword arguments from kafka.* options
     producer_config: dict = field(default_factory=dict)
+    # streaming only: one transaction per task and micro-batch, committed with the micro-batch
+    exactly_once: bool = False
+    # transactional ids are <prefix>-<task partition>; None: derived from the query's id
+    transactional_id_prefix: str | None = None
 
 
 def _check_unknown(options: Mapping[str, str], known: dict[str, str], kind: str) -> None:
@@ -268,7 +289,7 @@ def parse_source(options: Mapping[str, str], streaming: bool) -> SourceOptions:
     _one_of(opts, _END_NAMES, "end")
     poll_timeout = _alias(opts, ("pollTimeoutMs", "kafkaConsumer.pollTimeoutMs"))
     try:
-        consumer_config = client_config(options, "consumer")
+        consumer_config = {"isolation_level": DEFAULT_ISOLATION_LEVEL, **client_config(options, "consumer")}
     except KafkaOptionError as err:
         raise OptionError(str(err)) from None
     return SourceOptions(
@@ -297,8 +318,9 @@ def parse_source(options: Mapping[str, str], streaming: bool) -> SourceOptions:
     )
 
 
-def parse_sink(options: Mapping[str, str]) -> SinkOptions:
-    """Validates writer options."""
+def parse_sink(options: Mapping[str, str], streaming: bool) -> SinkOptions:
+    """Validates writer options. A streaming write is exactly-once unless exactlyOnce=false;
+    a batch write is at-least-once (a re-run job writes its rows again)."""
     _check_unknown(options, _SINK_OPTIONS, "sink")
     opts = {k.lower(): v for k, v in options.items()}
     topic = (opts.get("topic") or "").strip() or None
@@ -306,4 +328,20 @@ def parse_sink(options: Mapping[str, str]) -> SinkOptions:
         producer_config = client_config(options, "producer")
     except KafkaOptionError as err:
         raise OptionError(str(err)) from None
-    return SinkOptions(_bootstrap(opts), topic, _bool(opts, "includeheaders", "includeHeaders", False), producer_config)
+    if not streaming and "exactlyonce" in opts:
+        raise OptionError("option 'exactlyOnce' is for streaming writes only: a batch write is at-least-once; remove it")
+    exactly_once = streaming and _bool(opts, "exactlyonce", "exactlyOnce", True)
+    if not exactly_once:
+        given = [name for name in _TRANSACTIONAL_ONLY if name.lower() in opts]
+        if given:
+            why = "exactlyOnce=false" if streaming else "a batch write"
+            raise OptionError(f"option {given[0]!r} is for the exactly-once streaming sink, not {why}: remove it")
+    else:
+        if producer_config.get("acks", "all") != "all" or producer_config.get("enable_idempotence") is False:
+            raise OptionError("the exactly-once sink writes transactions, which need kafka.acks=all and idempotence: "
+                              "remove kafka.acks/kafka.enable.idempotence or set exactlyOnce=false")
+        producer_config.setdefault("transaction_timeout_ms", SINK_TRANSACTION_TIMEOUT_MS)
+    prefix = (opts.get("transactionalidprefix") or "").strip() or None
+    return SinkOptions(
+        _bootstrap(opts), topic, _bool(opts, "includeheaders", "includeHeaders", False), producer_config, exactly_once, prefix
+    )

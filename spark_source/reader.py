@@ -73,27 +73,28 @@ def resolve_partitions(admin: Admin, opts: SourceOptions) -> list[TopicPartition
     return sorted((name, p) for name, t in topics.items() for p in t.partitions)
 
 
-def list_offsets(admin: Admin, tps, which: int) -> dict[TopicPartition, int]:
-    """Log start offsets (which=-2), high watermarks (which=-1) or, for a timestamp in ms,
-    the first offset stamped at or after it (-1 where there is none) of `tps`."""
+def list_offsets(admin: Admin, tps, which: int, read_committed: bool = False) -> dict[TopicPartition, int]:
+    """Log start offsets (which=-2), high watermarks (which=-1; last stable offsets with
+    `read_committed`: no read goes past an open transaction) or, for a timestamp in ms, the
+    first offset stamped at or after it (-1 where there is none) of `tps`."""
     tps = list(tps)
     if not tps:
         return {}
-    answers = admin.list_offsets({tp: which for tp in tps})
+    answers = admin.list_offsets({tp: which for tp in tps}, read_committed)
     return {tp: a.offset for tp, a in answers.items()}
 
 
-def resolve_offsets(admin: Admin, tps: list[TopicPartition], spec: object) -> dict[TopicPartition, int]:
+def resolve_offsets(admin: Admin, tps: list[TopicPartition], spec: object, read_committed: bool) -> dict[TopicPartition, int]:
     """Concrete offsets for 'earliest' / 'latest' / {tp: offset or -2/-1}; partitions a
     JSON spec leaves out start at earliest."""
     if spec == "earliest":
         return list_offsets(admin, tps, EARLIEST)
     if spec == "latest":
-        return list_offsets(admin, tps, LATEST)
+        return list_offsets(admin, tps, LATEST, read_committed)
     wanted = {tp: spec.get(tp, EARLIEST) for tp in tps}
     out = {tp: o for tp, o in wanted.items() if o >= 0}
     for which in (EARLIEST, LATEST):
-        out.update(list_offsets(admin, [tp for tp, o in wanted.items() if o == which], which))
+        out.update(list_offsets(admin, [tp for tp, o in wanted.items() if o == which], which, read_committed))
     return out
 
 
@@ -121,7 +122,7 @@ def resolve_start(admin: Admin, tps: list[TopicPartition], opts: SourceOptions) 
         found = _by_timestamp(admin, tps, opts.starting_by_timestamp, "startingOffsetsByTimestamp")
         wanted = "the partition's startingOffsetsByTimestamp"
     else:
-        return resolve_offsets(admin, tps, opts.starting_offsets)
+        return resolve_offsets(admin, tps, opts.starting_offsets, opts.read_committed)
     missing = sorted(tp for tp, offset in found.items() if offset < 0)
     if missing and opts.timestamp_strategy == "error":
         names = ", ".join(f"{t}-{p}" for t, p in missing)
@@ -129,20 +130,21 @@ def resolve_start(admin: Admin, tps: list[TopicPartition], opts: SourceOptions) 
             f"no record at or after {wanted} in {names}; set "
             "startingOffsetsByTimestampStrategy=latest to start such partitions at their latest offset"
         )
-    return {**found, **list_offsets(admin, missing, LATEST)}
+    return {**found, **list_offsets(admin, missing, LATEST, opts.read_committed)}
 
 
 def resolve_end(admin: Admin, tps: list[TopicPartition], opts: SourceOptions) -> dict[TopicPartition, int]:
-    """Where a batch query ends (exclusive), never past the high watermark: before each
-    partition's first record stamped at or after endingTimestamp or its
-    endingOffsetsByTimestamp entry (the high watermark where there is none), else endingOffsets."""
-    hws = list_offsets(admin, tps, LATEST)
+    """Where a batch query ends (exclusive), never past the high watermark (the last stable
+    offset when reading committed data): before each partition's first record stamped at or
+    after endingTimestamp or its endingOffsetsByTimestamp entry (the high watermark where
+    there is none), else endingOffsets."""
+    hws = list_offsets(admin, tps, LATEST, opts.read_committed)
     if opts.ending_timestamp is not None:
         ends = list_offsets(admin, tps, opts.ending_timestamp)
     elif opts.ending_by_timestamp is not None:
         ends = _by_timestamp(admin, tps, opts.ending_by_timestamp, "endingOffsetsByTimestamp")
     else:
-        ends = resolve_offsets(admin, tps, opts.ending_offsets)
+        ends = resolve_offsets(admin, tps, opts.ending_offsets, opts.read_committed)
     return {tp: hws[tp] if ends.get(tp, -1) < 0 else min(ends[tp], hws[tp]) for tp in tps}
 
 
@@ -222,6 +224,11 @@ def read_range(part: RangePartition) -> Iterator:
                 continue
             batches = polled.get(tp)
             if not batches:
+                # read_committed: markers and aborted records are skipped, not returned; the
+                # consumer's position still moves past them, possibly to the range's end.
+                position = max(position, consumer.position(tp))
+                if position >= part.end:
+                    break
                 if time.monotonic() > deadline:
                     raise TimeoutError(
                         f"{part.topic}-{part.partition}: no records at offset {position} (want up to {part.end}) "

@@ -8,7 +8,8 @@ from spark_source.arrow_rows import schema_ddl
 from spark_source.options import parse_sink, parse_source
 from spark_source.reader import KraftlogBatchReader
 from spark_source.stream_reader import KraftlogStreamReader
-from spark_source.writer import KraftlogStreamWriter, KraftlogWriter, validate_schema
+from spark_source.stream_writer import KraftlogStreamWriter
+from spark_source.writer import KraftlogWriter, validate_schema
 
 
 class KraftlogDataSource(DataSource):
@@ -29,12 +30,12 @@ class KraftlogDataSource(DataSource):
         return KraftlogStreamReader(parse_source(self.options, streaming=True))
 
     def writer(self, schema, overwrite):
-        opts = parse_sink(self.options)
+        opts = parse_sink(self.options, streaming=False)
         validate_schema(schema, opts)
         return KraftlogWriter(opts)
 
     def streamWriter(self, schema, overwrite):
-        opts = parse_sink(self.options)
+        opts = parse_sink(self.options, streaming=True)
         validate_schema(schema, opts)
         return KraftlogStreamWriter(opts)
 

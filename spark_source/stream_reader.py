@@ -92,7 +92,7 @@ class KraftlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         now = time.monotonic()
         tps = self._partitions_now()
         if set(tps) != set(self._latest) or now - self._latest_at > LATEST_TTL_S:
-            self._latest = list_offsets(self._admin_client(), tps, LATEST)
+            self._latest = list_offsets(self._admin_client(), tps, LATEST, self.opts.read_committed)
             self._latest_at = now
         return self._latest
 

@@ -2,8 +2,9 @@
 
 Columns: `value` (binary or string, required), optional `key` (binary/string), `topic`
 (string; else the `topic` option), `partition` (int), `headers`
-(array<struct<key:string,value:binary>>). Delivery is at-least-once: a retried task
-produces its rows again.
+(array<struct<key:string,value:binary>>). Batch writes, and streaming writes with
+exactlyOnce=false, are at-least-once: a retried task produces its rows again. Streaming
+writes are exactly-once by default: spark_source/transactional_writer.py.
 
 Rows go through the producer's bulk path (`Producer.send_batch`: one batch, one future, no
 per-record bookkeeping): each Arrow batch is grouped by destination partition, keeping row
@@ -20,11 +21,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
-from pyspark.sql.datasource import (
-    DataSourceArrowWriter,
-    DataSourceStreamArrowWriter,
-    WriterCommitMessage,
-)
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, LongType, ShortType, StringType, StructType
 
 from data_plane.client import Producer
@@ -171,24 +168,30 @@ def _bytes(v: bytes | str | None) -> bytes | None:
 
 
 def write_batches(opts: SinkOptions, batches: Iterable[pa.RecordBatch]) -> KraftlogCommitMessage:
-    """Produces every row of `batches` and waits until each is acknowledged (acks=all
-    unless a kafka.acks option says otherwise)."""
+    """At-least-once: produces every row of `batches` and waits until each is acknowledged
+    (acks=all unless a kafka.acks option says otherwise)."""
     freeze_long_lived()
-    count = 0
     with Producer(opts.bootstrap, **{"acks": "all", **opts.producer_config}) as producer:
-        bulk = _BulkSender(producer)
-        futures: list = []
-        for batch in batches:
-            if not batch.num_rows:
-                continue
-            rows = _Rows(batch, opts.topic)
-            futures.extend(_send_records(producer, rows) if rows.has_headers else bulk.send(rows))
-            count += rows.count
-            if len(futures) > FUTURES_MAX:
-                _wait(producer, futures)
-                futures = []
-        _wait(producer, futures)
-    return KraftlogCommitMessage(count)
+        return KraftlogCommitMessage(send_rows(producer, opts, batches))
+
+
+def send_rows(producer: Producer, opts: SinkOptions, batches: Iterable[pa.RecordBatch]) -> int:
+    """Produces every row of `batches` with `producer` and waits until each is delivered
+    (raising the first failure); returns how many rows there were."""
+    count = 0
+    bulk = _BulkSender(producer)
+    futures: list = []
+    for batch in batches:
+        if not batch.num_rows:
+            continue
+        rows = _Rows(batch, opts.topic)
+        futures.extend(_send_records(producer, rows) if rows.has_headers else bulk.send(rows))
+        count += rows.count
+        if len(futures) > FUTURES_MAX:
+            _wait(producer, futures)
+            futures = []
+    _wait(producer, futures)
+    return count
 
 
 def _wait(producer: Producer, futures: list) -> None:
@@ -203,17 +206,3 @@ class KraftlogWriter(DataSourceArrowWriter):
 
     def write(self, iterator):
         return write_batches(self.opts, iterator)
-
-
-class KraftlogStreamWriter(DataSourceStreamArrowWriter):
-    def __init__(self, opts: SinkOptions) -> None:
-        self.opts = opts
-
-    def write(self, iterator):
-        return write_batches(self.opts, iterator)
-
-    def commit(self, messages, batchId) -> None:
-        pass
-
-    def abort(self, messages, batchId) -> None:
-        pass

@@ -82,10 +82,12 @@ class Admin:
             raise KraftlogError("UNKNOWN_TOPIC_OR_PARTITION", f"topics {sorted(missing)} not in metadata")
         return described
 
-    def list_offsets(self, queries: Mapping[TopicPartition, int]) -> dict[TopicPartition, OffsetAndTimestamp]:
-        """Per partition: -2 the log start offset, -1 the high watermark, else the first
-        offset with a timestamp at or after the one given (offset -1 when none)."""
-        return list_offsets(self._metadata, self._pool, queries, self._timeout_s)
+    def list_offsets(self, queries: Mapping[TopicPartition, int], read_committed: bool = False) -> dict[TopicPartition, OffsetAndTimestamp]:
+        """Per partition: -2 the log start offset, -1 the high watermark (the last stable
+        offset with ``read_committed``), else the first offset with a timestamp at or after
+        the one given (offset -1 when none)."""
+        isolation = broker_pb2.READ_COMMITTED if read_committed else broker_pb2.READ_UNCOMMITTED
+        return list_offsets(self._metadata, self._pool, queries, self._timeout_s, isolation_level=isolation)
 
     def delete_records(self, tp: TopicPartition, before_offset: int) -> int:
         """Delete the records of ``tp`` below ``before_offset`` (-1: every committed record) by

@@ -63,6 +63,8 @@ log = structlog.get_logger(__name__)
 class _Fetched(NamedTuple):
     fetch_offset: int
     batches: list[record_batch.DecodedBatch]
+    # the offset after the answer's last batch, past markers and aborted batches left out
+    end: int
 
 
 class Consumer:
@@ -667,12 +669,14 @@ class Consumer:
                     and not (aborted and b.header.is_transactional and in_aborted(aborted, b.header.producer_id, b.header.base_offset))
                 ]
                 held = self._buffered.get(tp)
-                if batches and held is not None:  # stream mode: the next message before poll took the last
+                end = decoded[-1].header.next_offset if decoded else fetch_offset
+                if held is not None:  # stream mode: the next message before poll took the last
                     held.batches.extend(batches)
+                    self._buffered[tp] = held._replace(end=max(held.end, end))
                 elif batches:
-                    self._buffered[tp] = _Fetched(fetch_offset, batches)
-                elif decoded and held is None:
-                    self._positions[tp] = max(fetch_offset, decoded[-1].header.next_offset)  # only markers or aborted records
+                    self._buffered[tp] = _Fetched(fetch_offset, batches, end)
+                elif decoded:
+                    self._positions[tp] = max(fetch_offset, end)  # only markers or aborted records
             return
         error = from_error_code(answer.error_code, answer.error_message, f"{tp[0]}-{tp[1]} at offset {fetch_offset}")
         if error.code == "OFFSET_OUT_OF_RANGE":
@@ -698,7 +702,7 @@ class Consumer:
         for tp, fetched in self._buffered.items():
             taken[tp] = fetched.batches
             last = fetched.batches[-1].header
-            self._positions[tp] = last.last_offset + 1
+            self._positions[tp] = max(last.last_offset + 1, fetched.end)  # a stream sends nothing again
             self._last_epochs[tp] = last.leader_epoch
         self._buffered.clear()
         return taken

@@ -20,6 +20,7 @@ from data_plane.client.channels import REQUEST_TIMEOUT_MS_DEFAULT
 from data_plane.client.errors import KraftlogError
 from data_plane.client.idempotence import IN_FLIGHT_PER_PARTITION_MAX
 from data_plane.client.metadata_cache import MetadataCache, now_ms
+from data_plane.client.prepared_transactions import PreparedTransaction
 from data_plane.client.partitioner import StickyPartitioner, make_partitioner
 from data_plane.client.producer_batch import (
     RECORD_OVERHEAD_BYTES,
@@ -294,6 +295,14 @@ class Producer:
     def abort_transaction(self) -> None:
         """Aborts the open transaction: read_committed readers never see its records."""
         self._transactional().abort_transaction()
+
+    def prepare_transaction(self) -> PreparedTransaction | None:
+        """Delivers the transaction's records (raises if one failed) and leaves the
+        transaction open for `end_prepared` to commit or abort, in any process
+        (data_plane/client/prepared_transactions.py); None when it wrote nothing."""
+        manager = self._transactional()
+        prepared = manager.prepare_transaction()
+        return None if prepared is None else PreparedTransaction(manager.transactional_id, *prepared)
 
     def _transactional(self) -> TransactionManager:
         self._check_open()

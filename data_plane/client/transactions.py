@@ -248,14 +248,24 @@ class TransactionManager:
         self._require_open("commit_transaction")
         self._wait_for_adds()
         self._flush(None)
-        for result in list(self._results.values()):
-            error = result.exception()
-            if error is not None:
-                if isinstance(error, KraftlogError) and error.code in FENCED_CODES:
-                    self._fence(str(error))
-                raise KraftlogError(getattr(error, "code", "UNKNOWN_SERVER_ERROR"),
-                                    f"a record of the transaction failed ({error}): call abort_transaction()", retriable=False)
+        self._raise_failed_record()
         self._end(commit=True)
+
+    def prepare_transaction(self) -> tuple[int, int] | None:
+        """Deliver every record of the transaction and leave it open for another process to
+        end (data_plane/client/prepared_transactions.py): returns the producer id and epoch
+        EndTxn needs, or None when nothing was added (nothing to end). This producer is then
+        done with the transaction; it must call init_transactions() before another (which
+        would abort the prepared one if it is still open)."""
+        self._require_open("prepare_transaction")
+        self._wait_for_adds()
+        self._flush(None)
+        self._raise_failed_record()
+        prepared = (self.producer_id, self.producer_epoch) if self._added else None
+        with self._lock:
+            self.in_transaction, self._added, self._results = False, set(), {}
+            self.producer_id = self.producer_epoch = -1
+        return prepared
 
     def abort_transaction(self) -> None:
         """Abort the open transaction: what it wrote is never seen by read_committed readers."""
@@ -294,6 +304,15 @@ class TransactionManager:
             self._accumulator.start_epoch(answer.producer_id, answer.producer_epoch)
         with self._lock:
             self.in_transaction, self._added, self._results = False, set(), {}
+
+    def _raise_failed_record(self) -> None:
+        for result in list(self._results.values()):
+            error = result.exception()
+            if error is not None:
+                if isinstance(error, KraftlogError) and error.code in FENCED_CODES:
+                    self._fence(str(error))
+                raise KraftlogError(getattr(error, "code", "UNKNOWN_SERVER_ERROR"),
+                                    f"a record of the transaction failed ({error}): call abort_transaction()", retriable=False)
 
     def _call(self, method: str, request: Any, max_block_s: float | None = None) -> Any:
         """``method`` at the coordinator, retried while the previous transaction completes

@@ -12,10 +12,12 @@ ceiling for any Python source), and their ratio (tests/spark/read_benchmark.py);
 cProfile of one task's read (`read_range`, the code Spark's Python worker runs) outside
 Spark. The first micro-batches of every query are slower: Spark generates code per query
 and the JIT compiles it as it runs. Writes: rows/s of a batch write through the sink
-against the noop sink and `kraftlog perf produce` in the same run. Sizes:
+against the noop sink and `kraftlog perf produce` in the same run; rows/s of a streaming
+query through the exactly-once sink against the at-least-once sink, alternating. Sizes:
 KRAFTLOG_BENCH_RECORDS (per partition), KRAFTLOG_BENCH_BATCH (maxOffsetsPerTrigger),
-KRAFTLOG_BENCH_MIN_PARTITIONS (minPartitions; 0 leaves it unset: a task per partition) and
-KRAFTLOG_BENCH_SINK_RECORDS (rows written).
+KRAFTLOG_BENCH_MIN_PARTITIONS (minPartitions; 0 leaves it unset: a task per partition),
+KRAFTLOG_BENCH_SINK_RECORDS (rows written), KRAFTLOG_BENCH_EOS_RECORDS and
+KRAFTLOG_BENCH_EOS_BATCH (the streaming sink's rows per partition and per micro-batch).
 """
 
 import cProfile
@@ -47,23 +49,30 @@ RECORDS = int(os.environ.get("KRAFTLOG_BENCH_RECORDS", "2000000"))  # per partit
 BATCH = int(os.environ.get("KRAFTLOG_BENCH_BATCH", "1000000"))  # records per micro-batch
 MIN_PARTITIONS = int(os.environ.get("KRAFTLOG_BENCH_MIN_PARTITIONS", "0"))
 SINK_RECORDS = int(os.environ.get("KRAFTLOG_BENCH_SINK_RECORDS", "1000000"))
+EOS_RECORDS = int(os.environ.get("KRAFTLOG_BENCH_EOS_RECORDS", "200000"))  # per partition
+EOS_BATCH = int(os.environ.get("KRAFTLOG_BENCH_EOS_BATCH", "100000"))  # rows per micro-batch
 # Records per send_batch: about 100 KiB batches, what a busy producer writes.
 PRODUCE_CHUNK = 1000
+
+
+def _fill(bootstrap: str, topic: str, records: int) -> None:
+    """`records` values of VALUE_BYTES bytes into each partition of `topic`."""
+    with Producer(bootstrap, acks=1) as producer:
+        futures = [
+            producer.send_batch(topic, p, [b"%0*d" % (VALUE_BYTES, i) for i in range(first, first + PRODUCE_CHUNK)])
+            for first in range(0, records, PRODUCE_CHUNK)
+            for p in range(PARTITIONS)
+        ]
+        producer.flush()
+        for future in futures:
+            future.result()
 
 
 @pytest.fixture(scope="module")
 def bench_topic(cluster):
     """The topic, filled; deleted afterwards (it holds hundreds of MB)."""
     cluster.create_topic("bench", PARTITIONS, 1)
-    with Producer(cluster.bootstrap, acks=1) as producer:
-        futures = [
-            producer.send_batch("bench", p, [b"%0*d" % (VALUE_BYTES, i) for i in range(first, first + PRODUCE_CHUNK)])
-            for first in range(0, RECORDS, PRODUCE_CHUNK)
-            for p in range(PARTITIONS)
-        ]
-        producer.flush()
-        for future in futures:
-            future.result()
+    _fill(cluster.bootstrap, "bench", RECORDS)
     yield "bench"
     with cluster.controller_client() as controllers:
         controllers.delete_topics(["bench"])
@@ -134,6 +143,51 @@ def test_sink_rows_per_second_against_perf_produce(spark, cluster, capsys):
     # The JSON report is the last document; the client's structlog lines may precede it.
     figure = json.loads(perf.stdout[[m.start() for m in re.finditer(r"^\{$", perf.stdout, re.M)][-1]:])["records_per_sec"]
     lines.append(f"  {'kraftlog perf produce --acks all':<34} {figure:>11,.0f} rows/s  (load average {os.getloadavg()[0]:.1f})")
+    _report(capsys, "\n".join(lines))
+
+
+def test_streaming_sink_exactly_once_against_at_least_once(spark, cluster, tmp_path, capsys):
+    """Rows/s a streaming query writes (a copy of a filled topic, Trigger.AvailableNow,
+    EOS_BATCH rows per micro-batch) through the exactly-once sink (a transaction per task and
+    micro-batch, committed by the driver) and the at-least-once sink, alternating, two rounds
+    after a warm-up of each, in both orders. Rows/s: the rows over the sum of the micro-batches' durations."""
+    cluster.create_topic("eos-bench-src", PARTITIONS, 1)
+    _fill(cluster.bootstrap, "eos-bench-src", EOS_RECORDS)
+    total = EOS_RECORDS * PARTITIONS
+
+    def run(name: str, exactly_once: bool) -> tuple[float, list[float]]:
+        cluster.create_topic(name, PARTITIONS, 1)
+        query = (
+            spark.readStream.format("kraftlog").option("bootstrap", cluster.bootstrap).option("subscribe", "eos-bench-src")
+            .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", EOS_BATCH).load()
+            .selectExpr("value", "partition")
+            .writeStream.format("kraftlog").option("bootstrap", cluster.bootstrap).option("topic", name)
+            .option("exactlyOnce", str(exactly_once).lower()).option("checkpointLocation", str(tmp_path / name))
+            .trigger(availableNow=True).start()
+        )
+        assert query.awaitTermination(900) and query.exception() is None
+        batches = [p for p in query.recentProgress if p["numInputRows"]]
+        with Admin(cluster.bootstrap) as admin:
+            written = admin.list_offsets({(name, p): -1 for p in range(PARTITIONS)}, read_committed=True)
+        rows = sum(p["numInputRows"] for p in batches)
+        seconds = sum(p["durationMs"]["triggerExecution"] for p in batches) / 1000
+        assert rows == total and sum(a.offset for a in written.values()) >= rows
+        return rows / seconds, [p["numInputRows"] / p["durationMs"]["triggerExecution"] * 1000 for p in batches]
+
+    run("eos-bench-warm-alo", False)
+    run("eos-bench-warm-eos", True)
+    lines = [f"streaming copy of {total:,} rows of {VALUE_BYTES} bytes, local[2], {PARTITIONS} tasks, "
+             f"{EOS_BATCH:,} rows per micro-batch, acks=all"]
+    figures: dict[str, list[float]] = {"at-least-once": [], "exactly-once": []}
+    sinks = [("at-least-once", False), ("exactly-once", True)]
+    for round_ in (1, 2):
+        for name, exactly_once in sinks if round_ == 1 else sinks[::-1]:  # neither always runs second
+            rate, per_batch = run(f"eos-bench-{round_}-{'eos' if exactly_once else 'alo'}", exactly_once)
+            figures[name].append(rate)
+            lines.append(f"  round {round_} {name:<14} {rate:>11,.0f} rows/s (micro-batches: "
+                         f"{', '.join(f'{r:,.0f}' for r in per_batch)}; load average {os.getloadavg()[0]:.1f})")
+    eos, alo = statistics.median(figures["exactly-once"]), statistics.median(figures["at-least-once"])
+    lines.append(f"  exactly-once / at-least-once: {eos / alo:.0%}")
     _report(capsys, "\n".join(lines))
 
 

@@ -54,7 +54,7 @@ def test_options_parsed():
     )
     assert o.bootstrap == "h:1" and o.subscribe == ("a", "b") and o.max_offsets_per_trigger == 9
     assert o.starting_offsets == {("a", 0): -2, ("a", 1): 5} and o.fail_on_data_loss is True
-    assert parse_sink({"bootstrap": "h:1", "topic": "t"}).topic == "t"
+    assert parse_sink({"bootstrap": "h:1", "topic": "t"}, streaming=False).topic == "t"
 
 
 def test_spread_limit_proportional_and_exact():
@@ -260,17 +260,17 @@ def test_kafka_source_options_parsed():
     )
     assert o.bootstrap == "h:1" and o.poll_timeout_ms == 5000
     assert o.starting_by_timestamp == {("t", 0): 1000, ("t", 1): 2000}
-    assert o.consumer_config == {"max_partition_fetch_bytes": 1024, "client_id": "job-7"}
+    assert o.consumer_config == {"isolation_level": "read_committed", "max_partition_fetch_bytes": 1024, "client_id": "job-7"}
     assert o.min_offsets_per_trigger == 100 and o.max_trigger_delay_ms == 30_000
     assert parse_source({"bootstrap": "h:1", "subscribe": "t"}, streaming=True).max_trigger_delay_ms == 15 * 60 * 1000
     b = parse_source({"bootstrap": "h:1", "subscribe": "t", "endingtimestamp": "7", "maxrecordsperpartition": "10"}, streaming=False)
     assert b.ending_timestamp == 7 and b.max_records_per_partition == 10
-    sink = parse_sink({"kafka.bootstrap.servers": "h:1", "topic": "t", "kafka.acks": "1", "kafka.compression.type": "lz4", "kafka.linger.ms": "0"})
+    sink = parse_sink({"kafka.bootstrap.servers": "h:1", "topic": "t", "kafka.acks": "1", "kafka.compression.type": "lz4", "kafka.linger.ms": "0"}, streaming=False)
     assert sink.producer_config == {"acks": 1, "compression": "lz4", "linger_ms": 0}
     with pytest.raises(OptionError, match="kafka.value.serializer.*CAST"):
-        parse_sink({"bootstrap": "h:1", "kafka.value.serializer": "x"})
+        parse_sink({"bootstrap": "h:1", "kafka.value.serializer": "x"}, streaming=False)
     with pytest.raises(OptionError, match="kafka.fetch.max.bytes.*producer"):
-        parse_sink({"bootstrap": "h:1", "kafka.fetch.max.bytes": "5"})
+        parse_sink({"bootstrap": "h:1", "kafka.fetch.max.bytes": "5"}, streaming=False)
 
 
 def test_plan_ranges_max_records_per_partition():
@@ -326,3 +326,34 @@ print(gc.get_freeze_count() == frozen)
     assert visited < tracked // 10
     assert collected >= 2  # the cycle made after the freeze is still garbage collected
     assert out[4] == "True"  # the second task freezes nothing more
+
+
+def test_sink_delivery_options():
+    """Streaming writes are exactly-once unless exactlyOnce=false, with a long transaction
+    timeout by default; the transactional options are refused where nothing uses them."""
+    stream = parse_sink({"bootstrap": "h:1", "topic": "t"}, streaming=True)
+    assert stream.exactly_once and stream.producer_config == {"transaction_timeout_ms": 300_000}
+    tuned = parse_sink({"bootstrap": "h:1", "topic": "t", "transactionalidprefix": "job", "kafka.transaction.timeout.ms": "9000"}, streaming=True)
+    assert tuned.transactional_id_prefix == "job" and tuned.producer_config == {"transaction_timeout_ms": 9000}
+    plain = parse_sink({"bootstrap": "h:1", "topic": "t", "exactlyonce": "false", "kafka.acks": "1"}, streaming=True)
+    assert not plain.exactly_once and plain.producer_config == {"acks": 1}
+    assert not parse_sink({"bootstrap": "h:1", "topic": "t"}, streaming=False).exactly_once
+    with pytest.raises(OptionError, match="exactlyOnce.*streaming writes only"):
+        parse_sink({"bootstrap": "h:1", "exactlyonce": "true"}, streaming=False)
+    with pytest.raises(OptionError, match="transactionalIdPrefix.*exactlyOnce=false"):
+        parse_sink({"bootstrap": "h:1", "exactlyonce": "false", "transactionalidprefix": "x"}, streaming=True)
+    with pytest.raises(OptionError, match="kafka.transaction.timeout.ms.*batch write"):
+        parse_sink({"bootstrap": "h:1", "kafka.transaction.timeout.ms": "5"}, streaming=False)
+    with pytest.raises(OptionError, match="kafka.acks=all"):
+        parse_sink({"bootstrap": "h:1", "kafka.acks": "1"}, streaming=True)
+    with pytest.raises(OptionError, match="kafka.transactional.id.*transactionalIdPrefix"):
+        parse_sink({"bootstrap": "h:1", "kafka.transactional.id": "x"}, streaming=True)
+
+
+def test_source_isolation_level_option():
+    default = parse_source({"bootstrap": "h:1", "subscribe": "t"}, streaming=True)
+    assert default.read_committed and default.consumer_config == {"isolation_level": "read_committed"}
+    raw = parse_source({"bootstrap": "h:1", "subscribe": "t", "kafka.isolation.level": "READ_UNCOMMITTED"}, streaming=False)
+    assert not raw.read_committed and raw.consumer_config == {"isolation_level": "read_uncommitted"}
+    with pytest.raises(OptionError, match="kafka.isolation.level.*read_committed or read_uncommitted"):
+        parse_source({"bootstrap": "h:1", "subscribe": "t", "kafka.isolation.level": "serializable"}, streaming=False)
