@@ -53,11 +53,12 @@ def consume(args: argparse.Namespace) -> int:
 
         configure_logging(level="WARNING")  # rebalances are logged to stderr, never among the printed values
         reset = "earliest" if args.from_beginning else "latest"
-        consumer = Consumer(bootstrap, group_id=args.group, auto_offset_reset=reset, enable_auto_commit=False, client_id="kraftlog-console")
+        consumer = Consumer(bootstrap, group_id=args.group, auto_offset_reset=reset, enable_auto_commit=False, client_id="kraftlog-console",
+                            isolation_level=args.isolation_level)
         printed_upto = GroupProgress(consumer)
         consumer.subscribe([args.topic], on_revoked=printed_upto.commit_revoked, on_lost=printed_upto.forget)
     else:
-        consumer = Consumer(bootstrap)
+        consumer = Consumer(bootstrap, isolation_level=args.isolation_level)
         printed_upto = None
         tps = [(args.topic, p) for p in partitions]
         consumer.assign(tps)

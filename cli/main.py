@@ -131,6 +131,8 @@ def build_parser() -> argparse.ArgumentParser:
     consume.add_argument("--timeout-ms", type=int, help="exit when no record arrives for this long")
     consume.add_argument("--print-key", action="store_true", help="print each record as KEY<tab>VALUE (null for a record without a key)")
     consume.add_argument("--group", help="read as a member of this consumer group, committing as it goes (resumes at the group's committed offsets)")
+    consume.add_argument("--isolation-level", choices=["read_uncommitted", "read_committed"], default="read_uncommitted",
+                         help="read_committed: only committed transactions' records, up to the last stable offset (default: %(default)s, as Kafka's console consumer)")
     _client_options(consume, json_flag=False)
     consume.set_defaults(func=data_cmd.consume)
 

@@ -289,6 +289,9 @@ def test_the_cli_finds_and_aborts_a_hanging_transaction(cluster: TestCluster) ->
     process.send_signal(signal.SIGKILL)
     process.wait(10)
     assert partition_offsets(cluster, "hanging") == (0, 5)  # topics describe shows the LSO held below the HW
+    for level, expected in (("read_uncommitted", 5), ("read_committed", 0)):
+        consumed = cli(cluster, "consume", "hanging", "--from-beginning", "--isolation-level", level, "--timeout-ms", "1500")
+        assert consumed.returncode == 0 and len(consumed.stdout.splitlines()) == expected, (level, consumed.stdout, consumed.stderr)
     listed = json.loads(cli(cluster, "transactions", "list", "--state", "Ongoing", "--json").stdout)
     assert "tx-hanging" in [t["transactional_id"] for t in listed]
     described = json.loads(cli(cluster, "transactions", "describe", "tx-hanging", "--json").stdout)
