@@ -81,8 +81,9 @@ class Shard:
 class TransactionCoordinator:
     def __init__(self, broker_id: int, replicas, settings: TxnSettings,
                  allocate_producer_id: Callable[[], Awaitable[broker_pb2.InitProducerIdResponse]],
-                 markers: MarkerWriter, clock_ms: Callable[[], int] = now_ms) -> None:
+                 markers: MarkerWriter, clock_ms: Callable[[], int] = now_ms, markers_before_decision: bool = False) -> None:
         self.broker_id = broker_id
+        self.markers_before_decision = markers_before_decision  # --unsafe-testing only: a chaos negative control
         self.replicas = replicas  # the broker's ReplicaManager: partitions, produce, the metadata image
         self.settings = settings
         self.markers = markers
@@ -182,6 +183,8 @@ class TransactionCoordinator:
             meta = shard.ids.get(transactional_id)
             fresh = await self._fresh_producer_id() if sm.needs_fresh_producer_id(meta, registering) else sm.NO_PRODUCER_ID
             decision = decide(meta, self.clock_ms(), fresh)
+            if self.markers_before_decision and decision.markers is not None:
+                self._complete_later(shard, transactional_id, decision.markers)  # unsafe: before the decision is durable
             if decision.log:
                 await self._write(shard, decision.log)
                 self._apply(shard, decision.log)
