@@ -1,0 +1,65 @@
+"""The operations of a transactional chaos run, for ``chaos/checker/txn_checks.py``.
+
+Plain data, like ``chaos/history.py``'s, that a test writes by hand and a run records. Times
+are seconds since the run started, on the one clock every workload thread of the run reads.
+A transaction's outcome is what its producer learnt: ``committed`` (EndTxn(commit) answered),
+``aborted`` (EndTxn(abort) answered, or EndTxn(commit) was never sent: then nothing but an
+abort can end it) or ``unknown`` (the commit was sent and neither its answer nor a later
+abort's settled it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+Read = tuple[int, str]  # (offset, value)
+TxnOutcome = Literal["committed", "aborted", "unknown"]
+
+
+@dataclass(frozen=True)
+class TxnWrite:
+    """One record of a transaction: ``offset`` once its produce was acknowledged."""
+
+    partition: int
+    value: str
+    offset: int | None = None
+
+
+@dataclass(frozen=True)
+class TxnOp:
+    """One transaction of a producer: what it meant to do (``intent``: commit or abort), what
+    it wrote and what came of it. ``commit_s``: when commit_transaction was called (None when
+    it never was): no read_committed reader may return its records before then."""
+
+    process: str
+    txn: str
+    intent: Literal["commit", "abort"]
+    outcome: TxnOutcome
+    invoke_s: float
+    complete_s: float
+    writes: tuple[TxnWrite, ...] = ()
+    commit_s: float | None = None
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class TxnPoll:
+    """One read_committed poll of a reader. ``session`` changes whenever the reader seeks (a
+    new consumer, a restart from the log start): offsets increase within a session only."""
+
+    reader: str
+    session: int
+    invoke_s: float
+    complete_s: float
+    reads: dict[int, list[Read]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TxnFinalRead:
+    """After healing, one partition read_committed from its log start up to its LSO;
+    ``complete`` when the read got there."""
+
+    partition: int
+    reads: list[Read]
+    complete: bool
