@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-Read = tuple[int, str]  # (offset, value)
+from chaos.history import FinalReadOp, Op, PollOp, Read, SeekOp
+
 TxnOutcome = Literal["committed", "aborted", "unknown"]
 
 
@@ -63,3 +64,19 @@ class TxnFinalRead:
     partition: int
     reads: list[Read]
     complete: bool
+
+
+def txn_polls(ops: list[Op]) -> list[TxnPoll]:
+    """The readers' successful polls from a records history (``ConsumerWorker``'s PollOps),
+    each in the session its reader's seeks so far make: a reader's session is the number of
+    times it started over before the poll."""
+    seeks: dict[str, set[float]] = {}
+    for op in ops:
+        if isinstance(op, SeekOp):
+            seeks.setdefault(op.process, set()).add(op.at_s)
+    return [TxnPoll(op.process, sum(1 for at in seeks.get(op.process, ()) if at <= op.invoke_s), op.invoke_s, op.complete_s, op.reads)
+            for op in ops if isinstance(op, PollOp) and op.outcome == "ok" and op.reads]
+
+
+def txn_final_reads(ops: list[FinalReadOp]) -> list[TxnFinalRead]:
+    return [TxnFinalRead(op.partition, op.reads, op.complete) for op in ops]

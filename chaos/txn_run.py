@@ -1,0 +1,154 @@
+"""The transactional scenarios of ``kraftlog chaos`` (``txn-kills`` and its negative controls
+``unsafe-txn-read-past-lso`` and ``unsafe-txn-markers-before-decision``): transactional
+producers write to a topic while brokers, the transactions' coordinators and their links
+fail, read_committed readers record what they see, and the transaction checks
+(``chaos/checker/txn_checks.py``) judge the history.
+
+    kraftlog chaos run --scenario txn-kills --duration 30 --seed 1
+
+What runs: a ``ChaosCluster`` (1 controller, 3 brokers, every client and replication link
+through a Toxiproxy proxy), a 4-partition RF=3 topic (min.insync.replicas 2), ``PRODUCERS``
+transactional producers (``chaos/workload/txn_producer.py``: a transaction is three values to
+random partitions, a quarter aborted on purpose), two read_committed readers of every
+partition (``ConsumerWorker``) and, every few seconds, one of
+``chaos/coordinator_faults.py``'s faults aimed at the coordinator of one producer's
+transactional id (the leader of its ``__transaction_state`` partition): SIGKILL it or another
+broker, cut its client link, or cut the replication links into it. Cuts run past the replica
+lag time, so the coordinator's writes fall below min.insync.replicas and its decisions are
+refused. After ``duration`` everything heals, the producers finish their transactions, the
+readers read until they have every committed value (or ``DRAIN_S``), and every partition is
+read read_committed from its log start.
+
+The negative controls run the brokers with ``--unsafe-testing read-committed-past-lso``
+(read_committed served up to the HW, aborted transactions unlisted: caught as ``G1a`` and
+``G1b``) or ``--unsafe-testing markers-before-decision`` (the coordinator starts the markers
+before its decision is durable: when the decision is then refused or lost, the producer
+aborts a transaction whose commit markers already landed, caught as ``G1a``, or ``G1b`` when
+only some landed).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import TYPE_CHECKING
+
+from chaos.chaos_cluster import ChaosCluster
+from chaos.checker.txn_checks import TxnCheckResult, check_txns
+from chaos.coordinator_faults import FAULTS, CoordinatorFaults
+from chaos.coordinator_run import findings_result, proxied_cluster
+from chaos.history import History, PollOp
+from chaos.txn_history import TxnOp, TxnPoll, txn_final_reads, txn_polls
+from chaos.workload.consumer_worker import ConsumerWorker
+from chaos.workload.final_read import final_reads, wait_for_leaders
+from chaos.workload.settings import WorkloadSettings
+from chaos.workload.txn_producer import SETTLE_S, TxnProducerWorker
+from server_common.local_cluster import READY_TIMEOUT_S
+from server_common.waiting import wait_for
+
+if TYPE_CHECKING:
+    from chaos.runner import RunOptions, RunResult
+
+PRODUCERS = 3
+FAULT_GAP_S = (2.0, 4.0)
+DOWN_S = (1.0, 3.0)
+CUT_S = (2.0, 6.0)  # most outlast the replica lag time (3 s): the coordinator's writes are refused
+DRAIN_S = 30.0
+FINAL_READ_S = 30.0
+WORKLOAD = WorkloadSettings(topic="chaos-txn", partitions=4, producers=0, single_attempt_producers=0, consumers=2,
+                            isolation_level="read_committed")
+TXN_STATE_TOPIC = "__transaction_state"
+
+
+def run_txn(options: RunOptions) -> RunResult:
+    """One transactional scenario run; writes ``txn-report.json`` in the report directory."""
+    with proxied_cluster(options, []) as cluster:
+        run = _TxnRun(cluster, random.Random(options.seed), options.seed, options.progress)
+        try:
+            anomalies = run.play(options.duration_s)
+        finally:
+            run.stop_everything()
+    txns = run.txns
+    counts = {o: sum(1 for t in txns if t.outcome == o) for o in ("committed", "aborted", "unknown")}
+    counts["records_read"] = sum(len(rs) for p in run.polls for rs in p.reads.values())
+    headline = (f"{len(txns)} transactions ({counts['committed']} committed, {counts['aborted']} aborted, {counts['unknown']} unknown), "
+                f"{counts['records_read']} records read read_committed")
+    return findings_result(options, TxnCheckResult(anomalies), run.faults, {"transactions": len(txns), **counts}, headline, "txn-report.json")
+
+
+class _TxnRun:
+    """The cluster, producers and readers of one run, and the faults played on them."""
+
+    def __init__(self, cluster: ChaosCluster, rng: random.Random, seed: int, progress) -> None:
+        self.cluster, self.rng, self.seed, self.progress = cluster, rng, seed, progress
+        self.broker_faults = CoordinatorFaults(cluster, rng, self._coordinator, DOWN_S, CUT_S)
+        self.producers: list[TxnProducerWorker] = []
+        self.readers: list[ConsumerWorker] = []
+        self.faults: list[tuple[float, str]] = []
+        self.txns: list[TxnOp] = []
+        self.polls: list[TxnPoll] = []
+
+    def play(self, duration_s: float) -> list:
+        from data_plane.client import Admin
+
+        cluster, settings = self.cluster, WORKLOAD
+        cluster.start_and_wait()
+        bootstrap = self.bootstrap = cluster.client_bootstrap
+        with Admin(bootstrap) as admin:
+            admin.create_topics([(settings.topic, settings.partitions, settings.replication_factor)], settings.topic_configs())
+        wait_for_leaders(bootstrap, settings, READY_TIMEOUT_S)
+        history = History()
+        self.producers = [TxnProducerWorker(f"txn-{i}", bootstrap, settings.topic, settings.partitions, history.now, self.seed * 100 + i)
+                          for i in range(PRODUCERS)]
+        self.readers = [ConsumerWorker(f"reader-{i}", bootstrap, settings, history) for i in range(settings.consumers)]
+        for worker in [*self.producers, *self.readers]:
+            worker.start()
+        self.progress(f"{PRODUCERS} transactional producers and {len(self.readers)} read_committed readers on {settings.topic}; "
+                      f"faults for {duration_s:.0f}s")
+        self.faults = self.broker_faults.play(duration_s, FAULT_GAP_S, FAULTS, self.broker_faults.inject, history.now, self.progress)
+        self.progress("faults healed; the producers finish their transactions")
+        for p in self.producers:
+            p.stopping.set()
+        for p in self.producers:
+            p.join(SETTLE_S + 15)
+        self.txns = [t for p in self.producers for t in p.txns]
+        committed = {w.value for t in self.txns if t.outcome == "committed" for w in t.writes}
+
+        def all_read() -> bool:
+            read = {v for op in history.ops if isinstance(op, PollOp) for rs in op.reads.values() for _, v in rs}
+            return committed <= read
+
+        try:
+            wait_for(all_read, DRAIN_S, "the readers to read every committed value")
+        except TimeoutError as err:
+            self.progress(str(err))
+        self._stop_readers()
+        finals = txn_final_reads(final_reads(bootstrap, settings, history, FINAL_READ_S))
+        self.polls = txn_polls(history.ops)
+        self.progress(f"{len(self.txns)} transactions; final read taken")
+        return check_txns(self.txns, self.polls, finals)
+
+    def _stop_readers(self) -> None:
+        for r in self.readers:
+            r.stopping.set()
+        for r in self.readers:
+            r.join(30)
+
+    def stop_everything(self) -> None:
+        for worker in [*self.producers, *self.readers]:
+            worker.stopping.set()
+        self.cluster.kill_all()
+
+    def _coordinator(self) -> int:
+        """The broker coordinating one producer's transactional id (drawn at random): the
+        leader of the id's ``__transaction_state`` partition (-1: unknown now)."""
+        from data_plane.client import Admin, KraftlogError
+        from data_plane.groups.placement import offsets_partition
+
+        transactional_id = self.rng.choice(self.producers).name
+        try:
+            with Admin(self.bootstrap, request_timeout_ms=2000) as admin:
+                topic = admin.describe_topics([TXN_STATE_TOPIC])[TXN_STATE_TOPIC]
+        except (KraftlogError, KeyError):  # no leader to ask, or the topic not created yet
+            return -1
+        partition = topic.partitions.get(offsets_partition(transactional_id, len(topic.partitions)))
+        return partition.leader if partition is not None else -1

@@ -1,0 +1,111 @@
+"""A transactional producer thread: transaction after transaction, each writing a few unique
+values (``<worker>-t<n>-<i>``) to random partitions, a share of them aborted on purpose, and
+each recorded as a ``TxnOp`` with what came of it.
+
+When a transaction fails, the worker settles it before moving on: if commit_transaction was
+never called (or a record failed, so EndTxn(commit) was never sent) nothing but an abort can
+end it; if EndTxn(commit) was sent, the worker asks to abort until the coordinator answers
+(an abort that succeeds proves the commit did not happen; a refusal leaves the outcome
+unknown). Then it starts a new producer under the same transactional id, whose
+init_transactions aborts whatever is still open. ``max_block_ms`` is short, so a commit
+whose coordinator dies gives up (and the worker aborts) instead of waiting for the next
+coordinator to take it over.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+
+from chaos.txn_history import TxnOp, TxnWrite
+from data_plane.client import KraftlogError, Producer, RecordMetadata
+
+RECORDS_PER_TXN = 3
+ABORT_SHARE = 0.25
+MAX_BLOCK_MS = 2_000
+SETTLE_S = 30.0  # how long a failed commit's abort is retried (the coordinator may be moving)
+TRANSACTION_TIMEOUT_MS = 20_000
+
+
+class TxnProducerWorker(threading.Thread):
+    """Runs transactions on ``topic`` until stopped; ``txns`` collects their TxnOps."""
+
+    def __init__(self, name: str, bootstrap: str, topic: str, partitions: int, clock, seed: int) -> None:
+        super().__init__(name=name, daemon=True)
+        self.bootstrap, self.topic, self.partitions, self.clock = bootstrap, topic, partitions, clock
+        self.rng = random.Random(seed)
+        self.txns: list[TxnOp] = []
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        n = 0
+        while True:
+            producer = self._new_producer()
+            try:
+                while producer is not None and not self.stopping.is_set():
+                    op = self._transaction(producer, n)
+                    self.txns.append(op)
+                    n += 1
+                    if op.error:
+                        break  # settled: a new producer (its init aborts what may still be open)
+            finally:
+                if producer is not None:
+                    producer.close(timeout=5)
+            if self.stopping.is_set() and producer is not None:
+                return  # the last producer ended its transactions: nothing open under this id
+            self.stopping.wait(0.2)  # the coordinator is unreachable for now
+
+    def _new_producer(self) -> Producer | None:
+        producer = Producer(self.bootstrap, transactional_id=self.name, linger_ms=1, max_block_ms=MAX_BLOCK_MS,
+                            delivery_timeout_ms=10_000, request_timeout_ms=3_000, transaction_timeout_ms=TRANSACTION_TIMEOUT_MS,
+                            client_id=self.name)
+        try:
+            producer.init_transactions()
+            return producer
+        except KraftlogError:
+            producer.close(timeout=1)
+            return None
+
+    def _transaction(self, producer: Producer, n: int) -> TxnOp:
+        txn, invoked = f"{self.name}-t{n}", self.clock()
+        intent = "abort" if self.rng.random() < ABORT_SHARE else "commit"
+        values = [f"{txn}-{i}" for i in range(RECORDS_PER_TXN)]
+        partitions = [self.rng.randrange(self.partitions) for _ in values]
+        offsets: dict[str, int] = {}
+
+        def delivered(value: str):
+            def record(error: KraftlogError | None, metadata: RecordMetadata | None) -> None:
+                if error is None and metadata is not None:
+                    offsets[value] = metadata.offset
+            return record
+
+        commit_s = None
+        try:
+            producer.begin_transaction()
+            for value, partition in zip(values, partitions):
+                producer.send(self.topic, value.encode(), partition=partition, on_delivery=delivered(value))
+            if intent == "abort":
+                producer.abort_transaction()
+                outcome, error = "aborted", ""
+            else:
+                commit_s = self.clock()
+                producer.commit_transaction()
+                outcome, error = "committed", ""
+        except KraftlogError as failure:
+            error = failure.code
+            commit_sent = commit_s is not None and len(offsets) == len(values)  # else EndTxn(commit) never went out
+            outcome = self._settle(producer) if commit_sent else "aborted"
+        writes = tuple(TxnWrite(p, v, offsets.get(v)) for v, p in zip(values, partitions))
+        return TxnOp(self.name, txn, intent, outcome, invoked, self.clock(), writes, commit_s, error)
+
+    def _settle(self, producer: Producer) -> str:
+        """After EndTxn(commit) failed: ``aborted`` if an abort goes through, else ``unknown``."""
+        deadline = time.monotonic() + SETTLE_S
+        while True:
+            try:
+                producer.abort_transaction()
+                return "aborted"
+            except KraftlogError as error:
+                if not error.retriable or time.monotonic() >= deadline:
+                    return "unknown"
