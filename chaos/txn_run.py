@@ -70,8 +70,9 @@ def run_txn(options: RunOptions) -> RunResult:
     txns = run.txns
     counts = {o: sum(1 for t in txns if t.outcome == o) for o in ("committed", "aborted", "unknown")}
     counts["records_read"] = sum(len(rs) for p in run.polls for rs in p.reads.values())
+    counts["partitions_read_to_end"] = run.read_to_end
     headline = (f"{len(txns)} transactions ({counts['committed']} committed, {counts['aborted']} aborted, {counts['unknown']} unknown), "
-                f"{counts['records_read']} records read read_committed")
+                f"{counts['records_read']} records read read_committed, {run.read_to_end} of {WORKLOAD.partitions} partitions read to the end")
     return findings_result(options, TxnCheckResult(anomalies), run.faults, {"transactions": len(txns), **counts}, headline, "txn-report.json")
 
 
@@ -86,6 +87,7 @@ class _TxnRun:
         self.faults: list[tuple[float, str]] = []
         self.txns: list[TxnOp] = []
         self.polls: list[TxnPoll] = []
+        self.read_to_end = 0  # partitions the final read got to the end of: the only ones it judges
 
     def play(self, duration_s: float) -> list:
         from data_plane.client import Admin
@@ -110,6 +112,7 @@ class _TxnRun:
             p.stopping.set()
         for p in self.producers:
             p.join(SETTLE_S + 15)
+        self.progress(f"[{history.now():6.1f}s] producers stopped")
         self.txns = [t for p in self.producers for t in p.txns]
         committed = {w.value for t in self.txns if t.outcome == "committed" for w in t.writes}
 
@@ -121,10 +124,13 @@ class _TxnRun:
             wait_for(all_read, DRAIN_S, "the readers to read every committed value")
         except TimeoutError as err:
             self.progress(str(err))
+        self.progress(f"[{history.now():6.1f}s] readers caught up")
         self._stop_readers()
+        self.progress(f"[{history.now():6.1f}s] readers stopped")
         finals = txn_final_reads(final_reads(bootstrap, settings, history, FINAL_READ_S))
+        self.read_to_end = sum(1 for f in finals if f.complete)
         self.polls = txn_polls(history.ops)
-        self.progress(f"{len(self.txns)} transactions; final read taken")
+        self.progress(f"[{history.now():6.1f}s] {len(self.txns)} transactions; final read taken")
         return check_txns(self.txns, self.polls, finals)
 
     def _stop_readers(self) -> None:
