@@ -8,7 +8,11 @@ broker coordinates the workload when the fault starts:
   (the followers of what it leads, its internal partition included, stop fetching, so its
   writes stall and, past the replica lag time, fall below min.insync.replicas),
 
-each cut restored after a draw from ``cut_s``. ``heal`` brings back what is due; the run's
+each cut restored after a draw from ``cut_s``; and ``STALL_AND_KILL`` (for the transactional
+scenarios): the replication links into the coordinator's broker cut for a draw from
+``STALL_S`` (shorter than the replica lag time, so its followers stay in the ISR while its
+latest writes reach none of them), then SIGKILL it: a follower without those writes takes
+over, so whatever the coordinator had decided but not yet replicated is lost. ``heal`` brings back what is due; the run's
 fault loop calls it on every tick and with ``inf`` at the end.
 """
 
@@ -23,6 +27,8 @@ from chaos.network import client_link, replication_link
 from server_common.local_cluster import Node, wait_ready
 
 FAULTS = ("kill-coordinator", "kill-broker", "cut-coordinator-clients", "cut-coordinator-replication")
+STALL_AND_KILL = "stall-and-kill-coordinator"
+STALL_S = (1.0, 2.0)  # below the chaos cluster's replica lag time (3 s)
 
 
 class CoordinatorFaults:
@@ -64,6 +70,8 @@ class CoordinatorFaults:
                 cluster.network.cut(link)
                 self.cut[link] = until
             return f"{fault}: cut {', '.join(links)} for {until - time.monotonic():.1f}s (coordinator broker {coordinator})"
+        if fault == STALL_AND_KILL:
+            return self._stall_and_kill()
         assert fault in ("kill-coordinator", "kill-broker"), f"unknown fault {fault}"
         up = [b for b in cluster.brokers if b.name not in self.down]
         if len(up) < 2:
@@ -73,6 +81,22 @@ class CoordinatorFaults:
         cluster.kill(victim)
         self.down[victim.name] = (victim, time.monotonic() + rng.uniform(*self.down_s))
         return f"{fault}: SIGKILL {victim.name} (coordinator was broker {coordinator})"
+
+    def _stall_and_kill(self) -> str:
+        cluster, coordinator = self.cluster, self.coordinator()
+        victim = next((b for b in cluster.brokers if b.node_id == coordinator and b.name not in self.down), None)
+        if victim is None or sum(1 for b in cluster.brokers if b.name not in self.down) < 3:
+            return f"{STALL_AND_KILL}: skipped (coordinator {coordinator} down or unknown, or a broker already down)"
+        links = [replication_link(b.node_id, coordinator) for b in cluster.brokers if b.node_id != coordinator]
+        stall_s = self.rng.uniform(*STALL_S)
+        for link in links:
+            cluster.network.cut(link)
+        time.sleep(stall_s)  # the fault's length: the coordinator's writes pile up unreplicated
+        cluster.kill(victim)
+        for link in links:
+            cluster.network.restore(link)
+        self.down[victim.name] = (victim, time.monotonic() + self.rng.uniform(*self.down_s))
+        return f"{STALL_AND_KILL}: cut {', '.join(links)} for {stall_s:.1f}s, then SIGKILL {victim.name}"
 
     def play(self, duration_s: float, gap_s: tuple[float, float], faults: tuple[str, ...], inject: Callable[[str], str],
              clock: Callable[[], float], progress: Callable[[str], None]) -> list[tuple[float, str]]:

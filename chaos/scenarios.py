@@ -29,6 +29,7 @@ class Scenario:
     cluster: ClusterSettings = ClusterSettings()
     expected: frozenset[str] = field(default_factory=frozenset)
     workload: str = "records"  # "group" (chaos/group_run.py), "txn" (chaos/txn_run.py): a run with its own faults, not ``specs``
+    faults: tuple[str, ...] = ()  # a "txn" run's faults to draw from (empty: chaos/txn_run.py's TXN_FAULTS)
 
     @property
     def needs_proxied_clients(self) -> bool:
@@ -292,8 +293,10 @@ _TXN: list[Scenario] = [
     Scenario("unsafe-txn-read-past-lso", "txn-kills with brokers serving read_committed reads up to the HW, past the LSO and without "
              "the aborted transactions (--unsafe-testing read-committed-past-lso)", [],
              replace(_GROUP_CLUSTER, unsafe="read-committed-past-lso"), frozenset({"G1a", "G1b"}), workload="txn"),
-    Scenario("unsafe-txn-markers-before-decision", "txn-kills with coordinators that write a transaction's markers before its "
-             "decision is durable (--unsafe-testing markers-before-decision)", [],
-             replace(_GROUP_CLUSTER, unsafe="markers-before-decision"), frozenset({"G1a", "G1b"}), workload="txn"),
+    Scenario("unsafe-txn-markers-before-decision", "transactional producers and read_committed readers while the busiest "
+             "coordinator's replication is stalled, then it is SIGKILLed, again and again, with coordinators that write a transaction's "
+             "markers before its decision is durable (--unsafe-testing markers-before-decision)", [],
+             replace(_GROUP_CLUSTER, unsafe="markers-before-decision"), frozenset({"G1a", "G1b"}), workload="txn",
+             faults=("stall-and-kill-coordinator",)),
 ]
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in [*_SAFE, _MIX, _SECURE, *_DISK, *_UNSAFE, *_REAL_FAULTS, _NETNS_MIX, _DELAYS, *_GROUP, *_TXN]}

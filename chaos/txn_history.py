@@ -10,7 +10,9 @@ abort's settled it).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Literal
 
 from chaos.history import FinalReadOp, Op, PollOp, Read, SeekOp
@@ -80,3 +82,9 @@ def txn_polls(ops: list[Op]) -> list[TxnPoll]:
 
 def txn_final_reads(ops: list[FinalReadOp]) -> list[TxnFinalRead]:
     return [TxnFinalRead(op.partition, op.reads, op.complete) for op in ops]
+
+
+def save_history(path: Path, txns: list[TxnOp], polls: list[TxnPoll], finals: list[TxnFinalRead]) -> None:
+    """The run's transactional history as JSON, so the checks can be run on it again."""
+    path.write_text(json.dumps({"txns": [asdict(t) for t in txns], "polls": [asdict(p) for p in polls],
+                                "final_reads": [asdict(f) for f in finals]}, indent=0))

@@ -11,11 +11,13 @@ through a Toxiproxy proxy), a 4-partition RF=3 topic (min.insync.replicas 2), ``
 transactional producers (``chaos/workload/txn_producer.py``: a transaction is three values to
 random partitions, a quarter aborted on purpose), two read_committed readers of every
 partition (``ConsumerWorker``) and, every few seconds, one of
-``chaos/coordinator_faults.py``'s faults aimed at the coordinator of one producer's
-transactional id (the leader of its ``__transaction_state`` partition): SIGKILL it or another
-broker, cut its client link, or cut the replication links into it. Cuts run past the replica
+``chaos/coordinator_faults.py``'s faults aimed at the broker coordinating the most of the
+producers' transactional ids (the leader of their ``__transaction_state`` partitions): SIGKILL
+it or another broker, cut its client link, cut the replication links into it (most cuts run past the replica
 lag time, so the coordinator's writes fall below min.insync.replicas and its decisions are
-refused. After ``duration`` everything heals, the producers finish their transactions, the
+refused), or stall those links for a second or two and then SIGKILL it (its decisions not yet
+replicated are lost with it; drawn twice as often as each other fault, since a decision
+durable before its markers is what a transaction's atomicity rests on). After ``duration`` everything heals, the producers finish their transactions, the
 readers read until they have every committed value (or ``DRAIN_S``), and every partition is
 read read_committed from its log start.
 
@@ -30,14 +32,15 @@ only some landed).
 from __future__ import annotations
 
 import random
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from chaos.chaos_cluster import ChaosCluster
 from chaos.checker.txn_checks import TxnCheckResult, check_txns
-from chaos.coordinator_faults import FAULTS, CoordinatorFaults
+from chaos.coordinator_faults import FAULTS, STALL_AND_KILL, CoordinatorFaults
 from chaos.coordinator_run import findings_result, proxied_cluster
 from chaos.history import History, PollOp
-from chaos.txn_history import TxnOp, TxnPoll, txn_final_reads, txn_polls
+from chaos.txn_history import TxnOp, TxnPoll, save_history, txn_final_reads, txn_polls
 from chaos.workload.consumer_worker import ConsumerWorker
 from chaos.workload.final_read import final_reads, wait_for_leaders
 from chaos.workload.settings import WorkloadSettings
@@ -48,7 +51,7 @@ from server_common.waiting import wait_for
 if TYPE_CHECKING:
     from chaos.runner import RunOptions, RunResult
 
-PRODUCERS = 3
+PRODUCERS = 6
 FAULT_GAP_S = (2.0, 4.0)
 DOWN_S = (1.0, 3.0)
 CUT_S = (2.0, 6.0)  # most outlast the replica lag time (3 s): the coordinator's writes are refused
@@ -57,12 +60,14 @@ FINAL_READ_S = 30.0
 WORKLOAD = WorkloadSettings(topic="chaos-txn", partitions=4, producers=0, single_attempt_producers=0, consumers=2,
                             isolation_level="read_committed")
 TXN_STATE_TOPIC = "__transaction_state"
+TXN_FAULTS = (*FAULTS, STALL_AND_KILL, STALL_AND_KILL)  # drawn twice as often: the rule markers depend on
 
 
 def run_txn(options: RunOptions) -> RunResult:
     """One transactional scenario run; writes ``txn-report.json`` in the report directory."""
     with proxied_cluster(options, []) as cluster:
-        run = _TxnRun(cluster, random.Random(options.seed), options.seed, options.progress)
+        run = _TxnRun(cluster, random.Random(options.seed), options.seed, options.report_dir, options.progress)
+        run.faults_drawn = options.scenario.faults
         try:
             anomalies = run.play(options.duration_s)
         finally:
@@ -79,14 +84,15 @@ def run_txn(options: RunOptions) -> RunResult:
 class _TxnRun:
     """The cluster, producers and readers of one run, and the faults played on them."""
 
-    def __init__(self, cluster: ChaosCluster, rng: random.Random, seed: int, progress) -> None:
-        self.cluster, self.rng, self.seed, self.progress = cluster, rng, seed, progress
+    def __init__(self, cluster: ChaosCluster, rng: random.Random, seed: int, report_dir: Path, progress) -> None:
+        self.cluster, self.rng, self.seed, self.report_dir, self.progress = cluster, rng, seed, report_dir, progress
         self.broker_faults = CoordinatorFaults(cluster, rng, self._coordinator, DOWN_S, CUT_S)
         self.producers: list[TxnProducerWorker] = []
         self.readers: list[ConsumerWorker] = []
         self.faults: list[tuple[float, str]] = []
         self.txns: list[TxnOp] = []
         self.polls: list[TxnPoll] = []
+        self.faults_drawn: tuple[str, ...] = ()  # the scenario's own mix (empty: TXN_FAULTS)
         self.read_to_end = 0  # partitions the final read got to the end of: the only ones it judges
 
     def play(self, duration_s: float) -> list:
@@ -106,7 +112,8 @@ class _TxnRun:
             worker.start()
         self.progress(f"{PRODUCERS} transactional producers and {len(self.readers)} read_committed readers on {settings.topic}; "
                       f"faults for {duration_s:.0f}s")
-        self.faults = self.broker_faults.play(duration_s, FAULT_GAP_S, FAULTS, self.broker_faults.inject, history.now, self.progress)
+        faults = self.faults_drawn or TXN_FAULTS
+        self.faults = self.broker_faults.play(duration_s, FAULT_GAP_S, faults, self.broker_faults.inject, history.now, self.progress)
         self.progress("faults healed; the producers finish their transactions")
         for p in self.producers:
             p.stopping.set()
@@ -131,6 +138,7 @@ class _TxnRun:
         self.read_to_end = sum(1 for f in finals if f.complete)
         self.polls = txn_polls(history.ops)
         self.progress(f"[{history.now():6.1f}s] {len(self.txns)} transactions; final read taken")
+        save_history(self.report_dir / "txn-history.json", self.txns, self.polls, finals)
         return check_txns(self.txns, self.polls, finals)
 
     def _stop_readers(self) -> None:
@@ -145,16 +153,21 @@ class _TxnRun:
         self.cluster.kill_all()
 
     def _coordinator(self) -> int:
-        """The broker coordinating one producer's transactional id (drawn at random): the
-        leader of the id's ``__transaction_state`` partition (-1: unknown now)."""
-        from data_plane.client import Admin, KraftlogError
-        from data_plane.groups.placement import offsets_partition
+        """The broker coordinating the most of the producers' transactional ids (ties drawn at
+        random), as FindCoordinator (key_type TRANSACTION) answers the producers (-1: unknown)."""
+        import grpc
 
-        transactional_id = self.rng.choice(self.producers).name
-        try:
-            with Admin(self.bootstrap, request_timeout_ms=2000) as admin:
-                topic = admin.describe_topics([TXN_STATE_TOPIC])[TXN_STATE_TOPIC]
-        except (KraftlogError, KeyError):  # no leader to ask, or the topic not created yet
-            return -1
-        partition = topic.partitions.get(offsets_partition(transactional_id, len(topic.partitions)))
-        return partition.leader if partition is not None else -1
+        from kraftlog_proto import common_pb2, group_pb2, group_pb2_grpc
+
+        request = group_pb2.FindCoordinatorRequest(keys=[p.name for p in self.producers], key_type=group_pb2.TRANSACTION)
+        for address in self.bootstrap.split(","):
+            try:
+                with grpc.insecure_channel(address) as channel:
+                    answer = group_pb2_grpc.GroupCoordinatorStub(channel).FindCoordinator(request, timeout=1.0)
+            except grpc.RpcError:
+                continue  # that broker is down or cut off: ask the next
+            leaders = [c.node_id for c in answer.coordinators if c.error_code == common_pb2.NONE]
+            if leaders:
+                most = max(map(leaders.count, leaders))
+                return self.rng.choice(sorted({n for n in leaders if leaders.count(n) == most}))
+        return -1

@@ -23,7 +23,7 @@ from data_plane.client import KraftlogError, Producer, RecordMetadata
 
 RECORDS_PER_TXN = 3
 ABORT_SHARE = 0.25
-MAX_BLOCK_MS = 2_000
+MAX_BLOCK_MS = 500
 SETTLE_S = 30.0  # how long a failed commit's abort is retried (the coordinator may be moving)
 TRANSACTION_TIMEOUT_MS = 20_000
 
