@@ -85,8 +85,8 @@ class CoordinatorFaults:
     def _stall_and_kill(self) -> str:
         cluster, coordinator = self.cluster, self.coordinator()
         victim = next((b for b in cluster.brokers if b.node_id == coordinator and b.name not in self.down), None)
-        if victim is None or sum(1 for b in cluster.brokers if b.name not in self.down) < 3:
-            return f"{STALL_AND_KILL}: skipped (coordinator {coordinator} down or unknown, or a broker already down)"
+        if victim is None or sum(1 for b in cluster.brokers if b.name not in self.down) < 2:
+            return f"{STALL_AND_KILL}: skipped (coordinator {coordinator} down or unknown, or no other broker up)"
         links = [replication_link(b.node_id, coordinator) for b in cluster.brokers if b.node_id != coordinator]
         stall_s = self.rng.uniform(*STALL_S)
         for link in links:
@@ -110,7 +110,7 @@ class CoordinatorFaults:
             self.heal(time.monotonic())
             if time.monotonic() >= next_fault:
                 played.append((round(clock(), 3), inject(self.rng.choice(faults))))
-                progress(f"[{clock():6.1f}s] {played[-1][1]}")
+                progress(f"[{played[-1][0]:6.1f}s] {played[-1][1]}")
                 next_fault = time.monotonic() + self.rng.uniform(*gap_s)
             time.sleep(0.1)  # the fault loop's tick: nothing waits on it
         self.heal(float("inf"))

@@ -12,8 +12,8 @@ transactional producers (``chaos/workload/txn_producer.py``: a transaction is th
 random partitions, a quarter aborted on purpose), two read_committed readers of every
 partition (``ConsumerWorker``) and, every few seconds, one of
 ``chaos/coordinator_faults.py``'s faults aimed at the broker coordinating the most of the
-producers' transactional ids (the leader of their ``__transaction_state`` partitions): SIGKILL
-it or another broker, cut its client link, cut the replication links into it (most cuts run past the replica
+producers' transactional ids (FindCoordinator key_type TRANSACTION): SIGKILL it or another
+broker, cut its client link, cut the replication links into it (most cuts run past the replica
 lag time, so the coordinator's writes fall below min.insync.replicas and its decisions are
 refused), or stall those links for a second or two and then SIGKILL it (its decisions not yet
 replicated are lost with it; drawn twice as often as each other fault, since a decision
@@ -51,7 +51,7 @@ from server_common.waiting import wait_for
 if TYPE_CHECKING:
     from chaos.runner import RunOptions, RunResult
 
-PRODUCERS = 6
+PRODUCERS = 9
 FAULT_GAP_S = (2.0, 4.0)
 DOWN_S = (1.0, 3.0)
 CUT_S = (2.0, 6.0)  # most outlast the replica lag time (3 s): the coordinator's writes are refused
