@@ -26,6 +26,10 @@ ABORT_SHARE = 0.25
 MAX_BLOCK_MS = 500
 SETTLE_S = 30.0  # how long a failed commit's abort is retried (the coordinator may be moving)
 TRANSACTION_TIMEOUT_MS = 20_000
+# Time a transaction spends between its last send and its end, as a consume-transform-produce
+# application would: the coordinator is mostly idle meanwhile, so a fault that starts then
+# meets the transaction's decision (EndTxn), not its AddPartitionsToTxn.
+WORK_S = 0.05
 
 
 class TxnProducerWorker(threading.Thread):
@@ -85,6 +89,7 @@ class TxnProducerWorker(threading.Thread):
             producer.begin_transaction()
             for value, partition in zip(values, partitions):
                 producer.send(self.topic, value.encode(), partition=partition, on_delivery=delivered(value))
+            self.stopping.wait(WORK_S)  # the application's work before it ends the transaction (pacing, not synchronization)
             if intent == "abort":
                 producer.abort_transaction()
                 outcome, error = "aborted", ""
