@@ -67,3 +67,15 @@ def test_offsets_going_back_within_a_session_are_nonmonotonic():
     again = TxnPoll("reader-0", 0, 3.0, 3.1, {0: [(0, "a0")]})
     assert kinds(polls=[*POLLS, again]) == ["nonmonotonic-poll"]
     assert kinds(polls=[*POLLS, replace(again, session=1)]) == []  # a new session starts over
+
+
+def test_reader_sessions_come_from_its_seeks():
+    from chaos.history import PollOp, SeekOp
+    from chaos.txn_history import txn_polls
+
+    ops = [SeekOp("reader-0", 0, 0, 0.6), SeekOp("reader-0", 1, 0, 0.6), PollOp("reader-0", 0.7, 0.8, "ok", {0: [(0, "a0")]}),
+           PollOp("reader-0", 0.9, 1.0, "failed", error="OFFSET_OUT_OF_RANGE"), SeekOp("reader-0", 0, 0, 1.1),
+           PollOp("reader-0", 1.2, 1.3, "ok", {0: [(0, "a0")]}), PollOp("reader-1", 1.2, 1.3, "ok", {})]
+    polls = txn_polls(ops)
+    assert [(p.reader, p.session) for p in polls] == [("reader-0", 1), ("reader-0", 2)]  # failed and empty polls left out
+    assert kinds(polls=polls) == []  # reading offset 0 again after a seek is no regression
