@@ -19,7 +19,7 @@ import threading
 import time
 
 from chaos.txn_history import TxnOp, TxnWrite
-from data_plane.client import KraftlogError, Producer, RecordMetadata
+from data_plane.client import KraftlogError, Producer
 
 RECORDS_PER_TXN = 3
 ABORT_SHARE = 0.25
@@ -43,22 +43,25 @@ class TxnProducerWorker(threading.Thread):
         self.stopping = threading.Event()
 
     def run(self) -> None:
-        n = 0
-        while True:
+        """Transactions until stopped; the last producer is one whose init_transactions went
+        through after the last failure, so nothing is left open under this id."""
+        n, settled = 0, False
+        while not (self.stopping.is_set() and settled):
             producer = self._new_producer()
+            settled = producer is not None
             try:
                 while producer is not None and not self.stopping.is_set():
                     op = self._transaction(producer, n)
                     self.txns.append(op)
                     n += 1
                     if op.error:
-                        break  # settled: a new producer (its init aborts what may still be open)
+                        settled = False
+                        break  # a new producer next: its init aborts what may still be open
             finally:
                 if producer is not None:
                     producer.close(timeout=5)
-            if self.stopping.is_set() and producer is not None:
-                return  # the last producer ended its transactions: nothing open under this id
-            self.stopping.wait(0.2)  # the coordinator is unreachable for now
+            if producer is None:
+                self.stopping.wait(0.2)  # the coordinator is unreachable for now: try again shortly
 
     def _new_producer(self) -> Producer | None:
         producer = Producer(self.bootstrap, transactional_id=self.name, linger_ms=1, max_block_ms=MAX_BLOCK_MS,
@@ -76,19 +79,12 @@ class TxnProducerWorker(threading.Thread):
         intent = "abort" if self.rng.random() < ABORT_SHARE else "commit"
         values = [f"{txn}-{i}" for i in range(RECORDS_PER_TXN)]
         partitions = [self.rng.randrange(self.partitions) for _ in values]
-        offsets: dict[str, int] = {}
-
-        def delivered(value: str):
-            def record(error: KraftlogError | None, metadata: RecordMetadata | None) -> None:
-                if error is None and metadata is not None:
-                    offsets[value] = metadata.offset
-            return record
-
+        futures = []
         commit_s = None
         try:
             producer.begin_transaction()
             for value, partition in zip(values, partitions):
-                producer.send(self.topic, value.encode(), partition=partition, on_delivery=delivered(value))
+                futures.append(producer.send(self.topic, value.encode(), partition=partition))
             self.stopping.wait(WORK_S)  # the application's work before it ends the transaction (pacing, not synchronization)
             if intent == "abort":
                 producer.abort_transaction()
@@ -99,9 +95,12 @@ class TxnProducerWorker(threading.Thread):
                 outcome, error = "committed", ""
         except KraftlogError as failure:
             error = failure.code
-            commit_sent = commit_s is not None and len(offsets) == len(values)  # else EndTxn(commit) never went out
-            outcome = self._settle(producer) if commit_sent else "aborted"
-        writes = tuple(TxnWrite(p, v, offsets.get(v)) for v, p in zip(values, partitions))
+            # commit_transaction sends EndTxn(commit) only once every record was delivered
+            delivered = len(futures) == len(values) and all(f.done() and f.exception() is None for f in futures)
+            outcome = self._settle(producer) if commit_s is not None and delivered else "aborted"
+        offsets = [f.result().offset if f.done() and f.exception() is None else None for f in futures]
+        offsets += [None] * (len(values) - len(offsets))
+        writes = tuple(TxnWrite(p, v, o) for v, p, o in zip(values, partitions, offsets))
         return TxnOp(self.name, txn, intent, outcome, invoked, self.clock(), writes, commit_s, error)
 
     def _settle(self, producer: Producer) -> str:
@@ -112,5 +111,5 @@ class TxnProducerWorker(threading.Thread):
                 producer.abort_transaction()
                 return "aborted"
             except KraftlogError as error:
-                if not error.retriable or time.monotonic() >= deadline:
+                if not (error.retriable or error.code == "CONCURRENT_TRANSACTIONS") or time.monotonic() >= deadline:
                     return "unknown"
