@@ -9,7 +9,7 @@ fail, read_committed readers record what they see, and the transaction checks
 What runs: a ``ChaosCluster`` (1 controller, 3 brokers, every client and replication link
 through a Toxiproxy proxy), a 4-partition RF=3 topic (min.insync.replicas 2), ``PRODUCERS``
 transactional producers (``chaos/workload/txn_producer.py``: a transaction is three values to
-random partitions, a quarter aborted on purpose), two read_committed readers of every
+random partitions and 50 ms of work, a quarter aborted on purpose), two read_committed readers of every
 partition (``ConsumerWorker``) and, every few seconds, one of
 ``chaos/coordinator_faults.py``'s faults aimed at the broker coordinating the most of the
 producers' transactional ids (FindCoordinator key_type TRANSACTION): SIGKILL it or another
@@ -17,9 +17,10 @@ broker, cut its client link, cut the replication links into it (most cuts run pa
 lag time, so the coordinator's writes fall below min.insync.replicas and its decisions are
 refused), or stall those links for a second or two and then SIGKILL it (its decisions not yet
 replicated are lost with it; drawn twice as often as each other fault, since a decision
-durable before its markers is what a transaction's atomicity rests on). After ``duration`` everything heals, the producers finish their transactions, the
-readers read until they have every committed value (or ``DRAIN_S``), and every partition is
-read read_committed from its log start.
+durable before its markers is what a transaction's atomicity rests on). After ``duration``
+everything heals, the producers finish their transactions, the readers read until they have
+every committed value (or ``DRAIN_S``), and every partition is read read_committed from its
+log start.
 
 The negative controls run the brokers with ``--unsafe-testing read-committed-past-lso``
 (read_committed served up to the HW, aborted transactions unlisted: caught as ``G1a`` and
@@ -59,15 +60,16 @@ DRAIN_S = 30.0
 FINAL_READ_S = 30.0
 WORKLOAD = WorkloadSettings(topic="chaos-txn", partitions=4, producers=0, single_attempt_producers=0, consumers=2,
                             isolation_level="read_committed")
-TXN_STATE_TOPIC = "__transaction_state"
-TXN_FAULTS = (*FAULTS, STALL_AND_KILL, STALL_AND_KILL)  # drawn twice as often: the rule markers depend on
+# stall-and-kill drawn twice as often as each other fault: it tests the rule a transaction's
+# atomicity rests on (the decision durable before any marker).
+TXN_FAULTS = (*FAULTS, STALL_AND_KILL, STALL_AND_KILL)
 
 
 def run_txn(options: RunOptions) -> RunResult:
     """One transactional scenario run; writes ``txn-report.json`` in the report directory."""
     with proxied_cluster(options, []) as cluster:
-        run = _TxnRun(cluster, random.Random(options.seed), options.seed, options.report_dir, options.progress)
-        run.faults_drawn = options.scenario.faults
+        run = _TxnRun(cluster, random.Random(options.seed), options.seed, options.scenario.faults or TXN_FAULTS, options.report_dir,
+                      options.progress)
         try:
             anomalies = run.play(options.duration_s)
         finally:
@@ -84,15 +86,14 @@ def run_txn(options: RunOptions) -> RunResult:
 class _TxnRun:
     """The cluster, producers and readers of one run, and the faults played on them."""
 
-    def __init__(self, cluster: ChaosCluster, rng: random.Random, seed: int, report_dir: Path, progress) -> None:
-        self.cluster, self.rng, self.seed, self.report_dir, self.progress = cluster, rng, seed, report_dir, progress
+    def __init__(self, cluster: ChaosCluster, rng: random.Random, seed: int, faults: tuple[str, ...], report_dir: Path, progress) -> None:
+        self.cluster, self.rng, self.seed, self.fault_mix, self.report_dir, self.progress = cluster, rng, seed, faults, report_dir, progress
         self.broker_faults = CoordinatorFaults(cluster, rng, self._coordinator, DOWN_S, CUT_S)
         self.producers: list[TxnProducerWorker] = []
         self.readers: list[ConsumerWorker] = []
         self.faults: list[tuple[float, str]] = []
         self.txns: list[TxnOp] = []
         self.polls: list[TxnPoll] = []
-        self.faults_drawn: tuple[str, ...] = ()  # the scenario's own mix (empty: TXN_FAULTS)
         self.read_to_end = 0  # partitions the final read got to the end of: the only ones it judges
 
     def play(self, duration_s: float) -> list:
@@ -112,8 +113,7 @@ class _TxnRun:
             worker.start()
         self.progress(f"{PRODUCERS} transactional producers and {len(self.readers)} read_committed readers on {settings.topic}; "
                       f"faults for {duration_s:.0f}s")
-        faults = self.faults_drawn or TXN_FAULTS
-        self.faults = self.broker_faults.play(duration_s, FAULT_GAP_S, faults, self.broker_faults.inject, history.now, self.progress)
+        self.faults = self.broker_faults.play(duration_s, FAULT_GAP_S, self.fault_mix, self.broker_faults.inject, history.now, self.progress)
         self.progress("faults healed; the producers finish their transactions")
         for p in self.producers:
             p.stopping.set()
