@@ -42,11 +42,8 @@ def _read_partition(bootstrap: str, settings: WorkloadSettings, partition: int, 
     except KraftlogError:  # no leader answered: a read that got nothing (acknowledged writes are then unseen)
         return FinalReadOp(partition, history.now(), 0, 0, [], complete=False)
     reads: list[Read] = []
-    # read_committed in fetch mode: in stream mode a marker arriving while records are still
-    # buffered does not move the position past it, so a read could stop short of the HW.
-    fetch_mode = "fetch" if settings.isolation_level == "read_committed" else "stream"
     with Consumer(bootstrap, fetch_max_wait_ms=200, client_id="final-read", isolation_level=settings.isolation_level,
-                  fetch_mode=fetch_mode) as consumer:
+                  fetch_mode=settings.fetch_mode) as consumer:
         consumer.assign([tp])
         consumer.seek(tp, log_start)
         while consumer.position(tp) < high_watermark and time.monotonic() < deadline:
