@@ -20,6 +20,20 @@ from chaos.history import FinalReadOp, Op, PollOp, Read, SeekOp
 TxnOutcome = Literal["committed", "aborted", "unknown"]
 
 
+TRANSFORMED = ">"  # an output value: the input value, this mark, the transaction that wrote it
+
+
+def transformed(value: str, txn: str) -> str:
+    """The value a consume-transform-produce transaction ``txn`` writes for input ``value``:
+    unique per transaction, so a retried transform is told apart from the first."""
+    return f"{value}{TRANSFORMED}{txn}"
+
+
+def source_of(value: str) -> str | None:
+    """The input value an output value was transformed from (None for an input value)."""
+    return value.split(TRANSFORMED, 1)[0] if TRANSFORMED in value else None
+
+
 @dataclass(frozen=True)
 class TxnWrite:
     """One record of a transaction: ``offset`` once its produce was acknowledged."""

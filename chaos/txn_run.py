@@ -33,6 +33,7 @@ only some landed).
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -46,6 +47,7 @@ from chaos.workload.consumer_worker import ConsumerWorker
 from chaos.workload.final_read import final_reads, wait_for_leaders
 from chaos.workload.settings import WorkloadSettings
 from chaos.workload.txn_producer import SETTLE_S, TxnProducerWorker
+from chaos.workload.txn_transformer import TxnTransformerWorker
 from server_common.local_cluster import READY_TIMEOUT_S
 from server_common.waiting import wait_for
 
@@ -53,6 +55,9 @@ if TYPE_CHECKING:
     from chaos.runner import RunOptions, RunResult
 
 PRODUCERS = 9
+TRANSFORMERS = 2
+CTP_GROUP = "chaos-txn-transform"
+SINK = "chaos-txn-out"
 FAULT_GAP_S = (2.0, 4.0)
 DOWN_S = (1.0, 3.0)
 CUT_S = (2.0, 6.0)  # most outlast the replica lag time (3 s): the coordinator's writes are refused
@@ -80,8 +85,10 @@ def run_txn(options: RunOptions) -> RunResult:
     counts = {o: sum(1 for t in txns if t.outcome == o) for o in ("committed", "aborted", "unknown")}
     counts["records_read"] = sum(len(rs) for p in run.polls for rs in p.reads.values())
     counts["partitions_read_to_end"] = run.read_to_end
+    counts["transforms_committed"] = sum(1 for w in run.transformers for t in w.txns if t.outcome == "committed")
     headline = (f"{len(txns)} transactions ({counts['committed']} committed, {counts['aborted']} aborted, {counts['unknown']} unknown), "
-                f"{counts['records_read']} records read read_committed, {run.read_to_end} of {WORKLOAD.partitions} partitions read to the end")
+                f"{counts['transforms_committed']} of them transforms, {counts['records_read']} records read read_committed, "
+                f"{run.read_to_end} of {2 * WORKLOAD.partitions} partitions read to the end")
     return findings_result(options, TxnCheckResult(anomalies), run.faults, {"transactions": len(txns), **counts}, headline, "txn-report.json")
 
 
@@ -93,6 +100,7 @@ class _TxnRun:
         self.broker_faults = CoordinatorFaults(cluster, rng, self._coordinator, DOWN_S, CUT_S)
         self.producers: list[TxnProducerWorker] = []
         self.readers: list[ConsumerWorker] = []
+        self.transformers: list[TxnTransformerWorker] = []
         self.faults: list[tuple[float, str]] = []
         self.txns: list[TxnOp] = []
         self.polls: list[TxnPoll] = []
@@ -101,20 +109,23 @@ class _TxnRun:
     def play(self, duration_s: float) -> list:
         from data_plane.client import Admin
 
-        cluster, settings = self.cluster, WORKLOAD
+        cluster, settings, sink = self.cluster, WORKLOAD, replace(WORKLOAD, topic=SINK)
         cluster.start_and_wait()
         bootstrap = self.bootstrap = cluster.client_bootstrap
         with Admin(bootstrap) as admin:
-            admin.create_topics([(settings.topic, settings.partitions, settings.replication_factor)], settings.topic_configs())
-        wait_for_leaders(bootstrap, settings, READY_TIMEOUT_S)
+            admin.create_topics([(t.topic, t.partitions, t.replication_factor) for t in (settings, sink)], settings.topic_configs())
+        for topic in (settings, sink):
+            wait_for_leaders(bootstrap, topic, READY_TIMEOUT_S)
         history = History()
         self.producers = [TxnProducerWorker(f"txn-{i}", bootstrap, settings.topic, settings.partitions, history.now, self.seed * 100 + i)
                           for i in range(PRODUCERS)]
+        self.transformers = [TxnTransformerWorker(f"ctp-{i}", bootstrap, settings.topic, SINK, CTP_GROUP, settings.partitions, history.now)
+                             for i in range(TRANSFORMERS)]
         self.readers = [ConsumerWorker(f"reader-{i}", bootstrap, settings, history) for i in range(settings.consumers)]
-        for worker in [*self.producers, *self.readers]:
+        for worker in [*self.producers, *self.transformers, *self.readers]:
             worker.start()
-        self.progress(f"{PRODUCERS} transactional producers and {len(self.readers)} read_committed readers on {settings.topic}; "
-                      f"faults for {duration_s:.0f}s")
+        self.progress(f"{PRODUCERS} transactional producers, {TRANSFORMERS} consume-transform-produce members and "
+                      f"{len(self.readers)} read_committed readers on {settings.topic}; faults for {duration_s:.0f}s")
         self.faults = self.broker_faults.play(duration_s, FAULT_GAP_S, self.fault_mix, self.broker_faults.inject, history.now, self.progress)
         self.progress("faults healed; the producers finish their transactions")
         for p in self.producers:
@@ -122,35 +133,40 @@ class _TxnRun:
         for p in self.producers:
             p.join(SETTLE_S + 15)
         self.progress(f"[{history.now():6.1f}s] producers stopped")
-        self.txns = [t for p in self.producers for t in p.txns]
-        committed = {w.value for t in self.txns if t.outcome == "committed" for w in t.writes}
+        committed = {w.value for p in self.producers for t in p.txns if t.outcome == "committed" for w in t.writes}
 
-        def all_read() -> bool:
+        def drained() -> bool:
             read = {v for op in history.ops if isinstance(op, PollOp) for rs in op.reads.values() for _, v in rs}
-            return committed <= read
+            transformed = {v for w in self.transformers for t in w.txns if t.outcome == "committed" for v in w.inputs[t.txn]}
+            return committed <= read and committed <= transformed
 
         try:
-            wait_for(all_read, DRAIN_S, "the readers to read every committed value")
+            wait_for(drained, DRAIN_S, "the readers to read, and the group to transform, every committed value")
         except TimeoutError as err:
             self.progress(str(err))
-        self.progress(f"[{history.now():6.1f}s] readers caught up")
-        self._stop_readers()
-        self.progress(f"[{history.now():6.1f}s] readers stopped")
+        self.progress(f"[{history.now():6.1f}s] readers caught up, transforms done")
+        self._stop(self.readers)
+        self._stop(self.transformers)
+        self.progress(f"[{history.now():6.1f}s] readers and transformers stopped")
         finals = txn_final_reads(final_reads(bootstrap, settings, history, FINAL_READ_S))
+        finals += [replace(f, partition=settings.partitions + f.partition)
+                   for f in txn_final_reads(final_reads(bootstrap, sink, history, FINAL_READ_S))]
         self.read_to_end = sum(1 for f in finals if f.complete)
-        self.polls = txn_polls(history.ops)
+        self.txns = [t for w in [*self.producers, *self.transformers] for t in w.txns]
+        self.polls = txn_polls(history.ops) + [p for w in self.transformers for p in w.polls]
         self.progress(f"[{history.now():6.1f}s] {len(self.txns)} transactions; final read taken")
         save_history(self.report_dir / "txn-history.json", self.txns, self.polls, finals)
         return check_txns(self.txns, self.polls, finals)
 
-    def _stop_readers(self) -> None:
-        for r in self.readers:
-            r.stopping.set()
-        for r in self.readers:
-            r.join(30)
+    @staticmethod
+    def _stop(workers: list) -> None:
+        for w in workers:
+            w.stopping.set()
+        for w in workers:
+            w.join(SETTLE_S + 15)
 
     def stop_everything(self) -> None:
-        for worker in [*self.producers, *self.readers]:
+        for worker in [*self.producers, *self.transformers, *self.readers]:
             worker.stopping.set()
         self.cluster.kill_all()
 

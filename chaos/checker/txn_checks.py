@@ -14,7 +14,9 @@ read_committed read of every partition. The kinds carry the names of Jepsen's Ka
   end, are not (the atomicity a commit promises).
 - ``lost-write``: an acknowledged record of a committed transaction is missing from the final
   read of its partition, read to the end.
-- ``duplicate``: one value at more than one offset (a retried or re-committed write).
+- ``duplicate``: one value at more than one offset (a retried or re-committed write), or one
+  input value transformed by more than one transaction visible after the run (the group's
+  offsets committed twice for the same input: exactly-once broken downstream).
 - ``inconsistent-offsets``: one offset holds different values in different reads, or another
   value than the one whose produce was acknowledged there.
 - ``nonmonotonic-poll``: within one reader session, a partition's offsets went backwards or
@@ -28,14 +30,14 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from chaos.checker.findings import Finding, Findings
-from chaos.txn_history import TxnFinalRead, TxnOp, TxnPoll
+from chaos.txn_history import TxnFinalRead, TxnOp, TxnPoll, source_of
 
 TXN_KINDS: dict[str, str] = {
     "G1a": "aborted read: a read_committed read returned a record of an aborted transaction",
     "G1b": "intermediate read: a read_committed read returned a record of a transaction before its commit was requested, "
            "or after the run a transaction that was not aborted is visible in part",
     "lost-write": "an acknowledged record of a committed transaction is missing from the final read_committed read of its partition",
-    "duplicate": "one value at more than one offset",
+    "duplicate": "one value at more than one offset, or one input transformed by more than one visible transaction",
     "inconsistent-offsets": "one offset holds different values in different reads, or another value than its acknowledged produce",
     "nonmonotonic-poll": "within one reader session, a partition's offsets went backwards or repeated",
 }
@@ -146,6 +148,20 @@ def duplicates(polls: list[TxnPoll], finals: list[TxnFinalRead]) -> Iterator[Txn
                              {"value": value, "places": sorted(where)})
 
 
+def duplicate_transforms(finals: list[TxnFinalRead]) -> Iterator[TxnAnomaly]:
+    """An input value whose transform is visible, after the run, from two transactions."""
+    outputs: dict[str, list[tuple[int, int, str]]] = {}
+    for final in finals:
+        for offset, value in final.reads:
+            source = source_of(value)
+            if source is not None:
+                outputs.setdefault(source, []).append((final.partition, offset, value))
+    for source, found in sorted(outputs.items()):
+        if len(found) > 1:
+            yield TxnAnomaly("duplicate", found[0][0], f"{source!r} transformed {len(found)} times: {[v for _, _, v in found]}",
+                             {"value": source, "outputs": found})
+
+
 def inconsistent_offsets(txns: list[TxnOp], polls: list[TxnPoll], finals: list[TxnFinalRead]) -> Iterator[TxnAnomaly]:
     """One (partition, offset) with two values among the reads and the acknowledged produces."""
     values: dict[tuple[int, int], set[str]] = {}
@@ -183,6 +199,7 @@ def check_txns(txns: list[TxnOp], polls: list[TxnPoll], finals: list[TxnFinalRea
         *early_reads(txns, polls),
         *partial_transactions(txns, finals),
         *duplicates(polls, finals),
+        *duplicate_transforms(finals),
         *inconsistent_offsets(txns, polls, finals),
         *nonmonotonic_polls(polls),
     ]

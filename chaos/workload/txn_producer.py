@@ -47,7 +47,7 @@ class TxnProducerWorker(threading.Thread):
         through after the last failure, so nothing is left open under this id."""
         n, settled = 0, False
         while not (self.stopping.is_set() and settled):
-            producer = self._new_producer()
+            producer = new_producer(self.bootstrap, self.name)
             settled = producer is not None
             try:
                 while producer is not None and not self.stopping.is_set():
@@ -62,17 +62,6 @@ class TxnProducerWorker(threading.Thread):
                     producer.close(timeout=5)
             if producer is None:
                 self.stopping.wait(0.2)  # the coordinator is unreachable for now: try again shortly
-
-    def _new_producer(self) -> Producer | None:
-        producer = Producer(self.bootstrap, transactional_id=self.name, linger_ms=1, max_block_ms=MAX_BLOCK_MS,
-                            delivery_timeout_ms=10_000, request_timeout_ms=3_000, transaction_timeout_ms=TRANSACTION_TIMEOUT_MS,
-                            client_id=self.name)
-        try:
-            producer.init_transactions()
-            return producer
-        except KraftlogError:
-            producer.close(timeout=1)
-            return None
 
     def _transaction(self, producer: Producer, n: int) -> TxnOp:
         txn, invoked = f"{self.name}-t{n}", self.clock()
@@ -95,21 +84,46 @@ class TxnProducerWorker(threading.Thread):
                 outcome, error = "committed", ""
         except KraftlogError as failure:
             error = failure.code
-            # commit_transaction sends EndTxn(commit) only once every record was delivered
-            delivered = len(futures) == len(values) and all(f.done() and f.exception() is None for f in futures)
-            outcome = self._settle(producer) if commit_s is not None and delivered else "aborted"
-        offsets = [f.result().offset if f.done() and f.exception() is None else None for f in futures]
-        offsets += [None] * (len(values) - len(offsets))
-        writes = tuple(TxnWrite(p, v, o) for v, p, o in zip(values, partitions, offsets))
+            outcome = outcome_after_failure(producer, futures, len(values), commit_s)
+        writes = tuple(TxnWrite(p, v, o) for v, p, o in zip(values, partitions, delivered_offsets(futures, len(values))))
         return TxnOp(self.name, txn, intent, outcome, invoked, self.clock(), writes, commit_s, error)
 
-    def _settle(self, producer: Producer) -> str:
-        """After EndTxn(commit) failed: ``aborted`` if an abort goes through, else ``unknown``."""
-        deadline = time.monotonic() + SETTLE_S
-        while True:
-            try:
-                producer.abort_transaction()
-                return "aborted"
-            except KraftlogError as error:
-                if not (error.retriable or error.code == "CONCURRENT_TRANSACTIONS") or time.monotonic() >= deadline:
-                    return "unknown"
+
+def new_producer(bootstrap: str, transactional_id: str) -> Producer | None:
+    """A producer for ``transactional_id`` whose init_transactions went through (it aborted
+    whatever an earlier one left open); None when the coordinator could not be reached."""
+    producer = Producer(bootstrap, transactional_id=transactional_id, linger_ms=1, max_block_ms=MAX_BLOCK_MS,
+                        delivery_timeout_ms=10_000, request_timeout_ms=3_000, transaction_timeout_ms=TRANSACTION_TIMEOUT_MS,
+                        client_id=transactional_id)
+    try:
+        producer.init_transactions()
+        return producer
+    except KraftlogError:
+        producer.close(timeout=1)
+        return None
+
+
+def delivered_offsets(futures: list, count: int) -> list[int | None]:
+    """Each of ``count`` records' offset, None where it was not delivered (or never sent)."""
+    offsets = [f.result().offset if f.done() and f.exception() is None else None for f in futures]
+    return offsets + [None] * (count - len(offsets))
+
+
+def outcome_after_failure(producer: Producer, futures: list, count: int, commit_s: float | None) -> str:
+    """What a failed transaction came to: ``aborted`` when EndTxn(commit) never went out
+    (commit_transaction sends it only once all ``count`` records were delivered), else the
+    outcome of asking to abort (``settle``)."""
+    delivered = len(futures) == count and all(f.done() and f.exception() is None for f in futures)
+    return settle(producer) if commit_s is not None and delivered else "aborted"
+
+
+def settle(producer: Producer) -> str:
+    """After EndTxn(commit) failed: ``aborted`` if an abort goes through, else ``unknown``."""
+    deadline = time.monotonic() + SETTLE_S
+    while True:
+        try:
+            producer.abort_transaction()
+            return "aborted"
+        except KraftlogError as error:
+            if not (error.retriable or error.code == "CONCURRENT_TRANSACTIONS") or time.monotonic() >= deadline:
+                return "unknown"

@@ -79,3 +79,14 @@ def test_reader_sessions_come_from_its_seeks():
     polls = txn_polls(ops)
     assert [(p.reader, p.session) for p in polls] == [("reader-0", 1), ("reader-0", 2)]  # failed and empty polls left out
     assert kinds(polls=polls) == []  # reading offset 0 again after a seek is no regression
+
+
+def test_an_input_transformed_by_two_visible_transactions_is_a_duplicate():
+    from chaos.txn_history import transformed
+
+    c1 = TxnOp("ctp-0", "ctp-0-t0", "commit", "committed", 1.0, 1.2, (TxnWrite(2, transformed("a0", "ctp-0-t0"), 0),), commit_s=1.1)
+    c2 = TxnOp("ctp-1", "ctp-1-t0", "commit", "committed", 1.5, 1.7, (TxnWrite(2, transformed("a0", "ctp-1-t0"), 2),), commit_s=1.6)
+    once = [*FINALS, TxnFinalRead(2, [(0, transformed("a0", "ctp-0-t0"))], True)]
+    assert kinds(txns=[*TXNS, c1, replace(c2, outcome="aborted")], finals=once) == []  # the retry aborted: once
+    twice = [*FINALS, TxnFinalRead(2, [(0, transformed("a0", "ctp-0-t0")), (2, transformed("a0", "ctp-1-t0"))], True)]
+    assert kinds(txns=[*TXNS, c1, c2], finals=twice) == ["duplicate"]
