@@ -137,14 +137,14 @@ class _TxnRun:
 
         def drained() -> bool:
             read = {v for op in history.ops if isinstance(op, PollOp) for rs in op.reads.values() for _, v in rs}
-            transformed = {v for w in self.transformers for t in w.txns if t.outcome == "committed" for v in w.inputs[t.txn]}
-            return committed <= read and committed <= transformed
+            taken = {v for w in self.transformers for poll in w.polls for rs in poll.reads.values() for _, v in rs}
+            return committed <= read and committed <= taken
 
         try:
-            wait_for(drained, DRAIN_S, "the readers to read, and the group to transform, every committed value")
+            wait_for(drained, DRAIN_S, "the readers and the group to read every committed value")
         except TimeoutError as err:
             self.progress(str(err))
-        self.progress(f"[{history.now():6.1f}s] readers caught up, transforms done")
+        self.progress(f"[{history.now():6.1f}s] readers and group caught up")
         self._stop(self.readers)
         self._stop(self.transformers)
         self.progress(f"[{history.now():6.1f}s] readers and transformers stopped")
