@@ -9,8 +9,10 @@ fail, read_committed readers record what they see, and the transaction checks
 What runs: a ``ChaosCluster`` (1 controller, 3 brokers, every client and replication link
 through a Toxiproxy proxy), a 4-partition RF=3 topic (min.insync.replicas 2), ``PRODUCERS``
 transactional producers (``chaos/workload/txn_producer.py``: a transaction is three values to
-random partitions and 50 ms of work, a quarter aborted on purpose), two read_committed readers of every
-partition (``ConsumerWorker``) and, every few seconds, one of
+random partitions and 50 ms of work, a quarter aborted on purpose), two read_committed
+readers of every partition (``ConsumerWorker``), two consume-transform-produce group members
+(``chaos/workload/txn_transformer.py``: what they read, transformed into ``chaos-txn-out``
+with their offsets in the same transaction) and, every few seconds, one of
 ``chaos/coordinator_faults.py``'s faults aimed at the broker coordinating the most of the
 producers' transactional ids (FindCoordinator key_type TRANSACTION): SIGKILL it or another
 broker, cut its client link, cut the replication links into it (most cuts run past the replica
@@ -93,7 +95,7 @@ def run_txn(options: RunOptions) -> RunResult:
 
 
 class _TxnRun:
-    """The cluster, producers and readers of one run, and the faults played on them."""
+    """The cluster, producers, transformers and readers of one run, and the faults played on them."""
 
     def __init__(self, cluster: ChaosCluster, rng: random.Random, seed: int, faults: tuple[str, ...], report_dir: Path, progress) -> None:
         self.cluster, self.rng, self.seed, self.fault_mix, self.report_dir, self.progress = cluster, rng, seed, faults, report_dir, progress

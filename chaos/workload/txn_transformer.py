@@ -4,7 +4,7 @@ read as ``v>txn`` (``transformed``) to the same partition of an output topic and
 what it read (``send_offsets_to_transaction``), as an exactly-once application does.
 
 Each transaction is a ``TxnOp`` (its records are the outputs, on the output's partition keys:
-``key_base`` + partition, so one history holds both topics) with the inputs it consumed;
+``key_base`` + partition, so one history holds both topics; each output names its input);
 each poll is a ``TxnPoll`` of its own session (a member's position may move back when a
 rebalance hands a partition back, so its polls are not held to increasing offsets). After
 any failure the member and the producer are replaced: the new member resumes from the
@@ -30,7 +30,6 @@ class TxnTransformerWorker(threading.Thread):
         super().__init__(name=name, daemon=True)
         self.bootstrap, self.source, self.sink, self.group, self.key_base, self.clock = bootstrap, source, sink, group, key_base, clock
         self.txns: list[TxnOp] = []
-        self.inputs: dict[str, tuple[str, ...]] = {}  # per transaction: the values it consumed
         self.polls: list[TxnPoll] = []
         self.stopping = threading.Event()
         self._sessions = itertools.count()
@@ -73,7 +72,6 @@ class TxnTransformerWorker(threading.Thread):
         self.polls.append(TxnPoll(self.name, next(self._sessions), invoked, self.clock(), reads))
         txn = f"{self.name}-t{n}"
         outputs = [(r.partition, transformed(r.value.decode(), txn)) for r in records]
-        self.inputs[txn] = tuple(r.value.decode() for r in records)
         futures, commit_s, error = [], None, ""
         try:
             producer.begin_transaction()
