@@ -287,7 +287,8 @@ _GROUP: list[Scenario] = [
 # Transactions (chaos/txn_run.py): transactional producers, read_committed readers, the
 # transaction checks, faults aimed at the transactions' coordinators.
 _TXN: list[Scenario] = [
-    Scenario("txn-kills", "transactional producers (a share of transactions aborted) and read_committed readers while brokers and "
+    Scenario("txn-kills", "transactional producers (a share of transactions aborted), a consume-transform-produce group and "
+             "read_committed readers while brokers and "
              "the transactions' coordinators are SIGKILLed and the coordinators' client or replication links are cut", [], _GROUP_CLUSTER,
              workload="txn"),
     Scenario("unsafe-txn-read-past-lso", "txn-kills with brokers serving read_committed reads up to the HW, past the LSO and without "
