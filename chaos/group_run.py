@@ -44,14 +44,13 @@ from typing import TYPE_CHECKING
 
 from chaos.chaos_cluster import ChaosCluster
 from chaos.checker.group_checks import GroupCheckResult, check_group
-from chaos.checker.verdict import judge
+from chaos.coordinator_faults import FAULTS as COORDINATOR_FAULTS
+from chaos.coordinator_faults import CoordinatorFaults
+from chaos.coordinator_run import findings_result, proxied_cluster
 from chaos.group_history import CommittedObservation, GroupPoll, MemberOwnershipChange, OwnershipEvent
 from chaos.history import History, SendOp
-from chaos.network import Network, client_link, replication_link
-from chaos.toxiproxy import start_toxiproxy
 from chaos.workload.producer_worker import ProducerWorker
 from chaos.workload.settings import WorkloadSettings
-from server_common.local_cluster import Node, wait_ready
 from server_common.waiting import wait_for
 
 if TYPE_CHECKING:
@@ -171,36 +170,16 @@ def ownership_events(log_dir: Path, group: str, topic: str) -> list[OwnershipEve
 
 def run_group(options: RunOptions) -> RunResult:
     """One group scenario run; writes ``group-report.json`` in the report directory."""
-    from chaos.runner import RunResult
-
-    scenario, report_dir = options.scenario, options.report_dir
-    report_dir.mkdir(parents=True, exist_ok=True)
-    with open(report_dir / "toxiproxy.log", "ab") as log, start_toxiproxy(log_file=log) as proxy:
-        cluster = ChaosCluster.build(report_dir / "cluster", scenario.cluster, Network(proxy))
-        for node in cluster.brokers:
-            node.extra_args = [*node.extra_args, *GROUP_BROKER_ARGS]
-        cluster.save()
-        run = _GroupRun(cluster, random.Random(options.seed), report_dir, options.progress)
+    with proxied_cluster(options, GROUP_BROKER_ARGS) as cluster:
+        run = _GroupRun(cluster, random.Random(options.seed), options.report_dir, options.progress)
         try:
             anomalies = run.play(options.duration_s)
         finally:
             run.kill_everything()
-    result = GroupCheckResult(anomalies)
-    verdict = judge(result, scenario.expected)
     acked, read = sum(map(len, run.acked.values())), sum(len(rs) for poll in run.polls for rs in poll.reads.values())
-    title = f"kraftlog chaos: {scenario.name}, seed {options.seed}, {options.duration_s:.0f}s"
-    lines = [title, f"  verdict: {verdict.outcome.label.upper()}, {verdict.sentence}",
-             f"  {acked} acknowledged, {read} read by the group, {len(run.faults)} faults, {run.ownership} ownership events"]
-    for kind, found in result.by_kind.items():
-        lines.append(f"  {kind}: {len(found)}")
-        lines.extend(f"    {a.message}" for a in found[:3])
-    report = report_dir / "group-report.json"
-    report.write_text(json.dumps({
-        "scenario": scenario.name, "seed": options.seed, "duration_s": options.duration_s, "verdict": verdict.to_json(),
-        "faults": run.faults, "acked": acked, "records_read": read, "ownership_events": run.ownership,
-        "anomalies": [{"kind": a.kind, "partition": a.partition, "message": a.message, **a.details} for a in anomalies[:50]],
-    }, indent=2, default=str))
-    return RunResult(result, verdict, report, "\n".join(lines), [f for _, f in run.faults])
+    return findings_result(options, GroupCheckResult(anomalies), run.faults,
+                           {"acked": acked, "records_read": read, "ownership_events": run.ownership},
+                           f"{acked} acknowledged, {read} read by the group, {run.ownership} ownership events", "group-report.json")
 
 
 class _GroupRun:
@@ -210,8 +189,7 @@ class _GroupRun:
         self.cluster, self.rng, self.report_dir, self.progress = cluster, rng, report_dir, progress
         self.members: list[MemberProcess] = []
         self.producers: list[ProducerWorker] = []
-        self.down: dict[str, tuple[Node, float]] = {}  # killed brokers, restarted at the time given
-        self.cut: dict[str, float] = {}  # cut links, restored at the time given
+        self.broker_faults = CoordinatorFaults(cluster, rng, self._coordinator, DOWN_S, CUT_S)
         self.faults: list[tuple[float, str]] = []
         self.acked: dict[int, dict[int, str]] = {}
         self.polls: list[GroupPoll] = []
@@ -236,16 +214,7 @@ class _GroupRun:
         observer = CommittedObserver(bootstrap, settings.topic, started_at)
         observer.start()
         self.progress(f"{MEMBERS} members of group {GROUP} reading {settings.topic}; faults for {duration_s:.0f}s")
-        next_fault = time.monotonic() + self.rng.uniform(*FAULT_GAP_S)
-        end = time.monotonic() + duration_s
-        while time.monotonic() < end:
-            self._heal(time.monotonic())
-            if time.monotonic() >= next_fault:
-                self.faults.append((round(history.now(), 3), self._inject(self.rng.choice(FAULTS))))
-                self.progress(f"[{history.now():6.1f}s] {self.faults[-1][1]}")
-                next_fault = time.monotonic() + self.rng.uniform(*FAULT_GAP_S)
-            time.sleep(0.1)  # the fault loop's tick: nothing waits on it
-        self._heal(float("inf"))
+        self.faults = self.broker_faults.play(duration_s, FAULT_GAP_S, FAULTS, self._inject, history.now, self.progress)
         self.progress("faults healed; the group reads what was acknowledged")
         for p in producers:
             p.stopping.set()
@@ -287,19 +256,6 @@ class _GroupRun:
                 m.proc.kill()
         self.cluster.kill_all()
 
-    def _heal(self, now: float) -> None:
-        """Restarts the killed brokers and restores the cut links whose time has come."""
-        for name, (node, until) in list(self.down.items()):
-            if now >= until:
-                self.cluster.start_node(node)
-                del self.down[name]
-        for link, until in list(self.cut.items()):
-            if now >= until:
-                self.cluster.network.restore(link)
-                del self.cut[link]
-        if now == float("inf"):
-            wait_ready(self.cluster)
-
     def _coordinator(self) -> int:
         """The group coordinator's broker id as the cluster says now (-1: unknown)."""
         from data_plane.client import KraftlogError
@@ -315,27 +271,9 @@ class _GroupRun:
 
     def _inject(self, fault: str) -> str:
         """Carries out one fault; returns what was done."""
-        cluster, rng = self.cluster, self.rng
-        if fault.startswith("cut-"):
-            coordinator = self._coordinator()
-            if coordinator < 0 or any(b.node_id == coordinator and b.name in self.down for b in cluster.brokers):
-                return f"{fault}: skipped (no coordinator up to cut off)"
-            links = ([client_link(coordinator)] if fault == "cut-coordinator-clients"
-                     else [replication_link(b.node_id, coordinator) for b in cluster.brokers if b.node_id != coordinator])
-            until = time.monotonic() + rng.uniform(*CUT_S)
-            for link in links:
-                cluster.network.cut(link)
-                self.cut[link] = until
-            return f"{fault}: cut {', '.join(links)} for {until - time.monotonic():.1f}s (coordinator broker {coordinator})"
-        if fault in ("kill-coordinator", "kill-broker"):
-            up = [b for b in cluster.brokers if b.name not in self.down]
-            if len(up) < 2:
-                return f"{fault}: skipped (only {len(up)} broker up)"
-            coordinator = self._coordinator()
-            victim = rng.choice([b for b in up if (b.node_id == coordinator) == (fault == "kill-coordinator")] or up)
-            cluster.kill(victim)
-            self.down[victim.name] = (victim, time.monotonic() + rng.uniform(*DOWN_S))
-            return f"{fault}: SIGKILL {victim.name} (coordinator was broker {coordinator})"
+        if fault in COORDINATOR_FAULTS:
+            return self.broker_faults.inject(fault)
+        rng = self.rng
         old = rng.choice([m for m in self.members if m.proc.poll() is None])
         if fault == "kill-member":
             old.killed()

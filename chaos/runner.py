@@ -63,7 +63,7 @@ class RunResult:
     verdict: Verdict
     report: Path
     summary: str
-    steps: list[FaultStep] | list[str]  # a group run's faults are named, not scheduled
+    steps: list[FaultStep] | list[str]  # a group or transactional run's faults are named, not scheduled
 
 
 def replay_command(options: RunOptions) -> str:
@@ -90,12 +90,13 @@ def schedule_for(options: RunOptions) -> list[FaultStep]:
 
 def run(options: RunOptions) -> RunResult:
     """Runs the scenario and writes its report; the verdict is in the result."""
-    if options.scenario.workload == "group":
+    if options.scenario.workload != "records":
         if options.bootstrap:
             raise ValueError(f"scenario {options.scenario.name} starts its own cluster: run it without --bootstrap")
         from chaos.group_run import run_group
+        from chaos.txn_run import run_txn
 
-        return run_group(options)
+        return {"group": run_group, "txn": run_txn}[options.scenario.workload](options)
     steps = schedule_for(options)
     options.report_dir.mkdir(parents=True, exist_ok=True)
     with ExitStack() as stack:

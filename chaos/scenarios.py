@@ -28,12 +28,13 @@ class Scenario:
     specs: list[FaultSpec]
     cluster: ClusterSettings = ClusterSettings()
     expected: frozenset[str] = field(default_factory=frozenset)
-    workload: str = "records"  # "group": a consumer group's run (chaos/group_run.py), its own faults, not ``specs``
+    workload: str = "records"  # "group" (chaos/group_run.py), "txn" (chaos/txn_run.py): a run with its own faults, not ``specs``
+    faults: tuple[str, ...] = ()  # a "txn" run's faults to draw from (empty: chaos/txn_run.py's TXN_FAULTS)
 
     @property
     def needs_proxied_clients(self) -> bool:
         """Whether a fault acts on client or replication links (which need broker flags)."""
-        return self.workload == "group" or any(s.role in PROXIED_CLIENT_ROLES or s.params.get("replication_latency_ms") for s in self.specs)
+        return self.workload != "records" or any(s.role in PROXIED_CLIENT_ROLES or s.params.get("replication_latency_ms") for s in self.specs)
 
 
 def _toxic(role: str, duration_s: tuple[float, float], gap_s: tuple[float, float], **params: object) -> FaultSpec:
@@ -283,4 +284,20 @@ _GROUP: list[Scenario] = [
              "old one revoked it (--unsafe-testing assign-before-revoke)", [], replace(_GROUP_CLUSTER, unsafe="assign-before-revoke"),
              frozenset({"double-owner"}), workload="group"),
 ]
-SCENARIOS: dict[str, Scenario] = {s.name: s for s in [*_SAFE, _MIX, _SECURE, *_DISK, *_UNSAFE, *_REAL_FAULTS, _NETNS_MIX, _DELAYS, *_GROUP]}
+# Transactions (chaos/txn_run.py): transactional producers, read_committed readers, the
+# transaction checks, faults aimed at the transactions' coordinators.
+_TXN: list[Scenario] = [
+    Scenario("txn-kills", "transactional producers (a share of transactions aborted), a consume-transform-produce group and "
+             "read_committed readers while brokers and "
+             "the transactions' coordinators are SIGKILLed and the coordinators' client or replication links are cut", [], _GROUP_CLUSTER,
+             workload="txn"),
+    Scenario("unsafe-txn-read-past-lso", "txn-kills with brokers serving read_committed reads up to the HW, past the LSO and without "
+             "the aborted transactions (--unsafe-testing read-committed-past-lso)", [],
+             replace(_GROUP_CLUSTER, unsafe="read-committed-past-lso"), frozenset({"G1a", "G1b"}), workload="txn"),
+    Scenario("unsafe-txn-markers-before-decision", "transactional producers and read_committed readers while the busiest "
+             "coordinator's replication is stalled, then it is SIGKILLed, again and again, with coordinators that write a transaction's "
+             "markers before its decision is durable (--unsafe-testing markers-before-decision)", [],
+             replace(_GROUP_CLUSTER, unsafe="markers-before-decision"), frozenset({"G1a", "G1b"}), workload="txn",
+             faults=("stall-and-kill-coordinator",)),
+]
+SCENARIOS: dict[str, Scenario] = {s.name: s for s in [*_SAFE, _MIX, _SECURE, *_DISK, *_UNSAFE, *_REAL_FAULTS, _NETNS_MIX, _DELAYS, *_GROUP, *_TXN]}

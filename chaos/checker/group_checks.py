@@ -23,8 +23,10 @@ giving them up, who was removed).
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import ClassVar
 
+from chaos.checker.findings import Finding, Findings
 from chaos.group_history import CommittedObservation, GroupPoll, MemberOwnershipChange, OwnershipEvent
 
 GROUP_KINDS: dict[str, str] = {
@@ -36,14 +38,8 @@ GROUP_KINDS: dict[str, str] = {
 
 
 @dataclass(frozen=True)
-class GroupAnomaly:
-    kind: str
-    partition: int
-    message: str
-    details: dict = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        assert self.kind in GROUP_KINDS, f"unknown group anomaly kind {self.kind!r}"
+class GroupAnomaly(Finding):
+    kinds: ClassVar[dict[str, str]] = GROUP_KINDS
 
 
 def undelivered(acked: dict[int, dict[int, str]], polls: Iterable[GroupPoll]) -> Iterator[GroupAnomaly]:
@@ -141,20 +137,12 @@ def commits_behind_reads(final: CommittedObservation | None, polls: Iterable[Gro
 
 
 @dataclass
-class GroupCheckResult:
+class GroupCheckResult(Findings):
     """A group run's findings, shaped like the records checker's ``CheckResult`` where the
     verdict, the CLI and the soak read it."""
 
+    kinds: ClassVar[dict[str, str]] = GROUP_KINDS
     anomalies: list[GroupAnomaly]
-
-    @property
-    def valid(self) -> bool:
-        return not self.anomalies
-
-    @property
-    def by_kind(self) -> dict[str, list[GroupAnomaly]]:
-        """Anomalies grouped by kind, in the order of ``GROUP_KINDS``."""
-        return {kind: found for kind in GROUP_KINDS if (found := [a for a in self.anomalies if a.kind == kind])}
 
 
 def check_group(

@@ -23,7 +23,8 @@ class ConsumerWorker(Worker):
 
     def run(self) -> None:
         s = self.settings
-        with Consumer(self.bootstrap, fetch_max_wait_ms=s.poll_timeout_ms, request_timeout_ms=s.request_timeout_ms, client_id=self.name) as consumer:
+        with Consumer(self.bootstrap, fetch_max_wait_ms=s.poll_timeout_ms, request_timeout_ms=s.request_timeout_ms, client_id=self.name,
+                      isolation_level=s.isolation_level, fetch_mode=s.fetch_mode) as consumer:
             consumer.assign(self.partitions)
             while not self.stopping.is_set() and not self._start_over(consumer):
                 self.stopping.wait(0.2)  # leaders unknown during a fault: try again

@@ -42,7 +42,8 @@ def _read_partition(bootstrap: str, settings: WorkloadSettings, partition: int, 
     except KraftlogError:  # no leader answered: a read that got nothing (acknowledged writes are then unseen)
         return FinalReadOp(partition, history.now(), 0, 0, [], complete=False)
     reads: list[Read] = []
-    with Consumer(bootstrap, fetch_max_wait_ms=200, client_id="final-read") as consumer:
+    with Consumer(bootstrap, fetch_max_wait_ms=200, client_id="final-read", isolation_level=settings.isolation_level,
+                  fetch_mode=settings.fetch_mode) as consumer:
         consumer.assign([tp])
         consumer.seek(tp, log_start)
         while consumer.position(tp) < high_watermark and time.monotonic() < deadline:

@@ -28,6 +28,8 @@ class WorkloadSettings:
     request_timeout_ms: int = 3_000
     poll_timeout_ms: int = 200
     observe_interval_s: float = 0.2  # each round asks every broker; consumers' answers add their own HWs
+    isolation_level: str = "read_uncommitted"  # the consumers' and the final read's (read_committed: transactions)
+    fetch_mode: str = "stream"  # the consumers' and the final read's (see docs/chaos.md, Transactions, for "fetch")
 
     def topic_configs(self) -> dict[str, str]:
         return {"min.insync.replicas": str(self.min_insync_replicas), "unclean.leader.election.enable": "false"}

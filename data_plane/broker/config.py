@@ -44,6 +44,8 @@ class UnsafeBehaviour(enum.Enum):
     STALL_FETCHER = "stall-fetcher"  # after a restart, followers never fetch the partitions they had on disk
     ASSIGN_BEFORE_REVOKE = "assign-before-revoke"  # the group coordinator hands a partition over before its owner revoked it
     SKIP_FSYNC = "skip-fsync"  # --durability fsync reports offsets durable without calling fsync
+    READ_COMMITTED_PAST_LSO = "read-committed-past-lso"  # read_committed served up to the HW, aborted transactions unlisted
+    MARKERS_BEFORE_DECISION = "markers-before-decision"  # the transaction coordinator writes markers before its decision is durable
 
 
 class Durability(enum.Enum):

@@ -22,6 +22,7 @@ from data_plane.replication.partition_state import (
     LeaderDecisions,
     ProduceOutcome,
 )
+from data_plane.replication.transaction_index import AbortedTxn
 
 
 class TruncateToHwPartition(Partition):
@@ -62,10 +63,24 @@ class SkipEpochFencingPartition(Partition):
         return replace(ready, isr_proposal=None).then(self._decided(follow_up, now_ms))
 
 
+class ReadCommittedPastLsoPartition(Partition):
+    """read_committed reads are bounded by the HW instead of the LSO and list no aborted
+    transaction: open and aborted transactions' records reach read_committed consumers (as
+    if the broker ignored the isolation level)."""
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self.high_watermark
+
+    def aborted_transactions(self, from_offset: int, to_offset: int) -> list[AbortedTxn]:
+        return []
+
+
 _CLASSES: dict[UnsafeBehaviour | None, type[Partition]] = {
     UnsafeBehaviour.TRUNCATE_TO_HW: TruncateToHwPartition,
     UnsafeBehaviour.ACK_BEFORE_REPLICATION: AckBeforeReplicationPartition,
     UnsafeBehaviour.SKIP_EPOCH_FENCING: SkipEpochFencingPartition,
+    UnsafeBehaviour.READ_COMMITTED_PAST_LSO: ReadCommittedPastLsoPartition,
 }
 
 

@@ -113,8 +113,9 @@ class Shard:
 class TransactionCoordinator:
     def __init__(self, broker_id: int, replicas, settings: TxnSettings,
                  allocate_producer_id: Callable[[], Awaitable[broker_pb2.InitProducerIdResponse]],
-                 markers: MarkerWriter, clock_ms: Callable[[], int] = now_ms) -> None:
+                 markers: MarkerWriter, clock_ms: Callable[[], int] = now_ms, markers_before_decision: bool = False) -> None:
         self.broker_id = broker_id
+        self.markers_before_decision = markers_before_decision  # --unsafe-testing only: a chaos negative control
         self.replicas = replicas  # the broker's ReplicaManager: partitions, produce, the metadata image
         self.settings = settings
         self.markers = markers
@@ -225,6 +226,8 @@ class TransactionCoordinator:
                 continue
             decision = request.decide(meta, self.clock_ms(), fresh)
             decision = Decision(decision.error, decision.answer, completed + decision.log, decision.markers)
+            if self.markers_before_decision and decision.markers is not None:
+                self._complete_later(shard, tid, decision.markers)  # unsafe: before the decision is durable
             batch.add(decision)
             answers.append(decision)
         if batch.log:

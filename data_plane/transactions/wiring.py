@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 
 import grpc
 
-from data_plane.broker.config import BrokerConfig
+from data_plane.broker.config import BrokerConfig, UnsafeBehaviour
 from data_plane.groups.offsets_topic import CreateTopics, OffsetsTopic
 from data_plane.transactions.coordinator import TOPIC, TransactionCoordinator, TxnSettings
 from data_plane.transactions.markers import MarkerWriter
@@ -26,7 +26,8 @@ def serve_transactions(
     """The coordinator (for its timer) and the topic finder (for FindCoordinator)."""
     settings = TxnSettings(max_timeout_ms=config.transaction_max_timeout_ms, id_expiration_ms=config.transactional_id_expiration_ms)
     markers = MarkerWriter(config.broker_id, replicas, broker_address, config.peer_credentials())
-    coordinator = TransactionCoordinator(config.broker_id, replicas, settings, allocate_producer_id, markers)
+    unsafe = config.unsafe is UnsafeBehaviour.MARKERS_BEFORE_DECISION
+    coordinator = TransactionCoordinator(config.broker_id, replicas, settings, allocate_producer_id, markers, markers_before_decision=unsafe)
     topic = OffsetsTopic(config.broker_id, config.transaction_state_partitions, lambda: replicas.image, create_topics, TOPIC)
     transaction_pb2_grpc.add_TransactionCoordinatorServicer_to_server(TransactionCoordinatorService(coordinator, access), server)
     return coordinator, topic
