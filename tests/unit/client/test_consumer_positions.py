@@ -1,0 +1,49 @@
+"""The consumer's position over answers that carry no record for the application: a stream
+message holding only a transaction marker (or aborted records) must still move the position
+past it, also when it arrives while the partition's earlier records wait in the buffer for
+the next poll. Otherwise the position stays on the marker, every later stream message (sent
+from past it) is dropped as stale, and the partition is stuck for good."""
+
+from __future__ import annotations
+
+from data_plane.client import Consumer
+from data_plane.control_batch import ControlType, encode_marker
+from data_plane.record_batch import encode_batch, stamp_batch
+from kraftlog_proto import broker_pb2
+
+TP = ("t", 0)
+
+
+def at(data: bytes, base_offset: int) -> bytes:
+    stamped = bytearray(data)
+    stamp_batch(stamped, 0, base_offset, 0)
+    return bytes(stamped)
+
+
+def answer(data: bytes, high_watermark: int) -> broker_pb2.ConsumePartitionData:
+    return broker_pb2.ConsumePartitionData(batches=data, high_watermark=high_watermark)
+
+
+def test_a_marker_arriving_behind_buffered_records_moves_the_position_past_it() -> None:
+    consumer = Consumer("127.0.0.1:1", isolation_level="read_committed")  # never connects: answers are handed in
+    try:
+        consumer.assign([TP])
+        consumer.seek(TP, 0)
+        consumer._handle_partition(TP, 0, answer(at(encode_batch([b"a", b"b", b"c"]), 0), 3), [])
+        consumer._handle_partition(TP, 3, answer(at(encode_marker(ControlType.COMMIT, 7, 0, 0, 1_000), 3), 4), [])  # before poll
+        taken = consumer._take_buffered()
+        assert [o for b in taken[TP] for o in b.offsets] == [0, 1, 2]
+        assert consumer.position(TP) == 4, "the position must pass the marker the stream already sent"
+    finally:
+        consumer.close()
+
+
+def test_an_answer_of_only_a_marker_moves_the_position_past_it() -> None:
+    consumer = Consumer("127.0.0.1:1", isolation_level="read_committed")
+    try:
+        consumer.assign([TP])
+        consumer.seek(TP, 3)
+        consumer._handle_partition(TP, 3, answer(at(encode_marker(ControlType.ABORT, 7, 0, 0, 1_000), 3), 4), [])
+        assert consumer.position(TP) == 4
+    finally:
+        consumer.close()
