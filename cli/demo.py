@@ -21,6 +21,7 @@ from data_plane.client.errors import KraftlogError
 DEMO_TOPIC = "demo"
 REPORT_INTERVAL_S = 1.0
 STALL_AFTER_S = 5.0
+TOPIC_READY_TIMEOUT_S = 60.0
 # How long the producer may go on delivering its queued records after Ctrl-C.
 DRAIN_S = 10.0
 # The demo producer's settings (tests run the very same producer across restarts).
@@ -102,20 +103,26 @@ class Progress:
 
 
 def ensure_topic(bootstrap: str, topic: str, partitions: int, replication_factor: int) -> None:
+    """Create the demo topic (or keep the existing one) and wait until the brokers' metadata
+    gives every partition a leader, so the workload starts without the producer's "waiting
+    for the topic" warning telling the person at the terminal to create it."""
     from data_plane.client import Admin
     from metadata_quorum.controller_client import ControllerClient, ControllerError
+    from server_common.waiting import wait_for
 
     with Admin(bootstrap) as admin:
         controllers = admin.controller_endpoints()
-    with ControllerClient(controllers) as client:
-        try:
-            configs = {"min.insync.replicas": "2"} if replication_factor >= 3 else {}
-            client.create_topic(topic, partitions, replication_factor, configs)
-            print(f"created topic {topic} ({partitions} partitions, replication factor {replication_factor})")
-        except ControllerError as exc:
-            if exc.code_name != "TOPIC_ALREADY_EXISTS":
-                raise
-            print(f"using existing topic {topic}")
+        with ControllerClient(controllers) as client:
+            try:
+                configs = {"min.insync.replicas": "2"} if replication_factor >= 3 else {}
+                client.create_topic(topic, partitions, replication_factor, configs)
+                print(f"created topic {topic} ({partitions} partitions, replication factor {replication_factor})")
+            except ControllerError as exc:
+                if exc.code_name != "TOPIC_ALREADY_EXISTS":
+                    raise
+                print(f"using existing topic {topic}")
+        wait_for(lambda: all(p.leader >= 0 for p in admin.describe_topics([topic])[topic].partitions.values()),
+                 TOPIC_READY_TIMEOUT_S, f"every partition of {topic} to have a leader in the brokers' metadata")
 
 
 def produce_numbered(producer, topic: str, partitions: int, progress: Progress, stop: threading.Event) -> int:

@@ -285,6 +285,7 @@ def test_the_demo_starts_on_a_cluster_restarted_before_its_topic_exists(tmp_path
             up.ctrl_c()
             up.wait_output_closed()
     assert "created topic demo" in up.output, up.output
+    assert "waiting for the topic" not in up.output, "the demo starts once the topic has leaders: no warning to create it"
 
 
 def test_a_second_ctrl_c_kills_every_node_still_running(tmp_path):
