@@ -7,8 +7,9 @@ Each transaction is a ``TxnOp`` (its records are the outputs, on the output's pa
 ``key_base`` + partition, so one history holds both topics; each output names its input);
 each poll is a ``TxnPoll`` of its own session (a member's position may move back when a
 rebalance hands a partition back, so its polls are not held to increasing offsets). After
-any failure the member and the producer are replaced: the new member resumes from the
-group's committed offsets, the new producer's init aborts what was left open.
+any failure the member and the producer are replaced: the new member (the same static
+member, ``group_instance_id``) resumes from the group's committed offsets, the new
+producer's init aborts what was left open.
 """
 
 from __future__ import annotations
@@ -39,8 +40,12 @@ class TxnTransformerWorker(threading.Thread):
         while not (self.stopping.is_set() and settled):
             producer = new_producer(self.bootstrap, self.name)
             settled = producer is not None
-            consumer = Consumer(self.bootstrap, group_id=self.group, isolation_level="read_committed", auto_offset_reset="earliest",
-                                enable_auto_commit=False, fetch_max_wait_ms=100, fetch_mode="fetch", client_id=self.name)
+            # A static member: the replacement takes over the old member's partitions at once,
+            # where a new dynamic member would wait out the old one's session (45 s) whenever
+            # its leave did not reach the coordinator (a cut client link, a killed broker).
+            consumer = Consumer(self.bootstrap, group_id=self.group, group_instance_id=self.name, isolation_level="read_committed",
+                                auto_offset_reset="earliest", enable_auto_commit=False, fetch_max_wait_ms=100, fetch_mode="fetch",
+                                client_id=self.name)
             try:
                 consumer.subscribe([self.source])
                 while producer is not None and not self.stopping.is_set():
