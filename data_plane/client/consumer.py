@@ -63,8 +63,10 @@ log = structlog.get_logger(__name__)
 class _Fetched(NamedTuple):
     fetch_offset: int
     batches: list[record_batch.DecodedBatch]
-    # the offset after the answer's last batch, past markers and aborted batches left out
+    # the offset after the answer's last batch, past markers and aborted batches left out,
+    # and that batch's leader epoch: the position and the epoch before it (KIP-320) move together
     end: int
+    end_epoch: int
 
 
 class Consumer:
@@ -670,13 +672,16 @@ class Consumer:
                 ]
                 held = self._buffered.get(tp)
                 end = decoded[-1].header.next_offset if decoded else fetch_offset
+                end_epoch = decoded[-1].header.leader_epoch if decoded else -1
                 if held is not None:  # stream mode: the next message before poll took the last
                     held.batches.extend(batches)
-                    self._buffered[tp] = held._replace(end=max(held.end, end))
+                    if end > held.end:
+                        self._buffered[tp] = held._replace(end=end, end_epoch=end_epoch)
                 elif batches:
-                    self._buffered[tp] = _Fetched(fetch_offset, batches, end)
-                elif decoded:
-                    self._positions[tp] = max(fetch_offset, end)  # only markers or aborted records
+                    self._buffered[tp] = _Fetched(fetch_offset, batches, end, end_epoch)
+                elif decoded and end > fetch_offset:  # only markers or aborted records: pass them
+                    self._positions[tp] = end
+                    self._last_epochs[tp] = end_epoch
             return
         error = from_error_code(answer.error_code, answer.error_message, f"{tp[0]}-{tp[1]} at offset {fetch_offset}")
         if error.code == "OFFSET_OUT_OF_RANGE":
@@ -702,8 +707,10 @@ class Consumer:
         for tp, fetched in self._buffered.items():
             taken[tp] = fetched.batches
             last = fetched.batches[-1].header
-            self._positions[tp] = max(last.last_offset + 1, fetched.end)  # a stream sends nothing again
-            self._last_epochs[tp] = last.leader_epoch
+            if fetched.end > last.last_offset + 1:  # markers or aborted batches after the records: a stream sends nothing again
+                self._positions[tp], self._last_epochs[tp] = fetched.end, fetched.end_epoch
+            else:
+                self._positions[tp], self._last_epochs[tp] = last.last_offset + 1, last.leader_epoch
         self._buffered.clear()
         return taken
 

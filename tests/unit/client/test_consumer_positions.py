@@ -2,7 +2,12 @@
 message holding only a transaction marker (or aborted records) must still move the position
 past it, also when it arrives while the partition's earlier records wait in the buffer for
 the next poll. Otherwise the position stays on the marker, every later stream message (sent
-from past it) is dropped as stale, and the partition is stuck for good."""
+from past it) is dropped as stale, and the partition is stuck for good.
+
+And the leader epoch of the record before the position (KIP-320) moves with it: a position
+past a marker written in a later epoch, paired with the epoch of the records before the
+marker, looks truncated to the next leader (that epoch ends before the position), and with
+auto_offset_reset='none' every poll after a leader change raised LogTruncationError."""
 
 from __future__ import annotations
 
@@ -14,9 +19,9 @@ from kraftlog_proto import broker_pb2
 TP = ("t", 0)
 
 
-def at(data: bytes, base_offset: int) -> bytes:
+def at(data: bytes, base_offset: int, leader_epoch: int = 0) -> bytes:
     stamped = bytearray(data)
-    stamp_batch(stamped, 0, base_offset, 0)
+    stamp_batch(stamped, 0, base_offset, leader_epoch)
     return bytes(stamped)
 
 
@@ -45,5 +50,20 @@ def test_an_answer_of_only_a_marker_moves_the_position_past_it() -> None:
         consumer.seek(TP, 3)
         consumer._handle_partition(TP, 3, answer(at(encode_marker(ControlType.ABORT, 7, 0, 0, 1_000), 3), 4), [])
         assert consumer.position(TP) == 4
+    finally:
+        consumer.close()
+
+
+def test_the_epoch_before_the_position_is_the_marker_s_when_the_position_passes_it() -> None:
+    consumer = Consumer("127.0.0.1:1", isolation_level="read_committed")
+    try:
+        consumer.assign([TP])
+        consumer.seek(TP, 0)
+        consumer._handle_partition(TP, 0, answer(at(encode_batch([b"a", b"b", b"c"]), 0, leader_epoch=2), 3), [])
+        consumer._handle_partition(TP, 3, answer(at(encode_marker(ControlType.COMMIT, 7, 0, 0, 1_000), 3, leader_epoch=3), 4), [])
+        consumer._take_buffered()
+        assert (consumer.position(TP), consumer._last_epochs[TP]) == (4, 3)
+        consumer._handle_partition(TP, 4, answer(at(encode_marker(ControlType.ABORT, 8, 0, 0, 1_000), 4, leader_epoch=5), 5), [])
+        assert (consumer.position(TP), consumer._last_epochs[TP]) == (5, 5)
     finally:
         consumer.close()
