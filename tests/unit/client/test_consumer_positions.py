@@ -11,6 +11,10 @@ auto_offset_reset='none' every poll after a leader change raised LogTruncationEr
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+import pytest
+
 from data_plane.client import Consumer
 from data_plane.control_batch import ControlType, encode_marker
 from data_plane.record_batch import encode_batch, stamp_batch
@@ -29,41 +33,37 @@ def answer(data: bytes, high_watermark: int) -> broker_pb2.ConsumePartitionData:
     return broker_pb2.ConsumePartitionData(batches=data, high_watermark=high_watermark)
 
 
-def test_a_marker_arriving_behind_buffered_records_moves_the_position_past_it() -> None:
-    consumer = Consumer("127.0.0.1:1", isolation_level="read_committed")  # never connects: answers are handed in
+@pytest.fixture
+def consumer() -> Iterator[Consumer]:
+    """A read_committed consumer of TP that never connects: the answers are handed in."""
+    made = Consumer("127.0.0.1:1", isolation_level="read_committed")
+    made.assign([TP])
     try:
-        consumer.assign([TP])
-        consumer.seek(TP, 0)
-        consumer._handle_partition(TP, 0, answer(at(encode_batch([b"a", b"b", b"c"]), 0), 3), [])
-        consumer._handle_partition(TP, 3, answer(at(encode_marker(ControlType.COMMIT, 7, 0, 0, 1_000), 3), 4), [])  # before poll
-        taken = consumer._take_buffered()
-        assert [o for b in taken[TP] for o in b.offsets] == [0, 1, 2]
-        assert consumer.position(TP) == 4, "the position must pass the marker the stream already sent"
+        yield made
     finally:
-        consumer.close()
+        made.close()
 
 
-def test_an_answer_of_only_a_marker_moves_the_position_past_it() -> None:
-    consumer = Consumer("127.0.0.1:1", isolation_level="read_committed")
-    try:
-        consumer.assign([TP])
-        consumer.seek(TP, 3)
-        consumer._handle_partition(TP, 3, answer(at(encode_marker(ControlType.ABORT, 7, 0, 0, 1_000), 3), 4), [])
-        assert consumer.position(TP) == 4
-    finally:
-        consumer.close()
+def test_a_marker_arriving_behind_buffered_records_moves_the_position_past_it(consumer: Consumer) -> None:
+    consumer.seek(TP, 0)
+    consumer._handle_partition(TP, 0, answer(at(encode_batch([b"a", b"b", b"c"]), 0), 3), [])
+    consumer._handle_partition(TP, 3, answer(at(encode_marker(ControlType.COMMIT, 7, 0, 0, 1_000), 3), 4), [])  # before poll
+    taken = consumer._take_buffered()
+    assert [o for b in taken[TP] for o in b.offsets] == [0, 1, 2]
+    assert consumer.position(TP) == 4, "the position must pass the marker the stream already sent"
 
 
-def test_the_epoch_before_the_position_is_the_marker_s_when_the_position_passes_it() -> None:
-    consumer = Consumer("127.0.0.1:1", isolation_level="read_committed")
-    try:
-        consumer.assign([TP])
-        consumer.seek(TP, 0)
-        consumer._handle_partition(TP, 0, answer(at(encode_batch([b"a", b"b", b"c"]), 0, leader_epoch=2), 3), [])
-        consumer._handle_partition(TP, 3, answer(at(encode_marker(ControlType.COMMIT, 7, 0, 0, 1_000), 3, leader_epoch=3), 4), [])
-        consumer._take_buffered()
-        assert (consumer.position(TP), consumer._last_epochs[TP]) == (4, 3)
-        consumer._handle_partition(TP, 4, answer(at(encode_marker(ControlType.ABORT, 8, 0, 0, 1_000), 4, leader_epoch=5), 5), [])
-        assert (consumer.position(TP), consumer._last_epochs[TP]) == (5, 5)
-    finally:
-        consumer.close()
+def test_an_answer_of_only_a_marker_moves_the_position_past_it(consumer: Consumer) -> None:
+    consumer.seek(TP, 3)
+    consumer._handle_partition(TP, 3, answer(at(encode_marker(ControlType.ABORT, 7, 0, 0, 1_000), 3), 4), [])
+    assert consumer.position(TP) == 4
+
+
+def test_the_epoch_before_the_position_is_the_marker_s_when_the_position_passes_it(consumer: Consumer) -> None:
+    consumer.seek(TP, 0)
+    consumer._handle_partition(TP, 0, answer(at(encode_batch([b"a", b"b", b"c"]), 0, leader_epoch=2), 3), [])
+    consumer._handle_partition(TP, 3, answer(at(encode_marker(ControlType.COMMIT, 7, 0, 0, 1_000), 3, leader_epoch=3), 4), [])
+    consumer._take_buffered()
+    assert (consumer.position(TP), consumer._last_epochs[TP]) == (4, 3)
+    consumer._handle_partition(TP, 4, answer(at(encode_marker(ControlType.ABORT, 8, 0, 0, 1_000), 4, leader_epoch=5), 5), [])
+    assert (consumer.position(TP), consumer._last_epochs[TP]) == (5, 5)
