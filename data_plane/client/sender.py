@@ -33,6 +33,7 @@ from data_plane.client.producer_batch import ProducerBatch
 from data_plane.client.record_accumulator import RecordAccumulator
 from kraftlog_proto import broker_pb2, common_pb2
 from kraftlog_proto.broker_pb2_grpc import BrokerStub
+from server_common.aio_loops import thread_loop
 from server_common.channel_pool import AioChannelPool
 
 log = structlog.get_logger(__name__)
@@ -80,7 +81,7 @@ class Sender:
         self._accumulator = accumulator
         self._memory = memory
         self._metadata = metadata
-        self._loop = asyncio.new_event_loop()
+        self._loop = thread_loop()
         self._wakeup = asyncio.Event()
         self._wake_pending = False
         self._closing = False
