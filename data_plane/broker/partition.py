@@ -125,6 +125,7 @@ class Partition:
         self._producers.rebuild_from_batches(headers)
         self._txns = TransactionIndex()
         self._follow_transactions(headers)
+        self._txns.remove_before(plog.log_start_offset)  # a batch may straddle the log start
         self._hw_wakeups = Wakeups()
         self._append_wakeups = Wakeups()
         self._log = log.bind(broker_id=broker_id, topic=topic, partition=partition)
@@ -620,8 +621,9 @@ class Partition:
         return self.log.scrub(budget_bytes)
 
     def apply_retention(self, now_ms: int) -> int:
-        """Delete segments past retention; the aborted-transaction index forgets what lay in them
-        (on open it is rebuilt from the log start, so the trim holds across restarts)."""
+        """Delete segments past retention; the transaction index forgets what lay in them and
+        the LSO moves up to the new log start at least (on open the index is rebuilt from the
+        log start, so the trim holds across restarts)."""
         deleted = self.log.apply_retention(now_ms)
         if deleted:
             self._txns.remove_before(self.log.log_start_offset)

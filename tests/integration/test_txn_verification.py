@@ -14,6 +14,8 @@
   answers the group's plain offset, not UNSTABLE_OFFSET_COMMIT), also once the transaction
   ended; the negative control, the same TxnOffsetCommit after the add, is committed with the
   transaction;
+- DeleteRecords past an open transaction's data frees the LSO (it never stays below the log
+  start); a transaction with data left above the new log start holds it there;
 - on a cluster with mutual TLS and ACLs the leaders' questions (broker to broker, CLUSTER_ACTION)
   are answered and the Python producer's transactions commit.
 """
@@ -26,7 +28,7 @@ import grpc
 import pytest
 
 from data_plane import record_batch
-from data_plane.client import Consumer, Producer
+from data_plane.client import Admin, Consumer, Producer
 from data_plane.groups.placement import offsets_partition
 from kraftlog_proto import broker_pb2, broker_pb2_grpc, common_pb2, group_pb2, transaction_pb2
 from server_common.waiting import wait_for
@@ -208,6 +210,25 @@ def test_txn_offset_commit_needs_the_offsets_partition_in_the_transaction(cluste
     late = commit(9, after)
     assert late.error_code == common_pb2.INVALID_TXN_STATE, (late.error_code, late.error_message)
     assert offsets_at(groups, group, "consumed") == (common_pb2.NONE, 7)
+
+
+def test_delete_records_past_an_open_transaction_moves_the_lso_to_the_log_start_or_past_it(cluster: TestCluster) -> None:
+    cluster.create_topic("trimmed", partitions=1, replication_factor=2)
+    with producer(cluster, "tx-trimmed") as txn, Producer(cluster.bootstrap, linger_ms=0) as plain, Admin(cluster.bootstrap) as admin:
+        txn.init_transactions()
+        txn.begin_transaction()
+        txn.send("trimmed", b"open", partition=0).result(timeout=30)                      # 0: opens the transaction
+        for value in (b"p1", b"p2"):
+            plain.send("trimmed", value, partition=0).result(timeout=30)                   # 1, 2
+        assert ends(cluster, "trimmed", 0) == (0, 3)
+        assert admin.delete_records(("trimmed", 0), 1) == 1  # the transaction's data is all below the log start
+        assert ends(cluster, "trimmed", 0) == (3, 3)          # it no longer holds the LSO (it was 0, below the log start)
+        txn.send("trimmed", b"more", partition=0).result(timeout=30)                      # 3: the same transaction goes on
+        plain.send("trimmed", b"p4", partition=0).result(timeout=30)                       # 4
+        assert admin.delete_records(("trimmed", 0), 2) == 2
+        assert ends(cluster, "trimmed", 0) == (3, 5)          # its data at 3 is still in the log: held there
+        txn.abort_transaction()
+    wait_for(lambda: (lambda e: e[0] == e[1] == 6)(ends(cluster, "trimmed", 0)), 30, "the LSO to pass the abort marker")
 
 
 def test_leaders_verify_over_mutual_tls_with_acls(tmp_path) -> None:
