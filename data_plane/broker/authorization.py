@@ -2,7 +2,9 @@
 
 Produce, Fetch, ListOffsets and DeleteRecords answer a refused partition in its own entry
 (TOPIC_AUTHORIZATION_FAILED, naming the principal, operation and topic, and the
-`kraftlog acls create` that would allow it) and serve the others; Metadata lists only the
+`kraftlog acls create` that would allow it) and serve the others; a Produce carrying a
+transactional id its principal may not WRITE is refused as a whole
+(TRANSACTIONAL_ID_AUTHORIZATION_FAILED in every partition's entry); Metadata lists only the
 topics the principal may DESCRIBE, and answers a topic it names without DESCRIBE with
 TOPIC_AUTHORIZATION_FAILED; the replication stream, repair reads and DescribeLogs are
 for brokers (CLUSTER_ACTION on the cluster).
@@ -39,6 +41,15 @@ async def serve_authorized(access: AccessControl, operation: str, items: Sequenc
     allowed = [item for index, item in enumerate(items) if index not in refusals]
     served = iter(await _answers(serve(allowed)) if allowed else [])
     return [refused(*topic_of(item), refusals[index]) if index in refusals else next(served) for index, item in enumerate(items)]
+
+
+def transactional_refusal(access: AccessControl, transactional_id: str) -> PartitionError | None:
+    """The refusal of a whole Produce that carries a transactional id its principal may not
+    WRITE (Kafka's TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition): WRITE on a
+    topic allows writing to it, not writing as the transactional producer of an id the
+    principal was not given. None when allowed or when the request carries no id."""
+    found = access.first_refusal("write", "transactional_id", (transactional_id,)) if transactional_id else None
+    return None if found is None else PartitionError(ErrorCode(found[0]), found[1])
 
 
 async def _answers(answers: Awaitable[list[Answer]] | list[Answer]) -> list[Answer]:

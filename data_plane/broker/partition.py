@@ -42,7 +42,7 @@ from data_plane.replication.partition_state import (
     LeaderPartitionState,
     ProduceOutcome,
 )
-from data_plane.replication.producer_state import NO_PRODUCER_ID, Duplicate, ProducerState, Rejected
+from data_plane.replication.producer_state import NO_PRODUCER_ID, Duplicate, ProducerState, Rejected, SequenceCheck
 from data_plane.replication.transaction_index import AbortedTxn, TransactionIndex
 from data_plane.storage import (
     CorruptBatchError,
@@ -125,6 +125,7 @@ class Partition:
         self._producers.rebuild_from_batches(headers)
         self._txns = TransactionIndex()
         self._follow_transactions(headers)
+        self._txns.remove_before(plog.log_start_offset)  # a batch may straddle the log start
         self._hw_wakeups = Wakeups()
         self._append_wakeups = Wakeups()
         self._log = log.bind(broker_id=broker_id, topic=topic, partition=partition)
@@ -359,15 +360,19 @@ class Partition:
         wait = appended.last_offset + 1 if acks == ACKS_ALL else None
         return Appended(appended.first_offset, appended.log_append_time_ms, self.log.log_start_offset, wait), ready
 
+    def _producer_check(self, headers: list[BatchHeader], from_coordinator: bool) -> SequenceCheck:
+        """The producer state's verdict on a producer's batches: the group coordinator's write
+        (``from_coordinator``) is checked by epoch alone, a client's by sequence too."""
+        if from_coordinator:
+            assert len({(h.producer_id, h.producer_epoch) for h in headers}) == 1, headers
+            return self._producers.check_epoch(headers[0].producer_id, headers[0].producer_epoch)
+        return self._producers.check_run(headers)
+
     def _check_sequence(self, headers: list[BatchHeader], from_coordinator: bool) -> Duplicate | None:
         """Idempotent producers: a retried request is answered from memory, a gap is refused."""
         if all(h.producer_id == NO_PRODUCER_ID for h in headers):
             return None
-        if from_coordinator:
-            assert len({(h.producer_id, h.producer_epoch) for h in headers}) == 1, headers
-            verdict = self._producers.check_epoch(headers[0].producer_id, headers[0].producer_epoch)
-        else:
-            verdict = self._producers.check_run(headers)
+        verdict = self._producer_check(headers, from_coordinator)
         if isinstance(verdict, Rejected):
             h = headers[0]
             if verdict.error in (ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH):
@@ -384,7 +389,7 @@ class Partition:
             )
         return verdict if isinstance(verdict, Duplicate) else None
 
-    def unverified_transactions(self, batches: bytes) -> frozenset[tuple[int, int]]:
+    def unverified_transactions(self, batches: bytes, from_coordinator: bool = False) -> frozenset[tuple[int, int]]:
         """KIP-890 part 1: the (producer id, epoch) of each transactional batch here whose
         producer has no transaction open on this partition, which the leader must confirm
         with the transaction coordinator before appending. Empty when the transaction is
@@ -393,14 +398,15 @@ class Partition:
         producer state), or when they do not parse (the append refuses them). A batch that
         does not follow the producer's last one yet is asked about all the same: it may be
         the next of a pipelining producer whose first batch awaits the same answer (the two
-        share it and append in order)."""
+        share it and append in order). ``from_coordinator``: the group coordinator's write of
+        a producer's transactional offsets (TxnOffsetCommit), checked by epoch alone."""
         try:
             headers = [header for _, header in iter_headers(batches)]
         except CorruptBatchError:
             return frozenset()
         if not headers or not any(h.is_transactional for h in headers):
             return frozenset()
-        verdict = self._producers.check_run(headers)
+        verdict = self._producer_check(headers, from_coordinator)
         if isinstance(verdict, Duplicate) or (isinstance(verdict, Rejected) and verdict.error is not ErrorCode.OUT_OF_ORDER_SEQUENCE):
             return frozenset()
         return self._unverified(headers)
@@ -615,8 +621,9 @@ class Partition:
         return self.log.scrub(budget_bytes)
 
     def apply_retention(self, now_ms: int) -> int:
-        """Delete segments past retention; the aborted-transaction index forgets what lay in them
-        (on open it is rebuilt from the log start, so the trim holds across restarts)."""
+        """Delete segments past retention; the transaction index forgets what lay in them and
+        the LSO moves up to the new log start at least (on open the index is rebuilt from the
+        log start, so the trim holds across restarts)."""
         deleted = self.log.apply_retention(now_ms)
         if deleted:
             self._txns.remove_before(self.log.log_start_offset)

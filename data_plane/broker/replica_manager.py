@@ -342,8 +342,11 @@ class ReplicaManager:
     async def _verify_transactions(self, items: list[ProduceItem], transactional_id: str) -> list[frozenset[tuple[int, int]] | PartitionError | None]:
         """Per item: the (producer id, epoch) pairs the coordinator confirmed for its first
         transactional write here, or the PartitionError refusing it; None when not verified
-        (verification off, or the group coordinator's own write). A partition not led here is
-        left to the append's own checks. Re-checked on append: the state may move meanwhile."""
+        (verification off). The group coordinator's write of a producer's transactional offsets
+        (TxnOffsetCommit) is verified as a client's batch is, as Kafka does since 3.6: without it
+        offsets sent without adding the offsets partition to the transaction (or after it ended)
+        would stay staged with no marker to complete them. A partition not led here is left to
+        the append's own checks. Re-checked on append: the state may move meanwhile."""
         verifier = self.txn_verifier
         if verifier is None:
             return [None] * len(items)
@@ -351,10 +354,8 @@ class ReplicaManager:
         questions: list[tuple[int, asyncio.Future]] = []
         for i, item in enumerate(items):
             partition = self.partitions.get((item.topic, item.partition))
-            if item.from_coordinator:
-                verdicts.append(None)
-                continue
-            needed = partition.unverified_transactions(item.batches) if partition is not None and partition.is_leader else frozenset()
+            leads = partition is not None and partition.is_leader
+            needed = partition.unverified_transactions(item.batches, item.from_coordinator) if leads else frozenset()
             verdicts.append(needed)
             questions += [(i, asyncio.ensure_future(verifier.verify(transactional_id, item.topic, item.partition, pid, epoch)))
                           for pid, epoch in sorted(needed)]

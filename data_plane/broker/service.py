@@ -22,7 +22,7 @@ from data_plane.replication.transaction_index import AbortedTxn, in_aborted
 from data_plane.broker.replica_manager import ReplicaManager
 from data_plane.broker import fetch_session
 from data_plane.broker.record_deletion import delete_records
-from data_plane.broker.authorization import describable, readable_stream, serve_authorized
+from data_plane.broker.authorization import describable, readable_stream, serve_authorized, transactional_refusal
 from data_plane.broker.requests import DeleteRecordsItem, DeleteRecordsResult, EpochEndResult, FetchItem, FetchResult, OffsetResult, PartitionAnswer, ProduceItem, ProduceResult, ReplicaFetchItem
 from data_plane.storage import DamagedRangeError
 from kraftlog_proto import broker_pb2, broker_pb2_grpc, common_pb2
@@ -205,9 +205,13 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             items = self._produce_items(request)
         except MalformedRequest as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-        results = await serve_authorized(self.access, "write", items, lambda i: (i.topic, i.partition),
-                                         lambda allowed: self.replicas.produce(request.acks, request.timeout_ms, allowed, request.transactional_id),
-                                         _refused(ProduceResult))
+        refusal = transactional_refusal(self.access, request.transactional_id)
+        if refusal is not None:
+            results = [ProduceResult(i.topic, i.partition, refusal) for i in items]
+        else:
+            results = await serve_authorized(self.access, "write", items, lambda i: (i.topic, i.partition),
+                                             lambda allowed: self.replicas.produce(request.acks, request.timeout_ms, allowed, request.transactional_id),
+                                             _refused(ProduceResult))
         response = broker_pb2.ProduceResponse()
         by_topic: dict[str, broker_pb2.TopicProduceResponse] = {}
         for r in results:

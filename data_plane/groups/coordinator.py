@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-from typing import Callable, TypeVar
+from typing import Callable, NamedTuple, TypeVar
 
 import structlog
 
@@ -54,6 +54,9 @@ log = structlog.get_logger("groups")
 T = TypeVar("T")
 ROUND_BYTES_MAX = 256 * 1024  # records of one round (one batch); the offsets topic's max.message.bytes is 1 MiB
 WRITE_TIMEOUT_MS = 5000  # a group write not covered by the HW within this is outcome-unknown: the shard reloads
+# A transactional offsets write the offsets partition refused for its producer (epoch, or KIP-890 verification).
+TXN_REFUSALS = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_TXN_STATE,
+                                ErrorCode.INVALID_PRODUCER_ID_MAPPING})
 OUTCOME_UNKNOWN = (ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.NOT_LEADER_OR_FOLLOWER)
 
 
@@ -77,7 +80,13 @@ class Shard:
     load_end: int | None = None  # the log end the load replays to: markers below it are the load's
 
 
-ProducerIdentity = tuple[int, int]  # producer id, producer epoch
+class TxnProducer(NamedTuple):
+    """A TxnOffsetCommit's producer: its offsets are this producer's transactional batch, which
+    the offsets partition's leader verifies with the coordinator of ``transactional_id``."""
+
+    producer_id: int
+    producer_epoch: int
+    transactional_id: str
 
 
 @dataclass
@@ -86,7 +95,7 @@ class Pending:
 
     decide: Callable[[Group | None, int], tuple[GroupChange, object]]
     future: asyncio.Future
-    producer: ProducerIdentity | None = None  # a TxnOffsetCommit's: its records are that producer's transactional batch
+    producer: TxnProducer | None = None  # a TxnOffsetCommit's: its records are that producer's transactional batch
 
 
 class GroupCoordinator:
@@ -151,7 +160,7 @@ class GroupCoordinator:
     # ------------------------------------------------------------------ operations
 
     async def run(self, group_id: str, decide: Callable[[Group | None, int], tuple[GroupChange, T]],
-                  producer: ProducerIdentity | None = None) -> T:
+                  producer: TxnProducer | None = None) -> T:
         """Queue an operation on the group and wait until its records are durable and applied
         (with ``producer``: durable and staged): the one path of every group change. Raises
         `Refused` (from the decision, or a retriable coordinator error)."""
@@ -217,7 +226,7 @@ class GroupCoordinator:
                 if producer is None:
                     self._apply(shard, group_id, group, [change for _, change, _ in decided], base_offset)
                 elif encoded and shard.active:
-                    shard.txn_offsets.stage(producer[0], base_offset, [r for _, change, _ in decided for r in change.records])
+                    shard.txn_offsets.stage(producer.producer_id, base_offset, [r for _, change, _ in decided for r in change.records])
                 for pending, _, result in decided:
                     if not pending.future.done():
                         pending.future.set_result(result)
@@ -231,23 +240,21 @@ class GroupCoordinator:
         return [g for shard in self.shards.values() if shard.loaded for g in shard.groups.values()]
 
     async def _write(self, shard: Shard, group_id: str, encoded: list[tuple[bytes, bytes | None]],
-                     producer: ProducerIdentity | None) -> int:
+                     producer: TxnProducer | None) -> int:
         """Append one batch (with ``producer``: transactional, of that producer) and wait until
         the HW covers it; its base offset. Raises `Refused` when it is not durable."""
         values, keys = [v for _, v in encoded], [k for k, _ in encoded]
         if producer is None:
             batch = encode_batch(values, keys, now_ms=self.clock_ms())
         else:  # the sequence is not checked for coordinator writes (ProduceItem.from_coordinator); the epoch is
-            batch = encode_batch(values, keys, now_ms=self.clock_ms(), producer_id=producer[0], producer_epoch=producer[1],
-                                 base_sequence=0, transactional=True)
+            batch = encode_batch(values, keys, now_ms=self.clock_ms(), producer_id=producer.producer_id,
+                                 producer_epoch=producer.producer_epoch, base_sequence=0, transactional=True)
         item = ProduceItem(OFFSETS_TOPIC, shard.partition, batch, shard.leader_epoch, from_coordinator=True)
-        [result] = await self.replicas.produce(ACKS_ALL, WRITE_TIMEOUT_MS, [item])
+        [result] = await self.replicas.produce(ACKS_ALL, WRITE_TIMEOUT_MS, [item], producer.transactional_id if producer else "")
         if not result.failed:
             return result.base_offset
-        if result.error.code == ErrorCode.INVALID_PRODUCER_EPOCH:
-            raise Refused(ErrorCode.PRODUCER_FENCED, f"group {group_id}: producer {producer[0]} epoch {producer[1]} is older "
-                          f"than the one {OFFSETS_TOPIC}-{shard.partition} saw last (a newer incarnation or the transaction's "
-                          "end bumped it): this producer must stop; nothing was written")
+        if producer is not None and result.error.code in TXN_REFUSALS:
+            raise txn_refusal(group_id, f"{OFFSETS_TOPIC}-{shard.partition}", producer, result.error.code, result.error.message)
         if result.error.code in OUTCOME_UNKNOWN and shard.active:
             self._led.unload(shard, f"a write's outcome is unknown ({result.error.code.name}): reload from the log")
             self.sync_leadership()
@@ -285,7 +292,7 @@ class GroupCoordinator:
     async def commit(self, group_id: str, member_id: str, member_epoch: int, items: list[offsets.OffsetToCommit]) -> offsets.PartitionErrors:
         return await self.run(group_id, lambda group, now: offsets.commit(group, group_id, member_id, member_epoch, items, now))
 
-    async def txn_commit(self, group_id: str, producer: ProducerIdentity, member_id: str, member_epoch: int,
+    async def txn_commit(self, group_id: str, producer: TxnProducer, member_id: str, member_epoch: int,
                          items: list[offsets.OffsetToCommit]) -> offsets.PartitionErrors:
         """TxnOffsetCommit: answered once the producer's transactional batch is durable and staged."""
         return await self.run(group_id, lambda group, now: offsets.txn_commit(group, group_id, member_id, member_epoch, items, now),
@@ -324,7 +331,7 @@ class GroupCoordinator:
         if not shard.active or marker_offset < (shard.load_end or 0):
             return
         await wait_until_committed(partition, marker_offset + 1, lambda: shard.active)
-        writing = {gid for gid, queue in shard.queues.items() if any(p.producer and p.producer[0] == producer_id for p in queue)}
+        writing = {gid for gid, queue in shard.queues.items() if any(p.producer and p.producer.producer_id == producer_id for p in queue)}
         for group_id in sorted(shard.txn_offsets.groups_of(producer_id, marker_offset) | writing):
             def decide(group: Group | None, now: int, group_id: str = group_id):
                 if not shard.active:  # queued on a newer shard, which replays the marker itself
@@ -373,6 +380,23 @@ class GroupCoordinator:
             self._log.info("member expiry deferred", group=group_id, reason=refusal.message)
         finally:
             shard.expiring.discard(group_id)
+
+
+def txn_refusal(group_id: str, partition: str, producer: TxnProducer, code: ErrorCode, detail: str) -> Refused:
+    """A TxnOffsetCommit the offsets partition refused for its producer: fenced (a newer epoch
+    exists), or the partition not in the producer's ongoing transaction, as its coordinator
+    answered the leader's verification (KIP-890)."""
+    who = f"group {group_id}: producer {producer.producer_id} (epoch {producer.producer_epoch}) of {producer.transactional_id!r}"
+    if code in (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.PRODUCER_FENCED):
+        return Refused(ErrorCode.PRODUCER_FENCED, f"{who} is fenced ({detail}): a newer incarnation or the transaction's end "
+                       "bumped its epoch: this producer must stop; nothing was written")
+    if code is ErrorCode.INVALID_PRODUCER_ID_MAPPING:
+        return Refused(code, f"{who}: the producer id does not hold the transactional id ({detail}): call InitProducerId "
+                       "again; nothing was written")
+    return Refused(ErrorCode.INVALID_TXN_STATE, f"{who}: {partition}, where the group's offsets go, is not in an ongoing "
+                   f"transaction of the producer ({detail}): add it to the transaction first (AddPartitionsToTxn of {partition}, "
+                   "Kafka's AddOffsetsToTxn; Producer.send_offsets_to_transaction does it), or begin a new transaction if "
+                   "that one ended; nothing was written")
 
 
 def _settle(pending: list[Pending], refusal: Refused) -> None:

@@ -9,7 +9,7 @@ import grpc
 
 from data_plane.control_batch import PRODUCER_EPOCH_MAX
 from data_plane.groups import membership, offsets
-from data_plane.groups.coordinator import GroupCoordinator
+from data_plane.groups.coordinator import GroupCoordinator, TxnProducer
 from data_plane.groups.membership import Refused
 from data_plane.groups.offsets_topic import OffsetsTopic
 from data_plane.groups.state import Group, Partitions, partitions_by_topic
@@ -82,7 +82,8 @@ class GroupCoordinatorService(group_pb2_grpc.GroupCoordinatorServicer):
                 f"{request.producer_epoch}, transactional id '{request.transactional_id}': send the transactional id and the "
                 "producer id and epoch InitProducerId gave it")
         try:
-            errors = await self.coordinator.txn_commit(request.group_id, (request.producer_id, request.producer_epoch),
+            errors = await self.coordinator.txn_commit(request.group_id, TxnProducer(request.producer_id, request.producer_epoch,
+                                                                                     request.transactional_id),
                                                        request.member_id, request.member_epoch, _to_commit(request.topics))
         except Refused as refusal:
             return group_pb2.TxnOffsetCommitResponse(error_code=refusal.code, error_message=refusal.message)

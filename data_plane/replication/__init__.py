@@ -12,6 +12,6 @@ they return, and tests drive them through whole failure transcripts deterministi
 | `follower` | one leader answer and the follower's log in, one decision out: append and HW, truncate, start over at the leader's log start, back off; stale answers dropped | `AbstractFetcherThread` (`fetchOffsetAndTruncate`, `processFetchRequest`) |
 | `partition_state` | HW over the (maximal) ISR, ISR expand/shrink proposals, min.insync, delayed acks=all produces | KIP-497, KIP-903, `Partition.scala`, `DelayedProduce` |
 | `producer_state` | idempotent producer dedup: last five batches per producer, sequence/epoch checks, snapshot and rebuild | KIP-98, `ProducerStateManager` |
-| `transaction_index` | per partition: each producer's open transaction (first offset), the LSO = min(HW, earliest open or unreplicated transaction), the aborted-transaction index; truncation and rebuild | KIP-98, `ProducerStateManager`, `TransactionIndex` |
+| `transaction_index` | per partition: each producer's open transaction (first offset), the LSO = min(HW, earliest open or unreplicated transaction), bounded below by the log start, the aborted-transaction index; truncation and rebuild | KIP-98, `ProducerStateManager`, `TransactionIndex` |
 | `errors` | the subset of `kraftlog.v1.ErrorCode` these modules answer with | proto/common.proto |
 """

@@ -11,6 +11,14 @@ lets a reader past the transaction's data (Kafka's "unreplicated transactions"):
     LSO = min(HW, first offset of every open transaction, first offset of every closed
               transaction whose marker is at or above HW)
 
+**The log start bounds the LSO** (as Kafka's first unstable offset is bounded by the log
+start): when retention or DeleteRecords moves the log start past a transaction's first
+offset, the transaction holds the LSO at the log start at most, and an open transaction whose
+data lies wholly below the log start no longer holds it at all (no reader can be served any of
+its records; its marker still closes it, as an empty transaction, and a later batch of it
+opens it again). Otherwise the LSO would stay below the log start, where no reader can be,
+until the index is rebuilt from the log.
+
 A read_committed Fetch is served only below the LSO. Pure: the partition shell feeds it every
 batch it appends (leader and follower alike, so a new leader already holds it) and the high
 watermark; on open it replays the log (``rebuild``). A marker with no open transaction on the
@@ -64,6 +72,9 @@ class TransactionIndex:
     """Open transactions by producer, closed-but-unreplicated ones, and the aborted index."""
 
     open_first_offset: dict[int, int] = field(default_factory=dict)
+    # The last offset of each open transaction's data (at most: after a truncation, the cut):
+    # whether the log start has passed all of it.
+    open_last_offset: dict[int, int] = field(default_factory=dict)
     unreplicated: list[ClosedTxn] = field(default_factory=list)
     aborted: list[AbortedTxn] = field(default_factory=list)  # in marker order
     next_offset: int = 0
@@ -76,12 +87,14 @@ class TransactionIndex:
         self.next_offset = batch.last_offset + 1
         if batch.is_control:
             first = self.open_first_offset.pop(batch.producer_id, batch.base_offset)
+            self.open_last_offset.pop(batch.producer_id, None)
             aborted = not marker_commit
             self.unreplicated.append(ClosedTxn(first, batch.base_offset, batch.producer_id))
             if aborted:
                 self.aborted.append(AbortedTxn(first, batch.base_offset, batch.producer_id))
         elif batch.is_transactional:
             self.open_first_offset.setdefault(batch.producer_id, batch.base_offset)
+            self.open_last_offset[batch.producer_id] = batch.last_offset
 
     def on_high_watermark(self, high_watermark: int) -> None:
         """Forget closed transactions whose marker the high watermark has passed."""
@@ -111,14 +124,22 @@ class TransactionIndex:
         for t in self.unreplicated:
             if t.marker_offset >= offset and t.first_offset < offset:
                 self.open_first_offset[t.producer_id] = min(t.first_offset, self.open_first_offset.get(t.producer_id, t.first_offset))
+        self.open_last_offset = {p: min(self.open_last_offset.get(p, offset - 1), offset - 1) for p in self.open_first_offset}
         self.unreplicated = [t for t in self.unreplicated if t.marker_offset < offset]
         self.aborted = [t for t in self.aborted if t.last_offset < offset]
         self.next_offset = min(self.next_offset, offset)
 
     def remove_before(self, log_start_offset: int) -> None:
-        """Retention removed the log below ``log_start_offset``: aborted entries wholly below
-        it are no longer needed by any reader."""
+        """Retention or DeleteRecords removed the log below ``log_start_offset``: aborted
+        entries wholly below it are no longer needed by any reader, an open transaction with
+        no data left no longer holds the LSO, and no transaction holds it below the log start."""
         self.aborted = [t for t in self.aborted if t.last_offset >= log_start_offset]
+        gone = [p for p, last in self.open_last_offset.items() if last < log_start_offset]
+        for producer_id in gone:
+            del self.open_first_offset[producer_id], self.open_last_offset[producer_id]
+        self.open_first_offset = {p: max(first, log_start_offset) for p, first in self.open_first_offset.items()}
+        self.unreplicated = [ClosedTxn(max(t.first_offset, log_start_offset), t.marker_offset, t.producer_id)
+                             for t in self.unreplicated if t.marker_offset >= log_start_offset]
 
     @classmethod
     def rebuild(cls, batches: Iterable[tuple[TxnBatch, bool | None]]) -> "TransactionIndex":

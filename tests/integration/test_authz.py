@@ -16,7 +16,6 @@ import pytest
 
 from data_plane.client.channels import broker_channels
 from kraftlog_proto import broker_pb2, common_pb2
-from kraftlog_proto import controller_pb2 as cpb
 from metadata_quorum.controller_client import ControllerClient, ControllerError
 from metadata_quorum.security_client import SecurityClient
 from server_common.authorizer import AclBinding
@@ -32,7 +31,8 @@ ARGS = ["--authentication-required", "--authorization", "--super-users", SUPERS]
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory) -> TestCluster:
-    with local_cluster(tmp_path_factory.mktemp("authz"), controllers=1, brokers=2, secure=True, controller_args=ARGS, broker_args=ARGS) as running:
+    with local_cluster(tmp_path_factory.mktemp("authz"), controllers=1, brokers=2, secure=True, controller_args=ARGS,
+                       broker_args=[*ARGS, "--transaction-state-partitions", "1"]) as running:
         running.create_topic(TOPIC, partitions=1, replication_factor=2)
         with SecurityClient(controllers_of(running), security=running.client_security) as admin:
             admin.upsert_user("alice", "alice-secret")
@@ -62,8 +62,8 @@ def leader_stub(cluster: TestCluster, name: str, password: str):
     return broker_channels(as_user(cluster, name, password)).stub(address)
 
 
-def produce(stub) -> broker_pb2.PartitionProduceResponse:
-    request = broker_pb2.ProduceRequest(acks=-1, timeout_ms=10_000, topics=[broker_pb2.TopicProduceData(
+def produce(stub, transactional_id: str = "") -> broker_pb2.PartitionProduceResponse:
+    request = broker_pb2.ProduceRequest(acks=-1, timeout_ms=10_000, transactional_id=transactional_id, topics=[broker_pb2.TopicProduceData(
         topic=TOPIC, partitions=[broker_pb2.PartitionProduceData(partition=0, records=[common_pb2.Record(value=b"v")])])])
     return stub.Produce(request, timeout=15).topics[0].partitions[0]
 
@@ -93,6 +93,39 @@ def test_write_and_read_need_their_acls(cluster: TestCluster) -> None:
     assert "User:bob" in refused.error_message and "WRITE" in refused.error_message and "kraftlog acls create" in refused.error_message
     assert fetch(alice).error_code == common_pb2.NONE
     assert fetch(bob).error_code == common_pb2.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_a_produce_carrying_a_transactional_id_needs_write_on_the_id(cluster: TestCluster) -> None:
+    """alice may WRITE the topic; a Produce naming a transactional id also needs WRITE on the
+    id (Kafka's TRANSACTIONAL_ID_AUTHORIZATION_FAILED), and is appended once an ACL allows it."""
+    from data_plane.client import Consumer, Producer
+
+    alice = leader_stub(cluster, "alice", "alice-secret")
+    refused = produce(alice, "alice-tx")
+    assert refused.error_code == common_pb2.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert all(part in refused.error_message for part in (
+        "User:alice", "WRITE transactional_id 'alice-tx'",
+        "kraftlog acls create --principal User:alice --operation write --transactional-id alice-tx")), refused.error_message
+    before = produce(alice)  # the topic's ACL alone still allows a plain write
+    assert before.error_code == common_pb2.NONE, before.error_message
+    with SecurityClient(controllers_of(cluster), security=cluster.client_security) as admin:
+        admin.create_acls([AclBinding("User:alice", "*", "transactional_id", "alice-tx", "literal", "write", "allow")])
+    appended = wait_for(lambda: (lambda a: a if a.error_code == common_pb2.NONE else None)(produce(alice, "alice-tx")), 10,
+                        "the leader to apply the transactional id's ACL")
+    assert appended.base_offset == before.base_offset + 1
+    # The same principal runs a whole transaction with the Python producer (coordinator and leaders).
+    with Producer(cluster.bootstrap, security=as_user(cluster, "alice", "alice-secret"), transactional_id="alice-tx",
+                  max_block_ms=60_000) as producer:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send(TOPIC, value=b"in-a-transaction", partition=0)
+        producer.commit_transaction()
+    with Consumer(cluster.bootstrap, security=cluster.client_security, isolation_level="read_committed", fetch_max_wait_ms=100) as consumer:
+        consumer.assign([(TOPIC, 0)])
+        consumer.seek((TOPIC, 0), appended.base_offset + 1)
+        read: list[bytes] = []
+        wait_for(lambda: read.extend(r.value for r in consumer.poll(200)) or bool(read), 30, "the committed record")
+    assert read[0] == b"in-a-transaction"
 
 
 def test_a_client_posing_as_a_follower_is_refused(cluster: TestCluster) -> None:

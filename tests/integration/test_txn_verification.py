@@ -8,6 +8,14 @@
   the LSO until the transaction ends;
 - a zombie (same transactional id, older epoch) gets PRODUCER_FENCED from every partition
   leader it writes to; its non-transactional batch keeps INVALID_PRODUCER_EPOCH, as in Kafka;
+- the group coordinator's TxnOffsetCommit is verified the same way (Kafka 3.6+): without the
+  group's offsets partition in the transaction (AddOffsetsToTxn, here AddPartitionsToTxn of it)
+  it is refused with INVALID_TXN_STATE and nothing is staged (OffsetFetch require_stable
+  answers the group's plain offset, not UNSTABLE_OFFSET_COMMIT), also once the transaction
+  ended; the negative control, the same TxnOffsetCommit after the add, is committed with the
+  transaction;
+- DeleteRecords past an open transaction's data frees the LSO (it never stays below the log
+  start); a transaction with data left above the new log start holds it there;
 - on a cluster with mutual TLS and ACLs the leaders' questions (broker to broker, CLUSTER_ACTION)
   are answered and the Python producer's transactions commit.
 """
@@ -20,10 +28,12 @@ import grpc
 import pytest
 
 from data_plane import record_batch
-from data_plane.client import Consumer, Producer
-from kraftlog_proto import broker_pb2, broker_pb2_grpc, common_pb2, transaction_pb2
+from data_plane.client import Admin, Consumer, Producer
+from data_plane.groups.placement import offsets_partition
+from kraftlog_proto import broker_pb2, broker_pb2_grpc, common_pb2, group_pb2, transaction_pb2
 from server_common.waiting import wait_for
 from tests.cluster import TestCluster, local_cluster
+from tests.integration.test_group_coordinator import coordinator_stub
 from tests.integration.test_transactions import coordinator_of, state_of
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -140,6 +150,85 @@ def test_a_zombie_is_fenced_by_every_partition_leader(cluster: TestCluster) -> N
     assert fenced_by == {1, 2}  # both brokers lead some partition of the topic
     plain = raw_produce(cluster, "", "zombie", 0, pid, zombie_epoch, 1, transactional=False)
     assert plain.error_code == common_pb2.INVALID_PRODUCER_EPOCH, plain.error_message  # idempotent: Kafka's code kept
+
+
+def offsets_at(stub, group: str, topic: str) -> tuple[int, int]:
+    """(error code, committed offset) of ``topic``-0 for ``group``, as OffsetFetch with require_stable answers."""
+    answer = stub.OffsetFetch(group_pb2.OffsetFetchRequest(group_id=group, require_stable=True, topics=[
+        group_pb2.TopicPartitions(topic=topic, partitions=[0])]), timeout=10)
+    assert answer.error_code == common_pb2.NONE, answer.error_message
+    [partition] = answer.topics[0].partitions
+    return partition.error_code, partition.committed_offset
+
+
+def test_txn_offset_commit_needs_the_offsets_partition_in_the_transaction(cluster: TestCluster) -> None:
+    cluster.create_topic("consumed", partitions=1, replication_factor=2)
+    group, tid = "verified-group", "tx-offsets"
+    _, groups = coordinator_stub(cluster.bootstrap, group)
+
+    def commit(offset: int, transactional: tuple[int, int] | None = None):
+        part = [group_pb2.OffsetCommitPartition(partition=0, committed_offset=offset)]
+        topics = [group_pb2.OffsetCommitTopic(topic="consumed", partitions=part)]
+        if transactional is None:
+            return groups.OffsetCommit(group_pb2.OffsetCommitRequest(group_id=group, member_epoch=-1, topics=topics), timeout=10)
+        return groups.TxnOffsetCommit(group_pb2.TxnOffsetCommitRequest(
+            group_id=group, transactional_id=tid, producer_id=transactional[0], producer_epoch=transactional[1],
+            member_epoch=-1, topics=topics), timeout=10)
+
+    assert commit(3).topics[0].partitions[0].error_code == common_pb2.NONE  # the group's plain offset
+    _, coordinator = coordinator_of(cluster, tid)
+    request = transaction_pb2.TxnInitProducerIdRequest(transactional_id=tid, transaction_timeout_ms=60_000)
+    init = wait_for(lambda: (lambda a: a if a.error_code == common_pb2.NONE else None)(coordinator.InitProducerId(request, timeout=10)),
+                    30, "the transaction coordinator to load and give a producer id")
+    producer = (init.producer_id, init.producer_epoch)
+
+    def add(topic: str, partition: int) -> None:
+        added = coordinator.AddPartitionsToTxn(transaction_pb2.AddPartitionsToTxnRequest(
+            transactional_id=tid, producer_id=producer[0], producer_epoch=producer[1],
+            topics=[transaction_pb2.TxnTopicPartitions(topic=topic, partitions=[partition])]), timeout=10)
+        assert added.error_code == common_pb2.NONE, added.error_message
+
+    add("consumed", 0)  # an ongoing transaction, without the group's offsets partition
+    refused = commit(7, producer)
+    assert refused.error_code == common_pb2.INVALID_TXN_STATE, (refused.error_code, refused.error_message)
+    assert "__consumer_offsets-0" in refused.error_message and "AddPartitionsToTxn" in refused.error_message
+    assert offsets_at(groups, group, "consumed") == (common_pb2.NONE, 3)  # nothing staged: no pending offset, 3 stays
+
+    # Negative control: the same TxnOffsetCommit once the offsets partition is in the transaction.
+    add("__consumer_offsets", offsets_partition(group, 1))
+    staged = commit(7, producer)
+    assert staged.error_code == common_pb2.NONE and staged.topics[0].partitions[0].error_code == common_pb2.NONE, staged
+    assert offsets_at(groups, group, "consumed")[0] == common_pb2.UNSTABLE_OFFSET_COMMIT
+    ended = coordinator.EndTxn(transaction_pb2.EndTxnRequest(transactional_id=tid, producer_id=producer[0],
+                                                             producer_epoch=producer[1], commit=True), timeout=10)
+    assert ended.error_code == common_pb2.NONE, ended.error_message
+    wait_for(lambda: offsets_at(groups, group, "consumed") == (common_pb2.NONE, 7), 30, "the offset committed with the transaction")
+
+    # After the transaction ended: its epoch is fenced; the bumped one has no transaction open.
+    after = (ended.producer_id, ended.producer_epoch)
+    assert commit(9, producer).error_code == common_pb2.PRODUCER_FENCED
+    late = commit(9, after)
+    assert late.error_code == common_pb2.INVALID_TXN_STATE, (late.error_code, late.error_message)
+    assert offsets_at(groups, group, "consumed") == (common_pb2.NONE, 7)
+
+
+def test_delete_records_past_an_open_transaction_moves_the_lso_to_the_log_start_or_past_it(cluster: TestCluster) -> None:
+    cluster.create_topic("trimmed", partitions=1, replication_factor=2)
+    with producer(cluster, "tx-trimmed") as txn, Producer(cluster.bootstrap, linger_ms=0) as plain, Admin(cluster.bootstrap) as admin:
+        txn.init_transactions()
+        txn.begin_transaction()
+        txn.send("trimmed", b"open", partition=0).result(timeout=30)                      # 0: opens the transaction
+        for value in (b"p1", b"p2"):
+            plain.send("trimmed", value, partition=0).result(timeout=30)                   # 1, 2
+        assert ends(cluster, "trimmed", 0) == (0, 3)
+        assert admin.delete_records(("trimmed", 0), 1) == 1  # the transaction's data is all below the log start
+        assert ends(cluster, "trimmed", 0) == (3, 3)          # it no longer holds the LSO (it was 0, below the log start)
+        txn.send("trimmed", b"more", partition=0).result(timeout=30)                      # 3: the same transaction goes on
+        plain.send("trimmed", b"p4", partition=0).result(timeout=30)                       # 4
+        assert admin.delete_records(("trimmed", 0), 2) == 2
+        assert ends(cluster, "trimmed", 0) == (3, 5)          # its data at 3 is still in the log: held there
+        txn.abort_transaction()
+    wait_for(lambda: (lambda e: e[0] == e[1] == 6)(ends(cluster, "trimmed", 0)), 30, "the LSO to pass the abort marker")
 
 
 def test_leaders_verify_over_mutual_tls_with_acls(tmp_path) -> None:

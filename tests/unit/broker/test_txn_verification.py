@@ -83,6 +83,24 @@ def test_a_zombie_is_fenced_at_the_partition_without_asking(tmp_path: Path) -> N
     assert idempotent.error.code is ErrorCode.INVALID_PRODUCER_EPOCH  # as Kafka: only transactional batches get 81
 
 
+def test_the_group_coordinators_transactional_offsets_write_is_verified_too(tmp_path: Path) -> None:
+    """TxnOffsetCommit's batch (``from_coordinator``: always sequence 0, checked by epoch) is
+    asked about once per transaction, as a client's first batch is."""
+    def coordinator_write(replicas):
+        [answer] = asyncio.run(replicas.produce(1, 1000, [ProduceItem(*TP, txn(0, 0), from_coordinator=True)], "tx"))
+        return answer
+
+    replicas = leader_alone(tmp_path)
+    verifier = replicas.txn_verifier = FakeVerifier(set())
+    refused = coordinator_write(replicas)
+    assert refused.error.code is ErrorCode.INVALID_TXN_STATE and latest(replicas, False) == 0  # nothing written
+    verifier.ongoing.add((PID, 0))  # the producer added the offsets partition to its transaction
+    assert not coordinator_write(replicas).failed and not coordinator_write(replicas).failed  # a second group's offsets
+    assert verifier.asked == [("tx", PID, 0)] * 2 and (latest(replicas, False), latest(replicas, True)) == (2, 0)
+    fresh = leader_alone(tmp_path / "unverified")  # negative control: unverified, the same write opens a transaction
+    assert not coordinator_write(fresh).failed and (latest(fresh, False), latest(fresh, True)) == (1, 0)
+
+
 class Gated(TxnVerifier):
     """The real verifier (its sharing of in-flight questions) over a coordinator that answers
     ``code`` once ``gate`` opens, counting the calls."""

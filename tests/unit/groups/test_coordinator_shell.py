@@ -61,7 +61,7 @@ class FakeReplicas:
         self.replicated: asyncio.Event | None = None  # when set: a write appends, then waits for it (its HW wait)
         self.appended = asyncio.Event()  # set at each append
 
-    async def produce(self, acks, timeout_ms, items):
+    async def produce(self, acks, timeout_ms, items, transactional_id=""):
         [item] = items
         result = ProduceResult(item.topic, item.partition)
         if self.fail_with is None or self.append_on_failure:

@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from data_plane.control_batch import ControlType, decode_marker, encode_marker
 from data_plane.groups import offsets, record_codec
+from data_plane.groups.coordinator import TxnProducer
 from data_plane.groups.membership import Refused
 from data_plane.groups.state import CommittedOffset, GroupEpoch, GroupRecord, RecordKey, RecordType, replay
 from data_plane.groups.txn_offsets import PendingTxnOffsets
@@ -121,16 +122,16 @@ def test_txn_offsets_count_after_the_commit_marker_and_vanish_with_an_abort():
         replicas = FakeReplicas()
         coordinator = await loaded(replicas)
         await coordinator.commit("g", *ADMIN, to_commit((0, 1)))
-        await coordinator.txn_commit("g", (7, 0), *ADMIN, to_commit((0, 5), (1, 6)))
+        await coordinator.txn_commit("g", TxnProducer(7, 0, "tx"), *ADMIN, to_commit((0, 5), (1, 6)))
         assert committed(coordinator, "g") == {("t", 0): 1}  # not before the marker
         assert coordinator.unstable("g") == {("t", 0), ("t", 1)}
         await write_marker(replicas, coordinator, 7, commit=True)
         assert committed(coordinator, "g") == {("t", 0): 5, ("t", 1): 6}
         assert coordinator.unstable("g") == set()
-        await coordinator.txn_commit("g", (8, 0), *ADMIN, to_commit((0, 50)))
+        await coordinator.txn_commit("g", TxnProducer(8, 0, "tx"), *ADMIN, to_commit((0, 50)))
         await write_marker(replicas, coordinator, 8, commit=False)
         assert committed(coordinator, "g") == {("t", 0): 5, ("t", 1): 6} and coordinator.unstable("g") == set()
-        await coordinator.txn_commit("g", (9, 0), *ADMIN, to_commit((1, 60)))  # left open
+        await coordinator.txn_commit("g", TxnProducer(9, 0, "tx"), *ADMIN, to_commit((1, 60)))  # left open
         successor = await loaded(replicas)
         assert successor.group("g") == coordinator.group("g") and successor.unstable("g") == {("t", 1)}
         await write_marker(replicas, successor, 9, commit=True)
@@ -146,7 +147,7 @@ def test_a_marker_appended_while_the_offsets_write_waits_for_replication_still_c
         coordinator = await loaded(replicas)
         replicas.replicated = asyncio.Event()
         replicas.appended.clear()
-        writing = asyncio.ensure_future(coordinator.txn_commit("g", (7, 0), *ADMIN, to_commit((0, 5))))
+        writing = asyncio.ensure_future(coordinator.txn_commit("g", TxnProducer(7, 0, "tx"), *ADMIN, to_commit((0, 5))))
         await asyncio.wait_for(replicas.appended.wait(), 5)  # the round appended its batch and waits for the HW
         marker = write_marker(replicas, coordinator, 7, commit=True)
         queue = coordinator.shards[0].queues["g"]
@@ -169,9 +170,9 @@ def test_a_txn_commit_from_a_stale_member_epoch_is_refused_and_writes_nothing():
         answer = await coordinator.heartbeat(join("a"))
         batches = len(replicas.partition.batches)
         with pytest.raises(Refused) as stale:
-            await coordinator.txn_commit("g", (7, 0), "a", answer.member_epoch - 1, to_commit((0, 5)))
+            await coordinator.txn_commit("g", TxnProducer(7, 0, "tx"), "a", answer.member_epoch - 1, to_commit((0, 5)))
         assert stale.value.code == ErrorCode.STALE_MEMBER_EPOCH and len(replicas.partition.batches) == batches
-        await coordinator.txn_commit("g", (7, 0), "a", answer.member_epoch, to_commit((0, 5)))
+        await coordinator.txn_commit("g", TxnProducer(7, 0, "tx"), "a", answer.member_epoch, to_commit((0, 5)))
         assert coordinator.unstable("g") == {("t", 0)}
     asyncio.run(scenario())
 
@@ -182,8 +183,20 @@ def test_an_older_producer_epoch_refused_at_the_partition_is_producer_fenced():
         coordinator = await loaded(replicas)
         replicas.fail_with = ErrorCode.INVALID_PRODUCER_EPOCH
         with pytest.raises(Refused) as fenced:
-            await coordinator.txn_commit("g", (7, 0), *ADMIN, to_commit((0, 5)))
+            await coordinator.txn_commit("g", TxnProducer(7, 0, "tx"), *ADMIN, to_commit((0, 5)))
         assert fenced.value.code == ErrorCode.PRODUCER_FENCED and coordinator.unstable("g") == set()
+    asyncio.run(scenario())
+
+
+def test_offsets_the_partition_refuses_as_not_in_the_transaction_are_invalid_txn_state_and_not_staged():
+    async def scenario():
+        replicas = FakeReplicas()
+        coordinator = await loaded(replicas)
+        replicas.fail_with = ErrorCode.INVALID_TXN_STATE  # the leader's KIP-890 verification
+        with pytest.raises(Refused) as refused:
+            await coordinator.txn_commit("g", TxnProducer(7, 0, "tx"), *ADMIN, to_commit((0, 5)))
+        assert refused.value.code == ErrorCode.INVALID_TXN_STATE and coordinator.unstable("g") == set()
+        assert all(part in refused.value.message for part in ("'tx'", "__consumer_offsets-0", "AddPartitionsToTxn")), refused.value
     asyncio.run(scenario())
 
 
@@ -205,7 +218,7 @@ async def run_history(coordinator, replicas: FakeReplicas, history) -> None:
                 else:
                     await coordinator.delete_group(group_id)
         elif kind == "txn":
-            await coordinator.txn_commit(group_id, (producer_id, 0), *ADMIN, to_commit((partition, offset)))
+            await coordinator.txn_commit(group_id, TxnProducer(producer_id, 0, "tx"), *ADMIN, to_commit((partition, offset)))
         else:
             await write_marker(replicas, coordinator, producer_id, kind == "commit")
 
@@ -243,7 +256,7 @@ def test_offset_fetch_require_stable_answers_unstable_while_the_transaction_is_o
         coordinator = await loaded(replicas)
         service = GroupCoordinatorService(coordinator, offsets_topic=None)
         await coordinator.commit("g", *ADMIN, to_commit((0, 1)))
-        await coordinator.txn_commit("g", (7, 0), *ADMIN, to_commit((0, 5)))
+        await coordinator.txn_commit("g", TxnProducer(7, 0, "tx"), *ADMIN, to_commit((0, 5)))
 
         async def fetched(require_stable: bool):
             request = group_pb2.OffsetFetchRequest(group_id="g", require_stable=require_stable)

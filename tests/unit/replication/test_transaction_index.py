@@ -1,5 +1,5 @@
 """The partition's open transactions, LSO and aborted-transaction index: worked cases, then
-properties over random interleavings of producers, markers and high-watermark moves."""
+properties over random interleavings of producers, markers, high-watermark and log-start moves."""
 
 from __future__ import annotations
 
@@ -69,8 +69,39 @@ def test_truncation_reopens_a_transaction_whose_marker_was_cut() -> None:
     assert index.last_stable_offset(2) == 0
 
 
-def replay(steps) -> tuple[TransactionIndex, list[tuple[Batch, bool | None]]]:
-    index, log = TransactionIndex(), []
+def test_the_log_start_bounds_the_lso_and_frees_it_of_transactions_wholly_below() -> None:
+    index = TransactionIndex()
+    data(index, 1, 2)                               # 0-1 producer 1 opens at 0
+    data(index, 2, 1)                               # 2   producer 2 opens at 2
+    data(index, -1, 3, transactional=False)         # 3-5 plain
+    data(index, 2, 1)                               # 6   producer 2's transaction goes on
+    index.on_high_watermark(7)
+    assert index.last_stable_offset(7) == 0
+    index.remove_before(4)                          # retention or DeleteRecords: the log starts at 4
+    assert index.open_first_offset == {2: 4}        # producer 1's data is all gone; producer 2 keeps 6 unstable
+    assert index.last_stable_offset(7) == 4
+    marker(index, 1, commit=False)                  # 7: closes an empty transaction; its data was deleted
+    marker(index, 2, commit=True)                   # 8
+    index.on_high_watermark(9)
+    assert index.last_stable_offset(9) == 9 and index.aborted == [AbortedTxn(7, 7, 1)]
+    data(index, 3, 2)                               # 9-10 producer 3 opens at 9, its marker at 11 is not below the HW
+    marker(index, 3, commit=True)                   # 11
+    index.on_high_watermark(11)
+    index.remove_before(10)
+    assert index.unreplicated[-1].first_offset == 10 and index.last_stable_offset(11) == 10
+
+
+def test_an_open_transaction_cut_by_truncation_is_judged_by_the_cut() -> None:
+    index = TransactionIndex()
+    data(index, 1, 1)                               # 0
+    data(index, 1, 4)                               # 1-4
+    index.truncate_to(3)                            # its data now ends at 2 at the latest
+    index.remove_before(3)
+    assert index.open_first_offset == {} and index.last_stable_offset(3) == 3
+
+
+def replay(steps, index: TransactionIndex | None = None, log: list | None = None) -> tuple[TransactionIndex, list[tuple[Batch, bool | None]]]:
+    index, log = index or TransactionIndex(), log if log is not None else []
     for pid, kind, count in steps:
         if kind == "marker":
             b = Batch(pid, index.next_offset, index.next_offset, True, True)
@@ -82,12 +113,12 @@ def replay(steps) -> tuple[TransactionIndex, list[tuple[Batch, bool | None]]]:
     return index, log
 
 
-def unstable_below(log: list[tuple[Batch, bool | None]], lso: int, hw: int) -> list[Batch]:
-    """Transactional data below ``lso`` whose transaction has no marker below ``hw``: what a
-    read_committed reader must never be served."""
+def unstable_below(log: list[tuple[Batch, bool | None]], lso: int, hw: int, log_start: int = 0) -> list[Batch]:
+    """Transactional data still in the log (at or past ``log_start``) and below ``lso`` whose
+    transaction has no marker below ``hw``: what a read_committed reader must never be served."""
     bad = []
     for b, commit in log:
-        if b.is_transactional and not b.is_control and b.base_offset < lso:
+        if b.is_transactional and not b.is_control and b.last_offset >= log_start and max(b.base_offset, log_start) < lso:
             closing = [m for m, c in log if c is not None and m.producer_id == b.producer_id and m.base_offset > b.last_offset]
             if not closing or closing[0].base_offset >= hw:
                 bad.append(b)
@@ -136,3 +167,30 @@ def test_truncation_above_the_hw_matches_a_rebuild_of_the_shorter_log(steps, cut
     rebuilt = TransactionIndex.rebuild(kept)
     assert index.open_first_offset == rebuilt.open_first_offset
     assert index.aborted == rebuilt.aborted and index.next_offset == rebuilt.next_offset
+
+
+@settings(max_examples=300, deadline=None)
+@given(steps, st.integers(0, 200), st.integers(0, 200), steps)
+def test_the_lso_never_falls_below_the_log_start_nor_passes_unstable_data_left_in_the_log(before, hw_at, start_at, after) -> None:
+    """Retention or DeleteRecords moves the log start (never past the HW), then more batches come."""
+    index, log = replay(before)
+    hw = min(hw_at, index.next_offset)
+    log_start = min(start_at, hw)
+    index.on_high_watermark(hw)
+    index.remove_before(log_start)
+    lso = index.last_stable_offset(hw)
+    assert log_start <= lso <= hw and unstable_below(log, lso, hw, log_start) == [], (log_start, lso, hw)
+    index, log = replay(after, index, log)
+    end = index.next_offset
+    index.on_high_watermark(end)
+    lso = index.last_stable_offset(end)
+    assert log_start <= lso <= end and unstable_below(log, lso, end, log_start) == [], (log_start, lso, end)
+
+
+def test_the_checker_catches_an_lso_past_an_open_transactions_data_above_the_log_start() -> None:
+    """Negative control: dropping a transaction whose first offset is below the log start, though
+    some of its data is above it, would serve that data; the checker sees it."""
+    index, log = replay([(1, "txn", 2), (2, "plain", 2), (1, "txn", 1)])  # producer 1: 0-1 and 4
+    assert unstable_below(log, 5, 5, log_start=3) == [log[2][0]]
+    index.remove_before(3)
+    assert index.last_stable_offset(5) == 3 and unstable_below(log, 3, 5, log_start=3) == []
