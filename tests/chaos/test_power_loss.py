@@ -22,7 +22,7 @@ DURATION_S = 20.0
 
 
 @pytest.mark.chaos
-@pytest.mark.parametrize("name", ["power-loss-replicas", "power-loss-controllers", "unsafe-skip-fsync"])
+@pytest.mark.parametrize("name", ["power-loss-replicas", "unsafe-skip-fsync", pytest.param("power-loss-controllers", marks=pytest.mark.soak)])
 def test_power_loss_scenario(tmp_path: Path, name: str) -> None:
     outcome = _run(tmp_path, name, seed=1, duration_s=DURATION_S)
     _assert_verdict(name, outcome)
@@ -32,6 +32,7 @@ def test_power_loss_scenario(tmp_path: Path, name: str) -> None:
 
 
 @pytest.mark.chaos
+@pytest.mark.soak
 def test_page_cache_acknowledgements_are_lost_with_every_replica_power_and_the_report_says_why(tmp_path: Path) -> None:
     name = "unsafe-page-cache-power-loss"
     outcome = _run(tmp_path, name, seed=1, duration_s=DURATION_S)

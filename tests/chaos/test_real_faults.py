@@ -42,6 +42,7 @@ def test_leader_namespace_partition_is_clean(tmp_path: Path) -> None:
 
 
 @pytest.mark.chaos
+@pytest.mark.soak
 def test_clock_skew_is_clean(tmp_path: Path) -> None:
     _check_clean(tmp_path, "clock-skew", seed=3, duration_s=20.0)
 
@@ -69,6 +70,7 @@ def test_soak_exits_non_zero_on_an_anomaly(tmp_path: Path, monkeypatch: pytest.M
 
 
 @pytest.mark.chaos
+@pytest.mark.soak
 def test_delays_through_the_link_emulator_are_clean(tmp_path: Path) -> None:
     reason = emulator_unavailable_reason()
     if reason:

@@ -42,8 +42,6 @@ def _assert_verdict(name: str, outcome: RunResult) -> None:
     "name, duration_s",
     [
         ("leader-kill-loop", 20.0),
-        ("secure-leader-kill-loop", 15.0),
-        ("controller-isolation", 20.0),
         ("unsafe-truncate-to-hw", 25.0),
         ("unsafe-ack-before-replication", 25.0),
         ("unsafe-skip-epoch-fencing", 15.0),
