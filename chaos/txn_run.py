@@ -65,13 +65,18 @@ DOWN_S = (1.0, 3.0)
 CUT_S = (2.0, 6.0)  # most outlast the replica lag time (3 s): the coordinator's writes are refused
 DRAIN_S = 30.0
 FINAL_READ_S = 30.0
-# Fetch mode: in stream mode a read_committed consumer can stop for good on a partition at a
-# marker (docs/chaos.md, Transactions), which would leave the readers' checks blind there.
+# One reader of each fetch mode (`reader_modes`): the Consume stream and Fetch requests pass
+# markers and aborted batches by different code.
 WORKLOAD = WorkloadSettings(topic="chaos-txn", partitions=4, producers=0, single_attempt_producers=0, consumers=2,
                             isolation_level="read_committed", fetch_mode="fetch")
 # stall-and-kill drawn twice as often as each other fault: it tests the rule a transaction's
 # atomicity rests on (the decision durable before any marker).
 TXN_FAULTS = (*FAULTS, STALL_AND_KILL, STALL_AND_KILL)
+
+
+def reader_modes(readers: int) -> list[str]:
+    """The fetch mode of each read_committed reader: Fetch and the Consume stream in turn."""
+    return ["fetch" if i % 2 == 0 else "stream" for i in range(readers)]
 
 
 def run_txn(options: RunOptions) -> RunResult:
@@ -123,7 +128,8 @@ class _TxnRun:
                           for i in range(PRODUCERS)]
         self.transformers = [TxnTransformerWorker(f"ctp-{i}", bootstrap, settings.topic, SINK, CTP_GROUP, settings.partitions, history.now)
                              for i in range(TRANSFORMERS)]
-        self.readers = [ConsumerWorker(f"reader-{i}", bootstrap, settings, history) for i in range(settings.consumers)]
+        self.readers = [ConsumerWorker(f"reader-{i}", bootstrap, replace(settings, fetch_mode=mode), history)
+                        for i, mode in enumerate(reader_modes(settings.consumers))]
         for worker in [*self.producers, *self.transformers, *self.readers]:
             worker.start()
         self.progress(f"{PRODUCERS} transactional producers, {TRANSFORMERS} consume-transform-produce members and "
