@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+from cli.arg_errors import KraftlogArgumentParser, parse
 from cli.bootstrap import BootstrapError
 
 
@@ -31,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     from data_plane.broker import config as broker_config
     from metadata_quorum import controller_main
 
-    parser = argparse.ArgumentParser(prog="kraftlog", description="A replicated commit log with a Raft metadata quorum.")
+    parser = KraftlogArgumentParser(prog="kraftlog", description="A replicated commit log with a Raft metadata quorum.")
     parser.add_argument(
         "--bootstrap", dest="global_bootstrap", metavar="BOOTSTRAP",
         help="broker addresses host:port[,...] for any client command (a command's own --bootstrap wins)",
@@ -241,7 +242,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parse(parser, argv)
     if args.global_bootstrap is not None:
         if not hasattr(args, "bootstrap"):
             parser.error(f"'kraftlog {args.command}' does not talk to brokers: drop --bootstrap")
