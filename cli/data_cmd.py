@@ -49,9 +49,6 @@ def consume(args: argparse.Namespace) -> int:
     if args.partition is not None:
         partitions = [args.partition]
     if args.group:
-        from server_common.logging_setup import configure_logging
-
-        configure_logging(level="WARNING")  # rebalances are logged to stderr, never among the printed values
         reset = "earliest" if args.from_beginning else "latest"
         consumer = Consumer(bootstrap, group_id=args.group, auto_offset_reset=reset, enable_auto_commit=False, client_id="kraftlog-console",
                             isolation_level=args.isolation_level)

@@ -252,9 +252,11 @@ def main(argv: list[str] | None = None) -> int:
         args.command_config = args.global_command_config
     func: Callable[[argparse.Namespace], int] = args.func
     try:
-        if args.command not in ("broker", "controller"):  # nodes take their TLS from their own options
+        if args.command not in ("broker", "controller"):  # nodes take their TLS and logging from their own options
             from cli.client_config import apply_client_config
+            from server_common.logging_setup import configure_logging
 
+            configure_logging(level="WARNING")  # the clients' logs go to stderr, never among the records, tables or JSON on stdout
             apply_client_config(args)
         return func(args) or 0
     except KeyboardInterrupt:

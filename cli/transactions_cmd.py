@@ -9,7 +9,6 @@ from typing import Callable
 from cli.bootstrap import resolve_bootstrap
 from cli.admin_clients import open_coordinator_admin, report_unanswered
 from cli.output import emit, table
-from server_common.logging_setup import configure_logging
 
 
 def register(sub: argparse._SubParsersAction, client_options: Callable[[argparse.ArgumentParser], None]) -> None:
@@ -73,7 +72,6 @@ def abort_transaction(args: argparse.Namespace) -> int:
     its coordinator, so the id is enough."""
     from data_plane.client import Producer
 
-    configure_logging(level="WARNING")
     bootstrap = resolve_bootstrap(args.bootstrap, args.data_dir)
     with _admin(args) as admin:
         before = admin.describe_transaction(args.transactional_id)
