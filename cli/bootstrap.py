@@ -49,12 +49,24 @@ def resolve_bootstrap(explicit: str | None, data_dir_arg: Path | None) -> str:
 def partitions_of(bootstrap: str, topic: str) -> list[int]:
     """The topic's partition numbers, sorted; a missing topic is a BootstrapError saying how
     to create it (instead of a producer waiting max_block_ms for it to appear)."""
+    return sorted(topic_partitions(bootstrap, topic))
+
+
+def topic_partitions(bootstrap: str, topic: str) -> dict:
+    """The topic's partitions (``PartitionDescription`` by number: leader, replicas, ISR) as
+    a broker knows them; a missing topic is a BootstrapError saying how to create it."""
     from data_plane.client import Admin, KraftlogError
 
     with Admin(bootstrap) as admin:
         try:
-            return sorted(admin.describe_topics([topic])[topic].partitions)
+            return admin.describe_topics([topic])[topic].partitions
         except KraftlogError as exc:
             if exc.code != "UNKNOWN_TOPIC_OR_PARTITION":
                 raise
     raise BootstrapError(f"topic {topic!r} does not exist: create it with 'kraftlog topics create {topic} --partitions N', or check the name ('kraftlog topics list')")
+
+
+def check_partition(topic: str, partition: int | None, partitions: list[int]) -> None:
+    """A --partition the topic does not have is an error naming the ones it has."""
+    if partition is not None and partition not in partitions:
+        raise ValueError(f"{topic} has no partition {partition}; it has partitions 0..{len(partitions) - 1}")

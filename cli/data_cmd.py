@@ -6,7 +6,8 @@ import argparse
 import sys
 import time
 
-from cli.bootstrap import partitions_of, resolve_bootstrap
+from cli import produce_check
+from cli.bootstrap import check_partition, partitions_of, resolve_bootstrap, topic_partitions
 
 ACKS = {"all": "all", "1": 1, "0": 0}
 
@@ -15,7 +16,7 @@ def produce(args: argparse.Namespace) -> int:
     from data_plane.client import Producer
 
     bootstrap = resolve_bootstrap(args.bootstrap, args.data_dir)
-    _check_partition(args.topic, args.partition, partitions_of(bootstrap, args.topic))
+    _check_writable(bootstrap, args)
     futures = []
     with Producer(bootstrap, acks=ACKS[args.acks], compression=args.compression) as producer:
         for line in sys.stdin.buffer:
@@ -36,6 +37,38 @@ def produce(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_writable(bootstrap: str, args: argparse.Namespace) -> None:
+    """Refuse at once when no partition the command writes to takes writes now; warn when
+    some do not (cli/produce_check.py says why)."""
+    partitions = topic_partitions(bootstrap, args.topic)
+    check_partition(args.topic, args.partition, sorted(partitions))
+    targets = [args.partition] if args.partition is not None else sorted(partitions)
+    min_insync = _min_insync_replicas(bootstrap, args.topic) if args.acks == "all" else None
+    refused = produce_check.refusals(partitions, targets, min_insync)
+    if refused and len(refused) == len(targets):
+        raise ValueError(produce_check.refusal_message(args.topic, refused))
+    if refused:
+        print(f"kraftlog produce: {produce_check.warning_message(args.topic, refused)}", file=sys.stderr)
+
+
+def _min_insync_replicas(bootstrap: str, topic: str) -> int | None:
+    """The topic's min.insync.replicas as the controllers have it; None when they cannot be
+    asked within a few seconds (the check is then left to the brokers, which have the last word)."""
+    from data_plane.client import Admin, KraftlogError
+    from metadata_quorum.controller_client import ControllerClient, ControllerError
+
+    try:
+        with Admin(bootstrap) as admin:
+            endpoints = admin.controller_endpoints()
+        if not endpoints:
+            return None
+        with ControllerClient(endpoints, timeout_s=5.0) as controller:
+            entries = controller.describe_configs([topic]).get(topic, [])
+    except (KraftlogError, ControllerError):
+        return None
+    return next((int(e.value) for e in entries if e.key == "min.insync.replicas"), None)
+
+
 def consume(args: argparse.Namespace) -> int:
     from data_plane.client import Consumer
 
@@ -45,7 +78,7 @@ def consume(args: argparse.Namespace) -> int:
         raise ValueError("--group reads the partitions the group assigns: drop --partition/--offset, or drop --group to pick them")
     bootstrap = resolve_bootstrap(args.bootstrap, args.data_dir)
     partitions = partitions_of(bootstrap, args.topic)
-    _check_partition(args.topic, args.partition, partitions)
+    check_partition(args.topic, args.partition, partitions)
     if args.partition is not None:
         partitions = [args.partition]
     if args.group:
@@ -137,7 +170,3 @@ class GroupProgress:
             self._next.pop(tp, None)
             self._committed.pop(tp, None)
 
-
-def _check_partition(topic: str, partition: int | None, partitions: list[int]) -> None:
-    if partition is not None and partition not in partitions:
-        raise ValueError(f"{topic} has no partition {partition}; it has partitions 0..{len(partitions) - 1}")
