@@ -70,3 +70,11 @@ def test_bootstrap_before_the_command_works(cluster: TestCluster):
     assert produced.returncode == 0, produced.stderr.decode()
     consumed = kraftlog("--bootstrap", cluster.bootstrap, "consume", "global-opt", "--from-beginning", "--max-messages", "2")
     assert consumed.stdout.decode().split() == ["a", "b"]
+
+
+def test_records_delete_names_a_missing_topic_or_partition_at_once(cluster: TestCluster):
+    line = one_error_line(kraftlog("records", "delete", "--topic", "no-such-topic", "--partition", "0", "--before", "1", "--bootstrap", cluster.bootstrap))
+    assert "topic 'no-such-topic' does not exist" in line
+    cluster.create_topic("one-partition")
+    line = one_error_line(kraftlog("records", "delete", "--topic", "one-partition", "--partition", "3", "--before", "1", "--bootstrap", cluster.bootstrap))
+    assert line == "kraftlog records: one-partition has no partition 3; it has partitions 0..0"
