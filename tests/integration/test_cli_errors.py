@@ -78,3 +78,11 @@ def test_records_delete_names_a_missing_topic_or_partition_at_once(cluster: Test
     cluster.create_topic("one-partition")
     line = one_error_line(kraftlog("records", "delete", "--topic", "one-partition", "--partition", "3", "--before", "1", "--bootstrap", cluster.bootstrap))
     assert line == "kraftlog records: one-partition has no partition 3; it has partitions 0..0"
+
+
+def test_leaders_elect_names_a_missing_topic_or_partition(cluster: TestCluster):
+    line = one_error_line(kraftlog("leaders", "elect", "--topic", "no-such-topic", "--bootstrap", cluster.bootstrap))
+    assert "topic 'no-such-topic' does not exist" in line
+    cluster.create_topic("one-partition-elect")
+    line = one_error_line(kraftlog("leaders", "elect", "--topic", "one-partition-elect", "--partition", "3", "--bootstrap", cluster.bootstrap))
+    assert line == "kraftlog leaders: one-partition-elect has no partition 3; it has partitions 0..0"
