@@ -46,6 +46,24 @@ def resolve_bootstrap(explicit: str | None, data_dir_arg: Path | None) -> str:
         raise BootstrapError(f"{layout} is not a kraftlog cluster file: pass --bootstrap host:port instead") from None
 
 
+def stopped_local_cluster(error: BaseException, explicit: str | None, data_dir_arg: Path | None) -> str | None:
+    """For a command that found no broker at the addresses of the local cluster's
+    cluster.json: when that cluster's brokers are all down, the one thing to say (it is
+    stopped, and how to start it) instead of a connection error per address. None otherwise."""
+    from server_common.local_cluster import CLUSTER_FILE, LocalCluster
+
+    if getattr(error, "code", None) != "NO_BROKER_REACHABLE" or explicit is not None or os.environ.get("KRAFTLOG_BOOTSTRAP"):
+        return None
+    directory = data_dir(data_dir_arg)
+    if not (directory / CLUSTER_FILE).exists():
+        return None
+    cluster = LocalCluster.load(directory)
+    if any(cluster.is_running(b) for b in cluster.brokers):
+        return None
+    return (f"the local cluster in {directory} is stopped (no broker answers at {cluster.bootstrap}): "
+            f"start it with 'kraftlog cluster up --data-dir {directory}' (it keeps its data)")
+
+
 def partitions_of(bootstrap: str, topic: str) -> list[int]:
     """The topic's partition numbers, sorted; a missing topic is a BootstrapError saying how
     to create it (instead of a producer waiting max_block_ms for it to appear)."""

@@ -265,7 +265,10 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.close()
         return 0
     except _user_errors() as exc:
-        print(f"kraftlog {args.command}: {exc}", file=sys.stderr)
+        from cli.bootstrap import stopped_local_cluster
+
+        explained = stopped_local_cluster(exc, getattr(args, "bootstrap", None), getattr(args, "data_dir", None))
+        print(f"kraftlog {args.command}: {explained or exc}", file=sys.stderr)
         return 1
 
 

@@ -34,3 +34,15 @@ def test_a_broker_is_not_started_without_a_controller_majority(capsys, stopped_c
         f"are down: start them first ('kraftlog cluster up --data-dir {stopped_cluster}' starts every node that is down)\n"
     )
     assert LocalCluster.load(stopped_cluster).node_named("broker-1").pid == 0
+
+
+def test_a_client_command_against_a_stopped_local_cluster_says_how_to_start_it(capsys, monkeypatch, stopped_cluster: Path) -> None:
+    monkeypatch.delenv("KRAFTLOG_BOOTSTRAP", raising=False)
+    assert main(["topics", "list", "--data-dir", str(stopped_cluster)]) == 1
+    bootstrap = LocalCluster.load(stopped_cluster).bootstrap
+    assert capsys.readouterr().err == (
+        f"kraftlog topics: the local cluster in {stopped_cluster} is stopped (no broker answers at {bootstrap}): "
+        f"start it with 'kraftlog cluster up --data-dir {stopped_cluster}' (it keeps its data)\n"
+    )
+    assert main(["topics", "list", "--bootstrap", bootstrap]) == 1  # addresses given: the connection errors themselves
+    assert "NO_BROKER_REACHABLE: no broker answered at" in capsys.readouterr().err
