@@ -1,6 +1,7 @@
 """The command synopses of docs/operations.md ("Everyday commands", "A local cluster") say
 what the parser does: every option they show exists on that command, and a number shown as
-an option's value (`[--num-records 1000000]`) is its default."""
+an option's value (`[--num-records 1000000]`) is its default. The command examples of
+docs/groups.md name only options that exist."""
 
 from __future__ import annotations
 
@@ -10,11 +11,11 @@ from pathlib import Path
 
 from cli.main import build_parser
 
-DOC = Path(__file__).resolve().parents[3] / "docs/operations.md"
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def synopsis_lines() -> list[str]:
-    text = DOC.read_text()
+    text = (ROOT / "docs/operations.md").read_text()
     blocks = [text.split(f"## {title}", 1)[1].split("```")[1] for title in ("Everyday commands", "A local cluster")]
     return [line for block in blocks for line in block.splitlines() if "kraftlog " in line]
 
@@ -50,6 +51,12 @@ def test_the_synopses_match_the_parser() -> None:
     lines = synopsis_lines()
     assert any("perf produce" in line for line in lines) and any("cluster up" in line for line in lines)
     assert mismatches(lines) == []
+
+
+def test_the_groups_examples_use_options_that_exist() -> None:
+    block = (ROOT / "docs/groups.md").read_text().split("From the command line", 1)[1].split("```")[1]
+    lines = [line for line in block.splitlines() if line.startswith("kraftlog ")]
+    assert len(lines) >= 5 and mismatches(lines) == []
 
 
 def test_a_wrong_default_or_a_missing_option_is_found() -> None:
