@@ -25,7 +25,8 @@ def produce(args: argparse.Namespace) -> int:
             if args.key_separator:
                 sep = args.key_separator.encode()
                 if sep not in line:
-                    raise ValueError(f"line {len(futures) + 1} has no key separator '{args.key_separator}': write KEY{args.key_separator}VALUE")
+                    raise ValueError(f"line {len(futures) + 1} has no key separator '{args.key_separator}': write KEY{args.key_separator}VALUE; "
+                                     f"the {len(futures)} line(s) before it were sent, nothing from it on")
                 key, line = line.split(sep, 1)
             futures.append(producer.send(args.topic, line, key=key, partition=args.partition))
         producer.flush()

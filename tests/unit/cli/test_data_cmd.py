@@ -40,3 +40,14 @@ def test_the_check_sees_a_log_line_on_stdout(capsys, unconfigured_logging) -> No
     """Negative control: without the command's logging set up, a client log line lands on stdout."""
     structlog.get_logger("probe").warning("retrying batch")
     assert "retrying batch" in capsys.readouterr().out
+
+
+def test_a_line_without_the_key_separator_stops_the_command_saying_what_was_sent(capsys, monkeypatch) -> None:
+    broker = FakeBroker({"t": 1})
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"k1:a\nk2:b\nno separator\nk3:c\n")))
+    with broker:
+        code = main(["produce", "t", "--acks", "1", "--key-separator", ":", "--bootstrap", broker.address])
+        stored = [key for batch in broker.stored(("t", 0)) for key in batch.keys]
+    assert code == 1 and stored == [b"k1", b"k2"]
+    assert capsys.readouterr().err == ("kraftlog produce: line 3 has no key separator ':': write KEY:VALUE; "
+                                       "the 2 line(s) before it were sent, nothing from it on\n")
