@@ -6,7 +6,7 @@ import argparse
 import sys
 import time
 
-from cli import produce_check
+from cli import partition_check
 from cli.bootstrap import check_partition, partitions_of, resolve_bootstrap, topic_partitions
 
 ACKS = {"all": "all", "1": 1, "0": 0}
@@ -40,16 +40,30 @@ def produce(args: argparse.Namespace) -> int:
 
 def _check_writable(bootstrap: str, args: argparse.Namespace) -> None:
     """Refuse at once when no partition the command writes to takes writes now; warn when
-    some do not (cli/produce_check.py says why)."""
+    some do not (cli/partition_check.py says why)."""
     partitions = topic_partitions(bootstrap, args.topic)
     check_partition(args.topic, args.partition, sorted(partitions))
     targets = [args.partition] if args.partition is not None else sorted(partitions)
     min_insync = _min_insync_replicas(bootstrap, args.topic) if args.acks == "all" else None
-    refused = produce_check.refusals(partitions, targets, min_insync)
+    refused = partition_check.refusals(partitions, targets, min_insync)
     if refused and len(refused) == len(targets):
-        raise ValueError(produce_check.refusal_message(args.topic, refused))
+        raise ValueError(partition_check.refusal_message(args.topic, refused))
     if refused:
-        print(f"kraftlog produce: {produce_check.warning_message(args.topic, refused)}", file=sys.stderr)
+        print(f"kraftlog produce: {partition_check.warning_message(args.topic, refused)}", file=sys.stderr)
+
+
+def _readable(bootstrap: str, args: argparse.Namespace) -> list[int]:
+    """The partitions ``consume`` reads without --group: --partition or all, less those
+    without a leader (said on stderr); none left is an error saying why."""
+    partitions = topic_partitions(bootstrap, args.topic)
+    check_partition(args.topic, args.partition, sorted(partitions))
+    targets = [args.partition] if args.partition is not None else sorted(partitions)
+    refused = partition_check.refusals(partitions, targets, None)
+    if len(refused) == len(targets):
+        raise ValueError(partition_check.refusal_message(args.topic, refused, "read"))
+    if refused:
+        print(f"kraftlog consume: {partition_check.unread_message(args.topic, refused)}", file=sys.stderr)
+    return [p for p in targets if p not in refused]
 
 
 def _min_insync_replicas(bootstrap: str, topic: str) -> int | None:
@@ -78,20 +92,17 @@ def consume(args: argparse.Namespace) -> int:
     if args.group and args.partition is not None:
         raise ValueError("--group reads the partitions the group assigns: drop --partition/--offset, or drop --group to pick them")
     bootstrap = resolve_bootstrap(args.bootstrap, args.data_dir)
-    partitions = partitions_of(bootstrap, args.topic)
-    check_partition(args.topic, args.partition, partitions)
-    if args.partition is not None:
-        partitions = [args.partition]
     if args.group:
+        partitions_of(bootstrap, args.topic)  # a missing topic: an error saying how to create it, not a member waiting for it
         reset = "earliest" if args.from_beginning else "latest"
         consumer = Consumer(bootstrap, group_id=args.group, auto_offset_reset=reset, enable_auto_commit=False, client_id="kraftlog-console",
                             isolation_level=args.isolation_level)
         printed_upto = GroupProgress(consumer)
         consumer.subscribe([args.topic], on_revoked=printed_upto.commit_revoked, on_lost=printed_upto.forget)
     else:
+        tps = [(args.topic, p) for p in _readable(bootstrap, args)]
         consumer = Consumer(bootstrap, isolation_level=args.isolation_level)
         printed_upto = None
-        tps = [(args.topic, p) for p in partitions]
         consumer.assign(tps)
         if args.offset is not None:
             consumer.seek((args.topic, args.partition), args.offset)

@@ -1,7 +1,9 @@
 """The CLI as a new user meets it: the README's "Using it" commands run exactly as written
-against a real cluster of three brokers, and a write that no broker can take now (acks=all
-below min.insync.replicas, the leader's broker killed) is refused at once in one line saying
-what to do, instead of after the producer's two-minute delivery timeout."""
+against a real cluster of three brokers; with a broker killed, a write that no broker can
+take now (acks=all below min.insync.replicas) is refused at once in one line saying what to
+do, instead of after the producer's two-minute delivery timeout, and a read of a topic with
+a partition left without a leader reads the others and says which one it left out, instead
+of failing whole after the consumer's 30 s request timeout."""
 
 from __future__ import annotations
 
@@ -52,11 +54,17 @@ def test_the_readme_commands_run_as_written(cluster: TestCluster, tmp_path: Path
             assert done.stdout.decode().split() == ["a", "b", "c"]
 
 
-def test_acks_all_below_min_insync_replicas_is_refused_at_once(cluster: TestCluster) -> None:
+def test_with_a_broker_killed_produce_and_consume_say_at_once_what_they_cannot_do(cluster: TestCluster) -> None:
     from data_plane.client import Admin
 
     cluster.create_topic("guarded", partitions=1, replication_factor=2, configs={"min.insync.replicas": "2"})
+    cluster.create_topic("spread", partitions=6, replication_factor=1)
+    keyed = b"".join(b"k%d:v\n" % i for i in range(30))  # keys spread the records over the partitions
+    assert kraftlog("produce", "spread", "--key-separator", ":", "--bootstrap", cluster.bootstrap, stdin=keyed).returncode == 0
     leader = cluster.broker(cluster.leader("guarded", 0))
+    with Admin(cluster.bootstrap) as admin:
+        orphans = sorted(p.partition for p in admin.describe_topics(["spread"])["spread"].partitions.values() if p.leader == leader.node_id)
+    assert orphans  # six partitions over three brokers: the killed one leads some
     cluster.kill(leader)
     try:
         def isr_shrunk() -> bool:
@@ -72,6 +80,15 @@ def test_acks_all_below_min_insync_replicas_is_refused_at_once(cluster: TestClus
         assert "kraftlog cluster up" in line and "--acks 1" in line  # what to do
         accepted = kraftlog("produce", "guarded", "--acks", "1", "--bootstrap", cluster.bootstrap)
         assert accepted.returncode == 0, accepted.stderr.decode()
+
+        wait_for(lambda: cluster.leader("spread", orphans[0]) == -1, 30, f"spread-{orphans[0]} without a leader")
+        started = time.monotonic()
+        read = kraftlog("consume", "spread", "--from-beginning", "--timeout-ms", "2000", "--bootstrap", cluster.bootstrap)
+        assert time.monotonic() - started < 20 and read.returncode == 0, read.stderr.decode()
+        left_out = "; ".join(f"spread-{p} has no leader" for p in orphans)
+        assert read.stdout and read.stderr.decode().startswith(f"kraftlog consume: warning: {left_out}: not read by this command")
+        line = one_error_line(kraftlog("consume", "spread", "--partition", str(orphans[0]), "--bootstrap", cluster.bootstrap))
+        assert line.startswith(f"kraftlog consume: nothing can be read now: spread-{orphans[0]} has no leader")
     finally:
         cluster.restart(leader)
         cluster.wait_ready()

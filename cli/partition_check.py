@@ -1,12 +1,15 @@
-"""Whether ``kraftlog produce`` can write at all, asked before it sends anything.
+"""Whether ``kraftlog produce`` and ``consume`` can use the partitions they name, asked
+before they send or read anything.
 
-A partition without a leader refuses every write, and one with fewer in-sync replicas than
-its topic's ``min.insync.replicas`` refuses acks=all writes (``NOT_ENOUGH_REPLICAS``). Both
-are retriable for a producer, which retries them until its delivery timeout (two minutes)
-and only then fails: a user who typed one line waits two minutes to learn that a broker is
-down. So the command looks first: when every partition it would write to refuses writes, it
-says why at once and what to do; when only some do, it warns and writes (the records that
-land on a refusing partition fail after the delivery timeout, as the producer decides).
+A partition without a leader refuses every write and every read, and one with fewer in-sync
+replicas than its topic's ``min.insync.replicas`` refuses acks=all writes
+(``NOT_ENOUGH_REPLICAS``). All are retriable for the clients, which retry them until a
+timeout and only then fail: a user who typed one line would wait two minutes (the producer's
+delivery timeout) or 30 s (the consumer's request timeout, for the whole topic) to learn
+that a broker is down. So the commands look first: when every partition a command would use
+refuses it, it says why at once and what to do; when only some do, ``produce`` warns and
+writes (records that land on a refusing partition fail after the delivery timeout, as the
+producer decides) and ``consume`` warns and reads the others.
 
 The look is a snapshot (a broker may come back a moment later, or go away): it decides only
 what the command says, never what the brokers accept.
@@ -28,8 +31,8 @@ class PartitionState(Protocol):
 
 
 def refusals(partitions: Mapping[int, PartitionState], targets: Iterable[int], min_insync_replicas: int | None) -> dict[int, str]:
-    """Why each target partition refuses this command's writes now; partitions that take them
-    are left out. ``min_insync_replicas``: the topic's, for acks=all writes; None for other
+    """Why each target partition refuses the command now; partitions that serve it are left
+    out. ``min_insync_replicas``: the topic's, for acks=all writes; None for reads and other
     acks (or when it is not known), which only a missing leader refuses."""
     refused = {}
     for number in targets:
@@ -48,10 +51,15 @@ def describe(topic: str, refused: Mapping[int, str]) -> str:
     return "; ".join(f"{topic}-{number} {reason}" for number, reason in sorted(refused.items()))
 
 
-def refusal_message(topic: str, refused: Mapping[int, str]) -> str:
-    """The one line saying that nothing can be written, and what to do about it."""
+def refusal_message(topic: str, refused: Mapping[int, str], done: str = "written") -> str:
+    """The one line saying that nothing can be written (or read), and what to do about it."""
     lower_acks = ", or produce with --acks 1" if any("acks=all" in r for r in refused.values()) else ""
-    return f"nothing can be written now: {describe(topic, refused)}: {ADVICE}{lower_acks}"
+    return f"nothing can be {done} now: {describe(topic, refused)}: {ADVICE}{lower_acks}"
+
+
+def unread_message(topic: str, refused: Mapping[int, str]) -> str:
+    """The line saying that some partitions are left out of a read."""
+    return f"warning: {describe(topic, refused)}: not read by this command (the other partitions are); {ADVICE}, then read again"
 
 
 def warning_message(topic: str, refused: Mapping[int, str]) -> str:

@@ -1,10 +1,10 @@
-"""What ``kraftlog produce`` says before sending (cli/produce_check.py): which partitions
-refuse writes now, and why."""
+"""What ``kraftlog produce`` and ``consume`` say before sending or reading
+(cli/partition_check.py): which partitions refuse them now, and why."""
 
 from __future__ import annotations
 
 from data_plane.client.admin import PartitionDescription
-from cli.produce_check import refusal_message, refusals, warning_message
+from cli.partition_check import refusal_message, refusals, unread_message, warning_message
 
 
 def partition(number: int, leader: int, isr: tuple[int, ...]) -> PartitionDescription:
@@ -37,3 +37,9 @@ def test_the_messages_name_each_partition_and_what_to_do() -> None:
     assert "kraftlog cluster up" in line and line.endswith("or produce with --acks 1")
     assert not refusal_message("events", {1: "has no leader"}).endswith("--acks 1")  # a lower acks would not help
     assert warning_message("events", {1: "has no leader"}).startswith("warning: events-1 has no leader: records sent there")
+
+
+def test_a_read_without_some_partitions_says_which_are_left_out() -> None:
+    assert refusal_message("events", {1: "has no leader"}, "read").startswith("nothing can be read now: events-1 has no leader: start")
+    line = unread_message("events", {1: "has no leader"})
+    assert line.startswith("warning: events-1 has no leader: not read by this command (the other partitions are); start")
