@@ -38,12 +38,18 @@ def produce(args: argparse.Namespace) -> int:
     return 0
 
 
+def _targets(bootstrap: str, args: argparse.Namespace) -> tuple[dict, list[int]]:
+    """The topic's partitions as a broker describes them, and the numbers the command uses:
+    --partition (which must exist) or all."""
+    partitions = topic_partitions(bootstrap, args.topic)
+    check_partition(args.topic, args.partition, sorted(partitions))
+    return partitions, [args.partition] if args.partition is not None else sorted(partitions)
+
+
 def _check_writable(bootstrap: str, args: argparse.Namespace) -> None:
     """Refuse at once when no partition the command writes to takes writes now; warn when
     some do not (cli/partition_check.py says why)."""
-    partitions = topic_partitions(bootstrap, args.topic)
-    check_partition(args.topic, args.partition, sorted(partitions))
-    targets = [args.partition] if args.partition is not None else sorted(partitions)
+    partitions, targets = _targets(bootstrap, args)
     min_insync = _min_insync_replicas(bootstrap, args.topic) if args.acks == "all" else None
     refused = partition_check.refusals(partitions, targets, min_insync)
     if refused and len(refused) == len(targets):
@@ -55,9 +61,7 @@ def _check_writable(bootstrap: str, args: argparse.Namespace) -> None:
 def _readable(bootstrap: str, args: argparse.Namespace) -> list[int]:
     """The partitions ``consume`` reads without --group: --partition or all, less those
     without a leader (said on stderr); none left is an error saying why."""
-    partitions = topic_partitions(bootstrap, args.topic)
-    check_partition(args.topic, args.partition, sorted(partitions))
-    targets = [args.partition] if args.partition is not None else sorted(partitions)
+    partitions, targets = _targets(bootstrap, args)
     refused = partition_check.refusals(partitions, targets, None)
     if len(refused) == len(targets):
         raise ValueError(partition_check.refusal_message(args.topic, refused, "read"))
