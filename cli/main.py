@@ -9,6 +9,7 @@ on any error a user can cause; tracebacks are for bugs only.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 from typing import Callable
@@ -240,6 +241,10 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     return (BootstrapError, KraftlogError, ControllerError, InvalidConfigError, FileNotFoundError, TimeoutError, ValueError)
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parse(parser, argv)
@@ -251,12 +256,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.global_command_config is not None and getattr(args, "command_config", None) is None:
         args.command_config = args.global_command_config
     func: Callable[[argparse.Namespace], int] = args.func
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
         if args.command not in ("broker", "controller"):  # nodes take their TLS and logging from their own options
             from cli.client_config import apply_client_config
             from server_common.logging_setup import configure_logging
 
             configure_logging(level="WARNING")  # the clients' logs go to stderr, never among the records, tables or JSON on stdout
+            # `timeout`, `kill` and a closed terminal stop a command as Ctrl-C does: a consume --group
+            # member commits and leaves its group at once (killed, it would hold its partitions for
+            # the whole session timeout), a producer delivers what it has taken
+            for sig in handlers:
+                signal.signal(sig, _interrupt)
             apply_client_config(args)
         return func(args) or 0
     except KeyboardInterrupt:
@@ -270,5 +281,8 @@ def main(argv: list[str] | None = None) -> int:
         explained = stopped_local_cluster(exc, getattr(args, "bootstrap", None), getattr(args, "data_dir", None))
         print(f"kraftlog {args.command}: {explained or exc}", file=sys.stderr)
         return 1
+    finally:
+        for sig, handler in handlers.items():  # main() called in-process (tests) leaves the caller's handlers as they were
+            signal.signal(sig, handler)
 
 
