@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import re
-from typing import Iterable, NoReturn
+from typing import Callable, Iterable, NoReturn
 
 _INVALID_CHOICE = re.compile(r"invalid choice: '(?P<given>[^']*)' \(choose from (?P<choices>.*)\)")
 
@@ -40,6 +40,22 @@ def unknown_arguments_message(parser: argparse.ArgumentParser, extras: list[str]
             hints.append(f"did you mean {guess}?" if len(extras) == 1 else f"{extra}: did you mean {guess}?")
     advice = "; ".join(hints) if hints else f"see '{parser.prog} --help'"
     return f"unrecognized arguments: {' '.join(extras)} ({advice})"
+
+
+def at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse ``type``: an integer of at least ``minimum`` (``--max-messages -1`` is a
+    mistake to say, not a command that prints nothing)."""
+
+    def parse_int(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+
+    return parse_int
 
 
 class KraftlogArgumentParser(argparse.ArgumentParser):

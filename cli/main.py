@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from cli.arg_errors import KraftlogArgumentParser, parse
+from cli.arg_errors import KraftlogArgumentParser, at_least, parse
 from cli.bootstrap import BootstrapError
 
 
@@ -129,8 +129,8 @@ def build_parser() -> argparse.ArgumentParser:
     consume.add_argument("--from-beginning", action="store_true", help="start at the log start (default: only records produced from now on)")
     consume.add_argument("--partition", type=int, help="read only this partition (default: every partition)")
     consume.add_argument("--offset", type=int, help="start offset (with --partition)")
-    consume.add_argument("--max-messages", type=int, help="exit after printing this many records")
-    consume.add_argument("--timeout-ms", type=int, help="exit when no record arrives for this long")
+    consume.add_argument("--max-messages", type=at_least(1), help="exit after printing this many records")
+    consume.add_argument("--timeout-ms", type=at_least(0), help="exit when no record arrives for this long")
     consume.add_argument("--print-key", action="store_true", help="print each record as KEY<tab>VALUE (null for a record without a key)")
     consume.add_argument("--group", help="read as a member of this consumer group, committing as it goes (resumes at the group's committed offsets)")
     consume.add_argument("--isolation-level", choices=["read_uncommitted", "read_committed"], default="read_uncommitted",

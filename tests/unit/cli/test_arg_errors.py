@@ -48,3 +48,13 @@ def test_nothing_is_suggested_when_no_choice_is_close(capsys) -> None:
     line = error_line(capsys, "xyzzy")
     assert "invalid choice: 'xyzzy'" in line and "did you mean" not in line
     assert closest("xyzzy", ["topics", "produce"]) is None
+
+
+@pytest.mark.parametrize("argv, message", [
+    (("consume", "T", "--max-messages", "-1"), "argument --max-messages: must be at least 1, got -1"),
+    (("consume", "T", "--max-messages", "0"), "argument --max-messages: must be at least 1, got 0"),
+    (("consume", "T", "--timeout-ms", "-5"), "argument --timeout-ms: must be at least 0, got -5"),
+    (("consume", "T", "--max-messages", "many"), "argument --max-messages: 'many' is not a whole number"),
+])
+def test_a_count_below_its_minimum_is_refused(capsys, argv, message) -> None:
+    assert error_line(capsys, *argv) == f"kraftlog consume: error: {message}"
