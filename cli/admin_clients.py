@@ -15,7 +15,6 @@ from typing import Iterable, TypeVar
 import grpc
 
 from cli.bootstrap import resolve_bootstrap
-from server_common.logging_setup import configure_logging
 from kraftlog_proto import broker_pb2
 from kraftlog_proto import controller_pb2 as pb
 
@@ -34,9 +33,7 @@ def open_clients(args: argparse.Namespace):
 
 
 def open_coordinator_admin(args: argparse.Namespace, admin_class: type[A]) -> A:
-    """A GroupAdmin or TransactionAdmin of the cluster named by ``--bootstrap``/``--data-dir``;
-    the client's logs go to stderr at WARNING, never into the table or JSON on stdout."""
-    configure_logging(level="WARNING")
+    """A GroupAdmin or TransactionAdmin of the cluster named by ``--bootstrap``/``--data-dir``."""
     return admin_class(resolve_bootstrap(args.bootstrap, args.data_dir))
 
 

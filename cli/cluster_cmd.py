@@ -213,6 +213,9 @@ def shut_down(cluster: LocalCluster, interrupts: Interrupts) -> bool:
 def down(args: argparse.Namespace) -> int:
     directory = data_dir(args.data_dir)
     cluster = LocalCluster.load(directory)
+    if not running(cluster):
+        print(f"the cluster in {directory} is not running; nothing to stop")
+        return 0
     catch_interrupts()
     clean = stop_in_order(cluster, "Ctrl-C kills every process at once")
     print(f"stopped the cluster in {directory}")
@@ -274,6 +277,20 @@ def start_one(cluster: LocalCluster, node: Node) -> None:
     say(f"{node.name} is back in {time.monotonic() - started_s:.1f}s")
 
 
+def check_quorum_runs(cluster: LocalCluster, node: Node) -> None:
+    """A broker registers with the controller quorum before it serves: with a majority of
+    the controllers down it would wait its full minute for nothing, so say which to start."""
+    if node.role != "broker":
+        return
+    down = [c for c in cluster.controllers if not cluster.is_running(c)]
+    if len(cluster.controllers) - len(down) <= len(cluster.controllers) // 2:
+        raise ValueError(
+            f"{node.name} needs a majority of the controllers to register, and {', '.join(c.name for c in down)} "
+            f"{'is' if len(down) == 1 else 'are'} down: start them first ('kraftlog cluster up --data-dir {cluster.data_dir}' "
+            f"starts every node that is down)"
+        )
+
+
 def load_node(args: argparse.Namespace) -> tuple[LocalCluster, Node]:
     cluster = LocalCluster.load(data_dir(args.data_dir))
     return cluster, cluster.node_named(args.node)
@@ -293,12 +310,14 @@ def start_node(args: argparse.Namespace) -> int:
     if cluster.is_running(node):
         say(f"{node.name} runs already (pid {node.pid}); nothing to start (kraftlog cluster restart {node.name} restarts it)")
         return 0
+    check_quorum_runs(cluster, node)
     start_one(cluster, node)
     return 0
 
 
 def restart_node(args: argparse.Namespace) -> int:
     cluster, node = load_node(args)
+    check_quorum_runs(cluster, node)
     if cluster.is_running(node):
         stop_one(cluster, node, args.kill)
     else:

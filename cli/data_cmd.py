@@ -6,7 +6,8 @@ import argparse
 import sys
 import time
 
-from cli.bootstrap import partitions_of, resolve_bootstrap
+from cli import partition_check
+from cli.bootstrap import check_partition, partitions_of, resolve_bootstrap, topic_partitions
 
 ACKS = {"all": "all", "1": 1, "0": 0}
 
@@ -15,7 +16,7 @@ def produce(args: argparse.Namespace) -> int:
     from data_plane.client import Producer
 
     bootstrap = resolve_bootstrap(args.bootstrap, args.data_dir)
-    _check_partition(args.topic, args.partition, partitions_of(bootstrap, args.topic))
+    _check_writable(bootstrap, args)
     futures = []
     with Producer(bootstrap, acks=ACKS[args.acks], compression=args.compression) as producer:
         for line in sys.stdin.buffer:
@@ -24,7 +25,8 @@ def produce(args: argparse.Namespace) -> int:
             if args.key_separator:
                 sep = args.key_separator.encode()
                 if sep not in line:
-                    raise ValueError(f"line {len(futures) + 1} has no key separator '{args.key_separator}': write KEY{args.key_separator}VALUE")
+                    raise ValueError(f"line {len(futures) + 1} has no key separator '{args.key_separator}': write KEY{args.key_separator}VALUE; "
+                                     f"the {len(futures)} line(s) before it were sent, nothing from it on")
                 key, line = line.split(sep, 1)
             futures.append(producer.send(args.topic, line, key=key, partition=args.partition))
         producer.flush()
@@ -36,6 +38,56 @@ def produce(args: argparse.Namespace) -> int:
     return 0
 
 
+def _targets(bootstrap: str, args: argparse.Namespace) -> tuple[dict, list[int]]:
+    """The topic's partitions as a broker describes them, and the numbers the command uses:
+    --partition (which must exist) or all."""
+    partitions = topic_partitions(bootstrap, args.topic)
+    check_partition(args.topic, args.partition, sorted(partitions))
+    return partitions, [args.partition] if args.partition is not None else sorted(partitions)
+
+
+def _check_writable(bootstrap: str, args: argparse.Namespace) -> None:
+    """Refuse at once when no partition the command writes to takes writes now; warn when
+    some do not (cli/partition_check.py says why)."""
+    partitions, targets = _targets(bootstrap, args)
+    min_insync = _min_insync_replicas(bootstrap, args.topic) if args.acks == "all" else None
+    refused = partition_check.refusals(partitions, targets, min_insync)
+    if refused and len(refused) == len(targets):
+        raise ValueError(partition_check.refusal_message(args.topic, refused))
+    if refused:
+        print(f"kraftlog produce: {partition_check.warning_message(args.topic, refused)}", file=sys.stderr)
+
+
+def _readable(bootstrap: str, args: argparse.Namespace) -> list[int]:
+    """The partitions ``consume`` reads without --group: --partition or all, less those
+    without a leader (said on stderr); none left is an error saying why."""
+    partitions, targets = _targets(bootstrap, args)
+    refused = partition_check.refusals(partitions, targets, None)
+    if len(refused) == len(targets):
+        raise ValueError(partition_check.refusal_message(args.topic, refused, "read"))
+    if refused:
+        print(f"kraftlog consume: {partition_check.unread_message(args.topic, refused)}", file=sys.stderr)
+    return [p for p in targets if p not in refused]
+
+
+def _min_insync_replicas(bootstrap: str, topic: str) -> int | None:
+    """The topic's min.insync.replicas as the controllers have it; None when they cannot be
+    asked within a few seconds (the check is then left to the brokers, which have the last word)."""
+    from data_plane.client import Admin, KraftlogError
+    from metadata_quorum.controller_client import ControllerClient, ControllerError
+
+    try:
+        with Admin(bootstrap) as admin:
+            endpoints = admin.controller_endpoints()
+        if not endpoints:
+            return None
+        with ControllerClient(endpoints, timeout_s=5.0) as controller:
+            entries = controller.describe_configs([topic]).get(topic, [])
+    except (KraftlogError, ControllerError):
+        return None
+    return next((int(e.value) for e in entries if e.key == "min.insync.replicas"), None)
+
+
 def consume(args: argparse.Namespace) -> int:
     from data_plane.client import Consumer
 
@@ -44,23 +96,17 @@ def consume(args: argparse.Namespace) -> int:
     if args.group and args.partition is not None:
         raise ValueError("--group reads the partitions the group assigns: drop --partition/--offset, or drop --group to pick them")
     bootstrap = resolve_bootstrap(args.bootstrap, args.data_dir)
-    partitions = partitions_of(bootstrap, args.topic)
-    _check_partition(args.topic, args.partition, partitions)
-    if args.partition is not None:
-        partitions = [args.partition]
     if args.group:
-        from server_common.logging_setup import configure_logging
-
-        configure_logging(level="WARNING")  # rebalances are logged to stderr, never among the printed values
+        partitions_of(bootstrap, args.topic)  # a missing topic: an error saying how to create it, not a member waiting for it
         reset = "earliest" if args.from_beginning else "latest"
         consumer = Consumer(bootstrap, group_id=args.group, auto_offset_reset=reset, enable_auto_commit=False, client_id="kraftlog-console",
                             isolation_level=args.isolation_level)
         printed_upto = GroupProgress(consumer)
         consumer.subscribe([args.topic], on_revoked=printed_upto.commit_revoked, on_lost=printed_upto.forget)
     else:
+        tps = [(args.topic, p) for p in _readable(bootstrap, args)]
         consumer = Consumer(bootstrap, isolation_level=args.isolation_level)
         printed_upto = None
-        tps = [(args.topic, p) for p in partitions]
         consumer.assign(tps)
         if args.offset is not None:
             consumer.seek((args.topic, args.partition), args.offset)
@@ -140,7 +186,3 @@ class GroupProgress:
             self._next.pop(tp, None)
             self._committed.pop(tp, None)
 
-
-def _check_partition(topic: str, partition: int | None, partitions: list[int]) -> None:
-    if partition is not None and partition not in partitions:
-        raise ValueError(f"{topic} has no partition {partition}; it has partitions 0..{len(partitions) - 1}")

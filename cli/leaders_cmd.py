@@ -14,6 +14,7 @@ import sys
 from typing import Callable
 
 from cli.admin_clients import open_clients
+from cli.bootstrap import check_partition, partitions_of, resolve_bootstrap
 from cli.output import emit, table
 from cli.partition_view import ids, partition_fields
 from kraftlog_proto import common_pb2 as common
@@ -37,6 +38,8 @@ def register(sub: argparse._SubParsersAction, client_options: Callable[[argparse
 def elect(args: argparse.Namespace) -> int:
     if args.partition is not None and not args.topic:
         raise ValueError("--partition needs --topic, e.g. kraftlog leaders elect --topic orders --partition 0")
+    if args.topic:  # a typo is one line naming what exists, not a table row of zeros
+        check_partition(args.topic, args.partition, partitions_of(resolve_bootstrap(args.bootstrap, args.data_dir), args.topic))
     selection = {args.topic: [] if args.partition is None else [args.partition]} if args.topic else None
     admin, controller = open_clients(args)
     with admin, controller:

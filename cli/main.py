@@ -9,10 +9,12 @@ on any error a user can cause; tracebacks are for bugs only.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 from typing import Callable
 
+from cli.arg_errors import KraftlogArgumentParser, at_least, parse
 from cli.bootstrap import BootstrapError
 
 
@@ -31,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     from data_plane.broker import config as broker_config
     from metadata_quorum import controller_main
 
-    parser = argparse.ArgumentParser(prog="kraftlog", description="A replicated commit log with a Raft metadata quorum.")
+    parser = KraftlogArgumentParser(prog="kraftlog", description="A replicated commit log with a Raft metadata quorum.")
     parser.add_argument(
         "--bootstrap", dest="global_bootstrap", metavar="BOOTSTRAP",
         help="broker addresses host:port[,...] for any client command (a command's own --bootstrap wins)",
@@ -127,8 +129,8 @@ def build_parser() -> argparse.ArgumentParser:
     consume.add_argument("--from-beginning", action="store_true", help="start at the log start (default: only records produced from now on)")
     consume.add_argument("--partition", type=int, help="read only this partition (default: every partition)")
     consume.add_argument("--offset", type=int, help="start offset (with --partition)")
-    consume.add_argument("--max-messages", type=int, help="exit after printing this many records")
-    consume.add_argument("--timeout-ms", type=int, help="exit when no record arrives for this long")
+    consume.add_argument("--max-messages", type=at_least(1), help="exit after printing this many records")
+    consume.add_argument("--timeout-ms", type=at_least(0), help="exit when no record arrives for this long")
     consume.add_argument("--print-key", action="store_true", help="print each record as KEY<tab>VALUE (null for a record without a key)")
     consume.add_argument("--group", help="read as a member of this consumer group, committing as it goes (resumes at the group's committed offsets)")
     consume.add_argument("--isolation-level", choices=["read_uncommitted", "read_committed"], default="read_uncommitted",
@@ -239,9 +241,13 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     return (BootstrapError, KraftlogError, ControllerError, InvalidConfigError, FileNotFoundError, TimeoutError, ValueError)
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parse(parser, argv)
     if args.global_bootstrap is not None:
         if not hasattr(args, "bootstrap"):
             parser.error(f"'kraftlog {args.command}' does not talk to brokers: drop --bootstrap")
@@ -250,10 +256,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.global_command_config is not None and getattr(args, "command_config", None) is None:
         args.command_config = args.global_command_config
     func: Callable[[argparse.Namespace], int] = args.func
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
-        if args.command not in ("broker", "controller"):  # nodes take their TLS from their own options
+        if args.command not in ("broker", "controller"):  # nodes take their TLS and logging from their own options
             from cli.client_config import apply_client_config
+            from server_common.logging_setup import configure_logging
 
+            configure_logging(level="WARNING")  # the clients' logs go to stderr, never among the records, tables or JSON on stdout
+            # `timeout`, `kill` and a closed terminal stop a command as Ctrl-C does: a consume --group
+            # member commits and leaves its group at once (killed, it would hold its partitions for
+            # the whole session timeout), a producer delivers what it has taken
+            for sig in handlers:
+                signal.signal(sig, _interrupt)
             apply_client_config(args)
         return func(args) or 0
     except KeyboardInterrupt:
@@ -262,7 +276,13 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.close()
         return 0
     except _user_errors() as exc:
-        print(f"kraftlog {args.command}: {exc}", file=sys.stderr)
+        from cli.bootstrap import stopped_local_cluster
+
+        explained = stopped_local_cluster(exc, getattr(args, "bootstrap", None), getattr(args, "data_dir", None))
+        print(f"kraftlog {args.command}: {explained or exc}", file=sys.stderr)
         return 1
+    finally:
+        for sig, handler in handlers.items():  # main() called in-process (tests) leaves the caller's handlers as they were
+            signal.signal(sig, handler)
 
 

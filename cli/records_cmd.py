@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import Callable
 
-from cli.bootstrap import resolve_bootstrap
+from cli.bootstrap import check_partition, partitions_of, resolve_bootstrap
 from cli.output import emit
 
 
@@ -31,7 +31,9 @@ def delete(args: argparse.Namespace) -> int:
         raise ValueError(f"--partition must be >= 0, got {args.partition}")
     if args.before < -1:
         raise ValueError(f"--before must be -1 (every committed record) or an offset >= 0, got {args.before}")
-    with Admin(resolve_bootstrap(args.bootstrap, args.data_dir)) as admin:
+    bootstrap = resolve_bootstrap(args.bootstrap, args.data_dir)
+    check_partition(args.topic, args.partition, partitions_of(bootstrap, args.topic))  # not 30 s of retries for a typo
+    with Admin(bootstrap) as admin:
         try:
             low_watermark = admin.delete_records((args.topic, args.partition), args.before)
         except KraftlogError as exc:

@@ -4,12 +4,12 @@ transactions, as kafka-transactions does."""
 from __future__ import annotations
 
 import argparse
+from datetime import datetime, timezone
 from typing import Callable
 
 from cli.bootstrap import resolve_bootstrap
 from cli.admin_clients import open_coordinator_admin, report_unanswered
 from cli.output import emit, table
-from server_common.logging_setup import configure_logging
 
 
 def register(sub: argparse._SubParsersAction, client_options: Callable[[argparse.ArgumentParser], None]) -> None:
@@ -57,12 +57,20 @@ def describe_transaction(args: argparse.Namespace) -> int:
         "transaction_timeout_ms": d.transaction_timeout_ms, "transaction_start_ms": d.transaction_start_ms,
         "last_update_ms": d.last_update_ms, "coordinator_id": d.coordinator_id, "partitions": partitions,
     }
-    human = table(["TRANSACTIONAL-ID", "STATE", "PRODUCER-ID", "EPOCH", "TIMEOUT-MS", "START-MS", "COORDINATOR", "PARTITIONS"],
+    human = table(["TRANSACTIONAL-ID", "STATE", "PRODUCER-ID", "EPOCH", "TIMEOUT-MS", "STARTED (UTC)", "COORDINATOR", "PARTITIONS"],
                   [(d.transactional_id, d.state, d.producer_id, d.producer_epoch, d.transaction_timeout_ms,
-                    d.transaction_start_ms if d.transaction_start_ms >= 0 else None, d.coordinator_id,
+                    utc_time(d.transaction_start_ms), d.coordinator_id,
                     " ".join(f"{t}-{p}" for t, ps in partitions.items() for p in ps) or None)])
     emit(args.json, document, human)
     return 0
+
+
+def utc_time(epoch_ms: int) -> str | None:
+    """A wall-clock time in ms for people (``2026-11-27T08:06:44.897Z``); None for -1 (no open
+    transaction). ``--json`` keeps the milliseconds."""
+    if epoch_ms < 0:
+        return None
+    return datetime.fromtimestamp(epoch_ms / 1000, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
 def abort_transaction(args: argparse.Namespace) -> int:
@@ -73,7 +81,6 @@ def abort_transaction(args: argparse.Namespace) -> int:
     its coordinator, so the id is enough."""
     from data_plane.client import Producer
 
-    configure_logging(level="WARNING")
     bootstrap = resolve_bootstrap(args.bootstrap, args.data_dir)
     with _admin(args) as admin:
         before = admin.describe_transaction(args.transactional_id)

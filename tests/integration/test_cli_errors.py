@@ -3,12 +3,15 @@ one line on stderr saying what is wrong and what to do, a non-zero exit, never a
 
 from __future__ import annotations
 
+import json
+import signal
 import subprocess
 import sys
 
 import pytest
 
 from server_common.local_cluster import free_ports
+from server_common.waiting import wait_for
 from tests.cluster import TestCluster, local_cluster
 
 pytestmark = pytest.mark.integration
@@ -70,3 +73,40 @@ def test_bootstrap_before_the_command_works(cluster: TestCluster):
     assert produced.returncode == 0, produced.stderr.decode()
     consumed = kraftlog("--bootstrap", cluster.bootstrap, "consume", "global-opt", "--from-beginning", "--max-messages", "2")
     assert consumed.stdout.decode().split() == ["a", "b"]
+
+
+def test_records_delete_names_a_missing_topic_or_partition_at_once(cluster: TestCluster):
+    line = one_error_line(kraftlog("records", "delete", "--topic", "no-such-topic", "--partition", "0", "--before", "1", "--bootstrap", cluster.bootstrap))
+    assert "topic 'no-such-topic' does not exist" in line
+    cluster.create_topic("one-partition")
+    line = one_error_line(kraftlog("records", "delete", "--topic", "one-partition", "--partition", "3", "--before", "1", "--bootstrap", cluster.bootstrap))
+    assert line == "kraftlog records: one-partition has no partition 3; it has partitions 0..0"
+
+
+def test_leaders_elect_names_a_missing_topic_or_partition(cluster: TestCluster):
+    line = one_error_line(kraftlog("leaders", "elect", "--topic", "no-such-topic", "--bootstrap", cluster.bootstrap))
+    assert "topic 'no-such-topic' does not exist" in line
+    cluster.create_topic("one-partition-elect")
+    line = one_error_line(kraftlog("leaders", "elect", "--topic", "one-partition-elect", "--partition", "3", "--bootstrap", cluster.bootstrap))
+    assert line == "kraftlog leaders: one-partition-elect has no partition 3; it has partitions 0..0"
+
+
+def test_a_terminated_group_consumer_leaves_its_group_at_once(cluster: TestCluster):
+    """SIGTERM (`timeout`, `kill`) stops `consume --group` as Ctrl-C does: it commits and
+    leaves, so the group does not wait out the member's 45 s session."""
+    cluster.create_topic("sigterm")
+    assert kraftlog("produce", "sigterm", "--bootstrap", cluster.bootstrap, stdin=b"a\nb\n").returncode == 0
+
+    def members() -> list:
+        done = kraftlog("groups", "describe", "leaver", "--json", "--bootstrap", cluster.bootstrap)
+        return json.loads(done.stdout)["members"] if done.returncode == 0 else []
+
+    consumer = subprocess.Popen([sys.executable, "-m", "cli", "consume", "sigterm", "--group", "leaver", "--from-beginning", "--bootstrap", cluster.bootstrap],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        wait_for(members, 30, "the consumer in group leaver")
+    finally:
+        consumer.send_signal(signal.SIGTERM)
+        out, err = consumer.communicate(timeout=30)
+    assert members() == []  # left with the process, not after its session timeout
+    assert consumer.returncode == 130 and b"Traceback" not in err, err  # as after Ctrl-C

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from cli.main import main
+from cli.transactions_cmd import utc_time
 from data_plane.client import Producer
 from tests.unit.client.fake_broker import FakeBroker
 from tests.unit.client.fake_txn_coordinator import FakeTxnCoordinator
@@ -40,3 +41,18 @@ def test_list_and_describe_an_open_transaction(capsys):
         code, _, err = run(capsys, "transactions", "describe", "nope", "--bootstrap", broker.address)
         assert code == 1 and "TRANSACTIONAL_ID_NOT_FOUND" in err
         producer.commit_transaction()
+
+
+def test_the_table_shows_a_transactions_start_as_a_utc_time(capsys):
+    broker = FakeBroker({"t": 1})
+    FakeTxnCoordinator(broker)
+    with broker, Producer(broker.address, transactional_id="tx-start", linger_ms=0) as producer:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send("t", b"v", partition=0).result()
+        code, out, _ = run(capsys, "transactions", "describe", "tx-start", "--json", "--bootstrap", broker.address)
+        start_ms = json.loads(out)["transaction_start_ms"]
+        code, out, _ = run(capsys, "transactions", "describe", "tx-start", "--bootstrap", broker.address)
+    assert code == 0 and "STARTED (UTC)" in out
+    assert utc_time(start_ms) in out.splitlines()[2]
+    assert utc_time(1795766804897) == "2026-11-27T08:06:44.897Z" and utc_time(-1) is None
