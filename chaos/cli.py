@@ -12,6 +12,7 @@ cause (the checker missed it).
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import tempfile
 import time
@@ -25,6 +26,7 @@ def add_subcommand(sub: argparse._SubParsersAction) -> None:
     """Adds ``chaos list``, ``chaos run`` and ``chaos soak`` to the kraftlog command."""
     chaos = sub.add_parser("chaos", help="fault-injection scenarios with a history checker").add_subparsers(dest="action", required=True)
     listing = chaos.add_parser("list", help="the scenarios, with what each does")
+    listing.add_argument("--json", action="store_true", help="print JSON for scripts instead of a table")
     listing.set_defaults(func=list_scenarios)
     run = chaos.add_parser("run", help="run one scenario and check its history")
     run.add_argument("--scenario", required=True, choices=sorted(SCENARIOS), metavar="NAME", help="see kraftlog chaos list")
@@ -48,6 +50,10 @@ def add_subcommand(sub: argparse._SubParsersAction) -> None:
 
 
 def list_scenarios(args: argparse.Namespace) -> int:
+    if args.json:
+        print(json.dumps([{"name": name, "description": s.description, "workload": s.workload, "negative_control": bool(s.expected),
+                           "must_find": sorted(s.expected)} for name, s in SCENARIOS.items()], indent=2))
+        return 0
     width = max(map(len, SCENARIOS))
     for name, scenario in SCENARIOS.items():
         expect = f" [must find one of: {', '.join(sorted(scenario.expected))}]" if scenario.expected else ""

@@ -56,7 +56,8 @@ _ADVICE: dict[str, str] = {
     "LEADER_NOT_AVAILABLE": "no live in-sync replica can lead the partition; restart its replicas' brokers",
     "NOT_ENOUGH_REPLICAS": "the ISR is smaller than min.insync.replicas; bring followers back or lower min.insync.replicas",
     "NOT_ENOUGH_REPLICAS_AFTER_APPEND": "the batch was appended but not replicated to min.insync.replicas; it may be duplicated if retried",
-    "REQUEST_TIMED_OUT": "the outcome is unknown (the batch may be committed); raise request_timeout_ms or check broker load",
+    "REQUEST_TIMED_OUT": "the broker did not answer within request_timeout_ms (a write's outcome is then unknown: it may be "
+                         "committed); check the broker's health and load, or raise request_timeout_ms",
     "UNKNOWN_TOPIC_OR_PARTITION": "create the topic first, or check its name and partition count",
     "BROKER_NOT_AVAILABLE": "check that the broker is running and reachable at the address in the bootstrap list or metadata",
     "OFFSET_OUT_OF_RANGE": "the offset was deleted by retention or is past the end; seek_to_beginning/seek_to_end or set auto_offset_reset",
@@ -101,6 +102,11 @@ _ADVICE: dict[str, str] = {
 }
 
 
+# Codes whose broker message already says all the advice does (the group coordinator's
+# answers name the group and the command to run): the advice is added only to an empty one.
+_ADVISED_BY_BROKER = frozenset({"GROUP_ID_NOT_FOUND", "NON_EMPTY_GROUP"})
+
+
 class KraftlogError(Exception):
     """An error the client reports to its caller.
 
@@ -117,7 +123,7 @@ class KraftlogError(Exception):
         self.retriable = code in RETRIABLE_CODES if retriable is None else retriable
         self.refresh_metadata = code in METADATA_REFRESH_CODES
         self.outcome_unknown = outcome_unknown
-        advice = _ADVICE.get(code)
+        advice = None if message and code in _ADVISED_BY_BROKER else _ADVICE.get(code)
         text = f"{code}: {message}" if message else code
         if outcome_unknown:
             text += " [outcome unknown: an attempt reached a broker, so the records may have been written]"

@@ -64,3 +64,10 @@ def test_grpc_status_mapping():
     too_large = from_rpc_error(_RpcError(grpc.StatusCode.RESOURCE_EXHAUSTED), "h:1")
     assert too_large.code == "MESSAGE_TOO_LARGE" and not too_large.retriable
     assert not from_rpc_error(_RpcError(grpc.StatusCode.INVALID_ARGUMENT), "h:1").retriable
+
+
+def test_a_group_coordinator_answer_carries_its_advice_once():
+    message = "group billing does not exist here: check the name (kraftlog groups list)"
+    assert str(KraftlogError("GROUP_ID_NOT_FOUND", message)) == f"GROUP_ID_NOT_FOUND: {message}"
+    # without the broker's message the client's advice stands in
+    assert "kraftlog groups list" in str(KraftlogError("GROUP_ID_NOT_FOUND"))
