@@ -13,16 +13,7 @@ from cli.admin_clients import open_clients, replica_logs
 from cli.bootstrap import resolve_bootstrap
 from cli.output import emit, table
 from cli.partition_view import describe_rows, ids, replica_cell, status_notes
-from data_plane.groups.placement import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
-
-# What each internal topic holds. Its partition count is part of the placement hash
-# (data_plane/groups/placement.py): a group or transactional id lives in the partition its
-# id hashes to, so another count sends every coordinator lookup to a partition without its state.
-INTERNAL_TOPICS = {
-    OFFSETS_TOPIC: ("every consumer group's state and committed offsets", " (one group goes with 'kraftlog groups delete GROUP')"),
-    TRANSACTION_STATE_TOPIC: ("every transactional id's state", ""),
-}
-
+from server_common.internal_topics import deletion_refusal, repartition_refusal
 
 def _parse_configs(pairs: list[str]) -> tuple[dict[str, str], list[str]]:
     """``KEY=VALUE`` sets a config, ``KEY=`` removes it."""
@@ -52,9 +43,8 @@ def create(args: argparse.Namespace) -> int:
 
 
 def delete(args: argparse.Namespace) -> int:
-    if args.name in INTERNAL_TOPICS:
-        holds, one_of_them = INTERNAL_TOPICS[args.name]
-        raise ValueError(f"{args.name} is an internal topic and cannot be deleted: it holds {holds}{one_of_them}")
+    if (refusal := deletion_refusal(args.name)) is not None:
+        raise ValueError(refusal)
     admin, controller = open_clients(args)
     with admin, controller:
         controller.delete_topics([args.name])
@@ -65,9 +55,8 @@ def delete(args: argparse.Namespace) -> int:
 def alter(args: argparse.Namespace) -> int:
     if args.partitions is None and not args.config:
         raise ValueError("nothing to change: give --partitions N and/or --config KEY=VALUE")
-    if args.partitions is not None and args.name in INTERNAL_TOPICS:
-        raise ValueError(f"the partition count of the internal topic {args.name} cannot change: it holds {INTERNAL_TOPICS[args.name][0]}, "
-                         f"each in the partition its id hashes to over that count, so with another count they could no longer be found")
+    if args.partitions is not None and (refusal := repartition_refusal(args.name)) is not None:
+        raise ValueError(refusal)
     set_configs, delete_keys = _parse_configs(args.config)
     admin, controller = open_clients(args)
     with admin, controller:

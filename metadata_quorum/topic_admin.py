@@ -23,6 +23,7 @@ from metadata_quorum.delta import apply_all
 from metadata_quorum.image import NO_LEADER, MetadataImage, PartitionImage, TopicImage
 from metadata_quorum.placement import assign_replicas
 from metadata_quorum.records import ConfigRecord, PartitionRecord, Record, RemoveTopicRecord, TopicRecord
+from server_common.internal_topics import deletion_refusal, repartition_refusal
 from kraftlog_proto import common_pb2 as common
 from kraftlog_proto import controller_pb2 as pb
 
@@ -181,7 +182,11 @@ def _for_existing_topics(
 
 
 def delete_topics(image: MetadataImage, request: pb.DeleteTopicsRequest) -> Decision[pb.DeleteTopicsResponse]:
-    records, results = _for_existing_topics(image, dict.fromkeys(request.names), lambda name: name, lambda topic, _: [RemoveTopicRecord(topic.topic_id)])
+    def remove(topic: TopicImage, name: str) -> list[Record] | Refusal:
+        refusal = deletion_refusal(name)
+        return [RemoveTopicRecord(topic.topic_id)] if refusal is None else Refusal(common.INVALID_REQUEST, refusal)
+
+    records, results = _for_existing_topics(image, dict.fromkeys(request.names), lambda name: name, remove)
     return Decision(records, pb.DeleteTopicsResponse(topics=results))
 
 
@@ -191,6 +196,8 @@ def create_partitions(image: MetadataImage, request: pb.CreatePartitionsRequest)
     def grow(topic: TopicImage, t: pb.CreatePartitionsRequest.Topic) -> list[Record] | Refusal:
         current = len(topic.partitions)
         replication_factor = len(topic.partitions[0].target_replicas)
+        if (refusal := repartition_refusal(t.name)) is not None:
+            return Refusal(common.INVALID_PARTITIONS, refusal)
         if t.total_count <= current:
             return Refusal(common.INVALID_PARTITIONS, f"topic '{t.name}' already has {current} partitions; ask for more than {current} (partitions can only be added)")
         if t.total_count > PARTITIONS_PER_TOPIC_MAX:

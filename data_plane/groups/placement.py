@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import zlib
 
-OFFSETS_TOPIC = "__consumer_offsets"
-TRANSACTION_STATE_TOPIC = "__transaction_state"
+from server_common.internal_topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+
+__all__ = ["OFFSETS_TOPIC", "TRANSACTION_STATE_TOPIC", "offsets_partition"]
 
 
 def offsets_partition(key: str, partitions: int) -> int:

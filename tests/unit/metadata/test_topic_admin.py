@@ -150,6 +150,23 @@ def test_create_partitions_grows_only():
     assert "already has 5 partitions" in shrink.response.topics[0].error_message
 
 
+@pytest.mark.parametrize("internal", ["__consumer_offsets", "__transaction_state"])
+def test_internal_topics_keep_their_partition_count_and_cannot_be_deleted(internal: str) -> None:
+    """Whoever asks (the CLI refuses first, another client may not): a coordinator's state is
+    found by hashing its id over the count."""
+    request = pb.CreateTopicsRequest(topics=[pb.CreateTopicsRequest.Topic(name=internal, num_partitions=3, replication_factor=3),
+                                             pb.CreateTopicsRequest.Topic(name="t", num_partitions=1, replication_factor=1)])
+    image = commit(cluster(), topic_admin.create_topics(cluster(), request, topic_ids()))
+    grow = topic_admin.create_partitions(image, pb.CreatePartitionsRequest(topics=[
+        pb.CreatePartitionsRequest.Topic(name=internal, total_count=6), pb.CreatePartitionsRequest.Topic(name="t", total_count=2)]))
+    assert [r.error_code for r in grow.response.topics] == [common.INVALID_PARTITIONS, common.NONE]
+    assert "cannot change" in grow.response.topics[0].error_message
+    delete = topic_admin.delete_topics(image, pb.DeleteTopicsRequest(names=[internal, "t"]))
+    assert [r.error_code for r in delete.response.topics] == [common.INVALID_REQUEST, common.NONE]
+    after = commit(image, delete)
+    assert internal in after.topics and len(after.topics[internal].partitions) == 3 and "t" not in after.topics
+
+
 def test_alter_configs_set_and_delete():
     image = with_topic(cluster(), "t", 1, 1, {"retention.ms": "5"})
     ops = [pb.AlterConfigsRequest.Op(key="retention.ms", op=pb.AlterConfigsRequest.DELETE), pb.AlterConfigsRequest.Op(key="unclean.leader.election.enable", value="TRUE")]
