@@ -61,13 +61,14 @@ class ControllerClient:
         rpc_timeout_s = rpc_timeout_s or self.rpc_timeout_s
         deadline = time.monotonic() + self.timeout_s
         last = "no controller tried yet"
+        outcomes: dict[str, str] = {}  # each controller tried: how its last attempt ended
         cut_off = False
         tls_refused: set[str] = set()  # controllers whose certificate (or ours) failed: the others may still serve
         while True:
             target = endpoint or self._router.current()
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise ControllerError(common.REQUEST_TIMED_OUT, f"{method} got no answer within {self.timeout_s:.0f} s ({last}); check the controllers with `kraftlog quorum describe`")
+                raise ControllerError(common.REQUEST_TIMED_OUT, self._unanswered(method, last, outcomes))
             try:
                 response = getattr(self._stub(target), method)(request, timeout=min(rpc_timeout_s, remaining))
             except grpc.RpcError as e:
@@ -79,6 +80,7 @@ class ControllerClient:
                     if endpoint is not None or len(tls_refused) >= len(self._router.endpoints):
                         raise ControllerError(common.BROKER_NOT_AVAILABLE, tls_advice) from None
                 last = tls_advice or f"{self._router.describe(target)}: {e.code().name}"
+                outcomes[grpc_address(target)] = "unreachable" if e.code() == grpc.StatusCode.UNAVAILABLE else e.code().name
                 cut_off = cut_off or e.code() == grpc.StatusCode.DEADLINE_EXCEEDED
                 if endpoint is not None:
                     raise ControllerError(common.BROKER_NOT_AVAILABLE, f"{last}; is it running?") from None
@@ -86,12 +88,24 @@ class ControllerClient:
                 continue
             if write and response.error_code == common.NOT_CONTROLLER:
                 last = response.error_message
+                outcomes[grpc_address(target)] = "answers, not the active controller"
                 time.sleep(min(self._router.on_not_controller(response.active_controller), max(0.0, deadline - time.monotonic())))
                 continue
             self._router.on_success()
             if write and response.error_code != common.NONE:
                 raise ControllerError(response.error_code, response.error_message)
             return after_cut_off(response) if cut_off and after_cut_off is not None else response
+
+    def _unanswered(self, method: str, last: str, outcomes: dict[str, str]) -> str:
+        """Why ``method`` timed out, saying so when too few controllers answer for a quorum."""
+        text = f"{method} got no answer within {self.timeout_s:.0f} s ({last})"
+        voters = len(self._router.endpoints)
+        unreachable = sorted(address for address, outcome in outcomes.items() if outcome == "unreachable")
+        if voters > 1 and len(unreachable) > voters // 2:
+            return (f"{text}: {len(unreachable)} of the {voters} controllers do not answer ({', '.join(unreachable)}), so there is no "
+                    f"quorum to elect an active controller (it needs {voters // 2 + 1}); start the stopped controllers "
+                    "(`kraftlog cluster up` starts a local cluster's), then check with `kraftlog quorum describe`")
+        return f"{text}; check the controllers with `kraftlog quorum describe`"
 
     @staticmethod
     def _raise_failed(results: Iterable) -> None:
