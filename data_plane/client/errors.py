@@ -102,9 +102,9 @@ _ADVICE: dict[str, str] = {
 }
 
 
-# Codes whose broker message already says all the advice does (the group coordinator's
-# answers name the group and the command to run): the advice is added only to an empty one.
-_ADVISED_BY_BROKER = frozenset({"GROUP_ID_NOT_FOUND", "NON_EMPTY_GROUP"})
+# Codes whose broker message usually says all the advice does (the group coordinator's answers
+# name the group and what to do): the advice is left out when the message already gives it.
+_ADVISED_BY_BROKER = {"GROUP_ID_NOT_FOUND": "check the name", "NON_EMPTY_GROUP": "stop its consumers"}
 
 
 class KraftlogError(Exception):
@@ -123,7 +123,8 @@ class KraftlogError(Exception):
         self.retriable = code in RETRIABLE_CODES if retriable is None else retriable
         self.refresh_metadata = code in METADATA_REFRESH_CODES
         self.outcome_unknown = outcome_unknown
-        advice = None if message and code in _ADVISED_BY_BROKER else _ADVICE.get(code)
+        given = _ADVISED_BY_BROKER.get(code)
+        advice = None if given is not None and given in message else _ADVICE.get(code)
         text = f"{code}: {message}" if message else code
         if outcome_unknown:
             text += " [outcome unknown: an attempt reached a broker, so the records may have been written]"
