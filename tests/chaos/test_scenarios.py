@@ -7,7 +7,6 @@ when the checker finds one of the anomalies its broken broker behaviour must cau
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 

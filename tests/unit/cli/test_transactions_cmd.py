@@ -5,6 +5,8 @@ the state filter hides it, and an unknown id is an error naming what to check.""
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
+from typing import Iterator
 
 import pytest
 
@@ -23,13 +25,20 @@ def run(capsys, *args):
     return code, out.out, out.err
 
 
-def test_list_and_describe_an_open_transaction(capsys):
-    broker = FakeBroker({"t": 2})
+@contextmanager
+def open_transaction(transactional_id: str, partitions: int, partition: int) -> Iterator[tuple[FakeBroker, Producer]]:
+    """A fake broker and coordinator, and a producer with a transaction open on ``t``-``partition``."""
+    broker = FakeBroker({"t": partitions})
     FakeTxnCoordinator(broker)
-    with broker, Producer(broker.address, transactional_id="tx-cli", linger_ms=0) as producer:
+    with broker, Producer(broker.address, transactional_id=transactional_id, linger_ms=0) as producer:
         producer.init_transactions()
         producer.begin_transaction()
-        producer.send("t", b"v", partition=1)
+        producer.send("t", b"v", partition=partition).result()
+        yield broker, producer
+
+
+def test_list_and_describe_an_open_transaction(capsys):
+    with open_transaction("tx-cli", 2, 1) as (broker, producer):
         code, out, _ = run(capsys, "transactions", "list", "--bootstrap", broker.address)
         assert code == 0 and "tx-cli" in out and "Ongoing" in out
         code, out, _ = run(capsys, "transactions", "list", "--state", "CompleteCommit", "--json", "--bootstrap", broker.address)
@@ -44,12 +53,7 @@ def test_list_and_describe_an_open_transaction(capsys):
 
 
 def test_the_table_shows_a_transactions_start_as_a_utc_time(capsys):
-    broker = FakeBroker({"t": 1})
-    FakeTxnCoordinator(broker)
-    with broker, Producer(broker.address, transactional_id="tx-start", linger_ms=0) as producer:
-        producer.init_transactions()
-        producer.begin_transaction()
-        producer.send("t", b"v", partition=0).result()
+    with open_transaction("tx-start", 1, 0) as (broker, _):
         code, out, _ = run(capsys, "transactions", "describe", "tx-start", "--json", "--bootstrap", broker.address)
         start_ms = json.loads(out)["transaction_start_ms"]
         code, out, _ = run(capsys, "transactions", "describe", "tx-start", "--bootstrap", broker.address)
