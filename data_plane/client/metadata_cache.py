@@ -313,6 +313,8 @@ def explain_refusal(err: grpc.RpcError, address: str, security: ClientSecurity) 
         if CONTROLLER_SERVICE in listed_services(address, 2.0, security):
             return f"{address} is a kraftlog controller, not a broker: pass a broker's address ('kraftlog cluster status' lists them)"
         return f"{address} answers gRPC but is not a kraftlog broker: pass a broker's address"
+    if err.code() == grpc.StatusCode.UNAVAILABLE:  # gRPC's detail repeats the address; its last clause is the reason
+        return f"{address}: UNAVAILABLE ({(err.details() or 'no connection').rsplit(': ', 1)[-1]})"
     return f"{address}: {err.code().name}: {err.details()}"
 
 

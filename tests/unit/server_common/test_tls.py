@@ -134,6 +134,25 @@ def test_the_same_advice_from_every_broker_is_said_once_naming_them_all() -> Non
     assert "127.0.0.1:9094: UNAVAILABLE: ipv4:127.0.0.1:9094: Connection refused" in said
 
 
+class _Refused(grpc.RpcError):
+    def __init__(self, address: str) -> None:
+        self.address = address
+
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.UNAVAILABLE
+
+    def details(self) -> str:
+        return f"failed to connect to all addresses; last error: UNKNOWN: ipv4:{self.address}: Failed to connect to remote host: Connection refused"
+
+
+def test_refused_connections_are_said_once_with_their_reason() -> None:
+    from data_plane.client.metadata_cache import explain_refusal, no_broker_answered
+
+    addresses = ["127.0.0.1:1", "127.0.0.1:2"]
+    said = str(no_broker_answered(addresses, [explain_refusal(_Refused(a), a, ClientSecurity()) for a in addresses]))
+    assert "(127.0.0.1:1, 127.0.0.1:2: UNAVAILABLE (Connection refused))" in said and said.count("Connection refused") == 1
+
+
 def test_the_raft_secret_comes_from_one_place_and_require_tls_demands_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from metadata_quorum import controller_main
 
