@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import time
 import uuid
 from dataclasses import replace
 from typing import Awaitable, Callable, Sequence
@@ -66,6 +67,7 @@ class BrokerLifecycleManager:
         self._previous_broker_epoch = previous_broker_epoch
         self._offline_replicas = offline_replicas
         self._heartbeat_interval_s = heartbeat_interval_ms / 1000
+        self._session_timeout_s = session_timeout_ms / 1000
         self._rpc_timeout_s = min(5.0, session_timeout_ms / 3000)
         self._router = ControllerRouter(controller_endpoints)
         self._channels = AioChannelPool(controller_pb2_grpc.ControllerServiceStub, CONTROLLER_CHANNEL_OPTIONS, credentials)
@@ -199,21 +201,33 @@ class BrokerLifecycleManager:
         self._want_shutdown = True
         self._log.info("controlled shutdown requested", broker_epoch=self._broker_epoch)
         try:
-            await asyncio.wait_for(self._shutdown_heartbeats(), timeout_s)
+            agreed = await asyncio.wait_for(self._shutdown_heartbeats(), timeout_s)
         except asyncio.TimeoutError:
             self._log.warning("controlled shutdown timed out; leaderships move when the session expires", timeout_s=timeout_s)
+            return False
+        if not agreed:
+            self._log.warning("controlled shutdown: no controller answered for a session timeout; leaderships move when one "
+                              "does", session_timeout_s=self._session_timeout_s)
             return False
         self._log.info("controlled shutdown complete")
         return True
 
-    async def _shutdown_heartbeats(self) -> None:
+    async def _shutdown_heartbeats(self) -> bool:
+        """Heartbeats asking to shut down until the controller agrees (True). When no controller
+        has answered for a whole session timeout there is none to move the leaderships (or it
+        has fenced this broker already): waiting longer cannot help, so the shutdown goes on (False)."""
+        answered_s = time.monotonic()
         while not self._should_shutdown.is_set():
             try:
                 await self.heartbeat()
+                answered_s = time.monotonic()
             except ControllerError as e:
                 self._log.warning("controlled shutdown heartbeat failed", error=str(e))
+                if time.monotonic() - answered_s >= self._session_timeout_s:
+                    return False
             if not self._should_shutdown.is_set():
                 await asyncio.sleep(min(0.1, self._heartbeat_interval_s))
+        return True
 
     async def stop(self) -> None:
         """Stop heartbeating (the controller fences this broker when its session expires)."""
