@@ -45,14 +45,16 @@ class TopicPartitionCount(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., partitions: _Optional[int] = ...) -> None: ...
 
 class GroupEpochValue(_message.Message):
-    __slots__ = ("epoch", "assignor", "subscribed_topics")
+    __slots__ = ("epoch", "assignor", "subscribed_topics", "empty_since_ms")
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     ASSIGNOR_FIELD_NUMBER: _ClassVar[int]
     SUBSCRIBED_TOPICS_FIELD_NUMBER: _ClassVar[int]
+    EMPTY_SINCE_MS_FIELD_NUMBER: _ClassVar[int]
     epoch: int
     assignor: str
     subscribed_topics: _containers.RepeatedCompositeFieldContainer[TopicPartitionCount]
-    def __init__(self, epoch: _Optional[int] = ..., assignor: _Optional[str] = ..., subscribed_topics: _Optional[_Iterable[_Union[TopicPartitionCount, _Mapping]]] = ...) -> None: ...
+    empty_since_ms: int
+    def __init__(self, epoch: _Optional[int] = ..., assignor: _Optional[str] = ..., subscribed_topics: _Optional[_Iterable[_Union[TopicPartitionCount, _Mapping]]] = ..., empty_since_ms: _Optional[int] = ...) -> None: ...
 
 class MemberValue(_message.Message):
     __slots__ = ("instance_id", "client_id", "client_host", "rack_id", "subscribed_topic_names", "subscribed_topic_regex", "rebalance_timeout_ms")

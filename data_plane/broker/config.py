@@ -100,6 +100,8 @@ class BrokerConfig:
     group_session_timeout_ms: int = 45000  # Kafka's group.consumer.session.timeout.ms
     group_heartbeat_interval_ms: int = 5000  # Kafka's group.consumer.heartbeat.interval.ms
     group_max_size: int = 1000  # members per consumer group
+    offsets_retention_minutes: float = 10080  # Kafka's offsets.retention.minutes (7 days); a float, so tests can use seconds
+    offsets_retention_check_interval_ms: int = 600_000  # Kafka's offsets.retention.check.interval.ms
     transaction_state_partitions: int = 50  # Kafka's transaction.state.log.num.partitions; used when the topic is first created
     transaction_max_timeout_ms: int = 900_000  # Kafka's transaction.max.timeout.ms: the longest timeout a producer may ask for
     transactional_id_expiration_ms: int = 604_800_000  # Kafka's transactional.id.expiration.ms (7 days idle)
@@ -168,6 +170,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="how often group members are told to heartbeat (default: %(default)s)")
     parser.add_argument("--group-max-size", type=int, default=BrokerConfig.group_max_size,
                         help="most members of one consumer group (default: %(default)s)")
+    parser.add_argument("--offsets-retention-minutes", type=float, default=BrokerConfig.offsets_retention_minutes,
+                        help="a consumer group empty for this long loses its committed offsets and is deleted; offsets of "
+                             "topics a group no longer subscribes to expire this long after their commit (default: %(default)s)")
+    parser.add_argument("--offsets-retention-check-interval-ms", type=int, default=BrokerConfig.offsets_retention_check_interval_ms,
+                        help="how often committed offsets are checked for expiry (default: %(default)s)")
     parser.add_argument("--transaction-state-partitions", type=int, default=BrokerConfig.transaction_state_partitions,
                         help="partitions of __transaction_state when this broker creates it (default: %(default)s)")
     parser.add_argument("--transaction-max-timeout-ms", type=int, default=BrokerConfig.transaction_max_timeout_ms,
@@ -189,6 +196,9 @@ def from_args(args: argparse.Namespace) -> BrokerConfig:
                          f"{args.quota_window_num} and {args.quota_window_size_ms}")
     if args.offsets_topic_partitions < 1 or args.group_max_size < 1:
         raise ValueError("--offsets-topic-partitions and --group-max-size must be at least 1")
+    if args.offsets_retention_minutes <= 0 or args.offsets_retention_check_interval_ms < 1:
+        raise ValueError(f"--offsets-retention-minutes must be positive and --offsets-retention-check-interval-ms at least 1, "
+                         f"got {args.offsets_retention_minutes} and {args.offsets_retention_check_interval_ms}")
     if min(args.transaction_state_partitions, args.transaction_max_timeout_ms, args.transactional_id_expiration_ms) < 1:
         raise ValueError("--transaction-state-partitions, --transaction-max-timeout-ms and --transactional-id-expiration-ms "
                          "must be at least 1")
@@ -226,6 +236,8 @@ def from_args(args: argparse.Namespace) -> BrokerConfig:
         group_session_timeout_ms=args.group_session_timeout_ms,
         group_heartbeat_interval_ms=args.group_heartbeat_interval_ms,
         group_max_size=args.group_max_size,
+        offsets_retention_minutes=args.offsets_retention_minutes,
+        offsets_retention_check_interval_ms=args.offsets_retention_check_interval_ms,
         transaction_state_partitions=args.transaction_state_partitions,
         transaction_max_timeout_ms=args.transaction_max_timeout_ms,
         transactional_id_expiration_ms=args.transactional_id_expiration_ms,

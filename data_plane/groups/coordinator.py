@@ -21,7 +21,8 @@ unloading their groups, and running each group operation as decide → write →
   commit makes the staged offsets committed, an abort drops them. Markers below the log end a
   load replayed were applied by the load.
 - **Timers.** `tick` removes members past their session timeout (or past their rebalance
-  timeout with partitions still to revoke).
+  timeout with partitions still to revoke) and, every offsets retention check interval,
+  expires the committed offsets (and empty groups) past the retention (`offsets_expiry`).
 - **Assignment log.** Every durable change of a member's current assignment is logged
   (``group assignment``: group, member, member epoch, assigned, pending revocation) in commit
   order: the ownership history a chaos checker reads.
@@ -39,7 +40,7 @@ import structlog
 from data_plane.broker.requests import ProduceItem
 from data_plane.broker.internal_partitions import LedShards, replay, wait_until_committed
 from data_plane.control_batch import decode_marker
-from data_plane.groups import membership, offsets, record_codec
+from data_plane.groups import membership, offsets, offsets_expiry, record_codec
 from data_plane.groups.changes import GroupChange
 from data_plane.groups.membership import GroupSettings, Refused
 from data_plane.groups.placement import OFFSETS_TOPIC
@@ -107,6 +108,7 @@ class GroupCoordinator:
         self._log = log.bind(broker_id=broker_id)
         self._led = LedShards(OFFSETS_TOPIC, broker_id, replicas, lambda: self.clock_ms(), Shard, self._load, self._unloaded)
         self.shards = self._led.by_index
+        self._next_retention_check_ms = clock_ms() + settings.offsets_retention_check_interval_ms
 
     # ------------------------------------------------------------------ leadership
 
@@ -353,31 +355,57 @@ class GroupCoordinator:
     # ------------------------------------------------------------------ timers
 
     def tick(self) -> None:
-        """Follow leadership, and expire members whose deadlines passed."""
+        """Follow leadership, expire members whose deadlines passed and, every retention check
+        interval, offsets past the retention."""
         self.sync_leadership()
         now = self.clock_ms()
+        check_retention = now >= self._next_retention_check_ms
+        if check_retention:
+            self._next_retention_check_ms = now + self.settings.offsets_retention_check_interval_ms
         topics = None
         for shard in list(self.shards.values()):
             if not shard.loaded:
                 continue
             for group in list(shard.groups.values()):
-                if group.group_id in shard.expiring or not _overdue(group, now):
+                if group.group_id in shard.expiring:
                     continue
-                topics = topics if topics is not None else self.topics()
-                shard.expiring.add(group.group_id)
-                asyncio.ensure_future(self._expire(shard, group.group_id, topics))
+                if _overdue(group, now):
+                    topics = topics if topics is not None else self.topics()
+                    shard.expiring.add(group.group_id)
+                    asyncio.ensure_future(self._expire(shard, group.group_id, topics))
+                elif check_retention and self._expire_offsets(shard, group, now) is not None:
+                    shard.expiring.add(group.group_id)
+                    asyncio.ensure_future(self._expire_offsets_of(shard, group.group_id))
 
     async def _expire(self, shard: Shard, group_id: str, topics: dict[str, int]) -> None:
         def decide(group: Group | None, now: int):
             change = membership.expire(group, topics, now) if group is not None else None
             expired = sorted(set(group.members) - set(change.group.members)) if change is not None else []
-            return (change or GroupChange.of(group, group_id)), expired
+            return (change or GroupChange.of(group, group_id)), {"members": expired} if expired else {}
+        await self._timer_run(shard, group_id, decide, "members expired", "member expiry deferred")
+
+    def _expire_offsets(self, shard: Shard, group: Group, now: int) -> GroupChange | None:
+        return offsets_expiry.expire(group, now, self.settings.offsets_retention_ms, shard.txn_offsets.unstable(group.group_id))
+
+    async def _expire_offsets_of(self, shard: Shard, group_id: str) -> None:
+        def decide(group: Group | None, now: int):
+            change = self._expire_offsets(shard, group, now) if group is not None else None
+            if change is None:
+                return GroupChange.of(group, group_id), {}
+            expired = [f"{r.key.topic}-{r.key.partition}" for r in change.records if r.key.topic]
+            return change, {"offsets": expired, "group_deleted": change.group.deleted}
+        await self._timer_run(shard, group_id, decide, "offsets expired", "offsets expiry deferred")
+
+    async def _timer_run(self, shard: Shard, group_id: str, decide: Callable[[Group | None, int], tuple[GroupChange, dict]],
+                         done: str, deferred: str) -> None:
+        """Run a timer's decision on the group; log what it removed (``done``, with the fields
+        the decision returns, if any) or why not now."""
         try:
-            expired = await self.run(group_id, decide)
-            if expired:
-                self._log.info("members expired", group=group_id, members=expired, topic=OFFSETS_TOPIC, partition=shard.partition)
+            removed = await self.run(group_id, decide)
+            if removed:
+                self._log.info(done, group=group_id, **removed, topic=OFFSETS_TOPIC, partition=shard.partition)
         except Refused as refusal:
-            self._log.info("member expiry deferred", group=group_id, reason=refusal.message)
+            self._log.info(deferred, group=group_id, reason=refusal.message)
         finally:
             shard.expiring.discard(group_id)
 

@@ -41,6 +41,8 @@ class GroupSettings:
     rebalance_timeout_ms: int = 300000  # when the member sends 0
     max_size: int = 1000
     assign_before_revoke: bool = False  # UNSAFE negative control: see unsafe-assign-before-revoke
+    offsets_retention_ms: int = 7 * 24 * 3600 * 1000  # Kafka's offsets.retention.minutes (offsets_expiry)
+    offsets_retention_check_interval_ms: int = 600_000  # Kafka's offsets.retention.check.interval.ms
 
 
 @dataclass(frozen=True)
@@ -217,15 +219,17 @@ def _leave(change: GroupChange, request: Heartbeat, topics: Mapping[str, int], s
         g.session_deadlines_ms[request.member_id] = now_ms + settings.session_timeout_ms
         g.revocation_deadlines_ms.pop(request.member_id, None)
     else:
-        remove_members(change, [request.member_id], topics)
+        remove_members(change, [request.member_id], topics, now_ms)
     return HeartbeatAnswer(member_id=request.member_id, member_epoch=request.member_epoch)
 
 
-def remove_members(change: GroupChange, member_ids: list[str], topics: Mapping[str, int]) -> None:
-    """Remove members (left, timed out, fenced) and recompute the target once."""
+def remove_members(change: GroupChange, member_ids: list[str], topics: Mapping[str, int], now_ms: int) -> None:
+    """Remove members (left, timed out, fenced) and recompute the target once. The group's
+    epoch record notes when the last member left: the offsets retention counts from then."""
     for member_id in member_ids:
         change.remove_member(member_id)
-    _bump(change, topics)
+    g = change.group
+    _bump(change, topics, empty_since_ms=0 if g.members else (g.metadata.empty_since_ms or now_ms))
 
 
 def _resolved_topics(g: Group, topics: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
@@ -243,12 +247,13 @@ def _member_topics(sub: MemberSubscription, topics) -> frozenset[str]:
     return frozenset(names)
 
 
-def _bump(change: GroupChange, topics: Mapping[str, int], assignor: str = "") -> None:
-    """A new group epoch and, at once, the target assignment for it."""
+def _bump(change: GroupChange, topics: Mapping[str, int], assignor: str = "", empty_since_ms: int = 0) -> None:
+    """A new group epoch and, at once, the target assignment for it (``empty_since_ms``: when
+    the group became empty, if it has no members now)."""
     g = change.group
     resolved = _resolved_topics(g, topics)
     counts = dict(resolved)
-    change.set_epoch(GroupEpoch(g.epoch + 1, assignor or g.metadata.assignor or DEFAULT_ASSIGNOR, resolved))
+    change.set_epoch(GroupEpoch(g.epoch + 1, assignor or g.metadata.assignor or DEFAULT_ASSIGNOR, resolved, empty_since_ms))
     subscriptions = {m: _member_topics(sub, counts) for m, sub in g.members.items()}
     target = ASSIGNORS[g.metadata.assignor](subscriptions, counts, g.targets)
     for member_id in sorted(target):
@@ -306,7 +311,7 @@ def expire(group: Group, topics: Mapping[str, int], now_ms: int) -> GroupChange 
     if not due:
         return None
     change = GroupChange.of(group, group.group_id)
-    remove_members(change, due, topics)
+    remove_members(change, due, topics, now_ms)
     return change
 
 

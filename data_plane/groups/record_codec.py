@@ -36,7 +36,7 @@ def encode(record: GroupRecord) -> tuple[bytes, bytes | None]:
     kind = record.key.type
     if kind is RecordType.GROUP_EPOCH:
         message = pb.GroupEpochValue(epoch=value.epoch, assignor=value.assignor, subscribed_topics=[
-            pb.TopicPartitionCount(topic=t, partitions=n) for t, n in value.subscribed_topics])
+            pb.TopicPartitionCount(topic=t, partitions=n) for t, n in value.subscribed_topics], empty_since_ms=value.empty_since_ms)
     elif kind is RecordType.MEMBER:
         message = pb.MemberValue(
             instance_id=value.instance_id, client_id=value.client_id, client_host=value.client_host, rack_id=value.rack_id,
@@ -63,7 +63,7 @@ def decode(key_bytes: bytes, value_bytes: bytes | None) -> GroupRecord:
     kind = key.type
     if kind is RecordType.GROUP_EPOCH:
         v = pb.GroupEpochValue.FromString(value_bytes)
-        value = GroupEpoch(v.epoch, v.assignor, tuple((t.topic, t.partitions) for t in v.subscribed_topics))
+        value = GroupEpoch(v.epoch, v.assignor, tuple((t.topic, t.partitions) for t in v.subscribed_topics), v.empty_since_ms)
     elif kind is RecordType.MEMBER:
         m = pb.MemberValue.FromString(value_bytes)
         value = MemberSubscription(m.instance_id, m.client_id, m.client_host, m.rack_id, tuple(m.subscribed_topic_names),

@@ -44,11 +44,15 @@ class RecordKey:
 class GroupEpoch:
     """The group epoch (bumped on every membership, subscription or topic change), the
     assignor, and the subscribed topics with their partition counts as resolved then: a
-    change of those counts (a topic created or grown) bumps the epoch."""
+    change of those counts (a topic created or grown) bumps the epoch. ``empty_since_ms``:
+    when the last member left (0 while it has members, or if it never had any), in the
+    record so that a coordinator after failover counts the offsets retention from the same
+    moment (Kafka's ``currentStateTimestamp``, KIP-211)."""
 
     epoch: int = 0
     assignor: str = ""
     subscribed_topics: tuple[tuple[str, int], ...] = ()
+    empty_since_ms: int = 0
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,8 @@ def serve_groups(config: BrokerConfig, replicas, create_topics: CreateTopics, se
         heartbeat_interval_ms=config.group_heartbeat_interval_ms,
         max_size=config.group_max_size,
         assign_before_revoke=config.unsafe is UnsafeBehaviour.ASSIGN_BEFORE_REVOKE,
+        offsets_retention_ms=round(config.offsets_retention_minutes * 60_000),
+        offsets_retention_check_interval_ms=config.offsets_retention_check_interval_ms,
     )
     coordinator = GroupCoordinator(config.broker_id, replicas, settings)
     replicas.marker_listeners.append(coordinator.on_marker)  # transactional offsets complete with their markers
