@@ -18,6 +18,11 @@ After a leader change, and on resuming from a committed offset, a position is ch
 the new leader's log before the next fetch (KIP-320, ``truncation.py``), so records an unclean
 election truncated are never skipped or re-read silently.
 
+A partition without a position is reset by ``auto_offset_reset`` inside poll, one round of
+ListOffsets at a time: one whose leader cannot answer now keeps no position and is asked
+again after a backoff (``pending_resets.py``) while the others are read, as Kafka's consumer
+does; only ``position()`` of it waits for an answer and raises when none comes.
+
 With ``group_id`` the consumer is a member of a consumer group instead (``subscribe``): the
 group's coordinator decides which partitions it owns, and ``group_session.py`` moves the
 assignment, heartbeats and commits; this class still does the reading.
