@@ -4,7 +4,9 @@ only replica's broker is down): poll returns the others' records, position() of 
 one raises after its timeout, the stuck one warns (not once per poll) and is retried in the
 background, and once its leader answers it is read from the reset position. Before, the
 whole poll raised REQUEST_TIMED_OUT for the one partition. For assign() and group consumers,
-in both fetch modes."""
+in both fetch modes. Likewise a position resumed from a commit whose check against the leader's
+log (KIP-320, OffsetForLeaderEpoch) goes unanswered for one partition: before, no partition was
+read at all."""
 
 from __future__ import annotations
 
@@ -84,6 +86,21 @@ def test_a_group_member_reads_the_others_while_one_reset_is_unanswered(broker, f
             check_reads_around_the_stuck_partition(consumer, broker)
     finally:
         server.stop(grace=None)
+
+
+@pytest.mark.parametrize("fetch_mode", ["fetch", "stream"])
+def test_an_unanswered_position_check_of_one_partition_holds_up_no_other(broker, fetch_mode):
+    del broker.list_offsets_error[STUCK]  # no reset here: every position comes from a commit
+    broker.epoch_end_error[STUCK] = common_pb2.LEADER_NOT_AVAILABLE
+    with Consumer(broker.address, auto_offset_reset="none", fetch_mode=fetch_mode, fetch_max_wait_ms=50) as consumer:
+        consumer.assign([("t", p) for p in range(PARTITIONS)])
+        for p in range(PARTITIONS):
+            consumer._seek_committed(("t", p), 0, broker.leader_epoch)  # as a group member resuming from its commits
+        seen: set = set()
+        read_until(consumer, seen, every_record([0, 2]))
+        assert not {o for p, o in seen if p == STUCK[1]}
+        del broker.epoch_end_error[STUCK]
+        read_until(consumer, seen, every_record(range(PARTITIONS)))
 
 
 def test_auto_offset_reset_none_still_raises_at_once(broker):
