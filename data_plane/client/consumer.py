@@ -18,6 +18,11 @@ After a leader change, and on resuming from a committed offset, a position is ch
 the new leader's log before the next fetch (KIP-320, ``truncation.py``), so records an unclean
 election truncated are never skipped or re-read silently.
 
+A partition without a position is reset by ``auto_offset_reset`` inside poll, one round of
+ListOffsets at a time: one whose leader cannot answer now keeps no position and is asked
+again after a backoff (``pending_resets.py``) while the others are read, as Kafka's consumer
+does; only ``position()`` of it waits for an answer and raises when none comes.
+
 With ``group_id`` the consumer is a member of a consumer group instead (``subscribe``): the
 group's coordinator decides which partitions it owns, and ``group_session.py`` moves the
 assignment, heartbeats and commits; this class still does the reading.
@@ -43,7 +48,8 @@ from data_plane.client.group_session import CommittedOffset, GroupSession, Parti
 from data_plane.client.metadata_cache import MetadataCache, TopicPartition, refresh_sync
 from server_common.client_security import ClientSecurity
 from server_common.client_security import resolve as resolve_security
-from data_plane.client.offset_lookup import EARLIEST, LATEST, epoch_end_offsets, list_offsets
+from data_plane.client.offset_lookup import EARLIEST, LATEST, OffsetAndTimestamp, list_offsets, try_epoch_end_offsets, try_list_offsets
+from data_plane.client.pending_resets import PendingResets
 from data_plane.client.records import ConsumerRecord
 from data_plane.client.transactions import GroupMetadata
 from data_plane.client.truncation import Diverged, LogTruncationError, Position, check_position
@@ -55,7 +61,9 @@ _RESETS = ("none", "earliest", "latest")
 _FETCH_MODES = ("stream", "fetch")
 GROUP_POLL_WAIT_S_MAX = 0.05  # a group member's poll looks for a reconciliation at least this often
 _ISOLATION_LEVELS = {"read_uncommitted": broker_pb2.READ_UNCOMMITTED, "read_committed": broker_pb2.READ_COMMITTED}
-VALIDATION_TIMEOUT_S_MAX = 1.0  # one position check inside poll; an unanswered one is asked again next round
+LOOKUP_TIMEOUT_S_MAX = 1.0  # one round of position checks or resets inside poll; an unanswered partition is asked again later
+RESET_BACKOFF_S_MAX = 1.0  # a partition whose reset got no answer is asked again at most this far apart
+RESET_WARN_INTERVAL_S = 5.0  # and warns about it at most this often
 
 log = structlog.get_logger(__name__)
 
@@ -168,6 +176,7 @@ class Consumer:
         self._resting_until: dict[TopicPartition, float] = {}  # stream mode: a partition's stream ended with an error
         self._last_epochs: dict[TopicPartition, int] = {}  # leader epoch of the record before the position (KIP-320)
         self._validated_at: dict[TopicPartition, int] = {}  # leader epoch at which the position was last checked
+        self._resets = PendingResets(self._retry_backoff_s, RESET_BACKOFF_S_MAX, RESET_WARN_INTERVAL_S)
         self._group = None if group_id is None else GroupSession(
             self, group_id, instance_id=group_instance_id, client_id=client_id, enable_auto_commit=enable_auto_commit,
             auto_commit_interval_ms=auto_commit_interval_ms, rebalance_timeout_ms=rebalance_timeout_ms,
@@ -189,6 +198,7 @@ class Consumer:
         wanted = [(str(t), int(p)) for t, p in partitions]
         self._cancel_streams(set(self._positions) - set(wanted))
         self._positions = {tp: self._positions.get(tp) for tp in wanted}
+        self._resets.keep_only(set(self._positions))
         for tp in list(self._buffered):
             if tp not in self._positions:
                 del self._buffered[tp]
@@ -270,6 +280,7 @@ class Consumer:
         if offset < 0:
             raise ValueError(f"offset {offset} < 0: use seek_to_beginning/seek_to_end for logical positions")
         self._positions[tp] = offset
+        self._resets.resolved([tp])
         self._last_epochs.pop(tp, None)
         self._validated_at.pop(tp, None)
         self._buffered.pop(tp, None)
@@ -283,11 +294,27 @@ class Consumer:
         """Positions partitions (all assigned by default) at their high watermark."""
         self._seek_to(LATEST, tps)
 
-    def position(self, tp: TopicPartition) -> int:
-        """The offset of the next record poll returns for `tp` (resolving a reset if needed)."""
+    def position(self, tp: TopicPartition, timeout_ms: float | None = None) -> int:
+        """The offset of the next record poll returns for `tp`, resolving a reset if needed:
+        waits up to `timeout_ms` (default: request_timeout_ms) for the partition's leader to
+        answer, then raises REQUEST_TIMED_OUT (poll meanwhile reads the other partitions)."""
         self._check_assigned(tp)
         if self._positions[tp] is None:
-            self._reset_positions([tp])
+            self._require_reset_policy([tp])
+            timeout_s = self._request_timeout_s if timeout_ms is None else timeout_ms / 1000.0
+            timestamp = self._reset_timestamp()
+            try:
+                answers = list_offsets(self._metadata, self._pool, {tp: timestamp}, timeout_s, self._retry_backoff_s, self._isolation_level)
+            except KraftlogError as err:
+                if not err.retriable:
+                    raise
+                raise KraftlogError(
+                    "REQUEST_TIMED_OUT",
+                    f"no position for {tp[0]}-{tp[1]}: its reset to the {self._auto_offset_reset} offset got no answer from the "
+                    f"partition's leader within {timeout_s:.1f}s ({err}); see its leader with 'kraftlog topics describe {tp[0]}', "
+                    "then call position() again with a longer timeout_ms, or seek() to a known offset",
+                ) from err
+            self._apply_offsets(answers, timestamp)
         return self._positions[tp]
 
     def offsets_for_times(self, timestamps: dict[TopicPartition, int]) -> dict[TopicPartition, int | None]:
@@ -332,7 +359,7 @@ class Consumer:
         group = self._group
         if group is not None:
             group.on_poll()
-        self._reset_positions([tp for tp, pos in self._positions.items() if pos is None])
+        self._reset_positions()
         deadline = time.monotonic() + timeout_ms / 1000.0
         self._collect_completions(0.0)
         while not self._buffered:
@@ -340,11 +367,15 @@ class Consumer:
             remaining = deadline - time.monotonic()
             if remaining <= 0 or self._pending_error is not None:
                 break
+            reset_in = self._resets.next_retry_in(time.monotonic())
+            if reset_in is not None:
+                remaining = min(remaining, max(reset_in, 0.001))
             if group is not None:
                 if group.reconciliation_due():
                     break
                 remaining = min(remaining, GROUP_POLL_WAIT_S_MAX)
             self._collect_completions(remaining)
+            self._reset_positions()
         if group is not None:
             group.on_poll()  # a revocation that arrived while waiting: its records are not handed out
         self._raise_pending()
@@ -397,7 +428,12 @@ class Consumer:
             self._metadata, self._pool, {tp: timestamp for tp in targets}, self._request_timeout_s, self._retry_backoff_s,
             self._isolation_level,
         )
+        self._apply_offsets(answers, timestamp)
+
+    def _apply_offsets(self, answers: dict[TopicPartition, OffsetAndTimestamp], timestamp: int) -> None:
+        """Positions the answered partitions where ListOffsets for ``timestamp`` put them."""
         self._cancel_streams(set(answers))
+        self._resets.resolved(answers)
         for tp, answer in answers.items():
             self._positions[tp] = answer.offset
             self._last_epochs.pop(tp, None)
@@ -406,14 +442,39 @@ class Consumer:
             if timestamp == LATEST:
                 self._high_watermarks[tp] = answer.offset
 
-    def _reset_positions(self, tps: list[TopicPartition]) -> None:
-        """Applies auto_offset_reset to partitions without a (valid) position."""
-        if not tps:
-            return
+    def _require_reset_policy(self, tps: list[TopicPartition]) -> None:
         if self._auto_offset_reset == "none":
             names = ", ".join(f"{t}-{p}" for t, p in tps)
             raise KraftlogError("NO_POSITION", f"no position for {names} and auto_offset_reset='none'", retriable=False)
-        self._seek_to(EARLIEST if self._auto_offset_reset == "earliest" else LATEST, tps)
+
+    def _reset_timestamp(self) -> int:
+        return EARLIEST if self._auto_offset_reset == "earliest" else LATEST
+
+    def _reset_positions(self) -> None:
+        """Applies auto_offset_reset to partitions without a (valid) position, in one round
+        of ListOffsets: a partition whose leader does not answer now (none known, unreachable,
+        NOT_LEADER..., timed out) keeps no position and is tried again after a backoff, on
+        fresh metadata, while the others are read."""
+        tps = [tp for tp, pos in self._positions.items() if pos is None]
+        if not tps:
+            return
+        self._require_reset_policy(tps)
+        now = time.monotonic()
+        due = self._resets.due(tps, now)
+        if not due:
+            return
+        timestamp = self._reset_timestamp()
+        got = try_list_offsets(self._metadata, self._pool, dict.fromkeys(due, timestamp), min(self._request_timeout_s, LOOKUP_TIMEOUT_S_MAX),
+                               self._retry_backoff_s, self._isolation_level)
+        self._apply_offsets(got.answers, timestamp)
+        fatal = next((why for why in got.failures.values() if not why.retriable), None)
+        if fatal is not None:
+            raise fatal
+        now = time.monotonic()
+        for tp, why in got.failures.items():
+            if self._resets.failed(tp, now):
+                log.warning("offset reset unanswered; reading the other partitions meanwhile and retrying", topic=tp[0], partition=tp[1],
+                            auto_offset_reset=self._auto_offset_reset, error=str(why), retry_in_s=round(self._resets.retry_in(tp, now), 3))
 
     def _positions_by_leader(self, skip) -> dict[str, dict[TopicPartition, int]]:
         """Positioned partitions (but those ``skip(tp)`` names) grouped by leader address,
@@ -463,13 +524,12 @@ class Consumer:
         if not due:
             return
         try:
-            answers = epoch_end_offsets(self._metadata, self._pool, {tp: point.last_epoch for tp, (point, _) in due.items()},
-                                        min(self._request_timeout_s, VALIDATION_TIMEOUT_S_MAX), self._retry_backoff_s)
+            got = try_epoch_end_offsets(self._metadata, self._pool, {tp: point.last_epoch for tp, (point, _) in due.items()},
+                                        min(self._request_timeout_s, LOOKUP_TIMEOUT_S_MAX), self._retry_backoff_s)
         except KraftlogError as err:
-            if not err.retriable:
-                self._pending_error = err
-            return  # retriable: the positions stay unchecked, asked again next round
-        for tp, answer in answers.items():
+            self._pending_error = err  # one that waiting will not cure
+            return
+        for tp, answer in got.answers.items():  # the unanswered stay unchecked, asked again next round
             point, epoch = due[tp]
             self._validated_at[tp] = epoch
             diverged = check_position(point, answer)

@@ -10,7 +10,8 @@ original offsets, gaps with OUT_OF_ORDER_SEQUENCE. Faults, one per request, per 
 set, makes Metadata fail with UNAVAILABLE; `fail_produce[tp]` answers an error code without appending; `lose_answer[tp]` appends and
 then answers an error code (the outcome a client cannot know); `on_append(tp)`, when set,
 runs after each append, under the broker's lock (to change faults at an exact point);
-`produce_delay_s[tp]` holds every request for tp that long, `delay_next_s[tp]` only the next ones,
+`list_offsets_error[tp]`, while set, is ListOffsets' answer for tp (a partition whose leader cannot
+answer), `epoch_end_error[tp]` the same for OffsetForLeaderEpoch; `produce_delay_s[tp]` holds every request for tp that long, `delay_next_s[tp]` only the next ones,
 one delay each (so a later request overtakes an earlier one). `overlaps` counts requests
 that reached the broker while another request for one of their partitions was being handled.
 """
@@ -53,6 +54,9 @@ class FakeBroker(broker_pb2_grpc.BrokerServicer):
         self.on_append: Callable[[tuple[str, int]], None] | None = None
         self.overlaps = 0
         self.epoch_ends: dict[tuple[str, int], tuple[int, int]] = {}  # OffsetForLeaderEpoch's answer per partition
+        self.list_offsets_error: dict[tuple[str, int], int] = {}  # ListOffsets answers this code for the partition while set
+        self.list_offsets_asked: dict[tuple[str, int], int] = defaultdict(int)
+        self.epoch_end_error: dict[tuple[str, int], int] = {}  # OffsetForLeaderEpoch answers this code for the partition while set
         self._handling: set[tuple[str, int]] = set()
         self.produce_requests = 0
         self.fetch_requests = 0
@@ -200,7 +204,12 @@ class FakeBroker(broker_pb2_grpc.BrokerServicer):
         for topic in request.topics:
             answer_topic = response.topics.add(topic=topic.topic)
             for p in topic.partitions:
-                offset = 0 if p.timestamp == -2 else self.end_offsets[(topic.topic, p.partition)]
+                tp = (topic.topic, p.partition)
+                self.list_offsets_asked[tp] += 1
+                if (error := self.list_offsets_error.get(tp)) is not None:
+                    answer_topic.partitions.add(partition=p.partition, error_code=error, error_message="fault", current_leader=self._hint())
+                    continue
+                offset = 0 if p.timestamp == -2 else self.end_offsets[tp]
                 answer_topic.partitions.add(partition=p.partition, offset=offset, timestamp=-1)
         return response
 
@@ -212,6 +221,9 @@ class FakeBroker(broker_pb2_grpc.BrokerServicer):
             answer_topic = response.topics.add(topic=topic.topic)
             for p in topic.partitions:
                 tp = (topic.topic, p.partition)
+                if (error := self.epoch_end_error.get(tp)) is not None:
+                    answer_topic.partitions.add(partition=p.partition, error_code=error, error_message="fault")
+                    continue
                 epoch, end = self.epoch_ends.get(tp, (self.leader_epoch, self.end_offsets[tp]))
                 answer_topic.partitions.add(partition=p.partition, leader_epoch=epoch, end_offset=end)
         return response
