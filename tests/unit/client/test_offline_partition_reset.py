@@ -13,9 +13,9 @@ from __future__ import annotations
 import time
 
 import pytest
-from structlog.testing import capture_logs
 
 from data_plane.client import Consumer, KraftlogError, Producer
+from data_plane.client import consumer as consumer_module
 from data_plane.client.consumer import RESET_BACKOFF_S_MAX, RESET_WARN_INTERVAL_S
 from kraftlog_proto import common_pb2
 from tests.unit.client.fake_broker import FakeBroker
@@ -38,6 +38,24 @@ def broker():
         yield fake
 
 
+class LogRecorder:
+    """Stands in for the consumer module's logger: structlog's capture_logs misses a logger
+    cached under an earlier configuration (another test may have configured logging first)."""
+
+    def __init__(self) -> None:
+        self.entries: list[dict] = []
+
+    def __getattr__(self, level: str):
+        return lambda event, **fields: self.entries.append({"log_level": level, "event": event, **fields})
+
+
+@pytest.fixture
+def logs(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
+    recorder = LogRecorder()
+    monkeypatch.setattr(consumer_module, "log", recorder)
+    return recorder.entries
+
+
 def read_until(consumer: Consumer, seen: set, wanted: set, timeout_s: float = 10) -> None:
     deadline = time.monotonic() + timeout_s
     while not wanted <= seen and time.monotonic() < deadline:
@@ -49,14 +67,13 @@ def every_record(partitions) -> set:
     return {(p, o) for p in partitions for o in range(PER_PARTITION)}
 
 
-def check_reads_around_the_stuck_partition(consumer: Consumer, broker: FakeBroker) -> None:
+def check_reads_around_the_stuck_partition(consumer: Consumer, broker: FakeBroker, logs: list[dict]) -> None:
     seen: set = set()
     started = time.monotonic()
-    with capture_logs() as logs:
-        read_until(consumer, seen, every_record([0, 2]))
-        polled_until = time.monotonic() + 1.0
-        while time.monotonic() < polled_until:  # many polls while the partition stays stuck
-            seen.update((r.partition, r.offset) for r in consumer.poll(20))
+    read_until(consumer, seen, every_record([0, 2]))
+    polled_until = time.monotonic() + 1.0
+    while time.monotonic() < polled_until:  # many polls while the partition stays stuck
+        seen.update((r.partition, r.offset) for r in consumer.poll(20))
     elapsed_s = time.monotonic() - started
     assert not {o for p, o in seen if p == STUCK[1]}
     warnings = [e for e in logs if e["log_level"] == "warning" and e.get("partition") == STUCK[1]]
@@ -73,21 +90,21 @@ def check_reads_around_the_stuck_partition(consumer: Consumer, broker: FakeBroke
 
 
 @pytest.mark.parametrize("fetch_mode", ["fetch", "stream"])
-def test_an_assigned_consumer_reads_the_others_while_one_reset_is_unanswered(broker, fetch_mode):
+def test_an_assigned_consumer_reads_the_others_while_one_reset_is_unanswered(broker, fetch_mode, logs):
     with Consumer(broker.address, auto_offset_reset="earliest", fetch_mode=fetch_mode, fetch_max_wait_ms=50) as consumer:
         consumer.assign([("t", p) for p in range(PARTITIONS)])
-        check_reads_around_the_stuck_partition(consumer, broker)
+        check_reads_around_the_stuck_partition(consumer, broker, logs)
 
 
 @pytest.mark.parametrize("fetch_mode", ["fetch", "stream"])
-def test_a_group_member_reads_the_others_while_one_reset_is_unanswered(broker, fetch_mode):
+def test_a_group_member_reads_the_others_while_one_reset_is_unanswered(broker, fetch_mode, logs):
     coordinator = FakeCoordinator({"t": PARTITIONS})
     server = coordinator.start()
     try:
         with Consumer(f"{broker.address},{coordinator.address}", group_id="g", auto_offset_reset="earliest",
                       fetch_mode=fetch_mode, fetch_max_wait_ms=50) as consumer:
             consumer.subscribe(["t"])
-            check_reads_around_the_stuck_partition(consumer, broker)
+            check_reads_around_the_stuck_partition(consumer, broker, logs)
     finally:
         server.stop(grace=None)
 
