@@ -22,14 +22,15 @@ LOG_STATE_TIMEOUT_S = 3.0
 A = TypeVar("A")
 
 
-def open_clients(args: argparse.Namespace):
+def open_clients(args: argparse.Namespace, controller_timeout_s: float = 30.0):
     """(Admin, ControllerClient) for the cluster named by ``--bootstrap``/``--data-dir``;
-    use both as context managers."""
+    use both as context managers. ``controller_timeout_s``: how long a controller call is
+    retried (a lookup that only improves a message gives up sooner)."""
     from data_plane.client import Admin
     from metadata_quorum.controller_client import ControllerClient
 
     admin = Admin(resolve_bootstrap(args.bootstrap, args.data_dir))
-    return admin, ControllerClient(admin.controller_endpoints())
+    return admin, ControllerClient(admin.controller_endpoints(), timeout_s=controller_timeout_s)
 
 
 def open_coordinator_admin(args: argparse.Namespace, admin_class: type[A]) -> A:

@@ -7,6 +7,7 @@ import sys
 import time
 
 from cli import partition_check
+from cli.admin_clients import open_clients
 from cli.bootstrap import check_partition, partitions_of, resolve_bootstrap, topic_partitions
 
 ACKS = {"all": "all", "1": 1, "0": 0}
@@ -50,7 +51,7 @@ def _check_writable(bootstrap: str, args: argparse.Namespace) -> None:
     """Refuse at once when no partition the command writes to takes writes now; warn when
     some do not (cli/partition_check.py says why)."""
     partitions, targets = _targets(bootstrap, args)
-    min_insync = _min_insync_replicas(bootstrap, args.topic) if args.acks == "all" else None
+    min_insync = _min_insync_replicas(args) if args.acks == "all" else None
     refused = partition_check.refusals(partitions, targets, min_insync)
     if refused and len(refused) == len(targets):
         raise ValueError(partition_check.refusal_message(args.topic, refused))
@@ -70,19 +71,16 @@ def _readable(bootstrap: str, args: argparse.Namespace) -> list[int]:
     return [p for p in targets if p not in refused]
 
 
-def _min_insync_replicas(bootstrap: str, topic: str) -> int | None:
+def _min_insync_replicas(args: argparse.Namespace) -> int | None:
     """The topic's min.insync.replicas as the controllers have it; None when they cannot be
     asked within a few seconds (the check is then left to the brokers, which have the last word)."""
-    from data_plane.client import Admin, KraftlogError
-    from metadata_quorum.controller_client import ControllerClient, ControllerError
+    from data_plane.client import KraftlogError
+    from metadata_quorum.controller_client import ControllerError
 
     try:
-        with Admin(bootstrap) as admin:
-            endpoints = admin.controller_endpoints()
-        if not endpoints:
-            return None
-        with ControllerClient(endpoints, timeout_s=5.0) as controller:
-            entries = controller.describe_configs([topic]).get(topic, [])
+        admin, controller = open_clients(args, controller_timeout_s=5.0)
+        with admin, controller:
+            entries = controller.describe_configs([args.topic]).get(args.topic, [])
     except (KraftlogError, ControllerError):
         return None
     return next((int(e.value) for e in entries if e.key == "min.insync.replicas"), None)
