@@ -14,8 +14,11 @@ Header (``HEADER_SIZE`` = 61 bytes)::
     attributes int16 | last_offset_delta int32 | first_timestamp int64 | max_timestamp int64
     producer_id int64 | producer_epoch int16 | base_sequence int32 | record_count int32
 
-The CRC (``zlib.crc32``: CRC-32 as in zip and Ethernet, not Kafka's CRC-32C) covers
-everything after the crc field to the end of the batch. The prefix stays outside it so the
+The CRC (CRC-32 as ``zlib.crc32`` computes it, as in zip and Ethernet, not Kafka's CRC-32C)
+covers everything after the crc field to the end of the batch. It is computed with
+zlib-ng's vectorised ``crc32``: the same function, about ten times faster than the system
+zlib's on this project's machines, and every batch is checked by the producer, the leader,
+each follower and the consumer. The prefix stays outside it so the
 leader can stamp ``base_offset`` and ``leader_epoch`` without touching the CRC. The one
 exception is LogAppendTime: the broker sets attribute bit 3 and ``max_timestamp`` (both
 covered) and recomputes the CRC (``set_log_append_time``). Readers of a LogAppendTime batch
@@ -42,12 +45,13 @@ import codecs
 import struct
 import sys
 import time
-import zlib
 from array import array
 from dataclasses import dataclass
 from itertools import accumulate, chain, islice, repeat
 from operator import add, sub
 from typing import Iterator, NamedTuple, Sequence
+
+from zlib_ng.zlib_ng import crc32
 
 from data_plane.batch_compression import BodyCompressionError, compress, decompress
 from data_plane.batch_compression import CODES as COMPRESSION_CODES
@@ -162,7 +166,7 @@ class BodyLayout(NamedTuple):
     header_names_at)``, items back to back in record order, nulls taking no bytes.
     """
 
-    body: bytes
+    body: bytes | memoryview  # a view of the batch's immutable bytes, or its own copy
     record_count: int
     header_count: int
     key_nulls: int
@@ -319,7 +323,7 @@ def encode_batch(
         0, HEADER_SIZE + len(body), -1, MAGIC, 0,
         attributes, n - 1, first_ts, max_ts, producer_id, producer_epoch, base_sequence, n,
     )
-    crc = zlib.crc32(body, zlib.crc32(memoryview(covered)[_CRC_START:]))
+    crc = crc32(body, crc32(memoryview(covered)[_CRC_START:]))
     return b"".join([covered[:_CRC_POS], _CRC_FIELD.pack(crc), covered[_CRC_START:], body])
 
 
@@ -415,7 +419,7 @@ def validate_batch(buf: bytes | bytearray | memoryview, pos: int = 0, max_bytes:
     CRC; raises CorruptBatchError saying which failed.
     """
     header = _checked_header(buf, pos, max_bytes)
-    crc = zlib.crc32(memoryview(buf)[pos + _CRC_START : pos + header.batch_length])
+    crc = crc32(memoryview(buf)[pos + _CRC_START : pos + header.batch_length])
     if crc != header.crc:
         raise CorruptBatchError(f"batch at position {pos} (base offset {header.base_offset}): CRC {crc:#010x} does not match stored {header.crc:#010x}")
     return header
@@ -547,7 +551,7 @@ def set_log_append_time(buf: bytearray | memoryview, pos: int, ts_ms: int) -> No
     header = read_header(buf, pos)
     _ATTRIBUTES.pack_into(buf, pos + _CRC_START, header.attributes | TIMESTAMP_TYPE_BIT)
     _MAX_TIMESTAMP.pack_into(buf, pos + _MAX_TIMESTAMP_POS, ts_ms)
-    crc = zlib.crc32(memoryview(buf)[pos + _CRC_START : pos + header.batch_length])
+    crc = crc32(memoryview(buf)[pos + _CRC_START : pos + header.batch_length])
     _CRC_FIELD.pack_into(buf, pos + _CRC_POS, crc)
 
 
@@ -557,7 +561,11 @@ def set_log_append_time(buf: bytearray | memoryview, pos: int, ts_ms: int) -> No
 def decode_batch(buf: bytes | bytearray | memoryview, pos: int = 0) -> DecodedBatch:
     """Validate and decode the batch at ``pos`` into columns."""
     header = validate_batch(buf, pos)
-    body = bytes(memoryview(buf)[pos + HEADER_SIZE : pos + header.batch_length])
+    body = memoryview(buf)[pos + HEADER_SIZE : pos + header.batch_length]
+    # A view of immutable bytes costs no copy (the consumer's fetched bytes: the batch keeps
+    # them alive); anything mutable is copied, so later writes to ``buf`` cannot change it.
+    if not isinstance(buf, bytes):
+        body = bytes(body)
     try:
         if header.compression != "none":
             body = _decompressed(header, body)
@@ -665,7 +673,7 @@ def _casting_out_64(x: int) -> int:
     return x % ((1 << 64) - 1)
 
 
-def _decode_body(header: BatchHeader, body: bytes) -> DecodedBatch:
+def _decode_body(header: BatchHeader, body: bytes | memoryview) -> DecodedBatch:
     """Checks the body (``_body_layout``) and keeps the layout; only header keys and values
     are cut here (they need a utf-8 check)."""
     n = header.record_count
@@ -680,16 +688,19 @@ def _decode_body(header: BatchHeader, body: bytes) -> DecodedBatch:
     return DecodedBatch.from_layout(header, layout, _group_headers(n, header_counts, h, names, header_values))
 
 
-def _cut_column(body: bytes, lengths: array, start: int) -> list[bytes | None]:
-    """Cut ``len(lengths)`` items (-1 = None) out of ``body`` from ``start`` (already checked by ``_body_layout``)."""
+def _cut_column(body: bytes | memoryview, lengths: array, start: int) -> list[bytes | None]:
+    """Cut ``len(lengths)`` items (-1 = None) out of ``body`` from ``start`` (already checked
+    by ``_body_layout``): the column's bytes are taken out of ``body`` once (it may be a
+    view), then cut into items."""
     if not lengths:
         return []
     nulls = lengths.count(-1)
     if nulls == len(lengths):
         return [None] * nulls
     sizes = map(max, lengths, repeat(0)) if nulls else lengths
-    ends = list(accumulate(sizes, initial=start))
-    items: list[bytes | None] = list(map(body.__getitem__, map(slice, ends, islice(ends, 1, None))))
+    ends = list(accumulate(sizes, initial=0))
+    column = bytes(body[start : start + ends[-1]])
+    items: list[bytes | None] = list(map(column.__getitem__, map(slice, ends, islice(ends, 1, None))))
     if nulls:
         items = [None if length == -1 else item for length, item in zip(lengths, items)]
     return items

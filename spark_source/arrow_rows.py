@@ -8,14 +8,20 @@ batches are joined into one int32 array, a cumulative sum turns them into Arrow 
 the blobs are joined into the data buffer, and `pa.Array.from_buffers` wraps the result.
 Offsets, timestamps and timestamp types come from per-batch header values spread over
 their records with run-end decoding. That is a fixed number of C-level calls per fetch,
-whatever its record count. Only batches built from lists (the consumer cuts the first
-batch of a fetch that starts inside it) go through `pa.array`.
+whatever its record count. Batches built from lists (the consumer cuts the first batch of a
+fetch that starts inside it) are turned into the same buffers from Python lists.
+
+Nothing here calls `pa.array` or `pa.scalar` on Python values except for the opt-in headers
+column: both first ask pandas whether their argument is one of its arrays, which imports
+pandas, about 0.2 s of CPU in every new Spark Python worker, i.e. in the first micro-batch of
+every query (`tests/spark/test_units.py` checks that reading leaves pandas unimported).
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from array import array
+from collections.abc import Iterable, Sequence
 from itertools import accumulate, chain, groupby, repeat
 
 import pyarrow as pa
@@ -23,14 +29,32 @@ import pyarrow.compute as pc
 
 from data_plane.record_batch import LOG_APPEND_TIME, DecodedBatch
 
+_ARRAY_CODES = {pa.int32(): "i", pa.int64(): "q"}
+
+
+def _ints(values: Iterable[int], type_: pa.DataType) -> pa.Array:
+    """An int32 or int64 Arrow array of Python ints, without `pa.array` (see the module's
+    docstring): `array.array` packs them in the host's byte order, as Arrow wants."""
+    packed = array(_ARRAY_CODES[type_], values)
+    return pa.Array.from_buffers(type_, len(packed), [None, pa.py_buffer(packed)])
+
+
+def _string(text: str) -> pa.Scalar:
+    """A string scalar, without `pa.scalar` (which imports pandas as `pa.array` does)."""
+    data = text.encode()
+    return pa.Array.from_buffers(pa.string(), 1, [None, pa.py_buffer(array("i", [0, len(data)])), pa.py_buffer(data)])[0]
+
+
 SCHEMA_DDL = "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, timestampType int"
 HEADERS_DDL = ", headers array<struct<key:string,value:binary>>"
 
 _HEADER_TYPE = pa.list_(pa.field("element", pa.struct([("key", pa.string()), ("value", pa.binary())])))
 _TS_TYPE = pa.timestamp("us", tz="UTC")
-_ZERO_OFFSET = pa.array([0], pa.int32())
-_ZERO_LENGTH = pa.scalar(0, pa.int32())
-_ONE = pa.scalar(1, pa.int64())
+_ZERO_OFFSET = _ints([0], pa.int32())
+_ZERO_LENGTH = _ints([0], pa.int32())[0]
+_NULL_LENGTH = _ints([-1], pa.int32())[0]
+_ONE = _ints([1], pa.int64())[0]
+_THOUSAND = _ints([1000], pa.int64())[0]
 # The body's int32 columns are little-endian and Arrow uses the host's order.
 _BUFFERS_ARE_ARROW = sys.byteorder == "little"
 
@@ -68,10 +92,10 @@ def to_record_batch(
     columns = [
         keys,
         values,
-        pa.repeat(pa.scalar(topic, pa.string()), n),
-        pa.repeat(pa.scalar(partition, pa.int32()), n),
+        pa.repeat(_string(topic), n),
+        pa.repeat(_ints([partition], pa.int32())[0], n),
         offsets,
-        pc.multiply(timestamps_ms, 1000).cast(_TS_TYPE),
+        pc.multiply(timestamps_ms, _THOUSAND).cast(_TS_TYPE),
         timestamp_types,
     ]
     if include_headers:
@@ -85,14 +109,20 @@ def _concat(arrays: Sequence[pa.Array]) -> pa.Array:
 
 
 def _from_lists(batches: list[DecodedBatch]) -> Columns:
-    """Columns of batches that hold Python lists (no body layout): one pa.array per column."""
+    """Columns of batches that hold Python lists (no body layout)."""
     return (
-        pa.array(list(chain.from_iterable(b.keys for b in batches)), pa.binary()),
-        pa.array(list(chain.from_iterable(b.values for b in batches)), pa.binary()),
-        pa.array(list(chain.from_iterable(b.offsets for b in batches)), pa.int64()),
-        pa.array(list(chain.from_iterable(b.timestamps for b in batches)), pa.int64()),
-        pa.array(list(chain.from_iterable(repeat(b.header.timestamp_type, len(b.offsets)) for b in batches)), pa.int32()),
+        _binary_of(list(chain.from_iterable(b.keys for b in batches))),
+        _binary_of(list(chain.from_iterable(b.values for b in batches))),
+        _ints(chain.from_iterable(b.offsets for b in batches), pa.int64()),
+        _ints(chain.from_iterable(b.timestamps for b in batches), pa.int64()),
+        _ints(chain.from_iterable(repeat(b.header.timestamp_type, len(b.offsets)) for b in batches), pa.int32()),
     )
+
+
+def _binary_of(items: list[bytes | None]) -> pa.Array:
+    """A binary array of Python bytes (None = null), through the same buffers as a body's."""
+    lengths = array("i", (-1 if item is None else len(item) for item in items))
+    return _binary(len(items), lengths.count(-1), [lengths], [b"".join(item for item in items if item is not None)])
 
 
 def _from_layouts(batches: list[DecodedBatch]) -> Columns:
@@ -121,7 +151,7 @@ def _from_layouts(batches: list[DecodedBatch]) -> Columns:
     timestamps_ms = pc.add(deltas.cast(pa.int64()), _per_record(timestamp_bases, run_ends, pa.int64()))
     # Record i of the run is at offset i + (its batch's base offset - the batch's first index in the run).
     shifts = [h.base_offset - first for h, first in zip(headers, chain([0], run_ends))]
-    offsets = pc.add(pc.subtract(pc.cumulative_sum(pa.repeat(_ONE, n)), 1), _per_record(shifts, run_ends, pa.int64()))
+    offsets = pc.add(pc.subtract(pc.cumulative_sum(pa.repeat(_ONE, n)), _ONE), _per_record(shifts, run_ends, pa.int64()))
     timestamp_types = _per_record([h.timestamp_type for h in headers], run_ends, pa.int32())
     return keys, values, offsets, timestamps_ms, timestamp_types
 
@@ -138,7 +168,7 @@ def _binary(n: int, nulls: int, length_pieces: list, blob_pieces: list) -> pa.Ar
     lengths = _int32s(n, length_pieces)
     validity = None
     if nulls:
-        valid = pc.not_equal(lengths, -1)
+        valid = pc.not_equal(lengths, _NULL_LENGTH)
         lengths = pc.if_else(valid, lengths, _ZERO_LENGTH)
         validity = valid.buffers()[1]
     # Arrow offsets: n + 1 int32 positions from 0; the checked sum refuses more than 2 GiB.
@@ -149,5 +179,7 @@ def _binary(n: int, nulls: int, length_pieces: list, blob_pieces: list) -> pa.Ar
 
 def _per_record(per_batch: list[int], run_ends: list[int], type_: pa.DataType) -> pa.Array:
     """Each batch's value repeated for each of its records."""
-    encoded = pa.RunEndEncodedArray.from_arrays(pa.array(run_ends, pa.int32()), pa.array(per_batch, type_))
+    encoded = pa.RunEndEncodedArray.from_buffers(
+        pa.run_end_encoded(pa.int32(), type_), run_ends[-1], [None], 0, 0, [_ints(run_ends, pa.int32()), _ints(per_batch, type_)]
+    )
     return pc.run_end_decode(encoded)

@@ -156,6 +156,38 @@ def test_arrow_rows_match_the_records(batches, include_headers):
         assert rb.column("headers").to_pylist() == [[{"key": k, "value": v} for k, v in r.headers] for r in records]
 
 
+def test_reading_leaves_pandas_unimported():
+    """`pa.array` and `pa.scalar` import pandas (about 0.2 s of CPU) to ask whether their
+    argument is a pandas array: a read task must not pay that in every new Spark worker.
+    In a fresh interpreter: import the source as a worker does, turn a fetch of layout
+    batches and a cut (list) batch into Arrow, and find pandas still not imported; the
+    negative control at the end shows the probe does see `pa.scalar` import it."""
+    import subprocess
+    import sys
+
+    script = """
+import sys
+import spark_source.source, spark_source.stream_reader
+from data_plane import record_batch
+from spark_source.arrow_rows import to_record_batch
+from data_plane.client.consumer import cut_batch
+batches = []
+for base in (0, 5):
+    buf = bytearray(record_batch.encode_batch([b"v%d" % i for i in range(5)], keys=[None, b"k", None, b"", None]))
+    record_batch.stamp_batch(buf, 0, base, 0)
+    batches.append(record_batch.decode_batch(bytes(buf)))
+batches[0] = cut_batch(batches[0], 2)
+rows = to_record_batch("t", 0, batches)
+assert rows.column("offset").to_pylist() == list(range(2, 10)), rows
+print("pandas" in sys.modules)
+import pyarrow as pa
+pa.scalar(1, pa.int32())
+print("pandas" in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120).stdout.split()
+    assert out == ["False", "True"]
+
+
 # --------------------------------------------------------------------------- writer
 
 

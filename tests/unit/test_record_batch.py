@@ -155,6 +155,23 @@ def test_fast_path_without_keys_headers_or_timestamps() -> None:
     assert (batch.header.base_offset, batch.header.leader_epoch) == (0, -1)
 
 
+def test_a_batch_decoded_from_bytes_shares_them_and_one_from_a_bytearray_does_not() -> None:
+    """Decoding immutable bytes keeps a view of them (no copy of the body); decoding a
+    bytearray copies, so a later write to the buffer (a reused read buffer, a LogAppendTime
+    stamp) cannot change a decoded batch, and the buffer can still be resized."""
+    encoded = encode_batch([b"value-0", b"value-1"], keys=[b"k", None], headers=[[("h", b"x")], []])
+    shared = decode_batch(encoded)
+    assert isinstance(shared.layout.body, memoryview) and shared.layout.body.obj is encoded
+    assert (shared.keys, shared.values, shared.headers) == ([b"k", None], [b"value-0", b"value-1"], [(("h", b"x"),), ()])
+    assert all(type(v) is bytes for v in shared.values)
+
+    buf = bytearray(encoded)
+    copied = decode_batch(buf)
+    buf[buf.index(b"value-0") : buf.index(b"value-0") + 7] = b"XXXXXXX"
+    buf.extend(b"more")  # refused while a view of it is alive
+    assert copied.values == [b"value-0", b"value-1"]
+
+
 def test_now_ms_is_the_default_timestamp() -> None:
     assert decode_batch(encode_batch([b"a"], now_ms=123)).timestamps == [123]
 
