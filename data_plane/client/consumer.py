@@ -648,14 +648,15 @@ class Consumer:
         for entry in message.partitions:
             tp = (entry.topic, entry.partition)
             assert stream.next_offsets.get(tp) == entry.fetch_offset, (tp, stream.next_offsets.get(tp), entry.fetch_offset)
+            data = entry.batches  # each read of a bytes field copies it (megabytes): read it once
             if entry.error_code == common_pb2.NONE:
                 stream.next_offsets[tp] = entry.next_offset
-                with_data = with_data or bool(entry.batches)
+                with_data = with_data or bool(data)
             else:  # the partition's last entry on this stream
                 del stream.next_offsets[tp]
                 self._resting_until[tp] = time.monotonic() + self._retry_backoff_s
             if self._positions.get(tp) is not None:
-                self._handle_partition(tp, entry.fetch_offset, entry, message.node_endpoints)
+                self._handle_partition(tp, entry.fetch_offset, entry, data, message.node_endpoints)
         if with_data:
             stream.grant()
 
@@ -707,16 +708,17 @@ class Consumer:
                 sent = positions.get(tp)
                 if sent is None or self._positions.get(tp) != sent:
                     continue  # seek or reassignment since the fetch was sent: stale data
-                self._handle_partition(tp, sent, answer, response.node_endpoints)
+                self._handle_partition(tp, sent, answer, answer.batches, response.node_endpoints)
 
     def _handle_partition(
         self, tp: TopicPartition, fetch_offset: int, answer: broker_pb2.FetchPartitionResponse | broker_pb2.ConsumePartitionData,
-        endpoints,
+        data: bytes, endpoints,
     ) -> None:
+        """One partition's answer; ``data`` is its ``batches``, read once by the caller (each
+        read of a protobuf bytes field copies it)."""
         if answer.error_code == common_pb2.NONE:
             self._high_watermarks[tp] = answer.high_watermark
             self._log_start_offsets[tp] = answer.log_start_offset
-            data = answer.batches  # each read of a bytes field copies it: read it once
             if data:
                 try:
                     decoded = list(record_batch.decode_batches(data))

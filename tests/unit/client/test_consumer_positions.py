@@ -33,6 +33,11 @@ def answer(data: bytes, high_watermark: int) -> broker_pb2.ConsumePartitionData:
     return broker_pb2.ConsumePartitionData(batches=data, high_watermark=high_watermark)
 
 
+def deliver(consumer: Consumer, fetch_offset: int, data: broker_pb2.ConsumePartitionData) -> None:
+    """Hand ``data`` to the consumer as a stream message's entry for TP."""
+    consumer._handle_partition(TP, fetch_offset, data, data.batches, [])
+
+
 @pytest.fixture
 def consumer() -> Iterator[Consumer]:
     """A read_committed consumer of TP that never connects: the answers are handed in."""
@@ -46,8 +51,8 @@ def consumer() -> Iterator[Consumer]:
 
 def test_a_marker_arriving_behind_buffered_records_moves_the_position_past_it(consumer: Consumer) -> None:
     consumer.seek(TP, 0)
-    consumer._handle_partition(TP, 0, answer(at(encode_batch([b"a", b"b", b"c"]), 0), 3), [])
-    consumer._handle_partition(TP, 3, answer(at(encode_marker(ControlType.COMMIT, 7, 0, 0, 1_000), 3), 4), [])  # before poll
+    deliver(consumer, 0, answer(at(encode_batch([b"a", b"b", b"c"]), 0), 3))
+    deliver(consumer, 3, answer(at(encode_marker(ControlType.COMMIT, 7, 0, 0, 1_000), 3), 4))  # before poll
     taken = consumer._take_buffered()
     assert [o for b in taken[TP] for o in b.offsets] == [0, 1, 2]
     assert consumer.position(TP) == 4, "the position must pass the marker the stream already sent"
@@ -55,15 +60,15 @@ def test_a_marker_arriving_behind_buffered_records_moves_the_position_past_it(co
 
 def test_an_answer_of_only_a_marker_moves_the_position_past_it(consumer: Consumer) -> None:
     consumer.seek(TP, 3)
-    consumer._handle_partition(TP, 3, answer(at(encode_marker(ControlType.ABORT, 7, 0, 0, 1_000), 3), 4), [])
+    deliver(consumer, 3, answer(at(encode_marker(ControlType.ABORT, 7, 0, 0, 1_000), 3), 4))
     assert consumer.position(TP) == 4
 
 
 def test_the_epoch_before_the_position_is_the_marker_s_when_the_position_passes_it(consumer: Consumer) -> None:
     consumer.seek(TP, 0)
-    consumer._handle_partition(TP, 0, answer(at(encode_batch([b"a", b"b", b"c"]), 0, leader_epoch=2), 3), [])
-    consumer._handle_partition(TP, 3, answer(at(encode_marker(ControlType.COMMIT, 7, 0, 0, 1_000), 3, leader_epoch=3), 4), [])
+    deliver(consumer, 0, answer(at(encode_batch([b"a", b"b", b"c"]), 0, leader_epoch=2), 3))
+    deliver(consumer, 3, answer(at(encode_marker(ControlType.COMMIT, 7, 0, 0, 1_000), 3, leader_epoch=3), 4))
     consumer._take_buffered()
     assert (consumer.position(TP), consumer._last_epochs[TP]) == (4, 3)
-    consumer._handle_partition(TP, 4, answer(at(encode_marker(ControlType.ABORT, 8, 0, 0, 1_000), 4, leader_epoch=5), 5), [])
+    deliver(consumer, 4, answer(at(encode_marker(ControlType.ABORT, 8, 0, 0, 1_000), 4, leader_epoch=5), 5))
     assert (consumer.position(TP), consumer._last_epochs[TP]) == (5, 5)
