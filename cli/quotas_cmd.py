@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import argparse
 import re
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from cli.admin_clients import open_clients
 from cli.output import emit, table
 from metadata_quorum.client_quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, QUOTA_KEYS, REQUEST_RATE, entity_of
+
+if TYPE_CHECKING:  # the CLI imports the controller client only when a command needs it
+    from metadata_quorum.controller_client import ControllerClient
 
 DEFAULT_NAME = "<default>"
 # option name -> quota key, in the order tables show them
@@ -99,13 +102,29 @@ def set_quotas(args: argparse.Namespace) -> int:
 
 
 def remove_quotas(args: argparse.Namespace) -> int:
+    """Remove the named rates of the entity; without any named, every rate it has, and the
+    report names only those (not rates it never had)."""
     entity = _entity(args)
-    keys = [key for option, key in RATE_OPTIONS.items() if getattr(args, option)] or list(QUOTA_KEYS)
+    named = [key for option, key in RATE_OPTIONS.items() if getattr(args, option)]
     admin, controller = open_clients(args)
     with admin, controller:
+        keys = named or _rates_of(controller, entity)
+        if not keys:
+            user, client_id = (_shown(name) for name in entity)
+            who = ", ".join(f"{label} {name}" for label, name in (("user", user), ("client id", client_id)) if name is not None)
+            emit(args.json, {"action": "removed", "user": user, "client_id": client_id, "values": {}},
+                 f"{who} has no quotas: nothing to remove (kraftlog quotas describe lists the entities that have)")
+            return 0
         controller.alter_client_quotas(entity, remove_keys=keys)
     _report(args, "removed", entity, {key: None for key in keys})
     return 0
+
+
+def _rates_of(controller: ControllerClient, entity: tuple[str | None, str | None]) -> list[str]:
+    """The quota keys set on exactly ``entity``, in the order tables show them."""
+    response = controller.describe_client_quotas(*entity)
+    values = next((dict(e.values) for e in response.entries if entity_of(e.entity) == entity), {})
+    return [key for key in QUOTA_KEYS if key in values]
 
 
 def _report(args: argparse.Namespace, action: str, entity: tuple[str | None, str | None], values: dict) -> None:

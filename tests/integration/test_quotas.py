@@ -237,6 +237,9 @@ def test_quotas_cli_sets_describes_and_removes(cluster: TestCluster, capsys: pyt
     assert code == 1 and "request_rate must be a number of requests per second" in err and "INVALID_REQUEST" in err
     code, _, err = kraftlog("quotas", "set", "--producer-byte-rate", "1MiB")
     assert code == 1 and "name the entity" in err
-    assert kraftlog("quotas", "remove", "--user", "alice", "--client-id", "app")[0] == 0
+    code, out, _ = kraftlog("quotas", "remove", "--user", "alice", "--client-id", "app")
+    assert code == 0 and out.strip() == "removed producer_byte_rate, request_rate for user alice, client id app"  # not the rate it never had
     assert kraftlog("quotas", "remove", "--default")[0] == 0
     assert described() == []
+    code, out, _ = kraftlog("quotas", "remove", "--user", "alice", "--client-id", "app")
+    assert code == 0 and "user alice, client id app has no quotas: nothing to remove" in out
