@@ -13,6 +13,10 @@ read_uncommitted. Goal: within 10%.
 ``test_where_a_transaction_s_time_goes``: the transactional producer's calls to its
 coordinator and its flushes timed, per transaction.
 
+``test_one_batch_round_trip``: what one durable write costs, the floor of every step of a
+transaction (the coordinator's writes are acks=all appends to ``__transaction_state``): the
+latency of one 100-byte record sent and flushed, acks=1 on RF=1 against acks=all on RF=3.
+
 The machine is shared: each figure is the best of ROUNDS runs, the rounds interleaved (every
 configuration once per round), printed with the load average; nothing here asserts a speed.
 """
@@ -117,3 +121,25 @@ def test_where_a_transaction_s_time_goes(tmp_path: Path, monkeypatch: pytest.Mon
                 for name, times in sorted(spent.items()):
                     print(f"  {name:20s} {sum(times) / transactions * 1000:7.2f} ms per transaction, {len(times) / transactions:.2f} calls")
                 assert spent["EndTxn"] and len(spent["EndTxn"]) == transactions
+
+
+def test_one_batch_round_trip(tmp_path: Path) -> None:
+    """Median and 90th percentile of 300 single-record sends, each flushed before the next."""
+    from data_plane.client import Producer
+
+    with local_cluster(tmp_path, controllers=1, brokers=3, broker_args=BROKER_ARGS) as cluster:
+        cluster.create_topic("rf1", partitions=1, replication_factor=1)
+        cluster.create_topic("rf3", partitions=1, replication_factor=3, configs={"min.insync.replicas": "2"})
+        print(f"\none 100-byte record sent and flushed, 300 times (load average {os.getloadavg()})")
+        for topic, acks in (("rf1", 1), ("rf3", "all"), ("rf1", 1), ("rf3", "all")):
+            with Producer(cluster.bootstrap, acks=acks) as producer:
+                producer.send_batch(topic, 0, [b"x" * 100]).result(timeout=30)  # connections and producer id
+                spent = []
+                for _ in range(300):
+                    started = time.perf_counter()
+                    sent = producer.send_batch(topic, 0, [b"x" * 100])
+                    producer.flush()
+                    spent.append(time.perf_counter() - started)
+                    assert sent.result(timeout=0).offset >= 0  # acknowledged, not failed
+            spent.sort()
+            print(f"  {topic} acks={acks!s:4s} median {spent[150] * 1000:.2f} ms, p90 {spent[270] * 1000:.2f} ms")
