@@ -239,9 +239,9 @@ class Producer:
         count = self._metadata.snapshot.partition_counts.get(topic) or self._wait_for_topic(topic)
         if not 0 <= partition < count:
             raise KraftlogError("UNKNOWN_TOPIC_OR_PARTITION", f"{topic} has partitions 0..{count - 1}, not {partition}")
-        size = sum(len(v) for v in values if v is not None) + RECORD_OVERHEAD_BYTES * len(values)
+        size = sum(map(len, filter(None, values))) + RECORD_OVERHEAD_BYTES * len(values)  # filter(None): no None (nor b"")
         if keys is not None:
-            size += sum(len(k) for k in keys if k is not None)
+            size += sum(map(len, filter(None, keys)))
         if size > self._max_request_size:
             raise KraftlogError(
                 "MESSAGE_TOO_LARGE", f"batch of {size} bytes > max_request_size={self._max_request_size}: split it"

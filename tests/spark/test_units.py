@@ -17,7 +17,7 @@ from spark_source.arrow_rows import arrow_schema, to_record_batch
 from spark_source.options import OptionError, parse_sink, parse_source
 from spark_source.reader import DataLossError, check_data_loss, plan_ranges
 from spark_source.stream_reader import spread_limit
-from spark_source.writer import CHUNK_BYTES, _BulkSender, _Rows
+from spark_source.writer import CHUNK_BYTES, _BulkSender, _chunks, _Rows
 
 pytestmark = pytest.mark.spark
 
@@ -229,6 +229,35 @@ def test_bulk_writer_groups_by_partition_in_row_order():
     for _, partition, values, _ in producer.sent:
         in_partition.setdefault(partition, []).extend(values)
     assert all(values == sorted(values) for values in in_partition.values())  # row order kept
+
+
+maybe_sized = st.none() | st.integers(0, CHUNK_BYTES + 100).map(lambda n: b"v" * n)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(maybe_sized, min_size=1, max_size=40).flatmap(
+    lambda values: st.tuples(st.just(values), st.none() | st.lists(maybe_sized, min_size=len(values), max_size=len(values)))))
+def test_chunks_are_the_greedy_cut_at_chunk_bytes(drawn):
+    """The chunks cover the rows in order; each is as long as it can be without passing
+    CHUNK_BYTES (a row larger than that alone), the rule the per-row loop followed."""
+    values, keys = drawn
+
+    def size(i: int) -> int:
+        return RECORD_OVERHEAD_BYTES + len(values[i] or b"") + (len(keys[i] or b"") if keys else 0)
+
+    chunks = list(_chunks(values, keys))
+    assert [start for start, _ in chunks] == [0, *(end for _, end in chunks[:-1])] and chunks[-1][1] == len(values)
+    for start, end in chunks:
+        total = sum(size(i) for i in range(start, end))
+        assert end > start and (total <= CHUNK_BYTES or end == start + 1)
+        assert end == len(values) or total + size(end) > CHUNK_BYTES  # greedy: the next row did not fit
+
+
+def test_a_chunk_holds_exactly_chunk_bytes():
+    half = b"v" * (CHUNK_BYTES // 2 - RECORD_OVERHEAD_BYTES)
+    assert list(_chunks([half, half, b""], None)) == [(0, 2), (2, 3)]
+    assert list(_chunks([half, half + b"v"], None)) == [(0, 1), (1, 2)]
+    assert list(_chunks([b"v" * CHUNK_BYTES, b""], [None, b"k"])) == [(0, 1), (1, 2)]  # a larger row alone
 
 
 def test_bulk_writer_chunks_unkeyed_rows_and_moves_on_per_arrow_batch():
