@@ -16,7 +16,6 @@ import json
 import os
 import threading
 import time
-from pathlib import Path
 
 import grpc
 import pytest
