@@ -111,9 +111,8 @@ def remove_quotas(args: argparse.Namespace) -> int:
         keys = named or _rates_of(controller, entity)
         if not keys:
             user, client_id = (_shown(name) for name in entity)
-            who = ", ".join(f"{label} {name}" for label, name in (("user", user), ("client id", client_id)) if name is not None)
             emit(args.json, {"action": "removed", "user": user, "client_id": client_id, "values": {}},
-                 f"{who} has no quotas: nothing to remove (kraftlog quotas describe lists the entities that have)")
+                 f"{_who(entity)} has no quotas: nothing to remove (kraftlog quotas describe lists the entities that have)")
             return 0
         controller.alter_client_quotas(entity, remove_keys=keys)
     _report(args, "removed", entity, {key: None for key in keys})
@@ -130,8 +129,13 @@ def _rates_of(controller: ControllerClient, entity: tuple[str | None, str | None
 def _report(args: argparse.Namespace, action: str, entity: tuple[str | None, str | None], values: dict) -> None:
     user, client_id = (_shown(name) for name in entity)
     changes = ", ".join(key if value is None else f"{key}={value:g}" for key, value in values.items())
-    who = ", ".join(f"{label} {name}" for label, name in (("user", user), ("client id", client_id)) if name is not None)
-    emit(args.json, {"action": action, "user": user, "client_id": client_id, "values": values}, f"{action} {changes} for {who}")
+    emit(args.json, {"action": action, "user": user, "client_id": client_id, "values": values}, f"{action} {changes} for {_who(entity)}")
+
+
+def _who(entity: tuple[str | None, str | None]) -> str:
+    """The entity as people read it: "user alice, client id app"."""
+    user, client_id = (_shown(name) for name in entity)
+    return ", ".join(f"{label} {name}" for label, name in (("user", user), ("client id", client_id)) if name is not None)
 
 
 def describe_quotas(args: argparse.Namespace) -> int:

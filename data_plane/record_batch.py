@@ -690,17 +690,17 @@ def _decode_body(header: BatchHeader, body: bytes | memoryview) -> DecodedBatch:
 
 def _cut_column(body: bytes | memoryview, lengths: array, start: int) -> list[bytes | None]:
     """Cut ``len(lengths)`` items (-1 = None) out of ``body`` from ``start`` (already checked
-    by ``_body_layout``): the column's bytes are taken out of ``body`` once (it may be a
-    view), then cut into items."""
+    by ``_body_layout``). A view's bytes are taken out once, up to the column's end, so the
+    items are ``bytes`` cut from one copy."""
     if not lengths:
         return []
     nulls = lengths.count(-1)
     if nulls == len(lengths):
         return [None] * nulls
     sizes = map(max, lengths, repeat(0)) if nulls else lengths
-    ends = list(accumulate(sizes, initial=0))
-    column = bytes(body[start : start + ends[-1]])
-    items: list[bytes | None] = list(map(column.__getitem__, map(slice, ends, islice(ends, 1, None))))
+    ends = list(accumulate(sizes, initial=start))
+    source = body if isinstance(body, bytes) else bytes(body[: ends[-1]])
+    items: list[bytes | None] = list(map(source.__getitem__, map(slice, ends, islice(ends, 1, None))))
     if nulls:
         items = [None if length == -1 else item for length, item in zip(lengths, items)]
     return items
