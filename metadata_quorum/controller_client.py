@@ -11,7 +11,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 import grpc
 
-from metadata_quorum.controller_router import CONTROLLER_CHANNEL_OPTIONS, ControllerError, ControllerRouter
+from metadata_quorum.controller_router import CATCHING_UP_METADATA_KEY, CONTROLLER_CHANNEL_OPTIONS, ControllerError, ControllerRouter
 from metadata_quorum.endpoints import Endpoint, grpc_address, parse_endpoints
 from metadata_quorum.topic_admin import PARTITIONS_PER_ENTRY_MAX
 from kraftlog_proto import common_pb2 as common
@@ -79,11 +79,16 @@ class ControllerClient:
                     tls_refused.add(grpc_address(target))
                     if endpoint is not None or len(tls_refused) >= len(self._router.endpoints):
                         raise ControllerError(common.BROKER_NOT_AVAILABLE, tls_advice) from None
-                last = tls_advice or f"{self._router.describe(target)}: {e.code().name}"
-                outcomes[grpc_address(target)] = "unreachable" if e.code() == grpc.StatusCode.UNAVAILABLE else e.code().name
+                catching_up = isinstance(e, grpc.Call) and any(key == CATCHING_UP_METADATA_KEY for key, _ in e.trailing_metadata() or ())
+                if catching_up:  # it answers, but holds a partial image yet: another controller may serve the read
+                    last = e.details()
+                    outcomes[grpc_address(target)] = "catching up with the metadata log"
+                else:
+                    last = tls_advice or f"{self._router.describe(target)}: {e.code().name}"
+                    outcomes[grpc_address(target)] = "unreachable" if e.code() == grpc.StatusCode.UNAVAILABLE else e.code().name
                 cut_off = cut_off or e.code() == grpc.StatusCode.DEADLINE_EXCEEDED
                 if endpoint is not None:
-                    raise ControllerError(common.BROKER_NOT_AVAILABLE, f"{last}; is it running?") from None
+                    raise ControllerError(common.BROKER_NOT_AVAILABLE, last if catching_up else f"{last}; is it running?") from None
                 time.sleep(min(self._router.on_unreachable(), max(0.0, deadline - time.monotonic())))
                 continue
             if write and response.error_code == common.NOT_CONTROLLER:

@@ -15,6 +15,9 @@ BACKOFF_S_MIN = 0.05
 BACKOFF_S_MAX = 1.0
 # Channel options of every controller client: a metadata snapshot arrives as one message.
 CONTROLLER_CHANNEL_OPTIONS = [("grpc.max_receive_message_length", MESSAGE_BYTES_MAX)]
+# Trailing metadata key of an UNAVAILABLE read refused by a controller that has not caught up
+# with the metadata log since it started: it answers, and another controller may serve the read.
+CATCHING_UP_METADATA_KEY = "kraftlog-catching-up"
 
 
 class ControllerError(Exception):

@@ -15,6 +15,7 @@ import structlog
 
 from metadata_quorum import broker_decisions, client_quotas, reassignment, topic_admin
 from metadata_quorum.active_controller import ActiveController, WriteOutcome, monotonic_ms
+from metadata_quorum.controller_router import CATCHING_UP_METADATA_KEY
 from metadata_quorum.decision import Decision
 from metadata_quorum.image import MetadataImage, image_to_records
 from metadata_quorum.raft_node import ControllerRaftNode
@@ -33,6 +34,18 @@ SESSION_LEADERSHIP_CHECK_S = 0.2
 
 def new_topic_id() -> str:
     return str(uuid.uuid4())
+
+
+async def readable_image(node: ControllerRaftNode, context) -> MetadataImage:
+    """The image a read is answered from, once ``node`` has caught up with the metadata log
+    since it started. Before that it may hold only part of what was committed (after every
+    controller restarted from a power failure, nothing at all), and its answer would say that
+    committed topics, brokers or users do not exist; the read is refused as UNAVAILABLE, which
+    clients answer by asking another controller."""
+    if not node.caught_up:
+        context.set_trailing_metadata(((CATCHING_UP_METADATA_KEY, "1"),))
+        await context.abort(grpc.StatusCode.UNAVAILABLE, node.catching_up_message())
+    return node.image
 
 
 class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
@@ -128,6 +141,7 @@ class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
         over, drop the replica of a topic deleted and later recreated under the same name)
         and a restarting broker acting on them would damage its logs."""
         await self.access.abort_if_refused(context, "cluster_action", "cluster")
+        await readable_image(self.node, context)  # a broker must not take a partial image for the cluster's
         next_offset = max(request.from_offset, 1)
         first_contact = request.from_offset <= 1
         me = self.node.voter.node_id
@@ -219,18 +233,18 @@ class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
 
     async def DescribeConfigs(self, request: pb.DescribeConfigsRequest, context) -> pb.DescribeConfigsResponse:
         await self.access.abort_if_refused(context, "describe_configs", "topic", request.topics)
-        return topic_admin.describe_configs(self.node.image, request)
+        return topic_admin.describe_configs(await readable_image(self.node, context), request)
 
     async def DescribeClientQuotas(self, request: pb.DescribeClientQuotasRequest, context) -> pb.DescribeClientQuotasResponse:
         await self.access.abort_if_refused(context, "describe_configs", "cluster")
-        return client_quotas.describe_client_quotas(self.node.image, request)
+        return client_quotas.describe_client_quotas(await readable_image(self.node, context), request)
 
     async def ListPartitionReassignments(self, request: pb.ListPartitionReassignmentsRequest, context) -> pb.ListPartitionReassignmentsResponse:
         await self.access.abort_if_refused(context, "describe", "cluster")
-        return reassignment.list_partition_reassignments(self.node.image, request)
+        return reassignment.list_partition_reassignments(await readable_image(self.node, context), request)
 
     async def DescribeCluster(self, request: pb.DescribeClusterRequest, context) -> pb.DescribeClusterResponse:
-        image = self.node.image
+        image = await readable_image(self.node, context)
         return pb.DescribeClusterResponse(
             cluster_id=image.cluster_id,
             brokers=[

@@ -27,6 +27,7 @@ from typing import Callable, Sequence
 import structlog
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replicated
 from pysyncobj.dns_resolver import globalDnsResolver
+from pysyncobj.journal import FileJournal
 from pysyncobj.node import TCPNode
 
 from metadata_quorum.endpoints import Voter
@@ -168,18 +169,20 @@ class ControllerRaftNode:
             for v in voters
             if v.node_id != self_voter.node_id
         ]
-        self.journal: DurableJournal | None = None
-        if not durable_journal:
-            self._syncobj = SyncObj(self_voter.raft_address, others, conf=conf, consumers=[self.state_machine])
-            return
+        self.journal: DurableJournal | None = None  # the durable journal, None with the page cache's
+        self._raft_log: FileJournal | None = None
+        self._caught_up = False
 
-        def create_journal(path: str) -> DurableJournal:
-            self.journal = DurableJournal(Path(path))
-            return self.journal
+        def create_journal(path: str) -> FileJournal:
+            self._raft_log = DurableJournal(Path(path)) if durable_journal else FileJournal(path)
+            if durable_journal:
+                self.journal = self._raft_log
+            return self._raft_log
 
+        transport = {"transportClass": syncing_transport(lambda: self.journal)} if durable_journal else {}
         with journals_created_as(create_journal):
-            self._syncobj = SyncObj(self_voter.raft_address, others, conf=conf, consumers=[self.state_machine],
-                                    transportClass=syncing_transport(lambda: self.journal))
+            self._syncobj = SyncObj(self_voter.raft_address, others, conf=conf, consumers=[self.state_machine], **transport)
+        self._syncobj.addOnTickCallback(self._note_caught_up)
 
     # ---- raft thread -> asyncio
 
@@ -196,6 +199,44 @@ class ControllerRaftNode:
     def _wake(self) -> None:
         event, self._applied_event = self._applied_event, asyncio.Event()
         event.set()
+
+    def _note_caught_up(self) -> None:
+        """Runs on pysyncobj's thread at every tick, until this node has caught up.
+
+        Caught up: since it started, this node has heard a commit index from a leader (its own,
+        as leader), has applied up to it, and the entry there was written in the current term.
+        Only that term's leader writes such entries, the first being the no-op it appends on
+        election, which commits only with (and after) everything committed before; so the
+        image holds every entry committed when that commit index was sent. What this node
+        loaded from its own disk says nothing of the kind: entries may have been committed
+        while it was down, and after a power failure the commit index it stored may be
+        older than what it had acknowledged (pysyncobj's ``isReady`` trusts it, and a new
+        leader reports the loaded one until its no-op commits)."""
+        journal = self._raft_log
+        if self._caught_up or journal is None or not len(journal):
+            return
+        status = self._syncobj.getStatus()  # on this thread: no race with pysyncobj's own updates
+        leader_commit, applied, term = status["leader_commit_idx"], status["last_applied"], status["raft_term"]
+        if leader_commit is None or applied < leader_commit:
+            return
+        position = leader_commit - journal[0][1]
+        if 0 <= position < len(journal) and journal[position][2] == term:
+            self._caught_up = True
+            log.info("caught up with the metadata log", controller_id=self.voter.node_id, term=term, commit_index=leader_commit, metadata_offset=self._image.offset)
+
+    @property
+    def caught_up(self) -> bool:
+        """Whether this node has applied every entry committed before it started (and so
+        answers reads with an image that is at worst stale, never missing what it once had)."""
+        return self._caught_up
+
+    def catching_up_message(self) -> str:
+        """Why a read was refused, and what to do instead."""
+        status = self.status()
+        return (f"controller {self.voter.node_id} has not yet caught up with the metadata log since it started (applied entry "
+                f"{status['last_applied']}, term {status['raft_term']}, leader {'unknown' if self.leader_id() < 0 else self.leader_id()}), "
+                "so its answer could miss committed topics, brokers or users; retry in a moment or ask another controller, "
+                "and if no controller catches up check the quorum with `kraftlog quorum describe`")
 
     # ---- reads (local, possibly stale)
 

@@ -13,6 +13,7 @@ import structlog
 
 from metadata_quorum import security_admin
 from metadata_quorum.active_controller import ActiveController
+from metadata_quorum.controller_service import readable_image
 from server_common import scram
 from server_common.authorization import AccessControl
 from kraftlog_proto import common_pb2 as common
@@ -58,11 +59,11 @@ class SecurityAdminService(security_pb2_grpc.SecurityAdminServicer):
 
     async def ListUsers(self, request: pb.ListUsersRequest, context) -> pb.ListUsersResponse:
         await self._check_describe(context)
-        return security_admin.list_users(self.controller.node.image)
+        return security_admin.list_users(await readable_image(self.controller.node, context))
 
     async def ListAcls(self, request: pb.ListAclsRequest, context) -> pb.ListAclsResponse:
         await self._check_describe(context)
-        return security_admin.list_acls(self.controller.node.image, request)
+        return security_admin.list_acls(await readable_image(self.controller.node, context), request)
 
     async def _check_describe(self, context) -> None:
         refusal = self.access.refusal("describe", "cluster")

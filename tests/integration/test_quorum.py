@@ -24,7 +24,7 @@ import grpc
 import pytest
 
 from data_plane.broker.controller_link import BrokerLifecycleManager, MetadataFollower
-from metadata_quorum.controller_client import ControllerClient
+from metadata_quorum.controller_client import ControllerClient, ControllerError
 from kraftlog_proto import common_pb2, controller_pb2, controller_pb2_grpc
 from server_common.local_cluster import free_ports
 from server_common.waiting import async_wait_for, wait_for
@@ -127,6 +127,36 @@ def test_topics_survive_sigkill_of_every_controller(quorum: Quorum):
             assert client.describe_configs(["orders"])["orders"][[e.key for e in client.describe_configs(["orders"])["orders"]].index("retention.ms")].value == "60000"
 
     asyncio.run(scenario())
+
+
+def test_a_restarted_controller_answers_reads_only_once_caught_up(quorum: Quorum):
+    """A controller restarted alone holds what it applied before, and cannot know whether more
+    was committed since: until a leader of a new term has committed, it refuses reads (naming
+    what to do) rather than answer from an image that may lack committed entries."""
+    with quorum.client() as client:
+        quorum.active_controller(client)
+        client.alter_client_quotas(("alice", None), {"producer_byte_rate": 1000.0})
+    quorum.stop_all()
+    quorum.start(1)
+    with ControllerClient([quorum.endpoints[0]], timeout_s=5) as lone:
+        wait_for(lambda: lone.describe_quorum(), 20, "controller 1 to answer")  # the quorum's state is always served
+        with pytest.raises(ControllerError) as refused:
+            lone.describe_client_quotas()
+        assert "has not yet caught up with the metadata log" in refused.value.message, refused.value.message
+        assert "kraftlog quorum describe" in refused.value.message
+        with pytest.raises(ControllerError, match="has not yet caught up"):
+            lone.describe_cluster()
+        quorum.start(2)
+        users = wait_for(lambda: _quota_users(lone), 30, "controller 1 to catch up and answer")
+        assert users == ["alice"]
+
+
+def _quota_users(client: ControllerClient) -> list[str] | None:
+    """The users with quotas, or None while the controller refuses the read."""
+    try:
+        return [entry.entity.user for entry in client.describe_client_quotas().entries]
+    except ControllerError:
+        return None
 
 
 def test_failover_not_controller_hint_and_fencing(quorum: Quorum):
