@@ -78,7 +78,8 @@ _ADVICE: dict[str, str] = {
     "UNKNOWN_SERVER_ERROR": "see the broker's log for details",
     "NO_POSITION": "call seek(), seek_to_beginning() or seek_to_end(), or set auto_offset_reset",
     "NOT_ASSIGNED": "call assign() with this partition first",
-    "COORDINATOR_NOT_AVAILABLE": "the group's offsets partition has no leader yet; the client finds the coordinator again and retries",
+    "COORDINATOR_NOT_AVAILABLE": "the coordinator's partition (of __consumer_offsets for a group, of __transaction_state for a "
+                                 "transactional id) has no reachable leader yet; the client finds the coordinator again and retries",
     "NOT_COORDINATOR": "the group's coordinator moved; the client finds it again and retries",
     "COORDINATOR_LOAD_IN_PROGRESS": "the new coordinator is loading the group; retry shortly",
     "UNKNOWN_MEMBER_ID": "the coordinator removed this member (session timeout or left); it rejoins with member epoch 0",

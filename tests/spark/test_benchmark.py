@@ -10,7 +10,8 @@ the Python workers and the broker; the same for a source that does no work at al
 (tests/spark/arrow_floor_source.py: Spark's own cost on this machine at this moment, the
 ceiling for any Python source), and their ratio (tests/spark/read_benchmark.py); then a
 cProfile of one task's read (`read_range`, the code Spark's Python worker runs) outside
-Spark. The first micro-batches of every query are slower: Spark generates code per query
+Spark, and gRPC's floor: the CPU that moving the same bytes through gRPC and protobuf alone
+costs (tests/spark/transport_floor.py). The first micro-batches of every query are slower: Spark generates code per query
 and the JIT compiles it as it runs. Writes: rows/s of a batch write through the sink
 against the noop sink and `kraftlog perf produce` in the same run; rows/s of a streaming
 query through the exactly-once sink against the at-least-once sink, alternating. Sizes:
@@ -37,7 +38,8 @@ import pytest
 from data_plane import record_batch
 from data_plane.client import Admin, Producer
 from spark_source.arrow_rows import to_record_batch
-from spark_source.reader import RangePartition, read_range
+from spark_source.reader import READ_CONFIG, RangePartition, read_range
+from tests.spark import transport_floor
 from tests.spark.read_benchmark import Processes, ReadBench, compare_sources
 from tests.spark.spark_processes import REPO, run_driver, standalone_cluster
 
@@ -237,6 +239,22 @@ def test_decode_versus_arrow_cpu(capsys):
             spent.append(time.process_time() - started)
         lines.append(f"  {name:<32} {statistics.median(spent) / records * 1e6:.3f} us")
     assert to_record_batch("bench", 0, decoded).num_rows == records
+    _report(capsys, "\n".join(lines))
+
+
+def test_grpc_transport_floor(capsys):
+    """The floor under the broker's and the Python workers' CPU per record: gRPC and protobuf
+    alone moving Consume messages of the read's size (tests/spark/transport_floor.py), per
+    MiB and per record of this benchmark's topic."""
+    record_bytes = len(record_batch.encode_batch([b"%0*d" % (VALUE_BYTES, i) for i in range(PRODUCE_CHUNK)])) / PRODUCE_CHUNK
+    lines = [f"gRPC alone, one stream, {record_bytes:.1f} bytes per record of this benchmark's topic; medians of 5 reads of 1 GiB:"]
+    for message_bytes in (READ_CONFIG["stream_message_bytes"], 4 << 20):
+        floors = transport_floor.measure(message_bytes, 1024, 5)
+        server = statistics.median(f.server_ms_per_mib for f in floors)
+        client = statistics.median(f.client_ms_per_mib for f in floors)
+        per_record = 1000 * record_bytes / (1 << 20)  # µs per record for each ms per MiB
+        lines.append(f"  messages of {message_bytes >> 20} MiB: server {server:.2f} ms CPU per MiB ({server * per_record:.3f} us per record), "
+                     f"client {client:.2f} ms ({client * per_record:.3f} us), {statistics.median(f.mib_per_s for f in floors):,.0f} MiB/s")
     _report(capsys, "\n".join(lines))
 
 
