@@ -267,14 +267,28 @@ def stop_one(cluster: LocalCluster, node: Node, kill: bool) -> None:
 
 def start_one(cluster: LocalCluster, node: Node) -> None:
     """Start ``node`` in the background and wait until it serves (a broker registered and
-    unfenced, a controller following a Raft leader)."""
+    unfenced, a controller following a Raft leader and caught up with the metadata log;
+    not waiting for a controller that cannot join because too few controllers run)."""
     check_ports_free(cluster, [node], cluster.data_dir)
     started_s = time.monotonic()
     cluster.start_node(node, detach=True)
+    if node.role == "controller" and (down := controllers_short_of_quorum(cluster)):
+        majority = len(cluster.controllers) // 2 + 1
+        more = majority - (len(cluster.controllers) - len(down))
+        say(f"started {node.name} (pid {node.pid}); it joins the quorum once {majority} of the {len(cluster.controllers)} controllers run, "
+            f"and {', '.join(c.name for c in down)} {'is' if len(down) == 1 else 'are'} down: start {more} of them too "
+            f"('kraftlog cluster start NAME', or 'kraftlog cluster up --data-dir {cluster.data_dir}' for every node that is down)")
+        return
     what = "register and be unfenced" if node.role == "broker" else "join the quorum"
     say(f"started {node.name} (pid {node.pid}); waiting for it to {what} (log {cluster.log_path(node)})")
     wait_serving(cluster, [node])
     say(f"{node.name} is back in {time.monotonic() - started_s:.1f}s")
+
+
+def controllers_short_of_quorum(cluster: LocalCluster) -> list[Node]:
+    """The controllers that are down when too few run for a quorum (none when enough run)."""
+    down = [c for c in cluster.controllers if not cluster.is_running(c)]
+    return down if len(cluster.controllers) - len(down) <= len(cluster.controllers) // 2 else []
 
 
 def check_quorum_runs(cluster: LocalCluster, node: Node) -> None:
@@ -282,8 +296,7 @@ def check_quorum_runs(cluster: LocalCluster, node: Node) -> None:
     the controllers down it would wait its full minute for nothing, so say which to start."""
     if node.role != "broker":
         return
-    down = [c for c in cluster.controllers if not cluster.is_running(c)]
-    if len(cluster.controllers) - len(down) <= len(cluster.controllers) // 2:
+    if down := controllers_short_of_quorum(cluster):
         raise ValueError(
             f"{node.name} needs a majority of the controllers to register, and {', '.join(c.name for c in down)} "
             f"{'is' if len(down) == 1 else 'are'} down: start them first ('kraftlog cluster up --data-dir {cluster.data_dir}' "

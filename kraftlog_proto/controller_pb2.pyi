@@ -677,7 +677,7 @@ class DescribeQuorumRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class QuorumMember(_message.Message):
-    __slots__ = ("controller_id", "raft_address", "grpc_address", "state", "raft_term", "commit_index", "last_applied", "match_index", "lag", "connected")
+    __slots__ = ("controller_id", "raft_address", "grpc_address", "state", "raft_term", "commit_index", "last_applied", "match_index", "lag", "connected", "caught_up")
     CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
     RAFT_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     GRPC_ADDRESS_FIELD_NUMBER: _ClassVar[int]
@@ -688,6 +688,7 @@ class QuorumMember(_message.Message):
     MATCH_INDEX_FIELD_NUMBER: _ClassVar[int]
     LAG_FIELD_NUMBER: _ClassVar[int]
     CONNECTED_FIELD_NUMBER: _ClassVar[int]
+    CAUGHT_UP_FIELD_NUMBER: _ClassVar[int]
     controller_id: int
     raft_address: str
     grpc_address: str
@@ -698,7 +699,8 @@ class QuorumMember(_message.Message):
     match_index: int
     lag: int
     connected: bool
-    def __init__(self, controller_id: _Optional[int] = ..., raft_address: _Optional[str] = ..., grpc_address: _Optional[str] = ..., state: _Optional[str] = ..., raft_term: _Optional[int] = ..., commit_index: _Optional[int] = ..., last_applied: _Optional[int] = ..., match_index: _Optional[int] = ..., lag: _Optional[int] = ..., connected: _Optional[bool] = ...) -> None: ...
+    caught_up: bool
+    def __init__(self, controller_id: _Optional[int] = ..., raft_address: _Optional[str] = ..., grpc_address: _Optional[str] = ..., state: _Optional[str] = ..., raft_term: _Optional[int] = ..., commit_index: _Optional[int] = ..., last_applied: _Optional[int] = ..., match_index: _Optional[int] = ..., lag: _Optional[int] = ..., connected: _Optional[bool] = ..., caught_up: _Optional[bool] = ...) -> None: ...
 
 class DescribeQuorumResponse(_message.Message):
     __slots__ = ("leader_id", "answering_controller_id", "members", "metadata_offset")

@@ -192,8 +192,9 @@ async def serve(args: argparse.Namespace) -> None:
     health = ServingState(server, controller_pb2.DESCRIPTOR.services_by_name["ControllerService"].full_name)
     await server.start()
     stopping = False
-    # Serving once this voter knows a Raft leader: before that no write can be answered.
-    reporting = asyncio.create_task(health.follow(lambda: not stopping and node.leader_id() >= 0))
+    # Serving once this voter knows a Raft leader (before that no write can be answered) and
+    # has caught up with the metadata log (before that it refuses reads).
+    reporting = asyncio.create_task(health.follow(lambda: not stopping and node.leader_id() >= 0 and node.caught_up))
     log.info("controller started", raft_address=me.raft_address, grpc_address=me.grpc_address, voters=len(voters), cluster_id=cluster_id,
              data_dir=str(args.data_dir), raft_encrypted=password is not None, raft_tls=relay is not None, tls=tls is not None,
              client_auth=tls.client_auth if tls else None, session_timeout_ms=args.session_timeout_ms,

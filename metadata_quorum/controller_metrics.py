@@ -44,6 +44,8 @@ def quorum_families(status: dict, image: MetadataImage) -> list[GaugeMetricFamil
         gauge("kraftlog_raft_term", "The Raft term this voter is in", status.get("raft_term", 0)),
         gauge("kraftlog_raft_commit_index", "Index of the last Raft entry this voter knows committed", status.get("commit_idx", 0)),
         gauge("kraftlog_raft_last_applied_index", "Index of the last Raft entry applied to this voter's metadata image", status.get("last_applied", 0)),
+        gauge("kraftlog_controller_caught_up", "1 once this voter has caught up with the metadata log since it started "
+              "(it serves reads), else 0", int(status.get("caught_up", False))),
         gauge("kraftlog_metadata_offset", "Offset of the last metadata record in this voter's image", image.offset),
         gauge("kraftlog_registered_brokers", "Brokers registered in the metadata", len(brokers)),
         gauge("kraftlog_fenced_brokers", "Registered brokers that are fenced (no leaderships, out of every ISR)", sum(b.fenced for b in brokers)),

@@ -261,13 +261,14 @@ class ControllerRaftNode:
             return image, None
 
     def status(self) -> dict:
-        """pysyncobj's getStatus(), read from another thread (retried if a dict changed meanwhile)."""
+        """pysyncobj's getStatus(), read from another thread (retried if a dict changed
+        meanwhile), plus ``caught_up``."""
         for _ in range(10):
             try:
-                return self._syncobj.getStatus()
+                return {**self._syncobj.getStatus(), "caught_up": self._caught_up}
             except RuntimeError:
                 time.sleep(0.001)
-        return self._syncobj.getStatus()
+        return {**self._syncobj.getStatus(), "caught_up": self._caught_up}
 
     def raft_state(self, status: dict) -> str:
         return _RAFT_STATES.get(status.get("state"), "unknown")

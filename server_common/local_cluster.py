@@ -494,7 +494,8 @@ def usable_brokers_at_active_controller(cluster: LocalCluster) -> int:
 
 def serving(node: Node, credentials: grpc.ChannelCredentials | None = None) -> bool:
     """Whether ``node``'s gRPC health service says SERVING: a broker once it is registered
-    (on its current broker epoch) and unfenced, a controller once it knows the Raft leader.
+    (on its current broker epoch) and unfenced, a controller once it knows the Raft leader and
+    has caught up with the metadata log (it serves reads).
     Unlike the controller's broker list, this is false for a broker restarted after SIGKILL
     until its new incarnation has registered (the old one stays listed, unfenced, until its
     session expires)."""

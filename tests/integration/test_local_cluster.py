@@ -410,3 +410,28 @@ def test_up_starts_only_the_nodes_that_are_down_and_restart_moves_one_node(tmp_p
         assert "no node 'broker-9'" in typo.stderr and "give one of controller-1, broker-1, broker-2, broker-3" in typo.stderr
         assert running(data_dir) == ["controller-1", "broker-1", "broker-2", "broker-3"]
         assert kraftlog("cluster", "down", *dir_args, base=base).returncode == 0
+
+
+def test_a_controller_started_short_of_a_quorum_is_not_waited_for_and_the_next_one_serves_reads(tmp_path):
+    """With every controller stopped, ``start controller-1`` cannot see it join (no quorum):
+    it returns at once naming how many more to start; ``start controller-2`` then waits until
+    it serves, and ``quorum describe`` shows both serving reads (caught up since they started)."""
+    data_dir = tmp_path / "cluster"
+    base = free_base(3, 1)
+    dir_args = ("--data-dir", str(data_dir))
+    with cleanup(data_dir):
+        started = kraftlog("cluster", "up", "--detach", "--controllers", "3", "--brokers", "1", *dir_args, base=base)
+        assert started.returncode == 0, started.stdout + started.stderr
+        for name in ("controller-1", "controller-2", "controller-3"):
+            assert kraftlog("cluster", "stop", name, *dir_args, base=base).returncode == 0
+        alone = kraftlog("cluster", "start", "controller-1", *dir_args, base=base)
+        assert alone.returncode == 0, alone.stdout + alone.stderr
+        assert "once 2 of the 3 controllers run, and controller-2, controller-3 are down: start 1 of them too" in alone.stdout, alone.stdout
+        second = kraftlog("cluster", "start", "controller-2", *dir_args, base=base)
+        assert second.returncode == 0 and "controller-2 is back in" in second.stdout, second.stdout + second.stderr
+
+        def serves_reads() -> dict[int, bool]:
+            quorum = json.loads(kraftlog("quorum", "describe", "--json", *dir_args, base=base).stdout)
+            return {c["controller_id"]: c["serves_reads"] for c in quorum["controllers"]}
+
+        wait_for(lambda: serves_reads() == {1: True, 2: True, 3: False}, 30, "controllers 1 and 2 to serve reads")

@@ -139,7 +139,8 @@ def test_a_restarted_controller_answers_reads_only_once_caught_up(quorum: Quorum
     quorum.stop_all()
     quorum.start(1)
     with ControllerClient([quorum.endpoints[0]], timeout_s=5) as lone:
-        wait_for(lambda: lone.describe_quorum(), 20, "controller 1 to answer")  # the quorum's state is always served
+        own = wait_for(lambda: _own_row(lone), 20, "controller 1 to answer")  # the quorum's state is always served
+        assert not own.caught_up, own
         with pytest.raises(ControllerError) as refused:
             lone.describe_client_quotas()
         assert "has not yet caught up with the metadata log" in refused.value.message, refused.value.message
@@ -149,6 +150,12 @@ def test_a_restarted_controller_answers_reads_only_once_caught_up(quorum: Quorum
         quorum.start(2)
         users = wait_for(lambda: _quota_users(lone), 30, "controller 1 to catch up and answer")
         assert users == ["alice"]
+        assert _own_row(lone).caught_up
+
+
+def _own_row(client: ControllerClient) -> controller_pb2.QuorumMember | None:
+    """Controller 1's row of the quorum, from its own answer (None until it answers)."""
+    return next((m for m in client.describe_quorum() if m.controller_id == 1 and m.state != "unreachable"), None)
 
 
 def _quota_users(client: ControllerClient) -> list[str] | None:

@@ -65,8 +65,9 @@ def test_quorum_gauges_count_fenced_brokers_and_leaderless_partitions() -> None:
     brokers = immutables.Map({1: BrokerImage(1, 5, "h", 1, "", False, False), 2: BrokerImage(2, 6, "h", 2, "", True, False)})
     parts = immutables.Map({0: PartitionImage("t", 0, (1, 2), (1,), 1, 3, 4), 1: PartitionImage("t", 1, (2,), (2,), -1, 3, 4)})
     image = MetadataImage(offset=42, cluster_id="c", topics=immutables.Map({"t": TopicImage("t", "id", parts)}), brokers=brokers)
-    families = {f.name: f.samples[0].value for f in quorum_families({"state": 2, "raft_term": 7, "commit_idx": 40}, image)}
+    families = {f.name: f.samples[0].value for f in quorum_families({"state": 2, "raft_term": 7, "commit_idx": 40, "caught_up": True}, image)}
     assert families["kraftlog_controller_active"] == 1
+    assert families["kraftlog_controller_caught_up"] == 1
     assert families["kraftlog_raft_term"] == 7
     assert families["kraftlog_raft_commit_index"] == 40
     assert families["kraftlog_fenced_brokers"] == 1
@@ -74,6 +75,7 @@ def test_quorum_gauges_count_fenced_brokers_and_leaderless_partitions() -> None:
     assert families["kraftlog_cluster_partitions"] == 2
     follower = {f.name: f.samples[0].value for f in quorum_families({"state": 0}, image)}
     assert follower["kraftlog_controller_active"] == 0
+    assert follower["kraftlog_controller_caught_up"] == 0
 
 
 def test_topic_traffic_counts_batches_and_records_paths() -> None:
