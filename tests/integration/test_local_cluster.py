@@ -23,7 +23,7 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -84,6 +84,22 @@ def cleanup(data_dir: Path) -> Iterator[None]:
     finally:
         if (data_dir / "cluster.json").exists():
             LocalCluster.load(data_dir).kill_all()
+
+
+@contextmanager
+def detached_cluster(tmp_path: Path, controllers: int, brokers: int) -> Iterator[tuple[Path, Callable[..., subprocess.CompletedProcess]]]:
+    """``cluster up --detach`` of a new cluster in ``tmp_path``/cluster on free ports; yields
+    its directory and ``run(*args)``, which runs ``kraftlog ARGS --data-dir DIR`` on it."""
+    data_dir = tmp_path / "cluster"
+    base = free_base(controllers, brokers)
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return kraftlog(*args, "--data-dir", str(data_dir), base=base)
+
+    with cleanup(data_dir):
+        started = run("cluster", "up", "--detach", "--controllers", str(controllers), "--brokers", str(brokers))
+        assert started.returncode == 0, started.stdout + started.stderr
+        yield data_dir, run
 
 
 class Foreground:
@@ -361,24 +377,19 @@ def test_up_starts_only_the_nodes_that_are_down_and_restart_moves_one_node(tmp_p
     """A broker SIGKILLed (as a test or a crash does) shows as down; ``up`` brings back that
     one and leaves every other process alone; ``restart broker-2`` replaces only its process
     and waits until it serves again; a mistyped name lists the valid ones."""
-    data_dir = tmp_path / "cluster"
-    base = free_base(1, 3)
-    dir_args = ("--data-dir", str(data_dir))
-    with cleanup(data_dir):
-        started = kraftlog("cluster", "up", "--detach", "--controllers", "1", "--brokers", "3", *dir_args, base=base)
-        assert started.returncode == 0, started.stdout + started.stderr
+    with detached_cluster(tmp_path, 1, 3) as (data_dir, run):
         before = pids(data_dir)
         cluster = LocalCluster.load(data_dir)
         cluster.kill(cluster.node("broker", 2))
 
-        shown = json.loads(kraftlog("cluster", "status", "--json", *dir_args, base=base).stdout)
+        shown = json.loads(run("cluster", "status", "--json").stdout)
         assert shown["down"] == ["broker-2"]
         assert {n["name"]: n["state"] for n in shown["nodes"]} == {"controller-1": "running", "broker-1": "running", "broker-2": "down", "broker-3": "running"}
-        table_out = kraftlog("cluster", "status", *dir_args, base=base).stdout
+        table_out = run("cluster", "status").stdout
         assert next(line for line in table_out.splitlines() if line.startswith("broker-2")).split()[-1] == "down", table_out
         assert "down: broker-2; kraftlog cluster up" in table_out
 
-        brought_back = kraftlog("cluster", "up", "--detach", *dir_args, base=base)
+        brought_back = run("cluster", "up", "--detach")
         assert brought_back.returncode == 0, brought_back.stdout + brought_back.stderr
         assert "starting broker-2 in the background; leaving controller-1, broker-1, broker-3 running" in brought_back.stdout
         after_up = pids(data_dir)
@@ -387,11 +398,11 @@ def test_up_starts_only_the_nodes_that_are_down_and_restart_moves_one_node(tmp_p
         assert running(data_dir) == ["controller-1", "broker-1", "broker-2", "broker-3"]
         assert serving(LocalCluster.load(data_dir).node("broker", 2))
 
-        nothing = kraftlog("cluster", "up", "--detach", *dir_args, base=base)
+        nothing = run("cluster", "up", "--detach")
         assert nothing.returncode == 0 and "nothing to start" in nothing.stdout, nothing.stdout + nothing.stderr
         assert pids(data_dir) == after_up
 
-        restarted = kraftlog("cluster", "restart", "broker-2", *dir_args, base=base)
+        restarted = run("cluster", "restart", "broker-2")
         assert restarted.returncode == 0, restarted.stdout + restarted.stderr
         assert "controlled shutdown" in restarted.stdout and "broker-2 is back in" in restarted.stdout
         after_restart = pids(data_dir)
@@ -399,39 +410,34 @@ def test_up_starts_only_the_nodes_that_are_down_and_restart_moves_one_node(tmp_p
         assert {k: v for k, v in after_restart.items() if k != "broker-2"} == {k: v for k, v in after_up.items() if k != "broker-2"}
         assert serving(LocalCluster.load(data_dir).node("broker", 2)), "restart returned before broker-2 served"
 
-        stopped = kraftlog("cluster", "stop", "broker-3", *dir_args, base=base)
+        stopped = run("cluster", "stop", "broker-3")
         assert stopped.returncode == 0, stopped.stdout + stopped.stderr
         assert running(data_dir) == ["controller-1", "broker-1", "broker-2"]
-        assert kraftlog("cluster", "start", "broker-3", *dir_args, base=base).returncode == 0
+        assert run("cluster", "start", "broker-3").returncode == 0
         assert running(data_dir) == ["controller-1", "broker-1", "broker-2", "broker-3"]
 
-        typo = kraftlog("cluster", "restart", "broker-9", *dir_args, base=base)
+        typo = run("cluster", "restart", "broker-9")
         assert typo.returncode == 1
         assert "no node 'broker-9'" in typo.stderr and "give one of controller-1, broker-1, broker-2, broker-3" in typo.stderr
         assert running(data_dir) == ["controller-1", "broker-1", "broker-2", "broker-3"]
-        assert kraftlog("cluster", "down", *dir_args, base=base).returncode == 0
+        assert run("cluster", "down").returncode == 0
 
 
 def test_a_controller_started_short_of_a_quorum_is_not_waited_for_and_the_next_one_serves_reads(tmp_path):
     """With every controller stopped, ``start controller-1`` cannot see it join (no quorum):
     it returns at once naming how many more to start; ``start controller-2`` then waits until
     it serves, and ``quorum describe`` shows both serving reads (caught up since they started)."""
-    data_dir = tmp_path / "cluster"
-    base = free_base(3, 1)
-    dir_args = ("--data-dir", str(data_dir))
-    with cleanup(data_dir):
-        started = kraftlog("cluster", "up", "--detach", "--controllers", "3", "--brokers", "1", *dir_args, base=base)
-        assert started.returncode == 0, started.stdout + started.stderr
+    with detached_cluster(tmp_path, 3, 1) as (_, run):
         for name in ("controller-1", "controller-2", "controller-3"):
-            assert kraftlog("cluster", "stop", name, *dir_args, base=base).returncode == 0
-        alone = kraftlog("cluster", "start", "controller-1", *dir_args, base=base)
+            assert run("cluster", "stop", name).returncode == 0
+        alone = run("cluster", "start", "controller-1")
         assert alone.returncode == 0, alone.stdout + alone.stderr
         assert "once 2 of the 3 controllers run, and controller-2, controller-3 are down: start 1 of them too" in alone.stdout, alone.stdout
-        second = kraftlog("cluster", "start", "controller-2", *dir_args, base=base)
+        second = run("cluster", "start", "controller-2")
         assert second.returncode == 0 and "controller-2 is back in" in second.stdout, second.stdout + second.stderr
 
         def serves_reads() -> dict[int, bool]:
-            quorum = json.loads(kraftlog("quorum", "describe", "--json", *dir_args, base=base).stdout)
+            quorum = json.loads(run("quorum", "describe", "--json").stdout)
             return {c["controller_id"]: c["serves_reads"] for c in quorum["controllers"]}
 
         wait_for(lambda: serves_reads() == {1: True, 2: True, 3: False}, 30, "controllers 1 and 2 to serve reads")
