@@ -22,7 +22,7 @@ from typing import Awaitable, Callable, Sequence
 import grpc
 import structlog
 
-from metadata_quorum.controller_router import CONTROLLER_CHANNEL_OPTIONS, ControllerError, ControllerRouter
+from metadata_quorum.controller_router import CATCHING_UP_METADATA_KEY, CONTROLLER_CHANNEL_OPTIONS, ControllerError, ControllerRouter
 from metadata_quorum.endpoints import Endpoint, grpc_address
 from metadata_quorum.delta import MetadataDelta, image_from_snapshot
 from metadata_quorum.image import MetadataImage
@@ -293,6 +293,7 @@ class MetadataFollower:
     async def _follow(self) -> None:
         while True:
             target = self._router.current()
+            catching_up = False
             try:
                 stream = self._channels.stub(grpc_address(target)).StreamMetadata(pb.StreamMetadataRequest(from_offset=self._image.offset + 1))
                 async for batch in stream:
@@ -301,13 +302,17 @@ class MetadataFollower:
                 reason = "stream ended"
             except grpc.aio.AioRpcError as e:
                 reason = f"{e.code().name} {e.details()}"
+                # a controller still catching up after its start: routine while controllers start, not a fault
+                catching_up = any(key == CATCHING_UP_METADATA_KEY for key, _ in e.trailing_metadata() or ())
             except MetadataStreamError as e:
                 reason = str(e)
             except Exception as e:  # a failing listener must not stop metadata: log loudly, resume from the applied offset
                 self._log.exception("applying metadata failed", metadata_offset=self._image.offset)
                 reason = f"{type(e).__name__}: {e}"
             delay = self._router.on_unreachable()
-            self._log.warning("metadata stream broke; switching controller", source=self._router.describe(target), reason=reason, next=self._router.describe(self._router.current()), metadata_offset=self._image.offset)
+            (self._log.info if catching_up else self._log.warning)(
+                "metadata stream broke; switching controller", source=self._router.describe(target), reason=reason,
+                next=self._router.describe(self._router.current()), metadata_offset=self._image.offset)
             await asyncio.sleep(delay)
 
     async def _apply(self, batch: pb.MetadataBatch) -> None:
