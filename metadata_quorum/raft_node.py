@@ -121,6 +121,28 @@ _RAFT_STATES = {0: "follower", 1: "candidate", 2: "leader"}
 _NOT_APPENDED = {FAIL_REASON.QUEUE_FULL, FAIL_REASON.MISSING_LEADER, FAIL_REASON.DISCARDED, FAIL_REASON.REQUEST_DENIED}
 
 
+def has_caught_up(leader_commit: int | None, applied: int, term: int, entry_term: Callable[[int], int | None]) -> bool:
+    """Whether a node has caught up with the metadata log since it started: it has heard a
+    commit index from a leader (``leader_commit``; its own, as leader), applied up to it, and
+    the entry there (``entry_term``: None when not in its journal) was written in the current
+    ``term``.
+
+    Only that term's leader writes such entries, the first being the no-op it appends on
+    election, which commits only with (and after) everything committed before; so the image
+    holds every entry committed when that commit index was sent. What a node loaded from its
+    own disk says nothing of the kind: entries may have been committed while it was down, and
+    after a power failure the commit index it stored may be older than what it had
+    acknowledged (pysyncobj's ``isReady`` trusts it, and a new leader reports the loaded one
+    until its no-op commits)."""
+    return leader_commit is not None and applied >= leader_commit and entry_term(leader_commit) == term
+
+
+def _entry_term(journal: FileJournal, index: int) -> int | None:
+    """The term of the journal's entry at Raft ``index`` (entries are (command, index, term))."""
+    position = index - journal[0][1] if len(journal) else -1
+    return journal[position][2] if 0 <= position < len(journal) else None
+
+
 class ControllerRaftNode:
     """One voter of the metadata quorum, seen from asyncio."""
 
@@ -201,28 +223,16 @@ class ControllerRaftNode:
         event.set()
 
     def _note_caught_up(self) -> None:
-        """Runs on pysyncobj's thread at every tick, until this node has caught up.
-
-        Caught up: since it started, this node has heard a commit index from a leader (its own,
-        as leader), has applied up to it, and the entry there was written in the current term.
-        Only that term's leader writes such entries, the first being the no-op it appends on
-        election, which commits only with (and after) everything committed before; so the
-        image holds every entry committed when that commit index was sent. What this node
-        loaded from its own disk says nothing of the kind: entries may have been committed
-        while it was down, and after a power failure the commit index it stored may be
-        older than what it had acknowledged (pysyncobj's ``isReady`` trusts it, and a new
-        leader reports the loaded one until its no-op commits)."""
+        """Runs on pysyncobj's thread at every tick, until this node has caught up
+        (``has_caught_up``; on this thread the status cannot race pysyncobj's updates)."""
         journal = self._raft_log
-        if self._caught_up or journal is None or not len(journal):
+        if self._caught_up or journal is None:
             return
-        status = self._syncobj.getStatus()  # on this thread: no race with pysyncobj's own updates
-        leader_commit, applied, term = status["leader_commit_idx"], status["last_applied"], status["raft_term"]
-        if leader_commit is None or applied < leader_commit:
-            return
-        position = leader_commit - journal[0][1]
-        if 0 <= position < len(journal) and journal[position][2] == term:
+        status = self._syncobj.getStatus()
+        if has_caught_up(status["leader_commit_idx"], status["last_applied"], status["raft_term"], lambda index: _entry_term(journal, index)):
             self._caught_up = True
-            log.info("caught up with the metadata log", controller_id=self.voter.node_id, term=term, commit_index=leader_commit, metadata_offset=self._image.offset)
+            log.info("caught up with the metadata log", controller_id=self.voter.node_id, term=status["raft_term"],
+                     commit_index=status["leader_commit_idx"], metadata_offset=self._image.offset)
 
     @property
     def caught_up(self) -> bool:
@@ -265,10 +275,13 @@ class ControllerRaftNode:
         meanwhile), plus ``caught_up``."""
         for _ in range(10):
             try:
-                return {**self._syncobj.getStatus(), "caught_up": self._caught_up}
+                status = self._syncobj.getStatus()
+                break
             except RuntimeError:
                 time.sleep(0.001)
-        return {**self._syncobj.getStatus(), "caught_up": self._caught_up}
+        else:
+            status = self._syncobj.getStatus()
+        return {**status, "caught_up": self._caught_up}
 
     def raft_state(self, status: dict) -> str:
         return _RAFT_STATES.get(status.get("state"), "unknown")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from metadata_quorum import records as r
 from metadata_quorum.endpoints import Voter
-from metadata_quorum.raft_node import ControllerRaftNode
+from metadata_quorum.raft_node import ControllerRaftNode, has_caught_up
 from kraftlog_proto import common_pb2 as common
 from server_common.waiting import async_wait_for
 
@@ -33,6 +33,7 @@ def test_entries_rejections_ring_and_restart(tmp_path: Path):
 
     async def scenario() -> None:
         node = await _started(voter, tmp_path)
+        await async_wait_for(lambda: node.caught_up, 5, "a single voter to catch up with its own no-op")
         ok = await node.propose([r.TopicRecord("a", "ida"), r.PartitionRecord("ida", 0, (1,), (1,), 1, 0, 0)])
         assert (ok.error_code, ok.first_offset) == (common.NONE, 1)
         rejected = await node.propose([r.ConfigRecord("a", "retention.ms", "1"), r.TopicRecord("a", "dup")])
@@ -49,8 +50,23 @@ def test_entries_rejections_ring_and_restart(tmp_path: Path):
 
         restarted = await _started(voter, tmp_path)
         await async_wait_for(lambda: restarted.image == expected, 5, f"the restarted node to reach {expected}")
+        # restarted from the full dump and a journal that starts after it: it still catches up
+        await async_wait_for(lambda: restarted.caught_up, 5, "the restarted node to catch up")
         _, recent = restarted.read_since(1)
         assert recent is None  # history before the dump is gone: a stream from 1 gets a snapshot
         restarted.destroy()
 
     asyncio.run(scenario())
+
+
+def test_caught_up_only_at_a_leaders_commit_index_of_the_current_term():
+    """The power-loss case: the commit index a node (or a new leader) loaded is 1, an entry of
+    term 0, while the node is in term 2 and the no-op of term 2 is at 9."""
+    terms = {1: 0, 2: 1, 8: 1, 9: 2}
+    assert not has_caught_up(None, 9, 2, terms.get)  # no leader's commit index heard yet
+    assert not has_caught_up(1, 1, 2, terms.get)  # the loaded index: an older term's entry
+    assert not has_caught_up(8, 8, 2, terms.get)  # committed in term 1; term 2's no-op not yet
+    assert not has_caught_up(9, 8, 2, terms.get)  # heard, not yet applied
+    assert has_caught_up(9, 9, 2, terms.get)
+    assert has_caught_up(9, 12, 2, terms.get)  # applied past it meanwhile
+    assert not has_caught_up(12, 12, 2, terms.get)  # an index its journal does not hold
