@@ -11,7 +11,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 import grpc
 
-from metadata_quorum.controller_router import CATCHING_UP_METADATA_KEY, CONTROLLER_CHANNEL_OPTIONS, ControllerError, ControllerRouter
+from metadata_quorum.controller_router import CONTROLLER_CHANNEL_OPTIONS, ControllerError, ControllerRouter, is_catching_up
 from metadata_quorum.endpoints import Endpoint, grpc_address, parse_endpoints
 from metadata_quorum.topic_admin import PARTITIONS_PER_ENTRY_MAX
 from kraftlog_proto import common_pb2 as common
@@ -79,7 +79,7 @@ class ControllerClient:
                     tls_refused.add(grpc_address(target))
                     if endpoint is not None or len(tls_refused) >= len(self._router.endpoints):
                         raise ControllerError(common.BROKER_NOT_AVAILABLE, tls_advice) from None
-                catching_up = isinstance(e, grpc.Call) and any(key == CATCHING_UP_METADATA_KEY for key, _ in e.trailing_metadata() or ())
+                catching_up = is_catching_up(e)
                 if catching_up:  # it answers, but holds a partial image yet: another controller may serve the read
                     last = e.details()
                     outcomes[grpc_address(target)] = "catching up with the metadata log"

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
+import grpc
+
 from metadata_quorum.endpoints import Endpoint
 from kraftlog_proto import controller_pb2 as pb
 from server_common.error_names import error_code_name
@@ -18,6 +20,11 @@ CONTROLLER_CHANNEL_OPTIONS = [("grpc.max_receive_message_length", MESSAGE_BYTES_
 # Trailing metadata key of an UNAVAILABLE read refused by a controller that has not caught up
 # with the metadata log since it started: it answers, and another controller may serve the read.
 CATCHING_UP_METADATA_KEY = "kraftlog-catching-up"
+
+
+def is_catching_up(error: Exception) -> bool:
+    """Whether a failed call was refused by a controller still catching up (see above)."""
+    return isinstance(error, (grpc.Call, grpc.aio.AioRpcError)) and any(key == CATCHING_UP_METADATA_KEY for key, _ in error.trailing_metadata() or ())
 
 
 class ControllerError(Exception):

@@ -22,7 +22,7 @@ from typing import Awaitable, Callable, Sequence
 import grpc
 import structlog
 
-from metadata_quorum.controller_router import CATCHING_UP_METADATA_KEY, CONTROLLER_CHANNEL_OPTIONS, ControllerError, ControllerRouter
+from metadata_quorum.controller_router import CONTROLLER_CHANNEL_OPTIONS, ControllerError, ControllerRouter, is_catching_up
 from metadata_quorum.endpoints import Endpoint, grpc_address
 from metadata_quorum.delta import MetadataDelta, image_from_snapshot
 from metadata_quorum.image import MetadataImage
@@ -303,7 +303,7 @@ class MetadataFollower:
             except grpc.aio.AioRpcError as e:
                 reason = f"{e.code().name} {e.details()}"
                 # a controller still catching up after its start: routine while controllers start, not a fault
-                catching_up = any(key == CATCHING_UP_METADATA_KEY for key, _ in e.trailing_metadata() or ())
+                catching_up = is_catching_up(e)
             except MetadataStreamError as e:
                 reason = str(e)
             except Exception as e:  # a failing listener must not stop metadata: log loudly, resume from the applied offset

@@ -134,12 +134,12 @@ class Processes:
     def snapshot(self) -> dict[tuple[str, int], float]:
         """CPU seconds so far by (role, pid); the worker daemons themselves only schedule
         and are left out."""
-        snap = {("JVM", self.driver_jvm): _cpu_s(self.driver_jvm, children=False)}
+        snap = {("JVM", self.driver_jvm): cpu_seconds(self.driver_jvm, children=False)}
         for root in self.roots:
             for pid in _descendants(root):
                 role = "JVM" if _command(pid) == "java" else "Python workers"
-                snap[(role, pid)] = _cpu_s(pid, children=role != "JVM")
-        snap[("broker", self.broker)] = _cpu_s(self.broker, children=False)
+                snap[(role, pid)] = cpu_seconds(pid, children=role != "JVM")
+        snap[("broker", self.broker)] = cpu_seconds(self.broker, children=False)
         return snap
 
     @staticmethod
@@ -154,7 +154,7 @@ class Processes:
 TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 
 
-def _cpu_s(pid: int, children: bool) -> float:
+def cpu_seconds(pid: int, children: bool) -> float:
     """utime + stime (+ reaped children's) of `pid`; 0 once it is gone."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()

@@ -22,7 +22,7 @@ import grpc
 
 from kraftlog_proto import broker_pb2
 from server_common.local_cluster import free_ports
-from tests.spark.read_benchmark import _cpu_s
+from tests.spark.read_benchmark import cpu_seconds
 from tests.spark.spark_processes import REPO
 
 _METHOD = "/kraftlog.bench.TransportFloor/Stream"
@@ -78,10 +78,10 @@ def measure(message_bytes: int, mib: int, rounds: int) -> list[Floor]:
             read(min(messages, 20))
             floors = []
             for _ in range(rounds):
-                server_before, client_before, wall_before = _cpu_s(server.pid, False), time.process_time(), time.perf_counter()
+                server_before, client_before, wall_before = cpu_seconds(server.pid, False), time.process_time(), time.perf_counter()
                 moved = read(messages) / (1 << 20)
                 assert moved * (1 << 20) == messages * message_bytes, "the stream lost bytes"
-                server_s, client_s = _cpu_s(server.pid, False) - server_before, time.process_time() - client_before
+                server_s, client_s = cpu_seconds(server.pid, False) - server_before, time.process_time() - client_before
                 floors.append(Floor(server_s * 1000 / moved, client_s * 1000 / moved, moved / (time.perf_counter() - wall_before)))
             return floors
     finally:
