@@ -3,8 +3,9 @@
 Pure bookkeeping (no I/O, no clock: callers pass `now_ms`), guarded by one lock because the
 application thread appends while the sender thread drains. The rules follow Kafka's
 RecordAccumulator: a partition's head batch is ready when it is full, when linger_ms has
-passed since it opened (or retry_backoff since its last failure), or when someone flushes,
-closes or is blocked on memory; a drain takes ready partitions' batches grouped by leader
+passed since it opened (or retry_backoff since its last failure), when someone flushes,
+closes or is blocked on memory, or when the partition has no request in flight (a lone
+record pays no linger); a drain takes ready partitions' batches grouped by leader
 broker, so the sender makes one request per broker. A drain also piggybacks any other
 partition of the same broker that has data, since that request is being paid for anyway.
 A partition is in at most `max_in_flight_per_partition` requests at once. With a producer
@@ -153,7 +154,7 @@ class RecordAccumulator:
                     continue
                 if node in ready_nodes:
                     continue
-                ready_at = self._ready_at_ms(queue, urgent)
+                ready_at = self._ready_at_ms(queue, urgent or not self._in_flight.get(tp, 0))
                 if ready_at <= now_ms:
                     ready_nodes.add(node)
                 else:
@@ -161,7 +162,12 @@ class RecordAccumulator:
         return ReadyCheck(ready_nodes, next_ready_ms, unknown)
 
     def _ready_at_ms(self, queue: deque[ProducerBatch], urgent: bool) -> float:
-        """When the head batch may be sent: backoff first, then full/urgent, then linger."""
+        """When the head batch may be sent: backoff first, then full/urgent, then linger.
+
+        ``urgent`` includes a partition with no request in flight: its first record goes at
+        once and pays no linger (a lone record's latency is one round trip), while the
+        records that arrive during that request's round trip gather into the next batch, so
+        batching still forms under load (Nagle's rule rather than a fixed delay)."""
         head = queue[0]
         if head.attempts > 0:
             return head.retry_at_ms

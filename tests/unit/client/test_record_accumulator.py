@@ -19,8 +19,8 @@ def leader_of(tp):
     return LEADERS.get(tp)
 
 
-def make(batch_size=1000, linger_ms=5, request_max=10_000):
-    return RecordAccumulator(batch_size, linger_ms, request_max)
+def make(batch_size=1000, linger_ms=5, request_max=10_000, in_flight_max=1):
+    return RecordAccumulator(batch_size, linger_ms, request_max, in_flight_max)
 
 
 def add(acc, tp, now, value=b"x" * 84, key=None, **kw):
@@ -28,12 +28,28 @@ def add(acc, tp, now, value=b"x" * 84, key=None, **kw):
     return acc.append(tp, value, key, None, 0, size, now, **kw)
 
 
-def test_batch_waits_for_linger_then_is_ready():
+def in_flight(acc, tp, now=0):
+    """Put one request for ``tp`` in flight (a first record, drained), so that the next
+    batch of ``tp`` lingers."""
+    add(acc, tp, now=now)
+    assert [b.tp for b in acc.drain({LEADERS[tp]}, leader_of, now)[LEADERS[tp]]] == [tp]
+
+
+def test_a_lone_record_is_ready_at_once():
     acc = make(linger_ms=5)
+    add(acc, ("a", 0), now=100)
+    assert acc.ready(100, leader_of).ready_nodes == {1}
+
+
+def test_batch_waits_for_linger_while_a_request_is_in_flight_then_is_ready():
+    acc = make(linger_ms=5, in_flight_max=2)
+    in_flight(acc, ("a", 0), now=99)
     add(acc, ("a", 0), now=100)
     check = acc.ready(102, leader_of)
     assert check.ready_nodes == set() and check.next_ready_ms == 105
     assert acc.ready(105, leader_of).ready_nodes == {1}
+    acc.request_done(("a", 0))  # the answer came back first: nothing to wait for now
+    assert acc.ready(102, leader_of).ready_nodes == {1}
 
 
 def test_full_batch_is_ready_at_once_and_the_next_record_opens_a_new_batch():
@@ -46,11 +62,12 @@ def test_full_batch_is_ready_at_once_and_the_next_record_opens_a_new_batch():
 
 
 def test_flush_close_and_memory_pressure_make_everything_ready():
-    acc = make()
+    acc = make(in_flight_max=2)
+    in_flight(acc, ("a", 0), now=100)
     add(acc, ("a", 0), now=100)
     assert acc.ready(100, leader_of, memory_waiters=1).ready_nodes == {1}
     pending = acc.begin_flush()
-    assert len(pending) == 1 and acc.ready(100, leader_of).ready_nodes == {1}
+    assert len(pending) == 2 and acc.ready(100, leader_of).ready_nodes == {1}  # the one in flight too
     acc.end_flush()
     assert acc.ready(100, leader_of).ready_nodes == set()
     acc.begin_close()
@@ -65,7 +82,8 @@ def test_unknown_leader_is_reported_not_drained():
 
 
 def test_drain_groups_by_leader_and_piggybacks_partitions_not_yet_ready():
-    acc = make(linger_ms=5)
+    acc = make(linger_ms=5, in_flight_max=2)
+    in_flight(acc, ("b", 0), now=9)
     add(acc, ("a", 0), now=0)
     add(acc, ("b", 0), now=9)  # same leader, not lingered enough: rides along
     add(acc, ("a", 1), now=0)
