@@ -32,6 +32,7 @@ from metadata_quorum.raft_node import ControllerRaftNode
 from metadata_quorum.raft_tls import RaftTlsRelay, raft_tls_files
 from kraftlog_proto import controller_pb2, controller_pb2_grpc, security_pb2_grpc
 from server_common import power_loss
+from server_common.event_loops import EVENT_LOOPS, run_loop
 from server_common.grpc_standard_services import ServingState
 from server_common.limits import MESSAGE_BYTES_MAX
 from server_common.tls import TlsConfigError, add_port, add_tls_arguments, server_tls_from_args
@@ -74,6 +75,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="fsync: the Raft journal is fsynced (batched) before this controller acknowledges, sends or votes "
                              "on an entry, so committed metadata survives a power failure of every controller; page-cache: "
                              "left to the OS, faster, survives process crashes only (docs/durability.md) (default: %(default)s)")
+    parser.add_argument("--event-loop", choices=EVENT_LOOPS, default="uvloop",
+                        help="the asyncio event loop this process runs: uvloop (libuv; lower latency per message) or "
+                             "asyncio (the standard library's) (default: %(default)s; docs/performance.md)")
     parser.add_argument(power_loss.FLAG, action="store_true", help=power_loss.FLAG_HELP)
     parser.add_argument("--cluster-id", default=None, help="cluster id reported to brokers (default: derived from --quorum)")
     parser.add_argument("--raft-peer-address", action="append", default=[], metavar="ID=HOST:PORT",
@@ -226,7 +230,7 @@ def run(args: argparse.Namespace) -> int:
 
     configure_logging(args.log_format)
     try:
-        asyncio.run(serve(args))
+        run_loop(serve(args), args.event_loop)
     except ValueError as exc:  # a malformed --quorum
         raise SystemExit(f"kraftlog controller: {exc}") from None
     return 0

@@ -125,12 +125,13 @@ class LogMaintenance:
             if self._unflushed.get(tp) is partition:
                 del self._unflushed[tp]
 
-    def run_scrub(self, budget_bytes: int) -> None:
+    def run_scrub(self, budget_bytes: int) -> bool:
         """Verify the CRCs of up to ``budget_bytes`` more stored bytes: one partition's log
         to its end, then the next one's (round robin), so an idle broker's cost stays flat
         however many partitions it holds. A log with nothing to verify (empty, or offline, or
         no longer this broker's) leaves the round until its next write, so empty logs cost
-        nothing."""
+        nothing. True when this call finished a lap (every log verified to its end): the
+        caller rests before the next one."""
         assert budget_bytes > 0, budget_bytes
         partitions = self._replicas.partitions
         tps = sorted(self._scrubbed)
@@ -146,9 +147,10 @@ class LogMaintenance:
                     self._replicas.take_offline(partition, exc)
             if budget_bytes <= 0:
                 self._scrub_from = tp  # the next call goes on in this log
-                return
+                return False
             if partition.offline_reason is not None or not live or partition.log_start_offset == partition.log_end_offset:
                 del self._scrubbed[tp]  # nothing to verify
+        return True
 
     def damaged(self) -> list[tuple[Partition, DamagedRange]]:
         """Every damaged range still waiting for a copy, on online replicas. Looks at every

@@ -1,0 +1,96 @@
+"""The floor under every kraftlog latency figure: what one message costs through Python's gRPC
+alone, on this machine, in this sitting.
+
+A bare ``grpc.aio`` server process answers 100-byte messages with 100-byte messages: once as
+a unary call (what a Produce is), once as a message each way on an open bidirectional stream
+(what a replication round or a pushed batch is). Nothing else runs in it: no log, no
+interceptors, no protobuf beyond raw bytes. `kraftlog perf latency` prints these beside the
+broker's figures, so a reader sees how far a replicated write is from the language's limit.
+
+    python -m cli.grpc_floor PORT [uvloop|asyncio]   # the server (the benchmark starts it)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+import grpc
+
+from cli.perf_common import percentiles
+from server_common.event_loops import run_loop
+from server_common.local_cluster import free_ports
+
+_SERVICE = "kraftlog.bench.Floor"
+_IDENTITY = (lambda b: b, lambda b: b)  # raw bytes on the wire: no serialisation cost at all
+
+
+async def _serve(port: int) -> None:
+    async def echo(request: bytes, context) -> bytes:
+        return request
+
+    async def pingpong(requests, context):
+        async for request in requests:
+            yield request
+
+    server = grpc.aio.server()
+    handlers = {
+        "Echo": grpc.unary_unary_rpc_method_handler(echo, *_IDENTITY),
+        "PingPong": grpc.stream_stream_rpc_method_handler(pingpong, *_IDENTITY),
+    }
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(_SERVICE, handlers),))
+    server.add_insecure_port(f"127.0.0.1:{port}")
+    await server.start()
+    print("ready", flush=True)
+    await server.wait_for_termination()
+
+
+@dataclass(frozen=True)
+class FloorFigures:
+    """Round-trip latencies (ms percentiles) of one 100-byte message each way."""
+
+    unary_ms: dict[str, float]
+    stream_ms: dict[str, float]
+
+
+async def _measure(port: int, count: int, message_bytes: int) -> FloorFigures:
+    payload = bytes(message_bytes)
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        unary = channel.unary_unary(f"/{_SERVICE}/Echo", *_IDENTITY)
+        unary_ms = []
+        for i in range(count + count // 10):  # the first tenth warms the connection up, unrecorded
+            started = time.perf_counter()
+            await unary(payload)
+            if i >= count // 10:
+                unary_ms.append((time.perf_counter() - started) * 1000)
+        call = channel.stream_stream(f"/{_SERVICE}/PingPong", *_IDENTITY)()
+        stream_ms = []
+        for i in range(count + count // 10):
+            started = time.perf_counter()
+            await call.write(payload)
+            await call.read()
+            if i >= count // 10:
+                stream_ms.append((time.perf_counter() - started) * 1000)
+        await call.done_writing()
+    return FloorFigures(percentiles(unary_ms), percentiles(stream_ms))
+
+
+def measure_floor(count: int = 3000, message_bytes: int = 100, loop: str = "asyncio") -> FloorFigures:
+    """Start the bare server in its own process, measure from this one, stop it."""
+    (port,) = free_ports(1)
+    server = subprocess.Popen([sys.executable, "-m", "cli.grpc_floor", str(port), loop], stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        if server.stdout.readline().strip() != "ready":
+            raise RuntimeError(f"the gRPC floor server did not start (exit code {server.poll()})")
+        return run_loop(_measure(port, count, message_bytes), loop)
+    finally:
+        server.kill()
+        server.wait()
+
+
+if __name__ == "__main__":
+    run_loop(_serve(int(sys.argv[1])), sys.argv[2] if len(sys.argv) > 2 else "asyncio")
