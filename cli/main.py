@@ -29,7 +29,7 @@ def _client_options(parser: argparse.ArgumentParser, json_flag: bool = True) -> 
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from cli import cluster_cmd, data_cmd, perf_cmd, perf_e2e, perf_failover, topics_cmd
+    from cli import cluster_cmd, data_cmd, perf_cmd, perf_e2e, perf_failover, perf_latency, topics_cmd
     from data_plane.broker import config as broker_config
     from metadata_quorum import controller_main
 
@@ -200,6 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
     pe2e.add_argument("--max-in-flight-per-partition", type=int, default=None, help="requests that may carry one partition at once (default: the producer's, 5 with idempotence)")
     _client_options(pe2e)
     pe2e.set_defaults(func=perf_e2e.run)
+    perf_latency.add_parser(perf, _client_options)
     pfail = perf.add_parser("failover", help="time from faulting a partition leader to the first acks=all write its successor acknowledges")
     pfail.add_argument("--kills", type=int, default=20, help="rounds (one fault of the current leader each)")
     pfail.add_argument("--mode", choices=["kill", "pause", "shutdown", "partition"], default="kill", help="SIGKILL, SIGSTOP (until a new leader acknowledges), SIGTERM (controlled shutdown) or partition (the leader's network namespace cut from every node and client until a new leader acknowledges; implies --namespaces)")
