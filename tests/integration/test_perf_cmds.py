@@ -1,4 +1,4 @@
-"""``kraftlog perf e2e`` and ``kraftlog perf failover`` run end to end and report what they promise.
+"""``kraftlog perf e2e``, ``perf latency`` and ``perf failover`` run end to end and report what they promise.
 
 Benchmarks, not timed tests: tiny parameters on replication factor 1, and assertions on the
 shape and consistency of the JSON report, never on how fast anything was.
@@ -63,3 +63,26 @@ def test_perf_failover_reports_each_round_on_its_own_cluster(mode: str) -> None:
     assert round_["failover_ms"] > 0 and round_["producer_stall_ms"] > 0
     assert report["producer"]["acked"] > 0
     assert report["producer"]["failed"] == 0, report["producer"]["first_error"]
+
+
+def test_perf_latency_reports_kraftlog_beside_the_grpc_floor(tmp_path) -> None:
+    with local_cluster(tmp_path, controllers=1, brokers=3) as cluster:
+        report = kraftlog_json("perf", "latency", "--count", "50", "--peer", "none", "--bootstrap", cluster.bootstrap, timeout=120)
+    assert report["count"] == 50 and report["record_size"] == 100
+    for figures in ("kraftlog_ms", "floor_unary_ms", "floor_stream_ms"):
+        assert_ordered_latencies(report[figures])
+    assert "nats_jetstream_r3_ms" not in report
+
+
+@pytest.mark.benchmark
+def test_perf_latency_beside_nats_jetstream(tmp_path) -> None:
+    """The side-by-side run of docs/performance.md (needs Debian's nats-server)."""
+    from cli.nats_peer import nats_server_path
+
+    if nats_server_path() is None:
+        pytest.skip("nats-server is not installed: apt-get install nats-server")
+    with local_cluster(tmp_path, controllers=3, brokers=3) as cluster:
+        report = kraftlog_json("perf", "latency", "--count", "3000", "--bootstrap", cluster.bootstrap, timeout=600)
+    print(json.dumps(report, indent=2))
+    for figures in ("kraftlog_ms", "floor_unary_ms", "floor_stream_ms", "nats_jetstream_r3_ms"):
+        assert_ordered_latencies(report[figures])
