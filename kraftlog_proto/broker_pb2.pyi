@@ -23,18 +23,20 @@ READ_UNCOMMITTED: IsolationLevel
 READ_COMMITTED: IsolationLevel
 
 class ProduceRequest(_message.Message):
-    __slots__ = ("acks", "timeout_ms", "topics", "client_id", "transactional_id")
+    __slots__ = ("acks", "timeout_ms", "topics", "client_id", "transactional_id", "correlation_id")
     ACKS_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
     TRANSACTIONAL_ID_FIELD_NUMBER: _ClassVar[int]
+    CORRELATION_ID_FIELD_NUMBER: _ClassVar[int]
     acks: int
     timeout_ms: int
     topics: _containers.RepeatedCompositeFieldContainer[TopicProduceData]
     client_id: str
     transactional_id: str
-    def __init__(self, acks: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[TopicProduceData, _Mapping]]] = ..., client_id: _Optional[str] = ..., transactional_id: _Optional[str] = ...) -> None: ...
+    correlation_id: int
+    def __init__(self, acks: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[TopicProduceData, _Mapping]]] = ..., client_id: _Optional[str] = ..., transactional_id: _Optional[str] = ..., correlation_id: _Optional[int] = ...) -> None: ...
 
 class TopicProduceData(_message.Message):
     __slots__ = ("topic", "partitions")
@@ -65,14 +67,16 @@ class PartitionProduceData(_message.Message):
     def __init__(self, partition: _Optional[int] = ..., batches: _Optional[bytes] = ..., records: _Optional[_Iterable[_Union[_common_pb2.Record, _Mapping]]] = ..., current_leader_epoch: _Optional[int] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., base_sequence: _Optional[int] = ..., transactional: _Optional[bool] = ...) -> None: ...
 
 class ProduceResponse(_message.Message):
-    __slots__ = ("topics", "node_endpoints", "throttle_time_ms")
+    __slots__ = ("topics", "node_endpoints", "throttle_time_ms", "correlation_id")
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     NODE_ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
     THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    CORRELATION_ID_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedCompositeFieldContainer[TopicProduceResponse]
     node_endpoints: _containers.RepeatedCompositeFieldContainer[_common_pb2.BrokerEndpoint]
     throttle_time_ms: int
-    def __init__(self, topics: _Optional[_Iterable[_Union[TopicProduceResponse, _Mapping]]] = ..., node_endpoints: _Optional[_Iterable[_Union[_common_pb2.BrokerEndpoint, _Mapping]]] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
+    correlation_id: int
+    def __init__(self, topics: _Optional[_Iterable[_Union[TopicProduceResponse, _Mapping]]] = ..., node_endpoints: _Optional[_Iterable[_Union[_common_pb2.BrokerEndpoint, _Mapping]]] = ..., throttle_time_ms: _Optional[int] = ..., correlation_id: _Optional[int] = ...) -> None: ...
 
 class TopicProduceResponse(_message.Message):
     __slots__ = ("topic", "partitions")

@@ -39,6 +39,11 @@ class BrokerStub:
                 request_serializer=proto_dot_broker__pb2.ProduceRequest.SerializeToString,
                 response_deserializer=proto_dot_broker__pb2.ProduceResponse.FromString,
                 _registered_method=True)
+        self.ProduceStream = channel.stream_stream(
+                '/kraftlog.v1.Broker/ProduceStream',
+                request_serializer=proto_dot_broker__pb2.ProduceRequest.SerializeToString,
+                response_deserializer=proto_dot_broker__pb2.ProduceResponse.FromString,
+                _registered_method=True)
         self.Fetch = channel.unary_unary(
                 '/kraftlog.v1.Broker/Fetch',
                 request_serializer=proto_dot_broker__pb2.FetchRequest.SerializeToString,
@@ -96,6 +101,15 @@ class BrokerServicer:
 
     def Produce(self, request, context):
         """Appends batches (fast path) or plain records (simple path) to many partitions at once.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ProduceStream(self, request_iterator, context):
+        """The same requests on one long-lived stream: each answered as soon as it completes (not in
+        order), carrying its request's correlation_id. A client that keeps one open per broker pays
+        one message each way per request instead of a call's set-up (docs/protocol.md, "ProduceStream").
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -183,6 +197,11 @@ def add_BrokerServicer_to_server(servicer, server):
                     request_deserializer=proto_dot_broker__pb2.ProduceRequest.FromString,
                     response_serializer=proto_dot_broker__pb2.ProduceResponse.SerializeToString,
             ),
+            'ProduceStream': grpc.stream_stream_rpc_method_handler(
+                    servicer.ProduceStream,
+                    request_deserializer=proto_dot_broker__pb2.ProduceRequest.FromString,
+                    response_serializer=proto_dot_broker__pb2.ProduceResponse.SerializeToString,
+            ),
             'Fetch': grpc.unary_unary_rpc_method_handler(
                     servicer.Fetch,
                     request_deserializer=proto_dot_broker__pb2.FetchRequest.FromString,
@@ -259,6 +278,33 @@ class Broker:
             request,
             target,
             '/kraftlog.v1.Broker/Produce',
+            proto_dot_broker__pb2.ProduceRequest.SerializeToString,
+            proto_dot_broker__pb2.ProduceResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ProduceStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/kraftlog.v1.Broker/ProduceStream',
             proto_dot_broker__pb2.ProduceRequest.SerializeToString,
             proto_dot_broker__pb2.ProduceResponse.FromString,
             options,

@@ -30,6 +30,8 @@ class LogMaintenance:
         # The logs the scrub goes round: written or opened since the scrub last found one with
         # nothing to verify (an empty log leaves until its next write).
         self._scrubbed: dict[tuple[str, int], Partition] = {}
+        self._lap_pending: set[tuple[str, int]] | None = None  # logs of this lap not yet verified to their end
+        self._scrub_order: list[tuple[str, int]] | None = None  # the round's logs, sorted
         # Logs written since their last flush (by the replica manager's write paths): the only
         # ones the flush check visits, so an idle broker's flush timer costs nothing per log.
         self._unflushed: dict[tuple[str, int], Partition] = {}
@@ -101,13 +103,19 @@ class LogMaintenance:
         recorded before a restart) or its leadership changed (a follower may truncate)."""
         self.note_written(partition)
         self._opened[(partition.topic, partition.partition)] = partition
-        self._scrubbed[(partition.topic, partition.partition)] = partition
+        self._join_scrub(partition)
 
     def note_written(self, partition: Partition) -> None:
         """``partition``'s log was written (records, a rolled segment, a truncation): the flush
         check looks at it until everything up to its log end is flushed, the scrub goes round it."""
         self._unflushed[(partition.topic, partition.partition)] = partition
-        self._scrubbed[(partition.topic, partition.partition)] = partition
+        self._join_scrub(partition)
+
+    def _join_scrub(self, partition: Partition) -> None:
+        tp = (partition.topic, partition.partition)
+        if self._scrubbed.get(tp) is not partition:
+            self._scrub_order = None  # a log joined the round (or a new replica took a name)
+        self._scrubbed[tp] = partition
 
     def run_flush(self) -> None:
         """Flush by ``flush.ms``, and the segments rolled since the last flush, of the logs
@@ -134,22 +142,34 @@ class LogMaintenance:
         caller rests before the next one."""
         assert budget_bytes > 0, budget_bytes
         partitions = self._replicas.partitions
-        tps = sorted(self._scrubbed)
+        if self._scrub_order is None:
+            self._scrub_order = sorted(self._scrubbed)  # sorted again only after logs joined or left the round
+        if self._lap_pending is None:
+            self._lap_pending = set(self._scrubbed)  # a new lap: the logs in the round now
+        tps = self._scrub_order
         start = bisect.bisect_left(tps, self._scrub_from) if self._scrub_from is not None else 0
         self._scrub_from = None  # unless the budget runs out in a log: the next call starts a new lap
         for tp in tps[start:] + tps[:start]:
             partition = self._scrubbed[tp]
             live = partitions.get(tp) is partition and partition.offline_reason is None
             if live:
+                laps = partition.log.scrub_laps
                 try:
                     budget_bytes -= partition.scrub(budget_bytes)
                 except StorageError as exc:
                     self._replicas.take_offline(partition, exc)
+                if partition.log.scrub_laps != laps:
+                    self._lap_pending.discard(tp)  # verified to its end in this lap
             if budget_bytes <= 0:
                 self._scrub_from = tp  # the next call goes on in this log
-                return False
+                break
             if partition.offline_reason is not None or not live or partition.log_start_offset == partition.log_end_offset:
                 del self._scrubbed[tp]  # nothing to verify
+                self._scrub_order = None
+        self._lap_pending &= self._scrubbed.keys()
+        if self._lap_pending:
+            return False
+        self._lap_pending = None
         return True
 
     def damaged(self) -> list[tuple[Partition, DamagedRange]]:

@@ -11,6 +11,8 @@ replication is never throttled by client quotas):
   ``consumer_byte_rate``; the largest throttle time earned goes into the answer's
   ``throttle_time_ms`` (Produce, Fetch, ListOffsets, Metadata) and mutes the client that long
   (KIP-219: answer at once, then hold the client's next requests);
+- a ProduceStream counts each request as the Produce it stands for (the request waits while
+  its client is muted; its answer carries the throttle time);
 - a Consume stream counts 1 request when it opens and each message's bytes against
   ``consumer_byte_rate``; a throttled message carries ``throttle_time_ms`` and the stream
   waits that long before its next message.
@@ -111,6 +113,8 @@ class _QuotaInterceptor(grpc.aio.ServerInterceptor):
         header_client_id = client_id_from_metadata(handler_call_details.invocation_metadata)
         if handler.unary_unary is not None:
             return handler._replace(unary_unary=self._unary(method, header_client_id, handler.unary_unary))
+        if handler.stream_stream is not None and method == "ProduceStream":
+            return handler._replace(stream_stream=self._produce_stream(header_client_id, handler.stream_stream))
         if handler.stream_stream is not None:
             return handler._replace(stream_stream=self._stream(header_client_id, handler.stream_stream))
         return handler
@@ -138,6 +142,32 @@ class _QuotaInterceptor(grpc.aio.ServerInterceptor):
             if throttle_ms > 0 and sets_throttle_time:
                 response.throttle_time_ms = throttle_ms
             return response
+
+        return limited
+
+    def _produce_stream(self, header_client_id: str, behaviour):
+        """Each request on a ProduceStream counts as a unary Produce: it waits while its client
+        is muted, counts 1 request and its bytes, and its answer carries the throttle time."""
+        enforcer = self._enforcer
+
+        async def limited(request_iterator, context):
+            client = _calling_client(header_client_id)
+            throttles: dict[int, int] = {}  # correlation id -> throttle time earned by that request
+
+            async def charged_requests():
+                async for request in request_iterator:
+                    await enforcer.wait_if_muted(client)
+                    if enforcer.active():
+                        throttle_ms = enforcer.charge(client, ((REQUEST_RATE, 1.0), (PRODUCER_BYTE_RATE, float(request.ByteSize()))))
+                        if throttle_ms > 0:
+                            throttles[request.correlation_id] = throttle_ms
+                    yield request
+
+            async for response in behaviour(charged_requests(), context):
+                throttle_ms = throttles.pop(response.correlation_id, 0)
+                if throttle_ms > 0:
+                    response.throttle_time_ms = throttle_ms
+                yield response
 
         return limited
 

@@ -154,6 +154,8 @@ class BrokerServer:
         server = grpc.aio.server(options=options, interceptors=interceptors)
         self.access = AccessControl(lambda: self.metadata.image.acls, security.super_users, security.authorization)
         self._service = BrokerService(self.replicas, self.metadata_response, self.init_producer_id, self.access)
+        if self.metrics is not None:
+            self._service.produce_observer = self.metrics.rpc.counted_as("Produce")
         broker_pb2_grpc.add_BrokerServicer_to_server(self._service, server)
         transactions, transaction_topic = serve_transactions(
             self.config, self.replicas, self.lifecycle.create_topics, self.init_producer_id, self.fetchers.broker_address,

@@ -21,6 +21,7 @@ from data_plane.replication.errors import ErrorCode
 from data_plane.replication.transaction_index import AbortedTxn, in_aborted
 from data_plane.broker.replica_manager import ReplicaManager
 from data_plane.broker import fetch_session
+from data_plane.broker.produce_stream import ProduceObserver, serve_produce_stream
 from data_plane.broker.record_deletion import delete_records
 from data_plane.broker.authorization import describable, readable_stream, serve_authorized, transactional_refusal
 from data_plane.broker.requests import DeleteRecordsItem, DeleteRecordsResult, EpochEndResult, FetchItem, FetchResult, OffsetResult, PartitionAnswer, ProduceItem, ProduceResult, ReplicaFetchItem
@@ -194,6 +195,9 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         self._metadata_response = metadata_response
         self._init_producer_id = init_producer_id
         self.consume_streams = ConsumeStreams(replicas, batches_to_records, self._add_endpoints)
+        # Told of every request answered on a ProduceStream (request, answer, seconds), so
+        # that metrics count it as the unary Produce it stands for; set by the server.
+        self.produce_observer: ProduceObserver | None = None
 
     async def Consume(self, request_iterator, context):
         """Streaming consume (data_plane/broker/consume_stream.py)."""
@@ -202,9 +206,22 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
 
     async def Produce(self, request: broker_pb2.ProduceRequest, context: grpc.aio.ServicerContext) -> broker_pb2.ProduceResponse:
         try:
-            items = self._produce_items(request)
+            return await self._produce(request)
         except MalformedRequest as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+
+    async def ProduceStream(self, request_iterator, context: grpc.aio.ServicerContext):
+        """Produce requests on one open stream, each answered as it completes
+        (data_plane/broker/produce_stream.py)."""
+        try:
+            async for response in serve_produce_stream(request_iterator, self._produce, self.produce_observer):
+                yield response
+        except MalformedRequest as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+
+    async def _produce(self, request: broker_pb2.ProduceRequest) -> broker_pb2.ProduceResponse:
+        """One Produce request's answer; raises MalformedRequest for a request of the wrong shape."""
+        items = self._produce_items(request)
         refusal = transactional_refusal(self.access, request.transactional_id)
         if refusal is not None:
             results = [ProduceResult(i.topic, i.partition, refusal) for i in items]

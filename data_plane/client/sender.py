@@ -29,6 +29,7 @@ from data_plane.client.channels import aio_broker_channels
 from data_plane.client.errors import KraftlogError, from_error_code, from_rpc_error
 from data_plane.client.idempotence import OUTCOME_UNKNOWN_CODES
 from data_plane.client.metadata_cache import MetadataCache, TopicPartition, now_ms, refresh_async
+from data_plane.client.produce_streams import ProduceStreams, StreamTimeout
 from data_plane.client.producer_batch import ProducerBatch
 from data_plane.client.record_accumulator import RecordAccumulator
 from kraftlog_proto import broker_pb2, common_pb2
@@ -92,6 +93,7 @@ class Sender:
         self._refresh: asyncio.Task[None] | None = None
         self._refresh_warned_ms = float("-inf")
         self._pool: AioChannelPool[BrokerStub] | None = None
+        self._streams: ProduceStreams | None = None
         self._fatal: KraftlogError | None = None
         self._producer_id_pending = False  # a task is fetching a newer producer id
         self._thread = threading.Thread(target=self._run_thread, name="kraftlog-producer-sender", daemon=True)
@@ -157,6 +159,7 @@ class Sender:
 
     async def _run(self) -> None:
         self._pool = aio_broker_channels(self._metadata.security, self._config.client_id)
+        self._streams = ProduceStreams(self._pool.stub)
         try:
             if self._config.enable_idempotence and not self._config.transactional:
                 await self._init_producer_id()
@@ -181,6 +184,7 @@ class Sender:
             await asyncio.gather(*self._tasks, return_exceptions=True)
             if self._refresh is not None:
                 self._refresh.cancel()
+            self._streams.close()
             await self._pool.close()
 
     def _done(self) -> bool:
@@ -305,18 +309,18 @@ class Sender:
                 return
             try:
                 sent_ns = time.monotonic_ns()
-                call = self._pool.stub(address).Produce(request, timeout=self._call_timeout_s())
                 if self._config.acks == 0:
                     for batch in batches:
                         self._complete(batch, -1, -1)
-                response = await call
+                response = await self._streams.produce(address, request, self._call_timeout_s())
                 answered_ns = time.monotonic_ns()
                 if response.throttle_time_ms > 0:  # over a quota (docs/quotas.md): no request to this broker meanwhile
                     self._throttled_until_ms[node] = now_ms() + response.throttle_time_ms
                 for batch in batches:
                     batch.request_sent_ns, batch.request_answered_ns = sent_ns, answered_ns
-            except grpc.RpcError as err:
-                error = from_rpc_error(err, address)
+            except (grpc.RpcError, ConnectionError, StreamTimeout) as err:
+                error = from_rpc_error(err, address) if isinstance(err, grpc.RpcError) else KraftlogError(
+                    "REQUEST_TIMED_OUT" if isinstance(err, StreamTimeout) else "BROKER_NOT_AVAILABLE", f"broker {address}: {err}")
                 if self._config.acks == 0:
                     log.warning("acks=0 produce failed", broker=node, error=str(error))
                     return

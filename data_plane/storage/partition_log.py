@@ -126,6 +126,7 @@ class PartitionLog:
         self._unflushed_records = 0
         self._first_unflushed_ms: int | None = None
         self._scrub_at: tuple[int, int] = (self.log_start_offset, 0)  # (segment base, position) verified next
+        self.scrub_laps = 0  # times the scrub verified the log to its end
         # Nothing written since the last flush, since a clean load, or since it was created
         # empty (a crash can only lose a new empty log whole, which loses nothing): closing it
         # needs no fsync (a broker may close 10,000 such). Every guarded write sets it.
@@ -588,6 +589,7 @@ class PartitionLog:
                     later = [s for s in self.segments if s.base_offset > segment.base_offset]
                     self._scrub_at = (later[0].base_offset if later else self.segments[0].base_offset, 0)
                     if not later:
+                        self.scrub_laps += 1
                         break
                     continue
                 try:

@@ -189,3 +189,23 @@ def test_the_scrub_goes_round_logs_with_records_and_leaves_empty_ones_alone(tmp_
         replicas.maintenance.run_scrub(1 << 20)
     size = written.log.segments[0].size_bytes
     assert scrubbed == [size] * 4  # verified to its end, then again from its start, lap after lap
+
+
+def test_the_scrub_says_when_a_lap_over_every_log_is_done_whatever_its_budget(tmp_path: Path) -> None:
+    """The broker rests after each lap: a lap ends once every log in the round was verified
+    to its end, also when no single call's budget reaches a lap's boundary (two logs of
+    different sizes, a budget that divides neither)."""
+    config = BrokerConfig(broker_id=1, host="127.0.0.1", port=1, data_dir=tmp_path, controllers=[])
+    replicas = ReplicaManager(config, LogManager(tmp_path, now_ms=0))
+    apply(replicas, with_topic(cluster((1, 2)), "u", 2, 2))
+    leaders = [p for p in replicas.partitions.values() if p.is_leader]
+    for index, partition in enumerate(leaders):
+        for _ in range(20 * (index + 1)):
+            asyncio.run(replicas.produce(1, 1000, [ProduceItem(partition.topic, partition.partition, batch(1))]))
+    total = sum(p.log.segments[0].size_bytes for p in leaders)
+    budget = total // 7 + 13
+    laps = [replicas.maintenance.run_scrub(budget) for _ in range(40)]
+    assert not laps[0] and laps.count(True) >= 4  # a lap needs at least total/budget calls
+    first = laps.index(True)
+    assert first + 1 >= total / budget
+    assert all(p.log.scrub_laps >= 1 for p in leaders)

@@ -18,6 +18,7 @@ that reached the broker while another request for one of their partitions was be
 
 from __future__ import annotations
 
+import queue
 import threading
 from collections import defaultdict, deque
 from collections.abc import Callable
@@ -103,6 +104,35 @@ class FakeBroker(broker_pb2_grpc.BrokerServicer):
         with self._cond:
             producer_id, self.next_producer_id = self.next_producer_id, self.next_producer_id + 1
         return broker_pb2.InitProducerIdResponse(producer_id=producer_id, producer_epoch=0)
+
+    def ProduceStream(self, request_iterator, context):
+        """The producer's stream: each request served by ``Produce`` on a thread of its own
+        (as the broker serves each in a task), answers in completion order."""
+        answers: queue.Queue = queue.Queue()
+
+        def serve(request) -> None:
+            response = self.Produce(request, context)
+            response.correlation_id = request.correlation_id
+            answers.put(response)
+
+        def read() -> None:
+            serving = []
+            for request in request_iterator:
+                serving.append(threading.Thread(target=serve, args=(request,), daemon=True))
+                serving[-1].start()
+            for thread in serving:
+                thread.join()
+            answers.put(None)
+
+        threading.Thread(target=read, daemon=True).start()
+        while context.is_active():  # a stopped server ends the call; its pool thread must not stay behind
+            try:
+                answer = answers.get(timeout=0.05)
+            except queue.Empty:
+                continue
+            if answer is None:
+                return
+            yield answer
 
     def Produce(self, request, context):
         self.produce_requests += 1

@@ -1,0 +1,101 @@
+"""The producer's open ProduceStream per broker: one message each way per request instead of
+a unary call (data_plane/broker/produce_stream.py has the broker's side and why).
+
+Every request gets a correlation id and a future; one reader task per stream resolves the
+futures from the answers, which come in completion order. Requests are written one at a time
+(a gRPC stream takes one write at a time). When a stream breaks, every request waiting on it
+fails with the stream's error (its outcome unknown, as for a failed unary call: the sender
+retries it, and idempotence keeps a retry from writing twice) and the next request opens a
+new stream. Runs on the sender's event loop only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from typing import Callable
+
+import grpc
+
+from kraftlog_proto import broker_pb2
+from kraftlog_proto.broker_pb2_grpc import BrokerStub
+
+
+class StreamTimeout(Exception):
+    """No answer within the request's deadline (the stream stays open; the answer, if it
+    comes later, is dropped)."""
+
+
+class _Stream:
+    """One open ProduceStream and the requests waiting on it."""
+
+    def __init__(self, stub: BrokerStub) -> None:
+        self.call = stub.ProduceStream()
+        self.waiting: dict[int, asyncio.Future] = {}
+        self.write_lock = asyncio.Lock()
+        self.broken: BaseException | None = None
+        self.reader = asyncio.get_running_loop().create_task(self._read())
+
+    async def _read(self) -> None:
+        try:
+            while True:
+                response = await self.call.read()
+                if response is grpc.aio.EOF:
+                    raise ConnectionError("the broker ended the produce stream")
+                future = self.waiting.pop(response.correlation_id, None)
+                if future is not None and not future.done():
+                    future.set_result(response)
+        except asyncio.CancelledError:
+            self._fail(ConnectionError("the produce stream was closed"))
+            raise
+        except BaseException as exc:  # grpc.aio.AioRpcError (a grpc.RpcError) or the EOF above
+            self._fail(exc)
+
+    def _fail(self, exc: BaseException) -> None:
+        self.broken = exc
+        waiting, self.waiting = self.waiting, {}
+        for future in waiting.values():
+            if not future.done():
+                future.set_exception(exc)
+
+    def close(self) -> None:
+        self.call.cancel()
+        self.reader.cancel()
+
+
+class ProduceStreams:
+    """One ProduceStream per broker address, opened on first use and after a break."""
+
+    def __init__(self, stub_of: Callable[[str], BrokerStub]) -> None:
+        self._stub_of = stub_of
+        self._streams: dict[str, _Stream] = {}
+        self._ids = itertools.count()
+
+    async def produce(self, address: str, request: broker_pb2.ProduceRequest, timeout_s: float) -> broker_pb2.ProduceResponse:
+        """Send ``request`` on ``address``'s stream and wait for its answer. Raises the
+        stream's error (a ``grpc.RpcError`` or ``ConnectionError``) if it breaks first, or
+        `StreamTimeout`."""
+        stream = self._streams.get(address)
+        if stream is None or stream.broken is not None:
+            stream = self._streams[address] = _Stream(self._stub_of(address))
+        request.correlation_id = correlation_id = next(self._ids)
+        future = asyncio.get_running_loop().create_future()
+        stream.waiting[correlation_id] = future
+        try:
+            async with stream.write_lock:
+                if stream.broken is not None:
+                    raise stream.broken
+                await stream.call.write(request)
+            return await asyncio.wait_for(future, timeout_s)
+        except asyncio.TimeoutError:
+            raise StreamTimeout(f"no answer within {timeout_s:.1f}s") from None
+        finally:
+            stream.waiting.pop(correlation_id, None)
+            if future.done() and not future.cancelled():
+                future.exception()  # retrieved: a break that raced the write is reported once, above
+
+    def close(self) -> None:
+        """Close every stream; requests still waiting fail."""
+        streams, self._streams = self._streams, {}
+        for stream in streams.values():
+            stream.close()
