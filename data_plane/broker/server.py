@@ -146,6 +146,11 @@ class BrokerServer:
             ("grpc.max_receive_message_length", self.config.request_max_bytes),
             ("grpc.max_send_message_length", self.config.request_max_bytes),
             ("grpc.so_reuseport", 0),
+            # Clients keep streams open (ProduceStream, Consume) and ping every 10 s to notice a
+            # dead broker (data_plane/client/channels.py): accept those pings on an idle stream
+            # instead of answering GOAWAY "too_many_pings", which drops every call of the channel.
+            ("grpc.http2.min_recv_ping_interval_without_data_ms", 5_000),
+            ("grpc.http2.max_ping_strikes", 0),
         ]
         interceptors = [self.metrics.rpc.interceptor()] if self.metrics else []
         security = self.config.security

@@ -26,6 +26,26 @@ class StreamTimeout(Exception):
     comes later, is dropped)."""
 
 
+# Statuses that end a stream because of what was sent or who sent it: every request waiting on
+# the stream fails with it, as the unary call would have. Any other status (UNAVAILABLE,
+# CANCELLED, or INTERNAL when a broker dies mid-stream) means the stream broke: its requests
+# are retried on a new one.
+REQUEST_STATUSES = frozenset({
+    grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.UNAUTHENTICATED,
+    grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNIMPLEMENTED,
+})
+
+
+def stream_error(exc: BaseException) -> BaseException:
+    """What the requests on a failed stream fail with: the gRPC error itself when it is about
+    the requests, else a ConnectionError (retriable) that names it."""
+    if isinstance(exc, grpc.RpcError) and hasattr(exc, "code") and exc.code() in REQUEST_STATUSES:
+        return exc
+    if isinstance(exc, grpc.RpcError) and hasattr(exc, "code"):
+        return ConnectionError(f"the produce stream broke: gRPC {exc.code().name}: {exc.details()}")
+    return exc
+
+
 class _Stream:
     """One open ProduceStream and the requests waiting on it."""
 
@@ -49,7 +69,7 @@ class _Stream:
             self._fail(ConnectionError("the produce stream was closed"))
             raise
         except BaseException as exc:  # grpc.aio.AioRpcError (a grpc.RpcError) or the EOF above
-            self._fail(exc)
+            self._fail(stream_error(exc))
 
     def _fail(self, exc: BaseException) -> None:
         self.broken = exc
@@ -85,7 +105,12 @@ class ProduceStreams:
             async with stream.write_lock:
                 if stream.broken is not None:
                     raise stream.broken
-                await stream.call.write(request)
+                try:
+                    await stream.call.write(request)
+                except asyncio.InvalidStateError:  # the call ended before the reader saw why
+                    raise stream.broken or ConnectionError("the produce stream ended") from None
+                except grpc.RpcError as exc:
+                    raise stream_error(exc) from None
             return await asyncio.wait_for(future, timeout_s)
         except asyncio.TimeoutError:
             raise StreamTimeout(f"no answer within {timeout_s:.1f}s") from None

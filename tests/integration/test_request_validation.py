@@ -64,3 +64,21 @@ def test_the_same_requests_well_formed_are_answered(broker) -> None:
     assert fetch(FP(partition=0, partition_max_bytes=0))(broker).topics[0].partitions[0].error_code == common_pb2.NONE
     latest = list_offsets(LP(partition=0, timestamp=-1))(broker).topics[0].partitions[0]
     assert latest.error_code == common_pb2.NONE and latest.offset == 1
+
+
+def test_produce_stream_answers_each_request_by_its_correlation_id_and_ends_on_a_malformed_one(broker) -> None:
+    """A client written from the proto alone: requests on one ProduceStream, answers matched by
+    correlation_id (they may come in any order), and a request of the wrong shape ends the
+    stream with INVALID_ARGUMENT as it fails a unary Produce."""
+    def request(correlation_id: int, acks: int = 1) -> broker_pb2.ProduceRequest:
+        return broker_pb2.ProduceRequest(acks=acks, correlation_id=correlation_id,
+                                         topics=[broker_pb2.TopicProduceData(topic="v", partitions=[PP(partition=0, records=RECORD)])])
+
+    answers = list(broker.ProduceStream(iter([request(7), request(8, acks=-1), request(9)]), timeout=10))
+    by_id = {a.correlation_id: a.topics[0].partitions[0] for a in answers}
+    assert sorted(by_id) == [7, 8, 9] and all(p.error_code == common_pb2.NONE for p in by_id.values())
+    assert sorted(p.base_offset for p in by_id.values()) == [by_id[7].base_offset + i for i in range(3)]
+
+    with pytest.raises(grpc.RpcError) as refused:
+        list(broker.ProduceStream(iter([request(1), request(2, acks=5)]), timeout=10))
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "acks" in refused.value.details()
