@@ -132,7 +132,10 @@ def build_parser() -> argparse.ArgumentParser:
     consume.add_argument("--max-messages", type=at_least(1), help="exit after printing this many records")
     consume.add_argument("--timeout-ms", type=at_least(0), help="exit when no record arrives for this long")
     consume.add_argument("--print-key", action="store_true", help="print each record as KEY<tab>VALUE (null for a record without a key)")
-    consume.add_argument("--group", help="read as a member of this consumer group, committing as it goes (resumes at the group's committed offsets)")
+    consume.add_argument("--group", help="read as a member of this consumer group, committing what it printed every --commit-interval-ms "
+                                         "(resumes at the group's committed offsets)")
+    consume.add_argument("--commit-interval-ms", type=at_least(1), default=5000,
+                         help="with --group: commit what was printed at least this often, however far behind (default: %(default)s)")
     consume.add_argument("--isolation-level", choices=["read_uncommitted", "read_committed"], default="read_uncommitted",
                          help="read_committed: only committed transactions' records, up to the last stable offset (default: %(default)s, as Kafka's console consumer)")
     _client_options(consume, json_flag=False)
