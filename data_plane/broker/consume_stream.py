@@ -56,7 +56,8 @@ TopicPartition = tuple[str, int]
 class CreditWindow:
     """The messages a stream may still send before the client grants more.
 
-    ``available`` starts at ``size``; every message with data takes one and every credit
+    ``available`` starts at ``size``; every message with data (an entry with ``batches`` or
+    ``records``) takes one and every credit
     from the client gives one back, and a client may never hold more than ``size`` (it
     grants only for messages it received), so outstanding messages never exceed ``size``."""
 
@@ -221,7 +222,10 @@ class ConsumeStreams:
         return response
 
     def _response(self, stream: _Stream, items: list[FetchItem], results: list[FetchResult]) -> broker_pb2.ConsumeResponse | None:
-        """The message for one round's results (None when there is nothing to say)."""
+        """The message for one round's results (None when there is nothing to say). It takes
+        a credit only when an entry carries ``batches`` or ``records``: one that only moves
+        ``next_offset`` (RECORDS past transaction markers or aborted records) costs none, as
+        a client that grants per message with data never grants for it (docs/protocol.md)."""
         response = broker_pb2.ConsumeResponse()
         ended: list[int] = []
         with_data = False
@@ -246,7 +250,7 @@ class ConsumeStreams:
                 self._end(response, stream, tp, error, -1, -1)
                 continue
             stream.positions[tp] = entry.next_offset
-            with_data = True
+            with_data = with_data or bool(entry.records or entry.batches)
         if not response.partitions:
             return None
         if with_data:

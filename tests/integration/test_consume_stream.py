@@ -23,6 +23,7 @@ from data_plane.client import Consumer, Producer
 from kraftlog_proto import broker_pb2, broker_pb2_grpc, common_pb2
 from server_common.waiting import wait_for
 from tests.cluster import TestCluster, local_cluster
+from tests.integration.stub_client import credit_owed
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -118,6 +119,34 @@ def test_records_arrive_in_order_with_no_gaps_as_they_are_produced(cluster: Test
         assert seen == list(enumerate(expected))
     finally:
         stream.close()
+
+
+def test_a_read_committed_stream_past_a_marker_reaches_the_next_record_with_a_window_of_one(cluster: TestCluster) -> None:
+    """protocol.md: a credit is owed for a message that carried data. A READ_COMMITTED
+    RECORDS stream opened at a transaction marker first sends a message with no records that
+    only moves next_offset; the broker charged a credit for it, so with window_messages=1 a
+    client following the doc granted none and never received the next record."""
+    topic = "txn-credit"
+    cluster.create_topic(topic, partitions=1, replication_factor=1)
+    with Producer(cluster.bootstrap, transactional_id="txn-credit", linger_ms=0) as producer:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send(topic, b"first", partition=0)
+        producer.commit_transaction()  # offset 0 the record, 1 its commit marker
+        producer.begin_transaction()
+        producer.send(topic, b"second", partition=0).result(timeout=30)  # offset 2, open: the LSO stays at 2
+        stream = RawStream(leader_address(cluster, topic), open_msg(topic, {0: 1}, format=broker_pb2.RECORDS, window_messages=1,
+                                                                     isolation_level=broker_pb2.READ_COMMITTED))
+        try:
+            markers_only = stream.next()
+            entry = markers_only.partitions[0]
+            assert (entry.error_code, list(entry.records), entry.next_offset) == (common_pb2.NONE, [], 2)
+            assert not credit_owed(markers_only)  # so the client grants nothing for it
+            producer.commit_transaction()
+            data = stream.next(timeout_s=15)
+            assert [(r.offset, r.value) for r in data.partitions[0].records] == [(2, b"second")]
+        finally:
+            stream.close()
 
 
 def test_a_stalled_client_gets_its_window_and_no_more(cluster: TestCluster) -> None:
