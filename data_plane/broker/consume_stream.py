@@ -129,14 +129,6 @@ def parse_open(request: broker_pb2.ConsumeRequest, request_max_bytes: int) -> St
                       committed)
 
 
-def next_offset_after(data: bytes, fetch_offset: int) -> int:
-    """Where a partition continues after whole batches read from ``fetch_offset``."""
-    last = fetch_offset
-    for _, header in record_batch.iter_headers(data):
-        last = header.next_offset
-    return max(last, fetch_offset)
-
-
 class ConsumeStreams:
     """Every Consume stream of one broker: serves them and ends them on shutdown."""
 
@@ -265,14 +257,14 @@ class ConsumeStreams:
         if not spec.records:
             entry.batches = data
             entry.aborted_transactions.extend(aborted_to_wire(result.aborted))
-            return next_offset_after(data, offset)
+            return result.next_offset
         budget = spec.max_bytes_per_message
         for record in self._to_records(data, offset, aborted=result.aborted):
             budget -= record.ByteSize()
             if budget < 0 and entry.records:
                 return entry.records[-1].offset + 1  # decoded records outgrow the batches: the rest next round
             entry.records.append(record)
-        return next_offset_after(data, offset)
+        return result.next_offset
 
     def _end(self, response, stream: _Stream, tp: TopicPartition, error: PartitionError, leader_id: int, leader_epoch: int) -> None:
         """The partition's final entry on this stream: the error, the hint, where to continue."""

@@ -75,6 +75,7 @@ class FetchResult(PartitionAnswer):
     high_watermark: int = -1
     log_start_offset: int = -1
     data: bytes = b""
+    next_offset: int = -1  # past the batches in data (markers and aborted batches included)
     last_stable_offset: int = -1
     aborted: list[AbortedTxn] = field(default_factory=list)  # read_committed: aborted transactions in the answer
 

@@ -277,9 +277,12 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 last_stable_offset=r.last_stable_offset,
                 **_error_fields(r),
             )
+            out.next_offset = r.next_offset if r.next_offset >= 0 else item.offset
             if request.format == broker_pb2.RECORDS and not request.repair_read:
                 try:
                     out.records.extend(batches_to_records(r.data, item.offset, budget, item.max_bytes, r.aborted))
+                    if out.records and out.records[-1].offset + 1 < out.next_offset:  # cut by max_bytes: the rest next time
+                        out.next_offset = out.records[-1].offset + 1
                 except record_batch.CorruptBatchError as exc:  # stored before bodies were checked on append
                     undecodable = PartitionError(ErrorCode.CORRUPT_MESSAGE, f"{r.topic}-{r.partition}: a stored batch does not "
                                                  f"decode ({exc}): fetch from a later offset")

@@ -60,13 +60,12 @@ def fetch(address: str, topic: str, partition: int, start: int, end: int, max_by
             assert answer.error_code == common_pb2.NONE, answer.error_message
             for record in answer.records:
                 total += len(record.value)
-            if answer.records:
-                offset = answer.records[-1].offset + 1
+            offset = answer.next_offset  # past markers too, which carry no records
     return total
 
 
 def credit_owed(message: broker_pb2.ConsumeResponse) -> bool:
-    """protocol.md's rule: a Consume message is owed a credit when an entry carries data
+    """docs/protocol.md's rule: a Consume message is owed a credit when an entry carries data
     (``records`` or ``batches``); one that only ends partitions or moves ``next_offset`` is not."""
     return any(entry.records or entry.batches for entry in message.partitions)
 
@@ -75,7 +74,7 @@ def consume(address: str, topic: str, partition: int, start: int, end: int, fmt:
             message_bytes: int = 1 << 20, window: int = 8, isolation_level: int = broker_pb2.READ_UNCOMMITTED,
             timeout_s: float = 120) -> int:
     """A records-path (or batches, undecoded) Consume stream from ``start`` until ``end``,
-    granting a credit per message with data as protocol.md says (an entry with ``records``
+    granting a credit per message with data as docs/protocol.md says (an entry with ``records``
     or ``batches``); returns the value bytes (RECORDS) or batch bytes."""
     requests: queue.SimpleQueue = queue.SimpleQueue()
     requests.put(broker_pb2.ConsumeRequest(open=broker_pb2.ConsumeOpen(

@@ -122,7 +122,7 @@ def test_records_arrive_in_order_with_no_gaps_as_they_are_produced(cluster: Test
 
 
 def test_a_read_committed_stream_past_a_marker_reaches_the_next_record_with_a_window_of_one(cluster: TestCluster) -> None:
-    """protocol.md: a credit is owed for a message that carried data. A READ_COMMITTED
+    """docs/protocol.md: a credit is owed for a message that carried data. A READ_COMMITTED
     RECORDS stream opened at a transaction marker first sends a message with no records that
     only moves next_offset; the broker charged a credit for it, so with window_messages=1 a
     client following the doc granted none and never received the next record."""
@@ -147,6 +147,32 @@ def test_a_read_committed_stream_past_a_marker_reaches_the_next_record_with_a_wi
             assert [(r.offset, r.value) for r in data.partitions[0].records] == [(2, b"second")]
         finally:
             stream.close()
+
+
+def test_a_records_path_fetch_at_a_marker_says_where_to_continue(cluster: TestCluster) -> None:
+    """A Fetch at a transaction marker answered no records and nothing to say where the next
+    record is: a client fetching from the last record's offset + 1 asked for the marker again."""
+    topic = "txn-fetch"
+    cluster.create_topic(topic, partitions=1, replication_factor=1)
+    with Producer(cluster.bootstrap, transactional_id="txn-fetch", linger_ms=0) as producer:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send(topic, b"first", partition=0)
+        producer.commit_transaction()  # offset 0 the record, 1 its commit marker
+    produce(cluster, topic, [b"second"])  # offset 2
+    with grpc.insecure_channel(leader_address(cluster, topic)) as channel:
+        fetched = broker_pb2_grpc.BrokerStub(channel).Fetch(broker_pb2.FetchRequest(
+            max_wait_ms=0, min_bytes=1, format=broker_pb2.RECORDS, isolation_level=broker_pb2.READ_COMMITTED,
+            topics=[broker_pb2.FetchTopic(topic=topic, partitions=[broker_pb2.FetchPartition(partition=0, fetch_offset=1)])]), timeout=30)
+    answer = fetched.topics[0].partitions[0]
+    assert answer.error_code == common_pb2.NONE, answer.error_message
+    assert ([(r.offset, r.value) for r in answer.records], answer.next_offset) == ([(2, b"second")], 3)
+    with grpc.insecure_channel(leader_address(cluster, topic)) as channel:
+        marker_only = broker_pb2_grpc.BrokerStub(channel).Fetch(broker_pb2.FetchRequest(
+            max_wait_ms=0, min_bytes=1, format=broker_pb2.RECORDS, max_bytes=1,
+            topics=[broker_pb2.FetchTopic(topic=topic, partitions=[broker_pb2.FetchPartition(partition=0, fetch_offset=1)])]), timeout=30)
+    answer = marker_only.topics[0].partitions[0]
+    assert (list(answer.records), answer.next_offset) == ([], 2)  # max_bytes 1: only the marker's batch comes, and past it
 
 
 def test_a_stalled_client_gets_its_window_and_no_more(cluster: TestCluster) -> None:
