@@ -234,7 +234,7 @@ class ConsumeStreams:
                 log_start_offset=result.log_start_offset, fetch_offset=item.offset, last_stable_offset=result.last_stable_offset,
             )
             try:
-                entry.next_offset = self._fill(entry, result, item.offset, stream.spec)
+                entry.next_offset, entry.last_leader_epoch = self._fill(entry, result, item.offset, stream.spec)
             except record_batch.CorruptBatchError as exc:  # stored before bodies were checked on append
                 response.partitions.remove(entry)
                 error = PartitionError(ErrorCode.CORRUPT_MESSAGE, f"{item.topic}-{item.partition}: a stored batch does not "
@@ -250,21 +250,23 @@ class ConsumeStreams:
         self._add_endpoints(response, ended)
         return response
 
-    def _fill(self, entry: broker_pb2.ConsumePartitionData, result: FetchResult, offset: int, spec: StreamSpec) -> int:
+    def _fill(self, entry: broker_pb2.ConsumePartitionData, result: FetchResult, offset: int, spec: StreamSpec) -> tuple[int, int]:
         """Put the read into the entry in the stream's format (read_committed: with the aborted
-        transactions, or without their records); returns where the partition continues."""
+        transactions, or without their records); returns where the partition continues and
+        the leader epoch of the last batch (or record) before it."""
         data = result.data
         if not spec.records:
             entry.batches = data
             entry.aborted_transactions.extend(aborted_to_wire(result.aborted))
-            return result.next_offset
+            return result.next_offset, result.last_leader_epoch
         budget = spec.max_bytes_per_message
         for record in self._to_records(data, offset, aborted=result.aborted):
             budget -= record.ByteSize()
             if budget < 0 and entry.records:
-                return entry.records[-1].offset + 1  # decoded records outgrow the batches: the rest next round
+                last = entry.records[-1]
+                return last.offset + 1, last.leader_epoch  # decoded records outgrow the batches: the rest next round
             entry.records.append(record)
-        return result.next_offset
+        return result.next_offset, result.last_leader_epoch
 
     def _end(self, response, stream: _Stream, tp: TopicPartition, error: PartitionError, leader_id: int, leader_epoch: int) -> None:
         """The partition's final entry on this stream: the error, the hint, where to continue."""

@@ -17,7 +17,7 @@ import time
 from typing import TYPE_CHECKING, Callable, Iterable
 
 from data_plane.broker.errors import PartitionError
-from data_plane.broker.isolation import next_offset_after, readable_bytes
+from data_plane.broker.isolation import read_end, readable_bytes
 from data_plane.broker.partition import Partition
 from data_plane.broker.requests import EpochEndResult, FetchItem, FetchResult, OffsetResult, ReplicaFetchResult
 from data_plane.broker.wakeups import Wakeups, wait_until_woken, woken_by
@@ -87,7 +87,7 @@ class FetchServing:
                     total += len(result.data)
                     if read_committed and result.data:
                         result.aborted = partition.aborted_transactions(item.offset, upto)
-                    result.next_offset = next_offset_after(result.data, item.offset)
+                    result.next_offset, result.last_leader_epoch = read_end(result.data, item.offset)
                     readable += readable_bytes(result.data, result.aborted)
             except PartitionError as exc:
                 self._replicas.fail(result, exc)

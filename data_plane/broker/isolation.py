@@ -3,7 +3,7 @@ and answering a read_committed read's aborted transactions (docs/transactions.md
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from typing import Iterable, NamedTuple, Sequence
 
 from data_plane import record_batch
 from data_plane.broker.errors import MalformedRequest
@@ -33,9 +33,17 @@ def readable_bytes(data: bytes, aborted: Sequence[AbortedTxn]) -> int:
                if not header.is_control and not (header.is_transactional and in_aborted(aborted, header.producer_id, header.base_offset)))
 
 
-def next_offset_after(data: bytes, fetch_offset: int) -> int:
+class ReadEnd(NamedTuple):
+    """Where a partition continues after a read, and the leader epoch of the last batch read
+    (-1 when nothing was read): the offset and epoch a consumer commits (KIP-320)."""
+
+    offset: int
+    leader_epoch: int
+
+
+def read_end(data: bytes, fetch_offset: int) -> ReadEnd:
     """Where a partition continues after whole batches read from ``fetch_offset``."""
-    last = fetch_offset
+    end = ReadEnd(fetch_offset, -1)
     for _, header in record_batch.iter_headers(data):
-        last = header.next_offset
-    return max(last, fetch_offset)
+        end = ReadEnd(max(header.next_offset, fetch_offset), header.leader_epoch)
+    return end

@@ -114,11 +114,11 @@ def batches_to_records(
         header = batch.header
         if header.is_control or (header.is_transactional and in_aborted(aborted, header.producer_id, header.base_offset)):
             continue
-        ts_type = batch.header.timestamp_type
+        ts_type, epoch = header.timestamp_type, header.leader_epoch
         for rec in batch.records():
             if rec.offset < from_offset:
                 continue
-            msg = common_pb2.Record(offset=rec.offset, timestamp_ms=rec.timestamp_ms, timestamp_type=ts_type)
+            msg = common_pb2.Record(offset=rec.offset, timestamp_ms=rec.timestamp_ms, timestamp_type=ts_type, leader_epoch=epoch)
             if rec.key is not None:
                 msg.key = rec.key
             if rec.value is not None:
@@ -278,11 +278,12 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 **_error_fields(r),
             )
             out.next_offset = r.next_offset if r.next_offset >= 0 else item.offset
+            out.last_leader_epoch = r.last_leader_epoch
             if request.format == broker_pb2.RECORDS and not request.repair_read:
                 try:
                     out.records.extend(batches_to_records(r.data, item.offset, budget, item.max_bytes, r.aborted))
                     if out.records and out.records[-1].offset + 1 < out.next_offset:  # cut by max_bytes: the rest next time
-                        out.next_offset = out.records[-1].offset + 1
+                        out.next_offset, out.last_leader_epoch = out.records[-1].offset + 1, out.records[-1].leader_epoch
                 except record_batch.CorruptBatchError as exc:  # stored before bodies were checked on append
                     undecodable = PartitionError(ErrorCode.CORRUPT_MESSAGE, f"{r.topic}-{r.partition}: a stored batch does not "
                                                  f"decode ({exc}): fetch from a later offset")

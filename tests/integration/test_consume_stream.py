@@ -305,3 +305,29 @@ def test_a_broker_shutting_down_ends_its_streams_cleanly(cluster: TestCluster) -
         stream.close()
         cluster.restart(node)
         cluster.wait_ready()
+
+
+def test_records_path_answers_carry_the_leader_epochs_a_consumer_commits(cluster: TestCluster) -> None:
+    """docs/protocol.md tells a consumer to remember the leader epoch of the last record read
+    (KIP-320), but records-path answers carried none: a records-path client could not detect
+    truncation. Each Record carries its batch's epoch, and each answer the epoch of the last
+    batch before next_offset."""
+    topic = "epochs"
+    cluster.create_topic(topic, partitions=1, replication_factor=3)
+    produce(cluster, topic, [b"before"])
+    move_leader(cluster, topic)
+    produce(cluster, topic, [b"after"])
+    address = leader_address(cluster, topic)
+    with grpc.insecure_channel(address) as channel:
+        fetched = broker_pb2_grpc.BrokerStub(channel).Fetch(broker_pb2.FetchRequest(
+            max_wait_ms=0, format=broker_pb2.RECORDS,
+            topics=[broker_pb2.FetchTopic(topic=topic, partitions=[broker_pb2.FetchPartition(partition=0, fetch_offset=0)])]), timeout=30)
+    answer = fetched.topics[0].partitions[0]
+    first, second = [r.leader_epoch for r in answer.records]
+    assert first < second and (answer.next_offset, answer.last_leader_epoch) == (2, second)
+    stream = RawStream(address, open_msg(topic, {0: 0}, format=broker_pb2.RECORDS))
+    try:
+        entry = stream.next().partitions[0]
+        assert [r.leader_epoch for r in entry.records] == [first, second] and entry.last_leader_epoch == second
+    finally:
+        stream.close()

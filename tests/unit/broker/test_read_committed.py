@@ -11,7 +11,7 @@ from pathlib import Path
 
 from data_plane import record_batch
 from data_plane.broker.fetch_serving import LATEST
-from data_plane.broker.isolation import next_offset_after, readable_bytes
+from data_plane.broker.isolation import ReadEnd, read_end, readable_bytes
 from data_plane.broker.requests import FetchItem, ProduceItem
 from data_plane.broker.service import batches_to_records
 from data_plane.control_batch import ControlType, encode_marker
@@ -154,4 +154,4 @@ def test_readable_bytes_leave_out_markers_and_aborted_batches_and_the_next_offse
     assert readable_bytes(data, [AbortedTxn(11, 13, 11)]) == len(plain)
     assert readable_bytes(data, []) == len(plain) + len(aborted)                  # read_uncommitted: aborted records are read
     assert readable_bytes(marker, []) == 0
-    assert next_offset_after(data, 10) == 14 and next_offset_after(b"", 11) == 11
+    assert read_end(data, 10) == ReadEnd(14, 0) and read_end(b"", 11) == ReadEnd(11, -1)
