@@ -26,7 +26,7 @@ import grpc
 import structlog
 
 from data_plane import record_batch
-from data_plane.broker.errors import MalformedRequest, PartitionError, to_wire
+from data_plane.broker.errors import MalformedRequest, PartitionError, negative_partition, to_wire
 from data_plane.broker.isolation import aborted_to_wire, read_committed
 from data_plane.broker.requests import FetchItem, FetchResult
 from data_plane.broker.wakeups import Wakeups, wait_until_woken, woken_by
@@ -112,6 +112,8 @@ def parse_open(request: broker_pb2.ConsumeRequest, request_max_bytes: int) -> St
     for topic in opened.topics:
         for p in topic.partitions:
             tp = (topic.topic, p.partition)
+            if (problem := negative_partition(*tp)) is not None:
+                raise MalformedRequest(problem)
             if tp in positions:
                 raise MalformedRequest(f"{tp[0]}-{tp[1]} appears twice in one open: name it once")
             if p.offset < 0:

@@ -16,7 +16,7 @@ from data_plane import record_batch
 from data_plane.broker.consume_stream import ConsumeStreams
 from data_plane.broker.isolation import aborted_to_wire, read_committed
 from data_plane.control_batch import ControlType, encode_marker
-from data_plane.broker.errors import MalformedRequest, PartitionError, to_wire
+from data_plane.broker.errors import MalformedRequest, PartitionError, negative_partition, to_wire
 from data_plane.replication.errors import ErrorCode
 from data_plane.replication.transaction_index import AbortedTxn, in_aborted
 from data_plane.broker.replica_manager import ReplicaManager
@@ -150,7 +150,10 @@ def _requested_epoch(topic: str, partition_request) -> int:
 
 
 def _first_mention(seen: set[tuple[str, int]], topic: str, partition: int, what: str) -> None:
-    """Refuse a partition named twice in one request (which answer would be the real one?)."""
+    """Refuse a partition named twice in one request (which answer would be the real one?),
+    or one that no partition can have (negative)."""
+    if (problem := negative_partition(topic, partition)) is not None:
+        raise MalformedRequest(problem)
     if (topic, partition) in seen:
         raise MalformedRequest(f"{topic}-{partition} appears twice in one request: {what}")
     seen.add((topic, partition))

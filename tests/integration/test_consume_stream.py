@@ -331,3 +331,38 @@ def test_records_path_answers_carry_the_leader_epochs_a_consumer_commits(cluster
         assert [r.leader_epoch for r in entry.records] == [first, second] and entry.last_leader_epoch == second
     finally:
         stream.close()
+
+
+def test_a_negative_partition_is_refused_as_invalid_everywhere_it_arrives(cluster: TestCluster) -> None:
+    """Partition -1 was answered UNKNOWN_TOPIC_OR_PARTITION, which the retry rules mark
+    retriable: a client following them asked again until its deadline. Now every call that
+    takes a partition number refuses it as invalid (not retriable)."""
+    from kraftlog_proto import transaction_pb2, transaction_pb2_grpc
+
+    topic = "negative"
+    cluster.create_topic(topic, partitions=1, replication_factor=1)
+    produce(cluster, topic, [b"x"])
+    with grpc.insecure_channel(leader_address(cluster, topic)) as channel:
+        broker = broker_pb2_grpc.BrokerStub(channel)
+        calls = {
+            "Produce": lambda: broker.Produce(broker_pb2.ProduceRequest(acks=1, timeout_ms=1000, topics=[broker_pb2.TopicProduceData(
+                topic=topic, partitions=[broker_pb2.PartitionProduceData(partition=-1, records=[common_pb2.Record(value=b"v")])])]), timeout=30),
+            "Fetch": lambda: broker.Fetch(broker_pb2.FetchRequest(topics=[broker_pb2.FetchTopic(
+                topic=topic, partitions=[broker_pb2.FetchPartition(partition=-1)])]), timeout=30),
+            "ListOffsets": lambda: broker.ListOffsets(broker_pb2.ListOffsetsRequest(topics=[broker_pb2.ListOffsetsTopic(
+                topic=topic, partitions=[broker_pb2.ListOffsetsPartition(partition=-1, timestamp=-1)])]), timeout=30),
+            "DeleteRecords": lambda: broker.DeleteRecords(broker_pb2.DeleteRecordsRequest(topics=[broker_pb2.DeleteRecordsTopic(
+                topic=topic, partitions=[broker_pb2.DeleteRecordsPartition(partition=-1, offset=0)])]), timeout=30),
+        }
+        for name, call in calls.items():
+            with pytest.raises(grpc.RpcError) as refused:
+                call()
+            assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "partition numbers are >= 0" in refused.value.details(), name
+        txn = transaction_pb2_grpc.TransactionCoordinatorStub(channel).AddPartitionsToTxn(transaction_pb2.AddPartitionsToTxnRequest(
+            transactional_id="negative", topics=[transaction_pb2.TxnTopicPartitions(topic=topic, partitions=[-1])]), timeout=30)
+        assert txn.error_code == common_pb2.INVALID_REQUEST
+    stream = RawStream(leader_address(cluster, topic), open_msg(topic, {-1: 0}))
+    try:
+        assert stream.next() == ("end", grpc.StatusCode.INVALID_ARGUMENT)
+    finally:
+        stream.close()

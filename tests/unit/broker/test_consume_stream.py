@@ -69,3 +69,8 @@ def test_an_epoch_below_minus_one_is_refused() -> None:
     request.open.topics[0].partitions[0].current_leader_epoch = -2
     with pytest.raises(MalformedRequest, match="current_leader_epoch"):
         parse_open(request, 64 << 20)
+
+
+def test_a_negative_partition_is_refused_as_malformed() -> None:
+    with pytest.raises(MalformedRequest, match="partition numbers are >= 0"):
+        parse_open(opened(partitions=((-1, 0),)), 64 << 20)
