@@ -385,7 +385,7 @@ class Partition:
             raise PartitionError(
                 verdict.error,
                 f"{self.name}: batch of producer {h.producer_id} (epoch {h.producer_epoch}) at sequence "
-                f"{h.base_sequence} does not follow its last batch: an earlier batch was lost; restart the producer",
+                f"{h.base_sequence}: {verdict.reason}",
             )
         return verdict if isinstance(verdict, Duplicate) else None
 
