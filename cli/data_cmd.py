@@ -11,6 +11,9 @@ from cli.admin_clients import open_clients
 from cli.bootstrap import check_partition, partitions_of, resolve_bootstrap, topic_partitions
 
 ACKS = {"all": "all", "1": 1, "0": 0}
+MAX_REQUEST_SIZE_DEFAULT = 16 * 1024 * 1024  # the Producer's
+BATCH_SIZE_DEFAULT = 256 * 1024  # the Producer's; a smaller --max-request-size lowers it
+NULL = b"null"  # how consume prints a null key or value
 
 
 def produce(args: argparse.Namespace) -> int:
@@ -19,7 +22,9 @@ def produce(args: argparse.Namespace) -> int:
     bootstrap = resolve_bootstrap(args.bootstrap, args.data_dir)
     _check_writable(bootstrap, args)
     futures = []
-    with Producer(bootstrap, acks=ACKS[args.acks], compression=args.compression) as producer:
+    null = None if args.null_marker is None else args.null_marker.encode()
+    with Producer(bootstrap, acks=ACKS[args.acks], compression=args.compression, max_request_size=args.max_request_size,
+                  batch_size=min(BATCH_SIZE_DEFAULT, args.max_request_size)) as producer:
         for line in sys.stdin.buffer:
             line = line.rstrip(b"\r\n")
             key = None
@@ -29,7 +34,9 @@ def produce(args: argparse.Namespace) -> int:
                     raise ValueError(f"line {len(futures) + 1} has no key separator '{args.key_separator}': write KEY{args.key_separator}VALUE; "
                                      f"the {len(futures)} line(s) before it were sent, nothing from it on")
                 key, line = line.split(sep, 1)
-            futures.append(producer.send(args.topic, line, key=key, partition=args.partition))
+                key = None if key == null else key
+            value = None if line == null else line
+            futures.append(producer.send(args.topic, value, key=key, partition=args.partition))
         producer.flush()
     errors = [f.exception() for f in futures if f.exception() is not None]
     if errors:
@@ -127,8 +134,8 @@ def consume(args: argparse.Namespace) -> int:
             last_record = time.monotonic()
             for record in records:
                 if args.print_key:
-                    out.write((record.key or b"null") + b"\t")
-                out.write((record.value or b"") + b"\n")
+                    out.write((NULL if record.key is None else record.key) + b"\t")
+                out.write((NULL if record.value is None else record.value) + b"\n")
                 printed += 1
                 if printed_upto is not None:
                     printed_upto.printed(record)

@@ -70,3 +70,32 @@ def test_a_group_consumer_killed_while_working_through_a_backlog_re_reads_about_
     resumed_at = int(restarted.stdout)
     assert committed_seen[-1] > 0, "no commit while the consumer worked through the backlog"
     assert 0 <= printed - resumed_at <= bound, (printed, resumed_at, committed_seen[-20:])
+
+
+def test_produce_sends_a_tombstone_for_the_null_marker_and_consume_prints_it_apart_from_an_empty_value(cluster: TestCluster) -> None:
+    """``kraftlog produce`` had no way to send a null value, and ``consume`` printed a null
+    value as an empty one."""
+    cluster.create_topic("tombstones")
+    produced = kraftlog(cluster, "produce", "tombstones", "--key-separator", ":", "--null-marker", "NULL",
+                        stdin=b"k1:v1\nk1:NULL\nk2:\nNULL:v3\n")
+    assert produced.returncode == 0, produced.stderr.decode()
+    consumed = kraftlog(cluster, "consume", "tombstones", "--from-beginning", "--print-key", "--max-messages", "4")
+    assert consumed.stdout.decode().splitlines() == ["k1\tv1", "k1\tnull", "k2\t", "null\tv3"]
+    from data_plane.client import Consumer
+
+    with Consumer(cluster.bootstrap, auto_offset_reset="earliest") as consumer:
+        consumer.assign([("tombstones", 0)])
+        records = []
+        wait_for(lambda: records.extend(consumer.poll(500)) or len(records) == 4, 30, "the four records")
+    assert [(r.key, r.value) for r in records] == [(b"k1", b"v1"), (b"k1", None), (b"k2", b""), (None, b"v3")]
+
+
+def test_a_record_over_max_request_size_is_refused_with_advice_on_that_limit(cluster: TestCluster) -> None:
+    """MESSAGE_TOO_LARGE advised raising the topic's max.message.bytes and the client's
+    batch_size when the limit hit was the client's max_request_size, which produce could not set."""
+    cluster.create_topic("sized")
+    refused = kraftlog(cluster, "produce", "sized", "--max-request-size", "1000", stdin=b"x" * 2000 + b"\n")
+    [line] = refused.stderr.decode().strip().splitlines()
+    assert refused.returncode == 1 and "max_request_size=1000" in line and "--max-request-size" in line and "batch_size" not in line
+    accepted = kraftlog(cluster, "produce", "sized", "--max-request-size", "4000", stdin=b"x" * 2000 + b"\n")
+    assert accepted.returncode == 0, accepted.stderr.decode()
