@@ -4,7 +4,7 @@ replication core (`data_plane.replication.partition_state`).
 
 Only this class touches the log, the producer state and the core. It offers one entry point
 per event, and each returns a `Ready`: what the broker must do about it (answer completed
-acks=all produces, send an ISR proposal, wake waiting fetches). `ReplicaManager._carry_out`
+acks=all produces, send an ISR proposal, wake waiting fetches). `ReplicaManager.carry_out`
 is the one place that does it, as etcd's raft hands its `Ready` to one loop.
 
 - As leader: HW = min LEO over the (maximal) ISR; the core computes it and owns it.
