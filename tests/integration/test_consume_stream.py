@@ -12,6 +12,7 @@ tests/unit/broker/test_consume_stream.py).
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 from typing import Iterator
@@ -121,18 +122,26 @@ def test_records_arrive_in_order_with_no_gaps_as_they_are_produced(cluster: Test
         stream.close()
 
 
+@contextlib.contextmanager
+def after_a_committed_transaction(cluster: TestCluster, topic: str) -> Iterator[Producer]:
+    """A new one-partition ``topic`` holding a committed transaction: offset 0 its record
+    (b"first"), 1 its commit marker; yields the transactional producer, ready for another."""
+    cluster.create_topic(topic, partitions=1, replication_factor=1)
+    with Producer(cluster.bootstrap, transactional_id=topic, linger_ms=0) as producer:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send(topic, b"first", partition=0)
+        producer.commit_transaction()
+        yield producer
+
+
 def test_a_read_committed_stream_past_a_marker_reaches_the_next_record_with_a_window_of_one(cluster: TestCluster) -> None:
     """docs/protocol.md: a credit is owed for a message that carried data. A READ_COMMITTED
     RECORDS stream opened at a transaction marker first sends a message with no records that
     only moves next_offset; the broker charged a credit for it, so with window_messages=1 a
     client following the doc granted none and never received the next record."""
     topic = "txn-credit"
-    cluster.create_topic(topic, partitions=1, replication_factor=1)
-    with Producer(cluster.bootstrap, transactional_id="txn-credit", linger_ms=0) as producer:
-        producer.init_transactions()
-        producer.begin_transaction()
-        producer.send(topic, b"first", partition=0)
-        producer.commit_transaction()  # offset 0 the record, 1 its commit marker
+    with after_a_committed_transaction(cluster, topic) as producer:
         producer.begin_transaction()
         producer.send(topic, b"second", partition=0).result(timeout=30)  # offset 2, open: the LSO stays at 2
         stream = RawStream(leader_address(cluster, topic), open_msg(topic, {0: 1}, format=broker_pb2.RECORDS, window_messages=1,
@@ -153,12 +162,8 @@ def test_a_records_path_fetch_at_a_marker_says_where_to_continue(cluster: TestCl
     """A Fetch at a transaction marker answered no records and nothing to say where the next
     record is: a client fetching from the last record's offset + 1 asked for the marker again."""
     topic = "txn-fetch"
-    cluster.create_topic(topic, partitions=1, replication_factor=1)
-    with Producer(cluster.bootstrap, transactional_id="txn-fetch", linger_ms=0) as producer:
-        producer.init_transactions()
-        producer.begin_transaction()
-        producer.send(topic, b"first", partition=0)
-        producer.commit_transaction()  # offset 0 the record, 1 its commit marker
+    with after_a_committed_transaction(cluster, topic):
+        pass
     produce(cluster, topic, [b"second"])  # offset 2
     with grpc.insecure_channel(leader_address(cluster, topic)) as channel:
         fetched = broker_pb2_grpc.BrokerStub(channel).Fetch(broker_pb2.FetchRequest(
