@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from cli.bootstrap import data_dir
-from cli.output import emit, table
+from cli.output import emit, plural, table
 from server_common.client_security import CLIENT_CONFIG_ENV
 from server_common.local_cluster import (
     CLUSTER_FILE,
@@ -68,7 +68,7 @@ def check_ports_free(cluster: LocalCluster, nodes: list[Node], directory: Path) 
 
 def note_recorded_size(cluster: LocalCluster, args: argparse.Namespace) -> None:
     if (args.controllers, args.brokers) != (len(cluster.controllers), len(cluster.brokers)):
-        print(f"restarting the recorded cluster ({len(cluster.controllers)} controllers, {len(cluster.brokers)} brokers); --controllers and --brokers apply to new clusters only")
+        print(f"restarting the recorded cluster ({plural(len(cluster.controllers), 'controller')}, {plural(len(cluster.brokers), 'broker')}); --controllers and --brokers apply to new clusters only")
 
 
 def start_down_nodes(cluster: LocalCluster, directory: Path, args: argparse.Namespace) -> int:
@@ -139,12 +139,28 @@ def stop_in_order(cluster: LocalCluster, interrupt_hint: str) -> bool:
     return True
 
 
+def check_data_dir(directory: Path) -> None:
+    """A --data-dir that cannot hold a cluster, said in one line before anything is created:
+    a file where the directory (or a folder above it) should be, or a place not writable."""
+    existing = next(p for p in (directory, *directory.parents) if p.exists())
+    if not existing.is_dir():
+        where = "it" if existing == directory else f"{existing}, on its path,"
+        raise ValueError(f"--data-dir {directory}: {where} is a file, not a directory: give a directory (it is created if missing)")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ValueError(f"--data-dir {directory}: {existing} is not writable by this user: give a directory you can write to")
+
+
 def up(args: argparse.Namespace) -> int:
     if args.controllers < 1 or args.brokers < 1:
         raise ValueError("a cluster needs at least one controller and one broker")
     directory = data_dir(args.data_dir)
+    check_data_dir(directory)
     restart = (directory / CLUSTER_FILE).exists()
-    cluster = LocalCluster.create(directory, args.controllers, args.brokers, port_base=port_base(), secure=args.secure)
+    try:
+        cluster = LocalCluster.create(directory, args.controllers, args.brokers, port_base=port_base(), secure=args.secure)
+    except OSError as exc:  # what check_data_dir cannot foresee (a full disk, a read-only file system)
+        raise ValueError(f"--data-dir {directory}: cannot lay out the cluster there: {exc.strerror or exc}"
+                         f"{f' ({exc.filename})' if exc.filename else ''}: give a directory you can write to") from None
     if cluster.secure:
         # This command's own clients (the readiness checks, the demo) use the admin identity too.
         os.environ[CLIENT_CONFIG_ENV] = str(cluster.client_config_path.resolve())
@@ -160,7 +176,7 @@ def up(args: argparse.Namespace) -> int:
     if cluster.moved_ports:
         print(f"(cluster.json records the ports used; {PORT_BASE_ENV}=N lays a new cluster out from port N instead)")
     interrupts = catch_interrupts()
-    print(f"starting {len(cluster.controllers)} controllers and {len(cluster.brokers)} brokers in {directory} (logs in {directory / 'logs'})", flush=True)
+    print(f"starting {plural(len(cluster.controllers), 'controller')} and {plural(len(cluster.brokers), 'broker')} in {directory} (logs in {directory / 'logs'})", flush=True)
     try:
         cluster.start(detach=args.detach)
         wait_ready(cluster)
@@ -238,7 +254,7 @@ def status(args: argparse.Namespace) -> int:
     security = (f"secure: mutual TLS (client certificates required), Raft links over mutual TLS and encrypted; client config {cluster.client_config_path}"
                 if cluster.secure else "plaintext: no TLS ('kraftlog cluster up --secure --data-dir NEW_DIR' starts a secure cluster)")
     if not down_nodes:
-        summary = f"all {len(cluster.nodes)} nodes running"
+        summary = f"all {plural(len(cluster.nodes), 'node')} running"
     elif len(down_nodes) == len(cluster.nodes):
         summary = f"the cluster is stopped: kraftlog cluster up --data-dir {directory} starts it"
     else:

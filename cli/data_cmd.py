@@ -11,6 +11,9 @@ from cli.admin_clients import open_clients
 from cli.bootstrap import check_partition, partitions_of, resolve_bootstrap, topic_partitions
 
 ACKS = {"all": "all", "1": 1, "0": 0}
+MAX_REQUEST_SIZE_DEFAULT = 16 * 1024 * 1024  # the Producer's
+BATCH_SIZE_DEFAULT = 256 * 1024  # the Producer's; a smaller --max-request-size lowers it
+NULL = b"null"  # how consume prints a null key or value
 
 
 def produce(args: argparse.Namespace) -> int:
@@ -19,7 +22,9 @@ def produce(args: argparse.Namespace) -> int:
     bootstrap = resolve_bootstrap(args.bootstrap, args.data_dir)
     _check_writable(bootstrap, args)
     futures = []
-    with Producer(bootstrap, acks=ACKS[args.acks], compression=args.compression) as producer:
+    null = None if args.null_marker is None else args.null_marker.encode()
+    with Producer(bootstrap, acks=ACKS[args.acks], compression=args.compression, max_request_size=args.max_request_size,
+                  batch_size=min(BATCH_SIZE_DEFAULT, args.max_request_size)) as producer:
         for line in sys.stdin.buffer:
             line = line.rstrip(b"\r\n")
             key = None
@@ -29,7 +34,9 @@ def produce(args: argparse.Namespace) -> int:
                     raise ValueError(f"line {len(futures) + 1} has no key separator '{args.key_separator}': write KEY{args.key_separator}VALUE; "
                                      f"the {len(futures)} line(s) before it were sent, nothing from it on")
                 key, line = line.split(sep, 1)
-            futures.append(producer.send(args.topic, line, key=key, partition=args.partition))
+                key = None if key == null else key
+            value = None if line == null else line
+            futures.append(producer.send(args.topic, value, key=key, partition=args.partition))
         producer.flush()
     errors = [f.exception() for f in futures if f.exception() is not None]
     if errors:
@@ -99,7 +106,7 @@ def consume(args: argparse.Namespace) -> int:
         reset = "earliest" if args.from_beginning else "latest"
         consumer = Consumer(bootstrap, group_id=args.group, auto_offset_reset=reset, enable_auto_commit=False, client_id="kraftlog-console",
                             isolation_level=args.isolation_level)
-        printed_upto = GroupProgress(consumer)
+        printed_upto = GroupProgress(consumer, args.commit_interval_ms / 1000.0)
         consumer.subscribe([args.topic], on_revoked=printed_upto.commit_revoked, on_lost=printed_upto.forget)
     else:
         tps = [(args.topic, p) for p in _readable(bootstrap, args)]
@@ -118,6 +125,8 @@ def consume(args: argparse.Namespace) -> int:
         last_record = time.monotonic()
         while args.max_messages is None or printed < args.max_messages:
             records = consumer.poll(timeout_ms=200)
+            if printed_upto is not None:
+                printed_upto.commit_async_when_due()  # also while idle: the last records printed before it
             if not records:
                 if args.timeout_ms is not None and (time.monotonic() - last_record) * 1000 >= args.timeout_ms:
                     break
@@ -125,16 +134,14 @@ def consume(args: argparse.Namespace) -> int:
             last_record = time.monotonic()
             for record in records:
                 if args.print_key:
-                    out.write((record.key or b"null") + b"\t")
-                out.write((record.value or b"") + b"\n")
+                    out.write((NULL if record.key is None else record.key) + b"\t")
+                out.write((NULL if record.value is None else record.value) + b"\n")
                 printed += 1
                 if printed_upto is not None:
                     printed_upto.printed(record)
                 if args.max_messages is not None and printed >= args.max_messages:
                     break
             out.flush()
-            if printed_upto is not None:
-                printed_upto.commit_async()
         if printed_upto is not None:
             printed_upto.commit()
     return 0
@@ -142,10 +149,16 @@ def consume(args: argparse.Namespace) -> int:
 
 class GroupProgress:
     """``consume --group``: commits exactly what was printed (a poll may return more than
-    --max-messages lets through), as it goes, before a revocation and at exit."""
+    --max-messages lets through), every interval, before a revocation and at exit.
 
-    def __init__(self, consumer) -> None:
+    Every interval, not once per poll: a poll hands out at most ``max_poll_records``, so a
+    consumer working through a backlog still commits on time, and a crash re-reads about one
+    interval's worth of records (plus one poll's), never everything since it started."""
+
+    def __init__(self, consumer, interval_s: float) -> None:
         self._consumer = consumer
+        self._interval_s = interval_s
+        self._next_commit = time.monotonic() + interval_s
         self._next: dict[tuple[str, int], int] = {}
         self._committed: dict[tuple[str, int], int] = {}
 
@@ -155,7 +168,11 @@ class GroupProgress:
     def _due(self, tps=None) -> dict[tuple[str, int], int]:
         return {tp: o for tp, o in self._next.items() if self._committed.get(tp) != o and (tps is None or tp in tps)}
 
-    def commit_async(self) -> None:
+    def commit_async_when_due(self) -> None:
+        """Commits (without waiting) what was printed, once the interval has passed."""
+        if time.monotonic() < self._next_commit:
+            return
+        self._next_commit = time.monotonic() + self._interval_s
         due = self._due()
         if due:
             self._consumer.commit_async(due, self._async_done)

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from cli.output import plural
 from data_plane.client.errors import KraftlogError
 
 DEMO_TOPIC = "demo"
@@ -116,7 +117,7 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int, replication_factor
             try:
                 configs = {"min.insync.replicas": "2"} if replication_factor >= 3 else {}
                 client.create_topic(topic, partitions, replication_factor, configs)
-                print(f"created topic {topic} ({partitions} partitions, replication factor {replication_factor})")
+                print(f"created topic {topic} ({plural(partitions, 'partition')}, replication factor {replication_factor})")
             except ControllerError as exc:
                 if exc.code_name != "TOPIC_ALREADY_EXISTS":
                     raise

@@ -14,7 +14,7 @@ from typing import Callable
 
 from cli.bootstrap import partitions_of, resolve_bootstrap
 from cli.admin_clients import open_coordinator_admin, report_unanswered
-from cli.output import emit, table
+from cli.output import emit, plural, table
 
 
 def register(sub: argparse._SubParsersAction, client_options: Callable[[argparse.ArgumentParser], None]) -> None:
@@ -80,7 +80,7 @@ def describe_group(args: argparse.Namespace) -> int:
     }
     clients = {m.member_id: f"{m.client_id}@{m.client_host}" if m.client_host else m.client_id for m in d.members}
     parts = [
-        f"group {d.group_id}: {d.state}, epoch {d.group_epoch}, assignor {d.assignor or '-'}, coordinator broker {d.coordinator_id}, {len(d.members)} members",
+        f"group {d.group_id}: {d.state}, epoch {d.group_epoch}, assignor {d.assignor or '-'}, coordinator broker {d.coordinator_id}, {plural(len(d.members), 'member')}",
     ]
     if d.members:
         parts.append(table(
@@ -111,7 +111,7 @@ def reset_offsets(args: argparse.Namespace) -> int:
         members = _member_count(admin, args.group)
         if members and args.execute:
             raise ValueError(
-                f"group {args.group!r} has {members} members: stop its consumers (or wait for their session timeout) "
+                f"group {args.group!r} has {plural(members, 'member')}: stop its consumers (or wait for their session timeout) "
                 f"and run this again; 'kraftlog groups describe {args.group}' lists them"
             )
         steps = admin.plan_reset(args.group, partitions, kind, value)
@@ -124,7 +124,7 @@ def reset_offsets(args: argparse.Namespace) -> int:
     else:
         human += "\n\ndry run: nothing changed; add --execute to commit these offsets"
         if members:
-            human += f" (refused while the group has its {members} members: stop them first)"
+            human += f" (refused while the group has {plural(members, 'member')}: stop them first)"
     emit(args.json, document, human)
     return 0
 

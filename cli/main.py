@@ -9,6 +9,7 @@ on any error a user can cause; tracebacks are for bugs only.
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 from pathlib import Path
@@ -121,18 +122,27 @@ def build_parser() -> argparse.ArgumentParser:
     produce.add_argument("--key-separator", help="split each line into key and value at the first SEP")
     produce.add_argument("--partition", type=int, help="send every record to this partition")
     produce.add_argument("--compression", choices=["none", "lz4", "zstd"], default="none", help="batch compression (default: %(default)s)")
+    produce.add_argument("--max-request-size", type=at_least(1), default=data_cmd.MAX_REQUEST_SIZE_DEFAULT, metavar="BYTES",
+                         help="the largest record (and request) the producer sends; a batch must also fit the topic's "
+                              "max.message.bytes (default: %(default)s)")
+    produce.add_argument("--null-marker", metavar="MARK",
+                         help="a value (or, with --key-separator, a key) exactly MARK is sent as null: a value of MARK is a "
+                              "tombstone, which compaction uses to delete the key")
     _client_options(produce, json_flag=False)
     produce.set_defaults(func=data_cmd.produce)
 
-    consume = sub.add_parser("consume", help="print record values, one per line")
+    consume = sub.add_parser("consume", help="print record values, one per line (null for a null value, a tombstone)")
     consume.add_argument("topic", help="topic to read")
     consume.add_argument("--from-beginning", action="store_true", help="start at the log start (default: only records produced from now on)")
     consume.add_argument("--partition", type=int, help="read only this partition (default: every partition)")
     consume.add_argument("--offset", type=int, help="start offset (with --partition)")
     consume.add_argument("--max-messages", type=at_least(1), help="exit after printing this many records")
     consume.add_argument("--timeout-ms", type=at_least(0), help="exit when no record arrives for this long")
-    consume.add_argument("--print-key", action="store_true", help="print each record as KEY<tab>VALUE (null for a record without a key)")
-    consume.add_argument("--group", help="read as a member of this consumer group, committing as it goes (resumes at the group's committed offsets)")
+    consume.add_argument("--print-key", action="store_true", help="print each record as KEY<tab>VALUE (null for a null key)")
+    consume.add_argument("--group", help="read as a member of this consumer group, committing what it printed every --commit-interval-ms "
+                                         "(resumes at the group's committed offsets)")
+    consume.add_argument("--commit-interval-ms", type=at_least(1), default=5000,
+                         help="with --group: commit what was printed at least this often, however far behind (default: %(default)s)")
     consume.add_argument("--isolation-level", choices=["read_uncommitted", "read_committed"], default="read_uncommitted",
                          help="read_committed: only committed transactions' records, up to the last stable offset (default: %(default)s, as Kafka's console consumer)")
     _client_options(consume, json_flag=False)
@@ -242,6 +252,18 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     return (BootstrapError, KraftlogError, ControllerError, InvalidConfigError, FileNotFoundError, TimeoutError, ValueError)
 
 
+def _discard_stdout() -> None:
+    """stdout's reader is gone: what is still buffered goes to /dev/null, so the interpreter's
+    final flush cannot fail and print a traceback on the way out (stderr stays open)."""
+    try:
+        fileno = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file (a test capturing output)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fileno)
+    os.close(devnull)
+
+
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
@@ -270,11 +292,13 @@ def main(argv: list[str] | None = None) -> int:
             for sig in handlers:
                 signal.signal(sig, _interrupt)
             apply_client_config(args)
-        return func(args) or 0
+        code = func(args) or 0
+        sys.stdout.flush()  # a reader that is gone (`| head`) shows here, not in the interpreter's final flush
+        return code
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # output piped into head and closed early: not an error
-        sys.stderr.close()
+        _discard_stdout()
         return 0
     except _user_errors() as exc:
         from cli.bootstrap import stopped_local_cluster

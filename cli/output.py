@@ -15,6 +15,11 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join(lines)
 
 
+def plural(count: int, noun: str) -> str:
+    """``1 member``, ``3 members``: a count with its noun (English plural in -s)."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
 def emit(as_json: bool, document: Any, human: str) -> None:
     """Print ``document`` as JSON when asked, else the human rendering."""
     if as_json:

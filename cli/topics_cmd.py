@@ -11,7 +11,7 @@ import argparse
 
 from cli.admin_clients import open_clients, replica_logs
 from cli.bootstrap import resolve_bootstrap
-from cli.output import emit, table
+from cli.output import emit, plural, table
 from cli.partition_view import describe_rows, ids, replica_cell, status_notes
 from server_common.internal_topics import deletion_refusal, repartition_refusal
 
@@ -38,7 +38,7 @@ def create(args: argparse.Namespace) -> int:
     with admin, controller:
         topic_id = controller.create_topic(args.name, args.partitions, args.replication_factor, configs)
     emit(args.json, {"name": args.name, "topic_id": topic_id, "partitions": args.partitions, "replication_factor": args.replication_factor},
-         f"created topic {args.name} ({args.partitions} partitions, replication factor {args.replication_factor})")
+         f"created topic {args.name} ({plural(args.partitions, 'partition')}, replication factor {args.replication_factor})")
     return 0
 
 

@@ -163,7 +163,7 @@ class FetchTopicResponse(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[FetchPartitionResponse, _Mapping]]] = ...) -> None: ...
 
 class FetchPartitionResponse(_message.Message):
-    __slots__ = ("partition", "error_code", "error_message", "high_watermark", "log_start_offset", "batches", "records", "current_leader", "last_stable_offset", "aborted_transactions")
+    __slots__ = ("partition", "error_code", "error_message", "high_watermark", "log_start_offset", "batches", "records", "current_leader", "next_offset", "last_leader_epoch", "last_stable_offset", "aborted_transactions")
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
@@ -172,6 +172,8 @@ class FetchPartitionResponse(_message.Message):
     BATCHES_FIELD_NUMBER: _ClassVar[int]
     RECORDS_FIELD_NUMBER: _ClassVar[int]
     CURRENT_LEADER_FIELD_NUMBER: _ClassVar[int]
+    NEXT_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LAST_LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     LAST_STABLE_OFFSET_FIELD_NUMBER: _ClassVar[int]
     ABORTED_TRANSACTIONS_FIELD_NUMBER: _ClassVar[int]
     partition: int
@@ -182,9 +184,11 @@ class FetchPartitionResponse(_message.Message):
     batches: bytes
     records: _containers.RepeatedCompositeFieldContainer[_common_pb2.Record]
     current_leader: _common_pb2.LeaderHint
+    next_offset: int
+    last_leader_epoch: int
     last_stable_offset: int
     aborted_transactions: _containers.RepeatedCompositeFieldContainer[AbortedTransaction]
-    def __init__(self, partition: _Optional[int] = ..., error_code: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., high_watermark: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., batches: _Optional[bytes] = ..., records: _Optional[_Iterable[_Union[_common_pb2.Record, _Mapping]]] = ..., current_leader: _Optional[_Union[_common_pb2.LeaderHint, _Mapping]] = ..., last_stable_offset: _Optional[int] = ..., aborted_transactions: _Optional[_Iterable[_Union[AbortedTransaction, _Mapping]]] = ...) -> None: ...
+    def __init__(self, partition: _Optional[int] = ..., error_code: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., high_watermark: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., batches: _Optional[bytes] = ..., records: _Optional[_Iterable[_Union[_common_pb2.Record, _Mapping]]] = ..., current_leader: _Optional[_Union[_common_pb2.LeaderHint, _Mapping]] = ..., next_offset: _Optional[int] = ..., last_leader_epoch: _Optional[int] = ..., last_stable_offset: _Optional[int] = ..., aborted_transactions: _Optional[_Iterable[_Union[AbortedTransaction, _Mapping]]] = ...) -> None: ...
 
 class ListOffsetsRequest(_message.Message):
     __slots__ = ("topics", "isolation_level")
@@ -625,7 +629,7 @@ class ConsumeResponse(_message.Message):
     def __init__(self, partitions: _Optional[_Iterable[_Union[ConsumePartitionData, _Mapping]]] = ..., node_endpoints: _Optional[_Iterable[_Union[_common_pb2.BrokerEndpoint, _Mapping]]] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
 
 class ConsumePartitionData(_message.Message):
-    __slots__ = ("topic", "partition", "error_code", "error_message", "high_watermark", "log_start_offset", "fetch_offset", "next_offset", "batches", "records", "current_leader", "last_stable_offset", "aborted_transactions")
+    __slots__ = ("topic", "partition", "error_code", "error_message", "high_watermark", "log_start_offset", "fetch_offset", "next_offset", "batches", "records", "current_leader", "last_leader_epoch", "last_stable_offset", "aborted_transactions")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
@@ -637,6 +641,7 @@ class ConsumePartitionData(_message.Message):
     BATCHES_FIELD_NUMBER: _ClassVar[int]
     RECORDS_FIELD_NUMBER: _ClassVar[int]
     CURRENT_LEADER_FIELD_NUMBER: _ClassVar[int]
+    LAST_LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     LAST_STABLE_OFFSET_FIELD_NUMBER: _ClassVar[int]
     ABORTED_TRANSACTIONS_FIELD_NUMBER: _ClassVar[int]
     topic: str
@@ -650,9 +655,10 @@ class ConsumePartitionData(_message.Message):
     batches: bytes
     records: _containers.RepeatedCompositeFieldContainer[_common_pb2.Record]
     current_leader: _common_pb2.LeaderHint
+    last_leader_epoch: int
     last_stable_offset: int
     aborted_transactions: _containers.RepeatedCompositeFieldContainer[AbortedTransaction]
-    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., error_code: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., high_watermark: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., fetch_offset: _Optional[int] = ..., next_offset: _Optional[int] = ..., batches: _Optional[bytes] = ..., records: _Optional[_Iterable[_Union[_common_pb2.Record, _Mapping]]] = ..., current_leader: _Optional[_Union[_common_pb2.LeaderHint, _Mapping]] = ..., last_stable_offset: _Optional[int] = ..., aborted_transactions: _Optional[_Iterable[_Union[AbortedTransaction, _Mapping]]] = ...) -> None: ...
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., error_code: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., high_watermark: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., fetch_offset: _Optional[int] = ..., next_offset: _Optional[int] = ..., batches: _Optional[bytes] = ..., records: _Optional[_Iterable[_Union[_common_pb2.Record, _Mapping]]] = ..., current_leader: _Optional[_Union[_common_pb2.LeaderHint, _Mapping]] = ..., last_leader_epoch: _Optional[int] = ..., last_stable_offset: _Optional[int] = ..., aborted_transactions: _Optional[_Iterable[_Union[AbortedTransaction, _Mapping]]] = ...) -> None: ...
 
 class AbortedTransaction(_message.Message):
     __slots__ = ("producer_id", "first_offset", "last_offset")

@@ -153,20 +153,22 @@ class Header(_message.Message):
     def __init__(self, key: _Optional[str] = ..., value: _Optional[bytes] = ...) -> None: ...
 
 class Record(_message.Message):
-    __slots__ = ("key", "value", "headers", "timestamp_ms", "offset", "timestamp_type")
+    __slots__ = ("key", "value", "headers", "timestamp_ms", "offset", "timestamp_type", "leader_epoch")
     KEY_FIELD_NUMBER: _ClassVar[int]
     VALUE_FIELD_NUMBER: _ClassVar[int]
     HEADERS_FIELD_NUMBER: _ClassVar[int]
     TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
     OFFSET_FIELD_NUMBER: _ClassVar[int]
     TIMESTAMP_TYPE_FIELD_NUMBER: _ClassVar[int]
+    LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     key: bytes
     value: bytes
     headers: _containers.RepeatedCompositeFieldContainer[Header]
     timestamp_ms: int
     offset: int
     timestamp_type: int
-    def __init__(self, key: _Optional[bytes] = ..., value: _Optional[bytes] = ..., headers: _Optional[_Iterable[_Union[Header, _Mapping]]] = ..., timestamp_ms: _Optional[int] = ..., offset: _Optional[int] = ..., timestamp_type: _Optional[int] = ...) -> None: ...
+    leader_epoch: int
+    def __init__(self, key: _Optional[bytes] = ..., value: _Optional[bytes] = ..., headers: _Optional[_Iterable[_Union[Header, _Mapping]]] = ..., timestamp_ms: _Optional[int] = ..., offset: _Optional[int] = ..., timestamp_type: _Optional[int] = ..., leader_epoch: _Optional[int] = ...) -> None: ...
 
 class BrokerEndpoint(_message.Message):
     __slots__ = ("broker_id", "host", "port", "rack", "fenced")

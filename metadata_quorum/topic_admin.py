@@ -301,7 +301,11 @@ def describe_topics(image: MetadataImage) -> list[pb.TopicDescription]:
 
 
 def lookup_partition(image: MetadataImage, name: str, number: int, next_step: str = "check the topic and partition") -> tuple[TopicImage, PartitionImage] | pb.PartitionState:
-    """The topic and partition a request names, or the UNKNOWN_TOPIC_OR_PARTITION answer for it."""
+    """The topic and partition a request names, or the answer for it: INVALID_REQUEST for a
+    negative number (no partition can have it: not retriable), else UNKNOWN_TOPIC_OR_PARTITION."""
+    if number < 0:
+        return pb.PartitionState(topic=name, partition=number, error_code=common.INVALID_REQUEST,
+                                 error_message=f"{name}-{number}: partition numbers are >= 0 (a topic of N partitions has 0..N-1): fix the request")
     topic, p = image.topics.get(name), image.partition(name, number)
     if topic is None or p is None:
         return pb.PartitionState(topic=name, partition=number, error_code=common.UNKNOWN_TOPIC_OR_PARTITION, error_message=f"{name}-{number} does not exist; {next_step}")

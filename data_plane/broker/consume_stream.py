@@ -26,7 +26,7 @@ import grpc
 import structlog
 
 from data_plane import record_batch
-from data_plane.broker.errors import MalformedRequest, PartitionError, to_wire
+from data_plane.broker.errors import MalformedRequest, PartitionError, negative_partition, to_wire
 from data_plane.broker.isolation import aborted_to_wire, read_committed
 from data_plane.broker.requests import FetchItem, FetchResult
 from data_plane.broker.wakeups import Wakeups, wait_until_woken, woken_by
@@ -56,7 +56,8 @@ TopicPartition = tuple[str, int]
 class CreditWindow:
     """The messages a stream may still send before the client grants more.
 
-    ``available`` starts at ``size``; every message with data takes one and every credit
+    ``available`` starts at ``size``; every message with data (an entry with ``batches`` or
+    ``records``) takes one and every credit
     from the client gives one back, and a client may never hold more than ``size`` (it
     grants only for messages it received), so outstanding messages never exceed ``size``."""
 
@@ -111,6 +112,8 @@ def parse_open(request: broker_pb2.ConsumeRequest, request_max_bytes: int) -> St
     for topic in opened.topics:
         for p in topic.partitions:
             tp = (topic.topic, p.partition)
+            if (problem := negative_partition(*tp)) is not None:
+                raise MalformedRequest(problem)
             if tp in positions:
                 raise MalformedRequest(f"{tp[0]}-{tp[1]} appears twice in one open: name it once")
             if p.offset < 0:
@@ -126,14 +129,6 @@ def parse_open(request: broker_pb2.ConsumeRequest, request_max_bytes: int) -> St
     window = min(opened.window_messages or WINDOW_MESSAGES_DEFAULT, max(STREAM_BYTES_MAX // message_bytes, 1))
     return StreamSpec(positions, epochs, opened.format == broker_pb2.RECORDS, message_bytes, window, opened.client_id,
                       committed)
-
-
-def next_offset_after(data: bytes, fetch_offset: int) -> int:
-    """Where a partition continues after whole batches read from ``fetch_offset``."""
-    last = fetch_offset
-    for _, header in record_batch.iter_headers(data):
-        last = header.next_offset
-    return max(last, fetch_offset)
 
 
 class ConsumeStreams:
@@ -221,7 +216,10 @@ class ConsumeStreams:
         return response
 
     def _response(self, stream: _Stream, items: list[FetchItem], results: list[FetchResult]) -> broker_pb2.ConsumeResponse | None:
-        """The message for one round's results (None when there is nothing to say)."""
+        """The message for one round's results (None when there is nothing to say). It takes
+        a credit only when an entry carries ``batches`` or ``records``: one that only moves
+        ``next_offset`` (RECORDS past transaction markers or aborted records) costs none, as
+        a client that grants per message with data never grants for it (docs/protocol.md)."""
         response = broker_pb2.ConsumeResponse()
         ended: list[int] = []
         with_data = False
@@ -238,7 +236,7 @@ class ConsumeStreams:
                 log_start_offset=result.log_start_offset, fetch_offset=item.offset, last_stable_offset=result.last_stable_offset,
             )
             try:
-                entry.next_offset = self._fill(entry, result, item.offset, stream.spec)
+                entry.next_offset, entry.last_leader_epoch = self._fill(entry, result, item.offset, stream.spec)
             except record_batch.CorruptBatchError as exc:  # stored before bodies were checked on append
                 response.partitions.remove(entry)
                 error = PartitionError(ErrorCode.CORRUPT_MESSAGE, f"{item.topic}-{item.partition}: a stored batch does not "
@@ -246,7 +244,7 @@ class ConsumeStreams:
                 self._end(response, stream, tp, error, -1, -1)
                 continue
             stream.positions[tp] = entry.next_offset
-            with_data = True
+            with_data = with_data or bool(entry.records or entry.batches)
         if not response.partitions:
             return None
         if with_data:
@@ -254,21 +252,23 @@ class ConsumeStreams:
         self._add_endpoints(response, ended)
         return response
 
-    def _fill(self, entry: broker_pb2.ConsumePartitionData, result: FetchResult, offset: int, spec: StreamSpec) -> int:
+    def _fill(self, entry: broker_pb2.ConsumePartitionData, result: FetchResult, offset: int, spec: StreamSpec) -> tuple[int, int]:
         """Put the read into the entry in the stream's format (read_committed: with the aborted
-        transactions, or without their records); returns where the partition continues."""
+        transactions, or without their records); returns where the partition continues and
+        the leader epoch of the last batch (or record) before it."""
         data = result.data
         if not spec.records:
             entry.batches = data
             entry.aborted_transactions.extend(aborted_to_wire(result.aborted))
-            return next_offset_after(data, offset)
+            return result.next_offset, result.last_leader_epoch
         budget = spec.max_bytes_per_message
         for record in self._to_records(data, offset, aborted=result.aborted):
             budget -= record.ByteSize()
             if budget < 0 and entry.records:
-                return entry.records[-1].offset + 1  # decoded records outgrow the batches: the rest next round
+                last = entry.records[-1]
+                return last.offset + 1, last.leader_epoch  # decoded records outgrow the batches: the rest next round
             entry.records.append(record)
-        return next_offset_after(data, offset)
+        return result.next_offset, result.last_leader_epoch
 
     def _end(self, response, stream: _Stream, tp: TopicPartition, error: PartitionError, leader_id: int, leader_epoch: int) -> None:
         """The partition's final entry on this stream: the error, the hint, where to continue."""

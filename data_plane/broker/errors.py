@@ -50,6 +50,15 @@ class MalformedRequest(ValueError):
     """The request breaks the protocol; answered with INVALID_ARGUMENT and this message."""
 
 
+def negative_partition(topic: str, partition: int) -> str | None:
+    """Why a partition number cannot name a partition (None: it can). A negative one is a
+    bug in the request, not a partition that may appear: answered as invalid, never as
+    UNKNOWN_TOPIC_OR_PARTITION, which clients retry until their deadline."""
+    if partition >= 0:
+        return None
+    return f"{topic}-{partition}: partition numbers are >= 0 (a topic of N partitions has 0..N-1, as Metadata lists): fix the request"
+
+
 def not_leader(topic: str, partition: int, leader: int) -> PartitionError:
     where = f"broker {leader}" if leader >= 0 else "no broker (the partition is offline)"
     return PartitionError(

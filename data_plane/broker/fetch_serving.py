@@ -3,7 +3,10 @@ their progress in the leader core; one partition at a time, for the follower's f
 in `fetch_session.py`), list offsets, and other replicas' repair reads.
 
 Fetches are long polls: a read that has less than ``min_bytes`` to give waits for any of its
-partitions' events (HW moved, log end moved) instead of polling, until ``max_wait_ms``.
+partitions' events (HW moved, log end moved) instead of polling, until ``max_wait_ms``. Only
+batches a consumer gets records from count (``isolation.readable_bytes``): transaction
+markers and aborted batches are answered, with the ``next_offset`` past them, only once the
+wait is over or with readable data.
 Every partition is reached through the replica manager, which also carries out what a
 follower's fetch made the partition decide.
 """
@@ -14,6 +17,7 @@ import time
 from typing import TYPE_CHECKING, Callable, Iterable
 
 from data_plane.broker.errors import PartitionError
+from data_plane.broker.isolation import read_end, readable_bytes
 from data_plane.broker.partition import Partition
 from data_plane.broker.requests import EpochEndResult, FetchItem, FetchResult, OffsetResult, ReplicaFetchResult
 from data_plane.broker.wakeups import Wakeups, wait_until_woken, woken_by
@@ -64,10 +68,10 @@ class FetchServing:
 
     def _read_all(self, items: list[FetchItem], max_bytes: int, read_committed: bool) -> tuple[list[FetchResult], int, bool]:
         results: list[FetchResult] = []
-        total = 0
+        total = readable = 0
         errors = False
         for item in items:
-            result = FetchResult(item.topic, item.partition)
+            result = FetchResult(item.topic, item.partition, next_offset=item.offset)
             results.append(result)
             budget = min(item.max_bytes or max_bytes, max_bytes - total)
             try:
@@ -83,10 +87,12 @@ class FetchServing:
                     total += len(result.data)
                     if read_committed and result.data:
                         result.aborted = partition.aborted_transactions(item.offset, upto)
+                    result.next_offset, result.last_leader_epoch = read_end(result.data, item.offset)
+                    readable += readable_bytes(result.data, result.aborted)
             except PartitionError as exc:
                 self._replicas.fail(result, exc)
                 errors = True
-        return results, total, errors
+        return results, readable, errors
 
     def serve_follower(
         self, topic: str, index: int, fetch: FollowerFetch, broker: BrokerStatus | None, max_bytes: int, now_ms: int

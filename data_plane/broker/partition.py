@@ -4,7 +4,7 @@ replication core (`data_plane.replication.partition_state`).
 
 Only this class touches the log, the producer state and the core. It offers one entry point
 per event, and each returns a `Ready`: what the broker must do about it (answer completed
-acks=all produces, send an ISR proposal, wake waiting fetches). `ReplicaManager._carry_out`
+acks=all produces, send an ISR proposal, wake waiting fetches). `ReplicaManager.carry_out`
 is the one place that does it, as etcd's raft hands its `Ready` to one loop.
 
 - As leader: HW = min LEO over the (maximal) ISR; the core computes it and owns it.
@@ -385,7 +385,7 @@ class Partition:
             raise PartitionError(
                 verdict.error,
                 f"{self.name}: batch of producer {h.producer_id} (epoch {h.producer_epoch}) at sequence "
-                f"{h.base_sequence} does not follow its last batch: an earlier batch was lost; restart the producer",
+                f"{h.base_sequence}: {verdict.reason}",
             )
         return verdict if isinstance(verdict, Duplicate) else None
 

@@ -5,7 +5,7 @@ to and from these calls. Runs entirely on the broker's asyncio loop, so no locks
 point is explicit, and reads of partition state between awaits are consistent.
 
 Every event goes to its `Partition` (the only owner of a log, its producer state and its
-replication core), which answers with a `Ready`; `_carry_out` is the one place that acts on
+replication core), which answers with a `Ready`; `carry_out` is the one place that acts on
 it: answers completed acks=all produces, wakes waiting fetches, sends ISR proposals.
 
 Partitions come and go only through metadata: ``on_metadata(delta, image)`` creates, updates or

@@ -75,6 +75,8 @@ class FetchResult(PartitionAnswer):
     high_watermark: int = -1
     log_start_offset: int = -1
     data: bytes = b""
+    next_offset: int = -1  # past the batches in data (markers and aborted batches included)
+    last_leader_epoch: int = -1  # the leader epoch of the last batch in data
     last_stable_offset: int = -1
     aborted: list[AbortedTxn] = field(default_factory=list)  # read_committed: aborted transactions in the answer
 

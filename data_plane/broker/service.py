@@ -16,7 +16,7 @@ from data_plane import record_batch
 from data_plane.broker.consume_stream import ConsumeStreams
 from data_plane.broker.isolation import aborted_to_wire, read_committed
 from data_plane.control_batch import ControlType, encode_marker
-from data_plane.broker.errors import MalformedRequest, PartitionError, to_wire
+from data_plane.broker.errors import MalformedRequest, PartitionError, negative_partition, to_wire
 from data_plane.replication.errors import ErrorCode
 from data_plane.replication.transaction_index import AbortedTxn, in_aborted
 from data_plane.broker.replica_manager import ReplicaManager
@@ -115,11 +115,11 @@ def batches_to_records(
         header = batch.header
         if header.is_control or (header.is_transactional and in_aborted(aborted, header.producer_id, header.base_offset)):
             continue
-        ts_type = batch.header.timestamp_type
+        ts_type, epoch = header.timestamp_type, header.leader_epoch
         for rec in batch.records():
             if rec.offset < from_offset:
                 continue
-            msg = common_pb2.Record(offset=rec.offset, timestamp_ms=rec.timestamp_ms, timestamp_type=ts_type)
+            msg = common_pb2.Record(offset=rec.offset, timestamp_ms=rec.timestamp_ms, timestamp_type=ts_type, leader_epoch=epoch)
             if rec.key is not None:
                 msg.key = rec.key
             if rec.value is not None:
@@ -151,7 +151,10 @@ def _requested_epoch(topic: str, partition_request) -> int:
 
 
 def _first_mention(seen: set[tuple[str, int]], topic: str, partition: int, what: str) -> None:
-    """Refuse a partition named twice in one request (which answer would be the real one?)."""
+    """Refuse a partition named twice in one request (which answer would be the real one?),
+    or one that no partition can have (negative)."""
+    if (problem := negative_partition(topic, partition)) is not None:
+        raise MalformedRequest(problem)
     if (topic, partition) in seen:
         raise MalformedRequest(f"{topic}-{partition} appears twice in one request: {what}")
     seen.add((topic, partition))
@@ -294,9 +297,13 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 last_stable_offset=r.last_stable_offset,
                 **_error_fields(r),
             )
+            out.next_offset = r.next_offset if r.next_offset >= 0 else item.offset
+            out.last_leader_epoch = r.last_leader_epoch
             if request.format == broker_pb2.RECORDS and not request.repair_read:
                 try:
                     out.records.extend(batches_to_records(r.data, item.offset, budget, item.max_bytes, r.aborted))
+                    if out.records and out.records[-1].offset + 1 < out.next_offset:  # cut by max_bytes: the rest next time
+                        out.next_offset, out.last_leader_epoch = out.records[-1].offset + 1, out.records[-1].leader_epoch
                 except record_batch.CorruptBatchError as exc:  # stored before bodies were checked on append
                     undecodable = PartitionError(ErrorCode.CORRUPT_MESSAGE, f"{r.topic}-{r.partition}: a stored batch does not "
                                                  f"decode ({exc}): fetch from a later offset")

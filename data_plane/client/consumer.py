@@ -107,6 +107,9 @@ class Consumer:
         session_timeout_ms: the brokers' group session timeout: when no heartbeat has
             succeeded for this long, the member drops its partitions itself (lost), as the
             coordinator has already given them to others.
+        max_poll_records: the most records one ``poll`` hands out (the rest stay buffered for
+            the next): how much an application processes between two polls, and so between two
+            automatic commits (``poll_batches`` is not bounded by it).
         isolation_level: "read_uncommitted" (everything below the high watermark) or
             "read_committed" (only below the last stable offset, aborted transactions
             dropped; seek_to_end goes to the last stable offset; a group's committed offset in an
@@ -137,6 +140,7 @@ class Consumer:
         group_assignor: str = "",
         session_timeout_ms: int = 45000,
         isolation_level: str = "read_uncommitted",
+        max_poll_records: int = 500,
     ) -> None:
         if isolation_level not in _ISOLATION_LEVELS:
             raise ValueError(f"isolation_level={isolation_level!r}: use one of {tuple(_ISOLATION_LEVELS)}")
@@ -144,11 +148,14 @@ class Consumer:
             raise ValueError(f"auto_offset_reset={auto_offset_reset!r}: use one of {_RESETS}")
         if not 0 < fetch_max_bytes <= BATCH_BYTES_PER_MESSAGE_MAX:
             raise ValueError(f"fetch_max_bytes must be in (0, {BATCH_BYTES_PER_MESSAGE_MAX}]")
+        if max_poll_records < 1:
+            raise ValueError(f"max_poll_records={max_poll_records}: at least 1")
         if fetch_mode not in _FETCH_MODES:
             raise ValueError(f"fetch_mode={fetch_mode!r}: use one of {_FETCH_MODES}")
         if not 0 < stream_window_messages <= 64 or not 0 < stream_message_bytes <= BATCH_BYTES_PER_MESSAGE_MAX:
             raise ValueError(f"stream_window_messages must be in [1, 64] and stream_message_bytes in (0, {BATCH_BYTES_PER_MESSAGE_MAX}]")
         self._fetch_max_wait_ms = fetch_max_wait_ms
+        self._max_poll_records = max_poll_records
         self._fetch_min_bytes = fetch_min_bytes
         self._fetch_max_bytes = fetch_max_bytes
         self._max_partition_fetch_bytes = min(max_partition_fetch_bytes, fetch_max_bytes)
@@ -338,10 +345,10 @@ class Consumer:
     # ------------------------------------------------------------ polling
 
     def poll(self, timeout_ms: float = 0) -> list[ConsumerRecord]:
-        """Returns records from one or more fetch responses, in offset order per partition;
-        waits up to `timeout_ms` when none are buffered."""
+        """Returns records from one or more fetch responses, in offset order per partition, at
+        most ``max_poll_records``; waits up to `timeout_ms` when none are buffered."""
         records: list[ConsumerRecord] = []
-        for tp, batches in self.poll_batches(timeout_ms).items():
+        for tp, batches in self._poll(timeout_ms, True, self._max_poll_records).items():
             records.extend(_records(tp, batches))
         return records
 
@@ -355,6 +362,9 @@ class Consumer:
         to a known offset calls `fetch_ahead()` only if it needs more, and so never has a
         whole fetch past its end sent, received and thrown away.
         """
+        return self._poll(timeout_ms, fetch_ahead, None)
+
+    def _poll(self, timeout_ms: float, fetch_ahead: bool, max_records: int | None) -> dict[TopicPartition, list[record_batch.DecodedBatch]]:
         self._check_open()
         group = self._group
         if group is not None:
@@ -379,7 +389,7 @@ class Consumer:
         if group is not None:
             group.on_poll()  # a revocation that arrived while waiting: its records are not handed out
         self._raise_pending()
-        parts = self._take_buffered()
+        parts = self._take_buffered(max_records)
         if fetch_ahead:
             self.fetch_ahead()
         return parts
@@ -763,17 +773,30 @@ class Consumer:
         if error is not None:
             raise error
 
-    def _take_buffered(self) -> dict[TopicPartition, list[record_batch.DecodedBatch]]:
-        """Hands out everything buffered and advances positions past it."""
+    def _take_buffered(self, max_records: int | None) -> dict[TopicPartition, list[record_batch.DecodedBatch]]:
+        """Hands out what is buffered, at most ``max_records`` records (None: everything), and
+        advances positions past it; the rest stays buffered for the next poll."""
         taken = {}
-        for tp, fetched in self._buffered.items():
-            taken[tp] = fetched.batches
-            last = fetched.batches[-1].header
+        left = max_records
+        for tp, fetched in list(self._buffered.items()):
+            if left is not None and left <= 0:
+                break
+            if left is None:
+                head, rest = fetched.batches, []
+            else:
+                head, rest = split_batches(fetched.batches, left)
+                left -= sum(b.header.record_count for b in head)
+            taken[tp] = head
+            last = head[-1].header
+            del self._buffered[tp]
+            if rest:  # last in line: the next poll starts with the other partitions
+                self._buffered[tp] = fetched._replace(batches=rest)
+                self._positions[tp], self._last_epochs[tp] = last.last_offset + 1, last.leader_epoch
+                continue
             if fetched.end > last.last_offset + 1:  # markers or aborted batches after the records: a stream sends nothing again
                 self._positions[tp], self._last_epochs[tp] = fetched.end, fetched.end_epoch
             else:
                 self._positions[tp], self._last_epochs[tp] = last.last_offset + 1, last.leader_epoch
-        self._buffered.clear()
         return taken
 
 
@@ -786,14 +809,30 @@ def cut_batch(batch: record_batch.DecodedBatch, start_offset: int) -> record_bat
     """The part of a decoded batch at or after `start_offset` (the batch itself if whole)."""
     if batch.header.base_offset >= start_offset:
         return batch  # decided from the header: the offsets column is not built
-    offsets = batch.offsets
-    skip = bisect.bisect_left(offsets, start_offset)
-    kept = offsets[skip:]
-    header = batch.header._replace(
-        base_offset=kept[0], last_offset_delta=kept[-1] - kept[0], record_count=len(kept)
-    )
+    return _sliced(batch, bisect.bisect_left(batch.offsets, start_offset), None)
+
+
+def split_batches(batches: list[record_batch.DecodedBatch], count: int) -> tuple[list[record_batch.DecodedBatch], list[record_batch.DecodedBatch]]:
+    """The first ``count`` records of ``batches`` and the rest; a batch that straddles the
+    cut is cut in two."""
+    head: list[record_batch.DecodedBatch] = []
+    for i, batch in enumerate(batches):
+        n = batch.header.record_count
+        if n == count:
+            return head + [batch], batches[i + 1:]
+        if n > count:
+            return head + [_sliced(batch, 0, count)], [_sliced(batch, count, None)] + batches[i + 1:]
+        head.append(batch)
+        count -= n
+    return head, []
+
+
+def _sliced(batch: record_batch.DecodedBatch, start: int, stop: int | None) -> record_batch.DecodedBatch:
+    """The records ``start:stop`` of a batch, its header describing them (its crc no longer matches)."""
+    kept = batch.offsets[start:stop]
+    header = batch.header._replace(base_offset=kept[0], last_offset_delta=kept[-1] - kept[0], record_count=len(kept))
     return record_batch.DecodedBatch(
-        header, kept, batch.timestamps[skip:], batch.keys[skip:], batch.values[skip:], batch.headers[skip:]
+        header, kept, batch.timestamps[start:stop], batch.keys[start:stop], batch.values[start:stop], batch.headers[start:stop]
     )
 
 

@@ -61,7 +61,8 @@ _ADVICE: dict[str, str] = {
     "UNKNOWN_TOPIC_OR_PARTITION": "create the topic first, or check its name and partition count",
     "BROKER_NOT_AVAILABLE": "check that the broker is running and reachable at the address in the bootstrap list or metadata",
     "OFFSET_OUT_OF_RANGE": "the offset was deleted by retention or is past the end; seek_to_beginning/seek_to_end or set auto_offset_reset",
-    "MESSAGE_TOO_LARGE": "split the batch, or raise the topic's max.message.bytes and the client's batch_size",
+    "MESSAGE_TOO_LARGE": "a request is over the gRPC message limit of the client or the broker: send fewer records per "
+                         "request (the producer's max_request_size)",
     "CORRUPT_MESSAGE": "a batch failed its CRC check or does not parse; on produce nothing was written, send it again; "
     "on fetch the broker takes the damaged range out of service and repairs it from a replica, retry; if it persists, report it",
     "INVALID_RECORD": "the batch's producer fields or body break the format (a client encoding bug); nothing was written: fix the encoder",
@@ -103,6 +104,26 @@ _ADVICE: dict[str, str] = {
 }
 
 
+# MESSAGE_TOO_LARGE has several causes and the message names the limit that was hit: the
+# advice is for that limit (raising max.message.bytes does not help a record over the
+# client's own max_request_size).
+_ADVICE_BY_LIMIT: dict[str, dict[str, str]] = {
+    "MESSAGE_TOO_LARGE": {
+        "max_request_size": "raise the producer's max_request_size (kraftlog produce --max-request-size) or send smaller "
+                            "records; a batch over the topic's max.message.bytes is refused by the broker after that",
+        "buffer_memory": "raise the producer's buffer_memory above the record's size, or send smaller records",
+        "max.message.bytes": "keep the producer's batch_size below the topic's max.message.bytes, or raise max.message.bytes "
+                             "(kraftlog topics alter NAME --config max.message.bytes=N) for records larger than it",
+    },
+}
+
+
+def _advice(code: str, message: str) -> str | None:
+    """What to do about ``code``: for the limit the message names when the code has several."""
+    by_limit = _ADVICE_BY_LIMIT.get(code, {})
+    return next((advice for limit, advice in by_limit.items() if limit in message), _ADVICE.get(code))
+
+
 # Codes whose broker message usually says all the advice does (the group coordinator's answers
 # name the group and what to do): the advice is left out when the message already gives it.
 _ADVISED_BY_BROKER = {"GROUP_ID_NOT_FOUND": "check the name", "NON_EMPTY_GROUP": "stop its consumers"}
@@ -125,7 +146,7 @@ class KraftlogError(Exception):
         self.refresh_metadata = code in METADATA_REFRESH_CODES
         self.outcome_unknown = outcome_unknown
         given = _ADVISED_BY_BROKER.get(code)
-        advice = None if given is not None and given in message else _ADVICE.get(code)
+        advice = None if given is not None and given in message else _advice(code, message)
         text = f"{code}: {message}" if message else code
         if outcome_unknown:
             text += " [outcome unknown: an attempt reached a broker, so the records may have been written]"

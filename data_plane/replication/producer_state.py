@@ -6,7 +6,11 @@ something already in the log from a new batch. Rules (KIP-98, `ProducerAppendInf
 
 - The last five batches of each producer are remembered (the producer keeps at most five in
   flight per partition). A batch matching one of them, same epoch and same sequence range,
-  is a DUPLICATE: answer success with the original offsets, append nothing.
+  is a DUPLICATE: answer success with the original offsets, append nothing. Only the range
+  (base sequence and record count) is compared, never the content: a resend with other
+  records in the same range is taken for the original. One with the base sequence of a
+  remembered batch but another record count is INVALID_RECORD: that sequence was written
+  with a different count, so it is neither the original nor a batch that follows.
 - Otherwise, with the same producer epoch, the batch must start right after the last
   sequence (OUT_OF_ORDER_SEQUENCE otherwise: a gap means a lost batch, and appending would
   reorder records).
@@ -82,11 +86,15 @@ class Duplicate:
     last_offset: int
 
 
+GAP = "it does not follow the producer's last batch on this partition: an earlier batch was lost; restart the producer"
+
+
 @dataclass(frozen=True)
 class Rejected:
-    """Refuse the batch; nothing is appended."""
+    """Refuse the batch; nothing is appended. ``reason``: why, for the error message."""
 
     error: ErrorCode
+    reason: str = GAP
 
 
 SequenceCheck = Append | Duplicate | Rejected
@@ -100,6 +108,15 @@ def last_sequence(base_sequence: int, record_count: int) -> int:
 
 def next_sequence(sequence: int) -> int:
     return 0 if sequence == SEQUENCE_MAX else sequence + 1
+
+
+def _resized(written: BatchMetadata, record_count: int) -> str:
+    """Why a batch reusing a written batch's base sequence with another count is refused."""
+    count = written.last_offset - written.first_offset + 1
+    return (f"a batch with base sequence {written.first_seq} was already written with {count} record(s) (offsets "
+            f"{written.first_offset}..{written.last_offset}), this one has {record_count}: a resend must carry exactly the "
+            "records of the original batch (duplicates are recognised by sequence range, not content); new records take "
+            "new sequences")
 
 
 @dataclass
@@ -134,6 +151,8 @@ class ProducerState:
         for batch in entry.batches:
             if batch.first_seq == base_sequence and batch.last_seq == last_seq:
                 return Duplicate(batch.first_offset, batch.last_offset)
+            if batch.first_seq == base_sequence:
+                return Rejected(ErrorCode.INVALID_RECORD, _resized(batch, record_count))
         if not entry.batches:  # the epoch came from a marker: the producer starts over at 0
             return APPEND if base_sequence == 0 else Rejected(ErrorCode.OUT_OF_ORDER_SEQUENCE)
         if base_sequence != next_sequence(entry.batches[-1].last_seq):
@@ -168,6 +187,8 @@ class ProducerState:
             last = verdict
             for b in batches[1:]:
                 again = self.check(b.producer_id, b.producer_epoch, b.base_sequence, b.record_count)
+                if isinstance(again, Rejected) and again.error is ErrorCode.INVALID_RECORD:
+                    return again
                 if not isinstance(again, Duplicate):
                     return Rejected(ErrorCode.OUT_OF_ORDER_SEQUENCE)
                 last = again

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
+from data_plane.broker.errors import negative_partition
 from data_plane.groups.membership import Refused
 from data_plane.replication.errors import ErrorCode
 from data_plane.transactions.coordinator import TransactionCoordinator
@@ -70,6 +71,8 @@ class TransactionCoordinatorService(transaction_pb2_grpc.TransactionCoordinatorS
     async def AddPartitionsToTxn(self, request: pb.AddPartitionsToTxnRequest, context) -> pb.AddPartitionsToTxnResponse:
         tid = request.transactional_id
         partitions = frozenset(TopicPartition(t.topic, p) for t in request.topics for p in t.partitions)
+        if (problem := next(filter(None, (negative_partition(tp.topic, tp.partition) for tp in sorted(partitions))), None)) is not None:
+            return pb.AddPartitionsToTxnResponse(error_code=ErrorCode.INVALID_REQUEST, error_message=problem)
         if request.verify_only:
             return self._verify(request, partitions)
         return await self._answer(pb.AddPartitionsToTxnResponse, tid, lambda: self.coordinator.add_partitions(

@@ -60,24 +60,31 @@ def fetch(address: str, topic: str, partition: int, start: int, end: int, max_by
             assert answer.error_code == common_pb2.NONE, answer.error_message
             for record in answer.records:
                 total += len(record.value)
-            if answer.records:
-                offset = answer.records[-1].offset + 1
+            offset = answer.next_offset  # past markers too, which carry no records
     return total
 
 
+def credit_owed(message: broker_pb2.ConsumeResponse) -> bool:
+    """docs/protocol.md's rule: a Consume message is owed a credit when an entry carries data
+    (``records`` or ``batches``); one that only ends partitions or moves ``next_offset`` is not."""
+    return any(entry.records or entry.batches for entry in message.partitions)
+
+
 def consume(address: str, topic: str, partition: int, start: int, end: int, fmt: int = broker_pb2.RECORDS,
-            message_bytes: int = 1 << 20, window: int = 8) -> int:
+            message_bytes: int = 1 << 20, window: int = 8, isolation_level: int = broker_pb2.READ_UNCOMMITTED,
+            timeout_s: float = 120) -> int:
     """A records-path (or batches, undecoded) Consume stream from ``start`` until ``end``,
-    granting a credit per message; returns the value bytes (RECORDS) or batch bytes."""
+    granting a credit per message with data as docs/protocol.md says (an entry with ``records``
+    or ``batches``); returns the value bytes (RECORDS) or batch bytes."""
     requests: queue.SimpleQueue = queue.SimpleQueue()
     requests.put(broker_pb2.ConsumeRequest(open=broker_pb2.ConsumeOpen(
-        format=fmt, max_bytes_per_message=message_bytes, window_messages=window,
+        format=fmt, max_bytes_per_message=message_bytes, window_messages=window, isolation_level=isolation_level,
         topics=[broker_pb2.ConsumeTopic(topic=topic, partitions=[broker_pb2.ConsumePartition(partition=partition, offset=start)])],
     )))
     credit = broker_pb2.ConsumeRequest(credit=broker_pb2.ConsumeCredit(messages=1))
     total = 0
     with grpc.insecure_channel(address, options=OPTIONS) as channel:
-        call = broker_pb2_grpc.BrokerStub(channel).Consume(iter(requests.get, None), timeout=120)
+        call = broker_pb2_grpc.BrokerStub(channel).Consume(iter(requests.get, None), timeout=timeout_s)
         for message in call:
             entry = message.partitions[0]
             assert entry.error_code == common_pb2.NONE, entry.error_message
@@ -86,7 +93,8 @@ def consume(address: str, topic: str, partition: int, start: int, end: int, fmt:
                     total += len(record.value)
             else:
                 total += len(entry.batches)
-            requests.put(credit)
+            if credit_owed(message):
+                requests.put(credit)
             if entry.next_offset >= end:
                 break
         call.cancel()

@@ -12,6 +12,7 @@ tests/unit/broker/test_consume_stream.py).
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 from typing import Iterator
@@ -23,6 +24,7 @@ from data_plane.client import Consumer, Producer
 from kraftlog_proto import broker_pb2, broker_pb2_grpc, common_pb2
 from server_common.waiting import wait_for
 from tests.cluster import TestCluster, local_cluster
+from tests.integration.stub_client import credit_owed
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -118,6 +120,64 @@ def test_records_arrive_in_order_with_no_gaps_as_they_are_produced(cluster: Test
         assert seen == list(enumerate(expected))
     finally:
         stream.close()
+
+
+@contextlib.contextmanager
+def after_a_committed_transaction(cluster: TestCluster, topic: str) -> Iterator[Producer]:
+    """A new one-partition ``topic`` holding a committed transaction: offset 0 its record
+    (b"first"), 1 its commit marker; yields the transactional producer, ready for another."""
+    cluster.create_topic(topic, partitions=1, replication_factor=1)
+    with Producer(cluster.bootstrap, transactional_id=topic, linger_ms=0) as producer:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send(topic, b"first", partition=0)
+        producer.commit_transaction()
+        yield producer
+
+
+def test_a_read_committed_stream_past_a_marker_reaches_the_next_record_with_a_window_of_one(cluster: TestCluster) -> None:
+    """docs/protocol.md: a credit is owed for a message that carried data. A READ_COMMITTED
+    RECORDS stream opened at a transaction marker first sends a message with no records that
+    only moves next_offset; the broker charged a credit for it, so with window_messages=1 a
+    client following the doc granted none and never received the next record."""
+    topic = "txn-credit"
+    with after_a_committed_transaction(cluster, topic) as producer:
+        producer.begin_transaction()
+        producer.send(topic, b"second", partition=0).result(timeout=30)  # offset 2, open: the LSO stays at 2
+        stream = RawStream(leader_address(cluster, topic), open_msg(topic, {0: 1}, format=broker_pb2.RECORDS, window_messages=1,
+                                                                     isolation_level=broker_pb2.READ_COMMITTED))
+        try:
+            markers_only = stream.next()
+            entry = markers_only.partitions[0]
+            assert (entry.error_code, list(entry.records), entry.next_offset) == (common_pb2.NONE, [], 2)
+            assert not credit_owed(markers_only)  # so the client grants nothing for it
+            producer.commit_transaction()
+            data = stream.next(timeout_s=15)
+            assert [(r.offset, r.value) for r in data.partitions[0].records] == [(2, b"second")]
+        finally:
+            stream.close()
+
+
+def test_a_records_path_fetch_at_a_marker_says_where_to_continue(cluster: TestCluster) -> None:
+    """A Fetch at a transaction marker answered no records and nothing to say where the next
+    record is: a client fetching from the last record's offset + 1 asked for the marker again."""
+    topic = "txn-fetch"
+    with after_a_committed_transaction(cluster, topic):
+        pass
+    produce(cluster, topic, [b"second"])  # offset 2
+    with grpc.insecure_channel(leader_address(cluster, topic)) as channel:
+        fetched = broker_pb2_grpc.BrokerStub(channel).Fetch(broker_pb2.FetchRequest(
+            max_wait_ms=0, min_bytes=1, format=broker_pb2.RECORDS, isolation_level=broker_pb2.READ_COMMITTED,
+            topics=[broker_pb2.FetchTopic(topic=topic, partitions=[broker_pb2.FetchPartition(partition=0, fetch_offset=1)])]), timeout=30)
+    answer = fetched.topics[0].partitions[0]
+    assert answer.error_code == common_pb2.NONE, answer.error_message
+    assert ([(r.offset, r.value) for r in answer.records], answer.next_offset) == ([(2, b"second")], 3)
+    with grpc.insecure_channel(leader_address(cluster, topic)) as channel:
+        marker_only = broker_pb2_grpc.BrokerStub(channel).Fetch(broker_pb2.FetchRequest(
+            max_wait_ms=0, min_bytes=1, format=broker_pb2.RECORDS, max_bytes=1,
+            topics=[broker_pb2.FetchTopic(topic=topic, partitions=[broker_pb2.FetchPartition(partition=0, fetch_offset=1)])]), timeout=30)
+    answer = marker_only.topics[0].partitions[0]
+    assert (list(answer.records), answer.next_offset) == ([], 2)  # max_bytes 1: only the marker's batch comes, and past it
 
 
 def test_a_stalled_client_gets_its_window_and_no_more(cluster: TestCluster) -> None:
@@ -250,3 +310,64 @@ def test_a_broker_shutting_down_ends_its_streams_cleanly(cluster: TestCluster) -
         stream.close()
         cluster.restart(node)
         cluster.wait_ready()
+
+
+def test_records_path_answers_carry_the_leader_epochs_a_consumer_commits(cluster: TestCluster) -> None:
+    """docs/protocol.md tells a consumer to remember the leader epoch of the last record read
+    (KIP-320), but records-path answers carried none: a records-path client could not detect
+    truncation. Each Record carries its batch's epoch, and each answer the epoch of the last
+    batch before next_offset."""
+    topic = "epochs"
+    cluster.create_topic(topic, partitions=1, replication_factor=3)
+    produce(cluster, topic, [b"before"])
+    move_leader(cluster, topic)
+    produce(cluster, topic, [b"after"])
+    address = leader_address(cluster, topic)
+    with grpc.insecure_channel(address) as channel:
+        fetched = broker_pb2_grpc.BrokerStub(channel).Fetch(broker_pb2.FetchRequest(
+            max_wait_ms=0, format=broker_pb2.RECORDS,
+            topics=[broker_pb2.FetchTopic(topic=topic, partitions=[broker_pb2.FetchPartition(partition=0, fetch_offset=0)])]), timeout=30)
+    answer = fetched.topics[0].partitions[0]
+    first, second = [r.leader_epoch for r in answer.records]
+    assert first < second and (answer.next_offset, answer.last_leader_epoch) == (2, second)
+    stream = RawStream(address, open_msg(topic, {0: 0}, format=broker_pb2.RECORDS))
+    try:
+        entry = stream.next().partitions[0]
+        assert [r.leader_epoch for r in entry.records] == [first, second] and entry.last_leader_epoch == second
+    finally:
+        stream.close()
+
+
+def test_a_negative_partition_is_refused_as_invalid_everywhere_it_arrives(cluster: TestCluster) -> None:
+    """Partition -1 was answered UNKNOWN_TOPIC_OR_PARTITION, which the retry rules mark
+    retriable: a client following them asked again until its deadline. Now every call that
+    takes a partition number refuses it as invalid (not retriable)."""
+    from kraftlog_proto import transaction_pb2, transaction_pb2_grpc
+
+    topic = "negative"
+    cluster.create_topic(topic, partitions=1, replication_factor=1)
+    produce(cluster, topic, [b"x"])
+    with grpc.insecure_channel(leader_address(cluster, topic)) as channel:
+        broker = broker_pb2_grpc.BrokerStub(channel)
+        calls = {
+            "Produce": lambda: broker.Produce(broker_pb2.ProduceRequest(acks=1, timeout_ms=1000, topics=[broker_pb2.TopicProduceData(
+                topic=topic, partitions=[broker_pb2.PartitionProduceData(partition=-1, records=[common_pb2.Record(value=b"v")])])]), timeout=30),
+            "Fetch": lambda: broker.Fetch(broker_pb2.FetchRequest(topics=[broker_pb2.FetchTopic(
+                topic=topic, partitions=[broker_pb2.FetchPartition(partition=-1)])]), timeout=30),
+            "ListOffsets": lambda: broker.ListOffsets(broker_pb2.ListOffsetsRequest(topics=[broker_pb2.ListOffsetsTopic(
+                topic=topic, partitions=[broker_pb2.ListOffsetsPartition(partition=-1, timestamp=-1)])]), timeout=30),
+            "DeleteRecords": lambda: broker.DeleteRecords(broker_pb2.DeleteRecordsRequest(topics=[broker_pb2.DeleteRecordsTopic(
+                topic=topic, partitions=[broker_pb2.DeleteRecordsPartition(partition=-1, offset=0)])]), timeout=30),
+        }
+        for name, call in calls.items():
+            with pytest.raises(grpc.RpcError) as refused:
+                call()
+            assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "partition numbers are >= 0" in refused.value.details(), name
+        txn = transaction_pb2_grpc.TransactionCoordinatorStub(channel).AddPartitionsToTxn(transaction_pb2.AddPartitionsToTxnRequest(
+            transactional_id="negative", topics=[transaction_pb2.TxnTopicPartitions(topic=topic, partitions=[-1])]), timeout=30)
+        assert txn.error_code == common_pb2.INVALID_REQUEST
+    stream = RawStream(leader_address(cluster, topic), open_msg(topic, {-1: 0}))
+    try:
+        assert stream.next() == ("end", grpc.StatusCode.INVALID_ARGUMENT)
+    finally:
+        stream.close()

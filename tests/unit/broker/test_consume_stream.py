@@ -1,5 +1,5 @@
 """The pure parts of streaming consume: the credit window that bounds what a broker holds per
-stream, the checks on a stream's `open`, and where a partition continues after a read."""
+stream, and the checks on a stream's `open`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from data_plane.broker.consume_stream import (
     WINDOW_MESSAGES_DEFAULT,
     CreditWindow,
     MalformedRequest,
-    next_offset_after,
     parse_open,
 )
 from kraftlog_proto import broker_pb2
@@ -72,10 +71,6 @@ def test_an_epoch_below_minus_one_is_refused() -> None:
         parse_open(request, 64 << 20)
 
 
-def test_a_partition_continues_after_the_last_batch_read() -> None:
-    first = bytearray(record_batch.encode_batch([b"a", b"b", b"c"]))
-    second = bytearray(record_batch.encode_batch([b"d"]))
-    record_batch.stamp_batch(first, 0, base_offset=10, leader_epoch=0)
-    record_batch.stamp_batch(second, 0, base_offset=13, leader_epoch=0)
-    assert next_offset_after(bytes(first + second), 11) == 14
-    assert next_offset_after(b"", 11) == 11
+def test_a_negative_partition_is_refused_as_malformed() -> None:
+    with pytest.raises(MalformedRequest, match="partition numbers are >= 0"):
+        parse_open(opened(partitions=((-1, 0),)), 64 << 20)

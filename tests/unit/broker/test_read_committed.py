@@ -11,6 +11,7 @@ from pathlib import Path
 
 from data_plane import record_batch
 from data_plane.broker.fetch_serving import LATEST
+from data_plane.broker.isolation import ReadEnd, read_end, readable_bytes
 from data_plane.broker.requests import FetchItem, ProduceItem
 from data_plane.broker.service import batches_to_records
 from data_plane.control_batch import ControlType, encode_marker
@@ -116,3 +117,41 @@ def test_coordinator_writes_are_checked_by_epoch_not_sequence_and_markers_reach_
     assert coordinator_write(0).error.code.name == "INVALID_PRODUCER_EPOCH"
     offset = replicas.write_marker(*TP, encode_marker(ControlType.COMMIT, 5, 1, 0, T0))
     assert heard == [("t", 0, 5, True, offset)] and offset == 2
+
+
+def test_a_fetch_at_a_marker_waits_for_readable_data_and_says_where_to_continue(tmp_path: Path) -> None:
+    """A marker counted towards min_bytes: a Fetch at it answered at once with no records
+    (RECORDS) and nothing saying where to continue, so a long-polling client spun on it."""
+    replicas = leader_alone(tmp_path)
+    produce(replicas, txn_batch(11, 0, [b"a"]))                                    # 0
+    mark(replicas, 11, ControlType.COMMIT)                                         # 1
+    [at_once] = asyncio.run(replicas.reads.fetch(0, 1, 1 << 20, [FetchItem(*TP, 1, 0)], True))  # no wait: the marker, and past it
+    assert (values(at_once), at_once.next_offset) == ([], 2)
+
+    async def long_poll_while_a_record_arrives():
+        poll = asyncio.ensure_future(replicas.reads.fetch(30_000, 1, 1 << 20, [FetchItem(*TP, 1, 0)], True))
+        for _ in range(3):
+            await asyncio.sleep(0)  # let the poll read and start waiting
+        assert not poll.done(), "a marker alone ended the long poll"
+        [produced] = await replicas.produce(1, 1000, [ProduceItem(*TP, record_batch.encode_batch([b"b"], timestamps_ms=T0))])
+        assert not produced.failed, produced.error
+        return await asyncio.wait_for(poll, 10)
+
+    [result] = asyncio.run(long_poll_while_a_record_arrives())
+    assert (values(result), result.next_offset) == ([b"b"], 3)
+
+
+def test_readable_bytes_leave_out_markers_and_aborted_batches_and_the_next_offset_passes_them() -> None:
+    def at(data: bytes, base_offset: int) -> bytes:
+        stamped = bytearray(data)
+        record_batch.stamp_batch(stamped, 0, base_offset=base_offset, leader_epoch=0)
+        return bytes(stamped)
+
+    plain = at(record_batch.encode_batch([b"p"], timestamps_ms=T0), 10)
+    aborted = at(txn_batch(11, 0, [b"x", b"y"]), 11)
+    marker = at(encode_marker(ControlType.ABORT, 11, 0, 0, T0), 13)
+    data = plain + aborted + marker
+    assert readable_bytes(data, [AbortedTxn(11, 13, 11)]) == len(plain)
+    assert readable_bytes(data, []) == len(plain) + len(aborted)                  # read_uncommitted: aborted records are read
+    assert readable_bytes(marker, []) == 0
+    assert read_end(data, 10) == ReadEnd(14, 0) and read_end(b"", 11) == ReadEnd(11, -1)

@@ -46,3 +46,30 @@ def test_a_client_command_against_a_stopped_local_cluster_says_how_to_start_it(c
     )
     assert main(["topics", "list", "--bootstrap", bootstrap]) == 1  # addresses given: the connection errors themselves
     assert "NO_BROKER_REACHABLE: no broker answered at" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("under", ["", "sub"])
+def test_up_with_a_file_for_its_data_dir_says_so_in_one_line(capsys, tmp_path: Path, under: str) -> None:
+    """It printed a NotADirectoryError (afile/sub) or FileExistsError (afile) traceback."""
+    afile = tmp_path / "afile"
+    afile.write_text("not a directory")
+    assert main(["cluster", "up", "--detach", "--data-dir", str(afile / under)]) == 1
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"kraftlog cluster: --data-dir {afile / under}") and "is a file, not a directory: give a directory" in line
+    assert afile.read_text() == "not a directory"  # nothing created, nothing lost
+
+
+def test_status_into_a_pipe_whose_reader_is_gone_exits_quietly(stopped_cluster: Path) -> None:
+    """``kraftlog cluster status --json | head``: the reader is gone before everything is written."""
+    import os
+    import subprocess
+    import sys
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        done = subprocess.run([sys.executable, "-m", "cli", "cluster", "status", "--json", "--data-dir", str(stopped_cluster)],
+                              stdout=write_end, stderr=subprocess.PIPE, timeout=60)
+    finally:
+        os.close(write_end)
+    assert (done.returncode, done.stderr.decode()) == (0, "")

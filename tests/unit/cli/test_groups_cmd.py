@@ -48,12 +48,14 @@ def test_describe_reset_and_delete(fakes, capsys):
     described = json.loads(out)
     assert code == 0 and described["state"] == "stable" and len(described["members"]) == 1
     assert [(p["partition"], p["committed"], p["log_end"], p["lag"]) for p in described["partitions"]] == [(0, 4, 10, 6), (1, 5, 20, 15)]
+    code, out, _ = run(capsys, "groups", "describe", "g", "--bootstrap", bootstrap)
+    assert code == 0 and out.splitlines()[0].endswith(", 1 member")  # not "1 members"
     code, out, _ = run(capsys, "groups", "list", "--bootstrap", bootstrap)
     assert code == 0 and "g" in out and "stable" in out
     code, _, err = run(capsys, "groups", "reset-offsets", "g", "--topic", "t", "--to-earliest", "--execute", "--bootstrap", bootstrap)
-    assert code == 1 and "has 1 members: stop its consumers" in err
+    assert code == 1 and "has 1 member: stop its consumers" in err
     code, out, _ = run(capsys, "groups", "reset-offsets", "g", "--topic", "t", "--shift-by", "-2", "--bootstrap", bootstrap)
-    assert code == 0 and "dry run: nothing changed" in out and "refused while the group has its 1 members" in out
+    assert code == 0 and "dry run: nothing changed" in out and "refused while the group has 1 member: stop" in out
     assert coordinator.offsets == {("t", 0): 4, ("t", 1): 5}
     code, _, err = run(capsys, "groups", "delete", "g", "--bootstrap", bootstrap)
     assert code == 1 and "NON_EMPTY_GROUP" in err and "stop its consumers" in err

@@ -53,7 +53,7 @@ def test_a_marker_arriving_behind_buffered_records_moves_the_position_past_it(co
     consumer.seek(TP, 0)
     deliver(consumer, 0, answer(at(encode_batch([b"a", b"b", b"c"]), 0), 3))
     deliver(consumer, 3, answer(at(encode_marker(ControlType.COMMIT, 7, 0, 0, 1_000), 3), 4))  # before poll
-    taken = consumer._take_buffered()
+    taken = consumer._take_buffered(None)
     assert [o for b in taken[TP] for o in b.offsets] == [0, 1, 2]
     assert consumer.position(TP) == 4, "the position must pass the marker the stream already sent"
 
@@ -68,7 +68,22 @@ def test_the_epoch_before_the_position_is_the_marker_s_when_the_position_passes_
     consumer.seek(TP, 0)
     deliver(consumer, 0, answer(at(encode_batch([b"a", b"b", b"c"]), 0, leader_epoch=2), 3))
     deliver(consumer, 3, answer(at(encode_marker(ControlType.COMMIT, 7, 0, 0, 1_000), 3, leader_epoch=3), 4))
-    consumer._take_buffered()
+    consumer._take_buffered(None)
     assert (consumer.position(TP), consumer._last_epochs[TP]) == (4, 3)
     deliver(consumer, 4, answer(at(encode_marker(ControlType.ABORT, 8, 0, 0, 1_000), 4, leader_epoch=5), 5))
     assert (consumer.position(TP), consumer._last_epochs[TP]) == (5, 5)
+
+
+def test_a_poll_bounded_by_max_records_hands_out_the_rest_next_and_moves_the_position_with_what_it_handed_out(consumer: Consumer) -> None:
+    """``max_poll_records``: a backlog arrives in messages of tens of thousands of records;
+    handed out whole, an application behind on it polled (and auto-committed) only after
+    processing all of them, so a crash re-read everything it had processed."""
+    consumer.seek(TP, 0)
+    deliver(consumer, 0, answer(at(encode_batch([b"a", b"b", b"c"]), 0, leader_epoch=2), 5))
+    deliver(consumer, 3, answer(at(encode_batch([b"d", b"e"]), 3, leader_epoch=2), 5))
+    deliver(consumer, 5, answer(at(encode_marker(ControlType.COMMIT, 7, 0, 0, 1_000), 5, leader_epoch=3), 6))
+    polls = []
+    while consumer._buffered:
+        taken = consumer._take_buffered(2)
+        polls.append(([v for b in taken[TP] for v in b.values], consumer.position(TP), consumer._last_epochs[TP]))
+    assert polls == [([b"a", b"b"], 2, 2), ([b"c", b"d"], 4, 2), ([b"e"], 6, 3)]

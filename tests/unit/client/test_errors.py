@@ -71,3 +71,16 @@ def test_a_group_coordinator_answer_carries_its_advice_once():
     assert str(KraftlogError("GROUP_ID_NOT_FOUND", message)) == f"GROUP_ID_NOT_FOUND: {message}"
     # without the broker's message the client's advice stands in
     assert "kraftlog groups list" in str(KraftlogError("GROUP_ID_NOT_FOUND"))
+
+
+@pytest.mark.parametrize("message, advised, not_advised", [
+    # the client's own limit: raising the topic's max.message.bytes or batch_size cannot help
+    ("record of 2000 bytes > max_request_size=1000", "kraftlog produce --max-request-size", "batch_size"),
+    ("a record of 9 bytes cannot fit in buffer_memory=8", "raise the producer's buffer_memory", "max.message.bytes"),
+    ("t-0: batch at position 0 is 2000 bytes, over the topic's max.message.bytes=1000", "kraftlog topics alter NAME --config max.message.bytes=N",
+     "max_request_size"),
+])
+def test_message_too_large_advises_on_the_limit_that_was_hit(message, advised, not_advised):
+    error = str(KraftlogError("MESSAGE_TOO_LARGE", message))
+    advice = error[len(message):]
+    assert advised in advice and not_advised not in advice, error

@@ -194,3 +194,12 @@ def test_preferred_election_moves_leader_back():
     assert decision.response.partitions[0].leader == p.replicas[0]
     again = topic_admin.elect_leaders(commit(image, decision), pb.ElectLeadersRequest())
     assert again.response.partitions[0].error_code == common.ELECTION_NOT_NEEDED
+
+
+def test_a_negative_partition_is_an_invalid_request_not_an_unknown_one():
+    """UNKNOWN_TOPIC_OR_PARTITION is retriable (a topic just created may not be known yet):
+    a client following the retry rules asked about partition -1 until its deadline."""
+    image = with_topic(cluster(), "t", 1, 3)
+    request = pb.ElectLeadersRequest(topics=[pb.ElectLeadersRequest.TopicPartitions(topic="t", partitions=[-1])])
+    [answer] = topic_admin.elect_leaders(image, request).response.partitions
+    assert answer.error_code == common.INVALID_REQUEST and "partition numbers are >= 0" in answer.error_message

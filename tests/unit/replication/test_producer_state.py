@@ -51,9 +51,10 @@ def state_with(*batches: tuple[int, int, int]) -> tuple[ProducerState, list[Head
         (0, 10, 5, APPEND),                                   # next in sequence
         (0, 5, 5, Duplicate(5, 9)),                           # retry of the last batch
         (0, 1, 4, Duplicate(1, 4)),                           # retry of an earlier batch
-        (0, 0, 5, Rejected(E.OUT_OF_ORDER_SEQUENCE)),         # not a batch we hold
+        (0, 2, 5, Rejected(E.OUT_OF_ORDER_SEQUENCE)),         # not a batch we hold
         (0, 11, 1, Rejected(E.OUT_OF_ORDER_SEQUENCE)),        # gap: a batch was lost
-        (0, 5, 3, Rejected(E.OUT_OF_ORDER_SEQUENCE)),         # overlaps, not the same batch
+        (0, 5, 3, E.INVALID_RECORD),                          # a written batch's base sequence, another count
+        (0, 0, 5, E.INVALID_RECORD),
         (1, 0, 3, APPEND),                                    # new epoch restarts at 0
         (1, 10, 3, Rejected(E.OUT_OF_ORDER_SEQUENCE)),        # new epoch must start at 0
     ],
@@ -61,7 +62,21 @@ def state_with(*batches: tuple[int, int, int]) -> tuple[ProducerState, list[Head
 def test_check_after_three_batches(epoch, base_seq, count, expected) -> None:
     # sequences 0 | 1-4 | 5-9 at offsets 0 | 1-4 | 5-9
     state, _ = state_with((0, 0, 1), (0, 1, 4), (0, 5, 5))
-    assert state.check(PID, epoch, base_seq, count) == expected
+    got = state.check(PID, epoch, base_seq, count)
+    assert (got.error if isinstance(expected, ErrorCode) else got) == expected
+
+
+def test_a_resend_with_the_same_base_sequence_and_more_records_is_an_invalid_record_saying_why() -> None:
+    """It was answered OUT_OF_ORDER_SEQUENCE, "an earlier batch was lost", which sent the
+    user looking for a loss that never happened."""
+    state, _ = state_with((0, 0, 1), (0, 1, 4))
+    refused = state.check(PID, 0, 1, 6)
+    assert isinstance(refused, Rejected) and refused.error is E.INVALID_RECORD
+    assert "base sequence 1 was already written with 4 record(s) (offsets 1..4), this one has 6" in refused.reason
+    assert "not content" in refused.reason and "lost" not in refused.reason
+    run = [SimpleNamespace(producer_id=PID, producer_epoch=0, base_sequence=seq, record_count=n, is_transactional=False)
+           for seq, n in ((0, 1), (1, 6))]
+    assert state.check_run(run) == refused  # the second of a retried request: the same answer
 
 
 def test_older_epoch_is_a_zombie() -> None:
