@@ -20,8 +20,11 @@ _POLLER_CALLBACK = "PollerCompletionQueue._handle_events"
 
 
 def thread_loop() -> asyncio.AbstractEventLoop:
-    """A new event loop that does not report gRPC's cross-loop wake-ups as errors."""
-    loop = asyncio.new_event_loop()
+    """A new event loop (uvloop: less CPU per gRPC message than the standard loop,
+    docs/performance.md) that does not report gRPC's cross-loop wake-ups as errors."""
+    import uvloop
+
+    loop = uvloop.new_event_loop()
     loop.set_exception_handler(report_unless_cross_loop_wakeup)
     return loop
 
