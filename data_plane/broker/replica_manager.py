@@ -461,13 +461,16 @@ class ReplicaManager:
     def high_watermarks(self) -> dict[TopicPartition, int]:
         return {tp: p.high_watermark for tp, p in self.partitions.items()}
 
-    def checkpoint_high_watermarks(self) -> None:
-        """Write the HW checkpoint, unless it would say what the last write said (no HW moved,
-        no replica came or went): an idle broker rewrites no file."""
+    def high_watermarks_to_checkpoint(self) -> dict[TopicPartition, int] | None:
+        """The HWs to write to the checkpoint, or None when they would say what the last write
+        said (no HW moved, no replica came or went): an idle broker rewrites no file. The
+        caller writes them (in a worker thread: the file is fsynced) and then calls
+        `high_watermarks_checkpointed`."""
         high_watermarks = self.high_watermarks()
-        if high_watermarks != self._checkpointed_high_watermarks:
-            self.logs.checkpoint_high_watermarks(high_watermarks)
-            self._checkpointed_high_watermarks = high_watermarks
+        return None if high_watermarks == self._checkpointed_high_watermarks else high_watermarks
+
+    def high_watermarks_checkpointed(self, high_watermarks: dict[TopicPartition, int]) -> None:
+        self._checkpointed_high_watermarks = high_watermarks
 
 
 def _produce_wait_failed(name: str, code: ErrorCode, timeout_ms: int) -> PartitionError:

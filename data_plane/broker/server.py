@@ -88,6 +88,7 @@ class BrokerServer:
         self._health: ServingState | None = None
         self._stopping = False
         self._timers: list[asyncio.Task] = []
+        self._checkpointing: asyncio.Future | None = None  # the checkpoint write in a worker thread, if one runs
         self._transactions = None  # the TransactionCoordinator, once serving
 
     def metadata_response(self, topics: list[str]) -> broker_pb2.MetadataResponse:
@@ -190,7 +191,7 @@ class BrokerServer:
             asyncio.create_task(self._every(self.config.replica_tick_interval_ms, self.replicas.tick)),
             asyncio.create_task(self._every(self.config.replica_tick_interval_ms, groups.tick)),
             asyncio.create_task(self._every(self.config.replica_tick_interval_ms, transactions.tick)),
-            asyncio.create_task(self._every(self.config.hw_checkpoint_interval_ms, self._checkpoint)),
+            asyncio.create_task(self._checkpoints()),
             asyncio.create_task(self._every(self.config.retention_check_interval_ms, self.replicas.maintenance.run_retention)),
             asyncio.create_task(self._every(self.config.flush_check_interval_ms, self.replicas.maintenance.run_flush)),
             asyncio.create_task(self.replicas.maintenance.run_cleaner()),
@@ -206,9 +207,29 @@ class BrokerServer:
                        metrics_port=self.config.metrics_port or None, tls=self.config.tls is not None,
                        client_auth=self.config.tls.client_auth if self.config.tls else None)
 
-    def _checkpoint(self) -> None:
-        self.replicas.checkpoint_high_watermarks()
-        self.logs.checkpoint()
+    async def _checkpoints(self) -> None:
+        """Every ``hw_checkpoint_interval_ms``: the HWs and recovery points, read on the event
+        loop and written in a worker thread, so that no request waits while their files are
+        fsynced. `stop` waits for a write in progress before it writes the last ones."""
+        while True:
+            await asyncio.sleep(self.config.hw_checkpoint_interval_ms / 1000)
+            high_watermarks = self.replicas.high_watermarks_to_checkpoint()
+            points = self.logs.recovery_points()
+            self._checkpointing = asyncio.ensure_future(asyncio.to_thread(self._write_checkpoints, high_watermarks, points))
+            try:
+                await asyncio.shield(self._checkpointing)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a timer must never die silently: log and keep going
+                self._log.exception("periodic task failed", task="checkpoint")
+                continue
+            if high_watermarks is not None:
+                self.replicas.high_watermarks_checkpointed(high_watermarks)
+
+    def _write_checkpoints(self, high_watermarks: dict[tuple[str, int], int] | None, points: dict[tuple[str, int], int]) -> None:
+        if high_watermarks is not None:
+            self.logs.checkpoint_high_watermarks(high_watermarks)
+        self.logs.write_recovery_points(points)
 
     async def _scrub(self, budget_bytes: int) -> None:
         """The background scrub: a slice every ``scrub_interval_ms``, and a rest of
@@ -241,6 +262,8 @@ class BrokerServer:
             await self.lifecycle.controlled_shutdown(self.config.controlled_shutdown_timeout_s)
         for task in self._timers:
             task.cancel()
+        if self._checkpointing is not None:  # a checkpoint being written: the last one is written after it
+            await asyncio.gather(self._checkpointing, return_exceptions=True)
         await self.fetchers.stop()
         if self._service is not None:
             self._service.consume_streams.close()  # streams end with a final entry per partition, within the grace

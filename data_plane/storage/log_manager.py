@@ -125,7 +125,14 @@ class LogManager:
 
     def checkpoint(self) -> None:
         """Write every online log's recovery point (atomically)."""
-        points = {tp: plog.recovery_point for tp, plog in self._logs.items() if not plog.is_offline}
+        self.write_recovery_points(self.recovery_points())
+
+    def recovery_points(self) -> dict[TopicPartition, int]:
+        """Every online log's recovery point, to checkpoint (read on the event loop; the write,
+        `write_recovery_points`, may run in a worker thread)."""
+        return {tp: plog.recovery_point for tp, plog in self._logs.items() if not plog.is_offline}
+
+    def write_recovery_points(self, points: dict[TopicPartition, int]) -> None:
         write_offsets(self.data_dir / RECOVERY_POINTS, points)
 
     def checkpoint_high_watermarks(self, high_watermarks: dict[TopicPartition, int]) -> None:
