@@ -500,7 +500,7 @@ class PartitionLog:
     def _note_damage(self, segment: LogSegment, position: int, expected_offset: int, reason: str) -> DamagedRange:
         """Take the failed batch at ``position`` out of service up to the next intact batch
         (or the segment's end), record it on disk and log it."""
-        resync = find_resync(segment.fd, position, segment.size_bytes, expected_offset)
+        resync = find_resync(segment.pread, position, segment.size_bytes, expected_offset)
         end, next_offset = (resync[0], resync[1].base_offset) if resync else (segment.size_bytes, segment.next_offset)
         damage = DamagedRange(segment.base_offset, position, end, expected_offset, max(next_offset, expected_offset + 1))
         for inside in [p for p in segment.damaged if position <= p < end]:
@@ -632,7 +632,7 @@ class PartitionLog:
         """Headers of the batches from the one holding ``from_offset`` to the log end, read
         from the files without the bodies (rebuilding producer state on open)."""
         for segment in self._segments_from(from_offset):
-            for _, header in scan_headers(segment.fd, 0, segment.size_bytes, segment.damaged):
+            for _, header in scan_headers(segment.pread, 0, segment.size_bytes, segment.damaged):
                 if header.last_offset >= from_offset:
                     yield header
 
@@ -902,5 +902,5 @@ def _rebuild_epochs(epochs: LeaderEpochCache, segments: list[LogSegment]) -> Non
     epochs.clear()
     observe = _epoch_observer(epochs)
     for segment in segments:
-        for _, header in scan_headers(segment.fd, 0, segment.size_bytes, segment.damaged):
+        for _, header in scan_headers(segment.pread, 0, segment.size_bytes, segment.damaged):
             observe(header)
