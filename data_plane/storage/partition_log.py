@@ -119,6 +119,7 @@ class PartitionLog:
         self.settings = settings
         self.segments = segments
         self.leader_epoch_cache = epoch_cache
+        epoch_cache.write_guard = lambda: self._io_guard("write the leader-epoch checkpoint")
         self.log_start_offset = segments[0].base_offset
         self.log_end_offset = segments[-1].next_offset
         self.recovery_point = min(recovery_point, self.log_end_offset)
@@ -846,7 +847,9 @@ class PartitionLog:
 
 # Reads, and the epoch cache's own truncation: its checkpoint writes are durable by
 # themselves (or flagged for the log's next flush, see LeaderEpochCache.flush).
-_ACTIONS_NEEDING_NO_FLUSH = frozenset({"read", "scrub", "timestamp lookup", "flush", "truncate the epoch cache"})
+_ACTIONS_NEEDING_NO_FLUSH = frozenset(
+    {"read", "scrub", "timestamp lookup", "flush", "truncate the epoch cache", "write the leader-epoch checkpoint"}
+)
 
 
 class _DamageNoted(Exception):
