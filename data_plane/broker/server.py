@@ -77,6 +77,7 @@ class BrokerServer:
             credentials=config.peer_credentials(),
             previous_broker_epoch=self.logs.previous_broker_epoch,
             offline_replicas=lambda: sorted(self.logs.offline_partitions()),
+            max_replicas=self.max_replicas,
         )
         self.fetchers = ReplicaFetcherManager(config, self.replicas, lambda: self.lifecycle.broker_epoch)
         self.isr_updates = AlterPartitionSender(config.broker_id, self.lifecycle, self.replicas.on_alter_partition_answer)

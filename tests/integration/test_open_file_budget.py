@@ -1,0 +1,116 @@
+"""A broker that knows its open-file limit: real processes, a broker started with a low limit.
+
+One controller and one broker whose process alone runs under ``prlimit --nofile=512:512``
+(soft and hard: the broker cannot raise it). The broker hosts 2,000 replicas, far more than
+512 descriptors could hold open one file each, serves a produce and a fetch on every one of
+them, and stays under the limit throughout (counted in /proc/<pid>/fd). Before segment files
+were a budget, such a broker failed with EMFILE ("Too many open files") at about 500
+replicas: partitions went offline and the broker stopped applying metadata.
+
+Its capacity (8 replicas per handle of its budget: (512 - 128) x 8 = 3,072) is registered
+with the controller, which refuses a topic that would go past it, whole, with the documented
+error, while the cluster serves on; ``kraftlog brokers list --json`` shows it.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from data_plane.client import Consumer, Producer
+from data_plane.storage.handle_budget import handle_budget, replica_capacity
+from kraftlog_proto import common_pb2 as common
+from metadata_quorum.controller_client import ControllerError
+from server_common.open_files import open_descriptor_count
+from tests.cluster import TestCluster, local_cluster
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+
+REPO = Path(__file__).resolve().parents[2]
+LIMIT = 512
+TOPICS = [("wide-a", 1000), ("wide-b", 1000)]  # 2,000 replicas at RF=1 on the one broker
+CAPACITY = replica_capacity(handle_budget(LIMIT))
+
+
+def with_low_limit(cluster: TestCluster) -> None:
+    """Start the broker (only) under an open-file limit of LIMIT, soft and hard."""
+    command = cluster.command
+
+    def limited(node):
+        base = command(node)
+        return ["prlimit", f"--nofile={LIMIT}:{LIMIT}", "--", *base] if node.role == "broker" else base
+
+    cluster.command = limited  # type: ignore[method-assign]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory) -> TestCluster:
+    with local_cluster(tmp_path_factory.mktemp("files"), controllers=1, brokers=1, configure=with_low_limit) as c:
+        for name, partitions in TOPICS:
+            with c.controller_client() as client:
+                client.create_topic(name, partitions, 1)
+        for name, partitions in TOPICS:
+            c.wait_topic_ready(name, partitions, timeout_s=60)
+        yield c
+
+
+def broker_pid(cluster: TestCluster) -> int:
+    return cluster.processes[cluster.broker(1).name].pid
+
+
+def kraftlog(cluster: TestCluster, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cli", *args, "--bootstrap", cluster.bootstrap], cwd=REPO,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_a_broker_under_a_low_limit_hosts_2000_replicas_and_serves_every_one(cluster: TestCluster) -> None:
+    pid = broker_pid(cluster)
+    limits = Path(f"/proc/{pid}/limits").read_text()
+    assert f"Max open files            {LIMIT}                  {LIMIT}" in limits, limits
+    peak = open_descriptor_count(pid)
+    with Producer(cluster.bootstrap, acks=1, linger_ms=20) as producer:
+        futures = [producer.send(name, f"{name}-{p}".encode(), partition=p) for name, count in TOPICS for p in range(count)]
+        producer.flush(timeout=60)
+    assert all(f.result(timeout=1) is not None for f in futures)
+    peak = max(peak, open_descriptor_count(pid))
+
+    wanted = {(name, p) for name, count in TOPICS for p in range(count)}
+    seen: dict[tuple[str, int], bytes] = {}
+    with Consumer(cluster.bootstrap) as consumer:
+        consumer.assign(sorted(wanted))
+        consumer.seek_to_beginning(sorted(wanted))
+        deadline = time.monotonic() + 60
+        while len(seen) < len(wanted) and time.monotonic() < deadline:
+            for record in consumer.poll(timeout_ms=500):
+                seen[(record.topic, record.partition)] = record.value
+            peak = max(peak, open_descriptor_count(pid))
+    assert set(seen) == wanted, f"{len(wanted) - len(seen)} partitions never answered a fetch"
+    assert all(value == f"{name}-{p}".encode() for (name, p), value in seen.items())
+    assert peak < LIMIT, f"the broker held {peak} descriptors under a limit of {LIMIT}"
+
+
+def test_a_topic_past_the_broker_capacity_is_refused_whole_and_the_cluster_serves_on(cluster: TestCluster) -> None:
+    held = sum(count for _, count in TOPICS)
+    asked = CAPACITY - held + 1
+    with cluster.controller_client() as client, pytest.raises(ControllerError) as info:
+        client.create_topic("too-wide", asked, 1)
+    assert info.value.code == common.BROKER_CAPACITY_EXCEEDED
+    assert (f"would put {CAPACITY + 1} replicas on broker 1 ({held} now + {asked}), over its capacity of {CAPACITY}"
+            in info.value.message)
+
+    listing = kraftlog(cluster, "brokers", "list", "--json")
+    assert listing.returncode == 0, listing.stderr
+    [broker] = json.loads(listing.stdout)["brokers"]
+    assert (broker["broker_id"], broker["replicas"], broker["max_replicas"]) == (1, held, CAPACITY)  # nothing half created
+    with cluster.controller_client() as client:
+        assert "too-wide" not in {t.name for t in client.describe_cluster().topics}
+
+    with Producer(cluster.bootstrap, acks=1) as producer:
+        producer.send("wide-a", b"still serving", partition=7).result(timeout=30)
+    human = kraftlog(cluster, "brokers", "list")
+    assert f"{held}" in human.stdout and f"{CAPACITY}" in human.stdout
