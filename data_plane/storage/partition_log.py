@@ -86,14 +86,14 @@ class AppendResult:
 
 @dataclass(frozen=True)
 class SyncPlan:
-    """One log's part of a group-commit round (``PartitionLog.sync_plan``): duplicated
-    descriptors of the segment files to fsync (the round's thread fsyncs and closes them, so a
-    segment the loop closes or deletes meanwhile is still safe to fsync), the directory when
-    its entries changed since its last fsync, and what the log may call durable after."""
+    """One log's part of a group-commit round (``PartitionLog.sync_plan``): the segment files
+    to fsync (by path: the round's thread opens each for its fsync only, so a round holds no
+    descriptor of the handle budget and at most one of its own), the directory when its
+    entries changed since its last fsync, and what the log may call durable after."""
 
     log: "PartitionLog"
     offset: int  # the log end when planned: durable once the fsyncs are done
-    fds: tuple[int, ...]
+    paths: tuple[Path, ...]
     directory: Path | None
     truncations: int  # the log's truncation count when planned (a truncation since voids the plan)
     layout: int  # the log's layout version when planned (a roll since: the directory must be fsynced again)
@@ -381,9 +381,9 @@ class PartitionLog:
         when it already is (or the log is offline). Runs on the loop; the fsyncs do not."""
         if self.is_offline or (self.durable_offset >= self.log_end_offset and self._layout_synced == self._layout):
             return None
-        fds = tuple(os.dup(segment.fd) for segment in self._segments_from(self.durable_offset))
+        paths = tuple(segment.log_path for segment in self._segments_from(self.durable_offset))
         directory = self.directory if self._layout_synced != self._layout else None
-        return SyncPlan(self, self.log_end_offset, fds, directory, self._truncations, self._layout)
+        return SyncPlan(self, self.log_end_offset, paths, directory, self._truncations, self._layout)
 
     def note_synced(self, plan: SyncPlan) -> None:
         """``plan``'s fsyncs are done: what it covered is durable, unless the log was
