@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -37,20 +38,24 @@ TOPICS = [("wide-a", 1000), ("wide-b", 1000)]  # 2,000 replicas at RF=1 on the o
 CAPACITY = replica_capacity(handle_budget(LIMIT))
 
 
-def with_low_limit(cluster: TestCluster) -> None:
-    """Start the broker (only) under an open-file limit of LIMIT, soft and hard."""
-    command = cluster.command
+def brokers_limited_to(limit: int) -> Callable[[TestCluster], None]:
+    """A ``configure`` hook: the brokers (only) start under an open-file limit of ``limit``, soft and hard."""
 
-    def limited(node):
-        base = command(node)
-        return ["prlimit", f"--nofile={LIMIT}:{LIMIT}", "--", *base] if node.role == "broker" else base
+    def configure(cluster: TestCluster) -> None:
+        command = cluster.command
 
-    cluster.command = limited  # type: ignore[method-assign]
+        def limited(node):
+            base = command(node)
+            return ["prlimit", f"--nofile={limit}:{limit}", "--", *base] if node.role == "broker" else base
+
+        cluster.command = limited  # type: ignore[method-assign]
+
+    return configure
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory) -> TestCluster:
-    with local_cluster(tmp_path_factory.mktemp("files"), controllers=1, brokers=1, configure=with_low_limit) as c:
+    with local_cluster(tmp_path_factory.mktemp("files"), controllers=1, brokers=1, configure=brokers_limited_to(LIMIT)) as c:
         for name, partitions in TOPICS:
             with c.controller_client() as client:
                 client.create_topic(name, partitions, 1)
@@ -114,3 +119,38 @@ def test_a_topic_past_the_broker_capacity_is_refused_whole_and_the_cluster_serve
         producer.send("wide-a", b"still serving", partition=7).result(timeout=30)
     human = kraftlog(cluster, "brokers", "list")
     assert f"{held}" in human.stdout and f"{CAPACITY}" in human.stdout
+
+
+BENCH_LIMIT = 2048  # budget 1,536, capacity 12,288 replicas per broker
+BENCH_TOPIC_PARTITIONS = 2500
+
+
+@pytest.mark.benchmark
+@pytest.mark.timeout(1200)
+def test_the_operators_scenario_scaled_to_a_limit_of_2048(tmp_path: Path) -> None:
+    """The report, scaled: 3 controllers and 3 brokers under an open-file limit of 2,048 each,
+    topics of 2,500 partitions at RF=3 created one after another (2,500 replicas per broker
+    each). Before the handle cache every broker hit EMFILE on the first topic; now four
+    topics (10,000 replicas per broker) are hosted and served, every broker stays under its
+    limit, and the fifth, past the capacity of 12,288, is refused while the cluster serves on."""
+    capacity = replica_capacity(handle_budget(BENCH_LIMIT))
+    with local_cluster(tmp_path, controllers=3, brokers=3, configure=brokers_limited_to(BENCH_LIMIT)) as c:
+        topics = [f"bench-{i}" for i in range(capacity // BENCH_TOPIC_PARTITIONS)]
+        for name in topics:
+            started = time.monotonic()
+            with c.controller_client() as client:
+                client.create_topic(name, BENCH_TOPIC_PARTITIONS, 3)
+            c.wait_topic_ready(name, BENCH_TOPIC_PARTITIONS, timeout_s=300)
+            fds = {b.node_id: open_descriptor_count(c.processes[b.name].pid) for b in c.brokers}
+            print(f"{name}: ready in {time.monotonic() - started:.1f}s; descriptors per broker {fds}")
+            assert max(fds.values()) < BENCH_LIMIT
+        with Producer(c.bootstrap, acks="all", linger_ms=20) as producer:
+            futures = [producer.send(name, b"v", partition=p) for name in topics for p in range(0, BENCH_TOPIC_PARTITIONS, 10)]
+            producer.flush(timeout=300)
+        assert all(f.result(timeout=1) is not None for f in futures)
+        with c.controller_client() as client, pytest.raises(ControllerError) as info:
+            client.create_topic("one-too-many", BENCH_TOPIC_PARTITIONS, 3)
+        assert info.value.code == common.BROKER_CAPACITY_EXCEEDED and f"over its capacity of {capacity}" in info.value.message
+        with Producer(c.bootstrap, acks="all") as producer:
+            producer.send(topics[0], b"after the refusal", partition=1).result(timeout=60)
+        assert all(open_descriptor_count(c.processes[b.name].pid) < BENCH_LIMIT for b in c.brokers)
