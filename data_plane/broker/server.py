@@ -76,7 +76,7 @@ class BrokerServer:
             heartbeat_interval_ms=config.heartbeat_interval_ms,
             credentials=config.peer_credentials(),
             previous_broker_epoch=self.logs.previous_broker_epoch,
-            offline_replicas=lambda: sorted(self.logs.offline_partitions()),
+            offline_replicas=self._offline_replicas,
             max_replicas=self.max_replicas,
         )
         self.fetchers = ReplicaFetcherManager(config, self.replicas, lambda: self.lifecycle.broker_epoch)
@@ -94,6 +94,16 @@ class BrokerServer:
         self._stopping = False
         self._timers: list[asyncio.Task] = []
         self._transactions = None  # the TransactionCoordinator, once serving
+
+    def _offline_replicas(self) -> list[tuple[str, int]]:
+        """What each heartbeat reports offline. A replica whose creation failed and that the
+        metadata no longer assigns here (its topic deleted, moved away) is forgotten first."""
+        image = self.metadata.image
+        for topic, index in self.logs.not_created():
+            p = image.partition(topic, index)
+            if p is None or self.config.broker_id not in p.replicas:
+                self.logs.forget_not_created(topic, index)
+        return sorted(self.logs.offline_partitions())
 
     def _size_open_files(self) -> int:
         """Raise the open-file limit to the hard limit, give the logs their handle budget under

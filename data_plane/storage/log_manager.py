@@ -127,6 +127,14 @@ class LogManager:
     def partitions(self) -> list[TopicPartition]:
         return sorted(self._logs)
 
+    def not_created(self) -> list[TopicPartition]:
+        """Replicas whose log creation failed and has not succeeded since."""
+        return sorted(self._not_created)
+
+    def forget_not_created(self, topic: str, partition: int) -> None:
+        """The replica is no longer this broker's: stop reporting it (its creation is not retried)."""
+        self._not_created.pop((topic, partition), None)
+
     def offline_partitions(self) -> dict[TopicPartition, StorageError]:
         offline = {tp: plog.offline_error for tp, plog in self._logs.items() if plog.offline_error is not None}
         return {**self._failed, **self._not_created, **offline}

@@ -6,7 +6,8 @@ EMFILE or ENOSPC would). Broker 1 must report the replica offline (its leadershi
 another replica, clients produce to it), answer DescribeLogs for it with STORAGE_ERROR, go on
 applying later metadata (a topic created after it gets its replica on broker 1) and serving
 its other partitions; once the file is gone, it creates the replica without a restart and
-the replica rejoins the ISR.
+the replica rejoins the ISR. A replica never created whose topic is then deleted stops
+being reported.
 
 Before: the failure was logged and forgotten (the replica was never retried, never
 reported, and the partition kept broker 1 as a leader that had no log for it); with an
@@ -66,3 +67,15 @@ def test_a_replica_that_cannot_be_created_is_reported_offline_and_created_once_t
                  "broker 1 to create its replica of blocked-0 on a retry")
         wait_for(lambda: 1 in partition(cluster, "blocked", 0).isr, 60, "broker 1's replica of blocked-0 back in the ISR")
         assert "metadata applied after retrying" in cluster.log_path(cluster.broker(1)).read_text()
+
+
+def test_a_replica_never_created_stops_being_reported_once_its_topic_is_deleted(tmp_path) -> None:
+    with local_cluster(tmp_path, controllers=1, brokers=1) as cluster:
+        (cluster.data_dir / cluster.broker(1).name / "gone-0").write_text("in the way")
+        with cluster.controller_client() as client:
+            client.create_topic("gone", 1, 1)
+        wait_for(lambda: broker_log_states(cluster, 1, "gone") == {0: common_pb2.STORAGE_ERROR}, 30, "gone-0 reported offline")
+        with cluster.controller_client() as client:
+            client.delete_topics(["gone"])
+        wait_for(lambda: broker_log_states(cluster, 1, "gone") == {}, 30, "gone-0 no longer reported once its topic is deleted")
+
