@@ -62,8 +62,12 @@ class LruPolicy(Generic[K]):
         return key in self._open
 
     def use(self, key: K) -> None:
-        """``key``'s handle (open) was just used: it becomes the most recently used."""
-        self._open.move_to_end(key)
+        """``key``'s handle (open) was just used: it becomes the most recently used. A key the
+        policy does not know (opened outside it) is taken in; the next ``admit`` sheds any excess."""
+        try:
+            self._open.move_to_end(key)
+        except KeyError:
+            self._open[key] = None
 
     def admit(self, key: K) -> list[K]:
         """``key`` is about to be opened: the keys to close first (least recently used first)."""

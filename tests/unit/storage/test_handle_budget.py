@@ -98,6 +98,8 @@ def test_out_of_descriptors_below_the_budget_shrinks_it(tmp_path: Path, monkeypa
     monkeypatch.setattr(file_handles, "HANDLES", cache)
     monkeypatch.setattr("data_plane.storage.segment.HANDLES", cache)
     logs = [PartitionLog.open(tmp_path / f"t-{i}", small_settings(), now_ms=0) for i in range(8)]
+    for plog in logs:
+        fill(plog, 1)
     real_open, calls = os.open, []
 
     def emfile_once(path, flags, mode=0o777):
@@ -109,5 +111,12 @@ def test_out_of_descriptors_below_the_budget_shrinks_it(tmp_path: Path, monkeypa
     monkeypatch.setattr(file_handles.os, "open", emfile_once)
     PartitionLog.open(tmp_path / "t-new", small_settings(), now_ms=0)
     assert cache.capacity == 6 and cache.open_count == 6
-    monkeypatch.undo()
-    assert all(offsets(plog.read(0, 1 << 20).data) == [] for plog in logs)
+    assert all(offsets(plog.read(0, 1 << 20).data) == [0, 1, 2] for plog in logs)  # the closed ones reopen
+    assert cache.open_count == 6
+
+
+def test_a_use_the_policy_does_not_know_is_taken_in_and_shed_later() -> None:
+    policy: LruPolicy[str] = LruPolicy(2)
+    policy.admit("a")
+    policy.use("stranger")
+    assert "stranger" in policy and policy.admit("b") == ["a"]
