@@ -77,6 +77,9 @@ def test_a_broker_under_a_low_limit_hosts_2000_replicas_and_serves_every_one(clu
     pid = broker_pid(cluster)
     limits = Path(f"/proc/{pid}/limits").read_text()
     assert f"Max open files            {LIMIT}                  {LIMIT}" in limits, limits
+    started = next(json.loads(line) for line in cluster.log_path(cluster.broker(1)).read_text().splitlines() if '"open-file limit"' in line)
+    assert (started["soft_limit"], started["hard_limit"], started["log_handle_budget"], started["max_replicas"]) == (
+        LIMIT, LIMIT, handle_budget(LIMIT), CAPACITY)
     peak = open_descriptor_count(pid)
     with Producer(cluster.bootstrap, acks=1, linger_ms=20) as producer:
         futures = [producer.send(name, f"{name}-{p}".encode(), partition=p) for name, count in TOPICS for p in range(count)]
