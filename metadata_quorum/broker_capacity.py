@@ -49,8 +49,8 @@ def capacity_problem(image: MetadataImage, held: Counter[int], added: Counter[in
         if limit and after > limit:
             return (
                 f"{what} would put {after} replicas on broker {broker_id} ({held[broker_id]} now + {added[broker_id]}), "
-                f"over its capacity of {limit} (max_replicas, from its open-file limit or --max-replicas); nothing was "
-                f"created: add brokers, raise that broker's open-file limit or --max-replicas, or ask for fewer "
+                f"over its capacity of {limit} (max_replicas, from its open-file limit or --max-replicas); refused, "
+                f"nothing changed: add brokers, raise that broker's open-file limit or --max-replicas, or ask for fewer "
                 f"partitions or replicas ({SIZING_DOC})"
             )
     return None
