@@ -153,7 +153,9 @@ def build_parser() -> argparse.ArgumentParser:
     _client_options(qdescribe)
     qdescribe.set_defaults(func=topics_cmd.quorum_describe)
 
-    from cli import groups_cmd, leaders_cmd, partitions_cmd, records_cmd, transactions_cmd
+    from cli import brokers_cmd, groups_cmd, leaders_cmd, partitions_cmd, records_cmd, transactions_cmd
+
+    brokers_cmd.register(sub, _client_options)
 
     groups_cmd.register(sub, _client_options)
     transactions_cmd.register(sub, _client_options)

@@ -76,6 +76,7 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     INVALID_TRANSACTION_TIMEOUT: _ClassVar[ErrorCode]
     TRANSACTIONAL_ID_NOT_FOUND: _ClassVar[ErrorCode]
     UNSTABLE_OFFSET_COMMIT: _ClassVar[ErrorCode]
+    BROKER_CAPACITY_EXCEEDED: _ClassVar[ErrorCode]
 NONE: ErrorCode
 UNKNOWN_SERVER_ERROR: ErrorCode
 NOT_LEADER_OR_FOLLOWER: ErrorCode
@@ -143,6 +144,7 @@ INVALID_PRODUCER_ID_MAPPING: ErrorCode
 INVALID_TRANSACTION_TIMEOUT: ErrorCode
 TRANSACTIONAL_ID_NOT_FOUND: ErrorCode
 UNSTABLE_OFFSET_COMMIT: ErrorCode
+BROKER_CAPACITY_EXCEEDED: ErrorCode
 
 class Header(_message.Message):
     __slots__ = ("key", "value")

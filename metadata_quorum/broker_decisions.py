@@ -111,7 +111,8 @@ def register_broker(image: MetadataImage, request: pb.RegisterBrokerRequest, hea
     if existing is not None and (not clean or not existing.fenced):
         why = "broker re-registered with a new incarnation" + ("" if clean else " after an unclean shutdown")
         records += _moves(image, request.broker_id, why, unclean_shutdown=not clean)
-    records.append(RegisterBrokerRecord(request.broker_id, NEW_BROKER_EPOCH, request.host, request.port, request.rack, request.incarnation_id))
+    records.append(RegisterBrokerRecord(request.broker_id, NEW_BROKER_EPOCH, request.host, request.port, request.rack, request.incarnation_id,
+                                       max_replicas=request.max_replicas))
     heartbeats.touch(request.broker_id, now_ms)
     return Decision(tuple(records), pb.RegisterBrokerResponse())
 

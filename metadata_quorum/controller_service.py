@@ -15,6 +15,7 @@ import structlog
 
 from metadata_quorum import broker_decisions, client_quotas, reassignment, topic_admin
 from metadata_quorum.active_controller import ActiveController, WriteOutcome, monotonic_ms
+from metadata_quorum.broker_capacity import replica_counts
 from metadata_quorum.controller_router import CATCHING_UP_METADATA_KEY
 from metadata_quorum.decision import Decision
 from metadata_quorum.image import MetadataImage, image_to_records
@@ -245,6 +246,7 @@ class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
 
     async def DescribeCluster(self, request: pb.DescribeClusterRequest, context) -> pb.DescribeClusterResponse:
         image = await readable_image(self.node, context)
+        held = replica_counts(image)
         return pb.DescribeClusterResponse(
             cluster_id=image.cluster_id,
             brokers=[
@@ -252,6 +254,8 @@ class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
                     endpoint=common.BrokerEndpoint(broker_id=b.broker_id, host=b.host, port=b.port, rack=b.rack, fenced=b.fenced),
                     broker_epoch=b.epoch,
                     in_controlled_shutdown=b.in_controlled_shutdown,
+                    max_replicas=b.max_replicas,
+                    replicas=held[b.broker_id],
                 )
                 for b in sorted(image.brokers.values(), key=lambda b: b.broker_id)
             ],

@@ -85,6 +85,7 @@ class BrokerImage:
     fenced: bool
     in_controlled_shutdown: bool
     incarnation_id: str = ""
+    max_replicas: int = 0  # replicas it can host (placement.capacity_problem); 0: no limit stated
 
     @property
     def usable(self) -> bool:
@@ -127,7 +128,8 @@ class MetadataImage:
 def image_to_records(image: MetadataImage) -> list[Record]:
     """Snapshot records: applied to an empty image they rebuild ``image`` (see ``image_from_snapshot``)."""
     out: list[Record] = [
-        RegisterBrokerRecord(b.broker_id, b.epoch, b.host, b.port, b.rack, b.incarnation_id, b.fenced, b.in_controlled_shutdown)
+        RegisterBrokerRecord(b.broker_id, b.epoch, b.host, b.port, b.rack, b.incarnation_id, b.fenced, b.in_controlled_shutdown,
+                             b.max_replicas)
         for b in sorted(image.brokers.values(), key=lambda b: b.broker_id)
     ]
     for name in sorted(image.topics):

@@ -21,8 +21,10 @@ where the topic allows unclean elections.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import replace
 
+from metadata_quorum.broker_capacity import added_replicas, capacity_problem, replica_counts
 from metadata_quorum.decision import Decision
 from metadata_quorum.election import PartitionChange, min_insync_replicas, settle_leadership, unclean_allowed
 from metadata_quorum.image import NO_LEADER, MetadataImage, PartitionImage, TopicImage
@@ -82,11 +84,20 @@ def _target_problem(image: MetadataImage, tp: str, target: BrokerIds) -> str | N
     return None
 
 
-def _reassign(image: MetadataImage, topic: TopicImage, p: PartitionImage, target: BrokerIds) -> PartitionChange | Refusal | None:
-    problem = _target_problem(image, f"{topic.name}-{p.partition}", target)
+def _reassign(image: MetadataImage, held: Counter[int], topic: TopicImage, p: PartitionImage, target: BrokerIds) -> PartitionChange | Refusal | None:
+    """Start moving ``p`` to ``target``; refused when a broker it adds to would go past its
+    capacity (``held``: replicas per broker, with the moves earlier in the request)."""
+    tp = f"{topic.name}-{p.partition}"
+    problem = _target_problem(image, tp, target)
     if problem is not None:
         return Refusal(common.INVALID_REQUEST, problem)
-    return settle(image, topic, p, start(p, target))
+    moving = start(p, target)
+    added = added_replicas([set(moving.replicas) - set(p.replicas)])
+    problem = capacity_problem(image, held, added, f"moving {tp} to {list(target)}")
+    if problem is not None:
+        return Refusal(common.BROKER_CAPACITY_EXCEEDED, problem)
+    held.update(added)
+    return settle(image, topic, p, moving)
 
 
 def _cancel(image: MetadataImage, topic: TopicImage, p: PartitionImage) -> PartitionChange | Refusal | None:
@@ -112,6 +123,7 @@ def alter_partition_reassignments(image: MetadataImage, request: pb.AlterPartiti
     records: list[Record] = []
     results: list[pb.PartitionState] = []
     seen: set[tuple[str, int]] = set()
+    held = replica_counts(image)
     for item in request.reassignments:
         name, number = item.topic, item.partition
         found = lookup_partition(image, name, number)
@@ -124,7 +136,7 @@ def alter_partition_reassignments(image: MetadataImage, request: pb.AlterPartiti
             continue
         seen.add((name, number))
         cancel = not item.HasField("replicas")
-        outcome = _cancel(image, topic, p) if cancel else _reassign(image, topic, p, tuple(item.replicas.ids))
+        outcome = _cancel(image, topic, p) if cancel else _reassign(image, held, topic, p, tuple(item.replicas.ids))
         if isinstance(outcome, Refusal):
             results.append(partition_state(topic, p, outcome.code, outcome.message))
             continue

@@ -77,6 +77,7 @@ class RegisterBrokerRecord:
     incarnation_id: str
     fenced: bool = True
     in_controlled_shutdown: bool = False
+    max_replicas: int = 0  # replicas the broker can host; 0: no limit stated
 
 
 @dataclass(frozen=True)

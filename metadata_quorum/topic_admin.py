@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence, TypeVar
 
 from metadata_quorum import topic_config
+from metadata_quorum.broker_capacity import added_replicas, capacity_problem, replica_counts
 from metadata_quorum.decision import Decision
 from metadata_quorum.election import PartitionChange, changes_electing_offline, elect_leader, preferred_election
 from metadata_quorum.delta import apply_all
@@ -81,12 +82,15 @@ def create_topics(image: MetadataImage, request: pb.CreateTopicsRequest, new_top
     in entries of at most PARTITIONS_PER_ENTRY_MAX partitions: a topic's partitions first
     (kept aside by the image, invisible), then its TopicRecord with its configs in one entry,
     which makes the whole topic appear at once. A creation cut short leaves only invisible
-    partitions, which the controller drops (``abandon_pending_topics``)."""
+    partitions, which the controller drops (``abandon_pending_topics``). A topic that would put
+    a broker past its registered capacity is refused whole (BROKER_CAPACITY_EXCEEDED); the
+    topics before it in the request count against the capacity of those after."""
     records: list[Record] = []
     entry_starts: list[int] = []
     entry_start = 0
     results = []
     seen: set[str] = set()
+    held = replica_counts(image)
     for t in request.topics:
         problem = topic_name_problem(t.name)
         code = common.INVALID_TOPIC
@@ -112,10 +116,18 @@ def create_topics(image: MetadataImage, request: pb.CreateTopicsRequest, new_top
             results.append(_result(t.name, code, problem))
             continue
         topic_id = new_topic_id()
+        partitions = _new_partitions(image, topic_id, 0, t.num_partitions, t.replication_factor)
+        added = added_replicas(p.replicas for p in partitions)
+        problem = capacity_problem(image, held, added, f"creating topic '{t.name}' ({t.num_partitions} partitions, "
+                                                       f"replication factor {t.replication_factor})")
+        if problem is not None:
+            results.append(_result(t.name, common.BROKER_CAPACITY_EXCEEDED, problem))
+            continue
+        held.update(added)
         results.append(_result(t.name, topic_id=topic_id))
         if request.validate_only:
             continue
-        for partition in _new_partitions(image, topic_id, 0, t.num_partitions, t.replication_factor):
+        for partition in partitions:
             if len(records) - entry_start >= PARTITIONS_PER_ENTRY_MAX:
                 entry_start = len(records)
                 entry_starts.append(entry_start)
@@ -191,7 +203,9 @@ def delete_topics(image: MetadataImage, request: pb.DeleteTopicsRequest) -> Deci
 
 
 def create_partitions(image: MetadataImage, request: pb.CreatePartitionsRequest) -> Decision[pb.CreatePartitionsResponse]:
-    """Grow topics to ``total_count`` partitions, placed like the topic's first ones."""
+    """Grow topics to ``total_count`` partitions, placed like the topic's first ones; refused
+    whole when the new replicas would put a broker past its registered capacity."""
+    held = replica_counts(image)
 
     def grow(topic: TopicImage, t: pb.CreatePartitionsRequest.Topic) -> list[Record] | Refusal:
         current = len(topic.partitions)
@@ -205,7 +219,13 @@ def create_partitions(image: MetadataImage, request: pb.CreatePartitionsRequest)
         problem = _placement_problem(image, replication_factor)
         if problem is not None:
             return Refusal(common.INVALID_REPLICATION_FACTOR, problem)
-        return _new_partitions(image, topic.topic_id, current, t.total_count - current, replication_factor)
+        partitions = _new_partitions(image, topic.topic_id, current, t.total_count - current, replication_factor)
+        added = added_replicas(p.replicas for p in partitions)
+        problem = capacity_problem(image, held, added, f"growing topic '{t.name}' from {current} to {t.total_count} partitions")
+        if problem is not None:
+            return Refusal(common.BROKER_CAPACITY_EXCEEDED, problem)
+        held.update(added)
+        return partitions
 
     records, results = _for_existing_topics(image, request.topics, lambda t: t.name, grow, request.validate_only)
     return Decision(records, pb.CreatePartitionsResponse(topics=results))

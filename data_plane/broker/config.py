@@ -70,6 +70,7 @@ class BrokerConfig:
     data_dir: Path
     controllers: list[Voter]
     rack: str = ""
+    max_replicas: int = 0  # replicas this broker registers it can host; 0: from its open-file budget
     request_max_bytes: int = MESSAGE_BYTES_MAX
     heartbeat_interval_ms: int = 500
     session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS
@@ -129,6 +130,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-dir", type=Path, required=True, help="where partition logs live")
     parser.add_argument("--controllers", required=True, help="controller quorum: id@host:raft_port:grpc_port,...")
     parser.add_argument("--rack", default="", help="rack label (informational)")
+    parser.add_argument("--max-replicas", type=int, default=0,
+                        help="replicas this broker registers it can host; the controller refuses creations, partition "
+                             "increases and reassignments past it (default 0: 8 per open-file handle of its budget, "
+                             "docs/operations.md, Sizing)")
     parser.add_argument("--request-max-bytes", type=int, default=BrokerConfig.request_max_bytes, help="largest gRPC request or response")
     parser.add_argument("--heartbeat-interval-ms", type=int, default=BrokerConfig.heartbeat_interval_ms, help="time between heartbeats to the active controller (default: %(default)s)")
     parser.add_argument("--session-timeout-ms", type=int, default=BrokerConfig.session_timeout_ms, help="the controllers' broker.session.timeout.ms as this broker assumes it: bounds its controller calls; must exceed --heartbeat-interval-ms (default: %(default)s)")
@@ -209,6 +214,8 @@ def from_args(args: argparse.Namespace) -> BrokerConfig:
     if min(args.transaction_state_partitions, args.transaction_max_timeout_ms, args.transactional_id_expiration_ms) < 1:
         raise ValueError("--transaction-state-partitions, --transaction-max-timeout-ms and --transactional-id-expiration-ms "
                          "must be at least 1")
+    if args.max_replicas < 0:
+        raise ValueError(f"--max-replicas must be 0 (from the open-file budget) or positive, got {args.max_replicas}")
     if not 0 < args.group_heartbeat_interval_ms < args.group_session_timeout_ms:
         raise ValueError("--group-heartbeat-interval-ms must be positive and below --group-session-timeout-ms: raise the timeout or lower the interval")
     return BrokerConfig(
@@ -218,6 +225,7 @@ def from_args(args: argparse.Namespace) -> BrokerConfig:
         data_dir=args.data_dir,
         controllers=parse_quorum(args.controllers),
         rack=args.rack,
+        max_replicas=args.max_replicas,
         request_max_bytes=args.request_max_bytes,
         heartbeat_interval_ms=args.heartbeat_interval_ms,
         session_timeout_ms=args.session_timeout_ms,

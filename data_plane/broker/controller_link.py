@@ -8,6 +8,13 @@ AlterPartition and AllocateProducerIds to the active controller.
 offset it applied, replays each batch into one ``MetadataDelta`` (the replay the controllers
 use), applies it once, and hands the delta with the image it leads to to the listener
 (listener(delta, image)), which reacts to what the delta says changed.
+
+A listener that fails (a replica whose log cannot be created, any error) does not stop the
+follower: the image still advances, so the broker goes on serving everything else at the
+controllers' current metadata, and the follower calls the listener again, with backoff,
+with the whole difference between the last image it fully acted on and the current one,
+until a call succeeds (the listener's steps are idempotent). The cause gone (a descriptor
+or disk space freed), the broker catches up without a restart.
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ import inspect
 import time
 import uuid
 from dataclasses import replace
-from typing import Awaitable, Callable, Sequence
+from typing import Awaitable, Callable, Mapping, Sequence
 
 import grpc
 import structlog
@@ -37,6 +44,18 @@ _RETRIABLE_WRITE_ERRORS = {common.NOT_CONTROLLER, common.REQUEST_TIMED_OUT}
 
 Listener = Callable[[MetadataDelta, MetadataImage], Awaitable[None] | None]
 
+RETRY_MIN_S = 0.5  # first retry of metadata a listener failed to act on; doubles up to RETRY_MAX_S
+RETRY_MAX_S = 30.0
+
+
+class MetadataNotApplied(Exception):
+    """A listener acted on all of a delta it could, but not on ``failures`` (what could not be
+    done, by name, with the error): the follower logs them and calls again later."""
+
+    def __init__(self, message: str, failures: Mapping[object, Exception]) -> None:
+        super().__init__(message)
+        self.failures = dict(failures)
+
 
 class BrokerLifecycleManager:
     def __init__(
@@ -53,12 +72,14 @@ class BrokerLifecycleManager:
         credentials: grpc.ChannelCredentials | None = None,
         previous_broker_epoch: int = -1,
         offline_replicas: Callable[[], Sequence[tuple[str, int]]] = lambda: (),
+        max_replicas: int = 0,
     ) -> None:
         """The timings have no defaults here: ``BrokerConfig`` holds the one default of each.
         ``credentials``: TLS for the channels to the controllers (None: plaintext);
         ``previous_broker_epoch``: the epoch of the last clean shutdown of the data directory
         (-1 after an unclean one), sent at registration; ``offline_replicas``: the replicas
-        whose log went offline, sent with every heartbeat so the controller moves them."""
+        whose log went offline, sent with every heartbeat so the controller moves them;
+        ``max_replicas``: how many replicas this broker can host, sent at registration (0: no limit)."""
         assert heartbeat_interval_ms < session_timeout_ms, "heartbeats must come more often than the session timeout"
         self.broker_id = broker_id
         self.host, self.port, self.rack = host, port, rack
@@ -66,6 +87,7 @@ class BrokerLifecycleManager:
         self._current_metadata_offset = current_metadata_offset
         self._previous_broker_epoch = previous_broker_epoch
         self._offline_replicas = offline_replicas
+        self._max_replicas = max_replicas
         self._heartbeat_interval_s = heartbeat_interval_ms / 1000
         self._session_timeout_s = session_timeout_ms / 1000
         self._rpc_timeout_s = min(5.0, session_timeout_ms / 3000)
@@ -141,7 +163,8 @@ class BrokerLifecycleManager:
 
     async def _register(self) -> None:
         request = pb.RegisterBrokerRequest(
-            broker_id=self.broker_id, host=self.host, port=self.port, rack=self.rack, incarnation_id=self.incarnation_id, previous_broker_epoch=self._previous_broker_epoch
+            broker_id=self.broker_id, host=self.host, port=self.port, rack=self.rack, incarnation_id=self.incarnation_id, previous_broker_epoch=self._previous_broker_epoch,
+            max_replicas=self._max_replicas,
         )
         while True:
             response = await self._call("RegisterBroker", request)
@@ -265,6 +288,17 @@ class MetadataFollower:
         self._applied = asyncio.Condition()
         self._task: asyncio.Task | None = None
         self._log = structlog.get_logger("broker")
+        self._listening = asyncio.Lock()  # one listener call at a time: the stream's and the retry's
+        # The last image the listener fully acted on while ``_image`` is ahead of it (a call
+        # failed), and the offset of the last failed call; None when the listener is in step.
+        self._acted_on: MetadataImage | None = None
+        self._failed_offset = -1
+        self._retry_task: asyncio.Task | None = None
+
+    @property
+    def unapplied_since(self) -> int | None:
+        """The offset after which the listener has not fully acted on the metadata (None: it has)."""
+        return None if self._acted_on is None else self._acted_on.offset
 
     @property
     def image(self) -> MetadataImage:
@@ -275,10 +309,11 @@ class MetadataFollower:
         self._task = asyncio.create_task(self._follow())
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        tasks = [t for t in (self._task, self._retry_task) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._task = self._retry_task = None
         await self._channels.close()
 
     async def wait_for_offset(self, offset: int, timeout_s: float) -> bool:
@@ -334,16 +369,56 @@ class MetadataFollower:
         if not image.cluster_id:
             image = replace(image, cluster_id=batch.cluster_id)
         assert image.offset >= previous.offset or batch.snapshot, "metadata offsets only grow"
-        result = self._listener(delta, image)
-        if inspect.isawaitable(result):
-            await result
-        # Only now: the offset this broker reports (heartbeats, metadata answers) is one it
-        # has fully acted on, and a listener that failed gets the same records again (the
-        # stream restarts after the last offset applied, so the next delta is built on the
-        # same base and says the same things changed).
+        try:
+            await self._call_listener(delta, image)
+        except Exception as exc:  # the rest of the broker serves on at this image; the retry completes it
+            self._note_unapplied(previous, image, exc)
         self._image = image
         async with self._applied:
             self._applied.notify_all()
+
+    async def _call_listener(self, delta: MetadataDelta, image: MetadataImage) -> None:
+        async with self._listening:
+            result = self._listener(delta, image)
+            if inspect.isawaitable(result):
+                await result
+
+    def _note_unapplied(self, acted_on: MetadataImage, image: MetadataImage, exc: Exception) -> None:
+        if self._acted_on is None:
+            self._acted_on = acted_on
+        self._failed_offset = image.offset
+        self._log_failure("applying metadata failed; serving on and retrying", image.offset, exc, RETRY_MIN_S)
+        if self._retry_task is None or self._retry_task.done():
+            self._retry_task = asyncio.create_task(self._retry_unapplied())
+
+    def _log_failure(self, event: str, offset: int, exc: Exception, retry_in_s: float) -> None:
+        fields = dict(metadata_offset=offset, acted_on_offset=self.unapplied_since, retry_in_s=retry_in_s)
+        if isinstance(exc, MetadataNotApplied):
+            failures = sorted(exc.failures.items(), key=str)
+            self._log.error(event, reason=str(exc), failed=[f"{key}: {error}" for key, error in failures[:10]], **fields)
+        else:
+            self._log.error(event, reason=f"{type(exc).__name__}: {exc}", exc_info=exc, **fields)
+
+    async def _retry_unapplied(self) -> None:
+        """Call the listener with everything between the last image it fully acted on and the
+        current one until it succeeds (backoff RETRY_MIN_S doubling to RETRY_MAX_S)."""
+        delay_s = RETRY_MIN_S
+        while self._acted_on is not None:
+            await asyncio.sleep(delay_s)
+            async with self._listening:
+                base, target = self._acted_on, self._image
+                try:
+                    result = self._listener(MetadataDelta.from_snapshot(base, target), target)
+                    if inspect.isawaitable(result):
+                        await result
+                except Exception as exc:
+                    delay_s = min(delay_s * 2, RETRY_MAX_S)
+                    self._log_failure("metadata still not applied", target.offset, exc, delay_s)
+                    continue
+            # a call that failed after ``target`` left more to redo from there
+            self._acted_on = target if self._failed_offset > target.offset else None
+            delay_s = RETRY_MIN_S
+            self._log.info("metadata applied after retrying", metadata_offset=target.offset, acted_on_offset=self.unapplied_since)
 
 
 class MetadataStreamError(Exception):

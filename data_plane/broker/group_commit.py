@@ -8,8 +8,9 @@ it, so that their next fetch reports the new durable offset (``replica_fetcher.p
 round runs in its thread, new requests gather for the next one: the busier the broker, the
 more each fsync covers (the "group" of group commit).
 
-A round plans on the loop (``PartitionLog.sync_plan`` duplicates the descriptors, so a
-segment closed or deleted meanwhile is still safe to fsync), fsyncs in a worker thread, and
+A round plans on the loop (``PartitionLog.sync_plan`` names the segment files), fsyncs in a
+worker thread (each file through a descriptor of its own, held for that fsync only: a round
+of thousands of files stays within the descriptors the handle budget leaves free), and
 marks the logs durable on the loop again (``PartitionLog.note_synced``). A failed fsync takes
 that partition offline, as any storage error does.
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
 import structlog
 
@@ -31,23 +33,34 @@ log = structlog.get_logger("broker.group_commit")
 
 
 def sync_files(plans: list[SyncPlan], skip_fsync: bool) -> dict[int, OSError]:
-    """Run in a worker thread: fsync each plan's files and directory, close the duplicated
-    descriptors; the error of each plan (by index) that failed. ``skip_fsync`` is the
-    negative control: nothing is fsynced, every plan reports success."""
+    """Run in a worker thread: fsync each plan's files and directory; the error of each plan
+    (by index) that failed. ``skip_fsync`` is the negative control: nothing is fsynced, every
+    plan reports success."""
     failed: dict[int, OSError] = {}
     for i, plan in enumerate(plans):
         try:
             if not skip_fsync:
-                for fd in plan.fds:
-                    os.fdatasync(fd)
+                for path in plan.paths:
+                    _fdatasync_path(path)
                 if plan.directory is not None:
                     fsync_dir(plan.directory)
         except OSError as exc:
             failed[i] = exc
-        finally:
-            for fd in plan.fds:
-                os.close(fd)
     return failed
+
+
+def _fdatasync_path(path: Path) -> None:
+    """fdatasync the file at ``path``: an fsync makes the file (its inode) durable whichever
+    descriptor names it. A segment deleted since the plan (retention: below the log start;
+    a truncation voids the plan anyway) has nothing left to make durable."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        os.fdatasync(fd)
+    finally:
+        os.close(fd)
 
 
 class GroupCommit:

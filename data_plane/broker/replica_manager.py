@@ -21,6 +21,7 @@ from typing import Awaitable, Callable, Iterable
 import structlog
 
 from data_plane.broker.config import BrokerConfig, Durability, UnsafeBehaviour
+from data_plane.broker.controller_link import MetadataNotApplied
 from data_plane.broker.delayed_produces import MAX_DELAYED_PRODUCES, DelayedProduces
 from data_plane.broker.errors import PartitionError, not_leader, unknown_partition
 from data_plane.broker.partition import LeadershipState, Partition, Ready
@@ -64,6 +65,7 @@ class ReplicaManager:
         self.topic_ids: dict[str, str] = {}
         self.image = None  # the metadata image being applied or last applied
         self._applying = False  # on_metadata is creating or changing replicas
+        self._not_created: dict[TopicPartition, StorageError] = {}  # replicas on_metadata could not create: it raises
         self._last_isr_sweep_ms = 0
         self._log = log.bind(broker_id=config.broker_id)
         self._high_watermarks = logs.read_high_watermarks()
@@ -134,6 +136,7 @@ class ReplicaManager:
         changes = delta.local_changes(self.config.broker_id, image)
         self.image = image
         self._applying = True
+        self._not_created = {}
         try:
             moved = changes.brokers_changed  # the fetchers may have to reconnect
             isr_changed: set[TopicPartition] = set()
@@ -151,6 +154,8 @@ class ReplicaManager:
             self.followers_changed()
         elif isr_changed:
             self.isr_changed(isr_changed)
+        if self._not_created:  # the rest is done; the follower serves on and calls again later
+            raise MetadataNotApplied(f"{len(self._not_created)} replica(s) could not be created", self._not_created)
 
     def _remove_topic(self, topic: TopicImage) -> bool:
         """Drop the local replicas (and their data) of a deleted topic; True if there were any."""
@@ -229,6 +234,7 @@ class ReplicaManager:
             )
         except StorageError as exc:
             self._log.error("partition offline: cannot open log", topic=topic, partition=index, error=str(exc))
+            self._not_created[(topic, index)] = exc
             return
         self.partitions[(topic, index)] = partition
         self._lead_or_follow(partition, state, "new replica")

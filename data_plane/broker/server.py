@@ -30,6 +30,8 @@ from data_plane.broker.service import BrokerService
 from data_plane.groups.wiring import serve_groups
 from data_plane.replication.errors import ErrorCode
 from data_plane.storage import LogManager, fault_injection
+from data_plane.storage.file_handles import HANDLES
+from data_plane.storage.handle_budget import handle_budget, replica_capacity
 from data_plane.broker.txn_verification import TxnVerifier
 from data_plane.transactions.wiring import serve_transactions
 from kraftlog_proto import broker_pb2, broker_pb2_grpc, group_pb2, transaction_pb2
@@ -37,6 +39,7 @@ from server_common import power_loss
 from server_common.event_loops import run_loop
 from server_common import clock
 from server_common.grpc_standard_services import ServingState
+from server_common.open_files import raise_open_file_limit
 from server_common.tls import add_port
 
 log = structlog.get_logger("broker")
@@ -56,6 +59,7 @@ class BrokerServer:
         if config.power_loss_ledger:
             power_loss.install(config.data_dir)
             self._log.warning("POWER-LOSS TEST MODE: every fsync is recorded for the chaos harness's power-loss fault")
+        self.max_replicas = self._size_open_files()
         self.logs = LogManager(config.data_dir, now_ms=clock.now_ms())
         self.replicas = ReplicaManager(config, self.logs)
         endpoints = [(c.node_id, c.host, c.grpc_port) for c in config.controllers]
@@ -72,7 +76,8 @@ class BrokerServer:
             heartbeat_interval_ms=config.heartbeat_interval_ms,
             credentials=config.peer_credentials(),
             previous_broker_epoch=self.logs.previous_broker_epoch,
-            offline_replicas=lambda: sorted(self.logs.offline_partitions()),
+            offline_replicas=self._offline_replicas,
+            max_replicas=self.max_replicas,
         )
         self.fetchers = ReplicaFetcherManager(config, self.replicas, lambda: self.lifecycle.broker_epoch)
         self.isr_updates = AlterPartitionSender(config.broker_id, self.lifecycle, self.replicas.on_alter_partition_answer)
@@ -90,6 +95,27 @@ class BrokerServer:
         self._timers: list[asyncio.Task] = []
         self._checkpointing: asyncio.Future | None = None  # the checkpoint write in a worker thread, if one runs
         self._transactions = None  # the TransactionCoordinator, once serving
+
+    def _offline_replicas(self) -> list[tuple[str, int]]:
+        """What each heartbeat reports offline. A replica whose creation failed and that the
+        metadata no longer assigns here (its topic deleted, moved away) is forgotten first."""
+        image = self.metadata.image
+        for topic, index in self.logs.not_created():
+            p = image.partition(topic, index)
+            if p is None or self.config.broker_id not in p.replicas:
+                self.logs.forget_not_created(topic, index)
+        return sorted(self.logs.offline_partitions())
+
+    def _size_open_files(self) -> int:
+        """Raise the open-file limit to the hard limit, give the logs their handle budget under
+        it and return how many replicas this broker registers it can host."""
+        before, soft, hard = raise_open_file_limit()
+        budget = handle_budget(soft)
+        HANDLES.configure(budget)
+        max_replicas = self.config.max_replicas or replica_capacity(budget)
+        self._log.info("open-file limit", soft_limit_before=before, soft_limit=soft, hard_limit=hard, log_handle_budget=budget,
+                       max_replicas=max_replicas, max_replicas_from="--max-replicas" if self.config.max_replicas else "budget")
+        return max_replicas
 
     def metadata_response(self, topics: list[str]) -> broker_pb2.MetadataResponse:
         image = self.metadata.image

@@ -506,6 +506,9 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 in_sync = p.in_sync()
                 for replica in p.state.replicas:
                     state.replicas.add(broker_id=replica, log_end_offset=leos.get(replica, -1), in_sync=replica in in_sync)
+        for topic, index in sorted(self.replicas.logs.offline_partitions()):  # logs that could not be loaded or created
+            if (topic, index) not in self.replicas.partitions and (not wanted or topic in wanted):
+                response.partitions.add(topic=topic, partition=index, error_code=ErrorCode.STORAGE_ERROR)
         return response
 
     def _add_endpoints(self, response, leader_ids: list[int]) -> None:

@@ -14,12 +14,17 @@ with nothing intact after it in the file is a torn tail, which recovery cuts.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Callable
 
 from data_plane.record_batch import HEADER_SIZE, MAGIC, BatchHeader, CorruptBatchError, read_header, validate_batch
 from data_plane.storage.checkpoint_file import read_lines, write_lines
+
+# (length, position) -> the bytes there: a segment's ``pread`` (which reopens a file the
+# handle cache closed) or ``functools.partial(os.pread, fd)`` over a descriptor of one's own.
+# Scans take this rather than a descriptor, which another segment's open could close meanwhile.
+ReadAt = Callable[[int, int], bytes]
 
 DAMAGE_FILE = "damaged-ranges"
 RESYNC_CHUNK_BYTES = 1 << 20
@@ -63,7 +68,7 @@ def _plausible(header: BatchHeader, after_offset: int, room: int) -> bool:
     )
 
 
-def find_resync(fd: int, position: int, file_size: int, expected_offset: int) -> tuple[int, BatchHeader] | None:
+def find_resync(read: ReadAt, position: int, file_size: int, expected_offset: int) -> tuple[int, BatchHeader] | None:
     """(position, header) of the first intact batch after the damaged batch at ``position``
     (which should have held ``expected_offset``), or None when nothing intact follows (a torn tail).
 
@@ -71,39 +76,39 @@ def find_resync(fd: int, position: int, file_size: int, expected_offset: int) ->
     the header whole); otherwise searches forward for a position that holds a batch with a
     plausible header, offsets above ``expected_offset`` and a matching CRC.
     """
-    head = os.pread(fd, HEADER_SIZE, position)
+    head = read(HEADER_SIZE, position)
     if len(head) == HEADER_SIZE:
         header = read_header(head)
         end = position + header.batch_length
         if header.magic == MAGIC and position + HEADER_SIZE <= end < file_size:
-            found = _intact_at(fd, end, file_size, expected_offset)
+            found = _intact_at(read, end, file_size, expected_offset)
             if found is not None:
                 return end, found
-    return _search(fd, position + 1, file_size, expected_offset)
+    return _search(read, position + 1, file_size, expected_offset)
 
 
-def _intact_at(fd: int, position: int, file_size: int, after_offset: int) -> BatchHeader | None:
-    head = os.pread(fd, HEADER_SIZE, position)
+def _intact_at(read: ReadAt, position: int, file_size: int, after_offset: int) -> BatchHeader | None:
+    head = read(HEADER_SIZE, position)
     if len(head) < HEADER_SIZE or not _plausible(read_header(head), after_offset, file_size - position):
         return None
     header = read_header(head)
     try:
-        return validate_batch(os.pread(fd, header.batch_length, position))
+        return validate_batch(read(header.batch_length, position))
     except CorruptBatchError:
         return None
 
 
-def _search(fd: int, start: int, file_size: int, after_offset: int) -> tuple[int, BatchHeader] | None:
+def _search(read: ReadAt, start: int, file_size: int, after_offset: int) -> tuple[int, BatchHeader] | None:
     """Candidates are the positions whose magic byte is right (``bytes.find``, C-level); the
     rest of the header and then the CRC must match too."""
     pos = start
     while pos + HEADER_SIZE <= file_size:
-        chunk = os.pread(fd, min(RESYNC_CHUNK_BYTES + HEADER_SIZE, file_size - pos), pos)
+        chunk = read(min(RESYNC_CHUNK_BYTES + HEADER_SIZE, file_size - pos), pos)
         at = chunk.find(_MAGIC_BYTE, _MAGIC_AT)
         while at != -1 and at - _MAGIC_AT + HEADER_SIZE <= len(chunk):
             candidate = pos + at - _MAGIC_AT
             if _plausible(read_header(chunk, at - _MAGIC_AT), after_offset, file_size - candidate):
-                found = _intact_at(fd, candidate, file_size, after_offset)
+                found = _intact_at(read, candidate, file_size, after_offset)
                 if found is not None:
                     return candidate, found
             at = chunk.find(_MAGIC_BYTE, at + 1)

@@ -27,7 +27,9 @@ nothing writes nothing::
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
+from typing import Callable, ContextManager
 
 from data_plane.replication import epoch_history
 
@@ -47,6 +49,10 @@ class LeaderEpochCache:
         self._entries: list[tuple[int, int]] = list(entries or [])
         self._on_disk = path is not None and path.exists()  # a checkpoint exists: every write must be durable
         self._unflushed = False  # the file was last written without fsync
+        # Wraps every checkpoint write: the partition log's I/O guard, so that a failed write
+        # (full disk, no descriptor left) takes the log offline with advice, whoever assigned
+        # the epoch (a new leader does it outside any log call).
+        self.write_guard: Callable[[], ContextManager[None]] = contextlib.nullcontext
         self._check()
 
     @classmethod
@@ -125,5 +131,6 @@ class LeaderEpochCache:
         self._check()
         if self.path is not None:
             durable = durable and self._on_disk
-            write_lines(self.path, version=0, lines=[f"{e} {o}" for e, o in self._entries], durable=durable)
+            with self.write_guard():
+                write_lines(self.path, version=0, lines=[f"{e} {o}" for e, o in self._entries], durable=durable)
             self._on_disk, self._unflushed = True, not durable

@@ -38,6 +38,9 @@ class StorageError(Exception):
         code = errno_names.errorcode.get(exc.errno or 0, "unknown errno")
         if exc.errno == errno_names.ENOSPC:
             advice = "free space on that disk (or move partitions off it), then restart the broker"
+        elif exc.errno in (errno_names.EMFILE, errno_names.ENFILE):
+            advice = ("the broker ran out of file descriptors, not disk: raise its open-file limit (ulimit -n, systemd "
+                      "LimitNOFILE) or move replicas off it (docs/operations.md, Sizing)")
         else:
             advice = "check the disk (dmesg, SMART, mount state), then restart the broker; its logs will be recovered"
         return cls(

@@ -28,6 +28,7 @@ also have gone through.
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from dataclasses import dataclass
@@ -120,7 +121,7 @@ class CleaningPass:
         """(raw bytes, header) of each batch of ``segment`` as planned, through our own descriptor."""
         fd = os.open(segment.path, os.O_RDONLY)
         try:
-            for pos, header in scan_headers(fd, 0, segment.info.size_bytes):
+            for pos, header in scan_headers(functools.partial(os.pread, fd), 0, segment.info.size_bytes):
                 data = os.pread(fd, header.batch_length, pos)
                 self.bytes_read += len(data)
                 self.throttle(len(data))

@@ -54,7 +54,8 @@ class LogManager:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._now_ms = now_ms
         self._logs: dict[TopicPartition, PartitionLog] = {}
-        self._failed: dict[TopicPartition, StorageError] = {}
+        self._failed: dict[TopicPartition, StorageError] = {}  # could not load at start: offline until a restart
+        self._not_created: dict[TopicPartition, StorageError] = {}  # creation failed: offline until a retry succeeds
         marker = self.data_dir / CLEAN_SHUTDOWN
         clean = marker.exists()
         # -1: not a clean stop (or a marker without an epoch): the controller treats it as unclean
@@ -89,13 +90,21 @@ class LogManager:
         return self._logs.get((topic, partition))
 
     def get_or_create(self, topic: str, partition: int, settings: LogSettings) -> PartitionLog:
-        """The partition's log with ``settings`` applied (logs load with defaults until the broker knows the topic's)."""
+        """The partition's log with ``settings`` applied (logs load with defaults until the broker knows the topic's).
+
+        A log that cannot be created (no descriptor, a full or failing disk) counts as offline
+        until a later call creates it: the metadata follower calls again until the cause is gone."""
         tp = (topic, partition)
         if tp in self._failed:
             raise self._failed[tp]
         plog = self._logs.get(tp)
         if plog is None:
-            plog = PartitionLog.open(self.data_dir / partition_dir_name(topic, partition), settings, self._now_ms)
+            try:
+                plog = PartitionLog.open(self.data_dir / partition_dir_name(topic, partition), settings, self._now_ms)
+            except StorageError as exc:
+                self._not_created[tp] = exc
+                raise
+            self._not_created.pop(tp, None)
             self._logs[tp] = plog
         else:
             plog.update_settings(settings)
@@ -104,6 +113,7 @@ class LogManager:
     def delete(self, topic: str, partition: int) -> None:
         """Remove a replica's log from disk (the partition was deleted or moved away)."""
         tp = (topic, partition)
+        self._not_created.pop(tp, None)
         plog = self._logs.pop(tp, None)
         if plog is not None:
             plog.delete()
@@ -117,9 +127,17 @@ class LogManager:
     def partitions(self) -> list[TopicPartition]:
         return sorted(self._logs)
 
+    def not_created(self) -> list[TopicPartition]:
+        """Replicas whose log creation failed and has not succeeded since."""
+        return sorted(self._not_created)
+
+    def forget_not_created(self, topic: str, partition: int) -> None:
+        """The replica is no longer this broker's: stop reporting it (its creation is not retried)."""
+        self._not_created.pop((topic, partition), None)
+
     def offline_partitions(self) -> dict[TopicPartition, StorageError]:
         offline = {tp: plog.offline_error for tp, plog in self._logs.items() if plog.offline_error is not None}
-        return {**self._failed, **offline}
+        return {**self._failed, **self._not_created, **offline}
 
     # ---------------------------------------------------------------- checkpoints
 

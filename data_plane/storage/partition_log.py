@@ -86,14 +86,14 @@ class AppendResult:
 
 @dataclass(frozen=True)
 class SyncPlan:
-    """One log's part of a group-commit round (``PartitionLog.sync_plan``): duplicated
-    descriptors of the segment files to fsync (the round's thread fsyncs and closes them, so a
-    segment the loop closes or deletes meanwhile is still safe to fsync), the directory when
-    its entries changed since its last fsync, and what the log may call durable after."""
+    """One log's part of a group-commit round (``PartitionLog.sync_plan``): the segment files
+    to fsync (by path: the round's thread opens each for its fsync only, so a round holds no
+    descriptor of the handle budget and at most one of its own), the directory when its
+    entries changed since its last fsync, and what the log may call durable after."""
 
     log: "PartitionLog"
     offset: int  # the log end when planned: durable once the fsyncs are done
-    fds: tuple[int, ...]
+    paths: tuple[Path, ...]
     directory: Path | None
     truncations: int  # the log's truncation count when planned (a truncation since voids the plan)
     layout: int  # the log's layout version when planned (a roll since: the directory must be fsynced again)
@@ -119,6 +119,7 @@ class PartitionLog:
         self.settings = settings
         self.segments = segments
         self.leader_epoch_cache = epoch_cache
+        epoch_cache.write_guard = lambda: self._io_guard("write the leader-epoch checkpoint")
         self.log_start_offset = segments[0].base_offset
         self.log_end_offset = segments[-1].next_offset
         self.recovery_point = min(recovery_point, self.log_end_offset)
@@ -380,9 +381,9 @@ class PartitionLog:
         when it already is (or the log is offline). Runs on the loop; the fsyncs do not."""
         if self.is_offline or (self.durable_offset >= self.log_end_offset and self._layout_synced == self._layout):
             return None
-        fds = tuple(os.dup(segment.fd) for segment in self._segments_from(self.durable_offset))
+        paths = tuple(segment.log_path for segment in self._segments_from(self.durable_offset))
         directory = self.directory if self._layout_synced != self._layout else None
-        return SyncPlan(self, self.log_end_offset, fds, directory, self._truncations, self._layout)
+        return SyncPlan(self, self.log_end_offset, paths, directory, self._truncations, self._layout)
 
     def note_synced(self, plan: SyncPlan) -> None:
         """``plan``'s fsyncs are done: what it covered is durable, unless the log was
@@ -500,7 +501,7 @@ class PartitionLog:
     def _note_damage(self, segment: LogSegment, position: int, expected_offset: int, reason: str) -> DamagedRange:
         """Take the failed batch at ``position`` out of service up to the next intact batch
         (or the segment's end), record it on disk and log it."""
-        resync = find_resync(segment.fd, position, segment.size_bytes, expected_offset)
+        resync = find_resync(segment.pread, position, segment.size_bytes, expected_offset)
         end, next_offset = (resync[0], resync[1].base_offset) if resync else (segment.size_bytes, segment.next_offset)
         damage = DamagedRange(segment.base_offset, position, end, expected_offset, max(next_offset, expected_offset + 1))
         for inside in [p for p in segment.damaged if position <= p < end]:
@@ -632,7 +633,7 @@ class PartitionLog:
         """Headers of the batches from the one holding ``from_offset`` to the log end, read
         from the files without the bodies (rebuilding producer state on open)."""
         for segment in self._segments_from(from_offset):
-            for _, header in scan_headers(segment.fd, 0, segment.size_bytes, segment.damaged):
+            for _, header in scan_headers(segment.pread, 0, segment.size_bytes, segment.damaged):
                 if header.last_offset >= from_offset:
                     yield header
 
@@ -846,7 +847,9 @@ class PartitionLog:
 
 # Reads, and the epoch cache's own truncation: its checkpoint writes are durable by
 # themselves (or flagged for the log's next flush, see LeaderEpochCache.flush).
-_ACTIONS_NEEDING_NO_FLUSH = frozenset({"read", "scrub", "timestamp lookup", "flush", "truncate the epoch cache"})
+_ACTIONS_NEEDING_NO_FLUSH = frozenset(
+    {"read", "scrub", "timestamp lookup", "flush", "truncate the epoch cache", "write the leader-epoch checkpoint"}
+)
 
 
 class _DamageNoted(Exception):
@@ -902,5 +905,5 @@ def _rebuild_epochs(epochs: LeaderEpochCache, segments: list[LogSegment]) -> Non
     epochs.clear()
     observe = _epoch_observer(epochs)
     for segment in segments:
-        for _, header in scan_headers(segment.fd, 0, segment.size_bytes, segment.damaged):
+        for _, header in scan_headers(segment.pread, 0, segment.size_bytes, segment.damaged):
             observe(header)

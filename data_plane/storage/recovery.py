@@ -16,13 +16,12 @@ Indexes and the leader-epoch cache are rebuilt from the batches that survive.
 
 from __future__ import annotations
 
-import os
 from typing import Callable, Iterator
 
 import structlog
 
 from data_plane.record_batch import HEADER_SIZE, BatchHeader, CorruptBatchError, read_header, validate_batch
-from data_plane.storage.damage import DamagedRange, find_resync
+from data_plane.storage.damage import DamagedRange, ReadAt, find_resync
 from data_plane.storage.segment import LogSegment
 
 RECOVERY_CHUNK_BYTES = 4 << 20
@@ -30,7 +29,7 @@ RECOVERY_CHUNK_BYTES = 4 << 20
 log = structlog.get_logger("storage.recovery")
 
 
-def valid_batches(fd: int, file_size: int, first_offset: int, start: int = 0) -> Iterator[tuple[int, BatchHeader]]:
+def valid_batches(read: ReadAt, file_size: int, first_offset: int, start: int = 0) -> Iterator[tuple[int, BatchHeader]]:
     """(position, header) of the valid batches from file position ``start``, stopping at the first invalid one.
 
     Batches must be whole, pass ``validate_batch`` and go on from ``first_offset`` with
@@ -38,7 +37,7 @@ def valid_batches(fd: int, file_size: int, first_offset: int, start: int = 0) ->
     """
     pos, want, expected = start, RECOVERY_CHUNK_BYTES, first_offset
     while pos < file_size:
-        chunk = os.pread(fd, min(want, file_size - pos), pos)
+        chunk = read(min(want, file_size - pos), pos)
         offset = 0
         while offset < len(chunk):
             try:
@@ -74,11 +73,11 @@ def recover_segment(segment: LogSegment, on_batch: Callable[[BatchHeader], None]
     segment.reset()
     end, expected = 0, segment.base_offset
     while True:
-        for pos, header in valid_batches(segment.fd, file_size, expected, end):
+        for pos, header in valid_batches(segment.pread, file_size, expected, end):
             on_batch(header)
             segment.account(pos, header)
             end, expected = pos + header.batch_length, header.next_offset
-        resync = find_resync(segment.fd, end, file_size, expected) if end < file_size else None
+        resync = find_resync(segment.pread, end, file_size, expected) if end < file_size else None
         if resync is None:
             break
         damage = DamagedRange(segment.base_offset, end, resync[0], expected, resync[1].base_offset)

@@ -10,17 +10,26 @@ so an index never points past the data.
 Besides the files, a segment keeps its *tail state* in memory: size, next offset, largest
 timestamp, bytes since the last index entry. Opening a segment recomputes it from the last
 index entries plus a scan of the (at most ``index.interval.bytes``) tail of the file.
+
+The ``.log`` descriptor comes from the process's handle cache (``file_handles.HANDLES``):
+each use of ``fd`` marks the segment recently used, and the cache may close it while the
+segment is idle, in which case the next use reopens it (at the file's end, where appends go).
+So nothing keeps a descriptor across a call that could open another segment: scans read
+through ``pread``, which asks for the descriptor at every read. The indexes live in memory
+and their files are opened, written and closed at once; no file is memory-mapped.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 from pathlib import Path
 from typing import Container, Iterator, Mapping
 
 from data_plane.record_batch import HEADER_SIZE, MAGIC, BatchHeader, CorruptBatchError, decode_batch, read_header
-from data_plane.storage.damage import DamagedRange
+from data_plane.storage.damage import DamagedRange, ReadAt
+from data_plane.storage.file_handles import HANDLES
 from data_plane.storage.index_file import IndexFileCorrupt
 from data_plane.storage.offset_index import OffsetIndex
 from data_plane.storage.settings import LogSettings
@@ -61,7 +70,7 @@ def headers_in(buf: bytes, stop_at: Container[int] = (), base: int = 0) -> Itera
 
 
 def scan_headers(
-    fd: int, start: int, end: int, damaged: Mapping[int, DamagedRange] = {}
+    read: ReadAt, start: int, end: int, damaged: Mapping[int, DamagedRange] = {}
 ) -> Iterator[tuple[int, BatchHeader]]:
     """Headers of the batches in file bytes [start, end), read in chunks; no CRC (our own,
     recovered bytes). A damaged range yields its stand-in header and is jumped over."""
@@ -74,7 +83,7 @@ def scan_headers(
             continue
         if pos + HEADER_SIZE > end:
             break
-        chunk = os.pread(fd, min(SCAN_CHUNK_BYTES, end - pos), pos)
+        chunk = read(min(SCAN_CHUNK_BYTES, end - pos), pos)
         step = 0
         for offset, header in headers_in(chunk, damaged, pos):
             yield pos + offset, header
@@ -100,11 +109,12 @@ def write_all(fd: int, data: memoryview, start: int) -> None:
 class LogSegment:
     """A segment's files and tail state; the partition log decides when to roll, flush or cut it."""
 
-    def __init__(self, directory: Path, base_offset: int, fd: int, settings: LogSettings) -> None:
+    def __init__(self, directory: Path, base_offset: int, settings: LogSettings) -> None:
         stem = directory / file_stem(base_offset)
         self.base_offset = base_offset
         self.log_path = stem.with_suffix(".log")
-        self.fd = fd
+        self._fd = -1  # -1 while the handle cache has it closed
+        self._released = False  # closed for good: a use is an error, not a reopen
         self.settings = settings
         self.offset_index = OffsetIndex(stem.with_suffix(".index"))
         self.time_index = TimeIndex(stem.with_suffix(".timeindex"))
@@ -118,8 +128,8 @@ class LogSegment:
     @classmethod
     def create(cls, directory: Path, base_offset: int, settings: LogSettings) -> "LogSegment":
         """A new empty segment; fails if its log file already exists."""
-        fd = os.open(directory / f"{file_stem(base_offset)}.log", os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
-        segment = cls(directory, base_offset, fd, settings)
+        segment = cls(directory, base_offset, settings)
+        segment._fd = HANDLES.open(segment, segment.log_path, os.O_RDWR | os.O_CREAT | os.O_EXCL)
         segment.offset_index.clear()
         segment.time_index.clear()
         return segment
@@ -131,13 +141,47 @@ class LogSegment:
         """An existing segment. A ``trusted`` one (fsynced or cleanly closed) takes the damaged
         ranges recorded for it, loads its indexes (rebuilt if they fail their sanity check) and
         tail state; an untrusted one is left for recovery to rebuild."""
-        fd = os.open(directory / f"{file_stem(base_offset)}.log", os.O_RDWR)
-        segment = cls(directory, base_offset, fd, settings)
-        segment.size_bytes = os.lseek(fd, 0, os.SEEK_END)
+        segment = cls(directory, base_offset, settings)
+        segment.size_bytes = os.lseek(segment.fd, 0, os.SEEK_END)
         if trusted:
-            segment.damaged = {r.position: r for r in damaged if r.end_position <= segment.size_bytes}
-            segment._load_state()
+            try:
+                segment.damaged = {r.position: r for r in damaged if r.end_position <= segment.size_bytes}
+                segment._load_state()
+            except BaseException:
+                segment.release()
+                raise
         return segment
+
+    @property
+    def fd(self) -> int:
+        """The ``.log`` descriptor, reopened if the handle cache closed it. The hot path (an
+        open segment) is a dict move in the cache, no syscall."""
+        fd = self._fd
+        if fd >= 0:
+            HANDLES.use(self)
+            return fd
+        if self._released:
+            raise OSError(errno.EBADF, "segment file already closed", str(self.log_path))
+        fd = HANDLES.open(self, self.log_path, os.O_RDWR)
+        try:
+            os.lseek(fd, 0, os.SEEK_END)  # appends write at the descriptor's position: the file's end
+        except BaseException:
+            HANDLES.closed(self)
+            os.close(fd)
+            raise
+        self._fd = fd
+        return fd
+
+    def pread(self, length: int, position: int) -> bytes:
+        """``length`` bytes at ``position`` (a ``ReadAt`` for the scans)."""
+        return os.pread(self.fd, length, position)
+
+    def close_handle(self) -> None:
+        """The handle cache needs the descriptor back: close it; the next use reopens."""
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     def _load_state(self) -> None:
         try:
@@ -156,11 +200,10 @@ class LogSegment:
             self.release()
 
     def release(self) -> None:
-        """Close the file descriptor (once: a closed fd number may already belong to another file)."""
-        fd, self.fd = self.fd, -1
-        if fd >= 0:
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        """Close the file descriptor for good (once: a closed fd number may already belong to another file)."""
+        self._released = True
+        HANDLES.closed(self)
+        self.close_handle()
 
     def delete(self) -> None:
         self.release()
@@ -213,7 +256,7 @@ class LogSegment:
         """The offset the batch at ``position`` should start with: the end of the batch before it
         (a full header scan: only used when a batch there turns out damaged)."""
         expected = self.base_offset
-        for pos, header in scan_headers(self.fd, 0, position, self.damaged):
+        for pos, header in scan_headers(self.pread, 0, position, self.damaged):
             if pos < position:
                 expected = header.next_offset
         return expected
@@ -231,7 +274,7 @@ class LogSegment:
         start = self.offset_index.last_position()
         if self.offset_index:
             self.next_offset = self.base_offset + self.offset_index.keys[-1]
-        for pos, header in scan_headers(self.fd, start, self.size_bytes, self.damaged):
+        for pos, header in scan_headers(self.pread, start, self.size_bytes, self.damaged):
             self.account(pos, header)
         self.rolling_base_ms = self.first_batch_timestamp()
 
@@ -239,14 +282,14 @@ class LogSegment:
         """After a restart segment.ms counts from the first batch's timestamp (Kafka's rule)."""
         if self.size_bytes < HEADER_SIZE:
             return None
-        return read_header(os.pread(self.fd, HEADER_SIZE, 0)).max_timestamp
+        return read_header(self.pread(HEADER_SIZE, 0)).max_timestamp
 
     def _check_indexes(self) -> None:
         index = self.offset_index
         if index and (index.values[-1] >= self.size_bytes or any(a >= b for a, b in zip(index.values, index.values[1:]))):
             raise IndexFileCorrupt(f"{index.path}: positions are out of order or past the end of {self.log_path}")
         if index:
-            header = read_header(os.pread(self.fd, HEADER_SIZE, index.values[-1]))
+            header = read_header(self.pread(HEADER_SIZE, index.values[-1]))
             if header.base_offset != self.base_offset + index.keys[-1]:
                 raise IndexFileCorrupt(f"{index.path}: last entry does not point at the batch it names")
         if self.time_index and (not index or self.time_index.values[-1] > index.keys[-1]):
@@ -303,7 +346,7 @@ class LogSegment:
         if pos >= self.size_bytes:
             return
         hole = self.damaged.get(pos)
-        cut_base = hole.first_offset if hole else read_header(os.pread(self.fd, HEADER_SIZE, pos)).base_offset
+        cut_base = hole.first_offset if hole else read_header(self.pread(HEADER_SIZE, pos)).base_offset
         self.damaged = {p: r for p, r in self.damaged.items() if p < pos}
         self.offset_index.truncate(self.offset_index.count_before_position(pos))
         self.time_index.truncate(self.time_index.count_before_offset(cut_base - self.base_offset))
@@ -313,7 +356,7 @@ class LogSegment:
     # ---------------------------------------------------------------- read
 
     def read(self, pos: int, length: int) -> bytes:
-        data = os.pread(self.fd, length, pos)
+        data = self.pread(length, pos)
         if len(data) != length:
             raise UnparsableBatchError(f"{self.log_path}: wanted {length} bytes at {pos}, the file holds {len(data)}", pos)
         return data
@@ -321,7 +364,7 @@ class LogSegment:
     def find_position(self, offset: int) -> int:
         """Position of the batch holding ``offset`` (or the first one after it); ``size_bytes`` if none."""
         start = self.offset_index.position_at_or_before(offset - self.base_offset)
-        for pos, header in scan_headers(self.fd, start, self.size_bytes, self.damaged):
+        for pos, header in scan_headers(self.pread, start, self.size_bytes, self.damaged):
             if header.next_offset > offset:
                 return pos
         return self.size_bytes
@@ -347,7 +390,7 @@ class LogSegment:
     def find_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record stamped at or after ``timestamp_ms`` in this segment."""
         start = self.offset_index.position_at_or_before(self.time_index.offset_before(timestamp_ms))
-        for pos, header in scan_headers(self.fd, start, self.size_bytes, self.damaged):
+        for pos, header in scan_headers(self.pread, start, self.size_bytes, self.damaged):
             if header.max_timestamp >= timestamp_ms and pos not in self.damaged:
                 found = _first_record_at_or_after(self.read(pos, header.batch_length), timestamp_ms)
                 if found is not None:

@@ -9,11 +9,16 @@ from pathlib import Path
 
 import pytest
 
+from data_plane.broker import controller_link
 from data_plane.broker.config import BrokerConfig
+from data_plane.broker.controller_link import MetadataFollower, MetadataNotApplied
 from data_plane.broker.replica_manager import ReplicaManager
 from data_plane.storage import LogManager
 from metadata_quorum.delta import MetadataDelta, apply_all
-from metadata_quorum.image import MetadataImage
+from metadata_quorum.image import MetadataImage, image_to_records
+from kraftlog_proto import controller_pb2 as pb
+from metadata_quorum.records import to_proto
+from server_common.waiting import async_wait_for
 from metadata_quorum.records import ConfigRecord, PartitionChangeRecord, PartitionRecord, RegisterBrokerRecord, RemoveTopicRecord, TopicRecord
 from tests.unit.storage.conftest import batch
 
@@ -142,3 +147,54 @@ def test_a_config_change_reaches_the_local_replicas(manager: Counting) -> None:
     step(manager, image, [ConfigRecord("t", "retention.ms", "1234")])
     assert {p.log.settings.retention_ms for p in manager.partitions.values()} == {1234}
     assert manager.changed == 0
+
+
+def test_a_replica_whose_log_cannot_be_created_is_reported_offline_and_the_rest_applied(manager: Counting, tmp_path: Path) -> None:
+    """A real creation failure (a file where the partition's directory must go): every other
+    replica is created, the failed one is named in MetadataNotApplied and reported offline,
+    and once the cause is gone the next call creates it."""
+    (tmp_path / "t-7").write_text("in the way")
+    image = image_with_topic()
+    with pytest.raises(MetadataNotApplied) as info:
+        asyncio.run(manager.on_metadata(MetadataDelta.from_snapshot(MetadataImage.empty("c"), image), image))
+    assert list(info.value.failures) == [("t", 7)] and "t-7" in str(info.value.failures[("t", 7)])
+    assert len(manager.partitions) == PARTITIONS - 1 and ("t", 7) not in manager.partitions
+    assert list(manager.logs.offline_partitions()) == [("t", 7)]
+
+    (tmp_path / "t-7").unlink()
+    asyncio.run(manager.on_metadata(MetadataDelta.from_snapshot(image, image), image))
+    assert len(manager.partitions) == PARTITIONS and not manager.logs.offline_partitions()
+
+
+def metadata_batch(image: MetadataImage, records: list) -> pb.MetadataBatch:
+    return pb.MetadataBatch(base_offset=image.offset + 1, last_offset=image.offset + len(records), cluster_id="c",
+                            controller_id=1, records=[to_proto(r) for r in records])
+
+
+def test_the_follower_serves_on_past_metadata_it_could_not_apply_and_retries_until_it_can(
+    manager: Counting, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The follower's image moves past a batch the broker failed to act on (so requests at
+    newer offsets are answered, later batches are applied), and its retry creates the missing
+    replica as soon as the cause is gone, without a restart."""
+    monkeypatch.setattr(controller_link, "RETRY_MIN_S", 0.01)
+    follower = MetadataFollower([(1, "127.0.0.1", 1)], manager.on_metadata)
+    base = image_with_topic()
+    created = [PartitionRecord("tid2", p, (1,), (1,), 1, 0, 0) for p in range(3)] + [TopicRecord("u", "tid2")]
+    more = [PartitionRecord("tid3", 0, (1,), (1,), 1, 0, 0), TopicRecord("v", "tid3")]
+    (tmp_path / "u-1").write_text("in the way")
+
+    async def scenario() -> None:
+        await follower._apply(pb.MetadataBatch(snapshot=True, base_offset=0, last_offset=base.offset, cluster_id="c",
+                                               records=[to_proto(r) for r in image_to_records(base)]))
+        await follower._apply(metadata_batch(follower.image, created))
+        assert "u" in follower.image.topics and follower.unapplied_since == base.offset
+        assert {("u", 0), ("u", 2)} <= set(manager.partitions) and ("u", 1) not in manager.partitions
+        await follower._apply(metadata_batch(follower.image, more))  # later metadata still applies
+        assert ("v", 0) in manager.partitions and follower.unapplied_since == base.offset
+        (tmp_path / "u-1").unlink()
+        await async_wait_for(lambda: follower.unapplied_since is None, 10, "the retry to apply the missing replica")
+        assert ("u", 1) in manager.partitions and not manager.logs.offline_partitions()
+        await follower.stop()
+
+    asyncio.run(scenario())

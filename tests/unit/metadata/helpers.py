@@ -26,12 +26,12 @@ def topic_ids():
     return lambda: f"topic-id-{next(counter)}"
 
 
-def cluster(broker_ids=(1, 2, 3), heartbeats: BrokerHeartbeatManager | None = None, now_ms: int = 0) -> MetadataImage:
-    """An image with these brokers registered and unfenced."""
+def cluster(broker_ids=(1, 2, 3), heartbeats: BrokerHeartbeatManager | None = None, now_ms: int = 0, max_replicas: int = 0) -> MetadataImage:
+    """An image with these brokers registered (each stating ``max_replicas``) and unfenced."""
     heartbeats = heartbeats or BrokerHeartbeatManager()
     image = MetadataImage.empty("test-cluster")
     for b in broker_ids:
-        image = commit(image, broker_decisions.register_broker(image, pb.RegisterBrokerRequest(broker_id=b, host="127.0.0.1", port=9000 + b, incarnation_id=f"inc-{b}"), heartbeats, now_ms))
+        image = commit(image, broker_decisions.register_broker(image, pb.RegisterBrokerRequest(broker_id=b, host="127.0.0.1", port=9000 + b, incarnation_id=f"inc-{b}", max_replicas=max_replicas), heartbeats, now_ms))
     for b in broker_ids:
         epoch = image.brokers[b].epoch
         decision = broker_decisions.broker_heartbeat(image, pb.BrokerHeartbeatRequest(broker_id=b, broker_epoch=epoch, current_metadata_offset=image.offset), heartbeats, now_ms)

@@ -4,6 +4,7 @@ them, and a range marked lost is skipped and never reused."""
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -93,10 +94,11 @@ def test_resync_search_skips_garbage_to_the_next_intact_batch(tmp_path: Path) ->
     path = tmp_path / "seg"
     path.write_bytes(good + os.urandom(HEADER_SIZE + 50) + _at_offset(good, 9))
     fd = os.open(path, os.O_RDONLY)
+    read = functools.partial(os.pread, fd)
     try:
-        position, header = find_resync(fd, len(good), path.stat().st_size, 3)
+        position, header = find_resync(read, len(good), path.stat().st_size, 3)
         assert (position, header.base_offset) == (len(good) + HEADER_SIZE + 50, 9)
-        assert find_resync(fd, len(good), len(good) + HEADER_SIZE + 50, 3) is None
+        assert find_resync(read, len(good), len(good) + HEADER_SIZE + 50, 3) is None
     finally:
         os.close(fd)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from data_plane.storage import LogManager, PartitionLog, StorageError, segment
+from data_plane.storage import LogManager, PartitionLog, StorageError, checkpoint_file, segment
 from data_plane.storage.log_manager import CLEAN_SHUTDOWN
 from tests.unit.storage.conftest import batch, fill, offsets, small_settings
 
@@ -153,3 +153,22 @@ def test_injected_eio_fails_appends_or_only_rolls_and_takes_the_partition_offlin
     with pytest.raises(StorageError, match="injected I/O error during append"):
         fill(plogs["append"], 1)
     assert all(plog.is_offline for plog in plogs.values())
+
+
+def test_a_leader_epoch_checkpoint_that_cannot_be_written_takes_the_log_offline(log_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new leader assigns its epoch outside any log call; the write failing (no descriptor
+    left for leader-epoch-checkpoint.tmp) must still take the log offline, with advice about
+    descriptors, not escape as a bare OSError."""
+    plog = PartitionLog.open(log_dir, small_settings(), now_ms=0)
+    fill(plog, 2)
+    real_open = checkpoint_file.os.open
+
+    def no_descriptor(path, *args):
+        if str(path).endswith(".tmp"):
+            raise OSError(errno.EMFILE, os.strerror(errno.EMFILE), str(path))
+        return real_open(path, *args)
+
+    monkeypatch.setattr(checkpoint_file.os, "open", no_descriptor)
+    with pytest.raises(StorageError, match="leader-epoch-checkpoint.tmp.*ran out of file descriptors.*open-file limit"):
+        plog.leader_epoch_cache.assign(3, plog.log_end_offset)
+    assert plog.is_offline and plog.offline_error.errno == errno.EMFILE
