@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 MECHANISM = "SCRAM-SHA-256"
 ITERATIONS_MIN = 4096  # RFC 7677's minimum for SCRAM-SHA-256, Kafka's too
+ITERATIONS_MAX = 16384  # Kafka's maximum: every verification pays this many, so a caller must not pick more
 SALT_BYTES = 16
 
 
@@ -34,10 +35,17 @@ class ScramCredential:
     iterations: int
 
 
+def check_iterations(iterations: int) -> None:
+    """Refuses an iteration count outside Kafka's range: below it a guess is cheap, above it one
+    request (or one verification of the stored record) holds a CPU for as long as the caller likes."""
+    if not ITERATIONS_MIN <= iterations <= ITERATIONS_MAX:
+        raise ValueError(f"SCRAM iterations must be between {ITERATIONS_MIN} and {ITERATIONS_MAX}, got {iterations}; "
+                         f"pass --iterations in that range (default {ITERATIONS_MIN})")
+
+
 def derive(password: str, salt: bytes | None = None, iterations: int = ITERATIONS_MIN) -> ScramCredential:
     """The credential of ``password``, with a fresh random salt unless one is given."""
-    if iterations < ITERATIONS_MIN:
-        raise ValueError(f"SCRAM iterations must be at least {ITERATIONS_MIN}, got {iterations}; pass a larger --iterations")
+    check_iterations(iterations)
     if not password:
         raise ValueError("the password is empty; give a non-empty password")
     salt = os.urandom(SALT_BYTES) if salt is None else salt
@@ -49,8 +57,10 @@ def derive(password: str, salt: bytes | None = None, iterations: int = ITERATION
 
 
 def verify(password: str, credential: ScramCredential) -> bool:
-    """Whether ``password`` is the one ``credential`` was derived from (constant-time compare)."""
-    if not password:
+    """Whether ``password`` is the one ``credential`` was derived from (constant-time compare).
+    A stored count outside the allowed range (a record written before the bound) never verifies:
+    checking it could cost a CPU for minutes; recreate such a user."""
+    if not password or not ITERATIONS_MIN <= credential.iterations <= ITERATIONS_MAX:
         return False
     candidate = derive(password, credential.salt, credential.iterations)
     return hmac.compare_digest(candidate.stored_key, credential.stored_key)

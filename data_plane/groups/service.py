@@ -101,6 +101,8 @@ class GroupCoordinatorService(group_pb2_grpc.GroupCoordinatorServicer):
         response = group_pb2.OffsetFetchResponse()
         topics: dict[str, group_pb2.OffsetFetchTopic] = {}
         for (topic, partition), committed in offsets.fetch(group, wanted, unstable).items():
+            if wanted is None and not self.access.allows("describe", "topic", topic):
+                continue  # no topics named means "every topic I may DESCRIBE", never every topic
             out = topics.get(topic) or topics.setdefault(topic, response.topics.add(topic=topic))
             if (topic, partition) in unstable:
                 out.partitions.add(partition=partition, committed_offset=-1, committed_leader_epoch=-1,

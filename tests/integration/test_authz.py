@@ -224,3 +224,47 @@ def test_a_password_user_runs_a_consumer_group_and_the_group_admin(cluster: Test
         with pytest.raises(KraftlogError) as refused:
             groups.committed_offsets("alice-group", [(TOPIC, 0)])
     assert refused.value.code == "GROUP_AUTHORIZATION_FAILED" and "User:bob" in str(refused.value), refused.value
+
+
+def test_upsert_user_is_authorized_before_any_hashing_and_its_iterations_are_bounded(cluster: TestCluster) -> None:
+    """PBKDF2 with a count the caller picks was the costliest thing a signed-in user could ask of
+    the active controller: bob (no ACL) is refused before anything is hashed, even with 2^31-1
+    iterations, and the admin's 2^31-1 is refused as out of range instead of hashed for hours.
+    Before the bound, each of these calls ran out of time while the controller's CPU was pinned."""
+    huge = 2**31 - 1
+    with SecurityClient(controllers_of(cluster), security=as_user(cluster, "bob", "bob-secret"), timeout_s=10) as bob:
+        with pytest.raises(ControllerError) as refused:
+            bob.upsert_user("mallory", "m-secret", iterations=huge)
+    assert refused.value.code == common_pb2.CLUSTER_AUTHORIZATION_FAILED and "User:bob is not authorized to ALTER" in str(refused.value), refused.value
+    with SecurityClient(controllers_of(cluster), security=cluster.client_security, timeout_s=10) as admin:
+        with pytest.raises(ControllerError) as out_of_range:
+            admin.upsert_user("carol", "c-secret", iterations=huge)
+        assert out_of_range.value.code == common_pb2.INVALID_REQUEST and "between 4096 and 16384" in str(out_of_range.value), out_of_range.value
+        admin.upsert_user("carol", "c-secret", iterations=16384)  # the top of the range is accepted
+        assert {u.name: u.iterations for u in admin.list_users()}["carol"] == 16384
+
+
+def test_asking_for_every_topic_answers_only_the_topics_the_caller_may_describe(cluster: TestCluster) -> None:
+    """An empty topic list in DescribeConfigs and OffsetFetch, and DescribeCluster's topic list,
+    mean "every topic I may see", never every topic: before, the permission check looped over
+    the names given (none) and bob read every topic's configuration, alice the group's offsets
+    of a topic she may not DESCRIBE, and anyone every topic's id, leaders and ISR."""
+    from data_plane.client.group_admin import GroupAdmin
+    from data_plane.client.group_membership import offset_commit_request
+
+    secret = "payroll"
+    cluster.create_topic(secret, partitions=1, replication_factor=1)
+    with GroupAdmin(cluster.bootstrap, security=cluster.client_security) as groups:  # an admin commit, as a reset does
+        groups.link("audit").call("OffsetCommit", offset_commit_request("audit", "", -1, {(TOPIC, 0): (0, -1), (secret, 0): (0, -1)}))
+    with SecurityClient(controllers_of(cluster), security=cluster.client_security) as admin:
+        admin.create_acls([AclBinding("User:alice", "*", "group", "audit", "literal", "describe", "allow"),
+                           AclBinding("User:bob", "*", "topic", TOPIC, "literal", "describe_configs", "allow")])
+    with ControllerClient(controllers_of(cluster), security=as_user(cluster, "bob", "bob-secret"), timeout_s=10) as bob:
+        assert wait_for(lambda: set(bob.describe_configs([])) or None, 10, "bob's ACL to apply") == {TOPIC}
+        assert [t.name for t in bob.describe_cluster().topics] == []  # DESCRIBE_CONFIGS does not imply DESCRIBE
+    with ControllerClient(controllers_of(cluster), security=as_user(cluster, "alice", "alice-secret"), timeout_s=10) as alice:
+        assert [t.name for t in alice.describe_cluster().topics] == [TOPIC]  # READ and WRITE imply DESCRIBE
+    with GroupAdmin(cluster.bootstrap, security=as_user(cluster, "alice", "alice-secret")) as groups:
+        assert wait_for(lambda: groups.committed_offsets("audit"), 10, "alice's group ACL to apply") == {(TOPIC, 0): 0}
+    with ControllerClient(controllers_of(cluster), security=cluster.client_security, timeout_s=10) as admin_client:
+        assert {TOPIC, secret} <= set(admin_client.describe_configs([])) and {TOPIC, secret} <= {t.name for t in admin_client.describe_cluster().topics}

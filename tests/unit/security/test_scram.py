@@ -26,8 +26,12 @@ def test_verify_and_salt() -> None:
     a, b = scram.derive("secret"), scram.derive("secret")
     assert a.salt != b.salt and a.stored_key != b.stored_key  # a random salt per derivation
     assert scram.verify("secret", a) and not scram.verify("Secret", a) and not scram.verify("", a)
-    with pytest.raises(ValueError, match="at least 4096"):
+    with pytest.raises(ValueError, match="between 4096 and 16384"):
         scram.derive("secret", iterations=1000)
+    with pytest.raises(ValueError, match="between 4096 and 16384"):
+        scram.derive("secret", iterations=2**31 - 1)  # refused before any hashing: the test would hang otherwise
+    legacy = scram.ScramCredential(a.salt, a.stored_key, a.server_key, 2**31 - 1)
+    assert not scram.verify("secret", legacy)  # a stored count above the bound is never hashed
 
 
 def test_cache_drops_a_changed_credential() -> None:
