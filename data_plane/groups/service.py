@@ -16,6 +16,7 @@ from data_plane.groups.state import Group, Partitions, partitions_by_topic
 from data_plane.replication.errors import ErrorCode
 from kraftlog_proto import group_pb2, group_pb2_grpc
 from server_common.authorization import AccessControl
+from server_common.principal import current_identity
 
 
 class GroupCoordinatorService(group_pb2_grpc.GroupCoordinatorServicer):
@@ -46,7 +47,7 @@ class GroupCoordinatorService(group_pb2_grpc.GroupCoordinatorServicer):
             subscription_changed=request.subscription_changed or request.member_epoch == 0,
             topic_names=tuple(request.subscribed_topic_names), topic_regex=request.subscribed_topic_regex,
             server_assignor=request.server_assignor, owned=_partitions(request.owned_partitions) if request.owned_changed else None,
-            client_id=request.client_id, client_host=_peer_host(context),
+            client_id=request.client_id, client_host=_peer_host(context), principal=current_identity().principal,
         )
         try:
             answer = await self.coordinator.heartbeat(heartbeat)

@@ -268,3 +268,25 @@ def test_asking_for_every_topic_answers_only_the_topics_the_caller_may_describe(
         assert wait_for(lambda: groups.committed_offsets("audit"), 10, "alice's group ACL to apply") == {(TOPIC, 0): 0}
     with ControllerClient(controllers_of(cluster), security=cluster.client_security, timeout_s=10) as admin_client:
         assert {TOPIC, secret} <= set(admin_client.describe_configs([])) and {TOPIC, secret} <= {t.name for t in admin_client.describe_cluster().topics}
+
+
+def test_a_group_member_is_never_assigned_a_topic_it_may_not_describe(cluster: TestCluster) -> None:
+    """alice may READ her group and the topic, not 'ledger': subscribing to it by name, or to
+    everything by the pattern '.*', she is assigned the topic's partitions only. Before, the
+    coordinator resolved subscriptions against every topic and handed her ledger's partitions."""
+    from data_plane.client.group_admin import GroupAdmin
+    from kraftlog_proto import group_pb2
+
+    cluster.create_topic("ledger", partitions=2, replication_factor=1)
+    with SecurityClient(controllers_of(cluster), security=cluster.client_security) as admin:
+        admin.create_acls([AclBinding("User:alice", "*", "group", "snoop", "literal", "read", "allow")])
+
+    def assigned(member: str, **subscription) -> set[str]:
+        request = group_pb2.ConsumerGroupHeartbeatRequest(group_id="snoop", member_id=member, member_epoch=0, rebalance_timeout_ms=1000, **subscription)
+        with GroupAdmin(cluster.bootstrap, security=as_user(cluster, "alice", "alice-secret")) as groups:
+            answer = wait_for(lambda: (a := groups.link("snoop").call("ConsumerGroupHeartbeat", request)).error_code == common_pb2.NONE and a, 10,
+                              "alice's group ACL to apply")
+        return {t.topic for t in answer.assignment}
+
+    assert assigned("by-name", subscribed_topic_names=[TOPIC, "ledger"]) == {TOPIC}
+    assert "ledger" not in assigned("by-pattern", subscribed_topic_regex=".*")
