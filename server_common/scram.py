@@ -56,14 +56,24 @@ def derive(password: str, salt: bytes | None = None, iterations: int = ITERATION
     return ScramCredential(salt, stored_key, server_key, iterations)
 
 
-def verify(password: str, credential: ScramCredential) -> bool:
-    """Whether ``password`` is the one ``credential`` was derived from (constant-time compare).
+# Verifying a password of an unknown user hashes against this, so that the answer takes as long
+# as for a user with the default count: a quick refusal would tell which names are accounts.
+_NO_SUCH_USER = ScramCredential(b"kraftlog-no-user", b"", b"", ITERATIONS_MIN)
+
+
+def verify(password: str, credential: ScramCredential | None) -> bool:
+    """Whether ``password`` is the one ``credential`` was derived from (constant-time compare);
+    with no credential (an unknown user), False after the same work as for a real user.
     A stored count outside the allowed range (a record written before the bound) never verifies:
     checking it could cost a CPU for minutes; recreate such a user."""
-    if not password or not ITERATIONS_MIN <= credential.iterations <= ITERATIONS_MAX:
+    if not password:
+        return False
+    known = credential is not None
+    credential = credential or _NO_SUCH_USER
+    if not ITERATIONS_MIN <= credential.iterations <= ITERATIONS_MAX:
         return False
     candidate = derive(password, credential.salt, credential.iterations)
-    return hmac.compare_digest(candidate.stored_key, credential.stored_key)
+    return hmac.compare_digest(candidate.stored_key, credential.stored_key) and known
 
 
 class VerifiedPasswords:
@@ -77,15 +87,16 @@ class VerifiedPasswords:
         self._capacity = capacity
         self._verified: dict[tuple[str, bytes], ScramCredential] = {}
 
-    def check(self, user: str, password: str, credential: ScramCredential | None) -> bool:
-        if credential is None:
-            return False
-        key = (user, hashlib.sha256(password.encode()).digest())
-        if self._verified.get(key) == credential:
-            return True
-        if not verify(password, credential):
-            return False
+    @staticmethod
+    def _key(user: str, password: str) -> tuple[str, bytes]:
+        return user, hashlib.sha256(password.encode()).digest()
+
+    def cached(self, user: str, password: str, credential: ScramCredential | None) -> bool:
+        """Whether this password was verified against the user's current credential (cheap)."""
+        return credential is not None and self._verified.get(self._key(user, password)) == credential
+
+    def remember(self, user: str, password: str, credential: ScramCredential) -> None:
+        """Record a successful ``verify``."""
         if len(self._verified) >= self._capacity:
             self._verified.clear()  # a bound, not an LRU: a flood of distinct passwords only costs re-verification
-        self._verified[key] = credential
-        return True
+        self._verified[self._key(user, password)] = credential
