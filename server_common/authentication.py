@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import math
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Mapping
@@ -110,7 +111,7 @@ class Authenticator:
         if wait > 0:
             self._count("throttled")
             raise AuthenticationFailed(
-                f"too many failed authentications for user {user!r} or from {host}: retry in {wait:.0f} s with the right "
+                f"too many failed authentications for user {user!r} or from {host}: retry in {math.ceil(wait)} s with the right "
                 "username/password (client config keys username/password, --command-config)")
         if await asyncio.get_running_loop().run_in_executor(self._pool, verify, password, credential):
             self._throttle.succeeded(keys, self._clock())
