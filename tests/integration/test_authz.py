@@ -290,3 +290,73 @@ def test_a_group_member_is_never_assigned_a_topic_it_may_not_describe(cluster: T
 
     assert assigned("by-name", subscribed_topic_names=[TOPIC, "ledger"]) == {TOPIC}
     assert "ledger" not in assigned("by-pattern", subscribed_topic_regex=".*")
+
+
+# Methods an unprivileged principal may call with an empty request and get an answer, not a
+# refusal, each with why that answer reveals nothing it may not DESCRIBE. The test below also
+# checks that no answer names a topic or group it may not see. A method missing from here that
+# is not refused fails the test: a new method must be refused or argued for here.
+ANSWERS_ANYONE = {
+    # Checked per topic, partition or id named: an empty request names none, and its answer is empty.
+    **dict.fromkeys(["Broker.Produce", "Broker.Fetch", "Broker.ListOffsets", "Broker.OffsetForLeaderEpoch", "Broker.DeleteRecords",
+                     "GroupCoordinator.DescribeGroups", "GroupCoordinator.DeleteGroups", "TransactionCoordinator.DescribeTransactions",
+                     "ControllerService.CreateTopics", "ControllerService.DeleteTopics", "ControllerService.CreatePartitions",
+                     "ControllerService.AlterConfigs"], "per named resource; nothing named, nothing answered"),
+    # An empty topic list means "the topics I may see": none for this user.
+    "ControllerService.DescribeConfigs": "configurations of the topics the caller may DESCRIBE_CONFIGS only",
+    # Malformed before any check: the refusal says what is missing and nothing about the cluster.
+    "Broker.Consume": "INVALID_ARGUMENT: a stream must open with partitions, each then checked for READ",
+    "TransactionCoordinator.InitProducerId": "INVALID_REQUEST: no transactional id, then WRITE on the id",
+    "TransactionCoordinator.AddPartitionsToTxn": "INVALID_REQUEST: no transactional id, then WRITE on the id",
+    "TransactionCoordinator.EndTxn": "INVALID_REQUEST: no transactional id, then WRITE on the id",
+    # Discovery every client needs before it can do anything: addresses of brokers and
+    # controllers, the cluster id, which voter leads; topics only those the caller may DESCRIBE.
+    "Broker.Metadata": "brokers and the describable topics (Kafka's Metadata)",
+    "GroupCoordinator.FindCoordinator": "which broker coordinates a group or transactional id (Kafka's FindCoordinator)",
+    "ControllerService.DescribeCluster": "brokers, controllers and the describable topics",
+    "ControllerService.DescribeQuorum": "the voters and their Raft state: how clients find the active controller",
+}
+
+
+def test_every_method_refuses_an_unprivileged_user_or_reveals_nothing(cluster: TestCluster) -> None:
+    from google.protobuf import text_format
+    from google.protobuf.message_factory import GetMessageClass
+
+    from kraftlog_proto import controller_pb2, group_pb2, security_pb2, transaction_pb2
+    from server_common.authorization import REFUSAL_CODES
+    from server_common.channel_pool import open_channel
+
+    with SecurityClient(controllers_of(cluster), security=cluster.client_security) as admin:
+        admin.upsert_user("eve", "eve-secret")
+    eve = as_user(cluster, "eve", "eve-secret")
+    wait_for(lambda: broker_stub(cluster, "eve", "eve-secret").Metadata(broker_pb2.MetadataRequest(), timeout=10), 10, "eve known to the broker")
+    with ControllerClient(controllers_of(cluster), security=cluster.client_security, timeout_s=10) as admin_client:
+        hidden = {t.name for t in admin_client.describe_cluster().topics} | {"billing", "alice-group", "audit", "snoop"}  # eve may DESCRIBE none
+    refusal_codes = set(REFUSAL_CODES.values())
+    outcomes: dict[str, str] = {}
+    for module, address in ((broker_pb2, cluster.brokers[0].address), (group_pb2, cluster.brokers[0].address),
+                            (transaction_pb2, cluster.brokers[0].address), (controller_pb2, cluster.controllers[0].address),
+                            (security_pb2, cluster.controllers[0].address)):
+        with open_channel(address, eve.channel_credentials()) as channel:
+            for service in module.DESCRIPTOR.services_by_name.values():
+                for method in service.methods:
+                    name = f"{service.name}.{method.name}"
+                    request_type, response_type = GetMessageClass(method.input_type), GetMessageClass(method.output_type)
+                    path = f"/{service.full_name}/{method.name}"
+                    kind = {(False, False): channel.unary_unary, (True, True): channel.stream_stream,
+                            (False, True): channel.unary_stream, (True, False): channel.stream_unary}[(method.client_streaming, method.server_streaming)]
+                    call = kind(path, request_serializer=request_type.SerializeToString, response_deserializer=response_type.FromString)
+                    request = iter([request_type()]) if method.client_streaming else request_type()
+                    try:  # a stream: one request sent, one answer (or the refusal) read
+                        answer = call(request, metadata=eve.call_metadata(), timeout=5)
+                        answer = next(iter(answer)) if method.server_streaming else answer
+                    except grpc.RpcError as refused:
+                        outcomes[name] = "refused" if refused.code() == grpc.StatusCode.PERMISSION_DENIED else f"{refused.code().name}: {refused.details()}"
+                        assert not [n for n in hidden if n in (refused.details() or "")], (name, refused.details())
+                        continue
+                    code = getattr(answer, "error_code", 0)
+                    text = text_format.MessageToString(answer)
+                    outcomes[name] = "refused" if code in refusal_codes else f"answered: {text[:200]!r}"
+                    assert not [n for n in hidden if f'"{n}"' in text], (name, text)
+    unexpected = {k: v for k, v in outcomes.items() if v != "refused" and k not in ANSWERS_ANYONE}
+    assert not unexpected, unexpected
