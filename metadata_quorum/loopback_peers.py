@@ -57,8 +57,11 @@ def _own_socket_inodes() -> set[int]:
 def from_this_process(accepted_sockname: Address, accepted_peername: Address) -> bool:
     """Whether the client end of an accepted connection (``accepted_peername`` →
     ``accepted_sockname``) is a socket of this process."""
-    inode = socket_inode(PROC_NET_TCP.read_text(), accepted_peername, accepted_sockname)
-    return inode is not None and inode in _own_socket_inodes()
+    try:
+        inode = socket_inode(PROC_NET_TCP.read_text(), accepted_peername, accepted_sockname)
+        return inode is not None and inode in _own_socket_inodes()
+    except OSError:  # no /proc (not Linux): nothing proves the client is ours, so it is not admitted
+        return False
 
 
 def fd_from_this_process(fd: int) -> bool:
