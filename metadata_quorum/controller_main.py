@@ -168,7 +168,7 @@ async def serve(args: argparse.Namespace) -> None:
     metrics = ControllerMetrics() if args.metrics_port else None  # off: no interceptor, no timing
     security = SecurityOptions.from_args(args)
     authenticator = Authenticator(lambda: node.image.scram_users, security.authentication_required,  # node: set below, before serving
-                                  metrics.registry if metrics else None, log)
+                                  metrics.authentication_failures if metrics else None, log)
     access = AccessControl(lambda: node.image.acls, security.super_users, security.authorization)
     interceptors = [metrics.rpc.interceptor()] if metrics else []
     interceptors.append(authenticator.interceptor())

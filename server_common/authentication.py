@@ -32,7 +32,7 @@ from typing import Any, Callable, Mapping
 
 import grpc
 import structlog
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import Counter
 
 from server_common.client_id import client_id_from_metadata
 from server_common.principal import ANONYMOUS, Identity, set_identity
@@ -67,8 +67,9 @@ def _metadata_value(metadata: Any, key: str) -> str | None:
 class Authenticator:
     """Turns a call's TLS identity or credentials into its principal (see the module docstring)."""
 
-    def __init__(self, credentials: Callable[[], Mapping[str, ScramCredential]], required: bool, registry: CollectorRegistry | None = None,
+    def __init__(self, credentials: Callable[[], Mapping[str, ScramCredential]], required: bool, failures: Counter | None = None,
                  log: Any = None, clock: Callable[[], float] = time.monotonic, throttle: FailureThrottle | None = None) -> None:
+        """``failures``: the node's ``kraftlog_authentication_failures`` counter (None: metrics off)."""
         self._credentials = credentials
         self.required = required
         self._verified = VerifiedPasswords()
@@ -76,10 +77,7 @@ class Authenticator:
         self._clock = clock
         self._log = log or structlog.get_logger("authentication")
         self._pool = ThreadPoolExecutor(VERIFY_THREADS, thread_name_prefix="password-verify")
-        self._failures = None if registry is None else Counter(
-            "kraftlog_authentication_failures", "Calls refused for their credentials, by reason: wrong_credentials "
-            "(unknown user or wrong password, verified) or throttled (refused before verifying: too many failures)",
-            ["reason"], registry=registry)
+        self._failures = failures
 
     async def identify(self, context: grpc.aio.ServicerContext) -> Identity:
         """The call's identity; raises AuthenticationFailed."""
