@@ -142,8 +142,20 @@ class GroupCoordinatorService(group_pb2_grpc.GroupCoordinatorServicer):
                 response.groups.add(group_id=group_id, state="dead", error_code=ErrorCode.GROUP_ID_NOT_FOUND,
                                     error_message=f"group {group_id} does not exist: check the name (kraftlog groups list)")
                 continue
+            hidden = self._assigns_hidden_topics(group)
+            if hidden:  # as Kafka's ConsumerGroupDescribe: all of the group or nothing, and no topic named
+                response.groups.add(group_id=group_id, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=(
+                    f"{current_identity().principal} may DESCRIBE group {group_id} but not every topic assigned in it: an "
+                    "administrator can allow DESCRIBE on those topics (kraftlog acls create --operation describe --topic ...)"))
+                continue
             response.groups.append(_described(group, self.coordinator.broker_id))
         return response
+
+    def _assigns_hidden_topics(self, group: Group) -> bool:
+        """Whether a member owns or is to get a topic the caller may not DESCRIBE: describing
+        the group would show that topic's name and partitions."""
+        assigned = {t for m in group.members for t, _ in group.current[m].owned | group.targets.get(m, frozenset())}
+        return any(not self.access.allows("describe", "topic", t) for t in assigned)
 
     async def DeleteGroups(self, request: group_pb2.DeleteGroupsRequest, context) -> group_pb2.DeleteGroupsResponse:
         await self.access.abort_if_refused(context, "delete", "group", request.group_ids)

@@ -360,3 +360,26 @@ def test_every_method_refuses_an_unprivileged_user_or_reveals_nothing(cluster: T
                     assert not [n for n in hidden if f'"{n}"' in text], (name, text)
     unexpected = {k: v for k, v in outcomes.items() if v != "refused" and k not in ANSWERS_ANYONE}
     assert not unexpected, unexpected
+
+
+def test_describing_a_group_that_holds_a_topic_the_caller_may_not_see_is_refused(cluster: TestCluster) -> None:
+    """alice may DESCRIBE the group 'mixed', whose member (the admin) is assigned 'vault', a
+    topic alice may not see: the description would show its name and partitions, so it is
+    refused as a whole without naming it (Kafka's ConsumerGroupDescribe); the admin sees it."""
+    from data_plane.client.group_admin import GroupAdmin
+    from kraftlog_proto import group_pb2
+
+    cluster.create_topic("vault", partitions=1, replication_factor=1)
+    with SecurityClient(controllers_of(cluster), security=cluster.client_security) as admin:
+        admin.create_acls([AclBinding("User:alice", "*", "group", "mixed", "literal", "describe", "allow")])
+    with GroupAdmin(cluster.bootstrap, security=cluster.client_security) as groups:
+        joined = groups.link("mixed").call("ConsumerGroupHeartbeat", group_pb2.ConsumerGroupHeartbeatRequest(
+            group_id="mixed", member_id="admin-member", member_epoch=0, rebalance_timeout_ms=1000, subscribed_topic_names=["vault"]))
+        assert {t.topic for t in joined.assignment} == {"vault"}
+        assert [m.member_id for m in groups.describe_group("mixed").members] == ["admin-member"]
+    with GroupAdmin(cluster.bootstrap, security=as_user(cluster, "alice", "alice-secret")) as groups:
+        request = group_pb2.DescribeGroupsRequest(group_ids=["mixed"])
+        answer = wait_for(lambda: groups.link("mixed").call("DescribeGroups", request, error_of=lambda a: common_pb2.NONE), 10,
+                          "alice's group ACL to apply")  # until then: PERMISSION_DENIED
+    assert answer.groups[0].error_code == common_pb2.TOPIC_AUTHORIZATION_FAILED, answer
+    assert "User:alice" in answer.groups[0].error_message and "vault" not in str(answer), answer
