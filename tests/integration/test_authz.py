@@ -298,7 +298,7 @@ def test_a_group_member_is_never_assigned_a_topic_it_may_not_describe(cluster: T
 # is not refused fails the test: a new method must be refused or argued for here.
 ANSWERS_ANYONE = {
     # Checked per topic, partition or id named: an empty request names none, and its answer is empty.
-    **dict.fromkeys(["Broker.Produce", "Broker.Fetch", "Broker.ListOffsets", "Broker.OffsetForLeaderEpoch", "Broker.DeleteRecords",
+    **dict.fromkeys(["Broker.Produce", "Broker.ProduceStream", "Broker.Fetch", "Broker.ListOffsets", "Broker.OffsetForLeaderEpoch", "Broker.DeleteRecords",
                      "GroupCoordinator.DescribeGroups", "GroupCoordinator.DeleteGroups", "TransactionCoordinator.DescribeTransactions",
                      "ControllerService.CreateTopics", "ControllerService.DeleteTopics", "ControllerService.CreatePartitions",
                      "ControllerService.AlterConfigs"], "per named resource; nothing named, nothing answered"),
