@@ -21,7 +21,7 @@ def register(sub: argparse._SubParsersAction, client_options: Callable[[argparse
     create = users.add_parser("create", help="create a user or change its password")
     create.add_argument("--name", required=True, help="the user name (its principal is User:NAME)")
     create.add_argument("--password", help="the password (default: read one line from standard input)")
-    create.add_argument("--iterations", type=int, default=4096, help="PBKDF2 iterations, at least 4096 (default: %(default)s)")
+    create.add_argument("--iterations", type=int, default=4096, help="PBKDF2 iterations, 4096 to 16384 (default: %(default)s)")
     client_options(create)
     create.set_defaults(func=create_user)
     listing = users.add_parser("list", help="users and their SCRAM mechanism")

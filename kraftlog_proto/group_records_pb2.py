@@ -24,15 +24,15 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19proto/group_records.proto\x12\x14kraftlog.v1.internal\"\x8c\x01\n\x0eGroupRecordKey\x12\x33\n\x04type\x18\x01 \x01(\x0e\x32%.kraftlog.v1.internal.GroupRecordType\x12\x10\n\x08group_id\x18\x02 \x01(\t\x12\x11\n\tmember_id\x18\x03 \x01(\t\x12\r\n\x05topic\x18\x04 \x01(\t\x12\x11\n\tpartition\x18\x05 \x01(\x05\"8\n\x13TopicPartitionCount\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x12\n\npartitions\x18\x02 \x01(\x05\"\x90\x01\n\x0fGroupEpochValue\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12\x10\n\x08\x61ssignor\x18\x02 \x01(\t\x12\x44\n\x11subscribed_topics\x18\x03 \x03(\x0b\x32).kraftlog.v1.internal.TopicPartitionCount\x12\x16\n\x0e\x65mpty_since_ms\x18\x04 \x01(\x03\"\xb9\x01\n\x0bMemberValue\x12\x13\n\x0binstance_id\x18\x01 \x01(\t\x12\x11\n\tclient_id\x18\x02 \x01(\t\x12\x13\n\x0b\x63lient_host\x18\x03 \x01(\t\x12\x0f\n\x07rack_id\x18\x04 \x01(\t\x12\x1e\n\x16subscribed_topic_names\x18\x05 \x03(\t\x12\x1e\n\x16subscribed_topic_regex\x18\x06 \x01(\t\x12\x1c\n\x14rebalance_timeout_ms\x18\x07 \x01(\x05\"7\n\x12\x41ssignedPartitions\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x12\n\npartitions\x18\x02 \x03(\x05\"O\n\x0f\x41ssignmentValue\x12<\n\npartitions\x18\x01 \x03(\x0b\x32(.kraftlog.v1.internal.AssignedPartitions\"!\n\x10TargetEpochValue\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\"\xcf\x01\n\x16\x43urrentAssignmentValue\x12\x14\n\x0cmember_epoch\x18\x01 \x01(\x05\x12\x1d\n\x15previous_member_epoch\x18\x02 \x01(\x05\x12:\n\x08\x61ssigned\x18\x03 \x03(\x0b\x32(.kraftlog.v1.internal.AssignedPartitions\x12\x44\n\x12pending_revocation\x18\x04 \x03(\x0b\x32(.kraftlog.v1.internal.AssignedPartitions\"b\n\x0bOffsetValue\x12\x0e\n\x06offset\x18\x01 \x01(\x03\x12\x14\n\x0cleader_epoch\x18\x02 \x01(\x05\x12\x10\n\x08metadata\x18\x03 \x01(\t\x12\x1b\n\x13\x63ommit_timestamp_ms\x18\x04 \x01(\x03*{\n\x0fGroupRecordType\x12\x0f\n\x0bGROUP_EPOCH\x10\x00\x12\n\n\x06MEMBER\x10\x01\x12\x15\n\x11TARGET_ASSIGNMENT\x10\x02\x12\x10\n\x0cTARGET_EPOCH\x10\x03\x12\x16\n\x12\x43URRENT_ASSIGNMENT\x10\x04\x12\n\n\x06OFFSET\x10\x05\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19proto/group_records.proto\x12\x14kraftlog.v1.internal\"\x8c\x01\n\x0eGroupRecordKey\x12\x33\n\x04type\x18\x01 \x01(\x0e\x32%.kraftlog.v1.internal.GroupRecordType\x12\x10\n\x08group_id\x18\x02 \x01(\t\x12\x11\n\tmember_id\x18\x03 \x01(\t\x12\r\n\x05topic\x18\x04 \x01(\t\x12\x11\n\tpartition\x18\x05 \x01(\x05\"8\n\x13TopicPartitionCount\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x12\n\npartitions\x18\x02 \x01(\x05\"\x90\x01\n\x0fGroupEpochValue\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12\x10\n\x08\x61ssignor\x18\x02 \x01(\t\x12\x44\n\x11subscribed_topics\x18\x03 \x03(\x0b\x32).kraftlog.v1.internal.TopicPartitionCount\x12\x16\n\x0e\x65mpty_since_ms\x18\x04 \x01(\x03\"\xcc\x01\n\x0bMemberValue\x12\x13\n\x0binstance_id\x18\x01 \x01(\t\x12\x11\n\tclient_id\x18\x02 \x01(\t\x12\x13\n\x0b\x63lient_host\x18\x03 \x01(\t\x12\x0f\n\x07rack_id\x18\x04 \x01(\t\x12\x1e\n\x16subscribed_topic_names\x18\x05 \x03(\t\x12\x1e\n\x16subscribed_topic_regex\x18\x06 \x01(\t\x12\x1c\n\x14rebalance_timeout_ms\x18\x07 \x01(\x05\x12\x11\n\tprincipal\x18\x08 \x01(\t\"7\n\x12\x41ssignedPartitions\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x12\n\npartitions\x18\x02 \x03(\x05\"O\n\x0f\x41ssignmentValue\x12<\n\npartitions\x18\x01 \x03(\x0b\x32(.kraftlog.v1.internal.AssignedPartitions\"!\n\x10TargetEpochValue\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\"\xcf\x01\n\x16\x43urrentAssignmentValue\x12\x14\n\x0cmember_epoch\x18\x01 \x01(\x05\x12\x1d\n\x15previous_member_epoch\x18\x02 \x01(\x05\x12:\n\x08\x61ssigned\x18\x03 \x03(\x0b\x32(.kraftlog.v1.internal.AssignedPartitions\x12\x44\n\x12pending_revocation\x18\x04 \x03(\x0b\x32(.kraftlog.v1.internal.AssignedPartitions\"b\n\x0bOffsetValue\x12\x0e\n\x06offset\x18\x01 \x01(\x03\x12\x14\n\x0cleader_epoch\x18\x02 \x01(\x05\x12\x10\n\x08metadata\x18\x03 \x01(\t\x12\x1b\n\x13\x63ommit_timestamp_ms\x18\x04 \x01(\x03*{\n\x0fGroupRecordType\x12\x0f\n\x0bGROUP_EPOCH\x10\x00\x12\n\n\x06MEMBER\x10\x01\x12\x15\n\x11TARGET_ASSIGNMENT\x10\x02\x12\x10\n\x0cTARGET_EPOCH\x10\x03\x12\x16\n\x12\x43URRENT_ASSIGNMENT\x10\x04\x12\n\n\x06OFFSET\x10\x05\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'kraftlog_proto.group_records_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_GROUPRECORDTYPE']._serialized_start=1070
-  _globals['_GROUPRECORDTYPE']._serialized_end=1193
+  _globals['_GROUPRECORDTYPE']._serialized_start=1089
+  _globals['_GROUPRECORDTYPE']._serialized_end=1212
   _globals['_GROUPRECORDKEY']._serialized_start=52
   _globals['_GROUPRECORDKEY']._serialized_end=192
   _globals['_TOPICPARTITIONCOUNT']._serialized_start=194
@@ -40,15 +40,15 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GROUPEPOCHVALUE']._serialized_start=253
   _globals['_GROUPEPOCHVALUE']._serialized_end=397
   _globals['_MEMBERVALUE']._serialized_start=400
-  _globals['_MEMBERVALUE']._serialized_end=585
-  _globals['_ASSIGNEDPARTITIONS']._serialized_start=587
-  _globals['_ASSIGNEDPARTITIONS']._serialized_end=642
-  _globals['_ASSIGNMENTVALUE']._serialized_start=644
-  _globals['_ASSIGNMENTVALUE']._serialized_end=723
-  _globals['_TARGETEPOCHVALUE']._serialized_start=725
-  _globals['_TARGETEPOCHVALUE']._serialized_end=758
-  _globals['_CURRENTASSIGNMENTVALUE']._serialized_start=761
-  _globals['_CURRENTASSIGNMENTVALUE']._serialized_end=968
-  _globals['_OFFSETVALUE']._serialized_start=970
-  _globals['_OFFSETVALUE']._serialized_end=1068
+  _globals['_MEMBERVALUE']._serialized_end=604
+  _globals['_ASSIGNEDPARTITIONS']._serialized_start=606
+  _globals['_ASSIGNEDPARTITIONS']._serialized_end=661
+  _globals['_ASSIGNMENTVALUE']._serialized_start=663
+  _globals['_ASSIGNMENTVALUE']._serialized_end=742
+  _globals['_TARGETEPOCHVALUE']._serialized_start=744
+  _globals['_TARGETEPOCHVALUE']._serialized_end=777
+  _globals['_CURRENTASSIGNMENTVALUE']._serialized_start=780
+  _globals['_CURRENTASSIGNMENTVALUE']._serialized_end=987
+  _globals['_OFFSETVALUE']._serialized_start=989
+  _globals['_OFFSETVALUE']._serialized_end=1087
 # @@protoc_insertion_point(module_scope)

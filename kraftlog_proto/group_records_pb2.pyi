@@ -57,7 +57,7 @@ class GroupEpochValue(_message.Message):
     def __init__(self, epoch: _Optional[int] = ..., assignor: _Optional[str] = ..., subscribed_topics: _Optional[_Iterable[_Union[TopicPartitionCount, _Mapping]]] = ..., empty_since_ms: _Optional[int] = ...) -> None: ...
 
 class MemberValue(_message.Message):
-    __slots__ = ("instance_id", "client_id", "client_host", "rack_id", "subscribed_topic_names", "subscribed_topic_regex", "rebalance_timeout_ms")
+    __slots__ = ("instance_id", "client_id", "client_host", "rack_id", "subscribed_topic_names", "subscribed_topic_regex", "rebalance_timeout_ms", "principal")
     INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
     CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
     CLIENT_HOST_FIELD_NUMBER: _ClassVar[int]
@@ -65,6 +65,7 @@ class MemberValue(_message.Message):
     SUBSCRIBED_TOPIC_NAMES_FIELD_NUMBER: _ClassVar[int]
     SUBSCRIBED_TOPIC_REGEX_FIELD_NUMBER: _ClassVar[int]
     REBALANCE_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
     instance_id: str
     client_id: str
     client_host: str
@@ -72,7 +73,8 @@ class MemberValue(_message.Message):
     subscribed_topic_names: _containers.RepeatedScalarFieldContainer[str]
     subscribed_topic_regex: str
     rebalance_timeout_ms: int
-    def __init__(self, instance_id: _Optional[str] = ..., client_id: _Optional[str] = ..., client_host: _Optional[str] = ..., rack_id: _Optional[str] = ..., subscribed_topic_names: _Optional[_Iterable[str]] = ..., subscribed_topic_regex: _Optional[str] = ..., rebalance_timeout_ms: _Optional[int] = ...) -> None: ...
+    principal: str
+    def __init__(self, instance_id: _Optional[str] = ..., client_id: _Optional[str] = ..., client_host: _Optional[str] = ..., rack_id: _Optional[str] = ..., subscribed_topic_names: _Optional[_Iterable[str]] = ..., subscribed_topic_regex: _Optional[str] = ..., rebalance_timeout_ms: _Optional[int] = ..., principal: _Optional[str] = ...) -> None: ...
 
 class AssignedPartitions(_message.Message):
     __slots__ = ("topic", "partitions")

@@ -24,11 +24,12 @@ from metadata_quorum.controller_metrics import ControllerMetrics
 from metadata_quorum.security_service import SecurityAdminService
 from server_common.authentication import Authenticator
 from server_common.authorization import AccessControl
-from server_common.security_options import SecurityOptions, add_security_arguments
+from server_common.security_options import SecurityOptions, add_security_arguments, parse_principals
 from metadata_quorum.election import enable_unsafe_election
 from metadata_quorum.controller_service import ControllerService
 from metadata_quorum.endpoints import Voter, parse_address_overrides, parse_quorum
 from metadata_quorum.raft_node import ControllerRaftNode
+from metadata_quorum.loopback_peers import fd_from_this_process
 from metadata_quorum.raft_tls import RaftTlsRelay, raft_tls_files
 from kraftlog_proto import controller_pb2, controller_pb2_grpc, security_pb2_grpc
 from server_common import power_loss
@@ -71,6 +72,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--raft-tls", action="store_true",
                         help="carry the Raft links between controllers over mutual TLS with this node's --tls-cert-file, "
                              "--tls-key-file and --tls-ca-file (a relay in this process; docs/security.md, Raft links)")
+    parser.add_argument("--raft-principals", default="", metavar="User:A,User:B",
+                        help="with --raft-tls, the certificate names of the controllers, the only ones that may reach the Raft port "
+                             "(default: User:controller-ID for each voter of --quorum, as cluster up --secure names them)")
     parser.add_argument("--raft-journal", choices=["fsync", "page-cache"], default="fsync",
                         help="fsync: the Raft journal is fsynced (batched) before this controller acknowledges, sends or votes "
                              "on an entry, so committed metadata survives a power failure of every controller; page-cache: "
@@ -113,6 +117,11 @@ def _positive_seconds(raw: str) -> float:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be more than 0, got {raw}")
     return value
+
+
+def raft_principals(args: argparse.Namespace, voters: list[Voter]) -> frozenset[str]:
+    """Who may reach the Raft port through the TLS relay: the controllers' certificate names."""
+    return frozenset(parse_principals(args.raft_principals, "--raft-principals") or (f"User:controller-{v.node_id}" for v in voters))
 
 
 def _self_voter(args: argparse.Namespace, voters: list[Voter]) -> Voter:
@@ -158,7 +167,8 @@ async def serve(args: argparse.Namespace) -> None:
 
     metrics = ControllerMetrics() if args.metrics_port else None  # off: no interceptor, no timing
     security = SecurityOptions.from_args(args)
-    authenticator = Authenticator(lambda: node.image.scram_users, security.authentication_required)  # node: set below, before serving
+    authenticator = Authenticator(lambda: node.image.scram_users, security.authentication_required,  # node: set below, before serving
+                                  metrics.authentication_failures if metrics else None, log)
     access = AccessControl(lambda: node.image.acls, security.super_users, security.authorization)
     interceptors = [metrics.rpc.interceptor()] if metrics else []
     interceptors.append(authenticator.interceptor())
@@ -181,13 +191,14 @@ async def serve(args: argparse.Namespace) -> None:
     bind_address = me.raft_address
     if raft_tls is not None:
         try:
-            relay = RaftTlsRelay(me, voters, raft_tls, security.super_users, raft_routes)
+            relay = RaftTlsRelay(me, voters, raft_tls, raft_principals(args, voters), raft_routes)
             await relay.start()
         except (TlsConfigError, OSError) as exc:
             raise SystemExit(f"kraftlog controller: cannot start the Raft TLS relay on {me.raft_address}: {exc}") from None
         raft_routes, bind_address = relay.routes, relay.bind_address
     node = ControllerRaftNode(me, voters, args.data_dir, cluster_id, password, loop, raft_routes,
-                              durable_journal=args.raft_journal == "fsync", bind_address=bind_address)
+                              durable_journal=args.raft_journal == "fsync", bind_address=bind_address,
+                              admit_incoming=fd_from_this_process if relay is not None else None)
     if metrics is not None:
         metrics.watch(node)
     controller = ActiveController(node, args.session_timeout_ms, args.auto_leader_rebalance_enable, args.leader_imbalance_check_interval_seconds)

@@ -17,7 +17,7 @@ from prometheus_client.registry import Collector
 
 from metadata_quorum.image import MetadataImage
 from metadata_quorum.raft_node import ControllerRaftNode
-from server_common.metrics import RpcMetrics, new_registry, serve_metrics
+from server_common.metrics import RpcMetrics, authentication_failures, new_registry, serve_metrics
 
 RAFT_LEADER_STATE = 2  # pysyncobj's _RAFT_STATE.LEADER in getStatus()["state"]
 COMMIT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -72,6 +72,7 @@ class ControllerMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or new_registry()
         self.rpc = RpcMetrics(self.registry)
+        self.authentication_failures = authentication_failures(self.registry)
         self.commit_latency = Histogram(
             "kraftlog_raft_commit_seconds", "From proposing a metadata entry on this voter to its applied here (or failed)",
             buckets=COMMIT_BUCKETS, registry=self.registry,

@@ -234,7 +234,8 @@ class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
 
     async def DescribeConfigs(self, request: pb.DescribeConfigsRequest, context) -> pb.DescribeConfigsResponse:
         await self.access.abort_if_refused(context, "describe_configs", "topic", request.topics)
-        return topic_admin.describe_configs(await readable_image(self.node, context), request)
+        return topic_admin.describe_configs(await readable_image(self.node, context), request,
+                                            lambda name: self.access.allows("describe_configs", "topic", name))
 
     async def DescribeClientQuotas(self, request: pb.DescribeClientQuotasRequest, context) -> pb.DescribeClientQuotasResponse:
         await self.access.abort_if_refused(context, "describe_configs", "cluster")
@@ -263,7 +264,7 @@ class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
             controllers=[common.BrokerEndpoint(broker_id=v.node_id, host=v.host, port=v.grpc_port) for v in self.node.voters],
             metadata_offset=image.offset,
             answering_controller_id=self.node.voter.node_id,
-            topics=topic_admin.describe_topics(image),
+            topics=topic_admin.describe_topics(image, lambda name: self.access.allows("describe", "topic", name)),
         )
 
     async def DescribeQuorum(self, request: pb.DescribeQuorumRequest, context) -> pb.DescribeQuorumResponse:

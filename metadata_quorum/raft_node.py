@@ -29,8 +29,10 @@ from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replic
 from pysyncobj.dns_resolver import globalDnsResolver
 from pysyncobj.journal import FileJournal
 from pysyncobj.node import TCPNode
+from pysyncobj.transport import TCPTransport
 
 from metadata_quorum.endpoints import Voter
+from metadata_quorum.loopback_peers import admitting_transport
 from metadata_quorum.raft_journal import DurableJournal, journals_created_as, syncing_transport
 from metadata_quorum.delta import apply_all, image_from_snapshot
 from metadata_quorum.image import MetadataImage, RecordRejected, image_to_records
@@ -157,12 +159,15 @@ class ControllerRaftNode:
         raft_routes: dict[int, tuple[str, int]] | None = None,
         durable_journal: bool = True,
         bind_address: str | None = None,
+        admit_incoming: Callable[[int], bool] | None = None,
     ) -> None:
         """``raft_routes``: voter id -> address to connect to instead of its quorum address.
         ``bind_address``: where pysyncobj listens (default: this voter's Raft address; the
         Raft TLS relay's loopback port with ``--raft-tls``).
         ``durable_journal``: fsync the journal before any message relies on it
-        (``raft_journal.py``); False leaves it to the page cache (pysyncobj's own behaviour)."""
+        (``raft_journal.py``); False leaves it to the page cache (pysyncobj's own behaviour).
+        ``admit_incoming``: whether pysyncobj may keep an accepted connection, by its socket's
+        file descriptor (with ``--raft-tls``: only the relay of this process may connect)."""
         raft_routes = raft_routes or {}
         self.voter = self_voter
         self.voters = list(voters)
@@ -201,7 +206,10 @@ class ControllerRaftNode:
                 self.journal = self._raft_log
             return self._raft_log
 
-        transport = {"transportClass": syncing_transport(lambda: self.journal)} if durable_journal else {}
+        transport_class = syncing_transport(lambda: self.journal) if durable_journal else TCPTransport
+        if admit_incoming is not None:
+            transport_class = admitting_transport(transport_class, admit_incoming, self_voter.node_id)
+        transport = {"transportClass": transport_class}
         with journals_created_as(create_journal):
             self._syncobj = SyncObj(self_voter.raft_address, others, conf=conf, consumers=[self.state_machine], **transport)
         self._syncobj.addOnTickCallback(self._note_caught_up)

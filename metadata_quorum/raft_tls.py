@@ -14,11 +14,13 @@ an SSL context, so each controller relays its Raft connections through TLS itsel
 So every byte between two controllers is TLS, both ends are authenticated by certificate,
 and pysyncobj's identities (``host:raft_port`` of each voter) do not change. The files are
 the node's ``--tls-*`` files, read again for each new connection when one changed, so a
-rotated certificate is used without a restart (open connections keep theirs). When the
-controller has super users, a peer's certificate must also name one of them (a client
-certificate from the same CA is not a voter). pysyncobj's own port is reachable from this
-machine only; keep the shared secret (``--raft-secret-file``) on as well where other users
-share the machine.
+rotated certificate is used without a restart (open connections keep theirs). A peer's
+certificate must also name a controller (``--raft-principals``, by default
+``User:controller-<id>`` for each voter): a client certificate from the same CA, even an
+administrator's, is not a voter. The loopback ports (pysyncobj's listener and the relay's
+ports for pysyncobj) admit only connections from this process (``loopback_peers``), so
+another local process can neither reach pysyncobj past TLS nor borrow this controller's
+certificate; keep the shared secret (``--raft-secret-file``) on as well, as a second lock.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from pathlib import Path
 import structlog
 
 from metadata_quorum.endpoints import Voter
+from metadata_quorum.loopback_peers import from_this_process
 from server_common.tls import ServerTls, TlsConfigError
 
 LOOPBACK = "127.0.0.1"
@@ -99,12 +102,12 @@ def peer_principal(writer: asyncio.StreamWriter) -> str:
 class RaftTlsRelay:
     """The relay of one controller; `start` before creating the Raft node."""
 
-    def __init__(self, me: Voter, voters: list[Voter], tls: ServerTls, super_users: frozenset[str],
+    def __init__(self, me: Voter, voters: list[Voter], tls: ServerTls, voter_principals: frozenset[str],
                  peer_overrides: dict[int, tuple[str, int]]) -> None:
         self.me = me
         self.peers = [v for v in voters if v.node_id != me.node_id]
         self._contexts = _Contexts(tls)
-        self._super_users = super_users
+        self._voter_principals = voter_principals
         self._targets = {v.node_id: peer_overrides.get(v.node_id, (v.host, v.raft_port)) for v in self.peers}
         self.bind_address = f"{LOOPBACK}:{free_loopback_port()}"
         self.routes: dict[int, tuple[str, int]] = {}
@@ -118,7 +121,9 @@ class RaftTlsRelay:
             self._servers.append(server)
             self.routes[peer.node_id] = (LOOPBACK, server.sockets[0].getsockname()[1])
         self._log.info("Raft links over mutual TLS", raft_address=self.me.raft_address, raft_bind_address=self.bind_address,
-                       peers={v.node_id: f"{h}:{p}" for v, (h, p) in zip(self.peers, self._targets.values())})
+                       peers={v.node_id: f"{h}:{p}" for v, (h, p) in zip(self.peers, self._targets.values())},
+                       routes={node_id: port for node_id, (_, port) in self.routes.items()},
+                       voter_principals=sorted(self._voter_principals))
 
     def close(self) -> None:
         for server in self._servers:
@@ -136,9 +141,9 @@ class RaftTlsRelay:
             writer.close()
             return
         principal = peer_principal(writer)
-        if self._super_users and principal not in self._super_users:
-            self._log.warning("Raft TLS connection refused: the certificate names no super user", peer=str(peer), principal=principal,
-                              hint="voters' certificate names must be in --super-users")
+        if principal not in self._voter_principals:
+            self._log.warning("Raft TLS connection refused: the certificate names no controller", peer=str(peer), principal=principal,
+                              hint="only the controllers' certificates may reach a Raft port: list their names in --raft-principals")
             writer.close()
             return
         host, port = self.bind_address.rsplit(":", 1)
@@ -146,6 +151,11 @@ class RaftTlsRelay:
 
     async def _outbound(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: Voter) -> None:
         """pysyncobj dialed a peer: carry the connection to it over TLS."""
+        if not from_this_process(writer.get_extra_info("sockname")[:2], writer.get_extra_info("peername")[:2]):
+            self._log.warning("Raft relay connection refused: not from this controller's process", peer=str(writer.get_extra_info("peername")),
+                              link=f"outbound to controller {peer.node_id}")
+            writer.close()
+            return
         _, client_context = self._contexts.current()
         host, port = self._targets[peer.node_id]
         await self._pipe(reader, writer, lambda: asyncio.open_connection(

@@ -27,10 +27,15 @@ class SecurityAdminService(security_pb2_grpc.SecurityAdminServicer):
         self.access = access
         self._log = structlog.get_logger("controller").bind(controller_id=controller.node.voter.node_id)
 
-    async def _write(self, decide, action: str, **log_fields) -> pb.SecurityWriteResponse:
+    def _refused(self) -> pb.SecurityWriteResponse | None:
         refusal = self.access.refusal("alter", "cluster")
-        if refusal:
-            return pb.SecurityWriteResponse(error_code=common.CLUSTER_AUTHORIZATION_FAILED, error_message=refusal, active_controller=self.controller.hint())
+        if refusal is None:
+            return None
+        return pb.SecurityWriteResponse(error_code=common.CLUSTER_AUTHORIZATION_FAILED, error_message=refusal, active_controller=self.controller.hint())
+
+    async def _write(self, decide, action: str, **log_fields) -> pb.SecurityWriteResponse:
+        if (refused := self._refused()) is not None:
+            return refused
         outcome = await self.controller.write(decide)
         if outcome.error_code != common.NONE or outcome.decision is None:
             response = pb.SecurityWriteResponse(error_code=outcome.error_code, error_message=outcome.error_message)
@@ -42,7 +47,12 @@ class SecurityAdminService(security_pb2_grpc.SecurityAdminServicer):
         return response
 
     async def UpsertUser(self, request: pb.UpsertUserRequest, context) -> pb.SecurityWriteResponse:
-        try:  # PBKDF2 takes milliseconds: off the event loop
+        """Authorized first and the iteration count bounded before any hashing: PBKDF2 is the
+        costliest thing a caller can ask of the controller, so only an administrator may, and
+        never for longer than the bound; it runs in a worker thread, off the event loop."""
+        if (refused := self._refused()) is not None:
+            return refused
+        try:  # derive checks the count before it hashes
             credential = await asyncio.to_thread(scram.derive, request.password, None, request.iterations or scram.ITERATIONS_MIN)
         except ValueError as exc:
             return pb.SecurityWriteResponse(error_code=common.INVALID_REQUEST, error_message=str(exc), active_controller=self.controller.hint())

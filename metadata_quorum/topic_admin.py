@@ -262,9 +262,12 @@ def alter_configs(image: MetadataImage, request: pb.AlterConfigsRequest) -> Deci
     return Decision(records + tuple(change.record() for change in elections), pb.AlterConfigsResponse(topics=results))
 
 
-def describe_configs(image: MetadataImage, request: pb.DescribeConfigsRequest) -> pb.DescribeConfigsResponse:
+def describe_configs(image: MetadataImage, request: pb.DescribeConfigsRequest,
+                     visible: Callable[[str], bool] = lambda name: True) -> pb.DescribeConfigsResponse:
+    """The named topics' configurations; no names: every topic ``visible`` lets the caller see
+    (an empty list asks for "all I may see", never for all)."""
     out = []
-    for name in request.topics or sorted(image.topics):
+    for name in request.topics or [n for n in sorted(image.topics) if visible(n)]:
         if name not in image.topics:
             unknown = _unknown_topic(name)
             out.append(pb.DescribeConfigsResponse.Topic(name=name, error_code=unknown.error_code, error_message=unknown.error_message))
@@ -309,14 +312,15 @@ def states_after(image: MetadataImage, records: Sequence[Record], results: Seque
     return [partition_state(after.topics[r.topic], after.topics[r.topic].partitions[r.partition]) if r.error_code == common.NONE else r for r in results]
 
 
-def describe_topics(image: MetadataImage) -> list[pb.TopicDescription]:
+def describe_topics(image: MetadataImage, visible: Callable[[str], bool] = lambda name: True) -> list[pb.TopicDescription]:
+    """Every topic ``visible`` lets the caller see, with its id, leaders and ISR."""
     return [
         pb.TopicDescription(
             name=topic.name,
             topic_id=topic.topic_id,
             partitions=[partition_state(topic, topic.partitions[n]) for n in sorted(topic.partitions)],
         )
-        for topic in (image.topics[name] for name in sorted(image.topics))
+        for topic in (image.topics[name] for name in sorted(image.topics) if visible(name))
     ]
 
 

@@ -13,23 +13,37 @@ the call's) it sets ``server_common.principal`` to:
 
 Credentials travel in metadata, so without TLS they travel in clear: fine for a local test
 cluster, never for production (docs/security.md).
+
+A password not verified before costs a PBKDF2 derivation (milliseconds of CPU by design). It
+runs in a small thread pool, never on the event loop that serves every other call, and only
+when the user name's and the peer's failure budgets allow (``auth_throttle``): past them the
+call is refused at once with the time to wait. Every failure is logged (user, peer, failures
+in a row; never the password) and counted in ``kraftlog_authentication_failures_total``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
+import math
+import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Mapping
 
 import grpc
+import structlog
+from prometheus_client import Counter
 
 from server_common.client_id import client_id_from_metadata
 from server_common.principal import ANONYMOUS, Identity, set_identity
-from server_common.scram import ScramCredential, VerifiedPasswords
+from server_common.auth_throttle import PEER, USER, FailureThrottle
+from server_common.scram import ScramCredential, VerifiedPasswords, verify
 
 USERNAME_METADATA_KEY = "kraftlog-username"
 PASSWORD_METADATA_KEY = "kraftlog-password"
 # Health checks and reflection answer anyone: load balancers and `kraftlog` diagnostics use them.
 UNAUTHENTICATED_SERVICES = ("/grpc.health.v1.Health/", "/grpc.reflection.v1alpha.ServerReflection/", "/grpc.reflection.v1.ServerReflection/")
+VERIFY_THREADS = 2  # PBKDF2 releases the GIL: two verifications run beside the loop, more wait their turn
 
 
 class AuthenticationFailed(Exception):
@@ -53,12 +67,19 @@ def _metadata_value(metadata: Any, key: str) -> str | None:
 class Authenticator:
     """Turns a call's TLS identity or credentials into its principal (see the module docstring)."""
 
-    def __init__(self, credentials: Callable[[], Mapping[str, ScramCredential]], required: bool) -> None:
+    def __init__(self, credentials: Callable[[], Mapping[str, ScramCredential]], required: bool, failures: Counter | None = None,
+                 log: Any = None, clock: Callable[[], float] = time.monotonic, throttle: FailureThrottle | None = None) -> None:
+        """``failures``: the node's ``kraftlog_authentication_failures`` counter (None: metrics off)."""
         self._credentials = credentials
         self.required = required
         self._verified = VerifiedPasswords()
+        self._throttle = throttle or FailureThrottle()
+        self._clock = clock
+        self._log = log or structlog.get_logger("authentication")
+        self._pool = ThreadPoolExecutor(VERIFY_THREADS, thread_name_prefix="password-verify")
+        self._failures = failures
 
-    def identify(self, context: grpc.aio.ServicerContext) -> Identity:
+    async def identify(self, context: grpc.aio.ServicerContext) -> Identity:
         """The call's identity; raises AuthenticationFailed."""
         metadata = context.invocation_metadata()
         host = peer_host(context.peer() or "")
@@ -66,11 +87,7 @@ class Authenticator:
         user = _metadata_value(metadata, USERNAME_METADATA_KEY)
         if user is not None:
             password = _metadata_value(metadata, PASSWORD_METADATA_KEY) or ""
-            if not self._verified.check(user, password, self._credentials().get(user)):
-                raise AuthenticationFailed(
-                    f"authentication failed for user {user!r}: unknown user or wrong password; check username/password in "
-                    "the client config (--command-config), or create the user with `kraftlog users create`"
-                )
+            await self._check_password(user, password, host)
             return Identity(f"User:{user}", client_id, host)
         common_names = (context.auth_context() or {}).get("x509_common_name")
         if common_names:
@@ -81,6 +98,33 @@ class Authenticator:
                 "(client config keys username/password, --command-config; docs/security.md)"
             )
         return Identity(ANONYMOUS.principal, client_id, host)
+
+    async def _check_password(self, user: str, password: str, host: str) -> None:
+        """Returns when ``password`` is ``user``'s; raises AuthenticationFailed otherwise."""
+        credential = self._credentials().get(user)
+        if self._verified.cached(user, password, credential):
+            return
+        keys = {USER: user, PEER: host}
+        wait = self._throttle.acquire(keys, self._clock())
+        if wait > 0:
+            self._count("throttled")
+            raise AuthenticationFailed(
+                f"too many failed authentications for user {user!r} or from {host}: retry in {math.ceil(wait)} s with the right "
+                "username/password (client config keys username/password, --command-config)")
+        if await asyncio.get_running_loop().run_in_executor(self._pool, verify, password, credential):
+            self._throttle.succeeded(keys, self._clock())
+            self._verified.remember(user, password, credential)
+            return
+        failures = self._throttle.failed(keys, self._clock())
+        self._count("wrong_credentials")
+        self._log.warning("authentication failed", user=user, peer=host, user_failures=failures[USER], peer_failures=failures[PEER])
+        raise AuthenticationFailed(
+            f"authentication failed for user {user!r}: unknown user or wrong password; check username/password in "
+            "the client config (--command-config), or create the user with `kraftlog users create`")
+
+    def _count(self, reason: str) -> None:
+        if self._failures is not None:
+            self._failures.labels(reason=reason).inc()
 
     def interceptor(self) -> grpc.aio.ServerInterceptor:
         return _AuthenticationInterceptor(self)
@@ -106,7 +150,7 @@ class _AuthenticationInterceptor(grpc.aio.ServerInterceptor):
 
     async def _authenticate(self, context: grpc.aio.ServicerContext) -> None:
         try:
-            set_identity(self._authenticator.identify(context))
+            set_identity(await self._authenticator.identify(context))
         except AuthenticationFailed as exc:
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, str(exc))
 

@@ -52,6 +52,11 @@ class AccessControl:
         identity = current_identity()
         return self.authorizer().authorize(identity.principal, identity.host, operation, resource_type, name)
 
+    def principal_allows(self, principal: str, host: str, operation: str, resource_type: str, name: str) -> bool:
+        """Whether ``principal`` (not the current call's) may: for decisions made on behalf of
+        another caller, such as a group member's subscription resolved on someone else's heartbeat."""
+        return not self.enabled or self.authorizer().authorize(principal, host, operation, resource_type, name)
+
     def allows_any(self, operation: str, resource_type: str) -> bool:
         """Whether the call may do ``operation`` on at least one resource of the type."""
         if not self.enabled:

@@ -63,6 +63,14 @@ def read_on_loop(loop: asyncio.AbstractEventLoop, read: Callable[[], T]) -> T:
     return asyncio.run_coroutine_threadsafe(on_loop(), loop).result(timeout=SCRAPE_READ_TIMEOUT_S)
 
 
+def authentication_failures(registry: CollectorRegistry) -> Counter:
+    """Calls refused for their credentials (``server_common/authentication.py`` counts them)."""
+    return Counter(
+        "kraftlog_authentication_failures", "Calls refused for their credentials, by reason: wrong_credentials "
+        "(unknown user or wrong password, verified) or throttled (refused before verifying: too many failures)",
+        ["reason"], registry=registry)
+
+
 class RpcMetrics:
     """Request counts by method and gRPC status code, and unary latency histograms."""
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 MECHANISM = "SCRAM-SHA-256"
 ITERATIONS_MIN = 4096  # RFC 7677's minimum for SCRAM-SHA-256, Kafka's too
+ITERATIONS_MAX = 16384  # Kafka's maximum: every verification pays this many, so a caller must not pick more
 SALT_BYTES = 16
 
 
@@ -34,10 +35,17 @@ class ScramCredential:
     iterations: int
 
 
+def check_iterations(iterations: int) -> None:
+    """Refuses an iteration count outside Kafka's range: below it a guess is cheap, above it one
+    request (or one verification of the stored record) holds a CPU for as long as the caller likes."""
+    if not ITERATIONS_MIN <= iterations <= ITERATIONS_MAX:
+        raise ValueError(f"SCRAM iterations must be between {ITERATIONS_MIN} and {ITERATIONS_MAX}, got {iterations}; "
+                         f"pass --iterations in that range (default {ITERATIONS_MIN})")
+
+
 def derive(password: str, salt: bytes | None = None, iterations: int = ITERATIONS_MIN) -> ScramCredential:
     """The credential of ``password``, with a fresh random salt unless one is given."""
-    if iterations < ITERATIONS_MIN:
-        raise ValueError(f"SCRAM iterations must be at least {ITERATIONS_MIN}, got {iterations}; pass a larger --iterations")
+    check_iterations(iterations)
     if not password:
         raise ValueError("the password is empty; give a non-empty password")
     salt = os.urandom(SALT_BYTES) if salt is None else salt
@@ -48,12 +56,24 @@ def derive(password: str, salt: bytes | None = None, iterations: int = ITERATION
     return ScramCredential(salt, stored_key, server_key, iterations)
 
 
-def verify(password: str, credential: ScramCredential) -> bool:
-    """Whether ``password`` is the one ``credential`` was derived from (constant-time compare)."""
+# Verifying a password of an unknown user hashes against this, so that the answer takes as long
+# as for a user with the default count: a quick refusal would tell which names are accounts.
+_NO_SUCH_USER = ScramCredential(b"kraftlog-no-user", b"", b"", ITERATIONS_MIN)
+
+
+def verify(password: str, credential: ScramCredential | None) -> bool:
+    """Whether ``password`` is the one ``credential`` was derived from (constant-time compare);
+    with no credential (an unknown user), False after the same work as for a real user.
+    A stored count outside the allowed range (a record written before the bound) never verifies:
+    checking it could cost a CPU for minutes; recreate such a user."""
     if not password:
         return False
+    known = credential is not None
+    credential = credential or _NO_SUCH_USER
+    if not ITERATIONS_MIN <= credential.iterations <= ITERATIONS_MAX:
+        return False
     candidate = derive(password, credential.salt, credential.iterations)
-    return hmac.compare_digest(candidate.stored_key, credential.stored_key)
+    return hmac.compare_digest(candidate.stored_key, credential.stored_key) and known
 
 
 class VerifiedPasswords:
@@ -67,15 +87,16 @@ class VerifiedPasswords:
         self._capacity = capacity
         self._verified: dict[tuple[str, bytes], ScramCredential] = {}
 
-    def check(self, user: str, password: str, credential: ScramCredential | None) -> bool:
-        if credential is None:
-            return False
-        key = (user, hashlib.sha256(password.encode()).digest())
-        if self._verified.get(key) == credential:
-            return True
-        if not verify(password, credential):
-            return False
+    @staticmethod
+    def _key(user: str, password: str) -> tuple[str, bytes]:
+        return user, hashlib.sha256(password.encode()).digest()
+
+    def cached(self, user: str, password: str, credential: ScramCredential | None) -> bool:
+        """Whether this password was verified against the user's current credential (cheap)."""
+        return credential is not None and self._verified.get(self._key(user, password)) == credential
+
+    def remember(self, user: str, password: str, credential: ScramCredential) -> None:
+        """Record a successful ``verify``."""
         if len(self._verified) >= self._capacity:
             self._verified.clear()  # a bound, not an LRU: a flood of distinct passwords only costs re-verification
-        self._verified[key] = credential
-        return True
+        self._verified[self._key(user, password)] = credential

@@ -14,11 +14,16 @@ class SecurityOptions:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> "SecurityOptions":
-        supers = tuple(s.strip() for s in (args.super_users or "").split(",") if s.strip())
-        bad = [s for s in supers if ":" not in s]
-        if bad:
-            raise SystemExit(f"--super-users: {bad} have no principal type; write User:NAME,User:broker-1,...")
-        return cls(args.authentication_required, args.authorization, supers)
+        return cls(args.authentication_required, args.authorization, parse_principals(args.super_users, "--super-users"))
+
+
+def parse_principals(text: str | None, option: str) -> tuple[str, ...]:
+    """``User:A,User:B`` as a tuple; a name without its type stops the node with what to write."""
+    principals = tuple(s.strip() for s in (text or "").split(",") if s.strip())
+    bad = [s for s in principals if ":" not in s]
+    if bad:
+        raise SystemExit(f"{option}: {bad} have no principal type; write User:NAME,User:broker-1,...")
+    return principals
 
 
 def add_security_arguments(parser: argparse.ArgumentParser) -> None:

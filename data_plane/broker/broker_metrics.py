@@ -20,7 +20,7 @@ from data_plane.record_batch import iter_headers
 from data_plane.replication.partition_state import IsrProposal
 from kraftlog_proto import broker_pb2
 from server_common.error_names import error_code_name
-from server_common.metrics import Observer, RpcMetrics, new_registry, read_on_loop, serve_metrics
+from server_common.metrics import Observer, RpcMetrics, authentication_failures, new_registry, read_on_loop, serve_metrics
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,6 +209,7 @@ class BrokerMetrics:
             "DeleteRecords": errors.observer("DeleteRecords"),
         })
         self.throttle = ThrottleTimes(self.registry)
+        self.authentication_failures = authentication_failures(self.registry)
         self.isr_shrinks = Counter("kraftlog_isr_shrinks", "ISR shrinks this broker proposed as leader (AlterPartition sent)", registry=self.registry)
         self.isr_expansions = Counter("kraftlog_isr_expansions", "ISR expansions this broker proposed as leader (AlterPartition sent)", registry=self.registry)
         self._stop: Callable[[], None] | None = None

@@ -181,7 +181,8 @@ class BrokerServer:
         ]
         interceptors = [self.metrics.rpc.interceptor()] if self.metrics else []
         security = self.config.security
-        interceptors.append(Authenticator(lambda: self.metadata.image.scram_users, security.authentication_required).interceptor())
+        interceptors.append(Authenticator(lambda: self.metadata.image.scram_users, security.authentication_required,
+                                          self.metrics.authentication_failures if self.metrics else None, self._log).interceptor())
         interceptors.append(self.quotas.interceptor())  # after authentication: it reads the call's identity
         server = grpc.aio.server(options=options, interceptors=interceptors)
         self.access = AccessControl(lambda: self.metadata.image.acls, security.super_users, security.authorization)

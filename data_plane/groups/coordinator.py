@@ -100,8 +100,10 @@ class Pending:
 
 
 class GroupCoordinator:
-    def __init__(self, broker_id: int, replicas, settings: GroupSettings, clock_ms: Callable[[], int] = now_ms) -> None:
+    def __init__(self, broker_id: int, replicas, settings: GroupSettings, clock_ms: Callable[[], int] = now_ms,
+                 visible: membership.Visibility = membership.every_topic) -> None:
         self.broker_id = broker_id
+        self.visible = visible  # which topics a member's principal may have in its subscription
         self.replicas = replicas  # the broker's ReplicaManager: partitions, produce, the metadata image
         self.settings = settings
         self.clock_ms = clock_ms
@@ -287,7 +289,7 @@ class GroupCoordinator:
 
     async def heartbeat(self, request: membership.Heartbeat) -> membership.HeartbeatAnswer:
         def decide(group: Group | None, now: int):
-            outcome = membership.heartbeat(group, request, self.topics(), self.settings, now)
+            outcome = membership.heartbeat(group, request, self.topics(), self.settings, now, self.visible)
             return outcome.change, outcome.answer
         return await self.run(request.group_id, decide)
 
@@ -379,7 +381,7 @@ class GroupCoordinator:
 
     async def _expire(self, shard: Shard, group_id: str, topics: dict[str, int]) -> None:
         def decide(group: Group | None, now: int):
-            change = membership.expire(group, topics, now) if group is not None else None
+            change = membership.expire(group, topics, now, self.visible) if group is not None else None
             expired = sorted(set(group.members) - set(change.group.members)) if change is not None else []
             return (change or GroupChange.of(group, group_id)), {"members": expired} if expired else {}
         await self._timer_run(shard, group_id, decide, "members expired", "member expiry deferred")

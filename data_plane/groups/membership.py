@@ -21,8 +21,8 @@ is removed with its partitions, which are then free.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Mapping
+from dataclasses import dataclass, replace
+from typing import Callable, Mapping
 
 from data_plane.groups.assignors import ASSIGNORS, DEFAULT_ASSIGNOR
 from data_plane.groups.changes import GroupChange
@@ -32,6 +32,14 @@ from data_plane.replication.errors import ErrorCode
 LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2
 INTERNAL_TOPIC_PREFIX = "__"  # internal topics are never matched by a subscription regex
+
+# Whether a member may have a topic in its subscription: the coordinator's shell asks the
+# authorizer whether the member's principal may DESCRIBE it; with authorization off, every topic.
+Visibility = Callable[[MemberSubscription, str], bool]
+
+
+def every_topic(sub: MemberSubscription, topic: str) -> bool:
+    return True
 
 
 @dataclass(frozen=True)
@@ -60,6 +68,7 @@ class Heartbeat:
     owned: Partitions | None = None  # None: not reported in this request
     client_id: str = ""
     client_host: str = ""
+    principal: str = ""  # who sent it (User:<name>): its topics are resolved as this principal sees them
 
 
 @dataclass
@@ -83,17 +92,19 @@ class Refused(Exception):
         self.code, self.message = code, message
 
 
-def heartbeat(group: Group | None, request: Heartbeat, topics: Mapping[str, int], settings: GroupSettings, now_ms: int) -> Outcome:
+def heartbeat(group: Group | None, request: Heartbeat, topics: Mapping[str, int], settings: GroupSettings, now_ms: int,
+              visible: Visibility = every_topic) -> Outcome:
     """Decide one heartbeat. A refusal leaves the group untouched (no records)."""
     change = GroupChange.of(group, request.group_id)
     try:
-        answer = _heartbeat(change, request, topics, settings, now_ms)
+        answer = _heartbeat(change, request, topics, settings, now_ms, visible)
     except Refused as refusal:
         return Outcome(GroupChange.of(group, request.group_id), HeartbeatAnswer(refusal.code, refusal.message, request.member_id, request.member_epoch))
     return Outcome(change, answer)
 
 
-def _heartbeat(change: GroupChange, request: Heartbeat, topics: Mapping[str, int], settings: GroupSettings, now_ms: int) -> HeartbeatAnswer:
+def _heartbeat(change: GroupChange, request: Heartbeat, topics: Mapping[str, int], settings: GroupSettings, now_ms: int,
+               visible: Visibility) -> HeartbeatAnswer:
     g = change.group
     if not request.group_id:
         raise Refused(ErrorCode.INVALID_GROUP_ID, "group_id is empty: name the group")
@@ -105,23 +116,26 @@ def _heartbeat(change: GroupChange, request: Heartbeat, topics: Mapping[str, int
         raise Refused(ErrorCode.UNSUPPORTED_ASSIGNOR, f"assignor '{request.server_assignor}' is unknown: use one of {', '.join(sorted(ASSIGNORS))}")
     epoch = request.member_epoch
     if epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
-        return _leave(change, request, topics, settings, now_ms)
+        return _leave(change, request, topics, settings, now_ms, visible)
     changed = False
     if epoch == 0:
-        _join(change, request, topics, settings)
+        _join(change, request, topics, settings, visible)
         before = None
     else:
         current = _existing(g, request)
         _check_epoch(request, current)
         before = current.assigned
+        subscription = g.members[request.member_id]
         if request.subscription_changed:
-            subscription = _subscription(request, g.members[request.member_id], settings)
-            if subscription != g.members[request.member_id]:
-                change.set_member(request.member_id, subscription)
-                changed = True
+            subscription = _subscription(request, subscription, settings)
+        elif request.principal and request.principal != subscription.principal:  # resolve as whoever heartbeats now
+            subscription = replace(subscription, principal=request.principal)
+        if subscription != g.members[request.member_id]:
+            change.set_member(request.member_id, subscription)
+            changed = True
         changed |= bool(request.server_assignor) and request.server_assignor != g.metadata.assignor
-    if changed or _resolved_topics(g, topics) != g.metadata.subscribed_topics or g.target_epoch < g.epoch:
-        _bump(change, topics, request.server_assignor)
+    if changed or _resolved_topics(g, topics, visible) != g.metadata.subscribed_topics or g.target_epoch < g.epoch:
+        _bump(change, topics, visible, request.server_assignor)
     g.session_deadlines_ms[request.member_id] = now_ms + settings.session_timeout_ms
     reconcile(change, request.member_id, request.owned, settings, now_ms)
     current = g.current[request.member_id]
@@ -151,7 +165,7 @@ def _check_epoch(request: Heartbeat, current: CurrentAssignment) -> None:
                       "drop its partitions and rejoin with member epoch 0")
 
 
-def _join(change: GroupChange, request: Heartbeat, topics: Mapping[str, int], settings: GroupSettings) -> None:
+def _join(change: GroupChange, request: Heartbeat, topics: Mapping[str, int], settings: GroupSettings, visible: Visibility) -> None:
     g = change.group
     if not request.topic_names and not request.topic_regex:
         raise Refused(ErrorCode.INVALID_REQUEST, "a joining member must subscribe: send subscribed_topic_names or subscribed_topic_regex")
@@ -163,7 +177,7 @@ def _join(change: GroupChange, request: Heartbeat, topics: Mapping[str, int], se
             if held.member_epoch != STATIC_LEAVE_EPOCH:
                 raise Refused(ErrorCode.UNRELEASED_INSTANCE_ID, f"instance id {request.instance_id} is held by live member {holder}: "
                               "stop the other consumer with that instance id, or wait for its session timeout")
-            _replace_static(change, holder, request.member_id, subscription, held, topics, request.server_assignor)
+            _replace_static(change, holder, request.member_id, subscription, held, topics, visible, request.server_assignor)
             return
     if request.member_id in g.members:  # the same member starting over: it lost its state
         change.remove_member(request.member_id)
@@ -172,11 +186,11 @@ def _join(change: GroupChange, request: Heartbeat, topics: Mapping[str, int], se
                       "stop a member or raise the brokers' --group-max-size")
     change.set_member(request.member_id, subscription)
     change.set_current(request.member_id, CurrentAssignment(0, -1))
-    _bump(change, topics, request.server_assignor or g.metadata.assignor)
+    _bump(change, topics, visible, request.server_assignor or g.metadata.assignor)
 
 
 def _replace_static(change: GroupChange, old: str, new: str, subscription: MemberSubscription, held: CurrentAssignment,
-                    topics: Mapping[str, int], assignor: str) -> None:
+                    topics: Mapping[str, int], visible: Visibility, assignor: str) -> None:
     """A static member back under a new member id takes over its predecessor's assignment and
     epoch: no rebalance unless its subscription changed."""
     g = change.group
@@ -187,7 +201,7 @@ def _replace_static(change: GroupChange, old: str, new: str, subscription: Membe
     change.set_target(new, target)
     change.set_current(new, CurrentAssignment(held.previous_member_epoch, held.previous_member_epoch, held.assigned, held.pending_revocation))
     if not same or (assignor and assignor != g.metadata.assignor):
-        _bump(change, topics, assignor or g.metadata.assignor)
+        _bump(change, topics, visible, assignor or g.metadata.assignor)
 
 
 def _subscription(request: Heartbeat, previous: MemberSubscription | None, settings: GroupSettings) -> MemberSubscription:
@@ -205,10 +219,12 @@ def _subscription(request: Heartbeat, previous: MemberSubscription | None, setti
         topic_names=tuple(sorted(set(request.topic_names))),
         topic_regex=request.topic_regex,
         rebalance_timeout_ms=request.rebalance_timeout_ms or base.rebalance_timeout_ms or settings.rebalance_timeout_ms,
+        principal=request.principal or base.principal,
     )
 
 
-def _leave(change: GroupChange, request: Heartbeat, topics: Mapping[str, int], settings: GroupSettings, now_ms: int) -> HeartbeatAnswer:
+def _leave(change: GroupChange, request: Heartbeat, topics: Mapping[str, int], settings: GroupSettings, now_ms: int,
+           visible: Visibility) -> HeartbeatAnswer:
     g = change.group
     current = _existing(g, request)
     static = request.member_epoch == STATIC_LEAVE_EPOCH and g.members[request.member_id].instance_id
@@ -219,42 +235,45 @@ def _leave(change: GroupChange, request: Heartbeat, topics: Mapping[str, int], s
         g.session_deadlines_ms[request.member_id] = now_ms + settings.session_timeout_ms
         g.revocation_deadlines_ms.pop(request.member_id, None)
     else:
-        remove_members(change, [request.member_id], topics, now_ms)
+        remove_members(change, [request.member_id], topics, now_ms, visible)
     return HeartbeatAnswer(member_id=request.member_id, member_epoch=request.member_epoch)
 
 
-def remove_members(change: GroupChange, member_ids: list[str], topics: Mapping[str, int], now_ms: int) -> None:
+def remove_members(change: GroupChange, member_ids: list[str], topics: Mapping[str, int], now_ms: int,
+                   visible: Visibility = every_topic) -> None:
     """Remove members (left, timed out, fenced) and recompute the target once. The group's
     epoch record notes when the last member left: the offsets retention counts from then."""
     for member_id in member_ids:
         change.remove_member(member_id)
     g = change.group
-    _bump(change, topics, empty_since_ms=0 if g.members else (g.metadata.empty_since_ms or now_ms))
+    _bump(change, topics, visible, empty_since_ms=0 if g.members else (g.metadata.empty_since_ms or now_ms))
 
 
-def _resolved_topics(g: Group, topics: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
+def _resolved_topics(g: Group, topics: Mapping[str, int], visible: Visibility) -> tuple[tuple[str, int], ...]:
     subscribed: set[str] = set()
     for sub in g.members.values():
-        subscribed.update(_member_topics(sub, topics))
+        subscribed.update(_member_topics(sub, topics, visible))
     return tuple((t, topics[t]) for t in sorted(subscribed))
 
 
-def _member_topics(sub: MemberSubscription, topics) -> frozenset[str]:
+def _member_topics(sub: MemberSubscription, topics, visible: Visibility) -> frozenset[str]:
+    """The existing topics a member subscribes to, by name or pattern, that it may see: a topic
+    it may not DESCRIBE is never assigned to it (nor does its existence show in the group)."""
     names = {t for t in sub.topic_names if t in topics}
     if sub.topic_regex:
         pattern = re.compile(sub.topic_regex)
         names.update(t for t in topics if not t.startswith(INTERNAL_TOPIC_PREFIX) and pattern.fullmatch(t))
-    return frozenset(names)
+    return frozenset(t for t in names if visible(sub, t))
 
 
-def _bump(change: GroupChange, topics: Mapping[str, int], assignor: str = "", empty_since_ms: int = 0) -> None:
+def _bump(change: GroupChange, topics: Mapping[str, int], visible: Visibility, assignor: str = "", empty_since_ms: int = 0) -> None:
     """A new group epoch and, at once, the target assignment for it (``empty_since_ms``: when
     the group became empty, if it has no members now)."""
     g = change.group
-    resolved = _resolved_topics(g, topics)
+    resolved = _resolved_topics(g, topics, visible)
     counts = dict(resolved)
     change.set_epoch(GroupEpoch(g.epoch + 1, assignor or g.metadata.assignor or DEFAULT_ASSIGNOR, resolved, empty_since_ms))
-    subscriptions = {m: _member_topics(sub, counts) for m, sub in g.members.items()}
+    subscriptions = {m: _member_topics(sub, counts, visible) for m, sub in g.members.items()}
     target = ASSIGNORS[g.metadata.assignor](subscriptions, counts, g.targets)
     for member_id in sorted(target):
         if g.targets.get(member_id) != target[member_id]:
@@ -303,7 +322,7 @@ def _owned_by_others(g: Group, member_id: str, settings: GroupSettings) -> Parti
     return frozenset(taken)
 
 
-def expire(group: Group, topics: Mapping[str, int], now_ms: int) -> GroupChange | None:
+def expire(group: Group, topics: Mapping[str, int], now_ms: int, visible: Visibility = every_topic) -> GroupChange | None:
     """Remove the members whose session (no heartbeat) or revocation (partitions not released
     within the rebalance timeout) deadline passed; None when nobody is due."""
     due = sorted(m for m in group.members if group.session_deadlines_ms.get(m, now_ms) < now_ms
@@ -311,7 +330,7 @@ def expire(group: Group, topics: Mapping[str, int], now_ms: int) -> GroupChange 
     if not due:
         return None
     change = GroupChange.of(group, group.group_id)
-    remove_members(change, due, topics, now_ms)
+    remove_members(change, due, topics, now_ms, visible)
     return change
 
 

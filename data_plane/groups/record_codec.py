@@ -41,7 +41,7 @@ def encode(record: GroupRecord) -> tuple[bytes, bytes | None]:
         message = pb.MemberValue(
             instance_id=value.instance_id, client_id=value.client_id, client_host=value.client_host, rack_id=value.rack_id,
             subscribed_topic_names=list(value.topic_names), subscribed_topic_regex=value.topic_regex,
-            rebalance_timeout_ms=value.rebalance_timeout_ms)
+            rebalance_timeout_ms=value.rebalance_timeout_ms, principal=value.principal)
     elif kind is RecordType.TARGET_ASSIGNMENT:
         message = pb.AssignmentValue(partitions=_to_wire(value))
     elif kind is RecordType.TARGET_EPOCH:
@@ -67,7 +67,7 @@ def decode(key_bytes: bytes, value_bytes: bytes | None) -> GroupRecord:
     elif kind is RecordType.MEMBER:
         m = pb.MemberValue.FromString(value_bytes)
         value = MemberSubscription(m.instance_id, m.client_id, m.client_host, m.rack_id, tuple(m.subscribed_topic_names),
-                                   m.subscribed_topic_regex, m.rebalance_timeout_ms)
+                                   m.subscribed_topic_regex, m.rebalance_timeout_ms, m.principal)
     elif kind is RecordType.TARGET_ASSIGNMENT:
         value = _from_wire(pb.AssignmentValue.FromString(value_bytes).partitions)
     elif kind is RecordType.TARGET_EPOCH:

@@ -16,6 +16,7 @@ from data_plane.groups.state import Group, Partitions, partitions_by_topic
 from data_plane.replication.errors import ErrorCode
 from kraftlog_proto import group_pb2, group_pb2_grpc
 from server_common.authorization import AccessControl
+from server_common.principal import current_identity
 
 
 class GroupCoordinatorService(group_pb2_grpc.GroupCoordinatorServicer):
@@ -46,7 +47,7 @@ class GroupCoordinatorService(group_pb2_grpc.GroupCoordinatorServicer):
             subscription_changed=request.subscription_changed or request.member_epoch == 0,
             topic_names=tuple(request.subscribed_topic_names), topic_regex=request.subscribed_topic_regex,
             server_assignor=request.server_assignor, owned=_partitions(request.owned_partitions) if request.owned_changed else None,
-            client_id=request.client_id, client_host=_peer_host(context),
+            client_id=request.client_id, client_host=_peer_host(context), principal=current_identity().principal,
         )
         try:
             answer = await self.coordinator.heartbeat(heartbeat)
@@ -101,6 +102,8 @@ class GroupCoordinatorService(group_pb2_grpc.GroupCoordinatorServicer):
         response = group_pb2.OffsetFetchResponse()
         topics: dict[str, group_pb2.OffsetFetchTopic] = {}
         for (topic, partition), committed in offsets.fetch(group, wanted, unstable).items():
+            if wanted is None and not self.access.allows("describe", "topic", topic):
+                continue  # no topics named means "every topic I may DESCRIBE", never every topic
             out = topics.get(topic) or topics.setdefault(topic, response.topics.add(topic=topic))
             if (topic, partition) in unstable:
                 out.partitions.add(partition=partition, committed_offset=-1, committed_leader_epoch=-1,
@@ -139,8 +142,20 @@ class GroupCoordinatorService(group_pb2_grpc.GroupCoordinatorServicer):
                 response.groups.add(group_id=group_id, state="dead", error_code=ErrorCode.GROUP_ID_NOT_FOUND,
                                     error_message=f"group {group_id} does not exist: check the name (kraftlog groups list)")
                 continue
+            hidden = self._assigns_hidden_topics(group)
+            if hidden:  # as Kafka's ConsumerGroupDescribe: all of the group or nothing, and no topic named
+                response.groups.add(group_id=group_id, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=(
+                    f"{current_identity().principal} may DESCRIBE group {group_id} but not every topic assigned in it: an "
+                    "administrator can allow DESCRIBE on those topics (kraftlog acls create --operation describe --topic ...)"))
+                continue
             response.groups.append(_described(group, self.coordinator.broker_id))
         return response
+
+    def _assigns_hidden_topics(self, group: Group) -> bool:
+        """Whether a member owns or is to get a topic the caller may not DESCRIBE: describing
+        the group would show that topic's name and partitions."""
+        assigned = {t for m in group.members for t, _ in group.current[m].owned | group.targets.get(m, frozenset())}
+        return any(not self.access.allows("describe", "topic", t) for t in assigned)
 
     async def DeleteGroups(self, request: group_pb2.DeleteGroupsRequest, context) -> group_pb2.DeleteGroupsResponse:
         await self.access.abort_if_refused(context, "delete", "group", request.group_ids)

@@ -66,6 +66,7 @@ class MemberSubscription:
     topic_names: tuple[str, ...] = ()
     topic_regex: str = ""
     rebalance_timeout_ms: int = 0
+    principal: str = ""  # who subscribed: only topics it may DESCRIBE are resolved for it ("" from before principals were kept)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ import grpc
 
 from data_plane.broker.config import BrokerConfig, UnsafeBehaviour
 from data_plane.groups.coordinator import GroupCoordinator
-from data_plane.groups.membership import GroupSettings
+from data_plane.groups.membership import GroupSettings, every_topic
 from data_plane.groups.offsets_topic import CreateTopics, OffsetsTopic
 from data_plane.groups.service import GroupCoordinatorService
 from kraftlog_proto import group_pb2_grpc
@@ -26,7 +26,9 @@ def serve_groups(config: BrokerConfig, replicas, create_topics: CreateTopics, se
         offsets_retention_ms=round(config.offsets_retention_minutes * 60_000),
         offsets_retention_check_interval_ms=config.offsets_retention_check_interval_ms,
     )
-    coordinator = GroupCoordinator(config.broker_id, replicas, settings)
+    visible = every_topic if access is None else (
+        lambda sub, topic: access.principal_allows(sub.principal, sub.client_host, "describe", "topic", topic))
+    coordinator = GroupCoordinator(config.broker_id, replicas, settings, visible=visible)
     replicas.marker_listeners.append(coordinator.on_marker)  # transactional offsets complete with their markers
     offsets_topic = OffsetsTopic(config.broker_id, config.offsets_topic_partitions, lambda: replicas.image, create_topics)
     group_pb2_grpc.add_GroupCoordinatorServicer_to_server(GroupCoordinatorService(coordinator, offsets_topic, access, transaction_topic), server)

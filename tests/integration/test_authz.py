@@ -224,3 +224,162 @@ def test_a_password_user_runs_a_consumer_group_and_the_group_admin(cluster: Test
         with pytest.raises(KraftlogError) as refused:
             groups.committed_offsets("alice-group", [(TOPIC, 0)])
     assert refused.value.code == "GROUP_AUTHORIZATION_FAILED" and "User:bob" in str(refused.value), refused.value
+
+
+def test_upsert_user_is_authorized_before_any_hashing_and_its_iterations_are_bounded(cluster: TestCluster) -> None:
+    """PBKDF2 with a count the caller picks was the costliest thing a signed-in user could ask of
+    the active controller: bob (no ACL) is refused before anything is hashed, even with 2^31-1
+    iterations, and the admin's 2^31-1 is refused as out of range instead of hashed for hours.
+    Before the bound, each of these calls ran out of time while the controller's CPU was pinned."""
+    huge = 2**31 - 1
+    with SecurityClient(controllers_of(cluster), security=as_user(cluster, "bob", "bob-secret"), timeout_s=10) as bob:
+        with pytest.raises(ControllerError) as refused:
+            bob.upsert_user("mallory", "m-secret", iterations=huge)
+    assert refused.value.code == common_pb2.CLUSTER_AUTHORIZATION_FAILED and "User:bob is not authorized to ALTER" in str(refused.value), refused.value
+    with SecurityClient(controllers_of(cluster), security=cluster.client_security, timeout_s=10) as admin:
+        with pytest.raises(ControllerError) as out_of_range:
+            admin.upsert_user("carol", "c-secret", iterations=huge)
+        assert out_of_range.value.code == common_pb2.INVALID_REQUEST and "between 4096 and 16384" in str(out_of_range.value), out_of_range.value
+        admin.upsert_user("carol", "c-secret", iterations=16384)  # the top of the range is accepted
+        assert {u.name: u.iterations for u in admin.list_users()}["carol"] == 16384
+
+
+def test_asking_for_every_topic_answers_only_the_topics_the_caller_may_describe(cluster: TestCluster) -> None:
+    """An empty topic list in DescribeConfigs and OffsetFetch, and DescribeCluster's topic list,
+    mean "every topic I may see", never every topic: before, the permission check looped over
+    the names given (none) and bob read every topic's configuration, alice the group's offsets
+    of a topic she may not DESCRIBE, and anyone every topic's id, leaders and ISR."""
+    from data_plane.client.group_admin import GroupAdmin
+    from data_plane.client.group_membership import offset_commit_request
+
+    secret = "payroll"
+    cluster.create_topic(secret, partitions=1, replication_factor=1)
+    with GroupAdmin(cluster.bootstrap, security=cluster.client_security) as groups:  # an admin commit, as a reset does
+        groups.link("audit").call("OffsetCommit", offset_commit_request("audit", "", -1, {(TOPIC, 0): (0, -1), (secret, 0): (0, -1)}))
+    with SecurityClient(controllers_of(cluster), security=cluster.client_security) as admin:
+        admin.create_acls([AclBinding("User:alice", "*", "group", "audit", "literal", "describe", "allow"),
+                           AclBinding("User:bob", "*", "topic", TOPIC, "literal", "describe_configs", "allow")])
+    with ControllerClient(controllers_of(cluster), security=as_user(cluster, "bob", "bob-secret"), timeout_s=10) as bob:
+        assert wait_for(lambda: set(bob.describe_configs([])) or None, 10, "bob's ACL to apply") == {TOPIC}
+        assert [t.name for t in bob.describe_cluster().topics] == []  # DESCRIBE_CONFIGS does not imply DESCRIBE
+    with ControllerClient(controllers_of(cluster), security=as_user(cluster, "alice", "alice-secret"), timeout_s=10) as alice:
+        assert [t.name for t in alice.describe_cluster().topics] == [TOPIC]  # READ and WRITE imply DESCRIBE
+    with GroupAdmin(cluster.bootstrap, security=as_user(cluster, "alice", "alice-secret")) as groups:
+        assert wait_for(lambda: groups.committed_offsets("audit"), 10, "alice's group ACL to apply") == {(TOPIC, 0): 0}
+    with ControllerClient(controllers_of(cluster), security=cluster.client_security, timeout_s=10) as admin_client:
+        assert {TOPIC, secret} <= set(admin_client.describe_configs([])) and {TOPIC, secret} <= {t.name for t in admin_client.describe_cluster().topics}
+
+
+def test_a_group_member_is_never_assigned_a_topic_it_may_not_describe(cluster: TestCluster) -> None:
+    """alice may READ her group and the topic, not 'ledger': subscribing to it by name, or to
+    everything by the pattern '.*', she is assigned the topic's partitions only. Before, the
+    coordinator resolved subscriptions against every topic and handed her ledger's partitions."""
+    from data_plane.client.group_admin import GroupAdmin
+    from kraftlog_proto import group_pb2
+
+    cluster.create_topic("ledger", partitions=2, replication_factor=1)
+    with SecurityClient(controllers_of(cluster), security=cluster.client_security) as admin:
+        admin.create_acls([AclBinding("User:alice", "*", "group", "snoop", "literal", "read", "allow")])
+
+    def assigned(member: str, **subscription) -> set[str]:
+        request = group_pb2.ConsumerGroupHeartbeatRequest(group_id="snoop", member_id=member, member_epoch=0, rebalance_timeout_ms=1000, **subscription)
+        with GroupAdmin(cluster.bootstrap, security=as_user(cluster, "alice", "alice-secret")) as groups:
+            answer = wait_for(lambda: (a := groups.link("snoop").call("ConsumerGroupHeartbeat", request)).error_code == common_pb2.NONE and a, 10,
+                              "alice's group ACL to apply")
+        return {t.topic for t in answer.assignment}
+
+    assert assigned("by-name", subscribed_topic_names=[TOPIC, "ledger"]) == {TOPIC}
+    assert "ledger" not in assigned("by-pattern", subscribed_topic_regex=".*")
+
+
+# Methods an unprivileged principal may call with an empty request and get an answer, not a
+# refusal, each with why that answer reveals nothing it may not DESCRIBE. The test below also
+# checks that no answer names a topic or group it may not see. A method missing from here that
+# is not refused fails the test: a new method must be refused or argued for here.
+ANSWERS_ANYONE = {
+    # Checked per topic, partition or id named: an empty request names none, and its answer is empty.
+    **dict.fromkeys(["Broker.Produce", "Broker.ProduceStream", "Broker.Fetch", "Broker.ListOffsets", "Broker.OffsetForLeaderEpoch", "Broker.DeleteRecords",
+                     "GroupCoordinator.DescribeGroups", "GroupCoordinator.DeleteGroups", "TransactionCoordinator.DescribeTransactions",
+                     "ControllerService.CreateTopics", "ControllerService.DeleteTopics", "ControllerService.CreatePartitions",
+                     "ControllerService.AlterConfigs"], "per named resource; nothing named, nothing answered"),
+    # An empty topic list means "the topics I may see": none for this user.
+    "ControllerService.DescribeConfigs": "configurations of the topics the caller may DESCRIBE_CONFIGS only",
+    # Malformed before any check: the refusal says what is missing and nothing about the cluster.
+    "Broker.Consume": "INVALID_ARGUMENT: a stream must open with partitions, each then checked for READ",
+    "TransactionCoordinator.InitProducerId": "INVALID_REQUEST: no transactional id, then WRITE on the id",
+    "TransactionCoordinator.AddPartitionsToTxn": "INVALID_REQUEST: no transactional id, then WRITE on the id",
+    "TransactionCoordinator.EndTxn": "INVALID_REQUEST: no transactional id, then WRITE on the id",
+    # Discovery every client needs before it can do anything: addresses of brokers and
+    # controllers, the cluster id, which voter leads; topics only those the caller may DESCRIBE.
+    "Broker.Metadata": "brokers and the describable topics (Kafka's Metadata)",
+    "GroupCoordinator.FindCoordinator": "which broker coordinates a group or transactional id (Kafka's FindCoordinator)",
+    "ControllerService.DescribeCluster": "brokers, controllers and the describable topics",
+    "ControllerService.DescribeQuorum": "the voters and their Raft state: how clients find the active controller",
+}
+
+
+def test_every_method_refuses_an_unprivileged_user_or_reveals_nothing(cluster: TestCluster) -> None:
+    from google.protobuf import text_format
+    from google.protobuf.message_factory import GetMessageClass
+
+    from kraftlog_proto import controller_pb2, group_pb2, security_pb2, transaction_pb2
+    from server_common.authorization import REFUSAL_CODES
+    from server_common.channel_pool import open_channel
+
+    with SecurityClient(controllers_of(cluster), security=cluster.client_security) as admin:
+        admin.upsert_user("eve", "eve-secret")
+    eve = as_user(cluster, "eve", "eve-secret")
+    wait_for(lambda: broker_stub(cluster, "eve", "eve-secret").Metadata(broker_pb2.MetadataRequest(), timeout=10), 10, "eve known to the broker")
+    with ControllerClient(controllers_of(cluster), security=cluster.client_security, timeout_s=10) as admin_client:
+        hidden = {t.name for t in admin_client.describe_cluster().topics} | {"billing", "alice-group", "audit", "snoop"}  # eve may DESCRIBE none
+    refusal_codes = set(REFUSAL_CODES.values())
+    outcomes: dict[str, str] = {}
+    for module, address in ((broker_pb2, cluster.brokers[0].address), (group_pb2, cluster.brokers[0].address),
+                            (transaction_pb2, cluster.brokers[0].address), (controller_pb2, cluster.controllers[0].address),
+                            (security_pb2, cluster.controllers[0].address)):
+        with open_channel(address, eve.channel_credentials()) as channel:
+            for service in module.DESCRIPTOR.services_by_name.values():
+                for method in service.methods:
+                    name = f"{service.name}.{method.name}"
+                    request_type, response_type = GetMessageClass(method.input_type), GetMessageClass(method.output_type)
+                    path = f"/{service.full_name}/{method.name}"
+                    kind = {(False, False): channel.unary_unary, (True, True): channel.stream_stream,
+                            (False, True): channel.unary_stream, (True, False): channel.stream_unary}[(method.client_streaming, method.server_streaming)]
+                    call = kind(path, request_serializer=request_type.SerializeToString, response_deserializer=response_type.FromString)
+                    request = iter([request_type()]) if method.client_streaming else request_type()
+                    try:  # a stream: one request sent, one answer (or the refusal) read
+                        answer = call(request, metadata=eve.call_metadata(), timeout=5)
+                        answer = next(iter(answer)) if method.server_streaming else answer
+                    except grpc.RpcError as refused:
+                        outcomes[name] = "refused" if refused.code() == grpc.StatusCode.PERMISSION_DENIED else f"{refused.code().name}: {refused.details()}"
+                        assert not [n for n in hidden if n in (refused.details() or "")], (name, refused.details())
+                        continue
+                    code = getattr(answer, "error_code", 0)
+                    text = text_format.MessageToString(answer)
+                    outcomes[name] = "refused" if code in refusal_codes else f"answered: {text[:200]!r}"
+                    assert not [n for n in hidden if f'"{n}"' in text], (name, text)
+    unexpected = {k: v for k, v in outcomes.items() if v != "refused" and k not in ANSWERS_ANYONE}
+    assert not unexpected, unexpected
+
+
+def test_describing_a_group_that_holds_a_topic_the_caller_may_not_see_is_refused(cluster: TestCluster) -> None:
+    """alice may DESCRIBE the group 'mixed', whose member (the admin) is assigned 'vault', a
+    topic alice may not see: the description would show its name and partitions, so it is
+    refused as a whole without naming it (Kafka's ConsumerGroupDescribe); the admin sees it."""
+    from data_plane.client.group_admin import GroupAdmin
+    from kraftlog_proto import group_pb2
+
+    cluster.create_topic("vault", partitions=1, replication_factor=1)
+    with SecurityClient(controllers_of(cluster), security=cluster.client_security) as admin:
+        admin.create_acls([AclBinding("User:alice", "*", "group", "mixed", "literal", "describe", "allow")])
+    with GroupAdmin(cluster.bootstrap, security=cluster.client_security) as groups:
+        joined = groups.link("mixed").call("ConsumerGroupHeartbeat", group_pb2.ConsumerGroupHeartbeatRequest(
+            group_id="mixed", member_id="admin-member", member_epoch=0, rebalance_timeout_ms=1000, subscribed_topic_names=["vault"]))
+        assert {t.topic for t in joined.assignment} == {"vault"}
+        assert [m.member_id for m in groups.describe_group("mixed").members] == ["admin-member"]
+    with GroupAdmin(cluster.bootstrap, security=as_user(cluster, "alice", "alice-secret")) as groups:
+        request = group_pb2.DescribeGroupsRequest(group_ids=["mixed"])
+        answer = wait_for(lambda: groups.link("mixed").call("DescribeGroups", request, error_of=lambda a: common_pb2.NONE), 10,
+                          "alice's group ACL to apply")  # until then: PERMISSION_DENIED
+    assert answer.groups[0].error_code == common_pb2.TOPIC_AUTHORIZATION_FAILED, answer
+    assert "User:alice" in answer.groups[0].error_message and "vault" not in str(answer), answer

@@ -5,6 +5,7 @@ comes from another CA never joins while the other two go on committing."""
 
 from __future__ import annotations
 
+import json
 import socket
 import ssl
 from pathlib import Path
@@ -51,6 +52,30 @@ def test_the_quorum_commits_over_tls_links_and_a_raft_port_refuses_a_plain_peer(
         except (ssl.SSLError, ConnectionResetError):
             pass  # or as an alert
     wait_for(lambda: log_lines(cluster, first.name, "did not return a certificate"), 10, "the refusal in the controller's log")
+
+
+def test_only_controllers_and_only_this_process_reach_the_raft_links(cluster: TestCluster) -> None:
+    """The admin's certificate is from the cluster's CA and names a super user, yet it is no
+    controller: the Raft port refuses it. And another process on the machine (this test) can
+    reach neither pysyncobj's loopback port past TLS nor a relay port that would carry its bytes
+    to a peer under the controller's certificate. Before, all three were let through."""
+    first = cluster.controllers[0]
+    context = ssl.create_default_context(cafile=str(cluster.security_dir / "ca.crt"))
+    context.load_cert_chain(cluster.security_dir / "admin.crt", cluster.security_dir / "admin.key")
+    with socket.create_connection((first.host, first.raft_port), timeout=10) as raw, context.wrap_socket(raw, server_hostname=first.host) as tls:
+        tls.sendall(b"an administrator posing as a voter")
+    wait_for(lambda: [line for line in log_lines(cluster, first.name, "the certificate names no controller") if "User:admin" in line], 10,
+             "the admin's certificate refused at the Raft port")
+
+    links = json.loads(log_lines(cluster, first.name, "Raft links over mutual TLS")[-1])
+    pysyncobj_host, pysyncobj_port = links["raft_bind_address"].rsplit(":", 1)
+    for port in (int(pysyncobj_port), *links["routes"].values()):
+        with socket.create_connection((pysyncobj_host, port), timeout=10) as raw:
+            raw.sendall(b"a local process")
+    wait_for(lambda: log_lines(cluster, first.name, "not from this controller's relay"), 10, "pysyncobj's port refusing a stranger")
+    wait_for(lambda: len(log_lines(cluster, first.name, "not from this controller's process")) >= len(links["routes"]), 10,
+             "every relay port refusing a stranger")
+    cluster.create_topic("after-the-strangers", partitions=1, replication_factor=1)  # the quorum's own links still work
 
 
 def test_a_controller_with_another_cas_certificate_never_joins(cluster: TestCluster, tmp_path: Path) -> None:

@@ -229,3 +229,23 @@ def test_commits_check_the_member_epoch():
     sim._commit(offsets.delete_group(sim.group, GROUP))
     assert sim.group is None and replay(through_bytes(sim.records)) == {}
     assert replay(through_bytes(compacted(sim.records))) == {}
+
+
+def test_a_subscription_resolves_only_to_topics_the_members_principal_may_see() -> None:
+    """By name or by pattern, a topic the member's principal may not DESCRIBE is never resolved
+    for it nor assigned; another member that may see it gets it; and the principal is kept in
+    the member's record, so a coordinator that loads the group decides the same."""
+    visible = lambda sub, topic: topic != "secret" or sub.principal == "User:admin"
+    topics = {"t": 2, "secret": 2}
+    by_name = Heartbeat(GROUP, "m1", 0, subscription_changed=True, topic_names=("t", "secret"), principal="User:alice")
+    first = heartbeat(None, by_name, topics, SETTINGS, 0, visible)
+    assert first.answer.assignment == frozenset({("t", 0), ("t", 1)})
+    assert dict(first.change.group.metadata.subscribed_topics) == {"t": 2}
+    by_pattern = Heartbeat(GROUP, "m2", 0, subscription_changed=True, topic_regex=".*", principal="User:bob")
+    second = heartbeat(first.change.group, by_pattern, topics, SETTINGS, 0, visible)
+    assert not {tp for tp in second.change.group.targets["m2"] if tp[0] == "secret"}
+    assert dict(second.change.group.metadata.subscribed_topics) == {"t": 2}
+    admin = Heartbeat(GROUP, "m3", 0, subscription_changed=True, topic_regex=".*", principal="User:admin")
+    third = heartbeat(second.change.group, admin, topics, SETTINGS, 0, visible)
+    assert third.change.group.targets["m3"] >= {("secret", 0), ("secret", 1)}
+    assert replay(record_codec.decode(*record_codec.encode(r)) for r in first.change.records)[GROUP].members["m1"].principal == "User:alice"

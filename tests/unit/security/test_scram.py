@@ -26,15 +26,30 @@ def test_verify_and_salt() -> None:
     a, b = scram.derive("secret"), scram.derive("secret")
     assert a.salt != b.salt and a.stored_key != b.stored_key  # a random salt per derivation
     assert scram.verify("secret", a) and not scram.verify("Secret", a) and not scram.verify("", a)
-    with pytest.raises(ValueError, match="at least 4096"):
+    with pytest.raises(ValueError, match="between 4096 and 16384"):
         scram.derive("secret", iterations=1000)
+    with pytest.raises(ValueError, match="between 4096 and 16384"):
+        scram.derive("secret", iterations=2**31 - 1)  # refused before any hashing: the test would hang otherwise
+    legacy = scram.ScramCredential(a.salt, a.stored_key, a.server_key, 2**31 - 1)
+    assert not scram.verify("secret", legacy)  # a stored count above the bound is never hashed
 
 
 def test_cache_drops_a_changed_credential() -> None:
     cache = scram.VerifiedPasswords()
     old = scram.derive("one")
-    assert cache.check("alice", "one", old) and not cache.check("alice", "two", old)
+    cache.remember("alice", "one", old)
+    assert cache.cached("alice", "one", old) and not cache.cached("alice", "two", old)
     new = scram.derive("two")  # the user's password was altered
-    assert not cache.check("alice", "one", new)  # the cached success of the old password does not count
-    assert cache.check("alice", "two", new)
-    assert not cache.check("alice", "two", None)  # deleted user
+    assert not cache.cached("alice", "one", new)  # the cached success of the old password does not count
+    assert not cache.cached("alice", "one", None)  # deleted user
+
+
+def test_an_unknown_user_costs_the_same_hashing_as_a_real_one(monkeypatch) -> None:
+    """A wrong password is refused after one PBKDF2 of the default count whether the user exists
+    or not, so the time of a refusal does not tell which names are accounts."""
+    real = scram.derive("secret")
+    work: list[int] = []
+    pbkdf2 = scram.hashlib.pbkdf2_hmac
+    monkeypatch.setattr(scram.hashlib, "pbkdf2_hmac", lambda *a: work.append(a[3]) or pbkdf2(*a))
+    assert not scram.verify("guess", real) and not scram.verify("guess", None)
+    assert work == [scram.ITERATIONS_MIN, scram.ITERATIONS_MIN]
