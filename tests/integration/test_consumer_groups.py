@@ -197,7 +197,7 @@ def test_cli_describe_and_reset_offsets_dry_run_then_execute(cluster, tmp_path):
         assert {(p["partition"], p["committed"], p["log_end"], p["lag"]) for p in described["partitions"]} == {(0, 4, 10, 6), (1, 5, 20, 15)}
         assert "g-cli" in cli(cluster, "groups", "list").stdout
         refused = cli(cluster, "groups", "reset-offsets", "g-cli", "--topic", topic, "--to-earliest", "--execute")
-        assert refused.returncode == 1 and "has 1 members: stop its consumers" in refused.stderr
+        assert refused.returncode == 1 and "has 1 member: stop its consumers" in refused.stderr
     finally:
         member.close()
     wait_for(lambda: not json.loads(cli(cluster, "groups", "describe", "g-cli", "--json").stdout)["members"], 30, "the member gone")
