@@ -184,6 +184,10 @@ def up(args: argparse.Namespace) -> int:
         if cluster.secure:
             print(f"secure: mutual TLS on every port, Raft links over mutual TLS and encrypted with a shared secret; commands with --data-dir {directory} use "
                   f"{cluster.client_config_path} (other clients: --command-config {cluster.client_config_path.resolve()})", flush=True)
+            if any(n.metrics_port for n in cluster.nodes):
+                tls = cluster.security_dir.resolve()
+                print(f"metrics: https with a client certificate, e.g. curl --cacert {tls / 'ca.crt'} --cert {tls / 'admin.crt'} "
+                      f"--key {tls / 'admin.key'} https://{cluster.nodes[0].host}:PORT/metrics", flush=True)
         if args.detach:
             return 0
         if args.no_workload:

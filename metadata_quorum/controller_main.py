@@ -88,7 +88,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="reach voter ID's Raft port here instead of its quorum address (repeatable; e.g. a proxy on that link)")
     add_security_arguments(parser)
     parser.add_argument("--metrics-port", type=_port_or_off, default=0,
-                        help="serve Prometheus metrics at http://HOST:PORT/metrics, HOST from this voter's --quorum entry (0: off; default: %(default)s)")
+                        help="serve Prometheus metrics at http://HOST:PORT/metrics, HOST from this voter's --quorum entry; https with the --tls-* files "
+                             "and the same --tls-client-auth when TLS is on (0: off; default: %(default)s)")
     parser.add_argument("--log-format", choices=["json", "console"], default="console", help="console: lines for people, json: one object per line (default: %(default)s)")
     add_tls_arguments(parser)
     parser.add_argument("--unsafe-testing", choices=[UNSAFE_ELECT_OUTSIDE_ISR_ELR],
@@ -176,7 +177,7 @@ async def serve(args: argparse.Namespace) -> None:
     if add_port(server, me.grpc_address, tls) == 0:
         raise SystemExit(f"kraftlog controller: cannot listen on {me.grpc_address}: is another process using the port?")
     if metrics is not None:
-        metrics.serve(me.host, args.metrics_port)
+        metrics.serve(me.host, args.metrics_port, tls)
     try:
         raft_routes = parse_address_overrides(args.raft_peer_address, "--raft-peer-address")
     except ValueError as exc:

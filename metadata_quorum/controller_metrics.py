@@ -17,7 +17,9 @@ from prometheus_client.registry import Collector
 
 from metadata_quorum.image import MetadataImage
 from metadata_quorum.raft_node import ControllerRaftNode
-from server_common.metrics import RpcMetrics, authentication_failures, new_registry, serve_metrics
+from server_common.metrics import RpcMetrics, authentication_failures, new_registry
+from server_common.metrics_endpoint import connections_refused, serve_metrics
+from server_common.tls import ServerTls
 
 RAFT_LEADER_STATE = 2  # pysyncobj's _RAFT_STATE.LEADER in getStatus()["state"]
 COMMIT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -73,16 +75,17 @@ class ControllerMetrics:
         self.registry = registry or new_registry()
         self.rpc = RpcMetrics(self.registry)
         self.authentication_failures = authentication_failures(self.registry)
+        self.connections_refused = connections_refused(self.registry)
         self.commit_latency = Histogram(
             "kraftlog_raft_commit_seconds", "From proposing a metadata entry on this voter to its applied here (or failed)",
             buckets=COMMIT_BUCKETS, registry=self.registry,
         )
         self._stop: Callable[[], None] | None = None
 
-    def serve(self, host: str, port: int) -> None:
-        """Serve /metrics on ``host:port`` (first, so a port in use stops the controller
-        before Raft starts)."""
-        self._stop = serve_metrics(self.registry, host, port)
+    def serve(self, host: str, port: int, tls: ServerTls | None = None) -> None:
+        """Serve /metrics on ``host:port``, with the controller's listener TLS when it has one
+        (first, so a port in use stops the controller before Raft starts)."""
+        self._stop = serve_metrics(self.registry, host, port, tls, self.connections_refused)
 
     def watch(self, node: ControllerRaftNode) -> None:
         """Report ``node``: its Raft status and image at scrape time (pysyncobj's status is

@@ -26,7 +26,6 @@ certificate; keep the shared secret (``--raft-secret-file``) on as well, as a se
 from __future__ import annotations
 
 import asyncio
-import os
 import socket
 import ssl
 from pathlib import Path
@@ -35,54 +34,13 @@ import structlog
 
 from metadata_quorum.endpoints import Voter
 from metadata_quorum.loopback_peers import from_this_process
-from server_common.tls import ServerTls, TlsConfigError
+from server_common.tls import ServerTls, SslContexts, TlsConfigError
 
 LOOPBACK = "127.0.0.1"
 COPY_BYTES = 64 * 1024
 HANDSHAKE_TIMEOUT_S = 5.0
 
 log = structlog.get_logger("raft_tls")
-
-
-class _Contexts:
-    """The server and client SSL contexts from the node's files, rebuilt when a file changed."""
-
-    def __init__(self, tls: ServerTls) -> None:
-        if tls.ca_file is None:
-            raise TlsConfigError("--raft-tls needs --tls-ca-file: voters check each other's certificates against it")
-        self._tls = tls
-        self._seen: tuple = ()
-        self.server, self.client = self._build()
-
-    def _stamp(self) -> tuple:
-        paths = (self._tls.cert_file, self._tls.key_file, self._tls.ca_file)
-        return tuple((st.st_mtime_ns, st.st_size, st.st_ino) for st in (os.stat(p) for p in paths))
-
-    def _build(self) -> tuple[ssl.SSLContext, ssl.SSLContext]:
-        stamp = self._stamp()
-        server, client = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER), ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        for context in (server, client):
-            context.minimum_version = ssl.TLSVersion.TLSv1_2
-            try:
-                context.load_cert_chain(self._tls.cert_file, self._tls.key_file)
-                context.load_verify_locations(cafile=str(self._tls.ca_file))
-            except (OSError, ssl.SSLError) as exc:
-                raise TlsConfigError(f"--raft-tls cannot use {self._tls.cert_file}, {self._tls.key_file} and "
-                                     f"{self._tls.ca_file}: {exc}; check the --tls-* files") from None
-        server.verify_mode = ssl.CERT_REQUIRED
-        self._seen = stamp
-        return server, client
-
-    def current(self) -> tuple[ssl.SSLContext, ssl.SSLContext]:
-        """The contexts for a new connection: rebuilt after a rotation; on a half-finished one
-        (a file unreadable or not matching yet) the previous ones, logged."""
-        try:
-            if self._stamp() != self._seen:
-                self.server, self.client = self._build()
-                log.info("Raft TLS certificate reloaded", cert_file=str(self._tls.cert_file))
-        except (OSError, TlsConfigError) as exc:
-            log.warning("Raft TLS files changed but cannot be loaded yet; using the previous certificate", error=str(exc))
-        return self.server, self.client
 
 
 def free_loopback_port() -> int:
@@ -106,7 +64,7 @@ class RaftTlsRelay:
                  peer_overrides: dict[int, tuple[str, int]]) -> None:
         self.me = me
         self.peers = [v for v in voters if v.node_id != me.node_id]
-        self._contexts = _Contexts(tls)
+        self._contexts = SslContexts(tls, "--raft-tls")
         self._voter_principals = voter_principals
         self._targets = {v.node_id: peer_overrides.get(v.node_id, (v.host, v.raft_port)) for v in self.peers}
         self.bind_address = f"{LOOPBACK}:{free_loopback_port()}"

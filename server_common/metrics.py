@@ -1,6 +1,7 @@
-"""Prometheus metrics shared by brokers and controllers: the HTTP endpoint, the per-RPC
-figures (one gRPC server interceptor, so no servicer counts anything itself) and a way for
-scrape-time collectors to read state owned by the asyncio loop.
+"""Prometheus metrics shared by brokers and controllers: the per-RPC figures (one gRPC
+server interceptor, so no servicer counts anything itself) and a way for scrape-time
+collectors to read state owned by the asyncio loop. The endpoint serving them is
+``metrics_endpoint.py``.
 
 The hot path pays two counter increments and one histogram observation per RPC; everything
 that walks partitions or metadata is computed when Prometheus scrapes (a custom collector),
@@ -15,7 +16,7 @@ import time
 from typing import Any, Callable, TypeVar
 
 import grpc
-from prometheus_client import CollectorRegistry, Counter, Histogram, PlatformCollector, ProcessCollector, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Histogram, PlatformCollector, ProcessCollector
 
 T = TypeVar("T")
 SCRAPE_READ_TIMEOUT_S = 5.0  # a scrape that cannot get the loop's attention this long fails instead of hanging
@@ -34,22 +35,6 @@ def new_registry() -> CollectorRegistry:
     ProcessCollector(registry=registry)
     PlatformCollector(registry=registry)
     return registry
-
-
-def serve_metrics(registry: CollectorRegistry, host: str, port: int) -> Callable[[], None]:
-    """Serve ``registry`` at http://host:port/metrics from a daemon thread; returns the stop
-    function. A port in use is a clear SystemExit, like the gRPC listeners'."""
-    try:
-        server, thread = start_http_server(port, addr=host, registry=registry)
-    except OSError as exc:
-        raise SystemExit(f"cannot serve metrics on {host}:{port} ({exc}): pick another --metrics-port or 0 to turn metrics off") from None
-
-    def stop() -> None:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
-
-    return stop
 
 
 def read_on_loop(loop: asyncio.AbstractEventLoop, read: Callable[[], T]) -> T:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import ssl
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,6 +95,53 @@ class _ReloadingFiles:
             return None
         log.info("TLS certificate reloaded", cert_file=str(self._tls.cert_file))
         return config
+
+
+class SslContexts:
+    """Python ``ssl`` contexts (server and client) from a listener's files, for the listeners
+    gRPC does not run (the Raft relay, the metrics endpoint); rebuilt for a new connection when
+    a file changed, so a rotation reaches them as it reaches gRPC's. The server context asks for
+    and verifies a client certificate exactly when the listener's ``client_auth`` is ``required``."""
+
+    def __init__(self, tls: ServerTls, option: str) -> None:
+        """``option``: what uses the files, for the messages (``--raft-tls``, ``--metrics-port``)."""
+        self._tls = tls
+        self._option = option
+        self._lock = threading.Lock()
+        self._seen: tuple = ()
+        self.server, self.client = self._build()
+
+    def _stamp(self) -> tuple:
+        paths = [p for p in (self._tls.cert_file, self._tls.key_file, self._tls.ca_file) if p is not None]
+        return tuple((st.st_mtime_ns, st.st_size, st.st_ino) for st in (os.stat(p) for p in paths))
+
+    def _build(self) -> tuple[ssl.SSLContext, ssl.SSLContext]:
+        stamp = self._stamp()
+        server, client = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER), ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        for context in (server, client):
+            context.minimum_version = ssl.TLSVersion.TLSv1_2
+            try:
+                context.load_cert_chain(self._tls.cert_file, self._tls.key_file)
+                if self._tls.ca_file is not None:
+                    context.load_verify_locations(cafile=str(self._tls.ca_file))
+            except (OSError, ssl.SSLError) as exc:
+                raise TlsConfigError(f"{self._option} cannot use {self._tls.cert_file}, {self._tls.key_file} and "
+                                     f"{self._tls.ca_file}: {exc}; check the --tls-* files") from None
+        server.verify_mode = ssl.CERT_REQUIRED if self._tls.client_auth == "required" else ssl.CERT_NONE
+        self._seen = stamp
+        return server, client
+
+    def current(self) -> tuple[ssl.SSLContext, ssl.SSLContext]:
+        """The contexts for a new connection: rebuilt after a rotation; on a half-finished one
+        (a file unreadable or not matching yet) the previous ones, logged."""
+        with self._lock:
+            try:
+                if self._stamp() != self._seen:
+                    self.server, self.client = self._build()
+                    log.info("TLS certificate reloaded", listener=self._option, cert_file=str(self._tls.cert_file))
+            except (OSError, TlsConfigError) as exc:
+                log.warning("TLS files changed but cannot be loaded yet; using the previous certificate", listener=self._option, error=str(exc))
+            return self.server, self.client
 
 
 def check_key_pair(cert_pem: bytes, key_pem: bytes, cert_file: Path, key_file: Path) -> None:

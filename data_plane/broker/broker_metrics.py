@@ -20,7 +20,9 @@ from data_plane.record_batch import iter_headers
 from data_plane.replication.partition_state import IsrProposal
 from kraftlog_proto import broker_pb2
 from server_common.error_names import error_code_name
-from server_common.metrics import Observer, RpcMetrics, authentication_failures, new_registry, read_on_loop, serve_metrics
+from server_common.metrics import Observer, RpcMetrics, authentication_failures, new_registry, read_on_loop
+from server_common.metrics_endpoint import connections_refused, serve_metrics
+from server_common.tls import ServerTls
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,6 +212,7 @@ class BrokerMetrics:
         })
         self.throttle = ThrottleTimes(self.registry)
         self.authentication_failures = authentication_failures(self.registry)
+        self.connections_refused = connections_refused(self.registry)
         self.isr_shrinks = Counter("kraftlog_isr_shrinks", "ISR shrinks this broker proposed as leader (AlterPartition sent)", registry=self.registry)
         self.isr_expansions = Counter("kraftlog_isr_expansions", "ISR expansions this broker proposed as leader (AlterPartition sent)", registry=self.registry)
         self._stop: Callable[[], None] | None = None
@@ -227,10 +230,12 @@ class BrokerMetrics:
 
         return counted
 
-    def start(self, host: str, port: int, partitions: Callable[[], Iterable[Partition]], loop: asyncio.AbstractEventLoop) -> None:
-        """Register the scrape-time collector and serve /metrics on ``host:port``."""
+    def start(self, host: str, port: int, partitions: Callable[[], Iterable[Partition]], loop: asyncio.AbstractEventLoop,
+              tls: ServerTls | None = None) -> None:
+        """Register the scrape-time collector and serve /metrics on ``host:port``, with the
+        broker's listener TLS when it has one (``metrics_endpoint``)."""
         self.registry.register(PartitionCollector(lambda: read_on_loop(loop, lambda: [figures_of(p) for p in partitions()])))
-        self._stop = serve_metrics(self.registry, host, port)
+        self._stop = serve_metrics(self.registry, host, port, tls, self.connections_refused)
 
     def stop(self) -> None:
         if self._stop is not None:

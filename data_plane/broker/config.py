@@ -159,7 +159,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--retention-check-interval-ms", type=int, default=BrokerConfig.retention_check_interval_ms, help="how often retention deletes old segments (default: %(default)s)")
     parser.add_argument("--log-format", choices=["console", "json"], default="console", help="console: lines for people, json: one object per line (default: %(default)s)")
     parser.add_argument("--metrics-port", type=int, default=BrokerConfig.metrics_port,
-                        help="serve Prometheus metrics at http://LISTEN_HOST:PORT/metrics (0: off; default: %(default)s)")
+                        help="serve Prometheus metrics at http://LISTEN_HOST:PORT/metrics; https with the --tls-* files and the same "
+                             "--tls-client-auth when TLS is on (0: off; default: %(default)s)")
     parser.add_argument("--scrub-bytes-per-second", type=int, default=BrokerConfig.scrub_bytes_per_second,
                         help="rate of the background CRC check of stored batches (0: off)")
     parser.add_argument("--cleaner-interval-ms", type=int, default=BrokerConfig.cleaner_interval_ms,

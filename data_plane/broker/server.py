@@ -168,7 +168,7 @@ class BrokerServer:
 
     async def start(self) -> None:
         if self.metrics is not None:  # first: a metrics port in use stops the broker before it listens
-            self.metrics.start(self.config.host, self.config.metrics_port, self.replicas.partitions.values, asyncio.get_running_loop())
+            self.metrics.start(self.config.host, self.config.metrics_port, self.replicas.partitions.values, asyncio.get_running_loop(), self.config.tls)
         options = [
             ("grpc.max_receive_message_length", self.config.request_max_bytes),
             ("grpc.max_send_message_length", self.config.request_max_bytes),

@@ -61,7 +61,7 @@ def test_a_flood_of_wrong_passwords_is_throttled_logged_and_counted(cluster: Tes
     assert metadata_as(cluster, "bob", "bob-secret") is None  # an established client is not held back
     assert metadata_as(cluster, "carol", "carol-secret") is None  # nor another user from the same address
 
-    families = scrape(metrics_port(cluster, "broker", 1))
+    families = scrape(metrics_port(cluster, "broker", 1), cluster.client_security)
     assert value(families, "kraftlog_authentication_failures_total", reason="throttled") == len(throttled)
     assert value(families, "kraftlog_authentication_failures_total", reason="wrong_credentials") == len(refusals) - len(throttled)
     log = (cluster.data_dir / "logs" / "broker-1.log").read_text()

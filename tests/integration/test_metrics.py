@@ -4,6 +4,7 @@ once it is back."""
 
 from __future__ import annotations
 
+import ssl
 import urllib.request
 from pathlib import Path
 
@@ -31,9 +32,16 @@ def metrics_port(cluster: TestCluster, role: str, node_id: int) -> int:
     return int(args[args.index("--metrics-port") + 1])
 
 
-def scrape(port: int) -> dict:
-    """{family name: family} from one scrape of /metrics."""
-    with urllib.request.urlopen(f"http://{HOST}:{port}/metrics", timeout=10) as answer:
+def scrape(port: int, security=None) -> dict:
+    """{family name: family} from one scrape of /metrics: over https with ``security``'s CA and
+    client certificate (a ``ClientSecurity``, as a secure cluster's nodes serve it), else http."""
+    if security is None or security.ca_file is None:
+        url, context = f"http://{HOST}:{port}/metrics", None
+    else:
+        url, context = f"https://{HOST}:{port}/metrics", ssl.create_default_context(cafile=str(security.ca_file))
+        if security.cert_file is not None:
+            context.load_cert_chain(security.cert_file, security.key_file)
+    with urllib.request.urlopen(url, timeout=10, context=context) as answer:
         text = answer.read().decode()
     return {f.name: f for f in text_string_to_metric_families(text)}
 

@@ -16,6 +16,7 @@ import ssl
 import subprocess
 import sys
 import time
+import urllib.error
 from concurrent import futures
 from pathlib import Path
 
@@ -186,11 +187,12 @@ def kraftlog(*args: str, stdin: str | None = None) -> subprocess.CompletedProces
 
 
 def test_cluster_up_secure_then_commands_just_work(tmp_path: Path) -> None:
-    """``cluster up --secure``, then topics/produce/consume with nothing but --data-dir: the
-    commands pick up the client config the cluster wrote; status says the cluster is secure;
-    the same commands pointed at it with --bootstrap and no config are refused with advice."""
+    """``cluster up --secure --metrics``, then topics/produce/consume with nothing but --data-dir:
+    the commands pick up the client config the cluster wrote; status says the cluster is secure;
+    the same commands pointed at it with --bootstrap and no config are refused with advice. The
+    metrics ports are mutual TLS too: before, they answered plain HTTP, naming every topic."""
     data_dir = str(tmp_path / "secure")
-    started = kraftlog("cluster", "up", "--secure", "--detach", "--controllers", "1", "--brokers", "1", "--data-dir", data_dir)
+    started = kraftlog("cluster", "up", "--secure", "--metrics", "--detach", "--controllers", "1", "--brokers", "1", "--data-dir", data_dir)
     try:
         assert started.returncode == 0, started.stdout + started.stderr
         assert "secure: mutual TLS on every port" in started.stdout
@@ -206,5 +208,24 @@ def test_cluster_up_secure_then_commands_just_work(tmp_path: Path) -> None:
         assert refused.returncode == 1 and "requires TLS but this client connects in plaintext" in refused.stderr, refused.stderr
         with_config = kraftlog("topics", "list", "--bootstrap", status["bootstrap"], "--command-config", status["client_config"])
         assert with_config.returncode == 0 and "x" in with_config.stdout.split(), with_config.stderr
+        assert_metrics_need_the_clusters_certificates(status)
     finally:
         kraftlog("cluster", "down", "--data-dir", data_dir)
+
+
+def assert_metrics_need_the_clusters_certificates(status: dict) -> None:
+    """Every node's /metrics refuses plain HTTP and https without a client certificate, and
+    answers https with the cluster's CA and the admin certificate (what Prometheus's
+    tls_config ca_file, cert_file and key_file give it)."""
+    from tests.integration.test_metrics import scrape
+
+    config = ClientSecurity.load(status["client_config"])
+    for node in status["nodes"]:
+        port = node["metrics_port"]
+        assert port, node
+        with pytest.raises((ConnectionError, urllib.error.URLError)):
+            scrape(port)  # plain HTTP: the TLS port drops it in the handshake
+        with pytest.raises((ConnectionError, urllib.error.URLError, ssl.SSLError)):
+            scrape(port, ClientSecurity(ca_file=config.ca_file))  # no client certificate
+        families = scrape(port, config)
+        assert "python_info" in families and ("kraftlog_partitions" in families or node["name"].startswith("controller")), node

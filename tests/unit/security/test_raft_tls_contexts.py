@@ -7,7 +7,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from metadata_quorum.raft_tls import _Contexts, raft_tls_files
+from metadata_quorum.raft_tls import raft_tls_files
+from server_common.tls import SslContexts
 from server_common.tls_certs import common_name, write_cluster_identities
 
 
@@ -16,7 +17,7 @@ def _identity(directory: Path, name: str) -> Path:
     return directory
 
 
-def _served_name(contexts: _Contexts) -> str:
+def _served_name(contexts: SslContexts) -> str:
     """The CN of the certificate the server context presents (through a throwaway handshake)."""
     import socket
     import ssl
@@ -44,7 +45,7 @@ def _served_name(contexts: _Contexts) -> str:
 def test_a_rotated_certificate_is_used_for_the_next_connection(tmp_path: Path) -> None:
     live = _identity(tmp_path / "live", "controller-1")
     files = raft_tls_files(live / "controller-1.crt", live / "controller-1.key", live / "ca.crt")
-    contexts = _Contexts(files)
+    contexts = SslContexts(files, "--raft-tls")
     assert _served_name(contexts) == "controller-1"
 
     rotated = _identity(tmp_path / "rotated", "controller-1-rotated")
