@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from typing import NamedTuple
 
 import grpc
 import pytest
 
+from data_plane.client import ClientSecurity
 from data_plane.client.channels import broker_channels
-from kraftlog_proto import broker_pb2, common_pb2
+from kraftlog_proto import broker_pb2, common_pb2, transaction_pb2
 from metadata_quorum.controller_client import ControllerClient, ControllerError
 from metadata_quorum.security_client import SecurityClient
 from server_common.authorizer import AclBinding
+from server_common.tls_certs import ADMIN_CLIENT, write_cluster_identities
 from server_common.waiting import wait_for
 from tests.cluster import TestCluster, local_cluster
 
@@ -32,13 +35,25 @@ ARGS = ["--authentication-required", "--authorization", "--super-users", SUPERS]
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory) -> TestCluster:
     with local_cluster(tmp_path_factory.mktemp("authz"), controllers=1, brokers=2, secure=True, controller_args=ARGS,
-                       broker_args=[*ARGS, "--transaction-state-partitions", "1"]) as running:
+                       broker_args=[*ARGS, "--transaction-state-partitions", "1"], configure=issue_app_certificate) as running:
         running.create_topic(TOPIC, partitions=1, replication_factor=2)
         with SecurityClient(controllers_of(running), security=running.client_security) as admin:
             admin.upsert_user("alice", "alice-secret")
             admin.upsert_user("bob", "bob-secret")
             admin.create_acls([AclBinding("User:alice", "*", "topic", TOPIC, "literal", op, "allow") for op in ("write", "read")])
         yield running
+
+
+def issue_app_certificate(cluster: TestCluster) -> None:
+    """Before the nodes start: the cluster's identities again, from a new CA that also issues a
+    client certificate ``app`` (a principal that is no super user, as an application's
+    certificate would be)."""
+    write_cluster_identities(cluster.security_dir, [n.name for n in cluster.nodes], (ADMIN_CLIENT, "app"))
+
+
+def app_certificate(cluster: TestCluster) -> ClientSecurity:
+    files = cluster.security_dir
+    return ClientSecurity(ca_file=files / "ca.crt", cert_file=files / "app.crt", key_file=files / "app.key")
 
 
 def controllers_of(cluster: TestCluster) -> str:
@@ -318,48 +333,134 @@ ANSWERS_ANYONE = {
 }
 
 
-def test_every_method_refuses_an_unprivileged_user_or_reveals_nothing(cluster: TestCluster) -> None:
+class Outcome(NamedTuple):
+    refused: bool
+    text: str  # the answer (text format), or the status and its details
+    status: bool  # ended with a gRPC status, not an answer
+
+
+def call_every_method(cluster: TestCluster, security, extra: dict[str, tuple[str, object]] | None = None) -> dict[str, Outcome]:
+    """Every method of every service, from the .proto descriptors, called once with an empty
+    request as ``security``'s principal (brokers' services at broker 1, the controllers' at
+    controller 1): {"Service.Method": its Outcome}. ``extra``: {name: ("Service.Method",
+    request)}, further calls with a request of their own. A stream gets one request, and one
+    answer (or the refusal) is read."""
     from google.protobuf import text_format
     from google.protobuf.message_factory import GetMessageClass
 
-    from kraftlog_proto import controller_pb2, group_pb2, security_pb2, transaction_pb2
+    from kraftlog_proto import controller_pb2, group_pb2, security_pb2
     from server_common.authorization import REFUSAL_CODES
     from server_common.channel_pool import open_channel
 
+    refusal_codes = set(REFUSAL_CODES.values())
+    calls: list[tuple[str, str, object, object]] = []  # (name, address, method descriptor, request)
+    for module, address in ((broker_pb2, cluster.brokers[0].address), (group_pb2, cluster.brokers[0].address),
+                            (transaction_pb2, cluster.brokers[0].address), (controller_pb2, cluster.controllers[0].address),
+                            (security_pb2, cluster.controllers[0].address)):
+        for service in module.DESCRIPTOR.services_by_name.values():
+            for method in service.methods:
+                calls.append((f"{service.name}.{method.name}", address, method, GetMessageClass(method.input_type)()))
+                calls += [(name, address, method, request) for name, (target, request) in (extra or {}).items()
+                          if target == f"{service.name}.{method.name}"]
+    outcomes: dict[str, Outcome] = {}
+    for name, address, method, request in calls:
+        with open_channel(address, security.channel_credentials()) as channel:
+            request_type, response_type = GetMessageClass(method.input_type), GetMessageClass(method.output_type)
+            kind = {(False, False): channel.unary_unary, (True, True): channel.stream_stream,
+                    (False, True): channel.unary_stream, (True, False): channel.stream_unary}[(method.client_streaming, method.server_streaming)]
+            call = kind(f"/{method.containing_service.full_name}/{method.name}", request_serializer=request_type.SerializeToString,
+                        response_deserializer=response_type.FromString)
+            try:
+                answer = call(iter([request]) if method.client_streaming else request, metadata=security.call_metadata(), timeout=5)
+                answer = next(iter(answer)) if method.server_streaming else answer
+            except grpc.RpcError as refused:
+                outcomes[name] = Outcome(refused.code() == grpc.StatusCode.PERMISSION_DENIED, f"{refused.code().name}: {refused.details()}", True)
+                continue
+            outcomes[name] = Outcome(getattr(answer, "error_code", 0) in refusal_codes, text_format.MessageToString(answer), False)
+    return outcomes
+
+
+def test_every_method_refuses_an_unprivileged_user_or_reveals_nothing(cluster: TestCluster) -> None:
     with SecurityClient(controllers_of(cluster), security=cluster.client_security) as admin:
         admin.upsert_user("eve", "eve-secret")
     eve = as_user(cluster, "eve", "eve-secret")
     wait_for(lambda: broker_stub(cluster, "eve", "eve-secret").Metadata(broker_pb2.MetadataRequest(), timeout=10), 10, "eve known to the broker")
     with ControllerClient(controllers_of(cluster), security=cluster.client_security, timeout_s=10) as admin_client:
         hidden = {t.name for t in admin_client.describe_cluster().topics} | {"billing", "alice-group", "audit", "snoop"}  # eve may DESCRIBE none
-    refusal_codes = set(REFUSAL_CODES.values())
-    outcomes: dict[str, str] = {}
-    for module, address in ((broker_pb2, cluster.brokers[0].address), (group_pb2, cluster.brokers[0].address),
-                            (transaction_pb2, cluster.brokers[0].address), (controller_pb2, cluster.controllers[0].address),
-                            (security_pb2, cluster.controllers[0].address)):
-        with open_channel(address, eve.channel_credentials()) as channel:
-            for service in module.DESCRIPTOR.services_by_name.values():
-                for method in service.methods:
-                    name = f"{service.name}.{method.name}"
-                    request_type, response_type = GetMessageClass(method.input_type), GetMessageClass(method.output_type)
-                    path = f"/{service.full_name}/{method.name}"
-                    kind = {(False, False): channel.unary_unary, (True, True): channel.stream_stream,
-                            (False, True): channel.unary_stream, (True, False): channel.stream_unary}[(method.client_streaming, method.server_streaming)]
-                    call = kind(path, request_serializer=request_type.SerializeToString, response_deserializer=response_type.FromString)
-                    request = iter([request_type()]) if method.client_streaming else request_type()
-                    try:  # a stream: one request sent, one answer (or the refusal) read
-                        answer = call(request, metadata=eve.call_metadata(), timeout=5)
-                        answer = next(iter(answer)) if method.server_streaming else answer
-                    except grpc.RpcError as refused:
-                        outcomes[name] = "refused" if refused.code() == grpc.StatusCode.PERMISSION_DENIED else f"{refused.code().name}: {refused.details()}"
-                        assert not [n for n in hidden if n in (refused.details() or "")], (name, refused.details())
-                        continue
-                    code = getattr(answer, "error_code", 0)
-                    text = text_format.MessageToString(answer)
-                    outcomes[name] = "refused" if code in refusal_codes else f"answered: {text[:200]!r}"
-                    assert not [n for n in hidden if f'"{n}"' in text], (name, text)
-    unexpected = {k: v for k, v in outcomes.items() if v != "refused" and k not in ANSWERS_ANYONE}
+    outcomes = call_every_method(cluster, eve)
+    for name, outcome in outcomes.items():  # a refusal's details must not name them at all; an answer not as a value
+        assert not [n for n in hidden if (n if outcome.status else f'"{n}"') in outcome.text], (name, outcome.text)
+    unexpected = {k: v for k, v in outcomes.items() if not v.refused and k not in ANSWERS_ANYONE}
     assert not unexpected, unexpected
+
+
+# Methods an ordinary client may be allowed by ACLs. Every other method, and the variants
+# below, serves the cluster's own nodes (brokers registering, heartbeating, following the
+# metadata log and replicating; coordinators writing markers) and needs CLUSTER_ACTION, which
+# no client needs: the test below gives a client every other permission and checks that each
+# one is refused. A method added later is a node's until it is argued onto this list.
+CLIENT_METHODS = {
+    # produce, read and look up
+    "Broker.Produce", "Broker.ProduceStream", "Broker.Fetch", "Broker.Consume", "Broker.ListOffsets", "Broker.OffsetForLeaderEpoch",
+    "Broker.Metadata", "Broker.InitProducerId", "Broker.DeleteRecords",
+    # operators' reads of a broker's logs (DESCRIBE on the cluster)
+    "Broker.DescribeLogs",
+    # consumer groups and transactions, as a client's producer and consumer use them
+    "GroupCoordinator.FindCoordinator", "GroupCoordinator.ConsumerGroupHeartbeat", "GroupCoordinator.OffsetCommit",
+    "GroupCoordinator.OffsetFetch", "GroupCoordinator.TxnOffsetCommit", "GroupCoordinator.ListGroups", "GroupCoordinator.DescribeGroups",
+    "GroupCoordinator.DeleteGroups", "GroupCoordinator.OffsetDelete",
+    "TransactionCoordinator.InitProducerId", "TransactionCoordinator.AddPartitionsToTxn", "TransactionCoordinator.EndTxn",
+    "TransactionCoordinator.ListTransactions", "TransactionCoordinator.DescribeTransactions",
+    # administration, each behind its own ACL (docs/security.md, Which call needs what)
+    "ControllerService.CreateTopics", "ControllerService.DeleteTopics", "ControllerService.CreatePartitions",
+    "ControllerService.AlterConfigs", "ControllerService.DescribeConfigs", "ControllerService.DescribeCluster",
+    "ControllerService.DescribeQuorum", "ControllerService.ElectLeaders", "ControllerService.AlterPartitionReassignments",
+    "ControllerService.ListPartitionReassignments", "ControllerService.AlterClientQuotas", "ControllerService.DescribeClientQuotas",
+    "SecurityAdmin.UpsertUser", "SecurityAdmin.DeleteUser", "SecurityAdmin.ListUsers", "SecurityAdmin.CreateAcls",
+    "SecurityAdmin.DeleteAcls", "SecurityAdmin.ListAcls",
+}
+# Nodes' uses of client methods, each refused to a client as the node-only methods are.
+NODE_VARIANTS = {
+    # a follower repairing a damaged range reads from any replica, not only the leader
+    "Broker.Fetch(repair_read)": ("Broker.Fetch", broker_pb2.FetchRequest(repair_read=True, max_wait_ms=0, topics=[
+        broker_pb2.FetchTopic(topic=TOPIC, partitions=[broker_pb2.FetchPartition(partition=0, fetch_offset=0)])])),
+    # a partition leader asks the coordinator whether a partition is in a transaction (KIP-890)
+    "TransactionCoordinator.AddPartitionsToTxn(verify_only)": ("TransactionCoordinator.AddPartitionsToTxn", transaction_pb2.AddPartitionsToTxnRequest(
+        transactional_id="service-tx", verify_only=True, topics=[transaction_pb2.TxnTopicPartitions(topic=TOPIC, partitions=[0])])),
+}
+# Every permission a client can be given, short of CLUSTER_ACTION (and ALL on the cluster, which
+# includes it): everything on every topic, group and transactional id, and the cluster's
+# DESCRIBE, CREATE, IDEMPOTENT_WRITE and DESCRIBE_CONFIGS.
+EVERY_CLIENT_PERMISSION = [
+    *((resource, "all") for resource in ("topic", "group", "transactional_id")),
+    *(("cluster", operation) for operation in ("describe", "create", "idempotent_write", "describe_configs")),
+]
+
+
+def test_node_only_methods_refuse_a_client_with_every_other_permission(cluster: TestCluster) -> None:
+    """A password user and a client certificate of the cluster's CA, each allowed everything a
+    client can be allowed, are refused every method and variant the cluster's own nodes use
+    (RegisterBroker, BrokerHeartbeat, StreamMetadata, BrokerSession, AlterPartition,
+    AllocateProducerIds, ReplicaFetch, WriteTxnMarkers, repair reads, verify_only), from the
+    .proto descriptors; a broker's own identity is served them (the positive control)."""
+    with SecurityClient(controllers_of(cluster), security=cluster.client_security) as admin:
+        admin.upsert_user("service", "service-secret")
+        admin.create_acls([AclBinding(principal, "*", resource, "*" if resource != "cluster" else "kraftlog-cluster", "literal", operation, "allow")
+                           for principal in ("User:service", "User:app") for resource, operation in EVERY_CLIENT_PERMISSION])
+    service = as_user(cluster, "service", "service-secret")
+    wait_for(lambda: broker_stub(cluster, "service", "service-secret").Metadata(broker_pb2.MetadataRequest(topics=[TOPIC]), timeout=10)
+             .topics[0].error_code == common_pb2.NONE, 10, "the service's ACLs applied on the broker")
+    for identity in (service, app_certificate(cluster)):
+        outcomes = call_every_method(cluster, identity, NODE_VARIANTS)
+        node_only = {name for name in outcomes if name not in CLIENT_METHODS}
+        assert set(NODE_VARIANTS) <= node_only and {"ControllerService.RegisterBroker", "Broker.ReplicaFetch"} <= node_only
+        served = {name: outcomes[name].text for name in node_only if not outcomes[name].refused}
+        assert not served, (identity, served)
+        assert all("CLUSTER_ACTION" in outcomes[name].text for name in node_only), {n: outcomes[n].text for n in node_only}
+    broker = ClientSecurity(ca_file=cluster.security_dir / "ca.crt", cert_file=cluster.security_dir / "broker-1.crt",
+                            key_file=cluster.security_dir / "broker-1.key")
+    as_broker = call_every_method(cluster, broker, NODE_VARIANTS)
+    assert not as_broker["ControllerService.AllocateProducerIds"].refused and not as_broker["Broker.WriteTxnMarkers"].refused, as_broker
 
 
 def test_describing_a_group_that_holds_a_topic_the_caller_may_not_see_is_refused(cluster: TestCluster) -> None:
