@@ -55,17 +55,18 @@ def test_the_quorum_commits_over_tls_links_and_a_raft_port_refuses_a_plain_peer(
 
 
 def test_only_controllers_and_only_this_process_reach_the_raft_links(cluster: TestCluster) -> None:
-    """The admin's certificate is from the cluster's CA and names a super user, yet it is no
-    controller: the Raft port refuses it. And another process on the machine (this test) can
-    reach neither pysyncobj's loopback port past TLS nor a relay port that would carry its bytes
-    to a peer under the controller's certificate. Before, all three were let through."""
+    """The admin's and a broker's certificates are from the cluster's CA and name super users,
+    yet neither is a controller: the Raft port refuses both. And another process on the machine
+    (this test) can reach neither pysyncobj's loopback port past TLS nor a relay port that would
+    carry its bytes to a peer under the controller's certificate. Before, all were let through."""
     first = cluster.controllers[0]
-    context = ssl.create_default_context(cafile=str(cluster.security_dir / "ca.crt"))
-    context.load_cert_chain(cluster.security_dir / "admin.crt", cluster.security_dir / "admin.key")
-    with socket.create_connection((first.host, first.raft_port), timeout=10) as raw, context.wrap_socket(raw, server_hostname=first.host) as tls:
-        tls.sendall(b"an administrator posing as a voter")
-    wait_for(lambda: [line for line in log_lines(cluster, first.name, "the certificate names no controller") if "User:admin" in line], 10,
-             "the admin's certificate refused at the Raft port")
+    for name in ("admin", cluster.brokers[0].name):
+        context = ssl.create_default_context(cafile=str(cluster.security_dir / "ca.crt"))
+        context.load_cert_chain(cluster.security_dir / f"{name}.crt", cluster.security_dir / f"{name}.key")
+        with socket.create_connection((first.host, first.raft_port), timeout=10) as raw, context.wrap_socket(raw, server_hostname=first.host) as tls:
+            tls.sendall(b"a super user posing as a voter")
+        wait_for(lambda: [line for line in log_lines(cluster, first.name, "the certificate names no controller") if f"User:{name}" in line], 10,
+                 f"{name}'s certificate refused at the Raft port")
 
     links = json.loads(log_lines(cluster, first.name, "Raft links over mutual TLS")[-1])
     pysyncobj_host, pysyncobj_port = links["raft_bind_address"].rsplit(":", 1)
