@@ -1,5 +1,6 @@
-"""``kraftlog chaos list``, ``kraftlog chaos run`` and ``kraftlog chaos soak`` (many
-seeded runs, ``chaos.soak``): the harness as a command.
+"""``kraftlog chaos list``, ``kraftlog chaos run``, ``kraftlog chaos soak`` (many
+seeded runs, ``chaos.soak``) and ``kraftlog chaos attack`` (``chaos.attacker``): the harness
+as a command.
 
 ``run`` starts its own cluster behind Toxiproxy (or, with ``--bootstrap``, runs only the
 workload against an existing cluster), prints progress, writes the report directory and
@@ -47,6 +48,17 @@ def add_subcommand(sub: argparse._SubParsersAction) -> None:
     soak.add_argument("--scenarios", help="comma-separated scenario names to draw from (default: every scenario a correct cluster passes)")
     soak.add_argument("--with-negative-controls", action="store_true", help="also run the unsafe- scenarios (a catch passes, a miss fails)")
     soak.set_defaults(func=soak_scenarios)
+    attack = chaos.add_parser("attack", help="a hostile client against a secure cluster: wrong passwords, expensive requests, bare TLS handshakes")
+    attack.add_argument("--command-config", type=Path, required=True, metavar="FILE",
+                        help="client config with the cluster's CA and the attacker's certificate (ca_file, cert_file, key_file)")
+    attack.add_argument("--brokers", required=True, help="comma-separated broker addresses")
+    attack.add_argument("--controllers", required=True, help="comma-separated controller addresses")
+    attack.add_argument("--metrics", default="", help="comma-separated host:port of metrics endpoints to handshake with")
+    attack.add_argument("--user", required=True, help="a user the attacker signs in as (it should have no ACLs)")
+    attack.add_argument("--password", required=True, help="that user's password")
+    attack.add_argument("--victim", default="admin", help="a real user name whose password the attacker guesses (default: %(default)s)")
+    attack.add_argument("--duration", type=float, default=30.0, help="seconds (default: %(default)s)")
+    attack.set_defaults(func=attack_command)
 
 
 def list_scenarios(args: argparse.Namespace) -> int:
@@ -104,3 +116,17 @@ def run_scenario(args: argparse.Namespace) -> int:
     print(f"report: {outcome.report}")
     print(f"verdict: {outcome.verdict.outcome.label} (exit {outcome.verdict.outcome.exit_code})")
     return outcome.verdict.outcome.exit_code
+
+
+def attack_command(args: argparse.Namespace) -> int:
+    from chaos.attacker import Target, attack
+    from server_common.client_security import ClientSecurity
+
+    certificate = ClientSecurity.load(args.command_config)
+    if certificate.ca_file is None or certificate.cert_file is None:
+        print("kraftlog chaos attack: give --command-config a client config with ca_file, cert_file and key_file (the attacker's certificate)")
+        return 2
+    split = lambda text: [a for a in text.split(",") if a]  # noqa: E731
+    print(attack(Target(split(args.brokers), split(args.controllers), split(args.metrics)), certificate, args.user, args.password,
+                 args.victim, args.duration, lambda: print(f"attacking for {args.duration:g}s", flush=True)), flush=True)
+    return 0
