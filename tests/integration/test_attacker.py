@@ -74,7 +74,8 @@ def start_attacker(cluster: TestCluster, seconds: float) -> subprocess.Popen:
          "--controllers", ",".join(c.address for c in cluster.controllers), "--metrics", ",".join(metrics),
          "--command-config", str(cluster.data_dir / "attacker.json"), "--user", "mallory", "--password", "mallory-secret",
          "--victim", "alice", "--duration", str(seconds)],
-        stdout=subprocess.PIPE, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, preexec_fn=lambda: os.nice(19))  # its own CPU is a remote machine's: only what the cluster spends on it competes
+        # at nice 19: its own CPU stands for a remote machine's, so only what the cluster spends answering it competes
+        stdout=subprocess.PIPE, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, preexec_fn=lambda: os.nice(19))
     first = attacker.stdout.readline()  # blocks until the attack runs (or the process ends)
     assert first.startswith("attacking"), first
     return attacker
