@@ -86,7 +86,7 @@ def start_down_nodes(cluster: LocalCluster, directory: Path, args: argparse.Name
         cluster.start_node(node, detach=True)
     wait_serving(cluster, down_nodes)
     wait_ready(cluster)
-    print(f"cluster ready; bootstrap {cluster.bootstrap}", flush=True)
+    print(ready_line(cluster), flush=True)
     if not args.detach:
         print(f"the cluster runs in the background: stop it with kraftlog cluster down --data-dir {directory}")
     return 0
@@ -180,7 +180,7 @@ def up(args: argparse.Namespace) -> int:
     try:
         cluster.start(detach=args.detach)
         wait_ready(cluster)
-        print(f"cluster ready; bootstrap {cluster.bootstrap}", flush=True)
+        print(ready_line(cluster), flush=True)
         if cluster.secure:
             print(f"secure: mutual TLS on every port, Raft links over mutual TLS and encrypted with a shared secret; commands with --data-dir {directory} use "
                   f"{cluster.client_config_path} (other clients: --command-config {cluster.client_config_path.resolve()})", flush=True)
@@ -242,6 +242,12 @@ def down(args: argparse.Namespace) -> int:
     return 0 if clean else EXIT_INTERRUPTED
 
 
+def ready_line(cluster: LocalCluster) -> str:
+    """What ``up`` prints once the cluster serves: where kraftlog's and Kafka's clients start."""
+    kafka = f"; Kafka clients: bootstrap.servers={cluster.kafka_bootstrap}" if cluster.kafka_bootstrap else ""
+    return f"cluster ready; bootstrap {cluster.bootstrap}{kafka}"
+
+
 def status(args: argparse.Namespace) -> int:
     directory = data_dir(args.data_dir)
     cluster = LocalCluster.load(directory)
@@ -265,7 +271,7 @@ def status(args: argparse.Namespace) -> int:
         summary = f"down: {', '.join(n.name for n in down_nodes)}; kraftlog cluster up --data-dir {directory} starts the nodes that are down"
     emit(
         args.json,
-        {"data_dir": str(directory), "bootstrap": cluster.bootstrap, "secure": cluster.secure,
+        {"data_dir": str(directory), "bootstrap": cluster.bootstrap, "kafka_bootstrap": cluster.kafka_bootstrap, "secure": cluster.secure,
          "client_config": str(cluster.client_config_path) if cluster.secure else None, "down": [n.name for n in down_nodes], "nodes": rows},
         f"bootstrap {cluster.bootstrap}\n{security}\n{human}\n{summary}",
     )

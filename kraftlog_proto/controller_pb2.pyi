@@ -77,7 +77,7 @@ class PartitionChangeRecord(_message.Message):
     def __init__(self, topic_id: _Optional[str] = ..., partition: _Optional[int] = ..., base_partition_epoch: _Optional[int] = ..., leader: _Optional[int] = ..., isr: _Optional[_Union[BrokerIdList, _Mapping]] = ..., replicas: _Optional[_Union[BrokerIdList, _Mapping]] = ..., adding_replicas: _Optional[_Union[BrokerIdList, _Mapping]] = ..., removing_replicas: _Optional[_Union[BrokerIdList, _Mapping]] = ..., unclean_leader_election: _Optional[bool] = ..., eligible_leader_replicas: _Optional[_Union[BrokerIdList, _Mapping]] = ..., last_known_elr: _Optional[_Union[BrokerIdList, _Mapping]] = ...) -> None: ...
 
 class RegisterBrokerRecord(_message.Message):
-    __slots__ = ("broker_id", "broker_epoch", "host", "port", "rack", "incarnation_id", "fenced", "in_controlled_shutdown", "max_replicas")
+    __slots__ = ("broker_id", "broker_epoch", "host", "port", "rack", "incarnation_id", "fenced", "in_controlled_shutdown", "max_replicas", "kafka_endpoint")
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     BROKER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     HOST_FIELD_NUMBER: _ClassVar[int]
@@ -87,6 +87,7 @@ class RegisterBrokerRecord(_message.Message):
     FENCED_FIELD_NUMBER: _ClassVar[int]
     IN_CONTROLLED_SHUTDOWN_FIELD_NUMBER: _ClassVar[int]
     MAX_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    KAFKA_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     broker_id: int
     broker_epoch: int
     host: str
@@ -96,7 +97,8 @@ class RegisterBrokerRecord(_message.Message):
     fenced: bool
     in_controlled_shutdown: bool
     max_replicas: int
-    def __init__(self, broker_id: _Optional[int] = ..., broker_epoch: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., rack: _Optional[str] = ..., incarnation_id: _Optional[str] = ..., fenced: _Optional[bool] = ..., in_controlled_shutdown: _Optional[bool] = ..., max_replicas: _Optional[int] = ...) -> None: ...
+    kafka_endpoint: str
+    def __init__(self, broker_id: _Optional[int] = ..., broker_epoch: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., rack: _Optional[str] = ..., incarnation_id: _Optional[str] = ..., fenced: _Optional[bool] = ..., in_controlled_shutdown: _Optional[bool] = ..., max_replicas: _Optional[int] = ..., kafka_endpoint: _Optional[str] = ...) -> None: ...
 
 class UnregisterBrokerRecord(_message.Message):
     __slots__ = ("broker_id", "broker_epoch")
@@ -261,13 +263,14 @@ class ActiveControllerHint(_message.Message):
     def __init__(self, controller_id: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ...) -> None: ...
 
 class RegisterBrokerRequest(_message.Message):
-    __slots__ = ("broker_id", "host", "port", "rack", "incarnation_id", "max_replicas", "previous_broker_epoch")
+    __slots__ = ("broker_id", "host", "port", "rack", "incarnation_id", "max_replicas", "kafka_endpoint", "previous_broker_epoch")
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     HOST_FIELD_NUMBER: _ClassVar[int]
     PORT_FIELD_NUMBER: _ClassVar[int]
     RACK_FIELD_NUMBER: _ClassVar[int]
     INCARNATION_ID_FIELD_NUMBER: _ClassVar[int]
     MAX_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    KAFKA_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     PREVIOUS_BROKER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     broker_id: int
     host: str
@@ -275,8 +278,9 @@ class RegisterBrokerRequest(_message.Message):
     rack: str
     incarnation_id: str
     max_replicas: int
+    kafka_endpoint: str
     previous_broker_epoch: int
-    def __init__(self, broker_id: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., rack: _Optional[str] = ..., incarnation_id: _Optional[str] = ..., max_replicas: _Optional[int] = ..., previous_broker_epoch: _Optional[int] = ...) -> None: ...
+    def __init__(self, broker_id: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., rack: _Optional[str] = ..., incarnation_id: _Optional[str] = ..., max_replicas: _Optional[int] = ..., kafka_endpoint: _Optional[str] = ..., previous_broker_epoch: _Optional[int] = ...) -> None: ...
 
 class RegisterBrokerResponse(_message.Message):
     __slots__ = ("error_code", "error_message", "active_controller", "broker_epoch")

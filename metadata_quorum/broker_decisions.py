@@ -112,7 +112,7 @@ def register_broker(image: MetadataImage, request: pb.RegisterBrokerRequest, hea
         why = "broker re-registered with a new incarnation" + ("" if clean else " after an unclean shutdown")
         records += _moves(image, request.broker_id, why, unclean_shutdown=not clean)
     records.append(RegisterBrokerRecord(request.broker_id, NEW_BROKER_EPOCH, request.host, request.port, request.rack, request.incarnation_id,
-                                       max_replicas=request.max_replicas))
+                                       max_replicas=request.max_replicas, kafka_endpoint=request.kafka_endpoint))
     heartbeats.touch(request.broker_id, now_ms)
     return Decision(tuple(records), pb.RegisterBrokerResponse())
 

@@ -418,7 +418,7 @@ def _apply_partition_change(delta: MetadataDelta, r: PartitionChangeRecord) -> N
 def _apply_register_broker(delta: MetadataDelta, r: RegisterBrokerRecord) -> None:
     epoch = delta.offset if r.broker_epoch == NEW_BROKER_EPOCH else r.broker_epoch
     delta.put_broker(r.broker_id, BrokerImage(r.broker_id, epoch, r.host, r.port, r.rack, r.fenced, r.in_controlled_shutdown, r.incarnation_id,
-                                              r.max_replicas))
+                                              r.max_replicas, r.kafka_endpoint))
 
 
 def _apply_unregister_broker(delta: MetadataDelta, r: UnregisterBrokerRecord) -> None:

@@ -86,6 +86,7 @@ class BrokerImage:
     in_controlled_shutdown: bool
     incarnation_id: str = ""
     max_replicas: int = 0  # replicas it can host (placement.capacity_problem); 0: no limit stated
+    kafka_endpoint: str = ""  # host:port of its Kafka listener (docs/kafka.md); empty: none
 
     @property
     def usable(self) -> bool:
@@ -129,7 +130,7 @@ def image_to_records(image: MetadataImage) -> list[Record]:
     """Snapshot records: applied to an empty image they rebuild ``image`` (see ``image_from_snapshot``)."""
     out: list[Record] = [
         RegisterBrokerRecord(b.broker_id, b.epoch, b.host, b.port, b.rack, b.incarnation_id, b.fenced, b.in_controlled_shutdown,
-                             b.max_replicas)
+                             b.max_replicas, b.kafka_endpoint)
         for b in sorted(image.brokers.values(), key=lambda b: b.broker_id)
     ]
     for name in sorted(image.topics):

@@ -78,6 +78,7 @@ class RegisterBrokerRecord:
     fenced: bool = True
     in_controlled_shutdown: bool = False
     max_replicas: int = 0  # replicas the broker can host; 0: no limit stated
+    kafka_endpoint: str = ""  # host:port of its Kafka listener; empty: none
 
 
 @dataclass(frozen=True)

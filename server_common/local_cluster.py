@@ -42,6 +42,7 @@ HOST = "127.0.0.1"
 DEFAULT_PORT_BASE = 9092  # Kafka's broker port; broker N listens on base + N - 1
 CONTROLLER_PORT_OFFSET = 100  # controller N's gRPC port is base + 100 + N - 1 (9192, 9193, ...)
 RAFT_PORT_OFFSET = 200  # controller N's Raft port is base + 200 + N - 1 (9292, 9293, ...)
+KAFKA_PORT_OFFSET = 300  # broker N's Kafka listener is base + 300 + N - 1 (9392, 9393, ...; docs/kafka.md)
 NODES_PER_ROLE_MAX = 100  # so that one role's ports never run into the next role's range
 READY_TIMEOUT_S = 60.0  # a cluster whose brokers are not all registered and unfenced by then has failed to start
 
@@ -81,6 +82,7 @@ class Node:
     pid: int = 0
     extra_args: list[str] = field(default_factory=list)
     metrics_port: int = 0  # Prometheus /metrics (cluster up --metrics); 0: off
+    kafka_port: int = 0  # brokers: Kafka's wire protocol (--kafka-listen, docs/kafka.md); 0: off
 
     @property
     def name(self) -> str:
@@ -109,14 +111,15 @@ def stable_nodes(controllers: int, brokers: int, port_base: int) -> list[Node]:
     above and its Raft port 200 above that, so that each role has a range of its own."""
     if controllers > NODES_PER_ROLE_MAX or brokers > NODES_PER_ROLE_MAX:
         raise ValueError(f"stable ports allow at most {NODES_PER_ROLE_MAX} controllers and {NODES_PER_ROLE_MAX} brokers: set KRAFTLOG_PORT_BASE=0 for free ports")
-    highest = port_base + RAFT_PORT_OFFSET + NODES_PER_ROLE_MAX - 1
+    highest = port_base + KAFKA_PORT_OFFSET + NODES_PER_ROLE_MAX - 1
     if port_base < 1024 or highest > 65535:
-        raise ValueError(f"port base {port_base} is out of range: give one from 1024 to {65535 - RAFT_PORT_OFFSET - NODES_PER_ROLE_MAX + 1} (or 0 for free ports)")
+        raise ValueError(f"port base {port_base} is out of range: give one from 1024 to {65535 - KAFKA_PORT_OFFSET - NODES_PER_ROLE_MAX + 1} (or 0 for free ports)")
     nodes = [
         Node(i, "controller", HOST, port_base + CONTROLLER_PORT_OFFSET + i - 1, raft_port=port_base + RAFT_PORT_OFFSET + i - 1)
         for i in range(1, controllers + 1)
     ]
-    return nodes + [Node(i, "broker", HOST, port_base + i - 1) for i in range(1, brokers + 1)]
+    return nodes + [Node(i, "broker", HOST, port_base + i - 1, kafka_port=port_base + KAFKA_PORT_OFFSET + i - 1)
+                     for i in range(1, brokers + 1)]
 
 
 def node_ports(nodes: Iterable[Node]) -> list[tuple[Node, str, int]]:
@@ -128,6 +131,8 @@ def node_ports(nodes: Iterable[Node]) -> list[tuple[Node, str, int]]:
             ports.append((node, "Raft", node.raft_port))
         if node.metrics_port:
             ports.append((node, "metrics", node.metrics_port))
+        if node.kafka_port:
+            ports.append((node, "Kafka", node.kafka_port))
     return ports
 
 
@@ -142,7 +147,8 @@ def move_taken_ports(nodes: list[Node], taken: Callable[[int], bool], spare: Cal
     moved = [MovedPort(node.name, purpose, port, next(replacements)) for node, purpose, port in moving]
     new_port = {(m.node, m.purpose): m.used for m in moved}
     result = [
-        replace(n, port=new_port.get((n.name, "gRPC"), n.port), raft_port=new_port.get((n.name, "Raft"), n.raft_port))
+        replace(n, port=new_port.get((n.name, "gRPC"), n.port), raft_port=new_port.get((n.name, "Raft"), n.raft_port),
+                kafka_port=new_port.get((n.name, "Kafka"), n.kafka_port))
         for n in nodes
     ]
     return result, moved
@@ -150,9 +156,10 @@ def move_taken_ports(nodes: list[Node], taken: Callable[[int], bool], spare: Cal
 
 def free_nodes(controllers: int, brokers: int) -> list[Node]:
     """A layout on ports the OS hands out (for tests and throwaway clusters)."""
-    ports = free_ports(2 * controllers + brokers)
+    ports = free_ports(2 * controllers + 2 * brokers)
     nodes = [Node(i + 1, "controller", HOST, ports[2 * i + 1], raft_port=ports[2 * i]) for i in range(controllers)]
-    return nodes + [Node(i + 1, "broker", HOST, ports[2 * controllers + i]) for i in range(brokers)]
+    return nodes + [Node(i + 1, "broker", HOST, ports[2 * controllers + i], kafka_port=ports[2 * controllers + brokers + i])
+                    for i in range(brokers)]
 
 
 def killed_message(killed: list[str]) -> str:
@@ -206,6 +213,8 @@ class LocalCluster:
             nodes = free_nodes(controllers, brokers)
         else:
             nodes, moved = move_taken_ports(stable_nodes(controllers, brokers, port_base), port_taken, free_ports)
+        if secure:  # the Kafka door serves no SASL yet: a cluster that requires authentication has none
+            nodes = [replace(n, kafka_port=0) for n in nodes]
         cluster = cls(data_dir, nodes, log_format, secure)
         cluster.moved_ports = moved
         if secure:
@@ -227,6 +236,7 @@ class LocalCluster:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         layout = {
             "bootstrap": self.bootstrap,
+            "kafka_bootstrap": self.kafka_bootstrap,
             "controllers": self.quorum,
             "nodes": [asdict(n) for n in self.nodes],
             "secure": self.secure,
@@ -246,6 +256,11 @@ class LocalCluster:
     @property
     def bootstrap(self) -> str:
         return ",".join(b.address for b in self.brokers)
+
+    @property
+    def kafka_bootstrap(self) -> str:
+        """Where Kafka clients start (bootstrap.servers); empty when no broker has a Kafka listener."""
+        return ",".join(f"{b.host}:{b.kafka_port}" for b in self.brokers if b.kafka_port)
 
     @property
     def quorum(self) -> str:
@@ -345,6 +360,8 @@ class LocalCluster:
         common = ["--data-dir", str(node_dir), "--log-format", self.log_format, *self.security_args(node)]
         if node.metrics_port:
             common += ["--metrics-port", str(node.metrics_port)]
+        if node.kafka_port:
+            common += ["--kafka-listen", f"{node.host}:{node.kafka_port}"]
         if node.role == "controller":
             return [sys.executable, "-m", "metadata_quorum", "--node-id", str(node.node_id), "--quorum", self.quorum, *common, *node.extra_args]
         return [

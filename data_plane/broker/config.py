@@ -115,6 +115,8 @@ class BrokerConfig:
     transaction_partition_verification: bool = True
     tls: ServerTls | None = None  # None: plaintext listener and plaintext channels to peers
     security: SecurityOptions = SecurityOptions()  # authentication and ACLs (docs/security.md)
+    kafka_listen: tuple[str, int] | None = None  # Kafka's wire protocol here too (docs/kafka.md); None: off
+    kafka_advertised: tuple[str, int] | None = None  # the Kafka address registered for clients; None: kafka_listen
 
     def peer_credentials(self) -> grpc.ChannelCredentials | None:
         """Channel credentials for this broker's own calls (controllers, leaders it
@@ -144,6 +146,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--advertised-address", help="host:port registered for clients and peers (default: --listen)")
     parser.add_argument("--peer-address", action="append", default=[], metavar="ID=HOST:PORT",
                         help="reach broker ID's data plane here instead of its registered address (repeatable; e.g. a proxy)")
+    parser.add_argument("--kafka-listen", metavar="HOST:PORT",
+                        help="also serve Kafka's wire protocol here, for Kafka clients (docs/kafka.md; default: off)")
+    parser.add_argument("--kafka-advertised", metavar="HOST:PORT",
+                        help="the Kafka address registered for clients (default: --kafka-listen)")
     parser.add_argument("--unsafe-testing", choices=[b.value for b in UnsafeBehaviour],
                         help="DELIBERATELY WRONG replication, for chaos negative controls only: never in production")
     parser.add_argument("--storage-fault-injection", action="store_true",
@@ -219,6 +225,12 @@ def from_args(args: argparse.Namespace) -> BrokerConfig:
         raise ValueError(f"--max-replicas must be 0 (from the open-file budget) or positive, got {args.max_replicas}")
     if not 0 < args.group_heartbeat_interval_ms < args.group_session_timeout_ms:
         raise ValueError("--group-heartbeat-interval-ms must be positive and below --group-session-timeout-ms: raise the timeout or lower the interval")
+    if args.kafka_advertised and not args.kafka_listen:
+        raise ValueError("--kafka-advertised needs --kafka-listen: give the address to listen on for Kafka clients too")
+    security = SecurityOptions.from_args(args)
+    if args.kafka_listen and security.authentication_required:
+        raise ValueError("--kafka-listen serves no SASL yet, so it cannot require authentication as the gRPC door does: "
+                         "drop --kafka-listen or the authentication requirement (docs/kafka.md)")
     return BrokerConfig(
         broker_id=args.broker_id,
         host=host,
@@ -244,7 +256,9 @@ def from_args(args: argparse.Namespace) -> BrokerConfig:
         cleaner_map_entries=args.cleaner_map_entries,
         metrics_port=args.metrics_port,
         tls=server_tls_from_args(args),
-        security=SecurityOptions.from_args(args),
+        security=security,
+        kafka_listen=parse_host_port(args.kafka_listen) if args.kafka_listen else None,
+        kafka_advertised=parse_host_port(args.kafka_advertised) if args.kafka_advertised else None,
         storage_fault_injection=args.storage_fault_injection,
         quota_window_num=args.quota_window_num,
         quota_window_size_ms=args.quota_window_size_ms,

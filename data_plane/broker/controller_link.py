@@ -73,13 +73,16 @@ class BrokerLifecycleManager:
         previous_broker_epoch: int = -1,
         offline_replicas: Callable[[], Sequence[tuple[str, int]]] = lambda: (),
         max_replicas: int = 0,
+        kafka_endpoint: str = "",
     ) -> None:
         """The timings have no defaults here: ``BrokerConfig`` holds the one default of each.
         ``credentials``: TLS for the channels to the controllers (None: plaintext);
         ``previous_broker_epoch``: the epoch of the last clean shutdown of the data directory
         (-1 after an unclean one), sent at registration; ``offline_replicas``: the replicas
         whose log went offline, sent with every heartbeat so the controller moves them;
-        ``max_replicas``: how many replicas this broker can host, sent at registration (0: no limit)."""
+        ``max_replicas``: how many replicas this broker can host, sent at registration (0: no limit);
+        ``kafka_endpoint``: host:port of its Kafka listener, registered so every broker's Kafka
+        Metadata names it (empty: none; the server sets it once the listener is bound)."""
         assert heartbeat_interval_ms < session_timeout_ms, "heartbeats must come more often than the session timeout"
         self.broker_id = broker_id
         self.host, self.port, self.rack = host, port, rack
@@ -88,6 +91,7 @@ class BrokerLifecycleManager:
         self._previous_broker_epoch = previous_broker_epoch
         self._offline_replicas = offline_replicas
         self._max_replicas = max_replicas
+        self.kafka_endpoint = kafka_endpoint
         self._heartbeat_interval_s = heartbeat_interval_ms / 1000
         self._session_timeout_s = session_timeout_ms / 1000
         self._rpc_timeout_s = min(5.0, session_timeout_ms / 3000)
@@ -164,7 +168,7 @@ class BrokerLifecycleManager:
     async def _register(self) -> None:
         request = pb.RegisterBrokerRequest(
             broker_id=self.broker_id, host=self.host, port=self.port, rack=self.rack, incarnation_id=self.incarnation_id, previous_broker_epoch=self._previous_broker_epoch,
-            max_replicas=self._max_replicas,
+            max_replicas=self._max_replicas, kafka_endpoint=self.kafka_endpoint,
         )
         while True:
             response = await self._call("RegisterBroker", request)

@@ -28,6 +28,7 @@ from data_plane.broker.replica_fetcher import ReplicaFetcherManager
 from data_plane.broker.replica_manager import ReplicaManager
 from data_plane.broker.service import BrokerService
 from data_plane.groups.wiring import serve_groups
+from data_plane.kafka.wiring import serve_kafka
 from data_plane.replication.errors import ErrorCode
 from data_plane.storage import LogManager, fault_injection
 from data_plane.storage.file_handles import HANDLES
@@ -95,6 +96,7 @@ class BrokerServer:
         self._timers: list[asyncio.Task] = []
         self._checkpointing: asyncio.Future | None = None  # the checkpoint write in a worker thread, if one runs
         self._transactions = None  # the TransactionCoordinator, once serving
+        self._kafka = None  # the Kafka listener, with --kafka-listen
 
     def _offline_replicas(self) -> list[tuple[str, int]]:
         """What each heartbeat reports offline. A replica whose creation failed and that the
@@ -212,6 +214,7 @@ class BrokerServer:
             self._log.warning("UNSAFE TESTING MODE: this broker breaks replication rules on purpose", behaviour=self.config.unsafe.value)
         self.isr_updates.start()
         self.fetchers.start()
+        self._kafka = await serve_kafka(self, self.lifecycle)  # bound before registering: its address is registered
         await self.metadata.start()
         await self.lifecycle.start()
         self._timers = [
@@ -296,6 +299,8 @@ class BrokerServer:
             self._service.consume_streams.close()  # streams end with a final entry per partition, within the grace
         if self._server is not None:
             await self._server.stop(grace=1.0)
+        if self._kafka is not None:
+            await self._kafka.stop()
         if self._transactions is not None:
             await self._transactions.markers.close()
         if self.replicas.txn_verifier is not None:

@@ -1,0 +1,232 @@
+"""The Kafka APIs this door serves, each a translation into the calls the gRPC ``Broker``
+service makes (data_plane/broker/service.py): the same ReplicaManager produce, fetch and
+list-offsets paths, the same ACL checks (``serve_authorized``), the same metadata answer and
+producer-id allocation. Nothing here keeps state of its own.
+
+Responses are built from one set of fields for every version served: ``build`` keeps the
+fields the version's kio entity has, so a handler is written once, not per version.
+"""
+
+from __future__ import annotations
+
+import datetime
+import sys
+import uuid
+from dataclasses import dataclass
+from typing import Awaitable, Callable
+
+from kio.index import load_response_schema
+from kio.schema.errors import ErrorCode as KafkaError
+from kio.static.primitive import Records
+
+from data_plane.broker.authorization import describable, serve_authorized, transactional_refusal
+from data_plane.broker.errors import PartitionError
+from data_plane.broker.replica_manager import ReplicaManager
+from data_plane.broker.requests import FetchItem, FetchResult, OffsetResult, ProduceItem, ProduceResult
+from data_plane.kafka.batches import KafkaBatchError, to_kafka, to_kraftlog
+from data_plane.kafka.codec import Request
+from data_plane.kafka.error_codes import to_kafka as kafka_code
+from data_plane.replication.errors import ErrorCode
+from kraftlog_proto import broker_pb2
+from server_common.authorization import AccessControl
+from server_common.limits import FETCH_BYTES_MAX_DEFAULT
+
+PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS, INIT_PRODUCER_ID = 0, 1, 2, 3, 18, 22
+# api key -> (lowest, highest) version served. Produce from v3 and Fetch from v4: record
+# batch v2 only (Kafka 0.11 on). Fetch stops at v12 (v13 names topics by id); Metadata at
+# v12. ApiVersions advertises exactly this table.
+SERVED: dict[int, tuple[int, int]] = {
+    PRODUCE: (3, 9),
+    FETCH: (4, 12),
+    LIST_OFFSETS: (1, 7),
+    METADATA: (0, 12),
+    API_VERSIONS: (0, 3),
+    INIT_PRODUCER_ID: (0, 4),
+}
+NO_THROTTLE = datetime.timedelta(0)
+NO_AUTHORIZED_OPERATIONS = -(2**31)  # Kafka's "not asked for"
+READ_COMMITTED = 1
+
+
+def build(entity_type: type, **fields):
+    """An entity of ``entity_type`` from those of ``fields`` its version has."""
+    names = entity_type.__dataclass_fields__
+    return entity_type(**{name: value for name, value in fields.items() if name in names})
+
+
+def sibling(entity_type: type, name: str) -> type:
+    """The entity ``name`` of the same API version as ``entity_type`` (its nested types)."""
+    return getattr(sys.modules[entity_type.__module__], name)
+
+
+def response_type(request) -> type:
+    """The response entity of ``request``'s API version."""
+    return load_response_schema(type(request).__api_key__, type(request).__version__)
+
+
+def millis(delta: datetime.timedelta) -> int:
+    return int(delta.total_seconds() * 1000)
+
+
+@dataclass
+class KafkaApis:
+    """One broker's answers to Kafka requests."""
+
+    broker_id: int
+    replicas: ReplicaManager
+    access: AccessControl
+    metadata_response: Callable[[list[str]], broker_pb2.MetadataResponse]
+    init_producer_id: Callable[[], Awaitable[broker_pb2.InitProducerIdResponse]]
+    kafka_endpoint: Callable[[int], tuple[str, int] | None]  # broker id -> its Kafka listener, if it has one
+
+    async def answer(self, request: Request):
+        """The response entity (None: acks=0 produce, answered with nothing)."""
+        handler = {
+            PRODUCE: self.produce, FETCH: self.fetch, LIST_OFFSETS: self.list_offsets, METADATA: self.metadata,
+            API_VERSIONS: self.api_versions, INIT_PRODUCER_ID: self.init_producer,
+        }[request.api_key]
+        return await handler(request.body)
+
+    async def api_versions(self, request):
+        return api_versions_response(type(request).__version__, KafkaError.none)
+
+    async def metadata(self, request):
+        out = response_type(request)
+        names = None if request.topics is None else [t.name for t in request.topics]
+        if names == [] and type(request).__version__ == 0:
+            names = None  # v0: an empty list means every topic
+        if names == []:
+            answer = self.metadata_response([])
+            del answer.topics[:]
+        else:
+            answer = describable(self.access, self.metadata_response(names or []), named=bool(names))
+        brokers = []
+        for b in answer.brokers:
+            endpoint = None if b.fenced else self.kafka_endpoint(b.broker_id)
+            if endpoint is not None:
+                brokers.append(build(sibling(out, "MetadataResponseBroker"), node_id=b.broker_id, host=endpoint[0],
+                                     port=endpoint[1], rack=b.rack or None))
+        topic_type, partition_type = sibling(out, "MetadataResponseTopic"), sibling(out, "MetadataResponsePartition")
+        topics = tuple(
+            build(topic_type, error_code=kafka_code(t.error_code), name=t.name,
+                  topic_id=uuid.UUID(t.topic_id) if t.topic_id else uuid.UUID(int=0), is_internal=t.name.startswith("__"),
+                  topic_authorized_operations=NO_AUTHORIZED_OPERATIONS,
+                  partitions=tuple(build(partition_type, error_code=kafka_code(p.error_code), partition_index=p.partition,
+                                         leader_id=p.leader_id, leader_epoch=p.leader_epoch, replica_nodes=tuple(p.replicas),
+                                         isr_nodes=tuple(p.isr), offline_replicas=tuple(p.offline_replicas))
+                                   for p in t.partitions))
+            for t in answer.topics)
+        return build(out, throttle_time=NO_THROTTLE, brokers=tuple(brokers), cluster_id=answer.cluster_id or None,
+                     controller_id=self.broker_id, topics=topics, cluster_authorized_operations=NO_AUTHORIZED_OPERATIONS)
+
+    async def produce(self, request):
+        out = response_type(request)
+        now = self.replicas.clock_ms()
+        items: list[ProduceItem] = []
+        refused: list[ProduceResult] = []
+        for topic in request.topic_data:
+            for part in topic.partition_data:
+                try:
+                    items.append(ProduceItem(topic.name, part.index, to_kraftlog(bytes(part.records or b""), now)))
+                except KafkaBatchError as exc:
+                    refused.append(ProduceResult(topic.name, part.index, PartitionError(
+                        ErrorCode.INVALID_RECORD, f"{topic.name}-{part.index}: {exc}")))
+        acks, transactional_id = request.acks, request.transactional_id or ""
+        refusal = transactional_refusal(self.access, transactional_id)
+        if acks not in (-1, 0, 1):
+            refusal = PartitionError(ErrorCode.INVALID_REQUIRED_ACKS, f"acks must be -1 (all), 0 or 1, got {acks}")
+        if refusal is not None:
+            results = [ProduceResult(i.topic, i.partition, refusal) for i in items]
+        else:
+            results = await serve_authorized(
+                self.access, "write", items, lambda i: (i.topic, i.partition),
+                lambda allowed: self.replicas.produce(acks, millis(request.timeout), allowed, transactional_id), ProduceResult)
+        if acks == 0:
+            return None
+        partition_type = sibling(out, "PartitionProduceResponse")
+        by_topic: dict[str, list] = {}
+        for r in refused + results:
+            by_topic.setdefault(r.topic, []).append(build(
+                partition_type, index=r.partition, error_code=kafka_code(r.error.code), base_offset=r.base_offset,
+                log_append_time=_datetime(r.log_append_time_ms), log_start_offset=r.log_start_offset,
+                record_errors=(), error_message=r.error.message or None))
+        topic_type = sibling(out, "TopicProduceResponse")
+        return build(out, throttle_time=NO_THROTTLE, responses=tuple(
+            build(topic_type, name=name, partition_responses=tuple(parts)) for name, parts in by_topic.items()))
+
+    async def fetch(self, request):
+        out = response_type(request)
+        items = [FetchItem(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes, getattr(p, "current_leader_epoch", -1))
+                 for t in request.topics for p in t.partitions]
+        committed = request.isolation_level == READ_COMMITTED
+        max_bytes = request.max_bytes or FETCH_BYTES_MAX_DEFAULT
+        results = await serve_authorized(
+            self.access, "read", items, lambda i: (i.topic, i.partition),
+            lambda allowed: self.replicas.reads.fetch(millis(request.max_wait), request.min_bytes, max_bytes, allowed, committed),
+            FetchResult)
+        partition_type, aborted_type = sibling(out, "PartitionData"), sibling(out, "AbortedTransaction")
+        by_topic: dict[str, list] = {}
+        for r in results:
+            by_topic.setdefault(r.topic, []).append(build(
+                partition_type, partition_index=r.partition, error_code=kafka_code(r.error.code),
+                high_watermark=r.high_watermark, last_stable_offset=r.last_stable_offset, log_start_offset=r.log_start_offset,
+                aborted_transactions=tuple(build(aborted_type, producer_id=a.producer_id, first_offset=a.first_offset)
+                                           for a in r.aborted) if committed else None,
+                preferred_read_replica=-1, records=Records(to_kafka(r.data)) if r.data else None,
+                current_leader=build(sibling(out, "LeaderIdAndEpoch"), leader_id=r.leader.leader_id,
+                                     leader_epoch=r.leader.leader_epoch)))
+        topic_type = sibling(out, "FetchableTopicResponse")
+        return build(out, throttle_time=NO_THROTTLE, error_code=KafkaError.none, session_id=0, responses=tuple(
+            build(topic_type, topic=name, partitions=tuple(parts)) for name, parts in by_topic.items()))
+
+    async def list_offsets(self, request):
+        out = response_type(request)
+        committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
+        items, refused = [], []
+        for t in request.topics:
+            for p in t.partitions:
+                if p.timestamp < -2:  # -3 (max timestamp), -4 (tiered), -5 (earliest local): not kept here
+                    refused.append(OffsetResult(t.name, p.partition_index, PartitionError(
+                        ErrorCode.INVALID_REQUEST, f"timestamp {p.timestamp}: this broker answers -2 (earliest), "
+                        "-1 (latest) or a time in ms")))
+                else:
+                    items.append((t.name, p.partition_index, p.timestamp, getattr(p, "current_leader_epoch", -1)))
+        results = await serve_authorized(self.access, "describe", items, lambda i: (i[0], i[1]),
+                                         lambda allowed: self.replicas.reads.list_offsets(allowed, committed), OffsetResult)
+        partition_type = sibling(out, "ListOffsetsPartitionResponse")
+        by_topic: dict[str, list] = {}
+        for r in refused + results:
+            by_topic.setdefault(r.topic, []).append(build(
+                partition_type, partition_index=r.partition, error_code=kafka_code(r.error.code), timestamp=r.timestamp,
+                offset=r.offset, leader_epoch=r.leader_epoch))
+        topic_type = sibling(out, "ListOffsetsTopicResponse")
+        return build(out, throttle_time=NO_THROTTLE, topics=tuple(
+            build(topic_type, name=name, partitions=tuple(parts)) for name, parts in by_topic.items()))
+
+    async def init_producer(self, request):
+        """An idempotent producer's id, authorized as the gRPC InitProducerId is (IDEMPOTENT_WRITE
+        on the cluster or WRITE on any topic). Transactional ids are not served on this door yet."""
+        out = response_type(request)
+        if request.transactional_id:
+            return build(out, throttle_time=NO_THROTTLE, error_code=KafkaError.transactional_id_authorization_failed,
+                         producer_id=-1, producer_epoch=-1)
+        if not self.access.allows_any("write", "topic") and not self.access.allows("idempotent_write", "cluster"):
+            return build(out, throttle_time=NO_THROTTLE, error_code=KafkaError.cluster_authorization_failed,
+                         producer_id=-1, producer_epoch=-1)
+        answer = await self.init_producer_id()
+        return build(out, throttle_time=NO_THROTTLE, error_code=kafka_code(answer.error_code),
+                     producer_id=answer.producer_id if not answer.error_code else -1,
+                     producer_epoch=answer.producer_epoch if not answer.error_code else -1)
+
+
+def api_versions_response(version: int, error: KafkaError):
+    """ApiVersions at ``version`` (v0 for a version above those served, as Kafka answers)."""
+    out = load_response_schema(API_VERSIONS, version)
+    entry = sibling(out, "ApiVersion")
+    return build(out, error_code=error, throttle_time=NO_THROTTLE,
+                 api_keys=tuple(build(entry, api_key=key, min_version=low, max_version=high)
+                                for key, (low, high) in sorted(SERVED.items())))
+
+
+def _datetime(ms: int) -> datetime.datetime | None:
+    return None if ms < 0 else datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)

@@ -1,0 +1,82 @@
+"""The Kafka listener: an asyncio TCP server on the broker's event loop.
+
+Each connection reads size-prefixed frames and answers them one at a time, in order (Kafka
+answers a connection's requests in the order they came, and so does a broker that serves one
+at a time per connection: a client's pipelined requests wait in the socket). A request of an
+API or version not served is answered UNSUPPORTED_VERSION and the connection stays open; a
+frame that does not parse, or one larger than the broker takes, closes that connection only,
+with a log line saying why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+
+import structlog
+from kio.schema.errors import ErrorCode as KafkaError
+
+from data_plane.kafka.apis import API_VERSIONS, SERVED, KafkaApis, api_versions_response
+from data_plane.kafka.codec import MalformedFrame, Unserved, decode_request, encode_bare_error, encode_response
+from server_common.principal import ANONYMOUS, Identity, set_identity
+
+_SIZE = struct.Struct(">i")
+
+
+class KafkaListener:
+    def __init__(self, apis: KafkaApis, host: str, port: int, max_frame_bytes: int, log: structlog.BoundLogger) -> None:
+        self._apis = apis
+        self._host, self._port = host, port
+        self._max_frame_bytes = max_frame_bytes
+        self._log = log
+        self._server: asyncio.base_events.Server | None = None
+        self._connections: set[asyncio.Task] = set()
+
+    async def start(self) -> int:
+        """Listen; returns the port bound (the one asked for, or the one picked for port 0)."""
+        try:
+            self._server = await asyncio.start_server(self._serve, self._host, self._port)
+        except OSError as exc:
+            raise SystemExit(f"cannot listen for Kafka clients on {self._host}:{self._port} ({exc.strerror}): "
+                             "is another process using the port? Pick another with --kafka-listen") from None
+        return self._server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._connections):
+            task.cancel()
+        await asyncio.gather(*self._connections, return_exceptions=True)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        self._connections.add(task)
+        peer = writer.get_extra_info("peername") or ("", 0)
+        log = self._log.bind(peer=f"{peer[0]}:{peer[1]}")
+        try:
+            while True:
+                (size,) = _SIZE.unpack(await reader.readexactly(_SIZE.size))
+                if not 0 < size <= self._max_frame_bytes:
+                    raise MalformedFrame(f"a frame of {size} bytes (this broker takes 1 to {self._max_frame_bytes})")
+                answer = await self._answer(await reader.readexactly(size), peer[0])
+                if answer:
+                    writer.write(answer)
+                    await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass  # the client went away
+        except MalformedFrame as exc:
+            log.warning("kafka connection closed: a request that is not Kafka's protocol", reason=str(exc))
+        finally:
+            self._connections.discard(task)
+            writer.close()
+
+    async def _answer(self, frame: bytes, host: str) -> bytes | None:
+        try:
+            request = decode_request(frame, SERVED)
+        except Unserved as unserved:
+            if unserved.api_key == API_VERSIONS:  # answered in v0 with the versions served, as Kafka does
+                return encode_response(unserved.correlation_id, api_versions_response(0, KafkaError.unsupported_version))
+            return encode_bare_error(unserved.correlation_id, KafkaError.unsupported_version.value)
+        set_identity(Identity(ANONYMOUS.principal, request.client_id, host))
+        response = await self._apis.answer(request)
+        return None if response is None else encode_response(request.correlation_id, response)

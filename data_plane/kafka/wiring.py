@@ -1,0 +1,49 @@
+"""Starting the Kafka listener inside a broker process: the broker's own ReplicaManager,
+authorizer, metadata answer and producer ids behind it, its address registered with the
+controllers so that every broker's Kafka Metadata names it."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import structlog
+
+from data_plane.broker.config import BrokerConfig, parse_host_port
+from data_plane.kafka.apis import KafkaApis
+from data_plane.kafka.listener import KafkaListener
+
+log = structlog.get_logger("kafka")
+
+
+class _Broker(Protocol):  # what the listener needs of data_plane.broker.server.BrokerServer
+    config: BrokerConfig
+    replicas: object
+    access: object
+    metadata: object
+
+    def metadata_response(self, topics: list[str]): ...
+
+    async def init_producer_id(self): ...
+
+
+async def serve_kafka(broker: _Broker, lifecycle) -> KafkaListener | None:
+    """Listen for Kafka clients when ``--kafka-listen`` is set, and set the endpoint the
+    broker registers (None: no Kafka listener)."""
+    config = broker.config
+    if config.kafka_listen is None:
+        return None
+
+    def kafka_endpoint(broker_id: int) -> tuple[str, int] | None:
+        registered = broker.metadata.image.brokers.get(broker_id)
+        return parse_host_port(registered.kafka_endpoint) if registered is not None and registered.kafka_endpoint else None
+
+    apis = KafkaApis(config.broker_id, broker.replicas, broker.access, broker.metadata_response, broker.init_producer_id,
+                     kafka_endpoint)
+    host, port = config.kafka_listen
+    bound_log = log.bind(broker_id=config.broker_id)
+    listener = KafkaListener(apis, host, port, config.request_max_bytes, bound_log)
+    bound = await listener.start()
+    advertised_host, advertised_port = config.kafka_advertised or (host, bound)
+    lifecycle.kafka_endpoint = f"{advertised_host}:{advertised_port}"
+    bound_log.info("kafka listener started", listen=f"{host}:{bound}", advertised=lifecycle.kafka_endpoint)
+    return listener

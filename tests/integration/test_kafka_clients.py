@@ -1,0 +1,139 @@
+"""Kafka's own clients against kraftlog's Kafka listener (docs/kafka.md), on real processes:
+kafka-python produces keyed records with headers and reads them back record by record, and
+records cross between the two doors (Kafka in, kraftlog's client out, and back) unchanged."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+
+import pytest
+
+pytest.importorskip("kafka", reason="kafka-python is in the test extra: pip install -e '.[test]'")
+
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
+
+from data_plane.client import Consumer, Producer  # noqa: E402
+from tests.cluster import local_cluster  # noqa: E402
+
+pytestmark = pytest.mark.integration
+
+TOPIC = "kafka-door"
+PARTITIONS = 3
+RECORDS = 10_000
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    with local_cluster(tmp_path_factory.mktemp("kafka"), controllers=1, brokers=3) as cluster:
+        cluster.create_topic(TOPIC, PARTITIONS, 3)
+        cluster.wait_topic_ready(TOPIC, PARTITIONS)
+        yield cluster
+
+
+def _kafka_consume(bootstrap: str, tps: list[TopicPartition], count: int, **options) -> list:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None, **options)
+    try:
+        consumer.assign(tps)
+        consumer.seek_to_beginning(*tps)
+        records: list = []
+        deadline = time.monotonic() + 60
+        while len(records) < count and time.monotonic() < deadline:
+            for batch in consumer.poll(timeout_ms=500).values():
+                records.extend(batch)
+        return records
+    finally:
+        consumer.close()
+
+
+def test_kafka_python_produces_and_consumes_keyed_records_with_headers(cluster):
+    sent = []
+    producer = KafkaProducer(bootstrap_servers=cluster.kafka_bootstrap, acks="all", enable_idempotence=True, linger_ms=5)
+    try:
+        for i in range(RECORDS):
+            key, value = b"key-%d" % (i % 97), b"value-%06d" % i
+            headers = [("index", b"%d" % i), ("empty", b"")]
+            sent.append((producer.send(TOPIC, value=value, key=key, headers=headers, timestamp_ms=1_700_000_000_000 + i),
+                         key, value, headers))
+        producer.flush(timeout=60)
+    finally:
+        producer.close()
+    expected = {}
+    for future, key, value, headers in sent:
+        meta = future.get(timeout=0)
+        expected[(meta.partition, meta.offset)] = (key, value, headers, meta.timestamp)
+    assert len(expected) == RECORDS
+
+    got = _kafka_consume(cluster.kafka_bootstrap, [TopicPartition(TOPIC, p) for p in range(PARTITIONS)], RECORDS)
+    assert len(got) == RECORDS
+    for r in got:
+        assert (r.key, r.value, r.headers, r.timestamp) == expected[(r.partition, r.offset)]
+    for p in range(PARTITIONS):  # offsets dense from 0 on each partition, in order
+        offsets = [r.offset for r in got if r.partition == p]
+        assert offsets == list(range(len(offsets)))
+
+
+def test_records_cross_between_the_kafka_door_and_kraftlogs_client(cluster):
+    topic = "two-doors"
+    cluster.create_topic(topic, 1, 3)
+    cluster.wait_topic_ready(topic, 1)
+    kafka_sent = [(b"k%d" % i if i % 3 else None, b"from-kafka-%d" % i, [("h", b"%d" % i)]) for i in range(200)]
+    producer = KafkaProducer(bootstrap_servers=cluster.kafka_bootstrap, acks="all")
+    try:
+        for key, value, headers in kafka_sent:
+            producer.send(topic, value=value, key=key, headers=headers, partition=0)
+        producer.flush(timeout=30)
+    finally:
+        producer.close()
+    kraftlog_sent = [(b"g%d" % i, b"from-grpc-%d" % i, [("h", b"%d" % i)]) for i in range(200)]
+    with Producer(cluster.bootstrap, acks="all") as grpc_producer:
+        for key, value, headers in kraftlog_sent:
+            grpc_producer.send(topic, value, key=key, headers=headers, partition=0)
+        grpc_producer.flush(timeout=30)
+
+    expected = [(key, value, headers) for key, value, headers in kafka_sent + kraftlog_sent]
+    with Consumer(cluster.bootstrap) as consumer:
+        consumer.assign([(topic, 0)])
+        consumer.seek_to_beginning()
+        read: list = []
+        deadline = time.monotonic() + 30
+        while len(read) < len(expected) and time.monotonic() < deadline:
+            read.extend(consumer.poll(timeout_ms=500))
+    assert [(r.key, r.value, [(k, v) for k, v in r.headers]) for r in read] == expected
+    assert [r.offset for r in read] == list(range(len(expected)))
+
+    got = _kafka_consume(cluster.kafka_bootstrap, [TopicPartition(topic, 0)], len(expected))
+    assert [(r.key, r.value, list(r.headers)) for r in got] == expected
+    assert [r.offset for r in got] == [r.offset for r in read]
+    assert [r.timestamp for r in got] == [r.timestamp_ms for r in read]
+
+
+def _frame(api_key: int, version: int, correlation_id: int, body: bytes = b"") -> bytes:
+    header = struct.pack(">hhih", api_key, version, correlation_id, 4) + b"test"  # request header v1
+    return struct.pack(">i", len(header) + len(body)) + header + body
+
+
+def _answer(sock: socket.socket) -> bytes:
+    (size,) = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))
+    return sock.recv(size, socket.MSG_WAITALL)
+
+
+def test_unserved_versions_get_unsupported_version_and_a_malformed_frame_closes_only_its_connection(cluster):
+    host, port = cluster.kafka_bootstrap.split(",")[0].split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock, \
+            socket.create_connection((host, int(port)), timeout=10) as other:
+        sock.sendall(_frame(18, 99, 7))  # ApiVersions v99: answered in v0, error 35 and the versions served
+        answer = _answer(sock)
+        correlation_id, error = struct.unpack_from(">ih", answer)
+        assert (correlation_id, error) == (7, 35)
+        assert struct.unpack_from(">i", answer, 6)[0] >= 6  # the served APIs are listed
+        sock.sendall(_frame(60, 0, 8))  # DescribeCluster: not served, the connection stays open
+        assert struct.unpack(">ih", _answer(sock)) == (8, 35)
+        sock.sendall(_frame(18, 0, 9))  # ApiVersions v0 on the same connection
+        assert struct.unpack_from(">ih", _answer(sock)) == (9, 0)
+
+        sock.sendall(struct.pack(">i", 3) + b"abc")  # shorter than any header: this connection closes
+        assert sock.recv(1) == b""
+        other.sendall(_frame(18, 0, 10))  # the other one still answers
+        assert struct.unpack_from(">ih", _answer(other)) == (10, 0)
