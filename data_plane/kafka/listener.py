@@ -66,6 +66,10 @@ class KafkaListener:
             pass  # the client went away
         except MalformedFrame as exc:
             log.warning("kafka connection closed: a request that is not Kafka's protocol", reason=str(exc))
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # a bug answering one request: that connection closes, the listener serves on
+            log.exception("kafka connection closed: answering a request failed")
         finally:
             self._connections.discard(task)
             writer.close()

@@ -25,13 +25,14 @@ def test_stable_layout_gives_each_role_its_own_range():
         "broker-2": (9093, 0),
         "broker-3": (9094, 0),
     }
+    assert [n.kafka_port for n in nodes] == [0, 0, 0, 9392, 9393, 9394]  # brokers' Kafka listeners (docs/kafka.md)
 
 
 def test_stable_layout_moves_with_the_base_and_never_overlaps():
     nodes = stable_nodes(controllers=100, brokers=100, port_base=20000)
     ports = [port for _, _, port in node_ports(nodes)]
-    assert len(ports) == len(set(ports)) == 300
-    assert min(ports) == 20000 and max(ports) == 20299
+    assert len(ports) == len(set(ports)) == 400
+    assert min(ports) == 20000 and max(ports) == 20399
 
 
 @pytest.mark.parametrize(
@@ -45,13 +46,15 @@ def test_stable_layout_refuses_what_it_cannot_lay_out(controllers, brokers, base
 
 def test_only_taken_ports_move_and_replacements_avoid_the_layout():
     nodes = stable_nodes(controllers=2, brokers=2, port_base=9092)
-    taken = {9092, 9293}
+    taken = {9092, 9293, 9393}
     # the spare ports on offer include ports of the layout itself: those must be skipped
-    moved_nodes, moved = move_taken_ports(nodes, taken.__contains__, lambda n: [9093, 40001, 9192, 40002][:n])
+    moved_nodes, moved = move_taken_ports(nodes, taken.__contains__, lambda n: [9093, 40001, 9192, 40002, 40003][:n])
     assert moved == [
         MovedPort("controller-2", "Raft", 9293, 40001),
         MovedPort("broker-1", "gRPC", 9092, 40002),
+        MovedPort("broker-2", "Kafka", 9393, 40003),
     ]
+    assert [n.kafka_port for n in moved_nodes if n.role == "broker"] == [9392, 40003]
     assert ports_by_node(moved_nodes) == {
         "controller-1": (9192, 9292),
         "controller-2": (9193, 40001),

@@ -1,0 +1,99 @@
+"""Kafka record batch v2 <-> kraftlog batch: records, headers, timestamps and producer fields
+survive both ways; the Kafka side is built and read by kafka-python's ``kafka.record`` (the
+codec Kafka's own Python client sends with), CRC-32C checked."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+from kafka.record.util import calc_crc32c
+
+from data_plane import record_batch
+from data_plane.control_batch import ControlType, encode_marker
+from data_plane.kafka.batches import KafkaBatchError, split_batches, to_kafka, to_kraftlog
+
+CODECS = {"none": 0, "gzip": 1, "lz4": 3, "zstd": 4}
+
+
+def kafka_batch(n: int = 3, compression: str = "none", transactional: bool = False, producer=(7, 1, 5)) -> bytes:
+    builder = DefaultRecordBatchBuilder(2, CODECS[compression], transactional, *producer, 1 << 20)
+    for i in range(n):
+        builder.append(i, 1_700_000_000_000 + i, b"k%d" % i if i else None, b"value-%d" % i * 20,
+                       [("h", b"%d" % i), ("null", None)])
+    return bytes(builder.build())
+
+
+def stored(data: bytes, base_offset: int, leader_epoch: int) -> bytes:
+    """``data`` as the leader stores it: offsets and leader epoch stamped."""
+    out = bytearray(data)
+    record_batch.stamp_batch(out, 0, base_offset, leader_epoch)
+    return bytes(out)
+
+
+@pytest.mark.parametrize("compression", list(CODECS))
+def test_a_produced_batch_keeps_records_and_producer_fields_both_ways(compression):
+    sent = kafka_batch(compression=compression, transactional=True)
+    kept = record_batch.decode_batch(stored(to_kraftlog(sent, now_ms=0), 100, 3))
+    assert (kept.header.producer_id, kept.header.producer_epoch, kept.header.base_sequence) == (7, 1, 5)
+    assert kept.header.is_transactional
+    assert kept.header.compression == (compression if compression in ("lz4", "zstd") else "none")
+    assert [(r.offset, r.timestamp_ms, r.key, r.value, list(r.headers)) for r in kept.records()] == [
+        (100 + i, 1_700_000_000_000 + i, b"k%d" % i if i else None, b"value-%d" % i * 20, [("h", b"%d" % i), ("null", None)])
+        for i in range(3)]
+
+    back = DefaultRecordBatch(to_kafka(stored(to_kraftlog(sent, now_ms=0), 100, 3)))
+    assert back.validate_crc()
+    assert (back.base_offset, back.leader_epoch, back.producer_id, back.producer_epoch, back.base_sequence) == (100, 3, 7, 1, 5)
+    assert back.is_transactional and not back.is_control_batch
+    original = DefaultRecordBatch(sent)
+    assert [(r.offset - 100, r.timestamp, r.key, r.value, r.headers) for r in back] == \
+        [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in original]
+
+
+def test_an_uncompressed_batch_goes_back_out_byte_for_byte_after_the_prefix():
+    sent = kafka_batch()
+    back = to_kafka(stored(to_kraftlog(sent, now_ms=0), 0, 0))
+    assert back[:12] == sent[:12] and back[16:] == sent[16:]  # all but the leader epoch the broker stamps
+
+
+def test_a_transaction_marker_goes_out_as_a_kafka_control_batch():
+    marker = stored(encode_marker(ControlType.COMMIT, 7, 2, 4, 1_700_000_000_000), 42, 1)
+    back = DefaultRecordBatch(to_kafka(marker))
+    assert back.validate_crc() and back.is_control_batch and back.is_transactional
+    (record,) = list(back)
+    assert (record.offset, record.commit) == (42, True)
+    assert struct.unpack(">hi", record.value) == (0, 4)
+
+
+def test_log_append_time_batches_say_so_with_the_append_time():
+    data = bytearray(stored(to_kraftlog(kafka_batch(), now_ms=0), 10, 0))
+    record_batch.set_log_append_time(data, 0, 1_800_000_000_000)
+    back = DefaultRecordBatch(to_kafka(bytes(data)))
+    assert back.validate_crc() and back.timestamp_type == 1
+    assert {r.timestamp for r in back} == {1_800_000_000_000}
+
+
+def test_several_stored_batches_become_several_kafka_batches_at_their_offsets():
+    data = stored(to_kraftlog(kafka_batch(2), 0), 0, 0) + stored(to_kraftlog(kafka_batch(3), 0), 2, 0)
+    first, second = (DefaultRecordBatch(raw) for raw in split_batches(to_kafka(data)))
+    assert [r.offset for r in first] + [r.offset for r in second] == [0, 1, 2, 3, 4]
+
+
+def test_damaged_foreign_or_control_batches_are_refused_with_what_to_do():
+    sent = bytearray(kafka_batch())
+    sent[-1] ^= 0xFF
+    with pytest.raises(KafkaBatchError, match="CRC-32C"):
+        to_kraftlog(bytes(sent), 0)
+    old = bytearray(kafka_batch())
+    old[16] = 1
+    with pytest.raises(KafkaBatchError, match="magic 2"):
+        to_kraftlog(bytes(old), 0)
+    with pytest.raises(KafkaBatchError, match="trailing bytes"):
+        to_kraftlog(kafka_batch() + b"\0\0\0", 0)
+    control = bytearray(kafka_batch(1, transactional=True))
+    control[22] |= 0x20  # the control bit, then a CRC that matches again
+    struct.pack_into(">I", control, 17, calc_crc32c(bytes(control[21:])))
+    with pytest.raises(KafkaBatchError, match="control batch"):
+        to_kraftlog(bytes(control), 0)
