@@ -214,12 +214,12 @@ class BrokerServer:
             self._log.warning("UNSAFE TESTING MODE: this broker breaks replication rules on purpose", behaviour=self.config.unsafe.value)
         self.isr_updates.start()
         self.fetchers.start()
-        self._kafka = await serve_kafka(self, self.lifecycle)  # bound before registering: its address is registered
+        self._kafka = await serve_kafka(self, self.lifecycle, groups)  # bound before registering: its address is registered
         await self.metadata.start()
         await self.lifecycle.start()
         self._timers = [
             asyncio.create_task(self._every(self.config.replica_tick_interval_ms, self.replicas.tick)),
-            asyncio.create_task(self._every(self.config.replica_tick_interval_ms, groups.tick)),
+            asyncio.create_task(self._every(self.config.replica_tick_interval_ms, groups.coordinator.tick)),
             asyncio.create_task(self._every(self.config.replica_tick_interval_ms, transactions.tick)),
             asyncio.create_task(self._checkpoints()),
             asyncio.create_task(self._every(self.config.retention_check_interval_ms, self.replicas.maintenance.run_retention)),

@@ -16,8 +16,9 @@ from server_common.authorization import AccessControl
 
 
 def serve_groups(config: BrokerConfig, replicas, create_topics: CreateTopics, server: grpc.aio.Server, access: AccessControl | None = None,
-                 transaction_topic: OffsetsTopic | None = None) -> GroupCoordinator:
-    """``transaction_topic`` answers FindCoordinator for transactional ids (None: refused)."""
+                 transaction_topic: OffsetsTopic | None = None) -> GroupCoordinatorService:
+    """``transaction_topic`` answers FindCoordinator for transactional ids (None: refused).
+    Returns the service, which the Kafka listener answers group requests with too."""
     settings = GroupSettings(
         session_timeout_ms=config.group_session_timeout_ms,
         heartbeat_interval_ms=config.group_heartbeat_interval_ms,
@@ -31,5 +32,6 @@ def serve_groups(config: BrokerConfig, replicas, create_topics: CreateTopics, se
     coordinator = GroupCoordinator(config.broker_id, replicas, settings, visible=visible)
     replicas.marker_listeners.append(coordinator.on_marker)  # transactional offsets complete with their markers
     offsets_topic = OffsetsTopic(config.broker_id, config.offsets_topic_partitions, lambda: replicas.image, create_topics)
-    group_pb2_grpc.add_GroupCoordinatorServicer_to_server(GroupCoordinatorService(coordinator, offsets_topic, access, transaction_topic), server)
-    return coordinator
+    service = GroupCoordinatorService(coordinator, offsets_topic, access, transaction_topic)
+    group_pb2_grpc.add_GroupCoordinatorServicer_to_server(service, server)
+    return service

@@ -1,16 +1,15 @@
-"""The Kafka APIs this door serves, each a translation into the calls the gRPC ``Broker``
-service makes (data_plane/broker/service.py): the same ReplicaManager produce, fetch and
-list-offsets paths, the same ACL checks (``serve_authorized``), the same metadata answer and
-producer-id allocation. Nothing here keeps state of its own.
+"""The Kafka APIs this door serves, each a translation into the calls the gRPC services make
+(data_plane/broker/service.py, data_plane/groups/service.py): the same ReplicaManager produce,
+fetch and list-offsets paths, the same ACL checks (``serve_authorized``), the same metadata
+answer, producer-id allocation and group coordinator. Nothing here keeps state of its own.
 
-Responses are built from one set of fields for every version served: ``build`` keeps the
-fields the version's kio entity has, so a handler is written once, not per version.
+Responses are built from one set of fields for every version served (``entities.build``
+keeps the fields the version's kio entity has), so a handler is written once, not per version.
 """
 
 from __future__ import annotations
 
 import datetime
-import sys
 import uuid
 from dataclasses import dataclass
 from typing import Awaitable, Callable
@@ -25,7 +24,9 @@ from data_plane.broker.replica_manager import ReplicaManager
 from data_plane.broker.requests import FetchItem, FetchResult, OffsetResult, ProduceItem, ProduceResult
 from data_plane.kafka.batches import KafkaBatchError, to_kafka, to_kraftlog
 from data_plane.kafka.codec import Request
+from data_plane.kafka.entities import NO_THROTTLE, build, group_by_topic, millis, response_type, sibling, version
 from data_plane.kafka.error_codes import to_kafka as kafka_code
+from data_plane.kafka.group_apis import FIND_COORDINATOR, OFFSET_COMMIT, OFFSET_FETCH, GroupApis
 from data_plane.replication.errors import ErrorCode
 from kraftlog_proto import broker_pb2
 from server_common.authorization import AccessControl
@@ -33,39 +34,21 @@ from server_common.limits import FETCH_BYTES_MAX_DEFAULT
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS, INIT_PRODUCER_ID = 0, 1, 2, 3, 18, 22
 # api key -> (lowest, highest) version served. Produce from v3 and Fetch from v4: record
-# batch v2 only (Kafka 0.11 on). Fetch stops at v12 (v13 names topics by id); Metadata at
-# v12. ApiVersions advertises exactly this table.
+# batch v2 only (Kafka 0.11 on). Fetch stops at v12 (v13 names topics by id), OffsetFetch at
+# v7 (v8 batches groups). ApiVersions advertises exactly this table.
 SERVED: dict[int, tuple[int, int]] = {
     PRODUCE: (3, 9),
     FETCH: (4, 12),
     LIST_OFFSETS: (1, 7),
     METADATA: (0, 12),
+    OFFSET_COMMIT: (2, 8),
+    OFFSET_FETCH: (1, 7),
+    FIND_COORDINATOR: (0, 4),
     API_VERSIONS: (0, 3),
     INIT_PRODUCER_ID: (0, 4),
 }
-NO_THROTTLE = datetime.timedelta(0)
 NO_AUTHORIZED_OPERATIONS = -(2**31)  # Kafka's "not asked for"
 READ_COMMITTED = 1
-
-
-def build(entity_type: type, **fields):
-    """An entity of ``entity_type`` from those of ``fields`` its version has."""
-    names = entity_type.__dataclass_fields__
-    return entity_type(**{name: value for name, value in fields.items() if name in names})
-
-
-def sibling(entity_type: type, name: str) -> type:
-    """The entity ``name`` of the same API version as ``entity_type`` (its nested types)."""
-    return getattr(sys.modules[entity_type.__module__], name)
-
-
-def response_type(request) -> type:
-    """The response entity of ``request``'s API version."""
-    return load_response_schema(type(request).__api_key__, type(request).__version__)
-
-
-def millis(delta: datetime.timedelta) -> int:
-    return int(delta.total_seconds() * 1000)
 
 
 @dataclass
@@ -78,28 +61,29 @@ class KafkaApis:
     metadata_response: Callable[[list[str]], broker_pb2.MetadataResponse]
     init_producer_id: Callable[[], Awaitable[broker_pb2.InitProducerIdResponse]]
     kafka_endpoint: Callable[[int], tuple[str, int] | None]  # broker id -> its Kafka listener, if it has one
+    groups: GroupApis
 
     async def answer(self, request: Request):
         """The response entity (None: acks=0 produce, answered with nothing)."""
         handler = {
             PRODUCE: self.produce, FETCH: self.fetch, LIST_OFFSETS: self.list_offsets, METADATA: self.metadata,
             API_VERSIONS: self.api_versions, INIT_PRODUCER_ID: self.init_producer,
+            FIND_COORDINATOR: self.groups.find_coordinator, OFFSET_COMMIT: self.groups.offset_commit,
+            OFFSET_FETCH: self.groups.offset_fetch,
         }[request.api_key]
         return await handler(request.body)
 
     async def api_versions(self, request):
-        return api_versions_response(type(request).__version__, KafkaError.none)
+        return api_versions_response(version(request), KafkaError.none)
 
     async def metadata(self, request):
         out = response_type(request)
         names = None if request.topics is None else [t.name for t in request.topics]
-        if names == [] and type(request).__version__ == 0:
+        if names == [] and version(request) == 0:
             names = None  # v0: an empty list means every topic
-        if names == []:
-            answer = self.metadata_response([])
+        answer = describable(self.access, self.metadata_response(names or []), named=bool(names))
+        if names == []:  # v1 on: an empty list asks for brokers only
             del answer.topics[:]
-        else:
-            answer = describable(self.access, self.metadata_response(names or []), named=bool(names))
         brokers = []
         for b in answer.brokers:
             endpoint = None if b.fenced else self.kafka_endpoint(b.broker_id)
@@ -120,7 +104,6 @@ class KafkaApis:
                      controller_id=self.broker_id, topics=topics, cluster_authorized_operations=NO_AUTHORIZED_OPERATIONS)
 
     async def produce(self, request):
-        out = response_type(request)
         now = self.replicas.clock_ms()
         items: list[ProduceItem] = []
         refused: list[ProduceResult] = []
@@ -143,19 +126,17 @@ class KafkaApis:
                 lambda allowed: self.replicas.produce(acks, millis(request.timeout), allowed, transactional_id), ProduceResult)
         if acks == 0:
             return None
-        partition_type = sibling(out, "PartitionProduceResponse")
-        by_topic: dict[str, list] = {}
-        for r in refused + results:
-            by_topic.setdefault(r.topic, []).append(build(
-                partition_type, index=r.partition, error_code=kafka_code(r.error.code), base_offset=r.base_offset,
-                log_append_time=_datetime(r.log_append_time_ms), log_start_offset=r.log_start_offset,
-                record_errors=(), error_message=r.error.message or None))
-        topic_type = sibling(out, "TopicProduceResponse")
+        out = response_type(request)
+        partition_type, topic_type = sibling(out, "PartitionProduceResponse"), sibling(out, "TopicProduceResponse")
+        by_topic = group_by_topic((r.topic, build(
+            partition_type, index=r.partition, error_code=kafka_code(r.error.code), base_offset=r.base_offset,
+            log_append_time=_datetime(r.log_append_time_ms), log_start_offset=r.log_start_offset,
+            record_errors=(), error_message=r.error.message or None)) for r in refused + results)
         return build(out, throttle_time=NO_THROTTLE, responses=tuple(
             build(topic_type, name=name, partition_responses=tuple(parts)) for name, parts in by_topic.items()))
 
     async def fetch(self, request):
-        out = response_type(request)
+        """Sessionless (KIP-227's session id 0): every request names its partitions, as Kafka allows."""
         items = [FetchItem(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes, getattr(p, "current_leader_epoch", -1))
                  for t in request.topics for p in t.partitions]
         committed = request.isolation_level == READ_COMMITTED
@@ -164,23 +145,21 @@ class KafkaApis:
             self.access, "read", items, lambda i: (i.topic, i.partition),
             lambda allowed: self.replicas.reads.fetch(millis(request.max_wait), request.min_bytes, max_bytes, allowed, committed),
             FetchResult)
+        out = response_type(request)
         partition_type, aborted_type = sibling(out, "PartitionData"), sibling(out, "AbortedTransaction")
-        by_topic: dict[str, list] = {}
-        for r in results:
-            by_topic.setdefault(r.topic, []).append(build(
-                partition_type, partition_index=r.partition, error_code=kafka_code(r.error.code),
-                high_watermark=r.high_watermark, last_stable_offset=r.last_stable_offset, log_start_offset=r.log_start_offset,
-                aborted_transactions=tuple(build(aborted_type, producer_id=a.producer_id, first_offset=a.first_offset)
-                                           for a in r.aborted) if committed else None,
-                preferred_read_replica=-1, records=Records(to_kafka(r.data)) if r.data else None,
-                current_leader=build(sibling(out, "LeaderIdAndEpoch"), leader_id=r.leader.leader_id,
-                                     leader_epoch=r.leader.leader_epoch)))
+        by_topic = group_by_topic((r.topic, build(
+            partition_type, partition_index=r.partition, error_code=kafka_code(r.error.code),
+            high_watermark=r.high_watermark, last_stable_offset=r.last_stable_offset, log_start_offset=r.log_start_offset,
+            aborted_transactions=tuple(build(aborted_type, producer_id=a.producer_id, first_offset=a.first_offset)
+                                       for a in r.aborted) if committed else None,
+            preferred_read_replica=-1, records=Records(to_kafka(r.data)) if r.data else None,
+            current_leader=build(sibling(out, "LeaderIdAndEpoch"), leader_id=r.leader.leader_id,
+                                 leader_epoch=r.leader.leader_epoch))) for r in results)
         topic_type = sibling(out, "FetchableTopicResponse")
         return build(out, throttle_time=NO_THROTTLE, error_code=KafkaError.none, session_id=0, responses=tuple(
             build(topic_type, topic=name, partitions=tuple(parts)) for name, parts in by_topic.items()))
 
     async def list_offsets(self, request):
-        out = response_type(request)
         committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
         items, refused = [], []
         for t in request.topics:
@@ -193,13 +172,11 @@ class KafkaApis:
                     items.append((t.name, p.partition_index, p.timestamp, getattr(p, "current_leader_epoch", -1)))
         results = await serve_authorized(self.access, "describe", items, lambda i: (i[0], i[1]),
                                          lambda allowed: self.replicas.reads.list_offsets(allowed, committed), OffsetResult)
-        partition_type = sibling(out, "ListOffsetsPartitionResponse")
-        by_topic: dict[str, list] = {}
-        for r in refused + results:
-            by_topic.setdefault(r.topic, []).append(build(
-                partition_type, partition_index=r.partition, error_code=kafka_code(r.error.code), timestamp=r.timestamp,
-                offset=r.offset, leader_epoch=r.leader_epoch))
-        topic_type = sibling(out, "ListOffsetsTopicResponse")
+        out = response_type(request)
+        partition_type, topic_type = sibling(out, "ListOffsetsPartitionResponse"), sibling(out, "ListOffsetsTopicResponse")
+        by_topic = group_by_topic((r.topic, build(
+            partition_type, partition_index=r.partition, error_code=kafka_code(r.error.code), timestamp=r.timestamp,
+            offset=r.offset, leader_epoch=r.leader_epoch)) for r in refused + results)
         return build(out, throttle_time=NO_THROTTLE, topics=tuple(
             build(topic_type, name=name, partitions=tuple(parts)) for name, parts in by_topic.items()))
 
@@ -214,14 +191,14 @@ class KafkaApis:
             return build(out, throttle_time=NO_THROTTLE, error_code=KafkaError.cluster_authorization_failed,
                          producer_id=-1, producer_epoch=-1)
         answer = await self.init_producer_id()
+        failed = answer.error_code != ErrorCode.NONE
         return build(out, throttle_time=NO_THROTTLE, error_code=kafka_code(answer.error_code),
-                     producer_id=answer.producer_id if not answer.error_code else -1,
-                     producer_epoch=answer.producer_epoch if not answer.error_code else -1)
+                     producer_id=-1 if failed else answer.producer_id, producer_epoch=-1 if failed else answer.producer_epoch)
 
 
-def api_versions_response(version: int, error: KafkaError):
-    """ApiVersions at ``version`` (v0 for a version above those served, as Kafka answers)."""
-    out = load_response_schema(API_VERSIONS, version)
+def api_versions_response(api_version: int, error: KafkaError):
+    """ApiVersions at ``api_version`` (v0 for a version above those served, as Kafka answers)."""
+    out = load_response_schema(API_VERSIONS, api_version)
     entry = sibling(out, "ApiVersion")
     return build(out, error_code=error, throttle_time=NO_THROTTLE,
                  api_keys=tuple(build(entry, api_key=key, min_version=low, max_version=high)

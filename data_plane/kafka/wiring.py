@@ -9,7 +9,9 @@ from typing import Protocol
 import structlog
 
 from data_plane.broker.config import BrokerConfig, parse_host_port
+from data_plane.groups.service import GroupCoordinatorService
 from data_plane.kafka.apis import KafkaApis
+from data_plane.kafka.group_apis import GroupApis
 from data_plane.kafka.listener import KafkaListener
 
 log = structlog.get_logger("kafka")
@@ -26,7 +28,7 @@ class _Broker(Protocol):  # what the listener needs of data_plane.broker.server.
     async def init_producer_id(self): ...
 
 
-async def serve_kafka(broker: _Broker, lifecycle) -> KafkaListener | None:
+async def serve_kafka(broker: _Broker, lifecycle, groups: GroupCoordinatorService) -> KafkaListener | None:
     """Listen for Kafka clients when ``--kafka-listen`` is set, and set the endpoint the
     broker registers (None: no Kafka listener)."""
     config = broker.config
@@ -38,7 +40,7 @@ async def serve_kafka(broker: _Broker, lifecycle) -> KafkaListener | None:
         return parse_host_port(registered.kafka_endpoint) if registered is not None and registered.kafka_endpoint else None
 
     apis = KafkaApis(config.broker_id, broker.replicas, broker.access, broker.metadata_response, broker.init_producer_id,
-                     kafka_endpoint)
+                     kafka_endpoint, GroupApis(groups, kafka_endpoint))
     host, port = config.kafka_listen
     bound_log = log.bind(broker_id=config.broker_id)
     listener = KafkaListener(apis, host, port, config.request_max_bytes, bound_log)

@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("kafka", reason="kafka-python is in the test extra: pip install -e '.[test]'")
 
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
+from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition  # noqa: E402
 
 from data_plane.client import Consumer, Producer  # noqa: E402
 from tests.cluster import local_cluster  # noqa: E402
@@ -137,3 +137,33 @@ def test_unserved_versions_get_unsupported_version_and_a_malformed_frame_closes_
         assert sock.recv(1) == b""
         other.sendall(_frame(18, 0, 10))  # the other one still answers
         assert struct.unpack_from(">ih", _answer(other)) == (10, 0)
+
+
+def test_offsets_committed_through_the_kafka_door_are_the_group_coordinators(cluster):
+    """kafka-python's simple consumer (assign, then commit under a group id) commits through
+    FindCoordinator and OffsetCommit; kraftlog's own group admin reads the same offsets, and a
+    new Kafka consumer of the group starts where they say."""
+    from data_plane.client.group_admin import GroupAdmin
+
+    tps = [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
+    consumer = KafkaConsumer(bootstrap_servers=cluster.kafka_bootstrap, group_id="kafka-door-group", enable_auto_commit=False)
+    try:
+        consumer.assign(tps)
+        consumer.commit({tp: OffsetAndMetadata(10 + tp.partition, "from kafka-python", -1) for tp in tps})
+        assert {tp.partition: consumer.committed(tp) for tp in tps} == {p: 10 + p for p in range(PARTITIONS)}
+    finally:
+        consumer.close()
+
+    with GroupAdmin(cluster.bootstrap) as admin:
+        assert admin.committed_offsets("kafka-door-group") == {(TOPIC, p): 10 + p for p in range(PARTITIONS)}
+
+    again = KafkaConsumer(bootstrap_servers=cluster.kafka_bootstrap, group_id="kafka-door-group", enable_auto_commit=False)
+    try:
+        again.assign([TopicPartition(TOPIC, 0)])
+        first = []
+        deadline = time.monotonic() + 30
+        while not first and time.monotonic() < deadline:
+            first = [r for batch in again.poll(timeout_ms=500).values() for r in batch]
+        assert first[0].offset == 10
+    finally:
+        again.close()
