@@ -278,8 +278,12 @@ class BrokerLifecycleManager:
         return response.producer_id_start, response.producer_id_len
 
     async def create_topics(self, request: pb.CreateTopicsRequest, deadline_s: float = 10.0) -> pb.CreateTopicsResponse:
-        """Create topics through the active controller (the group coordinator's offsets topic)."""
+        """Create topics through the active controller (the group coordinator's offsets topic, Kafka clients' CreateTopics)."""
         return await self._call("CreateTopics", request, deadline_s)
+
+    async def delete_topics(self, request: pb.DeleteTopicsRequest, deadline_s: float = 10.0) -> pb.DeleteTopicsResponse:
+        """Delete topics through the active controller (Kafka clients' DeleteTopics)."""
+        return await self._call("DeleteTopics", request, deadline_s)
 
 
 class MetadataFollower:

@@ -22,6 +22,7 @@ from data_plane.broker.authorization import describable, serve_authorized, trans
 from data_plane.broker.errors import PartitionError
 from data_plane.broker.replica_manager import ReplicaManager
 from data_plane.broker.requests import FetchItem, FetchResult, OffsetResult, ProduceItem, ProduceResult
+from data_plane.kafka.admin_apis import CREATE_TOPICS, DELETE_TOPICS, AdminApis
 from data_plane.kafka.batches import KafkaBatchError, to_kafka, to_kraftlog
 from data_plane.kafka.codec import Request
 from data_plane.kafka.entities import NO_THROTTLE, build, group_by_topic, millis, response_type, sibling, version
@@ -35,7 +36,7 @@ from server_common.limits import FETCH_BYTES_MAX_DEFAULT
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS, INIT_PRODUCER_ID = 0, 1, 2, 3, 18, 22
 # api key -> (lowest, highest) version served. Produce from v3 and Fetch from v4: record
 # batch v2 only (Kafka 0.11 on). Fetch stops at v12 (v13 names topics by id), OffsetFetch at
-# v7 (v8 batches groups). ApiVersions advertises exactly this table.
+# v7 (v8 batches groups), DeleteTopics at v5 (v6 names topics by id). ApiVersions advertises exactly this table.
 SERVED: dict[int, tuple[int, int]] = {
     PRODUCE: (3, 9),
     FETCH: (4, 12),
@@ -44,6 +45,8 @@ SERVED: dict[int, tuple[int, int]] = {
     OFFSET_COMMIT: (2, 8),
     OFFSET_FETCH: (1, 7),
     FIND_COORDINATOR: (0, 4),
+    CREATE_TOPICS: (2, 7),
+    DELETE_TOPICS: (1, 5),
     API_VERSIONS: (0, 3),
     INIT_PRODUCER_ID: (0, 4),
 }
@@ -62,6 +65,7 @@ class KafkaApis:
     init_producer_id: Callable[[], Awaitable[broker_pb2.InitProducerIdResponse]]
     kafka_endpoint: Callable[[int], tuple[str, int] | None]  # broker id -> its Kafka listener, if it has one
     groups: GroupApis
+    admin: AdminApis
 
     async def answer(self, request: Request):
         """The response entity (None: acks=0 produce, answered with nothing)."""
@@ -69,7 +73,7 @@ class KafkaApis:
             PRODUCE: self.produce, FETCH: self.fetch, LIST_OFFSETS: self.list_offsets, METADATA: self.metadata,
             API_VERSIONS: self.api_versions, INIT_PRODUCER_ID: self.init_producer,
             FIND_COORDINATOR: self.groups.find_coordinator, OFFSET_COMMIT: self.groups.offset_commit,
-            OFFSET_FETCH: self.groups.offset_fetch,
+            OFFSET_FETCH: self.groups.offset_fetch, CREATE_TOPICS: self.admin.create, DELETE_TOPICS: self.admin.delete,
         }[request.api_key]
         return await handler(request.body)
 

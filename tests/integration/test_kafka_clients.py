@@ -167,3 +167,27 @@ def test_offsets_committed_through_the_kafka_door_are_the_group_coordinators(clu
         assert first[0].offset == 10
     finally:
         again.close()
+
+
+def test_kafka_admin_creates_and_deletes_topics_through_the_controllers(cluster):
+    from kafka.admin import KafkaAdminClient, NewTopic
+    from kafka.errors import TopicAlreadyExistsError
+
+    from data_plane.client import Admin
+    from server_common.waiting import wait_for
+
+    admin = KafkaAdminClient(bootstrap_servers=cluster.kafka_bootstrap)
+    try:
+        admin.create_topics([NewTopic("made-by-kafka-admin", num_partitions=2, replication_factor=3,
+                                      topic_configs={"retention.ms": "3600000"})])
+        cluster.wait_topic_ready("made-by-kafka-admin", 2)  # kraftlog's own metadata has it
+        with cluster.controller_client() as controller:
+            configs = {c.key: c.value for c in controller.describe_configs(["made-by-kafka-admin"])["made-by-kafka-admin"]}
+        assert configs["retention.ms"] == "3600000"
+        with pytest.raises(TopicAlreadyExistsError):
+            admin.create_topics([NewTopic("made-by-kafka-admin", num_partitions=2, replication_factor=3)])
+        admin.delete_topics(["made-by-kafka-admin"])
+    finally:
+        admin.close()
+    with Admin(cluster.bootstrap) as kraftlog_admin:
+        wait_for(lambda: "made-by-kafka-admin" not in kraftlog_admin.describe_topics(), 30, "the topic deleted")
