@@ -191,3 +191,36 @@ def test_kafka_admin_creates_and_deletes_topics_through_the_controllers(cluster)
         admin.close()
     with Admin(cluster.bootstrap) as kraftlog_admin:
         wait_for(lambda: "made-by-kafka-admin" not in kraftlog_admin.describe_topics(), 30, "the topic deleted")
+
+
+@pytest.mark.parametrize("isolation", ["read_committed", "read_uncommitted"])
+def test_a_kafka_consumer_reads_kraftlog_transactions_at_its_isolation_level(cluster, isolation):
+    """Transactions written through kraftlog's client: read_committed Kafka consumers get the
+    committed ones only (the aborted transactions list and the markers as control batches
+    do it), read_uncommitted ones get everything; neither sees a marker as a record."""
+    topic = f"transactions-{isolation}"
+    cluster.create_topic(topic, 1, 3)
+    with Producer(cluster.bootstrap, acks="all", transactional_id=f"kafka-door-{isolation}") as producer:
+        producer.init_transactions()
+        for n, outcome in enumerate(["commit", "abort", "commit"]):
+            producer.begin_transaction()
+            for i in range(5):
+                producer.send(topic, b"%s-%d-%d" % (outcome.encode(), n, i), partition=0)
+            producer.commit_transaction() if outcome == "commit" else producer.abort_transaction()
+    expected = [b"%s-%d-%d" % (outcome, n, i) for n, outcome in enumerate([b"commit", b"abort", b"commit"]) for i in range(5)
+                if isolation == "read_uncommitted" or outcome == b"commit"]
+
+    consumer = KafkaConsumer(bootstrap_servers=cluster.kafka_bootstrap, group_id=None, enable_auto_commit=False,
+                             isolation_level=isolation)
+    try:
+        tp = TopicPartition(topic, 0)
+        consumer.assign([tp])
+        consumer.seek_to_beginning(tp)
+        got: list = []
+        end = consumer.end_offsets([tp])[tp]
+        deadline = time.monotonic() + 30
+        while consumer.position(tp) < end and time.monotonic() < deadline:
+            got.extend(r.value for batch in consumer.poll(timeout_ms=500).values() for r in batch)
+    finally:
+        consumer.close()
+    assert got == expected
