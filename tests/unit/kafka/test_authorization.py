@@ -1,0 +1,104 @@
+"""The Kafka door refuses what the gRPC door refuses: a partition of a topic its principal may
+not WRITE (READ) is answered TOPIC_AUTHORIZATION_FAILED and never reaches the replica
+manager, while the allowed ones in the same request are served; CreateTopics is checked for
+the Kafka client's principal before anything goes on to the controller."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+
+from kio.schema.create_topics.v7 import request as create_v7
+from kio.schema.errors import ErrorCode as KafkaError
+from kio.schema.fetch.v12 import request as fetch_v12
+from kio.schema.produce.v9 import request as produce_v9
+from kio.static.primitive import Records
+from kafka.record.default_records import DefaultRecordBatchBuilder
+
+from data_plane.broker.requests import FetchResult, ProduceResult
+from data_plane.kafka.admin_apis import AdminApis
+from data_plane.kafka.apis import KafkaApis
+from kraftlog_proto import controller_pb2
+from server_common.authorization import AccessControl
+from server_common.authorizer import AclBinding
+
+ALLOWED, REFUSED = "allowed", "refused"
+
+
+class FakeReplicas:
+    """What the door asks of the ReplicaManager, recording which partitions reached it."""
+
+    def __init__(self) -> None:
+        self.produced: list[tuple[str, int]] = []
+        self.fetched: list[tuple[str, int]] = []
+        self.reads = self
+
+    def clock_ms(self) -> int:
+        return 0
+
+    async def produce(self, acks, timeout_ms, items, transactional_id=""):
+        self.produced += [(i.topic, i.partition) for i in items]
+        return [ProduceResult(i.topic, i.partition, base_offset=0) for i in items]
+
+    async def fetch(self, max_wait_ms, min_bytes, max_bytes, items, read_committed=False):
+        self.fetched += [(i.topic, i.partition) for i in items]
+        return [FetchResult(i.topic, i.partition, high_watermark=0) for i in items]
+
+
+def access(*operations: str) -> AccessControl:
+    acls = {AclBinding("User:ANONYMOUS", "*", "topic", ALLOWED, "literal", op, "allow"): True for op in operations}
+    return AccessControl(lambda: acls, (), enabled=True)
+
+
+def apis(replicas: FakeReplicas, control: AccessControl) -> KafkaApis:
+    return KafkaApis(1, replicas, control, None, None, lambda broker_id: None, None, None)
+
+
+def one_batch() -> Records:
+    builder = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 1 << 20)
+    builder.append(0, 1, b"k", b"v", [])
+    return Records(bytes(builder.build()))
+
+
+def test_produce_serves_the_allowed_topic_and_refuses_the_other():
+    replicas = FakeReplicas()
+    request = produce_v9.ProduceRequest(acks=-1, timeout=datetime.timedelta(seconds=1), topic_data=tuple(
+        produce_v9.TopicProduceData(name=name, partition_data=(produce_v9.PartitionProduceData(index=0, records=one_batch()),))
+        for name in (ALLOWED, REFUSED)))
+    response = asyncio.run(apis(replicas, access("write")).produce(request))
+    codes = {t.name: t.partition_responses[0].error_code for t in response.responses}
+    assert codes == {ALLOWED: KafkaError.none, REFUSED: KafkaError.topic_authorization_failed}
+    assert replicas.produced == [(ALLOWED, 0)]
+    refused = next(t for t in response.responses if t.name == REFUSED).partition_responses[0]
+    assert "kraftlog acls create" in refused.error_message  # what to do next, as over gRPC
+
+
+def test_fetch_serves_the_readable_topic_and_refuses_the_other():
+    replicas = FakeReplicas()
+    request = fetch_v12.FetchRequest(
+        replica_id=-1, max_wait=datetime.timedelta(0), min_bytes=0, max_bytes=1 << 20, isolation_level=0, session_id=0,
+        session_epoch=-1, forgotten_topics_data=(), rack_id="", topics=tuple(
+            fetch_v12.FetchTopic(topic=name, partitions=(fetch_v12.FetchPartition(
+                partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1, log_start_offset=-1,
+                partition_max_bytes=1 << 20),)) for name in (ALLOWED, REFUSED)))
+    response = asyncio.run(apis(replicas, access("read")).fetch(request))
+    codes = {t.topic: t.partitions[0].error_code for t in response.responses}
+    assert codes == {ALLOWED: KafkaError.none, REFUSED: KafkaError.topic_authorization_failed}
+    assert replicas.fetched == [(ALLOWED, 0)]
+
+
+def test_create_topics_refuses_at_the_broker_and_forwards_only_the_allowed():
+    forwarded: list[list[str]] = []
+
+    async def create_topics(request, deadline_s):
+        forwarded.append([t.name for t in request.topics])
+        return controller_pb2.CreateTopicsResponse(topics=[controller_pb2.TopicResult(name=t.name) for t in request.topics])
+
+    admin = AdminApis(access("create"), create_topics, None)
+    request = create_v7.CreateTopicsRequest(timeout=datetime.timedelta(seconds=5), validate_only=False, topics=tuple(
+        create_v7.CreatableTopic(name=name, num_partitions=1, replication_factor=1, assignments=(), configs=())
+        for name in (ALLOWED, REFUSED)))
+    response = asyncio.run(admin.create(request))
+    assert {t.name: t.error_code for t in response.topics} == {ALLOWED: KafkaError.none,
+                                                              REFUSED: KafkaError.topic_authorization_failed}
+    assert forwarded == [[ALLOWED]]
