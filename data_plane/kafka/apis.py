@@ -27,7 +27,7 @@ from data_plane.kafka.batches import KafkaBatchError, to_kafka, to_kraftlog
 from data_plane.kafka.codec import Request
 from data_plane.kafka.entities import NO_THROTTLE, build, group_by_topic, millis, response_type, sibling, version
 from data_plane.kafka.error_codes import to_kafka as kafka_code
-from data_plane.kafka.group_apis import FIND_COORDINATOR, OFFSET_COMMIT, OFFSET_FETCH, GroupApis
+from data_plane.kafka.group_apis import CONSUMER_GROUP_HEARTBEAT, FIND_COORDINATOR, OFFSET_COMMIT, OFFSET_FETCH, GroupApis, PeerContext
 from data_plane.replication.errors import ErrorCode
 from kraftlog_proto import broker_pb2
 from server_common.authorization import AccessControl
@@ -35,16 +35,17 @@ from server_common.limits import FETCH_BYTES_MAX_DEFAULT
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS, INIT_PRODUCER_ID = 0, 1, 2, 3, 18, 22
 # api key -> (lowest, highest) version served. Produce from v3 and Fetch from v4: record
-# batch v2 only (Kafka 0.11 on). Fetch stops at v12 (v13 names topics by id), OffsetFetch at
-# v7 (v8 batches groups), DeleteTopics at v5 (v6 names topics by id). ApiVersions advertises exactly this table.
+# batch v2 only (Kafka 0.11 on). Fetch stops at v12 (v13 names topics by id), DeleteTopics
+# at v5 (v6 names topics by id). ApiVersions advertises exactly this table.
 SERVED: dict[int, tuple[int, int]] = {
     PRODUCE: (3, 9),
     FETCH: (4, 12),
     LIST_OFFSETS: (1, 7),
     METADATA: (0, 12),
-    OFFSET_COMMIT: (2, 8),
-    OFFSET_FETCH: (1, 7),
+    OFFSET_COMMIT: (2, 9),
+    OFFSET_FETCH: (1, 9),
     FIND_COORDINATOR: (0, 4),
+    CONSUMER_GROUP_HEARTBEAT: (0, 1),
     CREATE_TOPICS: (2, 7),
     DELETE_TOPICS: (1, 5),
     API_VERSIONS: (0, 3),
@@ -67,8 +68,10 @@ class KafkaApis:
     groups: GroupApis
     admin: AdminApis
 
-    async def answer(self, request: Request):
+    async def answer(self, request: Request, peer: PeerContext):
         """The response entity (None: acks=0 produce, answered with nothing)."""
+        if request.api_key == CONSUMER_GROUP_HEARTBEAT:  # the one call that records the client's address
+            return await self.groups.consumer_group_heartbeat(request.body, peer)
         handler = {
             PRODUCE: self.produce, FETCH: self.fetch, LIST_OFFSETS: self.list_offsets, METADATA: self.metadata,
             API_VERSIONS: self.api_versions, INIT_PRODUCER_ID: self.init_producer,
@@ -82,7 +85,7 @@ class KafkaApis:
 
     async def metadata(self, request):
         out = response_type(request)
-        names = None if request.topics is None else [t.name for t in request.topics]
+        names = None if request.topics is None else [self._topic_name(t) for t in request.topics]
         if names == [] and version(request) == 0:
             names = None  # v0: an empty list means every topic
         answer = describable(self.access, self.metadata_response(names or []), named=bool(names))
@@ -106,6 +109,15 @@ class KafkaApis:
             for t in answer.topics)
         return build(out, throttle_time=NO_THROTTLE, brokers=tuple(brokers), cluster_id=answer.cluster_id or None,
                      controller_id=self.broker_id, topics=topics, cluster_authorized_operations=NO_AUTHORIZED_OPERATIONS)
+
+    def _topic_name(self, topic) -> str:
+        """A requested topic's name; from v10 a client may name it by id alone (KIP-516), as
+        KIP-848 consumers do for the topics they are assigned."""
+        if topic.name is not None:
+            return topic.name
+        image = self.replicas.image
+        found = image.topics_by_id.get(str(topic.topic_id)) if image is not None else None
+        return found.name if found is not None else f"<unknown topic id {topic.topic_id}>"
 
     async def produce(self, request):
         now = self.replicas.clock_ms()
@@ -156,7 +168,7 @@ class KafkaApis:
             high_watermark=r.high_watermark, last_stable_offset=r.last_stable_offset, log_start_offset=r.log_start_offset,
             aborted_transactions=tuple(build(aborted_type, producer_id=a.producer_id, first_offset=a.first_offset)
                                        for a in r.aborted) if committed else None,
-            preferred_read_replica=-1, records=Records(to_kafka(r.data)) if r.data else None,
+            preferred_read_replica=-1, records=Records(to_kafka(r.data)),  # empty, never null: librdkafka reads a null as malformed
             current_leader=build(sibling(out, "LeaderIdAndEpoch"), leader_id=r.leader.leader_id,
                                  leader_epoch=r.leader.leader_epoch))) for r in results)
         topic_type = sibling(out, "FetchableTopicResponse")

@@ -1,30 +1,49 @@
-"""FindCoordinator, OffsetCommit and OffsetFetch on the Kafka door: Kafka's requests as the
-gRPC ``GroupCoordinator`` service's requests, answered by that same service object (its
-ACL checks, its coordinator, its ``__consumer_offsets``), and its answers in Kafka's shape.
-A consumer that assigns partitions itself commits as Kafka's simple consumers do: member id
-empty, generation -1 (the coordinator's admin commit, for groups without members).
-Consumer-group membership (JoinGroup, SyncGroup, Heartbeat) is not served yet."""
+"""FindCoordinator, ConsumerGroupHeartbeat, OffsetCommit and OffsetFetch on the Kafka door:
+Kafka's requests as the gRPC ``GroupCoordinator`` service's requests, answered by that same
+service object (its ACL checks, its coordinator, its ``__consumer_offsets``), and its answers
+in Kafka's shape. Membership is KIP-848's ConsumerGroupHeartbeat, which kraftlog's
+coordinator speaks natively (Kafka's names topics by id in assignments: translated with the
+metadata image). A consumer that assigns partitions itself commits as Kafka's simple
+consumers do: member id empty, generation -1 (the coordinator's admin commit, for groups
+without members). The classic protocol (JoinGroup, SyncGroup, Heartbeat) is not served."""
 
 from __future__ import annotations
 
+import datetime
+import uuid
 from dataclasses import dataclass
 from typing import Callable
 
 from kio.schema.errors import ErrorCode as KafkaError
 
 from data_plane.groups.service import GroupCoordinatorService
-from data_plane.kafka.entities import NO_THROTTLE, build, group_by_topic, response_type, sibling, version
+from data_plane.kafka.entities import NO_THROTTLE, build, group_by_topic, millis, response_type, sibling, version
 from data_plane.kafka.error_codes import to_kafka as kafka_code
 from kraftlog_proto import group_pb2
+from server_common.principal import current_identity
 
-OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR = 8, 9, 10
+OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, CONSUMER_GROUP_HEARTBEAT = 8, 9, 10, 68
 GROUP_KEY = 0
+BATCHED_OFFSET_FETCH = 8  # OffsetFetch from v8 asks for several groups at once
+
+
+@dataclass(frozen=True)
+class PeerContext:
+    """The one thing the group service reads of a gRPC call context for Kafka's calls: the
+    client's address (a member's client host)."""
+
+    host: str
+    port: int
+
+    def peer(self) -> str:
+        return f"ipv4:{self.host}:{self.port}"
 
 
 @dataclass
 class GroupApis:
     service: GroupCoordinatorService
     kafka_endpoint: Callable[[int], tuple[str, int] | None]
+    image: Callable[[], object]  # the broker's metadata image: topic names <-> ids
 
     async def find_coordinator(self, request):
         out = response_type(request)
@@ -73,14 +92,29 @@ class GroupApis:
             build(topic_type, name=name, partitions=tuple(parts)) for name, parts in by_topic.items()))
 
     async def offset_fetch(self, request):
-        wanted = None if request.topics is None else [
-            group_pb2.TopicPartitions(topic=t.name, partitions=list(t.partition_indexes)) for t in request.topics]
-        answer = await self.service.OffsetFetch(group_pb2.OffsetFetchRequest(
-            group_id=request.group_id, topics=wanted or [], require_stable=getattr(request, "require_stable", False)), None)
         out = response_type(request)
-        partition_type, topic_type = sibling(out, "OffsetFetchResponsePartition"), sibling(out, "OffsetFetchResponseTopic")
+        if version(request) < BATCHED_OFFSET_FETCH:
+            group_error, topics = await self._fetch_group(out, "OffsetFetchResponseTopic", "OffsetFetchResponsePartition",
+                                                          request.group_id, request.topics, request.require_stable
+                                                          if hasattr(request, "require_stable") else False, version(request))
+            return build(out, throttle_time=NO_THROTTLE, error_code=group_error, topics=topics)
+        groups = []
+        for g in request.groups:
+            group_error, topics = await self._fetch_group(out, "OffsetFetchResponseTopics", "OffsetFetchResponsePartitions",
+                                                          g.group_id, g.topics, request.require_stable, version(request))
+            groups.append(build(sibling(out, "OffsetFetchResponseGroup"), group_id=g.group_id, error_code=group_error,
+                                topics=topics))
+        return build(out, throttle_time=NO_THROTTLE, groups=tuple(groups))
+
+    async def _fetch_group(self, out: type, topic_name: str, partition_name: str, group_id: str, topics, require_stable: bool,
+                           api_version: int) -> tuple[KafkaError, tuple]:
+        wanted = None if topics is None else [
+            group_pb2.TopicPartitions(topic=t.name, partitions=list(t.partition_indexes)) for t in topics]
+        answer = await self.service.OffsetFetch(group_pb2.OffsetFetchRequest(
+            group_id=group_id, topics=wanted or [], require_stable=require_stable), None)
+        partition_type, topic_type = sibling(out, partition_name), sibling(out, topic_name)
         group_error = kafka_code(answer.error_code)
-        if group_error is not KafkaError.none and version(request) < 2:  # no group-level field: every partition says it
+        if group_error is not KafkaError.none and api_version < 2:  # no group-level field: every partition says it
             entries = [(t.topic, p, group_error) for t in (wanted or []) for p in
                        [group_pb2.OffsetFetchPartition(partition=i, committed_offset=-1, committed_leader_epoch=-1) for i in t.partitions]]
         else:
@@ -88,5 +122,32 @@ class GroupApis:
         by_topic = group_by_topic((topic, build(
             partition_type, partition_index=p.partition, committed_offset=p.committed_offset,
             committed_leader_epoch=p.committed_leader_epoch, metadata=p.metadata, error_code=code)) for topic, p, code in entries)
-        return build(out, throttle_time=NO_THROTTLE, error_code=group_error, topics=tuple(
-            build(topic_type, name=name, partitions=tuple(parts)) for name, parts in by_topic.items()))
+        return group_error, tuple(build(topic_type, name=name, partitions=tuple(parts)) for name, parts in by_topic.items())
+
+    async def consumer_group_heartbeat(self, request, peer: PeerContext):
+        """KIP-848's heartbeat. Null fields mean "unchanged", as kraftlog's ``*_changed`` flags do."""
+        image = self.image()
+        names = {} if image is None else {t.topic_id: name for name, t in image.topics.items()}
+        owned = request.topic_partitions
+        regex = getattr(request, "subscribed_topic_regex", None)
+        heartbeat = group_pb2.ConsumerGroupHeartbeatRequest(
+            group_id=request.group_id, member_id=request.member_id, member_epoch=request.member_epoch,
+            instance_id=request.instance_id or "", rack_id=request.rack_id or "",
+            rebalance_timeout_ms=max(millis(request.rebalance_timeout), 0),
+            subscription_changed=request.subscribed_topic_names is not None or regex is not None,
+            subscribed_topic_names=list(request.subscribed_topic_names or ()), subscribed_topic_regex=regex or "",
+            server_assignor=request.server_assignor or "", owned_changed=owned is not None, client_id=current_identity().client_id,
+            owned_partitions=[group_pb2.TopicPartitions(topic=names[str(t.topic_id)], partitions=list(t.partitions))
+                              for t in owned or () if str(t.topic_id) in names])
+        answer = await self.service.ConsumerGroupHeartbeat(heartbeat, peer)
+        out = response_type(request)
+        assignment = None
+        if answer.has_assignment and image is not None:
+            entry = sibling(out, "TopicPartitions")
+            assignment = build(sibling(out, "Assignment"), topic_partitions=tuple(
+                build(entry, topic_id=uuid.UUID(image.topics[t.topic].topic_id), partitions=tuple(t.partitions))
+                for t in answer.assignment if t.topic in image.topics))
+        return build(out, throttle_time=NO_THROTTLE, error_code=kafka_code(answer.error_code),
+                     error_message=answer.error_message or None, member_id=answer.member_id or None,
+                     member_epoch=answer.member_epoch, heartbeat_interval=datetime.timedelta(milliseconds=answer.heartbeat_interval_ms),
+                     assignment=assignment)

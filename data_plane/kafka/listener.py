@@ -17,6 +17,7 @@ import structlog
 from kio.schema.errors import ErrorCode as KafkaError
 
 from data_plane.kafka.apis import API_VERSIONS, SERVED, KafkaApis, api_versions_response
+from data_plane.kafka.group_apis import PeerContext
 from data_plane.kafka.codec import MalformedFrame, Unserved, decode_request, encode_bare_error, encode_response
 from server_common.principal import ANONYMOUS, Identity, set_identity
 
@@ -58,7 +59,7 @@ class KafkaListener:
                 (size,) = _SIZE.unpack(await reader.readexactly(_SIZE.size))
                 if not 0 < size <= self._max_frame_bytes:
                     raise MalformedFrame(f"a frame of {size} bytes (this broker takes 1 to {self._max_frame_bytes})")
-                answer = await self._answer(await reader.readexactly(size), peer[0])
+                answer = await self._answer(await reader.readexactly(size), PeerContext(peer[0], peer[1]))
                 if answer:
                     writer.write(answer)
                     await writer.drain()
@@ -74,13 +75,13 @@ class KafkaListener:
             self._connections.discard(task)
             writer.close()
 
-    async def _answer(self, frame: bytes, host: str) -> bytes | None:
+    async def _answer(self, frame: bytes, peer: PeerContext) -> bytes | None:
         try:
             request = decode_request(frame, SERVED)
         except Unserved as unserved:
             if unserved.api_key == API_VERSIONS:  # answered in v0 with the versions served, as Kafka does
                 return encode_response(unserved.correlation_id, api_versions_response(0, KafkaError.unsupported_version))
             return encode_bare_error(unserved.correlation_id, KafkaError.unsupported_version.value)
-        set_identity(Identity(ANONYMOUS.principal, request.client_id, host))
-        response = await self._apis.answer(request)
+        set_identity(Identity(ANONYMOUS.principal, request.client_id, peer.host))
+        response = await self._apis.answer(request, peer)
         return None if response is None else encode_response(request.correlation_id, response)

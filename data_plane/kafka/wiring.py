@@ -41,7 +41,7 @@ async def serve_kafka(broker: _Broker, lifecycle, groups: GroupCoordinatorServic
         return parse_host_port(registered.kafka_endpoint) if registered is not None and registered.kafka_endpoint else None
 
     apis = KafkaApis(config.broker_id, broker.replicas, broker.access, broker.metadata_response, broker.init_producer_id,
-                     kafka_endpoint, GroupApis(groups, kafka_endpoint),
+                     kafka_endpoint, GroupApis(groups, kafka_endpoint, lambda: broker.metadata.image),
                      AdminApis(broker.access, lifecycle.create_topics, lifecycle.delete_topics))
     host, port = config.kafka_listen
     bound_log = log.bind(broker_id=config.broker_id)

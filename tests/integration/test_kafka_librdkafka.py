@@ -28,8 +28,7 @@ def _consume(bootstrap: str, count: int, isolation: str) -> list:
         records: list = []
         deadline = time.monotonic() + 60
         while len(records) < count and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None:
+            for message in consumer.consume(1000, 0.5):
                 assert message.error() is None, message.error()
                 records.append(message)
         return records
@@ -62,6 +61,7 @@ def test_librdkafka_produces_idempotently_and_reads_back_through_both_doors(tmp_
 
         for isolation in ("read_uncommitted", "read_committed"):
             got = _consume(cluster.kafka_bootstrap, RECORDS, isolation)
+            assert len(got) == RECORDS  # each record once: no answer made the client re-read
             assert {(m.partition(), m.offset()): (m.key(), m.value(), m.headers()) for m in got} == delivered
 
         with KraftlogConsumer(cluster.bootstrap) as consumer:
@@ -72,3 +72,51 @@ def test_librdkafka_produces_idempotently_and_reads_back_through_both_doors(tmp_
             while len(read) < RECORDS and time.monotonic() < deadline:
                 read.extend(consumer.poll(timeout_ms=500))
         assert {(r.partition, r.offset): (r.key, r.value, [tuple(h) for h in r.headers]) for r in read} == delivered
+
+
+def test_librdkafka_consumers_share_a_topic_through_the_kip_848_group_protocol(tmp_path):
+    """Two librdkafka consumers with group.protocol=consumer subscribe: kraftlog's group
+    coordinator (the same one kraftlog's clients join) splits the partitions between them,
+    they read every record once, and their commits are the group's committed offsets."""
+    from data_plane.client.group_admin import GroupAdmin
+
+    topic, group, records = "kip848", "librdkafka-group", 600
+    with local_cluster(tmp_path, controllers=1, brokers=3, broker_args=["--offsets-topic-partitions", "3", "--group-heartbeat-interval-ms", "300"]) as cluster:
+        cluster.create_topic(topic, PARTITIONS, 3)
+        producer = confluent_kafka.Producer({"bootstrap.servers": cluster.kafka_bootstrap})
+        for i in range(records):
+            producer.produce(topic, key=b"%d" % i, value=b"%d" % i)
+        assert producer.flush(30) == 0
+
+        consumers = [confluent_kafka.Consumer({"bootstrap.servers": cluster.kafka_bootstrap, "group.id": group,
+                                               "group.protocol": "consumer", "enable.auto.commit": False,
+                                               "auto.offset.reset": "earliest"}) for _ in range(2)]
+        try:
+            for consumer in consumers:
+                consumer.subscribe([topic])
+            seen: dict[int, list] = {0: [], 1: []}
+            deadline = time.monotonic() + 60
+            # until every record is read and the second member got its share (the first may
+            # have read everything before the coordinator moved a partition to it)
+            while (sum(map(len, seen.values())) < records or not all(c.assignment() for c in consumers)) \
+                    and time.monotonic() < deadline:
+                for n, consumer in enumerate(consumers):
+                    seen[n] += [(m.partition(), m.offset()) for m in consumer.consume(1000, 0.1) if m.error() is None]
+            everything = seen[0] + seen[1]
+            assert len(everything) == len(set(everything)) == records  # each record once
+            for consumer in consumers:
+                if consumer.assignment():
+                    consumer.commit(asynchronous=False)
+            owned = [{tp.partition for tp in c.assignment()} for c in consumers]
+            assert owned[0] | owned[1] == set(range(PARTITIONS)) and not owned[0] & owned[1]
+            assert all(owned), "both members hold partitions"
+        finally:
+            for consumer in consumers:
+                consumer.close()
+
+        with GroupAdmin(cluster.bootstrap) as admin:
+            committed = admin.committed_offsets(group)
+        ends = {}
+        for partition, offset in everything:
+            ends[partition] = max(ends.get(partition, -1), offset + 1)
+        assert committed == {(topic, p): end for p, end in ends.items()}

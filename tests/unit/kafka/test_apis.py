@@ -1,7 +1,8 @@
-"""The Kafka door refuses what the gRPC door refuses: a partition of a topic its principal may
-not WRITE (READ) is answered TOPIC_AUTHORIZATION_FAILED and never reaches the replica
-manager, while the allowed ones in the same request are served; CreateTopics is checked for
-the Kafka client's principal before anything goes on to the controller."""
+"""The Kafka door's answers, with a stand-in replica manager. It refuses what the gRPC door
+refuses: a partition of a topic its principal may not WRITE (READ) is answered
+TOPIC_AUTHORIZATION_FAILED and never reaches the replica manager, while the allowed ones in
+the same request are served; CreateTopics is checked for the Kafka client's principal before
+anything goes on to the controller. And its answers are shaped as Kafka's clients read them."""
 
 from __future__ import annotations
 
@@ -73,18 +74,28 @@ def test_produce_serves_the_allowed_topic_and_refuses_the_other():
     assert "kraftlog acls create" in refused.error_message  # what to do next, as over gRPC
 
 
-def test_fetch_serves_the_readable_topic_and_refuses_the_other():
-    replicas = FakeReplicas()
-    request = fetch_v12.FetchRequest(
+def fetch_request(*names: str) -> fetch_v12.FetchRequest:
+    return fetch_v12.FetchRequest(
         replica_id=-1, max_wait=datetime.timedelta(0), min_bytes=0, max_bytes=1 << 20, isolation_level=0, session_id=0,
         session_epoch=-1, forgotten_topics_data=(), rack_id="", topics=tuple(
             fetch_v12.FetchTopic(topic=name, partitions=(fetch_v12.FetchPartition(
                 partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1, log_start_offset=-1,
-                partition_max_bytes=1 << 20),)) for name in (ALLOWED, REFUSED)))
-    response = asyncio.run(apis(replicas, access("read")).fetch(request))
+                partition_max_bytes=1 << 20),)) for name in names))
+
+
+def test_fetch_serves_the_readable_topic_and_refuses_the_other():
+    replicas = FakeReplicas()
+    response = asyncio.run(apis(replicas, access("read")).fetch(fetch_request(ALLOWED, REFUSED)))
     codes = {t.topic: t.partitions[0].error_code for t in response.responses}
     assert codes == {ALLOWED: KafkaError.none, REFUSED: KafkaError.topic_authorization_failed}
     assert replicas.fetched == [(ALLOWED, 0)]
+
+
+def test_an_empty_fetch_answer_carries_empty_records_never_null():
+    """librdkafka reads null records in Fetch v12 as a malformed answer and starts the
+    partition over from its reset offset: an answer with nothing new carries zero bytes."""
+    response = asyncio.run(apis(FakeReplicas(), access("read")).fetch(fetch_request(ALLOWED)))
+    assert response.responses[0].partitions[0].records == b""
 
 
 def test_create_topics_refuses_at_the_broker_and_forwards_only_the_allowed():
