@@ -17,8 +17,8 @@ import structlog
 from kio.schema.errors import ErrorCode as KafkaError
 
 from data_plane.kafka.apis import API_VERSIONS, SERVED, KafkaApis, api_versions_response
-from data_plane.kafka.group_apis import PeerContext
 from data_plane.kafka.codec import MalformedFrame, Unserved, decode_request, encode_bare_error, encode_response
+from data_plane.kafka.group_apis import PeerContext
 from server_common.principal import ANONYMOUS, Identity, set_identity
 
 _SIZE = struct.Struct(">i")
