@@ -57,6 +57,7 @@ def test_librdkafka_produces_idempotently_and_reads_back_through_both_doors(tmp_
                              on_delivery=on_delivery)
             producer.poll(0)
         assert producer.flush(60) == 0
+        del producer  # its handle goes now, not after the cluster stops (when it would log connection failures)
         assert failures == [] and len(delivered) == RECORDS
 
         for isolation in ("read_uncommitted", "read_committed"):
@@ -87,6 +88,7 @@ def test_librdkafka_consumers_share_a_topic_through_the_kip_848_group_protocol(t
         for i in range(records):
             producer.produce(topic, key=b"%d" % i, value=b"%d" % i)
         assert producer.flush(30) == 0
+        del producer  # its handle goes now, not after the cluster stops (when it would log connection failures)
 
         consumers = [confluent_kafka.Consumer({"bootstrap.servers": cluster.kafka_bootstrap, "group.id": group,
                                                "group.protocol": "consumer", "enable.auto.commit": False,
@@ -104,19 +106,18 @@ def test_librdkafka_consumers_share_a_topic_through_the_kip_848_group_protocol(t
                     seen[n] += [(m.partition(), m.offset()) for m in consumer.consume(1000, 0.1) if m.error() is None]
             everything = seen[0] + seen[1]
             assert len(everything) == len(set(everything)) == records  # each record once
-            for consumer in consumers:
-                if consumer.assignment():
-                    consumer.commit(asynchronous=False)
             owned = [{tp.partition for tp in c.assignment()} for c in consumers]
             assert owned[0] | owned[1] == set(range(PARTITIONS)) and not owned[0] & owned[1]
             assert all(owned), "both members hold partitions"
+            ends: dict[int, int] = {}
+            for partition, offset in everything:
+                ends[partition] = max(ends.get(partition, -1), offset + 1)
+            for consumer, partitions in zip(consumers, owned):  # each member commits its own partitions' ends
+                consumer.commit(offsets=[confluent_kafka.TopicPartition(topic, p, ends[p]) for p in partitions],
+                                asynchronous=False)
         finally:
             for consumer in consumers:
                 consumer.close()
 
         with GroupAdmin(cluster.bootstrap) as admin:
-            committed = admin.committed_offsets(group)
-        ends = {}
-        for partition, offset in everything:
-            ends[partition] = max(ends.get(partition, -1), offset + 1)
-        assert committed == {(topic, p): end for p, end in ends.items()}
+            assert admin.committed_offsets(group) == {(topic, p): end for p, end in ends.items()}
