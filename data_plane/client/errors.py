@@ -72,6 +72,7 @@ _ADVICE: dict[str, str] = {
     "BUFFER_EXHAUSTED": "records are produced faster than brokers accept them; raise buffer_memory or max_block_ms, or slow down",
     "DELIVERY_TIMEOUT": "the batch could not be delivered within delivery_timeout_ms; check broker health and the last error",
     "CLIENT_CLOSED": "the client was closed; create a new one",
+    "AUTHENTICATION_FAILED": "check the username and password in the client config (--command-config, KRAFTLOG_CLIENT_CONFIG); 'kraftlog users list' shows the users an admin created",
     "NO_BROKER_REACHABLE": "check the address and that the brokers run: 'kraftlog cluster status' shows a local cluster's brokers, 'kraftlog cluster up' starts one",
     "OUT_OF_ORDER_SEQUENCE": "the leader saw a gap in this producer's sequence; the producer renumbers the partition under a new producer id and retries",
     "UNKNOWN_PRODUCER_ID": "the broker forgot this producer id (expired); recreate the producer",

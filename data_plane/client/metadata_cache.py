@@ -265,6 +265,7 @@ def refresh_sync(
     deadline = time.monotonic() + timeout_s
     request = cache.request() if request is None else request
     errors: list[str] = []
+    refused: list[grpc.StatusCode] = []  # each failure's status, to tell a refused password from a dead broker
     addresses = list(cache.refresh_addresses())
     for address in addresses:
         remaining = deadline - time.monotonic()
@@ -274,10 +275,11 @@ def refresh_sync(
             response = stub_for(address).Metadata(request, timeout=min(remaining, 5.0))
         except grpc.RpcError as err:
             errors.append(explain_refusal(err, address, cache.security))
+            refused.append(err.code())
             continue
         cache.update(response, now_ms())
         return response
-    raise no_broker_answered(addresses, errors)
+    raise no_broker_answered(addresses, errors, refused, cache.security.username)
 
 
 async def refresh_async(
@@ -287,6 +289,7 @@ async def refresh_async(
     deadline = time.monotonic() + timeout_s
     request = cache.request()
     errors: list[str] = []
+    refused: list[grpc.StatusCode] = []  # each failure's status, to tell a refused password from a dead broker
     addresses = list(cache.refresh_addresses())
     for address in addresses:
         remaining = deadline - time.monotonic()
@@ -296,10 +299,11 @@ async def refresh_async(
             response = await stub_for(address).Metadata(request, timeout=min(remaining, 5.0))
         except grpc.RpcError as err:
             errors.append(await asyncio.to_thread(explain_refusal, err, address, cache.security))
+            refused.append(err.code())
             continue
         cache.update(response, now_ms())
         return response
-    raise no_broker_answered(addresses, errors)
+    raise no_broker_answered(addresses, errors, refused, cache.security.username)
 
 
 def explain_refusal(err: grpc.RpcError, address: str, security: ClientSecurity) -> str:
@@ -318,12 +322,19 @@ def explain_refusal(err: grpc.RpcError, address: str, security: ClientSecurity) 
     return f"{address}: {err.code().name}: {err.details()}"
 
 
-def no_broker_answered(addresses: Iterable[str], errors: list[str]) -> KraftlogError:
+def no_broker_answered(addresses: Iterable[str], errors: list[str], codes: Iterable[grpc.StatusCode] = (),
+                       username: str | None = None) -> KraftlogError:
     """The error when no address gave metadata: where we asked, and each failure, in one line.
     ``errors[i]`` is the failure at the i-th address; failures that differ only in the address
-    are said once, naming every address (a TLS mismatch is the same at every broker)."""
+    are said once, naming every address (a TLS mismatch is the same at every broker). When every
+    broker that answered refused the credentials (``codes``), that is the error: the brokers are
+    reachable, the user name or password is wrong."""
     addresses = list(addresses)
     where = ", ".join(addresses)
+    codes = list(codes)
+    if codes and all(code == grpc.StatusCode.UNAUTHENTICATED for code in codes):
+        who = f"user {username!r}" if username else "a client without a username"
+        return KraftlogError("AUTHENTICATION_FAILED", f"the brokers at {where} refused {who}: {errors[0].split(': ', 1)[-1]}")
     grouped: dict[str, list[str]] = {}
     for address, error in zip(addresses, errors):
         grouped.setdefault(error.replace(address, "\0", 1), []).append(address)
