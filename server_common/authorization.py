@@ -68,8 +68,17 @@ class AccessControl:
         """None when allowed; else the message of the refusal, naming who, what and the fix."""
         if self.allows(operation, resource_type, name):
             return None
-        principal = current_identity().principal
+        identity = current_identity()
+        principal = identity.principal
         resource = f"{resource_type} {name!r}" if resource_type != "cluster" else "the cluster"
+        deny = self.authorizer().matching_deny(principal, identity.host, operation, resource_type, name)
+        if deny is not None:
+            prefixed = " --prefixed" if deny.pattern_type == "prefixed" else ""
+            return (
+                f"{principal} is not authorized to {operation.upper()} {resource}: a DENY ACL matches it, and a deny wins "
+                f"over any allow; an administrator can remove it with `kraftlog acls delete --principal {deny.principal} "
+                f"--host {deny.host} --operation {deny.operation} --deny {_resource_option(deny.resource_type, deny.resource_name)}{prefixed}`"
+            )
         return (
             f"{principal} is not authorized to {operation.upper()} {resource}; an administrator can allow it with "
             f"`kraftlog acls create --principal {principal} --operation {operation} {_resource_option(resource_type, name)}`"

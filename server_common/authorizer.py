@@ -116,6 +116,18 @@ class Authorizer:
         denies = [acl for acl in acls if acl.permission == "deny"]
         return any(not any(_denies_all_of(deny, allow) for deny in denies) for allow in acls if allow.permission == "allow")
 
+    def matching_deny(self, principal: str, host: str, operation: str, resource_type: str, resource_name: str) -> AclBinding | None:
+        """The DENY ACL that refuses this request, if one does (so a refusal can name what to
+        remove: no ALLOW can win over it)."""
+        if principal in self.super_users:
+            return None
+        for who in (principal, WILDCARD_PRINCIPAL):
+            for acl in self._index.get((who, resource_type), ()):
+                if (acl.permission == "deny" and acl.host in (host, WILDCARD) and acl.covers(operation)
+                        and acl.matches_resource(resource_name)):
+                    return acl
+        return None
+
     def _decide(self, principal: str, host: str, operation: str, resource_type: str, resource_name: str) -> bool:
         if principal in self.super_users:
             return True

@@ -66,3 +66,18 @@ def test_validate_names_the_bad_field() -> None:
 def test_authorize_any_topic(acls: list[AclBinding], allowed: bool) -> None:
     assert Authorizer(acls).authorize_any("User:alice", "10.0.0.1", "write", "topic") is allowed
     assert Authorizer(acls, super_users=["User:alice"]).authorize_any("User:alice", "10.0.0.1", "write", "topic")
+
+
+def test_a_refusal_by_a_deny_names_the_deny_to_remove_not_an_allow_that_cannot_win() -> None:
+    from server_common.authorization import AccessControl
+    from server_common.principal import Identity, set_identity
+
+    acls = {acl("User:alice", "all", "*"): True, acl("User:alice", "write", "sec", "deny", "prefixed"): True}
+    access = AccessControl(lambda: acls, (), enabled=True)
+    set_identity(Identity("User:alice", host="10.0.0.1"))
+    message = access.refusal("write", "topic", "secret")
+    assert message is not None and "DENY" in message and "acls create" not in message
+    assert "kraftlog acls delete --principal User:alice --host * --operation write --deny --topic sec --prefixed" in message
+    assert Authorizer(acls).matching_deny("User:alice", "10.0.0.1", "read", "topic", "secret") is None
+    no_allow = access.refusal("write", "group", "g")  # nothing matches: the advice is an allow
+    assert no_allow is not None and "kraftlog acls create --principal User:alice --operation write --group g" in no_allow
