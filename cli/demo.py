@@ -20,6 +20,10 @@ from cli.output import plural
 from data_plane.client.errors import KraftlogError
 
 DEMO_TOPIC = "demo"
+# The demo writes a few MB/s for as long as it runs: its topic keeps a bounded tail (segments
+# of 16 MiB, at most 64 MiB or one hour per partition) instead of the default seven days.
+DEMO_RETENTION = {"retention.bytes": str(64 << 20), "retention.ms": str(3_600_000), "segment.bytes": str(16 << 20)}
+DEMO_RETENTION_NOTE = "64 MiB or one hour"
 REPORT_INTERVAL_S = 1.0
 STALL_AFTER_S = 5.0
 TOPIC_READY_TIMEOUT_S = 60.0
@@ -115,9 +119,10 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int, replication_factor
         controllers = admin.controller_endpoints()
         with ControllerClient(controllers) as client:
             try:
-                configs = {"min.insync.replicas": "2"} if replication_factor >= 3 else {}
+                configs = dict(DEMO_RETENTION, **({"min.insync.replicas": "2"} if replication_factor >= 3 else {}))
                 client.create_topic(topic, partitions, replication_factor, configs)
-                print(f"created topic {topic} ({plural(partitions, 'partition')}, replication factor {replication_factor})")
+                print(f"created topic {topic} ({plural(partitions, 'partition')}, replication factor {replication_factor}; "
+                      f"keeps the last {DEMO_RETENTION_NOTE} of each partition)")
             except ControllerError as exc:
                 if exc.code_name != "TOPIC_ALREADY_EXISTS":
                     raise

@@ -298,9 +298,12 @@ def test_the_demo_starts_on_a_cluster_restarted_before_its_topic_exists(tmp_path
         assert kraftlog("cluster", "down", "--data-dir", str(data_dir), base=base).returncode == 0
         with Foreground("cluster", "up", *args, base=base) as up:
             up.wait_line(lambda line: line.startswith("t=") and "acked=0 " not in line, STARTUP_S, "the demo to acknowledge records")
+            described = kraftlog("topics", "describe-configs", "demo", "--json", "--data-dir", str(data_dir), base=base)
             up.ctrl_c()
             up.wait_output_closed()
     assert "created topic demo" in up.output, up.output
+    bounded = {c["key"]: c["value"] for c in json.loads(described.stdout) if c["source"] != "default"}
+    assert bounded.get("retention.bytes") == str(64 << 20) and bounded.get("retention.ms") == "3600000", described.stdout
     assert "waiting for the topic" not in up.output, "the demo starts once the topic has leaders: no warning to create it"
 
 
