@@ -43,6 +43,36 @@ def topic_partitions(bootstrap: str, topic: str) -> list[int]:
     return partitions_of(bootstrap, topic)
 
 
+TOPIC_READY_TIMEOUT_S = 60.0
+
+
+def ensure_one_partition_topic(bootstrap: str, topic: str, replication_factor: int, configs: dict[str, str]) -> None:
+    """Create the one-partition topic a perf command measures on (an existing one is used as it
+    is) and wait until the brokers' metadata gives it a leader, so that the producer starts
+    without its "waiting for the topic" warning telling the user to create it."""
+    from data_plane.client import Admin
+    from data_plane.client.errors import KraftlogError
+    from metadata_quorum.controller_client import ControllerError
+    from server_common.waiting import wait_for
+
+    with Admin(bootstrap) as admin:
+        try:
+            admin.create_topics([(topic, 1, replication_factor)], configs)
+        except ControllerError as exc:
+            if exc.code_name != "TOPIC_ALREADY_EXISTS":
+                raise
+
+        def has_leader() -> bool:
+            try:
+                return admin.describe_topics([topic])[topic].partitions[0].leader >= 0
+            except KraftlogError as exc:  # not in the brokers' metadata yet
+                if exc.code != "UNKNOWN_TOPIC_OR_PARTITION":
+                    raise
+                return False
+
+        wait_for(has_leader, TOPIC_READY_TIMEOUT_S, f"partition 0 of {topic} to have a leader in the brokers' metadata")
+
+
 class DeliveryLog:
     """Outcomes of paced sends, recorded by the producer's sender thread (delivery callbacks):
     which sequence numbers were acknowledged, when, and how long each took."""

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 import grpc
 
 from cli.output import emit, table
-from cli.perf_common import DeliveryLog, Schedule, percentiles
+from cli.perf_common import DeliveryLog, Schedule, ensure_one_partition_topic, percentiles
 from server_common.client_security import ClientSecurity
 from kraftlog_proto import broker_pb2, broker_pb2_grpc, common_pb2
 from server_common.channel_pool import ChannelPool
@@ -239,17 +239,6 @@ def _load(producer: Producer, topic: str, rate: float, deliveries: DeliveryLog, 
         producer.send(topic, LOAD_VALUE, partition=PARTITION, on_delivery=deliveries.callback(seq, time.monotonic_ns()))
 
 
-def _ensure_topic(bootstrap: str, topic: str, replication_factor: int, min_insync_replicas: int) -> None:
-    """Creates the one-partition test topic; an existing one is used as it is."""
-    from data_plane.client import Admin
-    from metadata_quorum.controller_client import ControllerError
-
-    with Admin(bootstrap) as admin:
-        try:
-            admin.create_topics([(topic, 1, replication_factor)], {"min.insync.replicas": str(min_insync_replicas)})
-        except ControllerError as exc:
-            if exc.code_name != "TOPIC_ALREADY_EXISTS":
-                raise
 
 
 @contextlib.contextmanager
@@ -314,7 +303,7 @@ def run(args: argparse.Namespace) -> int:
     with _cluster(args) as (cluster, detach):
         if len(cluster.brokers) < 2:
             raise ValueError("perf failover needs at least 2 brokers: one to fault, one to ask who leads")
-        _ensure_topic(cluster.bootstrap, args.topic, args.replication_factor, min_insync)
+        ensure_one_partition_topic(cluster.bootstrap, args.topic, args.replication_factor, {"min.insync.replicas": str(min_insync)})
         probe = Probe(cluster.brokers, args.topic)
         with (
             contextlib.closing(probe),

@@ -23,22 +23,16 @@ import time
 
 from cli.bootstrap import resolve_bootstrap
 from cli.output import emit
-from cli.perf_common import percentiles
+from cli.perf_common import ensure_one_partition_topic, percentiles
 from server_common.logging_setup import configure_logging
 
 WARM_UP_FRACTION = 10  # the first count/10 sends open channels and fill caches; not recorded
 
 
 def _kraftlog(bootstrap: str, topic: str, count: int, record_size: int) -> dict[str, float]:
-    from data_plane.client import Admin, Producer
-    from metadata_quorum.controller_client import ControllerError
+    from data_plane.client import Producer
 
-    with Admin(bootstrap) as admin:
-        try:
-            admin.create_topics([(topic, 1, 3)], {"min.insync.replicas": "2"})
-        except ControllerError as exc:
-            if exc.code_name != "TOPIC_ALREADY_EXISTS":
-                raise
+    ensure_one_partition_topic(bootstrap, topic, 3, {"min.insync.replicas": "2"})
     value = bytes(record_size)
     samples_ms = []
     with Producer(bootstrap, acks="all") as producer:
