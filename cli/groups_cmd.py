@@ -78,7 +78,7 @@ def describe_group(args: argparse.Namespace) -> int:
         "assignor": d.assignor, "coordinator_id": d.coordinator_id, "members": members,
         "partitions": [p._asdict() for p in d.partitions],
     }
-    clients = {m.member_id: f"{m.client_id}@{m.client_host}" if m.client_host else m.client_id for m in d.members}
+    clients = owner_labels(d.members)
     parts = [
         f"group {d.group_id}: {d.state}, epoch {d.group_epoch}, assignor {d.assignor or '-'}, coordinator broker {d.coordinator_id}, {plural(len(d.members), 'member')}",
     ]
@@ -95,6 +95,15 @@ def describe_group(args: argparse.Namespace) -> int:
         ))
     emit(args.json, document, "\n\n".join(parts))
     return 0
+
+
+def owner_labels(members) -> dict[str, str]:
+    """Each member's name in the OWNER column: ``client_id@host``, and where two members share
+    that (two console consumers on one host), the start of the member id too, so that the
+    column tells them apart (the MEMBER table above has the whole id)."""
+    labels = {m.member_id: f"{m.client_id}@{m.client_host}" if m.client_host else m.client_id for m in members}
+    shared = {label for label in labels.values() if list(labels.values()).count(label) > 1}
+    return {member_id: f"{label} ({member_id[:8]})" if label in shared else label for member_id, label in labels.items()}
 
 
 def delete_group(args: argparse.Namespace) -> int:

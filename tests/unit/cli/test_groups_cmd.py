@@ -74,3 +74,15 @@ def test_bad_datetime_is_a_clear_error(fakes, capsys):
     _, bootstrap = fakes
     code, _, err = run(capsys, "groups", "reset-offsets", "g", "--topic", "t", "--to-datetime", "yesterday", "--bootstrap", bootstrap)
     assert code == 1 and "is not an ISO date-time: write e.g." in err
+
+
+def test_owners_that_share_a_client_and_host_are_told_apart_by_their_member_id() -> None:
+    from types import SimpleNamespace
+
+    from cli.groups_cmd import owner_labels
+
+    member = lambda member_id, client, host: SimpleNamespace(member_id=member_id, client_id=client, client_host=host)  # noqa: E731
+    labels = owner_labels([member("aaaaaaaa-1", "kraftlog-console", "127.0.0.1"), member("bbbbbbbb-2", "kraftlog-console", "127.0.0.1"),
+                           member("cccccccc-3", "billing", "10.0.0.2")])
+    assert labels == {"aaaaaaaa-1": "kraftlog-console@127.0.0.1 (aaaaaaaa)", "bbbbbbbb-2": "kraftlog-console@127.0.0.1 (bbbbbbbb)",
+                      "cccccccc-3": "billing@10.0.0.2"}
