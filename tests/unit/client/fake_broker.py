@@ -117,9 +117,12 @@ class FakeBroker(broker_pb2_grpc.BrokerServicer):
 
         def read() -> None:
             serving = []
-            for request in request_iterator:
-                serving.append(threading.Thread(target=serve, args=(request,), daemon=True))
-                serving[-1].start()
+            try:
+                for request in request_iterator:
+                    serving.append(threading.Thread(target=serve, args=(request,), daemon=True))
+                    serving[-1].start()
+            except grpc.RpcError:
+                pass  # the call ended (the client closed it, or the server stopped)
             for thread in serving:
                 thread.join()
             answers.put(None)
