@@ -31,9 +31,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-offsets-per-trigger", type=int, default=100_000)
     args = parser.parse_args(argv)
 
-    from cli.bootstrap import resolve_bootstrap
+    from cli.bootstrap import BootstrapError, partitions_of, resolve_bootstrap
 
     bootstrap = resolve_bootstrap(args.bootstrap, None)
+    try:  # before Spark starts: a missing topic is one line here, not a trace from inside a query
+        for topic in (args.input, args.output):
+            partitions_of(bootstrap, topic)
+    except BootstrapError as exc:
+        raise SystemExit(f"spark_word_count: {exc}") from None
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 

@@ -110,3 +110,13 @@ def test_a_terminated_group_consumer_leaves_its_group_at_once(cluster: TestClust
         out, err = consumer.communicate(timeout=30)
     assert members() == []  # left with the process, not after its session timeout
     assert consumer.returncode == 130 and b"Traceback" not in err, err  # as after Ctrl-C
+
+
+def test_the_spark_example_with_a_missing_input_topic_says_so_in_one_line(cluster: TestCluster) -> None:
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "spark_word_count.py"
+    done = subprocess.run([sys.executable, str(example), "--bootstrap", cluster.bootstrap, "--input", "no-such-lines"],
+                          capture_output=True, timeout=60)
+    line = one_error_line(done)
+    assert "'no-such-lines' does not exist" in line and "kraftlog topics create no-such-lines" in line, line
