@@ -16,6 +16,43 @@ BATCH_SIZE_DEFAULT = 256 * 1024  # the Producer's; a smaller --max-request-size 
 NULL = b"null"  # how consume prints a null key or value
 
 
+# The Producer's settings `kraftlog produce --producer-setting NAME=VALUE` may set (the others
+# have options of their own, or are not for a command-line producer: security, transactions).
+PRODUCER_SETTINGS = ("linger_ms", "batch_size", "retries", "delivery_timeout_ms", "retry_backoff_ms", "retry_backoff_max_ms",
+                     "max_in_flight_per_broker", "max_in_flight_per_partition", "buffer_memory", "max_block_ms",
+                     "request_timeout_ms", "enable_idempotence", "client_id", "partitioner")
+
+
+# Settings whose default's type is not theirs (None, or an int where the producer takes any number).
+_SETTING_TYPES = {"enable_idempotence": bool, "max_in_flight_per_partition": int, **dict.fromkeys(
+    ("linger_ms", "delivery_timeout_ms", "retry_backoff_ms", "retry_backoff_max_ms", "max_block_ms", "request_timeout_ms"), float)}
+_TYPE_NAMES = {bool: "true or false", int: "an integer", float: "a number", str: "text"}
+
+
+def producer_settings(pairs: list[str]) -> dict[str, object]:
+    """``NAME=VALUE`` pairs as Producer keyword arguments, each VALUE read as the type of the
+    setting's default; a name the producer does not take, or a value of the wrong type, is a
+    ValueError that lists what is accepted."""
+    import inspect
+
+    from data_plane.client import Producer
+
+    defaults = {name: p.default for name, p in inspect.signature(Producer.__init__).parameters.items() if name in PRODUCER_SETTINGS}
+    settings: dict[str, object] = {}
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        if not sep or name not in defaults:
+            raise ValueError(f"--producer-setting {pair!r}: write NAME=VALUE with NAME one of {', '.join(PRODUCER_SETTINGS)}")
+        kind = _SETTING_TYPES.get(name) or type(defaults[name])
+        try:
+            if kind is bool and text not in ("true", "false"):
+                raise ValueError(text)
+            settings[name] = text == "true" if kind is bool else kind(text)
+        except ValueError:
+            raise ValueError(f"--producer-setting {name}={text!r}: the value must be {_TYPE_NAMES[kind]}") from None
+    return settings
+
+
 def produce(args: argparse.Namespace) -> int:
     from data_plane.client import Producer
 
@@ -23,8 +60,9 @@ def produce(args: argparse.Namespace) -> int:
     _check_writable(bootstrap, args)
     futures = []
     null = None if args.null_marker is None else args.null_marker.encode()
-    with Producer(bootstrap, acks=ACKS[args.acks], compression=args.compression, max_request_size=args.max_request_size,
-                  batch_size=min(BATCH_SIZE_DEFAULT, args.max_request_size)) as producer:
+    settings = {"acks": ACKS[args.acks], "compression": args.compression, "max_request_size": args.max_request_size,
+                "batch_size": min(BATCH_SIZE_DEFAULT, args.max_request_size), **producer_settings(args.producer_setting)}
+    with Producer(bootstrap, **settings) as producer:
         for line in sys.stdin.buffer:
             line = line.rstrip(b"\r\n")
             key = None

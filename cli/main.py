@@ -125,6 +125,9 @@ def build_parser() -> argparse.ArgumentParser:
     produce.add_argument("--max-request-size", type=at_least(1), default=data_cmd.MAX_REQUEST_SIZE_DEFAULT, metavar="BYTES",
                          help="the largest record (and request) the producer sends; a batch must also fit the topic's "
                               "max.message.bytes (default: %(default)s)")
+    produce.add_argument("--producer-setting", action="append", default=[], metavar="NAME=VALUE",
+                         help="any other producer setting, repeatable: " + ", ".join(data_cmd.PRODUCER_SETTINGS)
+                              + " (data_plane/client/producer.py documents each)")
     produce.add_argument("--null-marker", metavar="MARK",
                          help="a value (or, with --key-separator, a key) exactly MARK is sent as null: a value of MARK is a "
                               "tombstone, which compaction uses to delete the key")

@@ -51,3 +51,14 @@ def test_a_line_without_the_key_separator_stops_the_command_saying_what_was_sent
     assert code == 1 and stored == [b"k1", b"k2"]
     assert capsys.readouterr().err == ("kraftlog produce: line 3 has no key separator ':': write KEY:VALUE; "
                                        "the 2 line(s) before it were sent, nothing from it on\n")
+
+
+def test_producer_settings_are_read_as_their_types_and_a_wrong_one_says_what_is_accepted() -> None:
+    from cli.data_cmd import producer_settings
+
+    assert producer_settings(["linger_ms=0", "batch_size=1024", "enable_idempotence=false", "client_id=loader"]) == {
+        "linger_ms": 0.0, "batch_size": 1024, "enable_idempotence": False, "client_id": "loader"}
+    with pytest.raises(ValueError, match="NAME one of linger_ms"):
+        producer_settings(["lingerms=5"])
+    with pytest.raises(ValueError, match="batch_size=.big.: the value must be an integer"):
+        producer_settings(["batch_size=big"])
