@@ -8,6 +8,7 @@ import time
 
 from cli import partition_check
 from cli.admin_clients import open_clients
+from cli.output import plural
 from cli.bootstrap import check_partition, partitions_of, resolve_bootstrap, topic_partitions
 
 ACKS = {"all": "all", "1": 1, "0": 0}
@@ -80,7 +81,7 @@ def produce(args: argparse.Namespace) -> int:
     if errors:
         print(f"kraftlog produce: {len(errors)} of {len(futures)} records failed; first error: {errors[0]}", file=sys.stderr)
         return 1
-    print(f"sent {len(futures)} records to {args.topic}", file=sys.stderr)
+    print(f"sent {plural(len(futures), 'record')} to {args.topic}", file=sys.stderr)
     return 0
 
 

@@ -33,7 +33,7 @@ def test_a_retried_produce_logs_to_stderr_not_stdout(capsys, monkeypatch, unconf
     captured = capsys.readouterr()
     assert code == 0 and len(broker.stored(("t", 0))) == 1
     assert captured.out == ""
-    assert "sent 1 records to t" in captured.err
+    assert "sent 1 record to t" in captured.err
 
 
 def test_the_check_sees_a_log_line_on_stdout(capsys, unconfigured_logging) -> None:
