@@ -38,16 +38,20 @@ def kraftlog(cluster: TestCluster, *args: str, stdin: bytes | None = None, timeo
 
 
 def read_all(bootstrap: str, topic: str, partitions: int, expected: int, timeout_s: float = 60) -> dict[int, list[bytes]]:
-    from data_plane.client import Consumer
+    """Every record of each partition, from its start to the log end it has when this starts
+    (at least ``expected`` records in all)."""
+    from data_plane.client import Admin, Consumer
 
     values: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
+    tps = [(topic, p) for p in range(partitions)]
+    with Admin(bootstrap) as admin:  # each partition is read to its end, not to a count: the log may
+        ends = {tp: found.offset for tp, found in admin.list_offsets({tp: -1 for tp in tps}).items()}  # hold unacknowledged writes too
     with Consumer(bootstrap) as consumer:
-        tps = [(topic, p) for p in range(partitions)]
         consumer.assign(tps)
         consumer.seek_to_beginning(tps)
         deadline = time.monotonic() + timeout_s
         received = 0
-        while received < expected and time.monotonic() < deadline:
+        while (received < expected or any(consumer.position(tp) < end for tp, end in ends.items())) and time.monotonic() < deadline:
             for record in consumer.poll(timeout_ms=500):
                 values[record.partition].append(record.value)
                 received += 1
