@@ -36,12 +36,18 @@ async def _serve(port: int) -> None:
         async for request in requests:
             yield request
 
-    server = grpc.aio.server()
-    handlers = {
+    await serve_bare(port, _SERVICE, {
         "Echo": grpc.unary_unary_rpc_method_handler(echo, *_IDENTITY),
         "PingPong": grpc.stream_stream_rpc_method_handler(pingpong, *_IDENTITY),
-    }
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(_SERVICE, handlers),))
+    })
+
+
+async def serve_bare(port: int, service: str, handlers: dict, options: list | None = None) -> None:
+    """A ``grpc.aio`` server with nothing but ``handlers`` under ``service`` on loopback ``port``;
+    prints "ready" once it listens (the measuring process waits for that line), then serves
+    until killed. The floor benchmarks' servers (this one's, tests/spark/transport_floor.py)."""
+    server = grpc.aio.server(options=options or [])
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, handlers),))
     server.add_insecure_port(f"127.0.0.1:{port}")
     await server.start()
     print("ready", flush=True)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import grpc
 
+from cli.grpc_floor import serve_bare
 from kraftlog_proto import broker_pb2
 from server_common.local_cluster import free_ports
 from tests.spark.read_benchmark import cpu_seconds
@@ -42,13 +43,8 @@ async def _serve(port: int, message_bytes: int) -> None:
         for _ in range(int(request.decode())):
             yield message
 
-    server = grpc.aio.server(options=_CHANNEL_OPTIONS)
     handler = grpc.unary_stream_rpc_method_handler(stream, response_serializer=broker_pb2.ConsumeResponse.SerializeToString)
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("kraftlog.bench.TransportFloor", {"Stream": handler}),))
-    server.add_insecure_port(f"127.0.0.1:{port}")
-    await server.start()
-    print("ready", flush=True)
-    await server.wait_for_termination()
+    await serve_bare(port, "kraftlog.bench.TransportFloor", {"Stream": handler}, _CHANNEL_OPTIONS)
 
 
 @dataclass(frozen=True)
