@@ -255,13 +255,21 @@ def _cluster(args: argparse.Namespace) -> Iterator[tuple[LocalCluster, bool]]:
     if namespaces:
         yield from _namespace_cluster(args)
         return
-    directory = Path(tempfile.mkdtemp(prefix="kraftlog-failover-"))
-    cluster = LocalCluster.create(directory, brokers=args.brokers)
+    with throwaway_cluster("kraftlog-failover-", brokers=args.brokers) as cluster:
+        yield cluster, False
+
+
+@contextlib.contextmanager
+def throwaway_cluster(prefix: str, controllers: int = 3, brokers: int = 3) -> Iterator[LocalCluster]:
+    """A local cluster in a new temporary directory, ready, stopped at the end; the directory
+    is deleted unless the block failed, so that its logs can be read."""
+    directory = Path(tempfile.mkdtemp(prefix=prefix))
+    cluster = LocalCluster.create(directory, controllers=controllers, brokers=brokers)
     print(f"starting a local cluster in {directory}", file=sys.stderr, flush=True)
     cluster.start()
     try:
         wait_ready(cluster)
-        yield cluster, False
+        yield cluster
     except BaseException:
         print(f"cluster logs kept in {directory / 'logs'}", file=sys.stderr)
         raise

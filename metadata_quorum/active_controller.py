@@ -41,6 +41,7 @@ R = TypeVar("R")
 LEADERSHIP_POLL_S = 0.02
 FENCE_CHECK_INTERVAL_S = 0.1
 ACTIVATION_WAIT_S = 2.0
+ELECTION_POLL_S = 0.005
 STALL_CHECK_S = 0.1
 # Waking later than this counts as a stall of the controller (see _watch_stalls).
 STALL_TOLERANCE_MS = 250
@@ -148,12 +149,20 @@ class ActiveController:
             self.heartbeats.touch(broker_id, monotonic_ms())
 
     async def _await_active(self) -> bool:
+        """Whether this controller is (or within ACTIVATION_WAIT_S becomes) the active one.
+        While no leader is known, or the known one's connection is down (it may be dead), the
+        request waits for the election instead of being refused at once: the caller then
+        learns the new leader from the NOT_CONTROLLER hint and goes there directly, instead of
+        retrying blind with growing backoff through the election."""
         if self.is_active:
             return True
+        deadline = time.monotonic() + ACTIVATION_WAIT_S
+        while self.node.connected_leader_id() < 0 and time.monotonic() < deadline:
+            await asyncio.sleep(ELECTION_POLL_S)
         if not self.node.is_leader():
             return False
         try:
-            await asyncio.wait_for(self._activated.wait(), ACTIVATION_WAIT_S)
+            await asyncio.wait_for(self._activated.wait(), max(0.0, deadline - time.monotonic()))
         except asyncio.TimeoutError:
             return False
         return self.is_active

@@ -77,5 +77,7 @@ class ControllerRouter:
         return self.on_unreachable()
 
     def _backoff(self) -> float:
+        """No delay after the first failure since the last success (the controller in use has
+        just gone: the next one is likely fine), then exponential."""
         self._failures += 1
-        return min(BACKOFF_S_MAX, BACKOFF_S_MIN * 2 ** (self._failures - 1))
+        return 0.0 if self._failures == 1 else min(BACKOFF_S_MAX, BACKOFF_S_MIN * 2 ** (self._failures - 2))

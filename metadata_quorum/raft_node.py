@@ -28,6 +28,7 @@ import structlog
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replicated
 from pysyncobj.dns_resolver import globalDnsResolver
 from pysyncobj.journal import FileJournal
+from pysyncobj.monotonic import monotonic as raft_clock
 from pysyncobj.node import TCPNode
 from pysyncobj.transport import TCPTransport
 
@@ -49,6 +50,11 @@ RING_RECORDS_MAX = 20_000
 # one apply takes a small fraction of the minimum.
 RAFT_ELECTION_TIMEOUT_MIN_S = 0.5
 RAFT_ELECTION_TIMEOUT_MAX_S = 1.0
+# When the leader's Raft connection closes (its process died: the kernel closes its sockets),
+# followers need not wait out the election timeout: they start an election this many seconds
+# apart, in the order of their ids, so that the first usually wins before the next one starts
+# (two candidates at once split the vote and cost a full timeout).
+LEADER_LOSS_ELECTION_STAGGER_S = 0.08
 PROPOSAL_TIMEOUT_S = 5.0
 
 
@@ -139,6 +145,28 @@ def has_caught_up(leader_commit: int | None, applied: int, term: int, entry_term
     return leader_commit is not None and applied >= leader_commit and entry_term(leader_commit) == term
 
 
+def election_delay_after_leader_loss(self_id: int, voter_ids: Sequence[int], leader_id: int) -> float:
+    """How long a follower waits, once its connection to the leader has closed, before it
+    starts an election: its rank among the other voters, in id order, times the stagger.
+
+    Starting early is always safe in Raft (a candidate wins only with a majority of votes,
+    given only to logs at least as complete); it costs availability only when the leader was
+    alive after all (a link broke), which then sees a higher term and steps down."""
+    others = sorted(i for i in voter_ids if i != leader_id)
+    return LEADER_LOSS_ELECTION_STAGGER_S * (others.index(self_id) if self_id in others else len(others))
+
+
+def _watching_peers(base: type[TCPTransport], on_disconnected: Callable[[TCPNode], None]) -> type[TCPTransport]:
+    """``base`` that also reports each voter connection that closes to ``on_disconnected``."""
+
+    class PeerWatchingTransport(base):
+        def _onNodeDisconnected(self, node):
+            super()._onNodeDisconnected(node)
+            on_disconnected(node)
+
+    return PeerWatchingTransport
+
+
 def _entry_term(journal: FileJournal, index: int) -> int | None:
     """The term of the journal's entry at Raft ``index`` (entries are (command, index, term))."""
     position = index - journal[0][1] if len(journal) else -1
@@ -190,6 +218,7 @@ class ControllerRaftNode:
             leaderFallbackTimeout=RAFT_ELECTION_TIMEOUT_MAX_S,
             connectionRetryTime=0.1,
             useFork=False,  # forking a process that runs gRPC threads is unsafe
+            onStateChanged=self._on_state_changed,
         )
         others = [
             RoutedNode(v.raft_address, raft_routes[v.node_id]) if v.node_id in raft_routes else v.raft_address
@@ -206,15 +235,38 @@ class ControllerRaftNode:
                 self.journal = self._raft_log
             return self._raft_log
 
-        transport_class = syncing_transport(lambda: self.journal) if durable_journal else TCPTransport
+        base = syncing_transport(lambda: self.journal) if durable_journal else TCPTransport
         if admit_incoming is not None:
-            transport_class = admitting_transport(transport_class, admit_incoming, self_voter.node_id)
-        transport = {"transportClass": transport_class}
+            base = admitting_transport(base, admit_incoming, self_voter.node_id)
+        self._syncobj: SyncObj | None = None
         with journals_created_as(create_journal):
-            self._syncobj = SyncObj(self_voter.raft_address, others, conf=conf, consumers=[self.state_machine], **transport)
+            self._syncobj = SyncObj(self_voter.raft_address, others, conf=conf, consumers=[self.state_machine],
+                                    transportClass=_watching_peers(base, self._on_peer_disconnected))
         self._syncobj.addOnTickCallback(self._note_caught_up)
 
     # ---- raft thread -> asyncio
+
+    def _on_state_changed(self, old: int, new: int) -> None:
+        """Runs on pysyncobj's thread: each Raft role change, for reading a failover from the logs."""
+        syncobj = self._syncobj
+        log.info("raft state changed", controller_id=self.voter.node_id, old_state=_RAFT_STATES.get(old), state=_RAFT_STATES.get(new),
+                 term=syncobj.raftCurrentTerm if syncobj is not None else None)
+
+    def _on_peer_disconnected(self, peer: TCPNode) -> None:
+        """Runs on pysyncobj's thread when a peer's Raft connection closes: if it was the
+        leader's, bring this follower's election forward (``election_delay_after_leader_loss``).
+        pysyncobj has no call for this; its deadline attribute is set directly, and only ever
+        brought forward."""
+        syncobj = self._syncobj
+        if syncobj is None or syncobj._isLeader() or syncobj._getLeader() != peer:
+            return
+        leader_id = next((v.node_id for v in self.voters if v.raft_address == peer.id), -1)
+        delay = election_delay_after_leader_loss(self.voter.node_id, [v.node_id for v in self.voters], leader_id)
+        deadline = raft_clock() + delay  # pysyncobj's clock, not time.monotonic: they differ
+        if deadline < syncobj._SyncObj__raftElectionDeadline:
+            syncobj._SyncObj__raftElectionDeadline = deadline
+            log.info("lost the connection to the leader; electing early", controller_id=self.voter.node_id, leader=leader_id,
+                     term=syncobj.raftCurrentTerm, election_in_ms=round(delay * 1000))
 
     def _on_applied(self, image: MetadataImage, records: Sequence[Record], reset: bool) -> None:
         """Runs on pysyncobj's thread: publish the image and recent records, wake streams."""
@@ -296,6 +348,14 @@ class ControllerRaftNode:
 
     def is_leader(self) -> bool:
         return self._syncobj._isLeader()
+
+    def connected_leader_id(self) -> int:
+        """``leader_id()`` when this node is the leader or connected to it, else -1: a leader
+        whose connection is down may be dead, and naming it would send clients there."""
+        leader = self._syncobj._getLeader()
+        if leader is None or not (self._syncobj._isLeader() or self._syncobj.isNodeConnected(leader)):
+            return -1
+        return self.leader_id()
 
     def term(self) -> int:
         return self._syncobj.raftCurrentTerm
