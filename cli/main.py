@@ -70,6 +70,16 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--data-dir", type=Path, help="directory of the cluster to show (default ./kraftlog-data)")
     status.add_argument("--json", action="store_true", help="print JSON for scripts instead of a table")
     status.set_defaults(func=cluster_cmd.status)
+    add_controller = cluster.add_parser("add-controller", help="start a new controller and add it to the quorum once it has caught up")
+    add_controller.add_argument("--data-dir", type=Path, help="directory of the cluster (default ./kraftlog-data)")
+    add_controller.add_argument("--catch-up-timeout-s", type=float, default=30.0, help="how long it may take to catch up (default: %(default)s)")
+    add_controller.add_argument("--json", action="store_true", help="print JSON for scripts instead of a table")
+    add_controller.set_defaults(func=cluster_cmd.add_controller)
+    remove_controller = cluster.add_parser("remove-controller", help="remove a controller from the quorum and stop it")
+    remove_controller.add_argument("node", help="the controller as 'kraftlog cluster status' names it: controller-N")
+    remove_controller.add_argument("--data-dir", type=Path, help="directory of the cluster (default ./kraftlog-data)")
+    remove_controller.add_argument("--json", action="store_true", help="print JSON for scripts instead of a table")
+    remove_controller.set_defaults(func=cluster_cmd.remove_controller)
     node_actions = [
         ("stop", cluster_cmd.stop_node, "stop one node of a local cluster (SIGTERM: a broker's controlled shutdown)", "SIGKILL at once instead of a graceful stop"),
         ("start", cluster_cmd.start_node, "start one stopped node of a local cluster and wait until it serves", None),
@@ -155,6 +165,9 @@ def build_parser() -> argparse.ArgumentParser:
     qdescribe = quorum.add_parser("describe", help="controllers, active controller, term, commit index, lag")
     _client_options(qdescribe)
     qdescribe.set_defaults(func=topics_cmd.quorum_describe)
+    from cli import quorum_cmd
+
+    quorum_cmd.register(quorum, _client_options)
 
     from cli import brokers_cmd, groups_cmd, leaders_cmd, partitions_cmd, records_cmd, transactions_cmd
 

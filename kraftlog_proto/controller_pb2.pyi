@@ -689,7 +689,7 @@ class DescribeQuorumRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class QuorumMember(_message.Message):
-    __slots__ = ("controller_id", "raft_address", "grpc_address", "state", "raft_term", "commit_index", "last_applied", "match_index", "lag", "connected", "caught_up")
+    __slots__ = ("controller_id", "raft_address", "grpc_address", "state", "raft_term", "commit_index", "last_applied", "match_index", "lag", "connected", "caught_up", "role")
     CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
     RAFT_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     GRPC_ADDRESS_FIELD_NUMBER: _ClassVar[int]
@@ -701,6 +701,7 @@ class QuorumMember(_message.Message):
     LAG_FIELD_NUMBER: _ClassVar[int]
     CONNECTED_FIELD_NUMBER: _ClassVar[int]
     CAUGHT_UP_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
     controller_id: int
     raft_address: str
     grpc_address: str
@@ -712,7 +713,8 @@ class QuorumMember(_message.Message):
     lag: int
     connected: bool
     caught_up: bool
-    def __init__(self, controller_id: _Optional[int] = ..., raft_address: _Optional[str] = ..., grpc_address: _Optional[str] = ..., state: _Optional[str] = ..., raft_term: _Optional[int] = ..., commit_index: _Optional[int] = ..., last_applied: _Optional[int] = ..., match_index: _Optional[int] = ..., lag: _Optional[int] = ..., connected: _Optional[bool] = ..., caught_up: _Optional[bool] = ...) -> None: ...
+    role: str
+    def __init__(self, controller_id: _Optional[int] = ..., raft_address: _Optional[str] = ..., grpc_address: _Optional[str] = ..., state: _Optional[str] = ..., raft_term: _Optional[int] = ..., commit_index: _Optional[int] = ..., last_applied: _Optional[int] = ..., match_index: _Optional[int] = ..., lag: _Optional[int] = ..., connected: _Optional[bool] = ..., caught_up: _Optional[bool] = ..., role: _Optional[str] = ...) -> None: ...
 
 class DescribeQuorumResponse(_message.Message):
     __slots__ = ("leader_id", "answering_controller_id", "members", "metadata_offset")
@@ -799,6 +801,40 @@ class ListPartitionReassignmentsResponse(_message.Message):
     partitions: _containers.RepeatedCompositeFieldContainer[PartitionState]
     metadata_offset: int
     def __init__(self, partitions: _Optional[_Iterable[_Union[PartitionState, _Mapping]]] = ..., metadata_offset: _Optional[int] = ...) -> None: ...
+
+class AddControllerRequest(_message.Message):
+    __slots__ = ("controller_id", "host", "raft_port", "grpc_port", "catch_up_timeout_ms")
+    CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    RAFT_PORT_FIELD_NUMBER: _ClassVar[int]
+    GRPC_PORT_FIELD_NUMBER: _ClassVar[int]
+    CATCH_UP_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    controller_id: int
+    host: str
+    raft_port: int
+    grpc_port: int
+    catch_up_timeout_ms: int
+    def __init__(self, controller_id: _Optional[int] = ..., host: _Optional[str] = ..., raft_port: _Optional[int] = ..., grpc_port: _Optional[int] = ..., catch_up_timeout_ms: _Optional[int] = ...) -> None: ...
+
+class RemoveControllerRequest(_message.Message):
+    __slots__ = ("controller_id",)
+    CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
+    controller_id: int
+    def __init__(self, controller_id: _Optional[int] = ...) -> None: ...
+
+class QuorumChangeResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "active_controller", "voters", "observers")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_CONTROLLER_FIELD_NUMBER: _ClassVar[int]
+    VOTERS_FIELD_NUMBER: _ClassVar[int]
+    OBSERVERS_FIELD_NUMBER: _ClassVar[int]
+    error_code: _common_pb2.ErrorCode
+    error_message: str
+    active_controller: ActiveControllerHint
+    voters: _containers.RepeatedCompositeFieldContainer[QuorumMember]
+    observers: _containers.RepeatedCompositeFieldContainer[QuorumMember]
+    def __init__(self, error_code: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., active_controller: _Optional[_Union[ActiveControllerHint, _Mapping]] = ..., voters: _Optional[_Iterable[_Union[QuorumMember, _Mapping]]] = ..., observers: _Optional[_Iterable[_Union[QuorumMember, _Mapping]]] = ...) -> None: ...
 
 class ClientQuotaRecord(_message.Message):
     __slots__ = ("user", "client_id", "key", "value")

@@ -99,6 +99,16 @@ class ControllerServiceStub:
                 request_serializer=proto_dot_controller__pb2.DescribeQuorumRequest.SerializeToString,
                 response_deserializer=proto_dot_controller__pb2.DescribeQuorumResponse.FromString,
                 _registered_method=True)
+        self.AddController = channel.unary_unary(
+                '/kraftlog.v1.ControllerService/AddController',
+                request_serializer=proto_dot_controller__pb2.AddControllerRequest.SerializeToString,
+                response_deserializer=proto_dot_controller__pb2.QuorumChangeResponse.FromString,
+                _registered_method=True)
+        self.RemoveController = channel.unary_unary(
+                '/kraftlog.v1.ControllerService/RemoveController',
+                request_serializer=proto_dot_controller__pb2.RemoveControllerRequest.SerializeToString,
+                response_deserializer=proto_dot_controller__pb2.QuorumChangeResponse.FromString,
+                _registered_method=True)
         self.ElectLeaders = channel.unary_unary(
                 '/kraftlog.v1.ControllerService/ElectLeaders',
                 request_serializer=proto_dot_controller__pb2.ElectLeadersRequest.SerializeToString,
@@ -207,6 +217,18 @@ class ControllerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AddController(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RemoveController(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ElectLeaders(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -306,6 +328,16 @@ def add_ControllerServiceServicer_to_server(servicer, server):
                     servicer.DescribeQuorum,
                     request_deserializer=proto_dot_controller__pb2.DescribeQuorumRequest.FromString,
                     response_serializer=proto_dot_controller__pb2.DescribeQuorumResponse.SerializeToString,
+            ),
+            'AddController': grpc.unary_unary_rpc_method_handler(
+                    servicer.AddController,
+                    request_deserializer=proto_dot_controller__pb2.AddControllerRequest.FromString,
+                    response_serializer=proto_dot_controller__pb2.QuorumChangeResponse.SerializeToString,
+            ),
+            'RemoveController': grpc.unary_unary_rpc_method_handler(
+                    servicer.RemoveController,
+                    request_deserializer=proto_dot_controller__pb2.RemoveControllerRequest.FromString,
+                    response_serializer=proto_dot_controller__pb2.QuorumChangeResponse.SerializeToString,
             ),
             'ElectLeaders': grpc.unary_unary_rpc_method_handler(
                     servicer.ElectLeaders,
@@ -684,6 +716,60 @@ class ControllerService:
             '/kraftlog.v1.ControllerService/DescribeQuorum',
             proto_dot_controller__pb2.DescribeQuorumRequest.SerializeToString,
             proto_dot_controller__pb2.DescribeQuorumResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AddController(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kraftlog.v1.ControllerService/AddController',
+            proto_dot_controller__pb2.AddControllerRequest.SerializeToString,
+            proto_dot_controller__pb2.QuorumChangeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RemoveController(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kraftlog.v1.ControllerService/RemoveController',
+            proto_dot_controller__pb2.RemoveControllerRequest.SerializeToString,
+            proto_dot_controller__pb2.QuorumChangeResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -106,7 +106,7 @@ class ActiveController:
     async def write(self, decide: Callable[[MetadataImage], Decision[R]]) -> WriteOutcome[R]:
         """Decide on the current image and commit the decision's entries, one after another
         under the write lock (so no other decision sees the image between them)."""
-        if not await self._await_active():
+        if not await self.await_active():
             return WriteOutcome(common.NOT_CONTROLLER, self.not_controller_message())
         async with self._write_lock:
             if not self.is_active:
@@ -148,7 +148,7 @@ class ActiveController:
         if self.is_active and broker_problem(self.node.image, broker_id, broker_epoch) is None:
             self.heartbeats.touch(broker_id, monotonic_ms())
 
-    async def _await_active(self) -> bool:
+    async def await_active(self) -> bool:
         """Whether this controller is (or within ACTIVATION_WAIT_S becomes) the active one.
         While no leader is known, or the known one's connection is down (it may be dead), the
         request waits for the election instead of being refused at once: the caller then

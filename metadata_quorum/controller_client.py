@@ -211,17 +211,35 @@ class ControllerClient:
         """Brokers (with fencing state), topics and partitions, controllers, the active one."""
         return self._call("DescribeCluster", pb.DescribeClusterRequest(), write=False)
 
+    def add_controller(self, controller_id: int, host: str, raft_port: int, grpc_port: int, catch_up_timeout_s: float = 30.0) -> pb.QuorumChangeResponse:
+        """Make a running observer (a controller started with --join) a voter once it has caught up."""
+        request = pb.AddControllerRequest(controller_id=controller_id, host=host, raft_port=raft_port, grpc_port=grpc_port,
+                                          catch_up_timeout_ms=int(catch_up_timeout_s * 1000))
+        return self._call("AddController", request, rpc_timeout_s=catch_up_timeout_s + self.rpc_timeout_s)
+
+    def remove_controller(self, controller_id: int) -> pb.QuorumChangeResponse:
+        """Remove a voter or an observer (the active controller hands over first)."""
+        return self._call("RemoveController", pb.RemoveControllerRequest(controller_id=controller_id), rpc_timeout_s=3 * self.rpc_timeout_s)
+
     def describe_quorum(self) -> list[pb.QuorumMember]:
         """One row per voter, each taken from that voter's own answer (state, term, commit,
         applied), with match index and lag from the leader's; unreachable voters are marked
         by state 'unreachable'."""
         answers: dict[int, pb.DescribeQuorumResponse] = {}
-        for endpoint in list(self._router.endpoints):
+        asked: set[str] = set()
+        pending = [grpc_address(e) for e in self._router.endpoints]
+        while pending:  # the configured controllers, then members they name (added controllers, observers)
+            address = pending.pop(0)
+            if address in asked:
+                continue
+            asked.add(address)
+            host, _, port = address.rpartition(":")
             try:
-                answer = self._call("DescribeQuorum", pb.DescribeQuorumRequest(), write=False, endpoint=endpoint)
+                answer = self._call("DescribeQuorum", pb.DescribeQuorumRequest(), write=False, endpoint=(-1, host, int(port)))
             except ControllerError:
                 continue
             answers[answer.answering_controller_id] = answer
+            pending += [m.grpc_address for m in answer.members if m.grpc_address not in asked]
         if not answers:
             raise ControllerError(common.BROKER_NOT_AVAILABLE, "no controller answered DescribeQuorum; are they running at " + ", ".join(f"{h}:{p}" for _, h, p in self._router.endpoints) + "?")
         any_answer = next(iter(answers.values()))

@@ -12,7 +12,6 @@ import argparse
 import asyncio
 import os
 import signal
-import uuid
 from pathlib import Path
 
 import grpc
@@ -28,6 +27,7 @@ from server_common.security_options import SecurityOptions, add_security_argumen
 from metadata_quorum.election import enable_unsafe_election
 from metadata_quorum.controller_service import ControllerService
 from metadata_quorum.endpoints import Voter, parse_address_overrides, parse_quorum
+from server_common.cluster_identity import derived_cluster_id
 from metadata_quorum.raft_node import ControllerRaftNode
 from metadata_quorum.loopback_peers import fd_from_this_process
 from metadata_quorum.raft_tls import RaftTlsRelay, raft_tls_files
@@ -83,6 +83,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the asyncio event loop this process runs: uvloop (libuv; lower latency per message) or "
                              "asyncio (the standard library's) (default: %(default)s; docs/performance.md)")
     parser.add_argument(power_loss.FLAG, action="store_true", help=power_loss.FLAG_HELP)
+    parser.add_argument("--join", default=None, metavar="HOST:RAFT_PORT:GRPC_PORT",
+                        help="this controller's addresses when it is not in --quorum (give the current voters there): it starts as an "
+                             "observer, catches up, and becomes a voter once `kraftlog quorum add-controller` adds it (docs/operations.md)")
     parser.add_argument("--cluster-id", default=None, help="cluster id reported to brokers (default: derived from --quorum)")
     parser.add_argument("--raft-peer-address", action="append", default=[], metavar="ID=HOST:PORT",
                         help="reach voter ID's Raft port here instead of its quorum address (repeatable; e.g. a proxy on that link)")
@@ -126,10 +129,22 @@ def raft_principals(args: argparse.Namespace, voters: list[Voter]) -> frozenset[
 
 
 def _self_voter(args: argparse.Namespace, voters: list[Voter]) -> Voter:
+    """This controller: its --quorum entry, or for a controller joining the quorum (not in
+    --quorum: it starts as an observer) the addresses given with --join."""
     me = next((v for v in voters if v.node_id == args.node_id), None)
-    if me is None:
-        raise SystemExit(f"kraftlog controller: --node-id {args.node_id} is not in --quorum (ids {[v.node_id for v in voters]}); add it or fix the id")
-    return me
+    if args.join is None:
+        if me is None:
+            raise SystemExit(f"kraftlog controller: --node-id {args.node_id} is not in --quorum (ids {[v.node_id for v in voters]}); add it, "
+                             f"fix the id, or pass --join HOST:RAFT_PORT:GRPC_PORT to join the quorum as a new controller")
+        return me
+    try:
+        [joining] = parse_quorum(f"{args.node_id}@{args.join}")
+    except ValueError as exc:
+        raise SystemExit(f"kraftlog controller: --join {args.join}: {exc}") from None
+    if me is not None and me != joining:
+        raise SystemExit(f"kraftlog controller: --join {args.join} differs from controller {args.node_id}'s --quorum entry "
+                         f"{me.raft_address}:{me.grpc_port}; drop --join or the entry")
+    return joining
 
 
 def raft_secret(args: argparse.Namespace) -> str | None:
@@ -156,7 +171,9 @@ def raft_secret(args: argparse.Namespace) -> str | None:
 async def serve(args: argparse.Namespace) -> None:
     voters = parse_quorum(args.quorum)
     me = _self_voter(args, voters)
-    cluster_id = args.cluster_id or str(uuid.uuid5(uuid.NAMESPACE_URL, "kraftlog:" + ",".join(f"{v.node_id}@{v.raft_address}" for v in voters)))
+    if args.join is not None and args.cluster_id is None:
+        raise SystemExit("kraftlog controller: --join needs --cluster-id: give the cluster's id (`kraftlog cluster describe` shows it)")
+    cluster_id = args.cluster_id or derived_cluster_id((v.node_id, v.raft_address) for v in voters)
     try:
         tls = server_tls_from_args(args)
         password = raft_secret(args)

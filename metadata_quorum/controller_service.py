@@ -18,7 +18,9 @@ from metadata_quorum.active_controller import ActiveController, WriteOutcome, mo
 from metadata_quorum.broker_capacity import replica_counts
 from metadata_quorum.controller_router import CATCHING_UP_METADATA_KEY
 from metadata_quorum.decision import Decision
+from metadata_quorum.endpoints import Voter
 from metadata_quorum.image import MetadataImage, image_to_records
+from metadata_quorum.membership import CATCH_UP_TIMEOUT_S, ChangeOutcome, QuorumMembership
 from metadata_quorum.raft_node import ControllerRaftNode
 from metadata_quorum.records import Record, to_proto
 from server_common.authorization import AccessControl
@@ -54,6 +56,7 @@ class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
         self.controller = controller
         self.access = access or AccessControl(dict, (), enabled=False)
         self.node: ControllerRaftNode = controller.node
+        self.membership = QuorumMembership(controller)
         self._log = structlog.get_logger("controller").bind(controller_id=self.node.voter.node_id)
         self._background: set[asyncio.Task] = set()
 
@@ -272,10 +275,12 @@ class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
         me = self.node.voter
         leader_id = self.node.leader_id()
         members = []
-        for v in self.node.voters:
-            member = pb.QuorumMember(controller_id=v.node_id, raft_address=v.raft_address, grpc_address=v.grpc_address, state="unknown", match_index=-1, lag=-1)
+        directory = self.node.directory
+        for v in directory.members:
+            member = pb.QuorumMember(controller_id=v.node_id, raft_address=v.raft_address, grpc_address=v.grpc_address, state="unknown", match_index=-1, lag=-1,
+                                     role=directory.role_of(v.node_id))
             if v.node_id == me.node_id:
-                member.state = self.node.raft_state(status)
+                member.state = "observer" if self.node.observer else self.node.raft_state(status)
                 member.raft_term = status["raft_term"]
                 member.commit_index = status["commit_idx"]
                 member.last_applied = status["last_applied"]
@@ -290,3 +295,29 @@ class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
                     member.lag = max(0, status["commit_idx"] - match)
             members.append(member)
         return pb.DescribeQuorumResponse(leader_id=leader_id, answering_controller_id=me.node_id, members=members, metadata_offset=self.node.image.offset)
+
+    async def AddController(self, request: pb.AddControllerRequest, context) -> pb.QuorumChangeResponse:
+        if (refused := self.access.refused_response(pb.QuorumChangeResponse, "alter", "cluster")) is not None:
+            return refused
+        new = Voter(request.controller_id, request.host, request.raft_port, request.grpc_port)
+        outcome = await self.membership.add(new, request.catch_up_timeout_ms / 1000 or CATCH_UP_TIMEOUT_S)
+        return self._quorum_change("add controller", outcome)
+
+    async def RemoveController(self, request: pb.RemoveControllerRequest, context) -> pb.QuorumChangeResponse:
+        if (refused := self.access.refused_response(pb.QuorumChangeResponse, "alter", "cluster")) is not None:
+            return refused
+        return self._quorum_change("remove controller", await self.membership.remove(request.controller_id))
+
+    def _quorum_change(self, action: str, outcome: ChangeOutcome) -> pb.QuorumChangeResponse:
+        directory = self.node.directory
+        response = pb.QuorumChangeResponse(error_code=outcome.error_code, error_message=outcome.error_message,
+                                           voters=[_member(v, "voter") for v in directory.voters],
+                                           observers=[_member(v, "observer") for v in directory.observers])
+        response.active_controller.CopyFrom(self.controller.hint())
+        if outcome.error_code != common.NONE:
+            self._log.warning(f"{action} failed", error=outcome.error_message)
+        return response
+
+
+def _member(v: Voter, role: str) -> pb.QuorumMember:
+    return pb.QuorumMember(controller_id=v.node_id, raft_address=v.raft_address, grpc_address=v.grpc_address, role=role)

@@ -84,3 +84,4 @@ def parse_address_overrides(values: list[str], flag: str) -> dict[int, tuple[str
             raise ValueError(f"{flag} '{value}' is not ID=HOST:PORT (for example 2=127.0.0.1:19093)")
         overrides[int(node_id)] = (host, int(port))
     return overrides
+

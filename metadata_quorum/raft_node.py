@@ -32,6 +32,7 @@ from pysyncobj.monotonic import monotonic as raft_clock
 from pysyncobj.node import TCPNode
 from pysyncobj.transport import TCPTransport
 
+from metadata_quorum.controller_directory import OBSERVER, REMOVED, VOTER, ControllerDirectory, EncodedEntry
 from metadata_quorum.endpoints import Voter
 from metadata_quorum.loopback_peers import admitting_transport
 from metadata_quorum.raft_journal import DurableJournal, journals_created_as, syncing_transport
@@ -94,11 +95,31 @@ class MetadataStateMachine(SyncObjConsumer):
     """The image, changed only by ``apply_entry``. Attributes set before
     ``SyncObjConsumer.__init__`` are plumbing; ``_serialize``/``_deserialize`` carry the image."""
 
-    def __init__(self, cluster_id: str, on_applied: Callable[[MetadataImage, Sequence[Record], bool], None]) -> None:
+    def __init__(self, cluster_id: str, on_applied: Callable[[MetadataImage, Sequence[Record], bool], None],
+                 on_directory: Callable[[ControllerDirectory | None, frozenset[int]], None]) -> None:
         self._cluster_id = cluster_id
         self._on_applied = on_applied
+        self._on_directory = on_directory
         super().__init__()
         self.image = MetadataImage.empty(cluster_id)
+        self.directory: ControllerDirectory | None = None  # None: the --quorum voters, no membership change yet
+        self.caught_up_observers: frozenset[int] = frozenset()  # observers that announced they caught up since registered
+
+    # Replicated methods get ids in name order: new ones sort after apply_entry, so journals
+    # written before they existed replay unchanged.
+    @replicated
+    def set_controllers(self, entries: list[EncodedEntry]) -> None:
+        """Replace the controller directory (``controller_directory.py``)."""
+        self.directory = ControllerDirectory.decode(entries)
+        self.caught_up_observers = self.caught_up_observers & {v.node_id for v in self.directory.observers}
+        self._on_directory(self.directory, self.caught_up_observers)
+
+    @replicated
+    def set_observer_caught_up(self, node_id: int) -> None:
+        """An observer says it has caught up (proposed by the observer itself, through the leader)."""
+        if self.directory is not None and self.directory.role_of(node_id) == OBSERVER:
+            self.caught_up_observers = self.caught_up_observers | {node_id}
+            self._on_directory(self.directory, self.caught_up_observers)
 
     @replicated
     def apply_entry(self, encoded: list[bytes]) -> tuple[int, str, int]:
@@ -118,11 +139,17 @@ class MetadataStateMachine(SyncObjConsumer):
 
     def _serialize(self) -> dict:
         image = self.image
-        return {"cluster_id": image.cluster_id, "offset": image.offset, "records": [encode(r) for r in image_to_records(image)]}
+        return {"cluster_id": image.cluster_id, "offset": image.offset, "records": [encode(r) for r in image_to_records(image)],
+                "controllers": self.directory.encode() if self.directory is not None else None,
+                "caught_up_observers": sorted(self.caught_up_observers)}
 
     def _deserialize(self, data: dict) -> None:
         self.image = image_from_snapshot(data["cluster_id"], [decode(b) for b in data["records"]], data["offset"])
         self._on_applied(self.image, (), True)
+        controllers = data.get("controllers")  # absent from dumps written before membership changes existed
+        self.directory = ControllerDirectory.decode(controllers) if controllers is not None else None
+        self.caught_up_observers = frozenset(data.get("caught_up_observers", ()))
+        self._on_directory(self.directory, self.caught_up_observers)
 
 
 _RAFT_STATES = {0: "follower", 1: "candidate", 2: "leader"}
@@ -174,7 +201,8 @@ def _entry_term(journal: FileJournal, index: int) -> int | None:
 
 
 class ControllerRaftNode:
-    """One voter of the metadata quorum, seen from asyncio."""
+    """One controller of the metadata quorum (a voter, or an observer catching up to become
+    one), seen from asyncio."""
 
     def __init__(
         self,
@@ -189,28 +217,57 @@ class ControllerRaftNode:
         bind_address: str | None = None,
         admit_incoming: Callable[[int], bool] | None = None,
     ) -> None:
-        """``raft_routes``: voter id -> address to connect to instead of its quorum address.
+        """``voters``: the ``--quorum`` voters; a controller not among them starts as an
+        observer (pysyncobj's read-only node: it receives the log but neither votes nor counts
+        for commits) and becomes a voter once the directory says so (``quorum add-controller``).
+        ``raft_routes``: voter id -> address to connect to instead of its quorum address.
         ``bind_address``: where pysyncobj listens (default: this voter's Raft address; the
         Raft TLS relay's loopback port with ``--raft-tls``).
         ``durable_journal``: fsync the journal before any message relies on it
         (``raft_journal.py``); False leaves it to the page cache (pysyncobj's own behaviour).
         ``admit_incoming``: whether pysyncobj may keep an accepted connection, by its socket's
         file descriptor (with ``--raft-tls``: only the relay of this process may connect)."""
-        raft_routes = raft_routes or {}
         self.voter = self_voter
-        self.voters = list(voters)
         self._loop = loop
         self._lock = threading.Lock()
         self._ring: collections.deque[tuple[int, Record]] = collections.deque(maxlen=RING_RECORDS_MAX)
         self._image = MetadataImage.empty(cluster_id)
+        self._published_up_to = -1  # after a restart of pysyncobj in this process, replayed entries up to here are not published again
         self._applied_event = asyncio.Event()
-        self.state_machine = MetadataStateMachine(cluster_id, self._on_applied)
+        self._cluster_id = cluster_id
+        self._data_dir = data_dir
+        self._password = password
+        self._raft_routes = raft_routes or {}
+        self._durable_journal = durable_journal
+        self._bind_address = bind_address
+        self._admit_incoming = admit_incoming
+        self._startup_directory = ControllerDirectory.of_voters(list(voters))
+        self._directory = self._startup_directory
+        self._was_member = False  # seen in the directory (or --quorum) since it started: leaving it later means removed
+        self.removed = False
+        self.caught_up_observers: frozenset[int] = frozenset()
+        self._announced_caught_up = False
+        self._promoting = False
+        self._raft_thread_calls: collections.deque[Callable[[], None]] = collections.deque()  # run by the next tick
+        self.journal: DurableJournal | None = None  # the durable journal, None with the page cache's
+        self._raft_log: FileJournal | None = None
+        self._caught_up = False
+        self._syncobj: SyncObj | None = None
         data_dir.mkdir(parents=True, exist_ok=True)
+        self._start_raft(observer=all(v.node_id != self_voter.node_id for v in voters))
+
+    def _start_raft(self, observer: bool) -> None:
+        """Create pysyncobj's node (its thread starts at once): a voter bound to its Raft
+        address, or an observer (no address: it dials the voters and says it is read-only)."""
+        self.observer = observer
+        self._was_member = self._was_member or self._directory.role_of(self.voter.node_id) != REMOVED
+        self.state_machine = MetadataStateMachine(self._cluster_id, self._on_applied, self._on_directory)
+        compaction = {"logCompactionMinEntries": 2**62, "logCompactionMinTime": 2**62} if observer else {}  # an observer's dump would name no self
         conf = SyncObjConf(
-            journalFile=str(data_dir / "raft.journal"),
-            fullDumpFile=str(data_dir / "raft.dump"),
-            bindAddress=bind_address or self_voter.raft_address,
-            password=password,
+            journalFile=str(self._data_dir / "raft.journal"),
+            fullDumpFile=str(self._data_dir / "raft.dump"),
+            bindAddress=self._bind_address or self.voter.raft_address,
+            password=self._password,
             autoTickPeriod=0.005,
             appendEntriesPeriod=0.01,
             raftMinTimeout=RAFT_ELECTION_TIMEOUT_MIN_S,
@@ -219,30 +276,90 @@ class ControllerRaftNode:
             connectionRetryTime=0.1,
             useFork=False,  # forking a process that runs gRPC threads is unsafe
             onStateChanged=self._on_state_changed,
+            dynamicMembershipChange=True,
+            **compaction,
         )
         others = [
-            RoutedNode(v.raft_address, raft_routes[v.node_id]) if v.node_id in raft_routes else v.raft_address
-            for v in voters
-            if v.node_id != self_voter.node_id
+            RoutedNode(v.raft_address, self._raft_routes[v.node_id]) if v.node_id in self._raft_routes else v.raft_address
+            for v in self._directory.voters
+            if v.node_id != self.voter.node_id
         ]
-        self.journal: DurableJournal | None = None  # the durable journal, None with the page cache's
-        self._raft_log: FileJournal | None = None
-        self._caught_up = False
+        durable = self._durable_journal
 
         def create_journal(path: str) -> FileJournal:
-            self._raft_log = DurableJournal(Path(path)) if durable_journal else FileJournal(path)
-            if durable_journal:
+            self._raft_log = DurableJournal(Path(path)) if durable else FileJournal(path)
+            if durable:
                 self.journal = self._raft_log
             return self._raft_log
 
-        base = syncing_transport(lambda: self.journal) if durable_journal else TCPTransport
-        if admit_incoming is not None:
-            base = admitting_transport(base, admit_incoming, self_voter.node_id)
-        self._syncobj: SyncObj | None = None
+        base = syncing_transport(lambda: self.journal) if durable else TCPTransport
+        if self._admit_incoming is not None:
+            base = admitting_transport(base, self._admit_incoming, self.voter.node_id)
         with journals_created_as(create_journal):
-            self._syncobj = SyncObj(self_voter.raft_address, others, conf=conf, consumers=[self.state_machine],
+            self._syncobj = SyncObj(None if observer else self.voter.raft_address, others, conf=conf, consumers=[self.state_machine],
                                     transportClass=_watching_peers(base, self._on_peer_disconnected))
-        self._syncobj.addOnTickCallback(self._note_caught_up)
+        self._syncobj.addOnTickCallback(self._on_tick)
+        log.info("raft started", controller_id=self.voter.node_id, role=OBSERVER if observer else VOTER,
+                 voters=[v.node_id for v in self._directory.voters])
+
+    # ---- membership
+
+    @property
+    def voters(self) -> tuple[Voter, ...]:
+        return self._directory.voters
+
+    @property
+    def directory(self) -> ControllerDirectory:
+        return self._directory
+
+    def _on_directory(self, directory: ControllerDirectory | None, caught_up_observers: frozenset[int]) -> None:
+        """Runs on pysyncobj's thread when an entry (or the dump) changes the directory."""
+        directory = directory or self._startup_directory
+        role = directory.role_of(self.voter.node_id)
+        self._directory = directory
+        self.caught_up_observers = caught_up_observers
+        if role != REMOVED:
+            self._was_member = True
+        if role == REMOVED and self._was_member and not self.removed:
+            self.removed = True
+            log.warning("removed from the quorum: no longer serving, voting until the removal commits, never campaigning",
+                        controller_id=self.voter.node_id, voters=[v.node_id for v in directory.voters])
+        elif role != REMOVED and self.removed:
+            self.removed = False
+        if role == VOTER and self.observer and not self._promoting:
+            self._promoting = True
+            self._loop.call_soon_threadsafe(lambda: asyncio.ensure_future(self._promote()))
+
+    async def _promote(self) -> None:
+        """Observer -> voter: restart pysyncobj in this process as a voter on the same journal
+        and dump. Reads are refused until it has caught up again (the caught-up rule holds
+        across the change); what it already published is not published again."""
+        log.info("promoted to voter; restarting raft as a voter", controller_id=self.voter.node_id)
+        self._caught_up = False
+        old = self._syncobj
+        await asyncio.get_running_loop().run_in_executor(None, old.destroy_synchronous)
+        with self._lock:
+            self._published_up_to = self._image.offset
+        self._start_raft(observer=False)
+        self._promoting = False
+
+    def _on_tick(self) -> None:
+        """Runs on pysyncobj's thread at every tick."""
+        while self._raft_thread_calls:
+            self._raft_thread_calls.popleft()()
+        self._note_caught_up()
+        syncobj = self._syncobj
+        if self.removed and syncobj is not None:  # a removed voter votes until its removal commits, but never campaigns
+            syncobj._SyncObj__raftElectionDeadline = raft_clock() + RAFT_ELECTION_TIMEOUT_MAX_S
+        if self.observer and self._caught_up and not self._announced_caught_up and self._directory.role_of(self.voter.node_id) == OBSERVER:
+            self._announced_caught_up = True
+            self.state_machine.set_observer_caught_up(self.voter.node_id, callback=self._on_announced)
+            log.info("observer caught up; announcing it to the active controller", controller_id=self.voter.node_id,
+                     metadata_offset=self._image.offset)
+
+    def _on_announced(self, result: object, fail_reason: int) -> None:
+        if fail_reason != FAIL_REASON.SUCCESS:
+            self._announced_caught_up = False  # retried at the next tick
 
     # ---- raft thread -> asyncio
 
@@ -271,6 +388,8 @@ class ControllerRaftNode:
     def _on_applied(self, image: MetadataImage, records: Sequence[Record], reset: bool) -> None:
         """Runs on pysyncobj's thread: publish the image and recent records, wake streams."""
         with self._lock:
+            if image.offset <= self._published_up_to:  # replayed after a promotion: published already
+                return
             if reset:
                 self._ring.clear()
             first = image.offset - len(records) + 1
@@ -297,11 +416,15 @@ class ControllerRaftNode:
     @property
     def caught_up(self) -> bool:
         """Whether this node has applied every entry committed before it started (and so
-        answers reads with an image that is at worst stale, never missing what it once had)."""
-        return self._caught_up
+        answers reads with an image that is at worst stale, never missing what it once had),
+        and has not been removed from the quorum (a removed controller stops receiving the log)."""
+        return self._caught_up and not self.removed
 
     def catching_up_message(self) -> str:
         """Why a read was refused, and what to do instead."""
+        if self.removed:
+            return (f"controller {self.voter.node_id} was removed from the metadata quorum and no longer serves; ask one of the voters "
+                    f"{[v.node_id for v in self.voters]} (`kraftlog quorum describe`), and stop this controller")
         status = self.status()
         return (f"controller {self.voter.node_id} has not yet caught up with the metadata log since it started (applied entry "
                 f"{status['last_applied']}, term {status['raft_term']}, leader {'unknown' if self.leader_id() < 0 else self.leader_id()}), "
@@ -341,7 +464,7 @@ class ControllerRaftNode:
                 time.sleep(0.001)
         else:
             status = self._syncobj.getStatus()
-        return {**status, "caught_up": self._caught_up}
+        return {**status, "caught_up": self.caught_up}
 
     def raft_state(self, status: dict) -> str:
         return _RAFT_STATES.get(status.get("state"), "unknown")
@@ -371,22 +494,50 @@ class ControllerRaftNode:
 
     async def propose(self, records: Sequence[Record], timeout_s: float = PROPOSAL_TIMEOUT_S) -> EntryResult:
         """Commit ``records`` as one entry; returns once applied here (or failed)."""
+        return await self._commit(lambda callback: self.state_machine.apply_entry([encode(r) for r in records], callback=callback),
+                                  lambda result: EntryResult(*result), timeout_s)
+
+    async def propose_directory(self, directory: ControllerDirectory, timeout_s: float = PROPOSAL_TIMEOUT_S) -> EntryResult:
+        """Commit a new controller directory."""
+        return await self._commit(lambda callback: self.state_machine.set_controllers(directory.encode(), callback=callback),
+                                  lambda _: EntryResult(common_pb2.NONE, ""), timeout_s)
+
+    async def change_voters(self, raft_address: str, add: bool, timeout_s: float = PROPOSAL_TIMEOUT_S) -> EntryResult:
+        """Add or remove one pysyncobj voter (one change at a time: pysyncobj refuses a second
+        before the first has committed, REQUEST_DENIED -> NOT_CONTROLLER here)."""
+        change = self._syncobj.addNodeToCluster if add else self._syncobj.removeNodeFromCluster
+        return await self._commit(lambda callback: change(raft_address, callback=callback), lambda _: EntryResult(common_pb2.NONE, ""), timeout_s)
+
+    async def hand_over_leadership(self) -> bool:
+        """Ask the most caught-up connected voter to take over leadership at once (Raft's
+        TimeoutNow), on pysyncobj's thread; False when none is caught up enough to be asked."""
+        future: asyncio.Future[bool] = self._loop.create_future()
+
+        def on_raft_thread() -> None:
+            self._syncobj.transferLeadership(callback=lambda _, reason: self._loop.call_soon_threadsafe(
+                lambda: future.done() or future.set_result(reason == FAIL_REASON.SUCCESS)))
+
+        self._raft_thread_calls.append(on_raft_thread)
+        return await asyncio.wait_for(future, PROPOSAL_TIMEOUT_S)
+
+    async def _commit(self, submit: Callable[[Callable], None], outcome_of: Callable[[object], EntryResult], timeout_s: float) -> EntryResult:
+        """Submit a pysyncobj command with a callback and wait for its outcome here."""
         future: asyncio.Future[EntryResult] = self._loop.create_future()
 
         def settle(result: EntryResult) -> None:
             if not future.done():
                 future.set_result(result)
 
-        def callback(result: tuple[int, str, int] | None, fail_reason: int) -> None:  # raft thread
+        def callback(result: object, fail_reason: int) -> None:  # raft thread
             if fail_reason == FAIL_REASON.SUCCESS:
-                outcome = EntryResult(*result)
+                outcome = outcome_of(result)
             elif fail_reason in _NOT_APPENDED:
                 outcome = EntryResult(common_pb2.NOT_CONTROLLER, f"the entry was not committed (pysyncobj reason {fail_reason}): leadership is changing")
             else:
                 outcome = EntryResult(common_pb2.REQUEST_TIMED_OUT, f"leadership changed while committing (pysyncobj reason {fail_reason}): the outcome is unknown; check and retry")
             self._loop.call_soon_threadsafe(settle, outcome)
 
-        self.state_machine.apply_entry([encode(r) for r in records], callback=callback)
+        submit(callback)
         try:
             return await asyncio.wait_for(asyncio.shield(future), timeout_s)
         except asyncio.TimeoutError:

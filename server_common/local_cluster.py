@@ -32,6 +32,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from kraftlog_proto import broker_pb2, broker_pb2_grpc, controller_pb2, controller_pb2_grpc
 from server_common.channel_pool import open_channel
+from server_common.cluster_identity import derived_cluster_id
 from server_common.tls import channel_credentials
 from server_common.tls_certs import ADMIN_CLIENT, RAFT_SECRET_FILE, SECURE_DIR, write_cluster_identities
 from server_common.waiting import wait_for
@@ -83,6 +84,7 @@ class Node:
     extra_args: list[str] = field(default_factory=list)
     metrics_port: int = 0  # Prometheus /metrics (cluster up --metrics); 0: off
     kafka_port: int = 0  # brokers: Kafka's wire protocol (--kafka-listen, docs/kafka.md); 0: off
+    joining: bool = False  # a controller being added: started with --join, not yet among the voters (--quorum)
 
     @property
     def name(self) -> str:
@@ -179,7 +181,8 @@ class StopInterrupted(KeyboardInterrupt):
 class LocalCluster:
     """A cluster whose processes are children of (or recorded by) this process."""
 
-    def __init__(self, data_dir: Path, nodes: list[Node], log_format: str = "json", secure: bool = False) -> None:
+    def __init__(self, data_dir: Path, nodes: list[Node], log_format: str = "json", secure: bool = False, cluster_id: str | None = None,
+                 last_controller_id: int = 0) -> None:
         """``secure``: every node serves mutual TLS (client certificates required) and
         refuses to start without its certificate; the controllers' Raft links are encrypted
         and authenticated with a shared secret. The files live in ``<data_dir>/tls``."""
@@ -189,6 +192,9 @@ class LocalCluster:
         self.secure = secure
         self.processes: dict[str, subprocess.Popen] = {}
         self.moved_ports: list[MovedPort] = []  # stable ports that were taken (set by create)
+        # Given to every controller: a quorum whose voters change keeps its id (server_common/cluster_identity.py).
+        self.cluster_id = cluster_id or derived_cluster_id((c.node_id, f"{c.host}:{c.raft_port}") for c in self.controllers)
+        self.last_controller_id = max([last_controller_id, *(c.node_id for c in self.controllers)])  # ids are never reused
 
     # ------------------------------------------------------------------ layout
 
@@ -230,7 +236,7 @@ class LocalCluster:
         except FileNotFoundError:
             raise FileNotFoundError(f"no cluster at {data_dir}: start one with kraftlog cluster up --data-dir {data_dir}") from None
         nodes = [Node(**n) for n in raw["nodes"]]
-        return cls(Path(data_dir), nodes, log_format, raw.get("secure", False))
+        return cls(Path(data_dir), nodes, log_format, raw.get("secure", False), raw.get("cluster_id"), raw.get("last_controller_id", 0))
 
     def save(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -240,6 +246,8 @@ class LocalCluster:
             "controllers": self.quorum,
             "nodes": [asdict(n) for n in self.nodes],
             "secure": self.secure,
+            "cluster_id": self.cluster_id,
+            "last_controller_id": self.last_controller_id,
         }
         tmp = self.data_dir / (CLUSTER_FILE + ".tmp")
         tmp.write_text(json.dumps(layout, indent=2) + "\n")
@@ -264,7 +272,31 @@ class LocalCluster:
 
     @property
     def quorum(self) -> str:
-        return ",".join(f"{c.node_id}@{c.host}:{c.raft_port}:{c.port}" for c in self.controllers)
+        """The voters, as --quorum and the brokers' --controllers take them (not a joining controller)."""
+        return ",".join(f"{c.node_id}@{c.host}:{c.raft_port}:{c.port}" for c in self.controllers if not c.joining)
+
+    # ------------------------------------------------------------------ membership
+
+    def new_controller(self) -> Node:
+        """A controller to add: the next id no controller has had, free ports, recorded as
+        joining (it starts with --join and is not in --quorum until ``joined``)."""
+        ports = self.spare_ports(2)
+        self.last_controller_id += 1
+        node = Node(self.last_controller_id, "controller", HOST, ports[0], raft_port=ports[1], joining=True)
+        self.nodes.append(node)
+        self.save()
+        return node
+
+    def joined(self, node: Node) -> None:
+        """``node`` became a voter: from now on it is in --quorum (restarts use the new voter set)."""
+        node.joining = False
+        self.save()
+
+    def forget(self, node: Node) -> None:
+        """``node`` left the quorum (its directory stays, for its logs)."""
+        self.nodes.remove(node)
+        self.processes.pop(node.name, None)
+        self.save()
 
     def taken_ports(self) -> list[str]:
         """The recorded ports another process holds now (before a restart: the cluster's own
@@ -363,7 +395,9 @@ class LocalCluster:
         if node.kafka_port:
             common += ["--kafka-listen", f"{node.host}:{node.kafka_port}"]
         if node.role == "controller":
-            return [sys.executable, "-m", "metadata_quorum", "--node-id", str(node.node_id), "--quorum", self.quorum, *common, *node.extra_args]
+            join = ["--join", f"{node.host}:{node.raft_port}:{node.port}"] if node.joining else []
+            return [sys.executable, "-m", "metadata_quorum", "--node-id", str(node.node_id), "--quorum", self.quorum, "--cluster-id", self.cluster_id,
+                    *join, *common, *node.extra_args]
         return [
             sys.executable, "-m", "data_plane.broker", "--broker-id", str(node.node_id), "--listen", node.address,
             "--controllers", self.quorum, *common, *node.extra_args,
