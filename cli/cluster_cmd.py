@@ -367,20 +367,22 @@ def restart_node(args: argparse.Namespace) -> int:
 
 
 
-def add_controller(args: argparse.Namespace) -> int:
+
+def add_controller_to(cluster: LocalCluster, catch_up_timeout_s: float = 30.0, detach: bool = True):
     """Start a new controller (the next unused id, free ports) as an observer, wait until the
     active controller has made it a voter (it must catch up first), then record it as a voter
-    in cluster.json, so that restarts and brokers use the new voter set."""
+    in cluster.json, so that restarts and brokers use the new voter set. On failure the new
+    controller is stopped and forgotten, and the quorum is left as it was. Returns (node,
+    QuorumChangeResponse)."""
     from metadata_quorum.controller_client import ControllerClient, ControllerError
 
-    cluster = LocalCluster.load(data_dir(args.data_dir))
     voters = cluster.quorum
     node = cluster.new_controller()
     say(f"starting {node.name} as an observer (raft {node.host}:{node.raft_port}, grpc {node.address}; log {cluster.log_path(node)})")
-    cluster.start_node(node, detach=True)
+    cluster.start_node(node, detach=detach)
     try:
-        with ControllerClient(voters, timeout_s=args.catch_up_timeout_s + 30) as client:
-            response = client.add_controller(node.node_id, node.host, node.raft_port, node.port, args.catch_up_timeout_s)
+        with ControllerClient(voters, timeout_s=catch_up_timeout_s + 30) as client:
+            response = client.add_controller(node.node_id, node.host, node.raft_port, node.port, catch_up_timeout_s)
     except (ControllerError, KeyboardInterrupt):
         say(f"adding {node.name} failed: stopping it and leaving the quorum as it was")
         cluster.stop_node(node)
@@ -389,18 +391,15 @@ def add_controller(args: argparse.Namespace) -> int:
         cluster.forget(node)
         raise
     cluster.joined(node)
-    from cli.quorum_cmd import report_quorum
-
-    report_quorum(args.json, f"{node.name} is a voter; cluster.json names the voters {cluster.quorum}", response)
-    return 0
+    return node, response
 
 
-def remove_controller(args: argparse.Namespace) -> int:
-    """Remove a controller from the quorum (the active one hands over first), stop its
-    process and drop it from cluster.json (its directory is kept, with its log)."""
+def remove_controller_from(cluster: LocalCluster, node: Node):
+    """Remove ``node`` from the quorum (the active one hands over first), stop its process
+    and drop it from cluster.json (its directory is kept, with its log). Returns the
+    QuorumChangeResponse."""
     from metadata_quorum.controller_client import ControllerClient
 
-    cluster, node = load_node(args)
     if node.role != "controller":
         raise ValueError(f"{node.name} is a broker: give a controller (controller-N, as 'kraftlog cluster status' names them)")
     others = ",".join(f"{c.node_id}@{c.host}:{c.raft_port}:{c.port}" for c in cluster.controllers if c is not node and not c.joining)
@@ -409,7 +408,22 @@ def remove_controller(args: argparse.Namespace) -> int:
     if cluster.is_running(node):
         stop_one(cluster, node, kill=False)
     cluster.forget(node)
+    return response
+
+
+def add_controller(args: argparse.Namespace) -> int:
     from cli.quorum_cmd import report_quorum
 
+    cluster = LocalCluster.load(data_dir(args.data_dir))
+    node, response = add_controller_to(cluster, args.catch_up_timeout_s)
+    report_quorum(args.json, f"{node.name} is a voter; cluster.json names the voters {cluster.quorum}", response)
+    return 0
+
+
+def remove_controller(args: argparse.Namespace) -> int:
+    from cli.quorum_cmd import report_quorum
+
+    cluster, node = load_node(args)
+    response = remove_controller_from(cluster, node)
     report_quorum(args.json, f"{node.name} left the quorum and was stopped; cluster.json names the voters {cluster.quorum}", response)
     return 0

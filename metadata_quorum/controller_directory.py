@@ -9,7 +9,10 @@ removed. Until the first membership change it is the ``--quorum`` voters.
 
 The pure rules of changing it (KIP-853's, on pysyncobj's one-change-at-a-time membership) live
 here: a new controller is registered as an observer first, and becomes a voter only once it
-has caught up; ids and addresses are unique; the last voter is never removed.
+has caught up (first in the directory, so that it restarts its Raft node as a voter, then in
+pysyncobj's voter set, whose commit then needs its acknowledgement: with a voter down, the
+new one's is what makes the majority); ids and addresses are unique; the last voter is never
+removed.
 """
 
 from __future__ import annotations
@@ -67,12 +70,14 @@ class ControllerDirectory:
         return ControllerDirectory(tuple(v for v in self.voters if v.node_id != node_id), tuple(v for v in self.observers if v.node_id != node_id))
 
 
-def add_problem(directory: ControllerDirectory, new: Voter) -> str | None:
-    """Why ``new`` cannot be added (None: it can). Re-adding an observer of the same
-    addresses is allowed: it resumes an add that did not finish."""
+def add_problem(directory: ControllerDirectory, new: Voter, raft_voters: set[str]) -> str | None:
+    """Why ``new`` cannot be added (None: it can). ``raft_voters``: the Raft addresses of
+    pysyncobj's voter set. Adding again a controller of the same addresses that is an
+    observer, or a voter in the directory but not yet in pysyncobj's set, is allowed: it
+    resumes an add that did not finish."""
     same = directory.member(new.node_id)
     if same is not None:
-        if same == new and directory.role_of(new.node_id) == OBSERVER:
+        if same == new and (directory.role_of(new.node_id) == OBSERVER or new.raft_address not in raft_voters):
             return None
         return (f"controller id {new.node_id} is already a {directory.role_of(new.node_id)} of the quorum (at {same.raft_address}); "
                 "give the new controller an id no controller has had")

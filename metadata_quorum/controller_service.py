@@ -173,6 +173,8 @@ class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
                             grpc.StatusCode.UNAVAILABLE,
                             f"controller {me} has lost contact with the Raft leader; stream metadata from another controller",
                         )
+                    if self.node.removed:  # it no longer receives the log
+                        await context.abort(grpc.StatusCode.UNAVAILABLE, self.node.catching_up_message())
 
     # ---- admin writes
 

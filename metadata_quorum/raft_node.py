@@ -375,7 +375,7 @@ class ControllerRaftNode:
         pysyncobj has no call for this; its deadline attribute is set directly, and only ever
         brought forward."""
         syncobj = self._syncobj
-        if syncobj is None or syncobj._isLeader() or syncobj._getLeader() != peer:
+        if syncobj is None or self.removed or syncobj._isLeader() or syncobj._getLeader() != peer:
             return
         leader_id = next((v.node_id for v in self.voters if v.raft_address == peer.id), -1)
         delay = election_delay_after_leader_loss(self.voter.node_id, [v.node_id for v in self.voters], leader_id)
@@ -471,6 +471,11 @@ class ControllerRaftNode:
 
     def is_leader(self) -> bool:
         return self._syncobj._isLeader()
+
+    def raft_voter_addresses(self) -> set[str]:
+        """The Raft addresses of pysyncobj's voter set as this node knows it (self included)."""
+        others = {node.id for node in self._syncobj.otherNodes}
+        return others if self.observer else others | {self.voter.raft_address}
 
     def connected_leader_id(self) -> int:
         """``leader_id()`` when this node is the leader or connected to it, else -1: a leader

@@ -40,7 +40,7 @@ class _FakeSyncObj:
 
 def _lose(peer: str, node_id: int = 1, leader: str = VOTERS[1].raft_address) -> _FakeSyncObj:
     fake = _FakeSyncObj(leader, raft_clock() + RAFT_ELECTION_TIMEOUT_MIN_S)
-    node = SimpleNamespace(_syncobj=fake, voters=VOTERS, voter=VOTERS[node_id - 1])
+    node = SimpleNamespace(_syncobj=fake, voters=VOTERS, voter=VOTERS[node_id - 1], removed=False)
     ControllerRaftNode._on_peer_disconnected(node, fake._leader if peer == leader else SimpleNamespace(id=peer))
     return fake
 
@@ -63,3 +63,9 @@ def test_the_client_tries_the_next_controller_at_once_then_backs_off():
     assert router.on_unreachable() == 2 * BACKOFF_S_MIN
     router.on_success()
     assert router.on_unreachable() == 0.0
+
+
+def test_a_removed_voter_never_elects_early():
+    fake = _FakeSyncObj(VOTERS[1].raft_address, raft_clock() + RAFT_ELECTION_TIMEOUT_MIN_S)
+    ControllerRaftNode._on_peer_disconnected(SimpleNamespace(_syncobj=fake, voters=VOTERS, voter=VOTERS[0], removed=True), fake._leader)
+    assert fake._SyncObj__raftElectionDeadline == pytest.approx(raft_clock() + RAFT_ELECTION_TIMEOUT_MIN_S, abs=0.02)
