@@ -127,18 +127,24 @@ def describe_configs(args: argparse.Namespace) -> int:
 
 def quorum_describe(args: argparse.Namespace) -> int:
     admin, controller = open_clients(args)
+    from metadata_quorum.controller_client import ControllerError
+
     with admin, controller:
         members = controller.describe_quorum()
+        try:  # new controllers need it (--cluster-id); a read, refused while no controller has caught up
+            cluster_id = controller.describe_cluster().cluster_id
+        except ControllerError:
+            cluster_id = None
     rows = [{
         "controller_id": m.controller_id, "role": m.role or "voter", "state": m.state, "raft_address": m.raft_address, "grpc_address": m.grpc_address,
         "raft_term": m.raft_term, "commit_index": m.commit_index, "last_applied": m.last_applied,
         "lag": m.lag if m.lag >= 0 else None, "reachable": m.connected, "serves_reads": m.caught_up,
     } for m in sorted(members, key=lambda m: m.controller_id)]
     leader = next((r["controller_id"] for r in rows if r["state"] == "leader"), None)
-    human = f"active controller: {leader if leader is not None else 'none (no quorum?)'}\n" + table(
+    human = f"cluster id: {cluster_id or 'unknown'}\nactive controller: {leader if leader is not None else 'none (no quorum?)'}\n" + table(
         ["ID", "ROLE", "STATE", "RAFT ADDRESS", "GRPC ADDRESS", "TERM", "COMMIT INDEX", "APPLIED", "LAG", "REACHABLE", "SERVES READS"],
         [[r["controller_id"], r["role"], r["state"], r["raft_address"], r["grpc_address"], r["raft_term"], r["commit_index"], r["last_applied"], r["lag"],
           r["reachable"], r["serves_reads"]] for r in rows],
     )
-    emit(args.json, {"active_controller": leader, "controllers": rows}, human)
+    emit(args.json, {"cluster_id": cluster_id, "active_controller": leader, "controllers": rows}, human)
     return 0

@@ -172,7 +172,7 @@ async def serve(args: argparse.Namespace) -> None:
     voters = parse_quorum(args.quorum)
     me = _self_voter(args, voters)
     if args.join is not None and args.cluster_id is None:
-        raise SystemExit("kraftlog controller: --join needs --cluster-id: give the cluster's id (`kraftlog cluster describe` shows it)")
+        raise SystemExit("kraftlog controller: --join needs --cluster-id: give the cluster's id (`kraftlog quorum describe` shows it)")
     cluster_id = args.cluster_id or derived_cluster_id((v.node_id, v.raft_address) for v in voters)
     try:
         tls = server_tls_from_args(args)
