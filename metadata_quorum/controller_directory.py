@@ -70,6 +70,22 @@ class ControllerDirectory:
         return ControllerDirectory(tuple(v for v in self.voters if v.node_id != node_id), tuple(v for v in self.observers if v.node_id != node_id))
 
 
+CATCH_UP_TIMEOUT_MS_MAX = 600_000
+
+
+def request_problem(new: Voter, catch_up_timeout_ms: int) -> str | None:
+    """Why an AddController request is malformed (None: it is well formed)."""
+    if new.node_id < 0:
+        return f"controller id {new.node_id} is negative; give the new controller's --node-id"
+    if not new.host or any(c.isspace() or c in ",@" for c in new.host):
+        return f"host {new.host!r} is not a host name or address; give the new controller's --join host"
+    if not (0 < new.raft_port < 65536 and 0 < new.grpc_port < 65536):
+        return f"ports {new.raft_port} (Raft) and {new.grpc_port} (gRPC) must be 1-65535; give the new controller's --join ports"
+    if not 0 <= catch_up_timeout_ms <= CATCH_UP_TIMEOUT_MS_MAX:
+        return f"catch_up_timeout_ms {catch_up_timeout_ms} must be 0 (the default, 30 s) to {CATCH_UP_TIMEOUT_MS_MAX}"
+    return None
+
+
 def add_problem(directory: ControllerDirectory, new: Voter, raft_voters: set[str]) -> str | None:
     """Why ``new`` cannot be added (None: it can). ``raft_voters``: the Raft addresses of
     pysyncobj's voter set. Adding again a controller of the same addresses that is an

@@ -17,6 +17,7 @@ from metadata_quorum import broker_decisions, client_quotas, reassignment, topic
 from metadata_quorum.active_controller import ActiveController, WriteOutcome, monotonic_ms
 from metadata_quorum.broker_capacity import replica_counts
 from metadata_quorum.controller_router import CATCHING_UP_METADATA_KEY
+from metadata_quorum.controller_directory import request_problem
 from metadata_quorum.decision import Decision
 from metadata_quorum.endpoints import Voter
 from metadata_quorum.image import MetadataImage, image_to_records
@@ -302,6 +303,8 @@ class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
         if (refused := self.access.refused_response(pb.QuorumChangeResponse, "alter", "cluster")) is not None:
             return refused
         new = Voter(request.controller_id, request.host, request.raft_port, request.grpc_port)
+        if (problem := request_problem(new, request.catch_up_timeout_ms)) is not None:
+            return self._quorum_change("add controller", ChangeOutcome(common.INVALID_REQUEST, problem))
         outcome = await self.membership.add(new, request.catch_up_timeout_ms / 1000 or CATCH_UP_TIMEOUT_S)
         return self._quorum_change("add controller", outcome)
 

@@ -55,18 +55,22 @@ SOAK_EXAMPLES_PER_RPC = 400
 NEGATIVE_CONTROL_SEED = 1  # a fixed seed: derandomized draws depend on what Hypothesis ran before in the process
 SERVICES = [broker_pb2.DESCRIPTOR.services_by_name["Broker"], controller_pb2.DESCRIPTOR.services_by_name["ControllerService"]]
 RPCS = [method for service in SERVICES for method in service.methods]
+CONTROLLER_IDS = frozenset({1})  # the cluster fixture's controller
 
 
 def may_wait(method: MethodDescriptor) -> bool:
     """Calls that may hold a correct answer back past the fuzzer's deadline: long polls,
-    streams, and produces waiting for acks."""
-    return method.name in {"Fetch", "Produce"} or method.client_streaming or method.server_streaming
+    streams, produces waiting for acks, and adding a controller (it waits for the new one to
+    catch up)."""
+    return method.name in {"Fetch", "Produce", "AddController"} or method.client_streaming or method.server_streaming
 
 
 def pool_for(method: MethodDescriptor, broker_ids: frozenset[int]) -> FuzzPool:
     if method.name in READ_OR_APPEND:
         return FuzzPool(names=(DATA_TOPIC, DATA_TOPIC, *FUZZ_NAMES), words=CONFIG_WORDS)
-    return FuzzPool(names=FUZZ_NAMES, words=CONFIG_WORDS, protected_ids=broker_ids)
+    # a real controller's id too: RemoveController naming one would shrink the quorum under the test
+    return FuzzPool(names=FUZZ_NAMES, words=CONFIG_WORDS, protected_ids=broker_ids | CONTROLLER_IDS,
+                    id_fields=FuzzPool.id_fields | {"controller_id"})
 
 
 def call(channel: grpc.Channel, method: MethodDescriptor, request) -> object:

@@ -37,3 +37,13 @@ def test_removing_needs_a_member_and_never_takes_the_last_voter():
     assert "not in the quorum" in remove_problem(THREE, 7)
     assert "last voter" in remove_problem(ControllerDirectory.of_voters([V[1]]), 1)
     assert remove_problem(ControllerDirectory.of_voters([V[1]]).with_observer(V[2]), 2) is None
+
+
+def test_a_malformed_add_request_is_refused_saying_what_to_give():
+    from metadata_quorum.controller_directory import request_problem
+
+    assert request_problem(V[4], 0) is None
+    assert "negative" in request_problem(Voter(-1, "h", 1, 2), 0)
+    assert "host" in request_problem(Voter(4, "", 1, 2), 0)
+    assert "1-65535" in request_problem(Voter(4, "h", 0, 2), 0)
+    assert "catch_up_timeout_ms" in request_problem(V[4], -5)
