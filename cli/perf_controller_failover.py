@@ -9,8 +9,8 @@ asks the surviving controllers for their view of the quorum every few ms, so tha
 splits into where it goes:
 
 - election: until a survivor names a new leader (detecting the loss, then the vote);
-- activation: until that leader reports it has caught up and answers writes (its term's first
-  commit);
+- activation: until that leader reports it is active (its term's first entry committed and
+  applied: it answers writes);
 - client: the rest, the client's retries and backoff (and for the CLI, starting a Python
   process, measured apart as ``cli_start_ms`` by one run against the healthy cluster).
 
@@ -56,6 +56,7 @@ class QuorumView:
     leader: int
     term: int
     caught_up: bool
+    active: bool
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,7 @@ class ControllerRound:
     victim: int
     new_leader: int
     elected_ms: float  # a survivor names a new leader
-    ready_ms: float  # that leader has caught up and answers writes
+    ready_ms: float  # that leader is active: its term's first entry committed and applied, it answers writes
     admin_ms: float  # the running admin client's topic creation returned
     cli_ms: float  # the fresh CLI process's topic creation exited successfully
     cli_start_ms: float  # one fresh CLI run against the healthy cluster (the process's own cost)
@@ -91,21 +92,21 @@ class QuorumProbe:
         me = next((m for m in answer.members if m.controller_id == answer.answering_controller_id), None)
         if me is None:
             return None
-        return QuorumView(answer.answering_controller_id, answer.leader_id, me.raft_term, me.caught_up)
+        return QuorumView(answer.answering_controller_id, answer.leader_id, me.raft_term, me.caught_up, me.active)
 
     def leader(self) -> QuorumView | None:
-        """The view of a controller that names itself leader and has caught up."""
+        """The view of a controller that names itself leader and is active."""
         for controller_id in self._addresses:
             seen = self.view(controller_id)
-            if seen is not None and seen.leader == controller_id and seen.caught_up:
+            if seen is not None and seen.leader == controller_id and seen.active:
                 return seen
         return None
 
-    def watch(self, survivors: list[int], old_term: int, started: float, done: concurrent.futures.Future) -> tuple[float, float, int]:
-        """(elected ms, ready ms, new leader) as the survivors report them; polls until both are seen or ``done``."""
+    def watch(self, survivors: list[int], old_term: int, started: float, timeout_s: float) -> tuple[float, float, int]:
+        """(elected ms, ready ms, new leader) as the survivors report them; polls until both are seen."""
         elected_ms = ready_ms = -1.0
         new_leader = -1
-        while ready_ms < 0 and not done.done():
+        while ready_ms < 0 and time.monotonic() - started < timeout_s:
             for controller_id in survivors:
                 seen = self.view(controller_id)
                 if seen is None or seen.term <= old_term or seen.leader not in survivors:
@@ -113,7 +114,7 @@ class QuorumProbe:
                 now_ms = (time.monotonic() - started) * 1000
                 if elected_ms < 0:
                     elected_ms, new_leader = now_ms, seen.leader
-                if seen.answering == seen.leader and seen.caught_up:
+                if seen.answering == seen.leader and seen.active:
                     ready_ms, new_leader = now_ms, seen.leader
             time.sleep(PROBE_INTERVAL_S)
         return elected_ms, ready_ms, new_leader
@@ -139,20 +140,19 @@ def _timed_admin_create(admin: ControllerClient, topic: str, started: float) -> 
 
 
 def _round(number: int, cluster: LocalCluster, probe: QuorumProbe, admin: ControllerClient, timeout_s: float) -> ControllerRound:
-    leader = wait_for(probe.leader, timeout_s, "an active controller that has caught up")
+    leader = wait_for(probe.leader, timeout_s, "an active controller")
     wait_ready(cluster, timeout_s)
     admin.create_topic(f"perf-controller-warm-{number}-{time.time_ns()}", 1, 1)  # the admin client now talks to the leader
     cli_start_ms = _timed_cli_create(cluster.bootstrap, f"perf-controller-cli-warm-{number}-{time.time_ns()}", time.monotonic(), timeout_s)
     victim = cluster.node("controller", leader.answering)
     survivors = [c.node_id for c in cluster.controllers if c.node_id != victim.node_id]
     suffix = time.time_ns()
-    with concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="perf-controller-failover") as pool:
+    with concurrent.futures.ThreadPoolExecutor(3, thread_name_prefix="perf-controller-failover") as pool:
         started = time.monotonic()
         cluster.signal(victim, signal.SIGKILL)
         admin_done = pool.submit(_timed_admin_create, admin, f"perf-controller-admin-{number}-{suffix}", started)
         cli_done = pool.submit(_timed_cli_create, cluster.bootstrap, f"perf-controller-cli-{number}-{suffix}", started, timeout_s)
-        both = pool.submit(concurrent.futures.wait, [admin_done, cli_done])
-        elected_ms, ready_ms, new_leader = pool.submit(probe.watch, survivors, leader.term, started, both).result()
+        elected_ms, ready_ms, new_leader = pool.submit(probe.watch, survivors, leader.term, started, timeout_s).result()
         admin_ms, cli_ms = admin_done.result(), cli_done.result()
     wait_for(lambda: not cluster.is_running(victim), timeout_s, f"{victim.name} to exit")
     cluster.start_node(victim)
@@ -207,7 +207,7 @@ def _report(as_json: bool, document: dict) -> None:
     rows = [[r[c] for c in columns] for r in document["rounds"]]
     lines = [f"SIGKILL of the active controller, {document['kills']} rounds (ms from the signal):"]
     for name, what in (("elected", "a survivor names a new leader (detection + election)"),
-                       ("ready", "the new leader has caught up and answers writes"),
+                       ("ready", "the new leader is active (its term's first commit applied)"),
                        ("admin", "a running admin client's topic creation returned"),
                        ("cli", "a fresh `kraftlog topics create` process succeeded"),
                        ("cli_start", "that process against a healthy cluster (its own start-up and work)")):

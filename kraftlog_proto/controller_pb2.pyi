@@ -689,7 +689,7 @@ class DescribeQuorumRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class QuorumMember(_message.Message):
-    __slots__ = ("controller_id", "raft_address", "grpc_address", "state", "raft_term", "commit_index", "last_applied", "match_index", "lag", "connected", "caught_up", "role")
+    __slots__ = ("controller_id", "raft_address", "grpc_address", "state", "raft_term", "commit_index", "last_applied", "match_index", "lag", "connected", "caught_up", "role", "active")
     CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
     RAFT_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     GRPC_ADDRESS_FIELD_NUMBER: _ClassVar[int]
@@ -702,6 +702,7 @@ class QuorumMember(_message.Message):
     CONNECTED_FIELD_NUMBER: _ClassVar[int]
     CAUGHT_UP_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_FIELD_NUMBER: _ClassVar[int]
     controller_id: int
     raft_address: str
     grpc_address: str
@@ -714,7 +715,8 @@ class QuorumMember(_message.Message):
     connected: bool
     caught_up: bool
     role: str
-    def __init__(self, controller_id: _Optional[int] = ..., raft_address: _Optional[str] = ..., grpc_address: _Optional[str] = ..., state: _Optional[str] = ..., raft_term: _Optional[int] = ..., commit_index: _Optional[int] = ..., last_applied: _Optional[int] = ..., match_index: _Optional[int] = ..., lag: _Optional[int] = ..., connected: _Optional[bool] = ..., caught_up: _Optional[bool] = ..., role: _Optional[str] = ...) -> None: ...
+    active: bool
+    def __init__(self, controller_id: _Optional[int] = ..., raft_address: _Optional[str] = ..., grpc_address: _Optional[str] = ..., state: _Optional[str] = ..., raft_term: _Optional[int] = ..., commit_index: _Optional[int] = ..., last_applied: _Optional[int] = ..., match_index: _Optional[int] = ..., lag: _Optional[int] = ..., connected: _Optional[bool] = ..., caught_up: _Optional[bool] = ..., role: _Optional[str] = ..., active: _Optional[bool] = ...) -> None: ...
 
 class DescribeQuorumResponse(_message.Message):
     __slots__ = ("leader_id", "answering_controller_id", "members", "metadata_offset")

@@ -242,17 +242,18 @@ class ControllerClient:
             pending += [m.grpc_address for m in answer.members if m.grpc_address not in asked]
         if not answers:
             raise ControllerError(common.BROKER_NOT_AVAILABLE, "no controller answered DescribeQuorum; are they running at " + ", ".join(f"{h}:{p}" for _, h, p in self._router.endpoints) + "?")
-        any_answer = next(iter(answers.values()))
         leader = next((a for a in answers.values() if a.leader_id == a.answering_controller_id), None)
         rows = []
-        for template in any_answer.members:
+        for template in (leader or next(iter(answers.values()))).members:  # the leader's directory names the members
             own = answers.get(template.controller_id)
+            own_row = next((m for m in own.members if m.controller_id == template.controller_id), None) if own else None
             row = pb.QuorumMember()
-            row.CopyFrom(next(m for m in own.members if m.controller_id == template.controller_id) if own else template)
+            row.CopyFrom(own_row or template)
+            row.role = template.role  # as the leader's directory says
             if own is None:
                 row.state, row.connected = "unreachable", False
-            if leader is not None and row.controller_id != leader.answering_controller_id:
-                seen = next(m for m in leader.members if m.controller_id == row.controller_id)
+            seen = next((m for m in leader.members if m.controller_id == row.controller_id), None) if leader is not None else None
+            if seen is not None and row.controller_id != leader.answering_controller_id:  # None: not (or no longer) in the leader's directory
                 row.match_index, row.lag = seen.match_index, seen.lag
             rows.append(row)
         return rows

@@ -289,6 +289,7 @@ class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
                 member.last_applied = status["last_applied"]
                 member.connected = True
                 member.caught_up = status["caught_up"]
+                member.active = self.controller.is_active
             else:
                 member.state = "leader" if v.node_id == leader_id else "follower"
                 member.connected = status.get(f"partner_node_status_server_{v.raft_address}") == 2

@@ -52,10 +52,11 @@ RING_RECORDS_MAX = 20_000
 RAFT_ELECTION_TIMEOUT_MIN_S = 0.5
 RAFT_ELECTION_TIMEOUT_MAX_S = 1.0
 # When the leader's Raft connection closes (its process died: the kernel closes its sockets),
-# followers need not wait out the election timeout: they start an election this many seconds
-# apart, in the order of their ids, so that the first usually wins before the next one starts
-# (two candidates at once split the vote and cost a full timeout).
-LEADER_LOSS_ELECTION_STAGGER_S = 0.08
+# one follower need not wait out the election timeout: the one with the lowest id among the
+# followers still connected to each other starts an election at once. Only one: two candidates
+# at once split the vote and cost a full timeout, and under load a candidate's vote request
+# can take hundreds of ms (it fsyncs its term and vote first), longer than any stagger that
+# would keep failover short. The others keep their timeouts, which a granted vote restarts.
 PROPOSAL_TIMEOUT_S = 5.0
 
 
@@ -172,15 +173,15 @@ def has_caught_up(leader_commit: int | None, applied: int, term: int, entry_term
     return leader_commit is not None and applied >= leader_commit and entry_term(leader_commit) == term
 
 
-def election_delay_after_leader_loss(self_id: int, voter_ids: Sequence[int], leader_id: int) -> float:
-    """How long a follower waits, once its connection to the leader has closed, before it
-    starts an election: its rank among the other voters, in id order, times the stagger.
+def elects_at_once_after_leader_loss(self_id: int, connected_follower_ids: Sequence[int]) -> bool:
+    """Whether this follower starts an election as soon as its connection to the leader closes:
+    it has the lowest id among itself and the other followers it is connected to.
 
     Starting early is always safe in Raft (a candidate wins only with a majority of votes,
     given only to logs at least as complete); it costs availability only when the leader was
-    alive after all (a link broke), which then sees a higher term and steps down."""
-    others = sorted(i for i in voter_ids if i != leader_id)
-    return LEADER_LOSS_ELECTION_STAGGER_S * (others.index(self_id) if self_id in others else len(others))
+    alive after all (a link broke), which then sees a higher term and steps down. If this
+    follower cannot win (its log is behind), the others' timeouts elect one of them."""
+    return all(self_id < other for other in connected_follower_ids)
 
 
 def _watching_peers(base: type[TCPTransport], on_disconnected: Callable[[TCPNode], None]) -> type[TCPTransport]:
@@ -371,19 +372,19 @@ class ControllerRaftNode:
 
     def _on_peer_disconnected(self, peer: TCPNode) -> None:
         """Runs on pysyncobj's thread when a peer's Raft connection closes: if it was the
-        leader's, bring this follower's election forward (``election_delay_after_leader_loss``).
-        pysyncobj has no call for this; its deadline attribute is set directly, and only ever
-        brought forward."""
+        leader's, start an election now if this follower is the one to (``elects_at_once_after_leader_loss``).
+        pysyncobj has no call for this; its deadline attribute is set directly."""
         syncobj = self._syncobj
         if syncobj is None or self.removed or syncobj._isLeader() or syncobj._getLeader() != peer:
             return
         leader_id = next((v.node_id for v in self.voters if v.raft_address == peer.id), -1)
-        delay = election_delay_after_leader_loss(self.voter.node_id, [v.node_id for v in self.voters], leader_id)
-        deadline = raft_clock() + delay  # pysyncobj's clock, not time.monotonic: they differ
-        if deadline < syncobj._SyncObj__raftElectionDeadline:
-            syncobj._SyncObj__raftElectionDeadline = deadline
-            log.info("lost the connection to the leader; electing early", controller_id=self.voter.node_id, leader=leader_id,
-                     term=syncobj.raftCurrentTerm, election_in_ms=round(delay * 1000))
+        reachable = {n.id for n in syncobj.otherNodes if syncobj.isNodeConnected(n)}
+        connected = [v.node_id for v in self.voters if v.node_id not in (leader_id, self.voter.node_id) and v.raft_address in reachable]
+        if not elects_at_once_after_leader_loss(self.voter.node_id, connected):
+            return
+        syncobj._SyncObj__raftElectionDeadline = raft_clock()  # pysyncobj's clock, not time.monotonic: they differ
+        log.info("lost the connection to the leader; electing at once", controller_id=self.voter.node_id, leader=leader_id,
+                 term=syncobj.raftCurrentTerm, connected_followers=connected)
 
     def _on_applied(self, image: MetadataImage, records: Sequence[Record], reset: bool) -> None:
         """Runs on pysyncobj's thread: publish the image and recent records, wake streams."""
