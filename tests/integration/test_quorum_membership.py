@@ -70,6 +70,10 @@ def test_replacing_a_dead_controller_keeps_metadata_and_brokers(tmp_path: Path) 
         assert [c.node_id for c in cluster.controllers] == [1, 2, 4] and "4@" in cluster.quorum and "3@" not in cluster.quorum
         wait_for(lambda: _topics_at(new) is not None and topics <= _topics_at(new), 30, "the new controller to serve every topic")
         cluster.create_topic("after-replacement")  # the new quorum commits
+        with ControllerClient("1@127.0.0.1:1:%d,3@127.0.0.1:1:%d" % (cluster.controller(1).port, dead.port), timeout_s=20) as old_list:
+            # a client that knows only the old list learns the current voters (and, from hints, the active one)
+            assert {c.broker_id for c in old_list.describe_cluster().controllers} == {1, 2, 4}
+            old_list.create_topic("through-the-old-list", 1, 1)
         assert _brokers(cluster) == brokers_before, "the broker was fenced or re-registered during the replacement"
 
         cluster.stop()  # a restart of the whole cluster uses the voters cluster.json names now
