@@ -416,6 +416,7 @@ CLIENT_METHODS = {
     "ControllerService.AlterConfigs", "ControllerService.DescribeConfigs", "ControllerService.DescribeCluster",
     "ControllerService.DescribeQuorum", "ControllerService.ElectLeaders", "ControllerService.AlterPartitionReassignments",
     "ControllerService.ListPartitionReassignments", "ControllerService.AlterClientQuotas", "ControllerService.DescribeClientQuotas",
+    "ControllerService.AddController", "ControllerService.RemoveController",  # ALTER on the cluster, as kraftlog quorum add-controller
     "SecurityAdmin.UpsertUser", "SecurityAdmin.DeleteUser", "SecurityAdmin.ListUsers", "SecurityAdmin.CreateAcls",
     "SecurityAdmin.DeleteAcls", "SecurityAdmin.ListAcls",
 }
