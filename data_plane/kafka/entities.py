@@ -11,15 +11,19 @@ from kio.index import load_response_schema
 NO_THROTTLE = datetime.timedelta(0)
 
 
-def build(entity_type: type, **fields):
-    """An entity of ``entity_type`` from those of ``fields`` its version has."""
+def build(entity_type: type | None, **fields):
+    """An entity of ``entity_type`` from those of ``fields`` its version has; None for a
+    nested type the version does not have (`sibling`), whose field ``build`` then drops."""
+    if entity_type is None:
+        return None
     names = entity_type.__dataclass_fields__
     return entity_type(**{name: value for name, value in fields.items() if name in names})
 
 
-def sibling(entity_type: type, name: str) -> type:
-    """The entity ``name`` of the same API version as ``entity_type`` (its nested types)."""
-    return getattr(sys.modules[entity_type.__module__], name)
+def sibling(entity_type: type, name: str) -> type | None:
+    """The entity ``name`` of the same API version as ``entity_type`` (its nested types), or
+    None when that version has none (Fetch's LeaderIdAndEpoch exists from v12 on)."""
+    return getattr(sys.modules[entity_type.__module__], name, None)
 
 
 def response_type(request) -> type:

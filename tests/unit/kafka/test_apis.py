@@ -113,3 +113,23 @@ def test_create_topics_refuses_at_the_broker_and_forwards_only_the_allowed():
     assert {t.name: t.error_code for t in response.topics} == {ALLOWED: KafkaError.none,
                                                               REFUSED: KafkaError.topic_authorization_failed}
     assert forwarded == [[ALLOWED]]
+
+
+def test_fetch_answers_every_version_it_advertises():
+    """kcat asks Fetch v11, whose answer has no current leader (v12 added it): every served
+    version's answer is built, each with the fields that version has."""
+    import importlib
+
+    from data_plane.kafka.apis import FETCH, SERVED
+    from data_plane.kafka.entities import build
+
+    low, high = SERVED[FETCH]
+    for v in range(low, high + 1):
+        schema = importlib.import_module(f"kio.schema.fetch.v{v}.request")
+        partition = build(schema.FetchPartition, partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
+                          log_start_offset=-1, partition_max_bytes=1 << 20)
+        request = build(schema.FetchRequest, replica_id=-1, max_wait=datetime.timedelta(0), min_bytes=0, max_bytes=1 << 20,
+                        isolation_level=0, session_id=0, session_epoch=-1, forgotten_topics_data=(), rack_id="",
+                        topics=(build(schema.FetchTopic, topic=ALLOWED, partitions=(partition,)),))
+        response = asyncio.run(apis(FakeReplicas(), access("read")).fetch(request))
+        assert response.responses[0].partitions[0].error_code == KafkaError.none, v
