@@ -32,10 +32,10 @@ from typing import Callable
 
 import grpc
 
-from kraftlog_proto import (broker_pb2, broker_pb2_grpc, common_pb2, controller_pb2, controller_pb2_grpc, group_pb2, group_pb2_grpc, security_pb2,
-                            security_pb2_grpc)
+from kraftlog_proto import broker_pb2, broker_pb2_grpc, controller_pb2, controller_pb2_grpc, group_pb2, group_pb2_grpc, security_pb2, security_pb2_grpc
 from server_common.channel_pool import open_channel
 from server_common.client_security import ClientSecurity
+from server_common.errors import ErrorCode, error_code_name
 
 HUGE_ITERATIONS = 2**31 - 1
 CALL_TIMEOUT_S = 5.0
@@ -87,7 +87,7 @@ class Attacker:
             self._count(attack, "throttled" if "too many failed authentications" in details else refused.code().name)
             return
         code = getattr(answer, "error_code", 0)
-        self._count(attack, "answered" if code == common_pb2.NONE else common_pb2.ErrorCode.Name(code))
+        self._count(attack, "answered" if code == ErrorCode.NONE else error_code_name(code))
 
     def _wrong_passwords(self, deadline: float) -> None:
         credentials = self._certificate.channel_credentials()

@@ -45,6 +45,7 @@ from chaos.workload.settings import WorkloadSettings
 from data_plane.client import Admin, KraftlogError
 from data_plane.storage.fault_injection import TRIGGER_FILE, fill_disk
 from metadata_quorum.controller_client import ControllerClient, ControllerError
+from server_common.errors import ErrorCode
 from server_common.local_cluster import Node
 from server_common.waiting import wait_for
 
@@ -173,7 +174,7 @@ class Nemesis(threading.Thread):
         with Admin(bootstrap, request_timeout_ms=3_000) as admin:
             described = admin.describe_topics([self.workload.topic])[self.workload.topic].partitions[partition]
         if described.leader < 0:
-            raise KraftlogError("LEADER_NOT_AVAILABLE", f"partition {partition} has no leader")
+            raise KraftlogError(ErrorCode.LEADER_NOT_AVAILABLE, f"partition {partition} has no leader")
         return described.leader, sorted(r for r in described.replicas if r != described.leader)
 
     def _controllers(self, role: str, pick: int) -> list[str]:
@@ -181,7 +182,7 @@ class Nemesis(threading.Thread):
             members = client.describe_quorum()
         leaders = [m.controller_id for m in members if m.state == "leader"]
         if not leaders:
-            raise ControllerError(0, "no active controller")
+            raise ControllerError(ErrorCode.NONE, "no active controller")
         if role == "active-controller":
             return [f"controller-{leaders[0]}"]
         others = sorted(m.controller_id for m in members if m.controller_id != leaders[0])

@@ -25,8 +25,8 @@ from chaos.checker.replica_checks import came_back
 from chaos.history import FINAL, ConvergenceOp, History, Op, Read, ReplicaOp
 from data_plane import record_batch
 from data_plane.client import Admin
-from kraftlog_proto import broker_pb2, common_pb2
-from server_common.error_names import error_code_name
+from kraftlog_proto import broker_pb2
+from server_common.errors import ErrorCode, error_code_name
 from server_common.waiting import wait_for
 
 Assignment = dict[int, list[int]]  # partition -> the brokers holding its replicas
@@ -177,7 +177,7 @@ def _log_states(
         for p in answer.partitions:
             if p.topic != topic:
                 continue
-            if p.error_code == common_pb2.NONE:
+            if p.error_code == ErrorCode.NONE:
                 states[broker][p.partition] = p
             else:
                 errors[(broker, p.partition)] = f"its replica answered {error_code_name(p.error_code)}"

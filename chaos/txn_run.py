@@ -52,6 +52,7 @@ from chaos.workload.txn_producer import SETTLE_S, TxnProducerWorker
 from chaos.workload.txn_transformer import TxnTransformerWorker
 from server_common.local_cluster import READY_TIMEOUT_S
 from server_common.waiting import wait_for
+from server_common.errors import ErrorCode
 
 if TYPE_CHECKING:
     from chaos.runner import RunOptions, RunResult
@@ -192,7 +193,7 @@ class _TxnRun:
                     answer = group_pb2_grpc.GroupCoordinatorStub(channel).FindCoordinator(request, timeout=1.0)
             except grpc.RpcError:
                 continue  # that broker is down or cut off: ask the next
-            leaders = [c.node_id for c in answer.coordinators if c.error_code == common_pb2.NONE]
+            leaders = [c.node_id for c in answer.coordinators if c.error_code == ErrorCode.NONE]
             if leaders:
                 most = max(map(leaders.count, leaders))
                 return self.rng.choice(sorted({n for n in leaders if leaders.count(n) == most}))

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 from data_plane.client.metadata_cache import parse_bootstrap
+from server_common.errors import ErrorCode
 
 DEFAULT_DATA_DIR = Path("kraftlog-data")
 
@@ -79,7 +80,7 @@ def topic_partitions(bootstrap: str, topic: str) -> dict:
         try:
             return admin.describe_topics([topic])[topic].partitions
         except KraftlogError as exc:
-            if exc.code != "UNKNOWN_TOPIC_OR_PARTITION":
+            if exc.error is not ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                 raise
     raise BootstrapError(f"topic {topic!r} does not exist: create it with 'kraftlog topics create {topic} --partitions N', or check the name ('kraftlog topics list')")
 

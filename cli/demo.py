@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from cli.output import plural
 from data_plane.client.errors import KraftlogError
+from server_common.errors import ErrorCode
 
 DEMO_TOPIC = "demo"
 # The demo writes a few MB/s for as long as it runs: its topic keeps a bounded tail (segments
@@ -124,7 +125,7 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int, replication_factor
                 print(f"created topic {topic} ({plural(partitions, 'partition')}, replication factor {replication_factor}; "
                       f"keeps the last {DEMO_RETENTION_NOTE} of each partition)")
             except ControllerError as exc:
-                if exc.code_name != "TOPIC_ALREADY_EXISTS":
+                if exc.code is not ErrorCode.TOPIC_ALREADY_EXISTS:
                     raise
                 print(f"using existing topic {topic}")
         wait_for(lambda: all(p.leader >= 0 for p in admin.describe_topics([topic])[topic].partitions.values()),

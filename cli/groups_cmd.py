@@ -15,6 +15,7 @@ from typing import Callable
 from cli.bootstrap import partitions_of, resolve_bootstrap
 from cli.admin_clients import open_coordinator_admin, report_unanswered
 from cli.output import emit, plural, table
+from server_common.errors import ErrorCode
 
 
 def register(sub: argparse._SubParsersAction, client_options: Callable[[argparse.ArgumentParser], None]) -> None:
@@ -145,7 +146,7 @@ def _member_count(admin, group_id: str) -> int:
     try:
         return len(admin.describe_group(group_id).members)
     except KraftlogError as err:
-        if err.code == "GROUP_ID_NOT_FOUND":
+        if err.error is ErrorCode.GROUP_ID_NOT_FOUND:
             return 0
         raise
 

@@ -17,10 +17,9 @@ from cli.admin_clients import open_clients
 from cli.bootstrap import check_partition, partitions_of, resolve_bootstrap
 from cli.output import emit, table
 from cli.partition_view import ids, partition_fields
-from kraftlog_proto import common_pb2 as common
-from server_common.error_names import error_code_name
+from server_common.errors import ErrorCode, error_code_name
 
-_OK = {common.NONE, common.ELECTION_NOT_NEEDED}
+_OK = {ErrorCode.NONE, ErrorCode.ELECTION_NOT_NEEDED}
 
 
 def register(sub: argparse._SubParsersAction, client_options: Callable[[argparse.ArgumentParser], None]) -> None:
@@ -44,9 +43,9 @@ def elect(args: argparse.Namespace) -> int:
     admin, controller = open_clients(args)
     with admin, controller:
         results = controller.elect_leaders(selection, unclean=args.election_type == "unclean")
-    rows = [partition_fields(r) | {"result": "elected" if r.error_code == common.NONE else error_code_name(r.error_code), "message": r.error_message} for r in results]
+    rows = [partition_fields(r) | {"result": "elected" if r.error_code == ErrorCode.NONE else error_code_name(r.error_code), "message": r.error_message} for r in results]
     failed = [r for r in results if r.error_code not in _OK]
-    acted = [row for row, r in zip(rows, results) if r.error_code != common.ELECTION_NOT_NEEDED]
+    acted = [row for row, r in zip(rows, results) if r.error_code != ErrorCode.ELECTION_NOT_NEEDED]
     not_needed = len(rows) - len(acted)
     human = table(
         ["TOPIC", "PARTITION", "RESULT", "LEADER", "EPOCH", "ISR", "MESSAGE"],

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from kraftlog_proto import broker_pb2, common_pb2
+from kraftlog_proto import broker_pb2
 from kraftlog_proto import controller_pb2 as pb
+from server_common.errors import ErrorCode
 
 Row = dict[str, Any]
 
@@ -51,7 +52,7 @@ def _replica_status(answered: bool, log: broker_pb2.PartitionLogState | None) ->
         return "unreachable"
     if log is None:
         return "no log"
-    return "storage error" if log.error_code == common_pb2.STORAGE_ERROR else "ok"
+    return "storage error" if log.error_code == ErrorCode.STORAGE_ERROR else "ok"
 
 
 def describe_rows(topics: Sequence[pb.TopicDescription], logs: Mapping[int, broker_pb2.DescribeLogsResponse]) -> list[Row]:

@@ -57,7 +57,7 @@ def reassign(args: argparse.Namespace) -> int:
     with admin, controller:
         (result,) = controller.alter_partition_reassignments({(args.topic, args.partition): None if args.cancel else args.replicas})
     if result.error_code:
-        raise ControllerError(result.error_code, result.error_message)
+        raise ControllerError.from_wire(result.error_code, result.error_message)
     row = partition_fields(result)
     row["status"] = "cancelled" if args.cancel else _progress(row)
     human = f"{'cancelled the reassignment of' if args.cancel else 'reassignment of'} {tp}: {row['status']}; replicas {ids(row['replicas'])}, leader {row['leader']}, ISR {ids(row['isr'])}"

@@ -13,6 +13,8 @@ import time
 from array import array
 from collections.abc import Callable, Iterator, Sequence
 
+from server_common.errors import ErrorCode
+
 PROGRESS_INTERVAL_S = 2.0
 
 
@@ -59,14 +61,14 @@ def ensure_one_partition_topic(bootstrap: str, topic: str, replication_factor: i
         try:
             admin.create_topics([(topic, 1, replication_factor)], configs)
         except ControllerError as exc:
-            if exc.code_name != "TOPIC_ALREADY_EXISTS":
+            if exc.code is not ErrorCode.TOPIC_ALREADY_EXISTS:
                 raise
 
         def has_leader() -> bool:
             try:
                 return admin.describe_topics([topic])[topic].partitions[0].leader >= 0
             except KraftlogError as exc:  # not in the brokers' metadata yet
-                if exc.code != "UNKNOWN_TOPIC_OR_PARTITION":
+                if exc.error is not ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                     raise
                 return False
 

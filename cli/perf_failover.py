@@ -45,6 +45,7 @@ from server_common.channel_pool import ChannelPool
 from server_common.local_cluster import LocalCluster, Node, wait_ready
 from server_common.logging_setup import configure_logging
 from server_common.waiting import wait_for
+from server_common.errors import ErrorCode
 
 if TYPE_CHECKING:
     from data_plane.client import Producer
@@ -150,7 +151,7 @@ class Probe:
             return None
         acked_at = time.monotonic()
         answer = response.topics[0].partitions[0]
-        return (acked_at, after) if answer.error_code == common_pb2.NONE else None
+        return (acked_at, after) if answer.error_code == ErrorCode.NONE else None
 
 
 def _fault(cluster: LocalCluster, node: Node, mode: str) -> Callable[[], None] | None:

@@ -9,6 +9,7 @@ from typing import Callable
 
 from cli.bootstrap import check_partition, partitions_of, resolve_bootstrap
 from cli.output import emit
+from server_common.errors import ErrorCode
 
 
 def register(sub: argparse._SubParsersAction, client_options: Callable[[argparse.ArgumentParser], None]) -> None:
@@ -37,7 +38,7 @@ def delete(args: argparse.Namespace) -> int:
         try:
             low_watermark = admin.delete_records((args.topic, args.partition), args.before)
         except KraftlogError as exc:
-            if exc.code == "OFFSET_OUT_OF_RANGE":  # the broker's message says what to do; the client's
+            if exc.error is ErrorCode.OFFSET_OUT_OF_RANGE:  # the broker's message says what to do; the client's
                 raise ValueError(f"{exc.code}: {exc.detail}") from None  # advice is for consumers
             raise
     emit(args.json, {"topic": args.topic, "partition": args.partition, "low_watermark": low_watermark},

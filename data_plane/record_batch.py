@@ -49,13 +49,14 @@ from array import array
 from dataclasses import dataclass
 from itertools import accumulate, chain, islice, repeat
 from operator import add, sub
-from typing import Iterator, NamedTuple, Sequence
+from typing import ClassVar, Iterator, NamedTuple, Sequence
 
 from zlib_ng.zlib_ng import crc32
 
 from data_plane.batch_compression import BodyCompressionError, compress, decompress
 from data_plane.batch_compression import CODES as COMPRESSION_CODES
 from data_plane.batch_compression import NAMES as COMPRESSION_NAMES
+from server_common.errors import ErrorCode
 
 MAGIC = 2
 
@@ -95,13 +96,13 @@ class InvalidRecordError(CorruptBatchError):
     """A batch whose CRC matches but whose fields or body break the format: its writer encoded
     it wrong, so no reader could use it. ``error_code`` is the protocol's answer."""
 
-    error_code = "INVALID_RECORD"
+    error_code: ClassVar[ErrorCode] = ErrorCode.INVALID_RECORD
 
 
 class InvalidTimestampError(InvalidRecordError):
     """A batch whose timestamps are negative or disagree with its header."""
 
-    error_code = "INVALID_TIMESTAMP"
+    error_code: ClassVar[ErrorCode] = ErrorCode.INVALID_TIMESTAMP
 
 
 class BatchHeader(NamedTuple):

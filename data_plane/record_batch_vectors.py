@@ -35,6 +35,7 @@ from data_plane.record_batch import (
     HEADER_SIZE,
     BatchHeader,
     CorruptBatchError,
+    InvalidRecordError,
     decode_batch,
     encode_batch,
     read_header,
@@ -42,6 +43,7 @@ from data_plane.record_batch import (
     stamp_batch,
     validate_for_append,
 )
+from server_common.errors import ErrorCode
 
 DEFAULT_PATH = Path("proto/testdata/record_batches.json")
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z in ms: every vector's timestamps start here
@@ -66,7 +68,7 @@ class InvalidCase(NamedTuple):
     name: str
     description: str
     batch: bytes
-    error_code: str  # what Produce answers for the partition
+    error_code: str  # the ErrorCode name Produce answers for the partition (the document's field)
     readers_reject: bool  # a consumer's decoder must refuse it too (not only the broker's append check)
 
 
@@ -186,7 +188,7 @@ def invalid_cases() -> list[InvalidCase]:
     lz4_batch = encode_batch([b"v"] * 20, timestamps_ms=T0, compression="lz4")
     zstd_batch = encode_batch([b"v"] * 20, timestamps_ms=T0, compression="zstd")
     body_at = HEADER_SIZE
-    corrupt, invalid, timestamp = "CORRUPT_MESSAGE", "INVALID_RECORD", "INVALID_TIMESTAMP"
+    corrupt, invalid, timestamp = ErrorCode.CORRUPT_MESSAGE.name, ErrorCode.INVALID_RECORD.name, ErrorCode.INVALID_TIMESTAMP.name
     return [
         InvalidCase("crc-mismatch", "one byte of a value changed after encoding", _edited(plain, _pack("<B", len(plain) - 1, plain[-1] ^ 0x01), recompute_crc=False), corrupt, True),
         InvalidCase("bad-magic", "magic 1 instead of 2", _edited(plain, _pack("<b", 16, 1), recompute_crc=False), corrupt, True),
@@ -276,7 +278,7 @@ def render(document: dict[str, Any]) -> str:
 
 def error_code_of(exc: CorruptBatchError) -> str:
     """The ErrorCode a Produce of this batch gets (see the broker's Partition.append_as_leader)."""
-    return getattr(exc, "error_code", "CORRUPT_MESSAGE")
+    return exc.error_code.name if isinstance(exc, InvalidRecordError) else ErrorCode.CORRUPT_MESSAGE.name
 
 
 def vector_problems(document: dict[str, Any]) -> list[str]:

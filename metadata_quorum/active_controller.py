@@ -33,8 +33,8 @@ from metadata_quorum.election import PARTITION_CHANGES_PER_ENTRY_MAX, rebalance_
 from metadata_quorum.image import MetadataImage
 from metadata_quorum.raft_node import ControllerRaftNode, EntryResult
 from metadata_quorum.topic_admin import abandon_pending_topics
-from kraftlog_proto import common_pb2 as common
 from kraftlog_proto import controller_pb2 as pb
+from server_common.errors import ErrorCode
 
 R = TypeVar("R")
 
@@ -107,27 +107,27 @@ class ActiveController:
         """Decide on the current image and commit the decision's entries, one after another
         under the write lock (so no other decision sees the image between them)."""
         if not await self.await_active():
-            return WriteOutcome(common.NOT_CONTROLLER, self.not_controller_message())
+            return WriteOutcome(ErrorCode.NOT_CONTROLLER, self.not_controller_message())
         async with self._write_lock:
             if not self.is_active:
-                return WriteOutcome(common.NOT_CONTROLLER, self.not_controller_message())
+                return WriteOutcome(ErrorCode.NOT_CONTROLLER, self.not_controller_message())
             decision = decide(self.node.image)
             if not decision.records:
-                return WriteOutcome(common.NONE, "", decision)
+                return WriteOutcome(ErrorCode.NONE, "", decision)
             first_offset = -1
             term = self._active_term
             for i, entry in enumerate(decision.entries()):
                 if i and self._active_term != term:  # leadership moved meanwhile: the new term abandons what was begun
-                    result = EntryResult(common.NOT_CONTROLLER, f"leadership changed after {i} of the decision's entries")
+                    result = EntryResult(ErrorCode.NOT_CONTROLLER, f"leadership changed after {i} of the decision's entries")
                     break
                 result: EntryResult = await self.node.propose(entry)
-                if result.error_code != common.NONE:
+                if result.error_code != ErrorCode.NONE:
                     break
                 first_offset = result.first_offset if first_offset < 0 else first_offset
-            if result.error_code != common.NONE and self.node.image.pending_partitions and self.node.is_leader():
+            if result.error_code != ErrorCode.NONE and self.node.image.pending_partitions and self.node.is_leader():
                 await self._abandon_pending_topics()
-        if result.error_code == common.NOT_CONTROLLER:
-            return WriteOutcome(common.NOT_CONTROLLER, f"{result.error_message}; {self.not_controller_message()}")
+        if result.error_code == ErrorCode.NOT_CONTROLLER:
+            return WriteOutcome(ErrorCode.NOT_CONTROLLER, f"{result.error_message}; {self.not_controller_message()}")
         return WriteOutcome(result.error_code, result.error_message, decision, first_offset)
 
     async def _abandon_pending_topics(self) -> None:
@@ -137,7 +137,7 @@ class ActiveController:
         with "would miss partitions")."""
         decision = abandon_pending_topics(self.node.image)
         result = await self.node.propose(decision.records)
-        if result.error_code == common.NONE:
+        if result.error_code == ErrorCode.NONE:
             self._log.warning("abandoned unfinished topic creations", topics=decision.response, metadata_offset=result.first_offset)
         else:
             self._log.warning("could not abandon unfinished topic creations; the next active controller will", error=result.error_message)
@@ -226,7 +226,7 @@ class ActiveController:
     async def _activate(self, term: int) -> None:
         started = time.monotonic()
         result = await self.node.propose([])  # applied here => every earlier committed entry is too
-        if result.error_code != common.NONE or not self.node.is_leader() or self.node.term() != term:
+        if result.error_code != ErrorCode.NONE or not self.node.is_leader() or self.node.term() != term:
             return
         async with self._write_lock:  # a write begun in an earlier term stops at its next entry
             if self.node.image.pending_partitions:  # a creation the previous controller did not finish
@@ -253,7 +253,7 @@ class ActiveController:
             if outcome.decision is None or outcome.decision.response is None:
                 return
             broker_id = outcome.decision.response
-            if outcome.error_code != common.NONE:
+            if outcome.error_code != ErrorCode.NONE:
                 self._log.warning("fencing failed; will retry", broker_id=broker_id, error=outcome.error_message)
                 return
             self._log.info("broker fenced", broker_id=broker_id, metadata_offset=outcome.first_offset)
@@ -266,7 +266,7 @@ class ActiveController:
         """Preferred leader elections, one bounded entry at a time, until none is left."""
         while True:
             outcome = await self.write(rebalance_leaders)
-            if outcome.error_code != common.NONE or outcome.decision is None:
+            if outcome.error_code != ErrorCode.NONE or outcome.decision is None:
                 self._log.warning("automatic leader rebalance failed; will retry", error=outcome.error_message)
                 return
             moved = outcome.decision.response

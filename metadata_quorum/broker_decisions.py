@@ -31,8 +31,8 @@ from metadata_quorum.records import (
     UnfenceBrokerRecord,
 )
 from metadata_quorum.topic_admin import lookup_partition, partition_state, states_after
-from kraftlog_proto import common_pb2 as common
 from kraftlog_proto import controller_pb2 as pb
+from server_common.errors import ErrorCode
 
 PRODUCER_ID_BLOCK_SIZE = 1000
 R = TypeVar("R")
@@ -58,16 +58,16 @@ def broker_problem(image: MetadataImage, broker_id: int, broker_epoch: int) -> t
     id back, so it is told DUPLICATE_BROKER_REGISTRATION rather than STALE_BROKER_EPOCH."""
     broker = image.brokers.get(broker_id)
     if broker is None:
-        return common.BROKER_NOT_REGISTERED, f"broker {broker_id} is not registered; register (restart the broker) and retry"
+        return ErrorCode.BROKER_NOT_REGISTERED, f"broker {broker_id} is not registered; register (restart the broker) and retry"
     if broker_epoch < 0:
-        return common.STALE_BROKER_EPOCH, f"broker {broker_id} has no broker epoch yet (current registration {broker.epoch}); retry once it has registered"
+        return ErrorCode.STALE_BROKER_EPOCH, f"broker {broker_id} has no broker epoch yet (current registration {broker.epoch}); retry once it has registered"
     if broker_epoch < broker.epoch:
-        return common.DUPLICATE_BROKER_REGISTRATION, (
+        return ErrorCode.DUPLICATE_BROKER_REGISTRATION, (
             f"broker {broker_id} epoch {broker_epoch} was replaced by a newer process with the same id (incarnation "
             f"{broker.incarnation_id}, epoch {broker.epoch}): stop this process, or give it another --broker-id"
         )
     if broker.epoch != broker_epoch:
-        return common.STALE_BROKER_EPOCH, f"broker {broker_id} epoch {broker_epoch} is stale (current {broker.epoch}); register again and retry"
+        return ErrorCode.STALE_BROKER_EPOCH, f"broker {broker_id} epoch {broker_epoch} is stale (current {broker.epoch}); register again and retry"
     return None
 
 
@@ -88,7 +88,7 @@ def register_broker(image: MetadataImage, request: pb.RegisterBrokerRequest, hea
     last-known ELR) and must catch up into the ISR again like any follower."""
     if not request.incarnation_id:
         return Decision((), pb.RegisterBrokerResponse(
-            error_code=common.INVALID_REQUEST,
+            error_code=ErrorCode.INVALID_REQUEST,
             error_message=f"broker {request.broker_id} registered without an incarnation id: send a fresh one per process start",
         ))
     existing = image.brokers.get(request.broker_id)
@@ -256,20 +256,20 @@ def alter_partition(image: MetadataImage, request: pb.AlterPartitionRequest) -> 
             continue
         topic, p = found
         tp = f"{name}-{number}"
-        code, message = common.NONE, ""
+        code, message = ErrorCode.NONE, ""
         new_isr = tuple(r.broker_id for r in wanted.new_isr)
         ineligible = [(r.broker_id, why) for r in wanted.new_isr if r.broker_id not in p.isr and (why := _ineligible(image, r))]
         if p.leader != request.broker_id:
-            code, message = common.NOT_LEADER_OR_FOLLOWER, f"broker {request.broker_id} does not lead {tp} (leader is {p.leader}); apply newer metadata"
+            code, message = ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {request.broker_id} does not lead {tp} (leader is {p.leader}); apply newer metadata"
         elif wanted.leader_epoch != p.leader_epoch:
-            code, message = common.FENCED_LEADER_EPOCH, f"leader epoch {wanted.leader_epoch} for {tp} is not current ({p.leader_epoch}); apply newer metadata"
+            code, message = ErrorCode.FENCED_LEADER_EPOCH, f"leader epoch {wanted.leader_epoch} for {tp} is not current ({p.leader_epoch}); apply newer metadata"
         elif wanted.partition_epoch != p.partition_epoch:
-            code, message = common.INVALID_UPDATE_VERSION, f"partition epoch {wanted.partition_epoch} for {tp} is stale (current {p.partition_epoch}); apply newer metadata and propose again"
+            code, message = ErrorCode.INVALID_UPDATE_VERSION, f"partition epoch {wanted.partition_epoch} for {tp} is stale (current {p.partition_epoch}); apply newer metadata and propose again"
         elif request.broker_id not in new_isr or not set(new_isr) <= set(p.replicas) or len(set(new_isr)) != len(new_isr):
-            code, message = common.INVALID_REQUEST, f"new ISR {list(new_isr)} for {tp} must be distinct replicas of {list(p.replicas)} including the leader"
+            code, message = ErrorCode.INVALID_REQUEST, f"new ISR {list(new_isr)} for {tp} must be distinct replicas of {list(p.replicas)} including the leader"
         elif ineligible:
-            code, message = common.INELIGIBLE_REPLICA, f"replicas cannot join the ISR of {tp}: " + ", ".join(f"{b} is {why}" for b, why in ineligible) + "; retry after they catch up with metadata"
-        if code != common.NONE:
+            code, message = ErrorCode.INELIGIBLE_REPLICA, f"replicas cannot join the ISR of {tp}: " + ", ".join(f"{b} is {why}" for b, why in ineligible) + "; retry after they catch up with metadata"
+        if code != ErrorCode.NONE:
             results.append(partition_state(topic, p, code, message))
             continue
         change = settle(image, topic, p, replace(p, isr=new_isr))

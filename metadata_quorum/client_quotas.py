@@ -19,8 +19,8 @@ import math
 from metadata_quorum.decision import Decision
 from metadata_quorum.image import MetadataImage, QuotaEntity
 from metadata_quorum.records import ClientQuotaRecord, Record
-from kraftlog_proto import common_pb2 as common
 from kraftlog_proto import controller_pb2 as pb
+from server_common.errors import ErrorCode
 
 PRODUCER_BYTE_RATE = "producer_byte_rate"
 CONSUMER_BYTE_RATE = "consumer_byte_rate"
@@ -90,12 +90,12 @@ def alter_client_quotas(image: MetadataImage, request: pb.AlterClientQuotasReque
                 records.append(ClientQuotaRecord(entity[0], entity[1], op.key, None if op.remove else op.value))
         if problem is not None and not refused:
             refused = f"{describe_entity(entity)}: {problem}"
-        code = common.NONE if problem is None else common.INVALID_REQUEST
+        code = ErrorCode.NONE if problem is None else ErrorCode.INVALID_REQUEST
         results.append(pb.ClientQuotaResult(entity=entry.entity, error_code=code, error_message=problem or ""))
     if refused:
         for result in results:
-            if result.error_code == common.NONE:
-                result.error_code = common.INVALID_REQUEST
+            if result.error_code == ErrorCode.NONE:
+                result.error_code = ErrorCode.INVALID_REQUEST
                 result.error_message = f"not applied: another entry of the request is invalid ({refused})"
         records = []
     return Decision(() if request.validate_only else tuple(records), pb.AlterClientQuotasResponse(entries=results))

@@ -14,13 +14,13 @@ import grpc
 from metadata_quorum.controller_router import CONTROLLER_CHANNEL_OPTIONS, ControllerError, ControllerRouter, is_catching_up
 from metadata_quorum.endpoints import Endpoint, grpc_address, parse_endpoints
 from metadata_quorum.topic_admin import PARTITIONS_PER_ENTRY_MAX
-from kraftlog_proto import common_pb2 as common
 from kraftlog_proto import controller_pb2 as pb
 from kraftlog_proto import controller_pb2_grpc
 from server_common.channel_pool import ChannelPool
 from server_common.client_id import with_client_id
 from server_common.client_security import ClientSecurity
 from server_common.client_security import resolve as resolve_security
+from server_common.errors import ErrorCode
 
 __all__ = ["ControllerClient", "ControllerError"]
 
@@ -68,17 +68,17 @@ class ControllerClient:
             target = endpoint or self._router.current()
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise ControllerError(common.REQUEST_TIMED_OUT, self._unanswered(method, last, outcomes))
+                raise ControllerError(ErrorCode.REQUEST_TIMED_OUT, self._unanswered(method, last, outcomes))
             try:
                 response = getattr(self._stub(target), method)(request, timeout=min(rpc_timeout_s, remaining))
             except grpc.RpcError as e:
                 if e.code() not in _RETRIABLE_TRANSPORT:
-                    raise ControllerError(common.UNKNOWN_SERVER_ERROR, f"{self._router.describe(target)} failed {method}: {e.code().name} {e.details()}") from None
+                    raise ControllerError(ErrorCode.UNKNOWN_SERVER_ERROR, f"{self._router.describe(target)} failed {method}: {e.code().name} {e.details()}") from None
                 tls_advice = self.security.explain_failure(grpc_address(target), e.code(), e.details() or "")
                 if tls_advice is not None:  # retrying this one cannot fix a TLS mismatch; another controller may answer
                     tls_refused.add(grpc_address(target))
                     if endpoint is not None or len(tls_refused) >= len(self._router.endpoints):
-                        raise ControllerError(common.BROKER_NOT_AVAILABLE, tls_advice) from None
+                        raise ControllerError(ErrorCode.BROKER_NOT_AVAILABLE, tls_advice) from None
                 catching_up = is_catching_up(e)
                 if catching_up:  # it answers, but holds a partial image yet: another controller may serve the read
                     last = e.details()
@@ -88,17 +88,17 @@ class ControllerClient:
                     outcomes[grpc_address(target)] = "unreachable" if e.code() == grpc.StatusCode.UNAVAILABLE else e.code().name
                 cut_off = cut_off or e.code() == grpc.StatusCode.DEADLINE_EXCEEDED
                 if endpoint is not None:
-                    raise ControllerError(common.BROKER_NOT_AVAILABLE, last if catching_up else f"{last}; is it running?") from None
+                    raise ControllerError(ErrorCode.BROKER_NOT_AVAILABLE, last if catching_up else f"{last}; is it running?") from None
                 time.sleep(min(self._router.on_unreachable(), max(0.0, deadline - time.monotonic())))
                 continue
-            if write and response.error_code == common.NOT_CONTROLLER:
+            if write and response.error_code == ErrorCode.NOT_CONTROLLER:
                 last = response.error_message
                 outcomes[grpc_address(target)] = "answers, not the active controller"
                 time.sleep(min(self._router.on_not_controller(response.active_controller), max(0.0, deadline - time.monotonic())))
                 continue
             self._router.on_success()
-            if write and response.error_code != common.NONE:
-                raise ControllerError(response.error_code, response.error_message)
+            if write and response.error_code != ErrorCode.NONE:
+                raise ControllerError.from_wire(response.error_code, response.error_message)
             return after_cut_off(response) if cut_off and after_cut_off is not None else response
 
     def _unanswered(self, method: str, last: str, outcomes: dict[str, str]) -> str:
@@ -114,9 +114,9 @@ class ControllerClient:
 
     @staticmethod
     def _raise_failed(results: Iterable) -> None:
-        failed = [r for r in results if r.error_code != common.NONE]
+        failed = [r for r in results if r.error_code != ErrorCode.NONE]
         if failed:
-            raise ControllerError(failed[0].error_code, "; ".join(f"{r.name}: {r.error_message}" for r in failed))
+            raise ControllerError.from_wire(failed[0].error_code, "; ".join(f"{r.name}: {r.error_message}" for r in failed))
 
     # ---- topics
 
@@ -196,9 +196,9 @@ class ControllerClient:
         ops += [pb.AlterClientQuotasRequest.Op(key=k, remove=True) for k in remove_keys]
         entry = pb.AlterClientQuotasRequest.Entry(entity=pb.ClientQuotaEntity(user=entity[0], client_id=entity[1]), ops=ops)
         response = self._call("AlterClientQuotas", pb.AlterClientQuotasRequest(entries=[entry]))
-        failed = [r for r in response.entries if r.error_code != common.NONE]
+        failed = [r for r in response.entries if r.error_code != ErrorCode.NONE]
         if failed:
-            raise ControllerError(failed[0].error_code, failed[0].error_message)
+            raise ControllerError.from_wire(failed[0].error_code, failed[0].error_message)
 
     def describe_client_quotas(self, user: str | None = None, client_id: str | None = None) -> pb.DescribeClientQuotasResponse:
         """Entities with quotas and their values (only those naming exactly ``user`` /
@@ -241,7 +241,7 @@ class ControllerClient:
             answers[answer.answering_controller_id] = answer
             pending += [m.grpc_address for m in answer.members if m.grpc_address not in asked]
         if not answers:
-            raise ControllerError(common.BROKER_NOT_AVAILABLE, "no controller answered DescribeQuorum; are they running at " + ", ".join(f"{h}:{p}" for _, h, p in self._router.endpoints) + "?")
+            raise ControllerError(ErrorCode.BROKER_NOT_AVAILABLE, "no controller answered DescribeQuorum; are they running at " + ", ".join(f"{h}:{p}" for _, h, p in self._router.endpoints) + "?")
         leader = next((a for a in answers.values() if a.leader_id == a.answering_controller_id), None)
         rows = []
         for template in (leader or next(iter(answers.values()))).members:  # the leader's directory names the members
@@ -267,8 +267,8 @@ def retried_create_answer(response: pb.CreateTopicsResponse) -> pb.CreateTopicsR
     out = pb.CreateTopicsResponse()
     out.CopyFrom(response)
     for result in out.topics:
-        if result.error_code == common.TOPIC_ALREADY_EXISTS and result.topic_id:
-            result.error_code, result.error_message = common.NONE, ""
+        if result.error_code == ErrorCode.TOPIC_ALREADY_EXISTS and result.topic_id:
+            result.error_code, result.error_message = ErrorCode.NONE, ""
     return out
 
 

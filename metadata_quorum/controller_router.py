@@ -10,7 +10,7 @@ import grpc
 
 from metadata_quorum.endpoints import Endpoint
 from kraftlog_proto import controller_pb2 as pb
-from server_common.error_names import error_code_name
+from server_common.errors import ErrorCode, error_code_name, from_wire_code
 from server_common.limits import MESSAGE_BYTES_MAX
 
 BACKOFF_S_MIN = 0.05
@@ -28,13 +28,22 @@ def is_catching_up(error: Exception) -> bool:
 
 
 class ControllerError(Exception):
-    """A controller refused a request, or none answered in time; the message says what to do."""
+    """A controller refused a request, or none answered in time; the message says what to do.
+    ``code`` is the refusal's `ErrorCode` (``from_wire`` reads an answer's fields)."""
 
-    def __init__(self, code: int, message: str) -> None:
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        assert isinstance(code, ErrorCode), code
         self.code = code
-        self.code_name = error_code_name(code)
+        self.code_name = code.name
         self.message = message
         super().__init__(f"{self.code_name}: {message}")
+
+    @classmethod
+    def from_wire(cls, code: int, message: str) -> ControllerError:
+        """An answer's ``error_code``/``error_message``; a number this version does not know
+        stays visible in the message (the code reads as an unknown server error)."""
+        known = from_wire_code(code)
+        return cls(known, message if known == code else f"{error_code_name(code)}: {message}")
 
 
 class ControllerRouter:

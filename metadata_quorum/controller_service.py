@@ -28,6 +28,7 @@ from server_common.authorization import AccessControl
 from kraftlog_proto import common_pb2 as common
 from kraftlog_proto import controller_pb2 as pb
 from kraftlog_proto import controller_pb2_grpc
+from server_common.errors import ErrorCode
 
 R = TypeVar("R")
 
@@ -64,7 +65,7 @@ class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
     async def _write(self, decide: Callable[[MetadataImage], Decision[R]], response_type: type) -> tuple[R, WriteOutcome[R]]:
         """Run a write; returns the response (error and hint filled in) and the raw outcome."""
         outcome = await self.controller.write(decide)
-        if outcome.error_code != common.NONE or outcome.decision is None:
+        if outcome.error_code != ErrorCode.NONE or outcome.decision is None:
             response = response_type(error_code=outcome.error_code, error_message=outcome.error_message)
         else:
             response = outcome.decision.response
@@ -79,10 +80,10 @@ class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
         response, outcome = await self._write(
             lambda image: broker_decisions.register_broker(image, request, self.controller.heartbeats, monotonic_ms()), pb.RegisterBrokerResponse
         )
-        if response.error_code == common.NONE and outcome.decision is not None and outcome.decision.records:
+        if response.error_code == ErrorCode.NONE and outcome.decision is not None and outcome.decision.records:
             # the RegisterBrokerRecord is the entry's last record: its offset is the new epoch
             response.broker_epoch = outcome.first_offset + len(outcome.decision.records) - 1
-        if response.error_code == common.NONE:
+        if response.error_code == ErrorCode.NONE:
             self._log.info("broker registered", broker_id=request.broker_id, broker_epoch=response.broker_epoch, incarnation_id=request.incarnation_id)
         return response
 
@@ -93,7 +94,7 @@ class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
         response, _ = await self._write(
             lambda image: broker_decisions.broker_heartbeat(image, request, self.controller.heartbeats, monotonic_ms()), pb.BrokerHeartbeatResponse
         )
-        if response.error_code not in (common.NONE, common.NOT_CONTROLLER):
+        if response.error_code not in (ErrorCode.NONE, ErrorCode.NOT_CONTROLLER):
             response.is_fenced = True
         return response
 
@@ -118,7 +119,7 @@ class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
         await self.access.abort_if_refused(context, "cluster_action", "cluster")
         if not self.controller.is_active:
             yield pb.BrokerSessionEvent(
-                error_code=common.NOT_CONTROLLER, error_message=self.controller.not_controller_message(), active_controller=self.controller.hint()
+                error_code=ErrorCode.NOT_CONTROLLER, error_message=self.controller.not_controller_message(), active_controller=self.controller.hint()
             )
             return
         yield pb.BrokerSessionEvent()
@@ -134,7 +135,7 @@ class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
 
     async def _fence_disconnected(self, broker_id: int, broker_epoch: int) -> None:
         outcome = await self.controller.write(lambda image: broker_decisions.disconnected_broker_fencing(image, broker_id, broker_epoch))
-        if outcome.error_code != common.NONE:
+        if outcome.error_code != ErrorCode.NONE:
             self._log.warning("could not fence a disconnected broker; its session timeout will", broker_id=broker_id, error=outcome.error_message)
 
     async def StreamMetadata(self, request: pb.StreamMetadataRequest, context):
@@ -223,17 +224,17 @@ class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
         if (refused := self.access.refused_response(pb.AlterClientQuotasResponse, "alter_configs", "cluster")) is not None:
             return refused
         response, _ = await self._write(lambda image: client_quotas.alter_client_quotas(image, request), pb.AlterClientQuotasResponse)
-        if response.error_code == common.NONE and not request.validate_only and all(r.error_code == common.NONE for r in response.entries):
+        if response.error_code == ErrorCode.NONE and not request.validate_only and all(r.error_code == ErrorCode.NONE for r in response.entries):
             for entry in request.entries:
                 self._log.info("client quotas altered", entity=client_quotas.describe_entity(client_quotas.entity_of(entry.entity)),
                                changes={op.key: None if op.remove else op.value for op in entry.ops})
         return response
 
     def _log_results(self, action: str, response) -> None:
-        if response.error_code != common.NONE:
+        if response.error_code != ErrorCode.NONE:
             return
         for result in response.topics:
-            if result.error_code == common.NONE:
+            if result.error_code == ErrorCode.NONE:
                 self._log.info(action, topic=result.name, topic_id=result.topic_id)
 
     # ---- reads (any controller, local image)
@@ -305,7 +306,7 @@ class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
             return refused
         new = Voter(request.controller_id, request.host, request.raft_port, request.grpc_port)
         if (problem := request_problem(new, request.catch_up_timeout_ms)) is not None:
-            return self._quorum_change("add controller", ChangeOutcome(common.INVALID_REQUEST, problem))
+            return self._quorum_change("add controller", ChangeOutcome(ErrorCode.INVALID_REQUEST, problem))
         outcome = await self.membership.add(new, request.catch_up_timeout_ms / 1000 or CATCH_UP_TIMEOUT_S)
         return self._quorum_change("add controller", outcome)
 
@@ -320,7 +321,7 @@ class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
                                            voters=[_member(v, "voter") for v in directory.voters],
                                            observers=[_member(v, "observer") for v in directory.observers])
         response.active_controller.CopyFrom(self.controller.hint())
-        if outcome.error_code != common.NONE:
+        if outcome.error_code != ErrorCode.NONE:
             self._log.warning(f"{action} failed", error=outcome.error_message)
         return response
 

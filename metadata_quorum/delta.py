@@ -53,9 +53,9 @@ from metadata_quorum.records import (
     UnregisterBrokerRecord,
     UserScramCredentialRecord,
 )
-from kraftlog_proto import common_pb2
 from server_common.authorizer import AclBinding
 from server_common.scram import ScramCredential
+from server_common.errors import ErrorCode
 
 TopicPartition = tuple[str, int]
 
@@ -303,16 +303,16 @@ def _merged(base: Map, updates: Mapping) -> Map:
 def _topic_by_id(delta: MetadataDelta, topic_id: str) -> TopicImage:
     topic = delta.topic_by_id(topic_id)
     if topic is None:
-        raise RecordRejected(common_pb2.UNKNOWN_TOPIC_OR_PARTITION, f"topic id {topic_id} does not exist (deleted meanwhile?); refresh metadata and retry")
+        raise RecordRejected(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic id {topic_id} does not exist (deleted meanwhile?); refresh metadata and retry")
     return topic
 
 
 def _broker(delta: MetadataDelta, broker_id: int, epoch: int) -> BrokerImage:
     broker = delta.broker(broker_id)
     if broker is None:
-        raise RecordRejected(common_pb2.BROKER_NOT_REGISTERED, f"broker {broker_id} is not registered; it must register again")
+        raise RecordRejected(ErrorCode.BROKER_NOT_REGISTERED, f"broker {broker_id} is not registered; it must register again")
     if broker.epoch != epoch:
-        raise RecordRejected(common_pb2.STALE_BROKER_EPOCH, f"broker {broker_id} epoch {epoch} is stale (current {broker.epoch}); it must use its current registration")
+        raise RecordRejected(ErrorCode.STALE_BROKER_EPOCH, f"broker {broker_id} epoch {epoch} is stale (current {broker.epoch}); it must use its current registration")
     return broker
 
 
@@ -321,10 +321,10 @@ def _apply_topic(delta: MetadataDelta, r: TopicRecord) -> None:
     ``pending_partitions``), all at once; they must be partitions 0..n-1. (Partitions may
     also follow the TopicRecord, as in logs written before creations were split.)"""
     if delta.topic_exists(r.name) or delta.topic_by_id(r.topic_id) is not None:
-        raise RecordRejected(common_pb2.TOPIC_ALREADY_EXISTS, f"topic '{r.name}' already exists; choose another name or delete it first")
+        raise RecordRejected(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic '{r.name}' already exists; choose another name or delete it first")
     pending = delta.pending(r.topic_id)
     if sorted(pending) != list(range(len(pending))):  # an entry of the creation was lost or abandoned
-        raise RecordRejected(common_pb2.INVALID_PARTITIONS, f"topic '{r.name}' would miss partitions (it has {len(pending)}, not numbered from 0 on); create it again")
+        raise RecordRejected(ErrorCode.INVALID_PARTITIONS, f"topic '{r.name}' would miss partitions (it has {len(pending)}, not numbered from 0 on); create it again")
     delta.create_topic(TopicImage(r.name, r.topic_id, EMPTY), {n: replace(p, topic=r.name) for n, p in pending.items()})
 
 
@@ -332,7 +332,7 @@ def _apply_partition(delta: MetadataDelta, r: PartitionRecord) -> None:
     topic = delta.topic_by_id(r.topic_id)
     exists = r.partition in delta.pending(r.topic_id) if topic is None else delta.partition(topic, r.partition) is not None
     if exists:
-        raise RecordRejected(common_pb2.INVALID_PARTITIONS, f"partition {r.topic_id if topic is None else topic.name}-{r.partition} already exists")
+        raise RecordRejected(ErrorCode.INVALID_PARTITIONS, f"partition {r.topic_id if topic is None else topic.name}-{r.partition} already exists")
     partition = PartitionImage(
         "" if topic is None else topic.name, r.partition, r.replicas, r.isr, r.leader, r.leader_epoch, r.partition_epoch,
         r.adding_replicas, r.removing_replicas, r.unclean_leader_elections, r.eligible_leader_replicas, r.last_known_elr,
@@ -349,7 +349,7 @@ def _check_usable(delta: MetadataDelta, broker_ids: Iterable[int], topic: TopicI
         if broker is None or not broker.usable:
             state = "not registered" if broker is None else ("fenced" if broker.fenced else "in controlled shutdown")
             raise RecordRejected(
-                common_pb2.INELIGIBLE_REPLICA,
+                ErrorCode.INELIGIBLE_REPLICA,
                 f"broker {broker_id} cannot become {role} of {topic.name}-{index}: it is {state}; retry once it has registered and caught up",
             )
 
@@ -358,10 +358,10 @@ def _apply_partition_change(delta: MetadataDelta, r: PartitionChangeRecord) -> N
     topic = _topic_by_id(delta, r.topic_id)
     p = delta.partition(topic, r.partition)
     if p is None:
-        raise RecordRejected(common_pb2.UNKNOWN_TOPIC_OR_PARTITION, f"partition {topic.name}-{r.partition} does not exist; refresh metadata")
+        raise RecordRejected(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"partition {topic.name}-{r.partition} does not exist; refresh metadata")
     if p.partition_epoch != r.base_partition_epoch:
         raise RecordRejected(
-            common_pb2.INVALID_UPDATE_VERSION,
+            ErrorCode.INVALID_UPDATE_VERSION,
             f"partition {topic.name}-{r.partition} is at partition epoch {p.partition_epoch}, the change was based on {r.base_partition_epoch}; refresh metadata and retry",
         )
     leader = p.leader if r.leader is None else r.leader
@@ -393,7 +393,7 @@ def _apply_partition_change(delta: MetadataDelta, r: PartitionChangeRecord) -> N
     )
     if not consistent:
         raise RecordRejected(
-            common_pb2.INVALID_REQUEST,
+            ErrorCode.INVALID_REQUEST,
             f"change to {topic.name}-{r.partition} is inconsistent: leader {leader}, isr {list(isr)}, replicas {list(replicas)}, "
             f"adding {list(adding)}, removing {list(removing)}, elr {list(elr)}, last known elr {list(last_known_elr)}, unclean {r.unclean_leader_election} "
             f"(previous isr {list(p.isr)})",
@@ -441,7 +441,7 @@ def _apply_registration_change(delta: MetadataDelta, r: BrokerRegistrationChange
 
 def _apply_config(delta: MetadataDelta, r: ConfigRecord) -> None:
     if not delta.topic_exists(r.topic):
-        raise RecordRejected(common_pb2.UNKNOWN_TOPIC_OR_PARTITION, f"topic '{r.topic}' does not exist; create it first")
+        raise RecordRejected(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic '{r.topic}' does not exist; create it first")
     overrides = delta.configs(r.topic)
     if r.value is None:
         overrides = overrides.delete(r.key) if r.key in overrides else overrides
@@ -460,7 +460,7 @@ def _apply_remove_topic(delta: MetadataDelta, r: RemoveTopicRecord) -> None:
 
 def _apply_producer_ids(delta: MetadataDelta, r: ProducerIdsRecord) -> None:
     if r.next_producer_id <= delta.next_producer_id:
-        raise RecordRejected(common_pb2.INVALID_UPDATE_VERSION, f"producer id block already handed out (next id is {delta.next_producer_id}); retry the allocation")
+        raise RecordRejected(ErrorCode.INVALID_UPDATE_VERSION, f"producer id block already handed out (next id is {delta.next_producer_id}); retry the allocation")
     delta.next_producer_id = r.next_producer_id
 
 

@@ -23,6 +23,7 @@ from immutables import Map
 
 from server_common.authorizer import AclBinding
 from server_common.scram import ScramCredential
+from server_common.errors import ErrorCode
 
 from metadata_quorum.records import AccessControlEntryRecord, BrokerIds, ClientQuotaRecord, UserScramCredentialRecord, ConfigRecord, PartitionRecord, ProducerIdsRecord, Record, RegisterBrokerRecord, TopicRecord
 
@@ -33,9 +34,9 @@ QuotaEntity = tuple["str | None", "str | None"]
 
 
 class RecordRejected(Exception):
-    """A record's precondition does not hold on the image it is replayed onto; ``code`` is a common.proto ErrorCode."""
+    """A record's precondition does not hold on the image it is replayed onto; ``code`` says which."""
 
-    def __init__(self, code: int, message: str) -> None:
+    def __init__(self, code: ErrorCode, message: str) -> None:
         super().__init__(message)
         self.code = code
         self.message = message

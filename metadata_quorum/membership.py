@@ -28,7 +28,7 @@ import structlog
 from metadata_quorum.active_controller import ActiveController
 from metadata_quorum.controller_directory import OBSERVER, VOTER, ControllerDirectory, add_problem, remove_problem
 from metadata_quorum.endpoints import Voter
-from kraftlog_proto import common_pb2 as common
+from server_common.errors import ErrorCode
 
 CATCH_UP_TIMEOUT_S = 30.0
 POLL_S = 0.02
@@ -50,11 +50,11 @@ class QuorumMembership:
     async def add(self, new: Voter, catch_up_timeout_s: float = CATCH_UP_TIMEOUT_S) -> ChangeOutcome:
         async with self._lock:
             if not await self.controller.await_active():
-                return ChangeOutcome(common.NOT_CONTROLLER, self.controller.not_controller_message())
+                return ChangeOutcome(ErrorCode.NOT_CONTROLLER, self.controller.not_controller_message())
             directory = self.node.directory
             problem = add_problem(directory, new, self.node.raft_voter_addresses())
             if problem is not None:
-                return ChangeOutcome(common.INVALID_REQUEST, problem)
+                return ChangeOutcome(ErrorCode.INVALID_REQUEST, problem)
             if directory.role_of(new.node_id) != VOTER:
                 if directory.role_of(new.node_id) != OBSERVER:
                     outcome = await self._commit_directory(directory.with_observer(new))
@@ -71,35 +71,35 @@ class QuorumMembership:
                 if outcome is not None:
                     return outcome
             result = await self.node.change_voters(new.raft_address, add=True, timeout_s=catch_up_timeout_s)
-            if result.error_code != common.NONE:
+            if result.error_code != ErrorCode.NONE:
                 return ChangeOutcome(result.error_code, f"making controller {new.node_id} a voter failed: {result.error_message}; "
                                                         "add it again to resume")
             self._log.info("controller added to the voters", new_controller_id=new.node_id, voters=[v.node_id for v in self.node.voters])
-            return ChangeOutcome(common.NONE)
+            return ChangeOutcome(ErrorCode.NONE)
 
     async def _await_caught_up(self, new: Voter, timeout_s: float) -> ChangeOutcome | None:
         """Wait until observer ``new`` has announced through the log that it caught up."""
         deadline = time.monotonic() + timeout_s
         while new.node_id not in self.node.caught_up_observers:
             if time.monotonic() > deadline:
-                return ChangeOutcome(common.REQUEST_TIMED_OUT, (
+                return ChangeOutcome(ErrorCode.REQUEST_TIMED_OUT, (
                     f"controller {new.node_id} is registered as an observer but has not caught up with the metadata log within "
                     f"{timeout_s:.0f} s; start it (`kraftlog controller --node-id {new.node_id} --quorum "
                     f"{','.join(f'{v.node_id}@{v.raft_address}:{v.grpc_port}' for v in self.node.voters)} --join "
                     f"{new.raft_address}:{new.grpc_port} --cluster-id ...`), then add it again; it votes only once caught up"))
             if not self.node.is_leader():
-                return ChangeOutcome(common.NOT_CONTROLLER, self.controller.not_controller_message())
+                return ChangeOutcome(ErrorCode.NOT_CONTROLLER, self.controller.not_controller_message())
             await asyncio.sleep(POLL_S)
         return None
 
     async def remove(self, node_id: int) -> ChangeOutcome:
         async with self._lock:
             if not await self.controller.await_active():
-                return ChangeOutcome(common.NOT_CONTROLLER, self.controller.not_controller_message())
+                return ChangeOutcome(ErrorCode.NOT_CONTROLLER, self.controller.not_controller_message())
             directory = self.node.directory
             problem = remove_problem(directory, node_id)
             if problem is not None:
-                return ChangeOutcome(common.INVALID_REQUEST, problem)
+                return ChangeOutcome(ErrorCode.INVALID_REQUEST, problem)
             if node_id == self.node.voter.node_id:
                 return await self._hand_over()
             leaving = directory.member(node_id)
@@ -110,11 +110,11 @@ class QuorumMembership:
             if was_voter:
                 await self._await_heard_of_removal(leaving)
                 result = await self.node.change_voters(leaving.raft_address, add=False)
-                if result.error_code != common.NONE:
+                if result.error_code != ErrorCode.NONE:
                     return ChangeOutcome(result.error_code, f"removing controller {node_id} from the voters failed: {result.error_message}; "
                                                             "remove it again")
             self._log.info("controller removed from the quorum", removed_controller_id=node_id, voters=[v.node_id for v in self.node.voters])
-            return ChangeOutcome(common.NONE)
+            return ChangeOutcome(ErrorCode.NONE)
 
     async def _await_heard_of_removal(self, leaving: Voter) -> None:
         """Wait (if it is reachable) until the leaving voter has the entry removing it from the
@@ -123,7 +123,7 @@ class QuorumMembership:
         leader's death, elect itself early and, still a voter in its own eyes and the others'
         until they hear of the change, might win and undo it. An entry after the directory's,
         matched by it, carries a commit index that covers the directory's."""
-        if (await self.node.propose([])).error_code != common.NONE:
+        if (await self.node.propose([])).error_code != ErrorCode.NONE:
             return
         target = self.node.status()["commit_idx"]
         deadline = time.monotonic() + CATCH_UP_TIMEOUT_S
@@ -139,7 +139,7 @@ class QuorumMembership:
     async def _hand_over(self) -> ChangeOutcome:
         me = self.node.voter.node_id
         if not await self.node.hand_over_leadership():
-            return ChangeOutcome(common.REQUEST_TIMED_OUT, f"controller {me} is the active controller and no other voter has caught up to "
+            return ChangeOutcome(ErrorCode.REQUEST_TIMED_OUT, f"controller {me} is the active controller and no other voter has caught up to "
                                                            "take over; retry in a moment")
         deadline = time.monotonic() + CATCH_UP_TIMEOUT_S
         while self.node.is_leader() or self.node.connected_leader_id() < 0:
@@ -147,11 +147,11 @@ class QuorumMembership:
                 break
             await asyncio.sleep(POLL_S)
         self._log.info("handed leadership over before being removed", new_leader=self.node.leader_id())
-        return ChangeOutcome(common.NOT_CONTROLLER, f"controller {me} handed the active role over to be removed; "
+        return ChangeOutcome(ErrorCode.NOT_CONTROLLER, f"controller {me} handed the active role over to be removed; "
                                                     f"{self.controller.not_controller_message()}")
 
     async def _commit_directory(self, directory: ControllerDirectory) -> ChangeOutcome | None:
         result = await self.node.propose_directory(directory)
-        if result.error_code != common.NONE:
+        if result.error_code != ErrorCode.NONE:
             return ChangeOutcome(result.error_code, result.error_message)
         return None

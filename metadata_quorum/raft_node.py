@@ -39,7 +39,7 @@ from metadata_quorum.raft_journal import DurableJournal, journals_created_as, sy
 from metadata_quorum.delta import apply_all, image_from_snapshot
 from metadata_quorum.image import MetadataImage, RecordRejected, image_to_records
 from metadata_quorum.records import Record, decode, encode
-from kraftlog_proto import common_pb2
+from server_common.errors import ErrorCode
 
 log = structlog.get_logger("controller")
 
@@ -132,11 +132,11 @@ class MetadataStateMachine(SyncObjConsumer):
             return rejected.code, rejected.message, -1
         except ValueError as bad:  # same bytes on every node: rejected the same everywhere
             log.error("undecodable metadata entry rejected", error=str(bad))
-            return common_pb2.UNKNOWN_SERVER_ERROR, f"undecodable entry: {bad}", -1
+            return ErrorCode.UNKNOWN_SERVER_ERROR, f"undecodable entry: {bad}", -1
         first_offset = self.image.offset + 1
         self.image = new
         self._on_applied(new, records, False)
-        return common_pb2.NONE, "", first_offset
+        return ErrorCode.NONE, "", first_offset
 
     def _serialize(self) -> dict:
         image = self.image
@@ -506,13 +506,13 @@ class ControllerRaftNode:
     async def propose_directory(self, directory: ControllerDirectory, timeout_s: float = PROPOSAL_TIMEOUT_S) -> EntryResult:
         """Commit a new controller directory."""
         return await self._commit(lambda callback: self.state_machine.set_controllers(directory.encode(), callback=callback),
-                                  lambda _: EntryResult(common_pb2.NONE, ""), timeout_s)
+                                  lambda _: EntryResult(ErrorCode.NONE, ""), timeout_s)
 
     async def change_voters(self, raft_address: str, add: bool, timeout_s: float = PROPOSAL_TIMEOUT_S) -> EntryResult:
         """Add or remove one pysyncobj voter (one change at a time: pysyncobj refuses a second
         before the first has committed, REQUEST_DENIED -> NOT_CONTROLLER here)."""
         change = self._syncobj.addNodeToCluster if add else self._syncobj.removeNodeFromCluster
-        return await self._commit(lambda callback: change(raft_address, callback=callback), lambda _: EntryResult(common_pb2.NONE, ""), timeout_s)
+        return await self._commit(lambda callback: change(raft_address, callback=callback), lambda _: EntryResult(ErrorCode.NONE, ""), timeout_s)
 
     async def hand_over_leadership(self) -> bool:
         """Ask the most caught-up connected voter to take over leadership at once (Raft's
@@ -538,16 +538,16 @@ class ControllerRaftNode:
             if fail_reason == FAIL_REASON.SUCCESS:
                 outcome = outcome_of(result)
             elif fail_reason in _NOT_APPENDED:
-                outcome = EntryResult(common_pb2.NOT_CONTROLLER, f"the entry was not committed (pysyncobj reason {fail_reason}): leadership is changing")
+                outcome = EntryResult(ErrorCode.NOT_CONTROLLER, f"the entry was not committed (pysyncobj reason {fail_reason}): leadership is changing")
             else:
-                outcome = EntryResult(common_pb2.REQUEST_TIMED_OUT, f"leadership changed while committing (pysyncobj reason {fail_reason}): the outcome is unknown; check and retry")
+                outcome = EntryResult(ErrorCode.REQUEST_TIMED_OUT, f"leadership changed while committing (pysyncobj reason {fail_reason}): the outcome is unknown; check and retry")
             self._loop.call_soon_threadsafe(settle, outcome)
 
         submit(callback)
         try:
             return await asyncio.wait_for(asyncio.shield(future), timeout_s)
         except asyncio.TimeoutError:
-            return EntryResult(common_pb2.REQUEST_TIMED_OUT, f"not committed within {timeout_s:.0f} s (no quorum?): the outcome is unknown; check and retry")
+            return EntryResult(ErrorCode.REQUEST_TIMED_OUT, f"not committed within {timeout_s:.0f} s (no quorum?): the outcome is unknown; check and retry")
 
     def destroy(self) -> None:
         """Stop pysyncobj's thread and close its journal."""

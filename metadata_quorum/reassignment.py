@@ -30,8 +30,8 @@ from metadata_quorum.election import PartitionChange, min_insync_replicas, settl
 from metadata_quorum.image import NO_LEADER, MetadataImage, PartitionImage, TopicImage
 from metadata_quorum.records import BrokerIds, Record
 from metadata_quorum.topic_admin import Refusal, lookup_partition, partition_state, selected_partitions, states_after
-from kraftlog_proto import common_pb2 as common
 from kraftlog_proto import controller_pb2 as pb
+from server_common.errors import ErrorCode
 
 
 def start(p: PartitionImage, target: BrokerIds) -> PartitionImage:
@@ -90,12 +90,12 @@ def _reassign(image: MetadataImage, held: Counter[int], topic: TopicImage, p: Pa
     tp = f"{topic.name}-{p.partition}"
     problem = _target_problem(image, tp, target)
     if problem is not None:
-        return Refusal(common.INVALID_REQUEST, problem)
+        return Refusal(ErrorCode.INVALID_REQUEST, problem)
     moving = start(p, target)
     added = added_replicas([set(moving.replicas) - set(p.replicas)])
     problem = capacity_problem(image, held, added, f"moving {tp} to {list(target)}")
     if problem is not None:
-        return Refusal(common.BROKER_CAPACITY_EXCEEDED, problem)
+        return Refusal(ErrorCode.BROKER_CAPACITY_EXCEEDED, problem)
     held.update(added)
     return settle(image, topic, p, moving)
 
@@ -103,17 +103,17 @@ def _reassign(image: MetadataImage, held: Counter[int], topic: TopicImage, p: Pa
 def _cancel(image: MetadataImage, topic: TopicImage, p: PartitionImage) -> PartitionChange | Refusal | None:
     tp = f"{topic.name}-{p.partition}"
     if not p.reassignment_in_progress:
-        return Refusal(common.NO_REASSIGNMENT_IN_PROGRESS, f"no reassignment of {tp} is in progress; nothing to cancel")
+        return Refusal(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, f"no reassignment of {tp} is in progress; nothing to cancel")
     reverted = revert(p)
     if not reverted.isr and not unclean_allowed(image, topic.name):
         return Refusal(
-            common.INVALID_REQUEST,
+            ErrorCode.INVALID_REQUEST,
             f"cancelling the reassignment of {tp} needs an unclean leader election: every in-sync replica ({list(p.isr)}) is one being added; "
             f"let the reassignment finish, or allow it with unclean.leader.election.enable=true on topic {topic.name}",
         )
     change = settle(image, topic, p, reverted)
     if change is not None and change.after.leader == NO_LEADER and not change.after.isr:
-        return Refusal(common.LEADER_NOT_AVAILABLE, f"cancelling the reassignment of {tp} leaves no usable replica of {list(reverted.replicas)}; start one of them and retry")
+        return Refusal(ErrorCode.LEADER_NOT_AVAILABLE, f"cancelling the reassignment of {tp} leaves no usable replica of {list(reverted.replicas)}; start one of them and retry")
     return change
 
 
@@ -132,7 +132,7 @@ def alter_partition_reassignments(image: MetadataImage, request: pb.AlterPartiti
             continue
         topic, p = found
         if (name, number) in seen:
-            results.append(partition_state(topic, p, common.INVALID_REQUEST, f"{name}-{number} appears twice in the request; list it once"))
+            results.append(partition_state(topic, p, ErrorCode.INVALID_REQUEST, f"{name}-{number} appears twice in the request; list it once"))
             continue
         seen.add((name, number))
         cancel = not item.HasField("replicas")

@@ -12,8 +12,8 @@ from metadata_quorum.image import MetadataImage
 from metadata_quorum.records import AccessControlEntryRecord, Record, RemoveAccessControlEntryRecord, RemoveUserScramCredentialRecord, UserScramCredentialRecord
 from server_common.authorizer import AclBinding
 from server_common.scram import MECHANISM, ScramCredential
-from kraftlog_proto import common_pb2 as common
 from kraftlog_proto import security_pb2 as pb
+from server_common.errors import ErrorCode
 
 USER_NAME_LENGTH_MAX = 255
 
@@ -26,7 +26,7 @@ def user_name_problem(name: str) -> str | None:
 
 
 def _refused(message: str) -> Decision[pb.SecurityWriteResponse]:
-    return Decision((), pb.SecurityWriteResponse(error_code=common.INVALID_REQUEST, error_message=message))
+    return Decision((), pb.SecurityWriteResponse(error_code=ErrorCode.INVALID_REQUEST, error_message=message))
 
 
 def upsert_user(image: MetadataImage, name: str, credential: ScramCredential) -> Decision[pb.SecurityWriteResponse]:

@@ -16,9 +16,9 @@ from metadata_quorum.active_controller import ActiveController
 from metadata_quorum.controller_service import readable_image
 from server_common import scram
 from server_common.authorization import AccessControl
-from kraftlog_proto import common_pb2 as common
 from kraftlog_proto import security_pb2 as pb
 from kraftlog_proto import security_pb2_grpc
+from server_common.errors import ErrorCode
 
 
 class SecurityAdminService(security_pb2_grpc.SecurityAdminServicer):
@@ -31,18 +31,18 @@ class SecurityAdminService(security_pb2_grpc.SecurityAdminServicer):
         refusal = self.access.refusal("alter", "cluster")
         if refusal is None:
             return None
-        return pb.SecurityWriteResponse(error_code=common.CLUSTER_AUTHORIZATION_FAILED, error_message=refusal, active_controller=self.controller.hint())
+        return pb.SecurityWriteResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=refusal, active_controller=self.controller.hint())
 
     async def _write(self, decide, action: str, **log_fields) -> pb.SecurityWriteResponse:
         if (refused := self._refused()) is not None:
             return refused
         outcome = await self.controller.write(decide)
-        if outcome.error_code != common.NONE or outcome.decision is None:
+        if outcome.error_code != ErrorCode.NONE or outcome.decision is None:
             response = pb.SecurityWriteResponse(error_code=outcome.error_code, error_message=outcome.error_message)
         else:
             response = outcome.decision.response
         response.active_controller.CopyFrom(self.controller.hint())
-        if response.error_code == common.NONE:
+        if response.error_code == ErrorCode.NONE:
             self._log.info(action, **log_fields)
         return response
 
@@ -55,7 +55,7 @@ class SecurityAdminService(security_pb2_grpc.SecurityAdminServicer):
         try:  # derive checks the count before it hashes
             credential = await asyncio.to_thread(scram.derive, request.password, None, request.iterations or scram.ITERATIONS_MIN)
         except ValueError as exc:
-            return pb.SecurityWriteResponse(error_code=common.INVALID_REQUEST, error_message=str(exc), active_controller=self.controller.hint())
+            return pb.SecurityWriteResponse(error_code=ErrorCode.INVALID_REQUEST, error_message=str(exc), active_controller=self.controller.hint())
         return await self._write(lambda image: security_admin.upsert_user(image, request.name, credential), "user upserted", user=request.name)
 
     async def DeleteUser(self, request: pb.DeleteUserRequest, context) -> pb.SecurityWriteResponse:

@@ -25,8 +25,8 @@ from metadata_quorum.image import NO_LEADER, MetadataImage, PartitionImage, Topi
 from metadata_quorum.placement import assign_replicas
 from metadata_quorum.records import ConfigRecord, PartitionRecord, Record, RemoveTopicRecord, TopicRecord
 from server_common.internal_topics import deletion_refusal, repartition_refusal
-from kraftlog_proto import common_pb2 as common
 from kraftlog_proto import controller_pb2 as pb
+from server_common.errors import ErrorCode
 
 TOPIC_NAME_LENGTH_MAX = 249
 PARTITIONS_PER_TOPIC_MAX = 10_000
@@ -52,7 +52,7 @@ def topic_name_problem(name: str) -> str | None:
     return None
 
 
-def _result(name: str, code: int = common.NONE, message: str = "", topic_id: str = "") -> pb.TopicResult:
+def _result(name: str, code: int = ErrorCode.NONE, message: str = "", topic_id: str = "") -> pb.TopicResult:
     return pb.TopicResult(name=name, topic_id=topic_id, error_code=code, error_message=message)
 
 
@@ -93,24 +93,24 @@ def create_topics(image: MetadataImage, request: pb.CreateTopicsRequest, new_top
     held = replica_counts(image)
     for t in request.topics:
         problem = topic_name_problem(t.name)
-        code = common.INVALID_TOPIC
+        code = ErrorCode.INVALID_TOPIC
         if problem is None and t.name in seen:
-            problem, code = f"topic '{t.name}' appears twice in the request; list it once", common.INVALID_REQUEST
+            problem, code = f"topic '{t.name}' appears twice in the request; list it once", ErrorCode.INVALID_REQUEST
         if problem is None and t.name in image.topics:
             results.append(_already_exists(image.topics[t.name], t))
             seen.add(t.name)
             continue
         if problem is None and not 1 <= t.num_partitions <= PARTITIONS_PER_TOPIC_MAX:
-            problem, code = f"number of partitions must be between 1 and {PARTITIONS_PER_TOPIC_MAX}, got {t.num_partitions}", common.INVALID_PARTITIONS
+            problem, code = f"number of partitions must be between 1 and {PARTITIONS_PER_TOPIC_MAX}, got {t.num_partitions}", ErrorCode.INVALID_PARTITIONS
         if problem is None:
-            problem, code = _placement_problem(image, t.replication_factor), common.INVALID_REPLICATION_FACTOR
+            problem, code = _placement_problem(image, t.replication_factor), ErrorCode.INVALID_REPLICATION_FACTOR
         configs: dict[str, str] = {}
         if problem is None:
             try:
                 configs = topic_config.validate(dict(t.configs))
                 topic_config.check_min_insync_replicas(configs, t.replication_factor)
             except topic_config.InvalidConfigError as e:
-                problem, code = str(e), common.INVALID_CONFIG
+                problem, code = str(e), ErrorCode.INVALID_CONFIG
         seen.add(t.name)
         if problem is not None:
             results.append(_result(t.name, code, problem))
@@ -121,7 +121,7 @@ def create_topics(image: MetadataImage, request: pb.CreateTopicsRequest, new_top
         problem = capacity_problem(image, held, added, f"creating topic '{t.name}' ({t.num_partitions} partitions, "
                                                        f"replication factor {t.replication_factor})")
         if problem is not None:
-            results.append(_result(t.name, common.BROKER_CAPACITY_EXCEEDED, problem))
+            results.append(_result(t.name, ErrorCode.BROKER_CAPACITY_EXCEEDED, problem))
             continue
         held.update(added)
         results.append(_result(t.name, topic_id=topic_id))
@@ -144,9 +144,9 @@ def _already_exists(topic: TopicImage, t: pb.CreateTopicsRequest.Topic) -> pb.To
     only ever seen whole (its TopicRecord makes every partition appear at once)."""
     same = len(topic.partitions) == t.num_partitions and _replication_factor(topic) == t.replication_factor
     if same:
-        return _result(t.name, common.TOPIC_ALREADY_EXISTS, f"topic '{t.name}' already exists with {t.num_partitions} partitions "
+        return _result(t.name, ErrorCode.TOPIC_ALREADY_EXISTS, f"topic '{t.name}' already exists with {t.num_partitions} partitions "
                         f"at replication factor {t.replication_factor}; choose another name or delete it first", topic.topic_id)
-    return _result(t.name, common.TOPIC_ALREADY_EXISTS, f"topic '{t.name}' already exists with {len(topic.partitions)} partitions at "
+    return _result(t.name, ErrorCode.TOPIC_ALREADY_EXISTS, f"topic '{t.name}' already exists with {len(topic.partitions)} partitions at "
                    f"replication factor {_replication_factor(topic)}; choose another name or delete it first")
 
 
@@ -158,7 +158,7 @@ def abandon_pending_topics(image: MetadataImage) -> Decision[int]:
 
 
 def _unknown_topic(name: str) -> pb.TopicResult:
-    return _result(name, common.UNKNOWN_TOPIC_OR_PARTITION, f"topic '{name}' does not exist; list topics with `kraftlog topics list`")
+    return _result(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic '{name}' does not exist; list topics with `kraftlog topics list`")
 
 
 @dataclass(frozen=True)
@@ -196,7 +196,7 @@ def _for_existing_topics(
 def delete_topics(image: MetadataImage, request: pb.DeleteTopicsRequest) -> Decision[pb.DeleteTopicsResponse]:
     def remove(topic: TopicImage, name: str) -> list[Record] | Refusal:
         refusal = deletion_refusal(name)
-        return [RemoveTopicRecord(topic.topic_id)] if refusal is None else Refusal(common.INVALID_REQUEST, refusal)
+        return [RemoveTopicRecord(topic.topic_id)] if refusal is None else Refusal(ErrorCode.INVALID_REQUEST, refusal)
 
     records, results = _for_existing_topics(image, dict.fromkeys(request.names), lambda name: name, remove)
     return Decision(records, pb.DeleteTopicsResponse(topics=results))
@@ -211,19 +211,19 @@ def create_partitions(image: MetadataImage, request: pb.CreatePartitionsRequest)
         current = len(topic.partitions)
         replication_factor = len(topic.partitions[0].target_replicas)
         if (refusal := repartition_refusal(t.name)) is not None:
-            return Refusal(common.INVALID_PARTITIONS, refusal)
+            return Refusal(ErrorCode.INVALID_PARTITIONS, refusal)
         if t.total_count <= current:
-            return Refusal(common.INVALID_PARTITIONS, f"topic '{t.name}' already has {current} partitions; ask for more than {current} (partitions can only be added)")
+            return Refusal(ErrorCode.INVALID_PARTITIONS, f"topic '{t.name}' already has {current} partitions; ask for more than {current} (partitions can only be added)")
         if t.total_count > PARTITIONS_PER_TOPIC_MAX:
-            return Refusal(common.INVALID_PARTITIONS, f"at most {PARTITIONS_PER_TOPIC_MAX} partitions per topic, asked for {t.total_count}")
+            return Refusal(ErrorCode.INVALID_PARTITIONS, f"at most {PARTITIONS_PER_TOPIC_MAX} partitions per topic, asked for {t.total_count}")
         problem = _placement_problem(image, replication_factor)
         if problem is not None:
-            return Refusal(common.INVALID_REPLICATION_FACTOR, problem)
+            return Refusal(ErrorCode.INVALID_REPLICATION_FACTOR, problem)
         partitions = _new_partitions(image, topic.topic_id, current, t.total_count - current, replication_factor)
         added = added_replicas(p.replicas for p in partitions)
         problem = capacity_problem(image, held, added, f"growing topic '{t.name}' from {current} to {t.total_count} partitions")
         if problem is not None:
-            return Refusal(common.BROKER_CAPACITY_EXCEEDED, problem)
+            return Refusal(ErrorCode.BROKER_CAPACITY_EXCEEDED, problem)
         held.update(added)
         return partitions
 
@@ -252,7 +252,7 @@ def alter_configs(image: MetadataImage, request: pb.AlterConfigsRequest) -> Deci
             after.update({r.key: r.value for r in out})
             topic_config.check_min_insync_replicas({k: v for k, v in after.items() if v is not None}, _replication_factor(topic))
         except topic_config.InvalidConfigError as e:
-            return Refusal(common.INVALID_CONFIG, str(e))
+            return Refusal(ErrorCode.INVALID_CONFIG, str(e))
         return list(out)
 
     records, results = _for_existing_topics(image, request.topics, lambda t: t.name, alter, request.validate_only)
@@ -285,7 +285,7 @@ def _render(value: object) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def partition_state(topic: TopicImage, p: PartitionImage, code: int = common.NONE, message: str = "") -> pb.PartitionState:
+def partition_state(topic: TopicImage, p: PartitionImage, code: int = ErrorCode.NONE, message: str = "") -> pb.PartitionState:
     return pb.PartitionState(
         topic=topic.name,
         topic_id=topic.topic_id,
@@ -309,7 +309,7 @@ def states_after(image: MetadataImage, records: Sequence[Record], results: Seque
     """``results`` with every successful one replaced by the partition's state once
     ``records`` have committed (errors stay as they are)."""
     after = apply_all(image, records)
-    return [partition_state(after.topics[r.topic], after.topics[r.topic].partitions[r.partition]) if r.error_code == common.NONE else r for r in results]
+    return [partition_state(after.topics[r.topic], after.topics[r.topic].partitions[r.partition]) if r.error_code == ErrorCode.NONE else r for r in results]
 
 
 def describe_topics(image: MetadataImage, visible: Callable[[str], bool] = lambda name: True) -> list[pb.TopicDescription]:
@@ -328,11 +328,11 @@ def lookup_partition(image: MetadataImage, name: str, number: int, next_step: st
     """The topic and partition a request names, or the answer for it: INVALID_REQUEST for a
     negative number (no partition can have it: not retriable), else UNKNOWN_TOPIC_OR_PARTITION."""
     if number < 0:
-        return pb.PartitionState(topic=name, partition=number, error_code=common.INVALID_REQUEST,
+        return pb.PartitionState(topic=name, partition=number, error_code=ErrorCode.INVALID_REQUEST,
                                  error_message=f"{name}-{number}: partition numbers are >= 0 (a topic of N partitions has 0..N-1): fix the request")
     topic, p = image.topics.get(name), image.partition(name, number)
     if topic is None or p is None:
-        return pb.PartitionState(topic=name, partition=number, error_code=common.UNKNOWN_TOPIC_OR_PARTITION, error_message=f"{name}-{number} does not exist; {next_step}")
+        return pb.PartitionState(topic=name, partition=number, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, error_message=f"{name}-{number} does not exist; {next_step}")
     return topic, p
 
 
@@ -365,19 +365,19 @@ def elect_leaders(image: MetadataImage, request: pb.ElectLeadersRequest) -> Deci
         topic, p = found
         if preferred:
             if p.leader == p.replicas[0]:
-                results.append(partition_state(topic, p, common.ELECTION_NOT_NEEDED, f"broker {p.leader} already leads {name}-{number}"))
+                results.append(partition_state(topic, p, ErrorCode.ELECTION_NOT_NEEDED, f"broker {p.leader} already leads {name}-{number}"))
                 continue
             election = preferred_election(p, usable)
             if election is None:
-                results.append(partition_state(topic, p, common.PREFERRED_LEADER_NOT_AVAILABLE, f"preferred leader {p.replicas[0]} of {name}-{number} is not a usable in-sync replica; retry once it has caught up"))
+                results.append(partition_state(topic, p, ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE, f"preferred leader {p.replicas[0]} of {name}-{number} is not a usable in-sync replica; retry once it has caught up"))
                 continue
         else:
             if p.leader != NO_LEADER:
-                results.append(partition_state(topic, p, common.ELECTION_NOT_NEEDED, f"{name}-{number} has leader {p.leader}"))
+                results.append(partition_state(topic, p, ErrorCode.ELECTION_NOT_NEEDED, f"{name}-{number} has leader {p.leader}"))
                 continue
             election = elect_leader(p, usable, p.isr, unclean_allowed=True)
             if election.leader == NO_LEADER:
-                results.append(partition_state(topic, p, common.LEADER_NOT_AVAILABLE, f"no replica of {name}-{number} ({list(p.replicas)}) is alive; start one of those brokers"))
+                results.append(partition_state(topic, p, ErrorCode.LEADER_NOT_AVAILABLE, f"no replica of {name}-{number} ({list(p.replicas)}) is alive; start one of those brokers"))
                 continue
         change = PartitionChange.electing(topic, p, election)
         assert change is not None, f"an election for {name}-{number} that changes nothing"

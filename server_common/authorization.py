@@ -12,16 +12,16 @@ from typing import Callable, Iterable, Mapping, TypeVar
 
 import grpc
 
-from kraftlog_proto import common_pb2
 from server_common.authorizer import CLUSTER_NAME, AclBinding, Authorizer
 from server_common.principal import current_identity
+from server_common.errors import ErrorCode, error_code_name
 
 R = TypeVar("R")
 REFUSAL_CODES = {
-    "topic": common_pb2.TOPIC_AUTHORIZATION_FAILED,
-    "group": common_pb2.GROUP_AUTHORIZATION_FAILED,
-    "cluster": common_pb2.CLUSTER_AUTHORIZATION_FAILED,
-    "transactional_id": common_pb2.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    "topic": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+    "group": ErrorCode.GROUP_AUTHORIZATION_FAILED,
+    "cluster": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+    "transactional_id": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
 }
 
 
@@ -103,7 +103,7 @@ class AccessControl:
         """For streams, which have no error field to answer in: end the call with PERMISSION_DENIED."""
         refused = self.first_refusal(operation, resource_type, names)
         if refused is not None:
-            await context.abort(grpc.StatusCode.PERMISSION_DENIED, f"{common_pb2.ErrorCode.Name(refused[0])}: {refused[1]}")
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, f"{error_code_name(refused[0])}: {refused[1]}")
 
     def refused_group_response(self, response_type: Callable[..., R], operation: str, group: str,
                                topic_operation: str = "read", topics: Iterable[str] = ()) -> R | None:

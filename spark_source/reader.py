@@ -14,6 +14,7 @@ from data_plane.client import Admin, Consumer, KraftlogError
 from spark_source.arrow_rows import to_record_batch
 from spark_source.options import EARLIEST, LATEST, OptionError, SourceOptions
 from spark_source.worker_gc import freeze_long_lived
+from server_common.errors import ErrorCode
 
 log = logging.getLogger("spark_source")
 
@@ -214,7 +215,7 @@ def read_range(part: RangePartition) -> Iterator:
             try:
                 polled = consumer.poll_batches(timeout_ms=200, fetch_ahead=False)
             except KraftlogError as err:
-                if err.code != "OFFSET_OUT_OF_RANGE":
+                if err.error is not ErrorCode.OFFSET_OUT_OF_RANGE:
                     raise
                 log_start = _log_start(part.bootstrap, tp)
                 if position >= log_start:

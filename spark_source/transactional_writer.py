@@ -46,10 +46,11 @@ from data_plane.client.group_admin import GroupAdmin
 from data_plane.client.group_membership import to_topic_partitions
 from data_plane.client.prepared_transactions import PreparedTransaction, end_prepared
 from data_plane.client.transactions import GroupMetadata
-from kraftlog_proto import common_pb2, group_pb2
+from kraftlog_proto import group_pb2
 from spark_source.options import SinkOptions
 from spark_source.worker_gc import freeze_long_lived
 from spark_source.writer import send_rows
+from server_common.errors import ErrorCode
 
 log = logging.getLogger("spark_source")
 
@@ -120,14 +121,14 @@ def committed_batches(bootstrap: str, prefix: str, partition: int) -> int:
         link = admin.link(prefix)
         while True:
             answer = link.call("OffsetFetch", request)
-            if answer.error_code != common_pb2.NONE:
+            if answer.error_code != ErrorCode.NONE:
                 raise from_error_code(answer.error_code, answer.error_message, where)
             found = [p for t in answer.topics for p in t.partitions if p.partition == partition]
             if not found:
                 return 0
-            if found[0].error_code == common_pb2.NONE:
+            if found[0].error_code == ErrorCode.NONE:
                 return max(found[0].committed_offset, 0)
-            if found[0].error_code != common_pb2.UNSTABLE_OFFSET_COMMIT or time.monotonic() > deadline:
+            if found[0].error_code != ErrorCode.UNSTABLE_OFFSET_COMMIT or time.monotonic() > deadline:
                 raise from_error_code(found[0].error_code, found[0].error_message, where)
             time.sleep(UNSTABLE_RETRY_S)
 

@@ -12,6 +12,7 @@ from chaos.history import History, PollOp, Read, SeekOp
 from chaos.workload.settings import WorkloadSettings
 from chaos.workload.worker import Worker
 from data_plane.client import Consumer, KraftlogError
+from server_common.errors import ErrorCode
 
 
 class ConsumerWorker(Worker):
@@ -49,7 +50,7 @@ class ConsumerWorker(Worker):
             batches = consumer.poll_batches(self.settings.poll_timeout_ms)
         except KraftlogError as error:
             self.history.add(PollOp(self.name, invoked, self.history.now(), "failed", error=error.code))
-            if error.code == "OFFSET_OUT_OF_RANGE":
+            if error.error is ErrorCode.OFFSET_OUT_OF_RANGE:
                 self._start_over(consumer)
             elif not error.retriable:
                 self.stopping.wait(0.2)  # a broken broker answer: do not spin on it

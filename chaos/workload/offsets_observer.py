@@ -20,7 +20,8 @@ from data_plane.client.errors import KraftlogError
 from data_plane.client.metadata_cache import MetadataCache, refresh_sync
 from server_common.client_security import ClientSecurity
 from data_plane.client.offset_lookup import EARLIEST, LATEST
-from kraftlog_proto import broker_pb2, common_pb2
+from kraftlog_proto import broker_pb2
+from server_common.errors import ErrorCode
 
 
 ROUND_TIMEOUT_S = 0.5  # per request of a round
@@ -83,4 +84,4 @@ class OffsetsObserver(Worker):
             response = pool.stub(address).ListOffsets(request, timeout=self._timeout_s)
         except grpc.RpcError:
             return {}
-        return {p.partition: p.offset for t in response.topics for p in t.partitions if p.error_code == common_pb2.NONE}
+        return {p.partition: p.offset for t in response.topics for p in t.partitions if p.error_code == ErrorCode.NONE}

@@ -20,6 +20,7 @@ import time
 
 from chaos.txn_history import TxnOp, TxnWrite
 from data_plane.client import KraftlogError, Producer
+from server_common.errors import ErrorCode
 
 RECORDS_PER_TXN = 3
 ABORT_SHARE = 0.25
@@ -125,5 +126,5 @@ def settle(producer: Producer) -> str:
             producer.abort_transaction()
             return "aborted"
         except KraftlogError as error:
-            if not (error.retriable or error.code == "CONCURRENT_TRANSACTIONS") or time.monotonic() >= deadline:
+            if not (error.retriable or error.error is ErrorCode.CONCURRENT_TRANSACTIONS) or time.monotonic() >= deadline:
                 return "unknown"

@@ -16,7 +16,7 @@ import inspect
 from typing import AsyncIterator, Awaitable, Callable, Sequence, TypeVar
 
 from data_plane.broker.errors import PartitionError
-from data_plane.replication.errors import ErrorCode
+from server_common.errors import ErrorCode
 from kraftlog_proto import broker_pb2
 from server_common.authorization import AccessControl
 

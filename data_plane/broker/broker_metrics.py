@@ -19,7 +19,7 @@ from data_plane.broker.partition import Partition
 from data_plane.record_batch import iter_headers
 from data_plane.replication.partition_state import IsrProposal
 from kraftlog_proto import broker_pb2
-from server_common.error_names import error_code_name
+from server_common.errors import error_code_name
 from server_common.metrics import Observer, RpcMetrics, authentication_failures, new_registry, read_on_loop
 from server_common.metrics_endpoint import connections_refused, serve_metrics
 from server_common.tls import ServerTls

@@ -30,7 +30,7 @@ from data_plane.broker.errors import MalformedRequest, PartitionError, negative_
 from data_plane.broker.isolation import aborted_to_wire, read_committed
 from data_plane.broker.requests import FetchItem, FetchResult
 from data_plane.broker.wakeups import Wakeups, wait_until_woken, woken_by
-from data_plane.replication.errors import ErrorCode
+from server_common.errors import ErrorCode
 from kraftlog_proto import broker_pb2, common_pb2
 from server_common.limits import BATCH_BYTES_PER_MESSAGE_MAX
 

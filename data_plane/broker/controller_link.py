@@ -34,13 +34,12 @@ from metadata_quorum.endpoints import Endpoint, grpc_address
 from metadata_quorum.delta import MetadataDelta, image_from_snapshot
 from metadata_quorum.image import MetadataImage
 from metadata_quorum.records import from_proto
-from kraftlog_proto import common_pb2 as common
 from kraftlog_proto import controller_pb2 as pb
 from kraftlog_proto import controller_pb2_grpc
 from server_common.channel_pool import AioChannelPool
-from server_common.error_names import error_code_name
+from server_common.errors import ErrorCode, error_code_name
 
-_RETRIABLE_WRITE_ERRORS = {common.NOT_CONTROLLER, common.REQUEST_TIMED_OUT}
+_RETRIABLE_WRITE_ERRORS = {ErrorCode.NOT_CONTROLLER, ErrorCode.REQUEST_TIMED_OUT}
 
 Listener = Callable[[MetadataDelta, MetadataImage], Awaitable[None] | None]
 
@@ -124,7 +123,7 @@ class BrokerLifecycleManager:
                 response = await getattr(self._channels.stub(grpc_address(target)), method)(request, timeout=self._rpc_timeout_s)
             except grpc.aio.AioRpcError as e:
                 if e.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-                    raise ControllerError(common.UNKNOWN_SERVER_ERROR, f"{self._router.describe(target)} failed {method}: {e.code().name} {e.details()}") from None
+                    raise ControllerError(ErrorCode.UNKNOWN_SERVER_ERROR, f"{self._router.describe(target)} failed {method}: {e.code().name} {e.details()}") from None
                 delay, why = self._router.on_unreachable(), f"{self._router.describe(target)} unreachable ({e.code().name})"
             else:
                 if response.error_code not in _RETRIABLE_WRITE_ERRORS:
@@ -132,7 +131,7 @@ class BrokerLifecycleManager:
                     return response
                 delay, why = self._router.on_not_controller(response.active_controller), response.error_message
             if deadline is not None and loop.time() + delay > deadline:
-                raise ControllerError(common.REQUEST_TIMED_OUT, f"{method} did not reach the active controller in {deadline_s} s: {why}")
+                raise ControllerError(ErrorCode.REQUEST_TIMED_OUT, f"{method} did not reach the active controller in {deadline_s} s: {why}")
             self._log.debug("retrying controller request", method=method, reason=why, delay_s=delay)
             await asyncio.sleep(delay)
 
@@ -155,7 +154,7 @@ class BrokerLifecycleManager:
             target = self._router.current()
             try:
                 async for event in self._channels.stub(grpc_address(target)).BrokerSession(request):
-                    if event.error_code == common.NOT_CONTROLLER:
+                    if event.error_code == ErrorCode.NOT_CONTROLLER:
                         delay = self._router.on_not_controller(event.active_controller)
                         break
                     self._log.info("session opened with the active controller", controller=self._router.describe(target), broker_epoch=broker_epoch)
@@ -172,7 +171,7 @@ class BrokerLifecycleManager:
         )
         while True:
             response = await self._call("RegisterBroker", request)
-            if response.error_code == common.NONE:
+            if response.error_code == ErrorCode.NONE:
                 self._broker_epoch, self._is_fenced = response.broker_epoch, True
                 self._open_session()
                 self._log.info("registered with the controller", broker_epoch=self._broker_epoch, incarnation_id=self.incarnation_id,
@@ -199,12 +198,12 @@ class BrokerLifecycleManager:
             offline_replicas=[pb.TopicPartitionRef(topic=topic, partition=partition) for topic, partition in self._offline_replicas()],
         )
         response = await self._call("BrokerHeartbeat", request, deadline_s=self._rpc_timeout_s)
-        if response.error_code in (common.STALE_BROKER_EPOCH, common.BROKER_NOT_REGISTERED):
+        if response.error_code in (ErrorCode.STALE_BROKER_EPOCH, ErrorCode.BROKER_NOT_REGISTERED):
             self._log.warning("registration lost; registering again", error=response.error_message)
             await self._register()
             return response
-        if response.error_code != common.NONE:
-            raise ControllerError(response.error_code, response.error_message)
+        if response.error_code != ErrorCode.NONE:
+            raise ControllerError.from_wire(response.error_code, response.error_message)
         if response.is_fenced != self._is_fenced:
             self._log.info("fenced" if response.is_fenced else "unfenced", broker_epoch=self._broker_epoch, metadata_offset=request.current_metadata_offset)
         self._is_fenced = response.is_fenced
@@ -273,8 +272,8 @@ class BrokerLifecycleManager:
     async def allocate_producer_ids(self, deadline_s: float = 10.0) -> tuple[int, int]:
         """A fresh block of producer ids: (first id, count)."""
         response = await self._call("AllocateProducerIds", pb.AllocateProducerIdsRequest(broker_id=self.broker_id, broker_epoch=self._broker_epoch), deadline_s)
-        if response.error_code != common.NONE:
-            raise ControllerError(response.error_code, response.error_message)
+        if response.error_code != ErrorCode.NONE:
+            raise ControllerError.from_wire(response.error_code, response.error_message)
         return response.producer_id_start, response.producer_id_len
 
     async def create_topics(self, request: pb.CreateTopicsRequest, deadline_s: float = 10.0) -> pb.CreateTopicsResponse:

@@ -21,8 +21,9 @@ import structlog
 from data_plane.broker.partition import Partition
 from data_plane.broker.log_maintenance import LogMaintenance
 from data_plane.storage import DamagedRange
-from kraftlog_proto import broker_pb2, broker_pb2_grpc, common_pb2
+from kraftlog_proto import broker_pb2, broker_pb2_grpc
 from server_common.channel_pool import open_aio_channel
+from server_common.errors import ErrorCode
 
 log = structlog.get_logger("broker.repair")
 
@@ -107,8 +108,8 @@ class DamageRepairer:
                            source=source, code=exc.code().name)
             return None
         answer = response.topics[0].partitions[0] if response.topics and response.topics[0].partitions else None
-        if answer is not None and answer.error_code in (common_pb2.NONE, common_pb2.OFFSET_OUT_OF_RANGE):
-            return answer.batches if answer.error_code == common_pb2.NONE else b""
+        if answer is not None and answer.error_code in (ErrorCode.NONE, ErrorCode.OFFSET_OUT_OF_RANGE):
+            return answer.batches if answer.error_code == ErrorCode.NONE else b""
         self._log.info("replica cannot give its copy of a damaged range", topic=partition.topic, partition=partition.partition,
                        source=source, error=answer.error_message if answer else "no answer")
         return None

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 
 from data_plane.broker.errors import PartitionError
-from data_plane.replication.errors import ErrorCode
+from server_common.errors import ErrorCode
 from data_plane.replication.partition_state import ProduceOutcome
 
 MAX_DELAYED_PRODUCES = 20_000  # per broker; each costs a future and a small record in its core

@@ -1,5 +1,5 @@
 """The broker's one error type, from the cores to the wire: a code of ``proto/common.proto``'s
-ErrorCode (``data_plane.replication.errors.ErrorCode``, same names and numbers) and a message
+ErrorCode (``server_common.errors.ErrorCode``, same names and numbers) and a message
 that tells the client what to do next. ``to_wire``/``from_wire`` are the only conversions to
 and from protobuf response fields.
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from data_plane.replication.errors import ErrorCode
+from server_common.errors import ErrorCode
 from data_plane.replication.fetch_validation import check_leader_epoch as epoch_rule
 
 

@@ -22,7 +22,7 @@ from data_plane.broker.partition import Partition
 from data_plane.broker.requests import EpochEndResult, FetchItem, FetchResult, OffsetResult, ReplicaFetchResult
 from data_plane.broker.wakeups import Wakeups, wait_until_woken, woken_by
 from data_plane.replication.divergence import DivergingEpoch, FetchRejected, ServeFrom
-from data_plane.replication.errors import ErrorCode
+from server_common.errors import ErrorCode
 from data_plane.replication.epoch_history import end_offset_for_epoch
 from data_plane.replication.partition_state import BrokerStatus, FollowerFetch
 from data_plane.storage import StorageError

@@ -18,7 +18,7 @@ from data_plane.broker.wakeups import wait_until_woken, woken_by
 from data_plane.groups.membership import Refused
 from data_plane.groups.placement import offsets_partition
 from data_plane.record_batch import DecodedBatch, decode_batches
-from data_plane.replication.errors import ErrorCode
+from server_common.errors import ErrorCode
 
 LOAD_READ_BYTES = 1 << 20  # one read while replaying an internal partition
 HW_WAIT_BACKSTOP_S = 1.0  # a load waits on the partition's HW wakeups; this only bounds a missed one

@@ -17,10 +17,10 @@ import structlog
 
 from data_plane.broker.errors import from_wire
 from data_plane.broker.partition import Partition
-from data_plane.replication.errors import ErrorCode
+from server_common.errors import ErrorCode
 from data_plane.replication.partition_state import AlterPartitionCommitted, AlterPartitionRefused, IsrProposal
-from kraftlog_proto import common_pb2, controller_pb2
-from server_common.error_names import error_code_name
+from kraftlog_proto import controller_pb2
+from server_common.errors import error_code_name
 
 log = structlog.get_logger("broker.isr")
 
@@ -68,7 +68,7 @@ class AlterPartitionSender:
             self._log.warning("AlterPartition failed; proposals will be retried", error=str(exc), partitions=len(batch))
             self._answer_all(batch, AlterPartitionRefused(ErrorCode.REQUEST_TIMED_OUT))
             return False
-        if response.error_code != common_pb2.NONE:
+        if response.error_code != ErrorCode.NONE:
             self._log.warning("AlterPartition refused", error=error_code_name(response.error_code),
                               message=response.error_message)
             self._answer_all(batch, AlterPartitionRefused(from_wire(response.error_code, response.error_message).code))
@@ -77,8 +77,8 @@ class AlterPartitionSender:
         refused = False
         for p, proposal in batch:
             answer = answers.get((p.topic, p.partition))
-            if answer is None or answer.error_code != common_pb2.NONE:
-                code = answer.error_code if answer is not None else common_pb2.UNKNOWN_SERVER_ERROR
+            if answer is None or answer.error_code != ErrorCode.NONE:
+                code = answer.error_code if answer is not None else ErrorCode.UNKNOWN_SERVER_ERROR
                 self._log.info("ISR change refused", topic=p.topic, partition=p.partition,
                                error=error_code_name(code), message=answer.error_message if answer else "")
                 self._deliver(p, proposal, AlterPartitionRefused(from_wire(code, answer.error_message if answer else "").code))

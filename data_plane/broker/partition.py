@@ -30,7 +30,7 @@ from data_plane.broker.wakeups import Wakeups
 from data_plane.control_batch import decode_marker, validate_marker
 from data_plane.record_batch import BatchHeader, decode_batch, iter_headers
 from data_plane.replication.divergence import FetchCheck
-from data_plane.replication.errors import ErrorCode
+from server_common.errors import ErrorCode
 from data_plane.replication.partition_state import (
     ACKS_ALL,
     AlterPartitionCommitted,
@@ -343,7 +343,7 @@ class Partition:
             appended = self.log.append(batches, assign_offsets=True, leader_epoch=self.state.leader_epoch, now_ms=now_ms, validated=located)
         except InvalidRecordError as exc:
             raise PartitionError(
-                ErrorCode[exc.error_code], f"{self.name}: {exc}; nothing was written: the producer encoded this batch wrong, "
+                exc.error_code, f"{self.name}: {exc}; nothing was written: the producer encoded this batch wrong, "
                 "fix its encoder (data_plane.record_batch.encode_batch writes valid batches)",
             ) from None
         except CorruptBatchError as exc:

@@ -61,7 +61,7 @@ from data_plane.replication.follower import (
 )
 from kraftlog_proto import broker_pb2, broker_pb2_grpc
 from server_common.channel_pool import open_aio_channel
-from server_common.error_names import error_code_name
+from server_common.errors import from_wire_code
 
 log = structlog.get_logger("broker.fetcher")
 
@@ -308,7 +308,7 @@ def leader_answer(answer: broker_pb2.ReplicaFetchPartitionResponse, asked: Fetch
     diverging = answer.diverging_epoch if answer.HasField("diverging_epoch") else None
     return LeaderAnswer(
         asked_leader_epoch=asked.leader_epoch, asked_fetch_offset=asked.fetch_offset,
-        error=error_code_name(answer.error_code), message=answer.error_message, records=answer.batches,
+        error=from_wire_code(answer.error_code), message=answer.error_message, records=answer.batches,
         high_watermark=answer.high_watermark, log_start_offset=answer.log_start_offset,
         log_end_offset=answer.log_end_offset,
         diverging=None if diverging is None else DivergingEpoch(diverging.epoch, diverging.end_offset),

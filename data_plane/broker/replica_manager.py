@@ -33,7 +33,7 @@ from data_plane.broker.txn_verification import TxnVerifier
 from data_plane.broker.unsafe_partitions import partition_class
 from data_plane.control_batch import decode_marker
 from data_plane.record_batch import decode_batch
-from data_plane.replication.errors import ErrorCode
+from server_common.errors import ErrorCode
 from data_plane.replication.partition_state import ACKS_ALL, AlterPartitionCommitted, AlterPartitionRefused, BrokerStatus, IsrProposal
 from data_plane.storage import LogManager, LogSettings, StorageError
 from metadata_quorum import topic_config

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from data_plane.broker.errors import NO_ERROR, PartitionError
 from data_plane.replication.divergence import DivergingEpoch
 from data_plane.replication.transaction_index import AbortedTxn
-from data_plane.replication.errors import ErrorCode
+from server_common.errors import ErrorCode
 
 
 @dataclass

@@ -29,7 +29,7 @@ from data_plane.broker.replica_manager import ReplicaManager
 from data_plane.broker.service import BrokerService
 from data_plane.groups.wiring import serve_groups
 from data_plane.kafka.wiring import serve_kafka
-from data_plane.replication.errors import ErrorCode
+from server_common.errors import ErrorCode
 from data_plane.storage import LogManager, fault_injection
 from data_plane.storage.file_handles import HANDLES
 from data_plane.storage.handle_budget import handle_budget, replica_capacity

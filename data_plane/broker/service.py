@@ -17,7 +17,7 @@ from data_plane.broker.consume_stream import ConsumeStreams
 from data_plane.broker.isolation import aborted_to_wire, read_committed
 from data_plane.control_batch import ControlType, encode_marker
 from data_plane.broker.errors import MalformedRequest, PartitionError, negative_partition, to_wire
-from data_plane.replication.errors import ErrorCode
+from server_common.errors import ErrorCode
 from data_plane.replication.transaction_index import AbortedTxn, in_aborted
 from data_plane.broker.replica_manager import ReplicaManager
 from data_plane.broker import fetch_session

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from data_plane.broker.config import UnsafeBehaviour
 from data_plane.broker.partition import LeadershipState, Partition, Ready
-from data_plane.replication.errors import ErrorCode
+from server_common.errors import ErrorCode
 from data_plane.replication.partition_state import (
     AlterPartitionCommitted,
     BrokerStatus,

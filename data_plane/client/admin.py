@@ -21,7 +21,8 @@ from server_common.client_security import ClientSecurity
 from server_common.client_security import resolve as resolve_security
 from data_plane.client.offset_lookup import OffsetAndTimestamp, list_offsets
 from data_plane.client.record_deletion import delete_records
-from kraftlog_proto import broker_pb2, common_pb2
+from kraftlog_proto import broker_pb2
+from server_common.errors import ErrorCode, error_code_name
 
 
 class PartitionDescription(NamedTuple):
@@ -61,7 +62,7 @@ class Admin:
         response = refresh_sync(self._metadata, self._pool.stub, self._timeout_s, request)
         described: dict[str, TopicDescription] = {}
         for topic in response.topics:
-            if topic.error_code != common_pb2.NONE:
+            if topic.error_code != ErrorCode.NONE:
                 if request.topics:
                     raise KraftlogError(error_code_name(topic.error_code), f"topic {topic.name!r}: {topic.error_message}")
                 continue
@@ -79,7 +80,7 @@ class Admin:
             described[topic.name] = TopicDescription(topic.name, topic.topic_id, partitions)
         missing = set(request.topics) - set(described)
         if missing:
-            raise KraftlogError("UNKNOWN_TOPIC_OR_PARTITION", f"topics {sorted(missing)} not in metadata")
+            raise KraftlogError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topics {sorted(missing)} not in metadata")
         return described
 
     def list_offsets(self, queries: Mapping[TopicPartition, int], read_committed: bool = False) -> dict[TopicPartition, OffsetAndTimestamp]:
@@ -108,7 +109,7 @@ class Admin:
         brokers = self._brokers()
         if broker_id is not None:
             if broker_id not in brokers:
-                raise KraftlogError("BROKER_NOT_AVAILABLE", f"broker {broker_id} is not in metadata (known: {sorted(brokers)})")
+                raise KraftlogError(ErrorCode.BROKER_NOT_AVAILABLE, f"broker {broker_id} is not in metadata (known: {sorted(brokers)})")
             brokers = {broker_id: brokers[broker_id]}
         request = broker_pb2.DescribeLogsRequest(topics=list(topics), include_checksums=include_checksums)
         if checksum_upto_offset is not None:

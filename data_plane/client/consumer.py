@@ -54,8 +54,9 @@ from data_plane.client.records import ConsumerRecord
 from data_plane.client.transactions import GroupMetadata
 from data_plane.client.truncation import Diverged, LogTruncationError, Position, check_position
 from data_plane.replication.transaction_index import AbortedTxn, in_aborted
-from kraftlog_proto import broker_pb2, common_pb2
+from kraftlog_proto import broker_pb2
 from server_common.limits import BATCH_BYTES_PER_MESSAGE_MAX, FETCH_BYTES_MAX_DEFAULT
+from server_common.errors import ErrorCode
 
 _RESETS = ("none", "earliest", "latest")
 _FETCH_MODES = ("stream", "fetch")
@@ -659,7 +660,7 @@ class Consumer:
             tp = (entry.topic, entry.partition)
             assert stream.next_offsets.get(tp) == entry.fetch_offset, (tp, stream.next_offsets.get(tp), entry.fetch_offset)
             data = entry.batches  # each read of a bytes field copies it (megabytes): read it once
-            if entry.error_code == common_pb2.NONE:
+            if entry.error_code == ErrorCode.NONE:
                 stream.next_offsets[tp] = entry.next_offset
                 with_data = with_data or bool(data)
             else:  # the partition's last entry on this stream
@@ -726,14 +727,14 @@ class Consumer:
     ) -> None:
         """One partition's answer; ``data`` is its ``batches``, read once by the caller (each
         read of a protobuf bytes field copies it)."""
-        if answer.error_code == common_pb2.NONE:
+        if answer.error_code == ErrorCode.NONE:
             self._high_watermarks[tp] = answer.high_watermark
             self._log_start_offsets[tp] = answer.log_start_offset
             if data:
                 try:
                     decoded = list(record_batch.decode_batches(data))
                 except record_batch.CorruptBatchError as err:
-                    self._pending_error = KraftlogError("CORRUPT_MESSAGE", f"{tp[0]}-{tp[1]} at offset {fetch_offset}: {err}")
+                    self._pending_error = KraftlogError(ErrorCode.CORRUPT_MESSAGE, f"{tp[0]}-{tp[1]} at offset {fetch_offset}: {err}")
                     return
                 aborted = aborted_of(answer)
                 batches = [
@@ -756,7 +757,7 @@ class Consumer:
                     self._last_epochs[tp] = end_epoch
             return
         error = from_error_code(answer.error_code, answer.error_message, f"{tp[0]}-{tp[1]} at offset {fetch_offset}")
-        if error.code == "OFFSET_OUT_OF_RANGE":
+        if error.error is ErrorCode.OFFSET_OUT_OF_RANGE:
             if self._auto_offset_reset == "none":
                 self._pending_error = error
             else:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import grpc
 
-from server_common.error_names import error_code_name
+from server_common.errors import ErrorCode, error_code_name
 
 # Conditions that clear up by themselves: a leader moved, a replica caught up, a broker
 # restarted. The producer and consumer retry these (bounded by their timeouts).
@@ -133,14 +133,17 @@ _ADVISED_BY_BROKER = {"GROUP_ID_NOT_FOUND": "check the name", "NON_EMPTY_GROUP":
 class KraftlogError(Exception):
     """An error the client reports to its caller.
 
-    `code` is the proto `ErrorCode` name (or a client-side name such as
-    `DELIVERY_TIMEOUT`); `retriable` says whether trying again later may succeed;
+    `error` is the broker's `ErrorCode` (None for a client-side condition such as
+    `DELIVERY_TIMEOUT`, which no broker answers); `code` is its stable name, the string
+    callers match on, either way; `retriable` says whether trying again later may succeed;
     `refresh_metadata` says the client's view of leaders was stale.
     """
 
     def __init__(
-        self, code: str, message: str = "", *, retriable: bool | None = None, outcome_unknown: bool = False
+        self, code: ErrorCode | str, message: str = "", *, retriable: bool | None = None, outcome_unknown: bool = False
     ) -> None:
+        self.error: ErrorCode | None = code if isinstance(code, ErrorCode) else ErrorCode.__members__.get(code)
+        code = code.name if isinstance(code, ErrorCode) else code
         self.code = code
         self.detail = message
         self.retriable = code in RETRIABLE_CODES if retriable is None else retriable
@@ -162,7 +165,8 @@ class KraftlogError(Exception):
 
 
 def from_error_code(code: int, message: str, where: str) -> KraftlogError:
-    """Wraps a per-partition error answer; `where` names the partition or broker."""
+    """Wraps a per-partition error answer (the wire's number); `where` names the partition or
+    broker. A number this version does not know keeps it in the name (``ERROR_CODE_<n>``)."""
     detail = f"{where}: {message}" if message else where
     return KraftlogError(error_code_name(code), detail)
 
@@ -171,14 +175,14 @@ def from_error_code(code: int, message: str, where: str) -> KraftlogError:
 # or later. Anything else (INVALID_ARGUMENT, RESOURCE_EXHAUSTED, UNIMPLEMENTED) is a bug
 # or a limit that retrying will not fix.
 _GRPC_RETRIABLE = {
-    grpc.StatusCode.UNAVAILABLE: "BROKER_NOT_AVAILABLE",
-    grpc.StatusCode.DEADLINE_EXCEEDED: "REQUEST_TIMED_OUT",
-    grpc.StatusCode.CANCELLED: "BROKER_NOT_AVAILABLE",
-    grpc.StatusCode.ABORTED: "BROKER_NOT_AVAILABLE",
+    grpc.StatusCode.UNAVAILABLE: ErrorCode.BROKER_NOT_AVAILABLE,
+    grpc.StatusCode.DEADLINE_EXCEEDED: ErrorCode.REQUEST_TIMED_OUT,
+    grpc.StatusCode.CANCELLED: ErrorCode.BROKER_NOT_AVAILABLE,
+    grpc.StatusCode.ABORTED: ErrorCode.BROKER_NOT_AVAILABLE,
 }
 _GRPC_FATAL = {
-    grpc.StatusCode.RESOURCE_EXHAUSTED: "MESSAGE_TOO_LARGE",
-    grpc.StatusCode.INVALID_ARGUMENT: "INVALID_REQUEST",
+    grpc.StatusCode.RESOURCE_EXHAUSTED: ErrorCode.MESSAGE_TOO_LARGE,
+    grpc.StatusCode.INVALID_ARGUMENT: ErrorCode.INVALID_REQUEST,
 }
 
 
@@ -189,4 +193,4 @@ def from_rpc_error(err: grpc.RpcError, address: str) -> KraftlogError:
     message = f"broker {address}: gRPC {status.name}: {details}"
     if status in _GRPC_RETRIABLE:
         return KraftlogError(_GRPC_RETRIABLE[status], message)
-    return KraftlogError(_GRPC_FATAL.get(status, "UNKNOWN_SERVER_ERROR"), message, retriable=False)
+    return KraftlogError(_GRPC_FATAL.get(status, ErrorCode.UNKNOWN_SERVER_ERROR), message, retriable=False)

@@ -12,7 +12,8 @@ import grpc
 
 from data_plane.client.errors import from_error_code, from_rpc_error
 from data_plane.client.metadata_cache import MetadataCache, refresh_sync
-from kraftlog_proto import broker_pb2, common_pb2
+from kraftlog_proto import broker_pb2
+from server_common.errors import ErrorCode
 
 
 def ask_every_broker(
@@ -32,6 +33,6 @@ def ask_every_broker(
         except grpc.RpcError as err:
             unanswered[broker_id] = str(from_rpc_error(err, brokers[broker_id]))
             continue
-        if answer.error_code != common_pb2.NONE:
+        if answer.error_code != ErrorCode.NONE:
             unanswered[broker_id] = str(from_error_code(answer.error_code, answer.error_message, f"{rpc} at broker {broker_id}"))
     return answers, unanswered

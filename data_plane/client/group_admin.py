@@ -23,9 +23,10 @@ from data_plane.client.group_coordinator_link import CoordinatorLink, coordinato
 from data_plane.client.group_membership import from_topic_partitions, offset_commit_request, to_topic_partitions
 from data_plane.client.metadata_cache import MetadataCache, TopicPartition
 from data_plane.client.offset_lookup import EARLIEST, LATEST, list_offsets
-from kraftlog_proto import common_pb2, group_pb2
+from kraftlog_proto import group_pb2
 from server_common.client_security import ClientSecurity
 from server_common.client_security import resolve as resolve_security
+from server_common.errors import ErrorCode
 
 RETRY_BACKOFF_S = 0.1
 RESET_KINDS = ("to-earliest", "to-latest", "to-datetime", "to-offset", "shift-by")
@@ -150,12 +151,12 @@ class GroupAdmin:
         link = self.link(group_id)
         answer = link.call(
             "DescribeGroups", group_pb2.DescribeGroupsRequest(group_ids=[group_id]),
-            error_of=lambda a: a.groups[0].error_code if a.groups else common_pb2.NONE,
+            error_of=lambda a: a.groups[0].error_code if a.groups else ErrorCode.NONE,
         )
         described = next((g for g in answer.groups if g.group_id == group_id), None)
         if described is None:
-            raise KraftlogError("GROUP_ID_NOT_FOUND", f"group {group_id!r}: the coordinator did not describe it")
-        if described.error_code != common_pb2.NONE:
+            raise KraftlogError(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id!r}: the coordinator did not describe it")
+        if described.error_code != ErrorCode.NONE:
             raise from_error_code(described.error_code, described.error_message, f"group {group_id!r}")
         committed = self.committed_offsets(group_id, link=link)
         owners = {tp: m.member_id for m in described.members for tp in from_topic_partitions(m.assignment)}
@@ -174,22 +175,22 @@ class GroupAdmin:
         """The group's committed offsets (of ``tps``; default every one it has)."""
         link = link or self.link(group_id)
         answer = link.call("OffsetFetch", group_pb2.OffsetFetchRequest(group_id=group_id, topics=to_topic_partitions(tps)))
-        if answer.error_code != common_pb2.NONE:
+        if answer.error_code != ErrorCode.NONE:
             raise from_error_code(answer.error_code, answer.error_message, f"OffsetFetch of group {group_id!r}")
         return {
             (t.topic, p.partition): p.committed_offset
             for t in answer.topics for p in t.partitions
-            if p.error_code == common_pb2.NONE and p.committed_offset >= 0
+            if p.error_code == ErrorCode.NONE and p.committed_offset >= 0
         }
 
     def delete_group(self, group_id: str) -> None:
         """Deletes a group without members and its committed offsets."""
         answer = self.link(group_id).call(
             "DeleteGroups", group_pb2.DeleteGroupsRequest(group_ids=[group_id]),
-            error_of=lambda a: a.results[0].error_code if a.results else common_pb2.NONE,
+            error_of=lambda a: a.results[0].error_code if a.results else ErrorCode.NONE,
         )
         for result in answer.results:
-            if result.error_code != common_pb2.NONE:
+            if result.error_code != ErrorCode.NONE:
                 raise from_error_code(result.error_code, result.error_message, f"group {group_id!r}")
 
     def plan_reset(self, group_id: str, partitions: list[TopicPartition], kind: str, value: int | None) -> list[ResetStep]:

@@ -21,9 +21,10 @@ from data_plane.client.channels import client_channels
 from data_plane.client.errors import KraftlogError, from_error_code, from_rpc_error
 from data_plane.client.group_membership import REDISCOVER_CODES, RETRY_CODES
 from data_plane.client.metadata_cache import MetadataCache
-from kraftlog_proto import common_pb2, group_pb2, group_pb2_grpc
+from kraftlog_proto import group_pb2, group_pb2_grpc
 from server_common.channel_pool import ChannelPool
 from server_common.client_security import ClientSecurity
+from server_common.errors import ErrorCode
 
 FIND_COORDINATOR_TIMEOUT_S = 5.0
 
@@ -35,11 +36,11 @@ def coordinator_channels(security: ClientSecurity, client_id: str = "") -> Chann
 
 def raise_commit_errors(answer: group_pb2.OffsetCommitResponse, where: str) -> None:
     """Raises the group-level refusal of an OffsetCommit answer, else its first partition's."""
-    if answer.error_code != common_pb2.NONE:
+    if answer.error_code != ErrorCode.NONE:
         raise from_error_code(answer.error_code, answer.error_message, where)
     for topic in answer.topics:
         for p in topic.partitions:
-            if p.error_code != common_pb2.NONE:
+            if p.error_code != ErrorCode.NONE:
                 raise from_error_code(p.error_code, p.error_message, f"{where} {topic.topic}-{p.partition}")
 
 
@@ -97,7 +98,7 @@ class CoordinatorLink:
                 if found is None:
                     last = f"broker {address} answered FindCoordinator without {self._what} {self.group_id!r}"
                     continue
-                if found.error_code != common_pb2.NONE:
+                if found.error_code != ErrorCode.NONE:
                     last = str(from_error_code(found.error_code, found.error_message, f"{self._what} {self.group_id!r}"))
                     break  # every broker reads the same metadata: wait, then ask again
                 host = f"[{found.host}]" if ":" in found.host else found.host

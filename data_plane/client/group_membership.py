@@ -28,7 +28,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from data_plane.client.metadata_cache import TopicPartition
-from kraftlog_proto import common_pb2, group_pb2
+from kraftlog_proto import group_pb2
+from server_common.errors import ErrorCode
 
 JOIN_EPOCH = 0
 LEAVE_EPOCH = -1
@@ -36,9 +37,9 @@ STATIC_LEAVE_EPOCH = -2
 HEARTBEAT_INTERVAL_MS_DEFAULT = 1000  # until the coordinator names its own
 SESSION_TIMEOUT_MS_DEFAULT = 45000  # the brokers' --group-session-timeout-ms default
 
-FENCING_CODES = frozenset({common_pb2.FENCED_MEMBER_EPOCH, common_pb2.UNKNOWN_MEMBER_ID})
-REDISCOVER_CODES = frozenset({common_pb2.NOT_COORDINATOR, common_pb2.COORDINATOR_NOT_AVAILABLE})
-RETRY_CODES = frozenset({common_pb2.COORDINATOR_LOAD_IN_PROGRESS})
+FENCING_CODES = frozenset({ErrorCode.FENCED_MEMBER_EPOCH, ErrorCode.UNKNOWN_MEMBER_ID})
+REDISCOVER_CODES = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE})
+RETRY_CODES = frozenset({ErrorCode.COORDINATOR_LOAD_IN_PROGRESS})
 
 
 class MemberState(enum.Enum):
@@ -271,7 +272,7 @@ class GroupMembership:
         if code in FENCING_CODES:
             self.fence()
             return Action.CONTINUE
-        if code != common_pb2.NONE:
+        if code != ErrorCode.NONE:
             self.fail(code, answer.error_message)
             return Action.FATAL
         if self.state == MemberState.FENCED:

@@ -29,7 +29,8 @@ from data_plane.client.group_membership import (
     FENCING_CODES, Action, GroupMembership, MemberState, Reconciliation, Subscription, offset_commit_request, to_topic_partitions,
 )
 from data_plane.client.metadata_cache import TopicPartition
-from kraftlog_proto import common_pb2, group_pb2
+from kraftlog_proto import group_pb2
+from server_common.errors import ErrorCode
 
 if TYPE_CHECKING:
     from data_plane.client.consumer import Consumer
@@ -163,15 +164,15 @@ class GroupSession:
             request = group_pb2.OffsetFetchRequest(group_id=self.group_id, topics=to_topic_partitions(wanted),
                                                    require_stable=self._require_stable)
             answer = self.link.call("OffsetFetch", request, max(deadline - time.monotonic(), 0.001))
-            if answer.error_code != common_pb2.NONE:
+            if answer.error_code != ErrorCode.NONE:
                 raise from_error_code(answer.error_code, answer.error_message, f"OffsetFetch of group {self.group_id!r}")
             unstable: list[tuple[TopicPartition, KraftlogError]] = []
             for topic in answer.topics:
                 for p in topic.partitions:
                     tp = (topic.topic, p.partition)
-                    if p.error_code != common_pb2.NONE:
+                    if p.error_code != ErrorCode.NONE:
                         error = from_error_code(p.error_code, p.error_message, f"OffsetFetch of group {self.group_id!r} {tp[0]}-{tp[1]}")
-                        if p.error_code != common_pb2.UNSTABLE_OFFSET_COMMIT:
+                        if p.error_code != ErrorCode.UNSTABLE_OFFSET_COMMIT:
                             raise error
                         unstable.append((tp, error))
                     elif tp in result and p.committed_offset >= 0:
@@ -273,7 +274,7 @@ class GroupSession:
             return committed
         answer = self.link.call("OffsetCommit", request)
         where = f"OffsetCommit of group {self.group_id!r} (member {request.member_id} epoch {request.member_epoch})"
-        if answer.error_code in FENCING_CODES or answer.error_code == common_pb2.STALE_MEMBER_EPOCH:
+        if answer.error_code in FENCING_CODES or answer.error_code == ErrorCode.STALE_MEMBER_EPOCH:
             where += "; the member's partitions moved to another member, whose commits now count"
         raise_commit_errors(answer, where)
         return committed
@@ -301,7 +302,7 @@ class GroupSession:
             except Exception as err:  # noqa: BLE001 - a bug here must surface from poll, not end heartbeats silently
                 log.error("group_heartbeat_thread_failed", group=self.group_id, member=self.member_id, error=repr(err))
                 with self._lock:
-                    self._core.fail(common_pb2.UNKNOWN_SERVER_ERROR, repr(err))
+                    self._core.fail(ErrorCode.UNKNOWN_SERVER_ERROR, repr(err))
                 return
 
     def _heartbeat_once(self, interval_s: float) -> float:
@@ -316,7 +317,7 @@ class GroupSession:
             log.info("group_heartbeat_failed", group=self.group_id, member=self.member_id, error=str(err))
             with self._lock:
                 if not err.retriable:
-                    self._core.fail(common_pb2.UNKNOWN_SERVER_ERROR, str(err))
+                    self._core.fail(ErrorCode.UNKNOWN_SERVER_ERROR, str(err))
                 elif self._core.session_lost(time.monotonic() * 1000):
                     log.warning("group_session_lost", group=self.group_id, member=self.member_id,
                                 session_timeout_ms=self._core.session_timeout_ms, error=str(err))
@@ -324,13 +325,13 @@ class GroupSession:
         with self._lock:
             before = (self._core.member_epoch, self._core.state)
             action = self._core.on_heartbeat_answer(request, answer)
-            if answer.error_code == common_pb2.NONE:
+            if answer.error_code == ErrorCode.NONE:
                 self._core.heartbeat_succeeded(time.monotonic() * 1000)
             elif action in (Action.FIND_COORDINATOR, Action.RETRY_LATER) and self._core.session_lost(time.monotonic() * 1000):
                 log.warning("group_session_lost", group=self.group_id, member=self.member_id,
                             session_timeout_ms=self._core.session_timeout_ms, error=answer.error_code)
             after = (self._core.member_epoch, self._core.state)
-        if before != after or answer.has_assignment or answer.error_code != common_pb2.NONE:
+        if before != after or answer.has_assignment or answer.error_code != ErrorCode.NONE:
             log.info(
                 "group_heartbeat", group=self.group_id, member=self.member_id, coordinator=self.link.coordinator_id,
                 epoch=after[0], state=after[1].value, error=answer.error_code, assignment=answer.has_assignment,

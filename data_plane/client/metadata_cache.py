@@ -21,6 +21,7 @@ from data_plane.client.channels import CONTROLLER_SERVICE, listed_services
 from data_plane.client.errors import KraftlogError, error_code_name
 from server_common.client_security import ClientSecurity
 from kraftlog_proto import broker_pb2, common_pb2
+from server_common.errors import ErrorCode, error_code_name
 
 TopicPartition = tuple[str, int]
 
@@ -173,7 +174,7 @@ class MetadataCache:
             topic_ids = dict(old.topic_ids)
             topic_errors = dict(old.topic_errors)
             for topic in response.topics:
-                if topic.error_code != common_pb2.NONE:
+                if topic.error_code != ErrorCode.NONE:
                     topic_errors[topic.name] = (error_code_name(topic.error_code), topic.error_message)
                     continue
                 topic_errors.pop(topic.name, None)
@@ -188,7 +189,7 @@ class MetadataCache:
                     current = partitions.get(tp)
                     if current is not None and current.leader_epoch > p.leader_epoch:
                         continue
-                    leader = p.leader_id if p.error_code == common_pb2.NONE else NO_LEADER
+                    leader = p.leader_id if p.error_code == ErrorCode.NONE else NO_LEADER
                     partitions[tp] = PartitionInfo(leader, p.leader_epoch, tuple(p.replicas), tuple(p.isr))
             self.snapshot = ClusterSnapshot(
                 brokers=brokers,
@@ -334,7 +335,7 @@ def no_broker_answered(addresses: Iterable[str], errors: list[str], codes: Itera
     codes = list(codes)
     if codes and all(code == grpc.StatusCode.UNAUTHENTICATED for code in codes):
         who = f"user {username!r}" if username else "a client without a username"
-        return KraftlogError("AUTHENTICATION_FAILED", f"the brokers at {where} refused {who}: {errors[0].split(': ', 1)[-1]}")
+        return KraftlogError(ErrorCode.AUTHENTICATION_FAILED, f"the brokers at {where} refused {who}: {errors[0].split(': ', 1)[-1]}")
     grouped: dict[str, list[str]] = {}
     for address, error in zip(addresses, errors):
         grouped.setdefault(error.replace(address, "\0", 1), []).append(address)

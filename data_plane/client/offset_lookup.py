@@ -18,9 +18,10 @@ import grpc
 
 from data_plane.client.errors import KraftlogError, from_error_code, from_rpc_error
 from data_plane.client.metadata_cache import MetadataCache, TopicPartition, refresh_sync
-from kraftlog_proto import broker_pb2, common_pb2
+from kraftlog_proto import broker_pb2
 from kraftlog_proto.broker_pb2_grpc import BrokerStub
 from server_common.channel_pool import ChannelPool
+from server_common.errors import ErrorCode
 
 EARLIEST = -2
 LATEST = -1
@@ -183,7 +184,7 @@ def _ask_round(
         elif (failure := metadata.topic_failure(tp[0])) is not None:
             raise failure
         else:
-            failures[tp] = refresh_error or KraftlogError("LEADER_NOT_AVAILABLE", f"no known leader for {tp[0]}-{tp[1]}")
+            failures[tp] = refresh_error or KraftlogError(ErrorCode.LEADER_NOT_AVAILABLE, f"no known leader for {tp[0]}-{tp[1]}")
     calls = {address: call(pool.stub(address), group, max(deadline - time.monotonic(), 0.01)) for address, group in by_address.items()}
     answers: dict = {}
     for address, future in calls.items():
@@ -200,7 +201,7 @@ def _ask_round(
                 tp = (topic.topic, answer.partition)
                 if tp not in group:
                     continue
-                if answer.error_code == common_pb2.NONE:
+                if answer.error_code == ErrorCode.NONE:
                     answers[tp] = answer
                     continue
                 error = from_error_code(answer.error_code, answer.error_message, f"{tp[0]}-{tp[1]}")
@@ -211,7 +212,7 @@ def _ask_round(
                     hint = answer.current_leader if answer.HasField("current_leader") else None
                     metadata.apply_leader_hint(tp, hint)
         for tp in group.keys() - answers.keys() - failures.keys():
-            failures[tp] = KraftlogError("REQUEST_TIMED_OUT", f"{address} left {tp[0]}-{tp[1]} out of its answer")
+            failures[tp] = KraftlogError(ErrorCode.REQUEST_TIMED_OUT, f"{address} left {tp[0]}-{tp[1]} out of its answer")
     return Lookup(answers, failures)
 
 

@@ -26,11 +26,12 @@ from data_plane.client.errors import from_error_code
 from data_plane.client.group_coordinator_link import CoordinatorLink, coordinator_channels
 from data_plane.client.metadata_cache import MetadataCache
 from data_plane.client.transactions import ProducerFencedError
-from kraftlog_proto import common_pb2, group_pb2, transaction_pb2_grpc
+from kraftlog_proto import group_pb2, transaction_pb2_grpc
 from kraftlog_proto import transaction_pb2 as pb
 from server_common.channel_pool import ChannelPool
 from server_common.client_security import ClientSecurity
 from server_common.client_security import resolve as resolve_security
+from server_common.errors import ErrorCode
 
 RETRY_BACKOFF_S = 0.05
 
@@ -75,12 +76,12 @@ def _end(link: CoordinatorLink, txn: PreparedTransaction, commit: bool, max_bloc
     while True:
         remaining = deadline - time.monotonic()
         answer = link.call("EndTxn", request, max(remaining, 0.001))
-        if answer.error_code == common_pb2.NONE:
+        if answer.error_code == ErrorCode.NONE:
             return
         error = from_error_code(answer.error_code, answer.error_message, what)
-        if answer.error_code == common_pb2.PRODUCER_FENCED:
+        if answer.error_code == ErrorCode.PRODUCER_FENCED:
             raise ProducerFencedError(f"{error}: a newer producer with this transactional id aborted it")
-        if answer.error_code != common_pb2.CONCURRENT_TRANSACTIONS or remaining <= RETRY_BACKOFF_S:
+        if answer.error_code != ErrorCode.CONCURRENT_TRANSACTIONS or remaining <= RETRY_BACKOFF_S:
             raise error
         time.sleep(RETRY_BACKOFF_S)
 

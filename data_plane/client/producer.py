@@ -38,6 +38,7 @@ from data_plane.client.sender import Sender, SenderConfig
 from data_plane.client.transactions import GroupMetadata, TransactionManager
 from data_plane.groups.placement import OFFSETS_TOPIC
 from server_common.limits import BATCH_BYTES_PER_MESSAGE_MAX
+from server_common.errors import ErrorCode
 
 log = structlog.get_logger(__name__)
 
@@ -197,10 +198,10 @@ class Producer:
         if partition is None:
             partition = self._partitioner.partition(topic, key, count)
         elif not 0 <= partition < count:
-            raise KraftlogError("UNKNOWN_TOPIC_OR_PARTITION", f"{topic} has partitions 0..{count - 1}, not {partition}")
+            raise KraftlogError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic} has partitions 0..{count - 1}, not {partition}")
         size = record_size_bytes(value, key, headers)
         if size > self._max_request_size:
-            raise KraftlogError("MESSAGE_TOO_LARGE", f"record of {size} bytes > max_request_size={self._max_request_size}")
+            raise KraftlogError(ErrorCode.MESSAGE_TOO_LARGE, f"record of {size} bytes > max_request_size={self._max_request_size}")
         if self._transactions is not None:
             self._transactions.before_send((topic, partition))
         self._memory.reserve(size, self._max_block_s)
@@ -238,7 +239,7 @@ class Producer:
             raise ValueError(f"{len(keys)} keys for {len(values)} values: pass one key per value or None")
         count = self._metadata.snapshot.partition_counts.get(topic) or self._wait_for_topic(topic)
         if not 0 <= partition < count:
-            raise KraftlogError("UNKNOWN_TOPIC_OR_PARTITION", f"{topic} has partitions 0..{count - 1}, not {partition}")
+            raise KraftlogError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic} has partitions 0..{count - 1}, not {partition}")
         size = sum(map(len, filter(None, values))) + RECORD_OVERHEAD_BYTES * len(values)  # filter(None): no None (nor b"")
         if keys is not None:
             size += sum(map(len, filter(None, keys)))
@@ -307,7 +308,7 @@ class Producer:
     def _transactional(self) -> TransactionManager:
         self._check_open()
         if self._transactions is None:
-            raise KraftlogError("INVALID_TXN_STATE", "not a transactional producer: create it with transactional_id=...", retriable=False)
+            raise KraftlogError(ErrorCode.INVALID_TXN_STATE, "not a transactional producer: create it with transactional_id=...", retriable=False)
         return self._transactions
 
     def flush(self, timeout: float | None = None) -> None:

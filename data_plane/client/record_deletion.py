@@ -12,9 +12,10 @@ import grpc
 
 from data_plane.client.errors import KraftlogError, error_code_name, from_rpc_error
 from data_plane.client.metadata_cache import MetadataCache, TopicPartition, refresh_sync
-from kraftlog_proto import broker_pb2, common_pb2
+from kraftlog_proto import broker_pb2
 from kraftlog_proto.broker_pb2_grpc import BrokerStub
 from server_common.channel_pool import ChannelPool
+from server_common.errors import ErrorCode, error_code_name
 
 
 def delete_records(
@@ -34,7 +35,7 @@ def delete_records(
             raise error
         last_error = error
         if time.monotonic() + retry_backoff_s >= deadline:
-            raise KraftlogError("REQUEST_TIMED_OUT", f"DeleteRecords for {tp[0]}-{tp[1]} unanswered after {timeout_s:.1f}s; "
+            raise KraftlogError(ErrorCode.REQUEST_TIMED_OUT, f"DeleteRecords for {tp[0]}-{tp[1]} unanswered after {timeout_s:.1f}s; "
                                 f"last error: {last_error}; check the partition has a leader (kraftlog topics describe)")
         time.sleep(retry_backoff_s)
 
@@ -48,7 +49,7 @@ def _attempt(metadata: MetadataCache, pool: ChannelPool[BrokerStub], tp: TopicPa
             return err
     leader = metadata.leader(tp)
     if leader is None:
-        return metadata.topic_failure(tp[0]) or KraftlogError("LEADER_NOT_AVAILABLE", f"no known leader for {tp[0]}-{tp[1]}")
+        return metadata.topic_failure(tp[0]) or KraftlogError(ErrorCode.LEADER_NOT_AVAILABLE, f"no known leader for {tp[0]}-{tp[1]}")
     request = broker_pb2.DeleteRecordsRequest(topics=[broker_pb2.DeleteRecordsTopic(topic=tp[0], partitions=[
         broker_pb2.DeleteRecordsPartition(partition=tp[1], offset=offset, current_leader_epoch=metadata.leader_epoch(tp))])])
     try:
@@ -57,7 +58,7 @@ def _attempt(metadata: MetadataCache, pool: ChannelPool[BrokerStub], tp: TopicPa
         metadata.invalidate()
         return from_rpc_error(err, leader.address)
     answer = response.topics[0].partitions[0]
-    if answer.error_code == common_pb2.NONE:
+    if answer.error_code == ErrorCode.NONE:
         return answer.low_watermark
     error = KraftlogError(error_code_name(answer.error_code), answer.error_message)  # the message names the partition
     if error.refresh_metadata:

@@ -32,10 +32,11 @@ from data_plane.client.metadata_cache import MetadataCache, TopicPartition, now_
 from data_plane.client.produce_streams import ProduceStreams, StreamTimeout
 from data_plane.client.producer_batch import ProducerBatch
 from data_plane.client.record_accumulator import RecordAccumulator
-from kraftlog_proto import broker_pb2, common_pb2
+from kraftlog_proto import broker_pb2
 from kraftlog_proto.broker_pb2_grpc import BrokerStub
 from server_common.aio_loops import thread_loop
 from server_common.channel_pool import AioChannelPool
+from server_common.errors import ErrorCode
 
 log = structlog.get_logger(__name__)
 
@@ -274,7 +275,7 @@ class Sender:
                 response = await self._pool.stub(address).InitProducerId(
                     broker_pb2.InitProducerIdRequest(), timeout=self._config.request_timeout_ms / 1000.0
                 )
-                if response.error_code == common_pb2.NONE:
+                if response.error_code == ErrorCode.NONE:
                     self._accumulator.new_producer_id(response.producer_id, response.producer_epoch)
                     return
                 last = from_error_code(response.error_code, response.error_message, f"InitProducerId at {address}")
@@ -300,7 +301,7 @@ class Sender:
         try:
             address = self._metadata.snapshot.brokers.get(node)
             if address is None:
-                error = KraftlogError("BROKER_NOT_AVAILABLE", f"broker {node} left the metadata")
+                error = KraftlogError(ErrorCode.BROKER_NOT_AVAILABLE, f"broker {node} left the metadata")
                 self._metadata.invalidate()
                 self._retry_or_fail(batches, error)
                 return
@@ -362,7 +363,7 @@ class Sender:
             try:
                 encoded = batch.encode(config.compression)
             except (ValueError, TypeError, OverflowError) as err:
-                self._fail(batch, KraftlogError("INVALID_REQUEST", f"cannot encode records: {err}", retriable=False))
+                self._fail(batch, KraftlogError(ErrorCode.INVALID_REQUEST, f"cannot encode records: {err}", retriable=False))
                 continue
             by_tp.setdefault(batch.tp, []).append(encoded)
             carried.append(batch)
@@ -401,15 +402,15 @@ class Sender:
         for batch in batches:
             answer = answers.get(batch.tp)
             if answer is None:
-                error = KraftlogError("UNKNOWN_SERVER_ERROR", f"broker did not answer for {batch.tp}", retriable=False)
+                error = KraftlogError(ErrorCode.UNKNOWN_SERVER_ERROR, f"broker did not answer for {batch.tp}", retriable=False)
                 self._fail(batch, error)
-            elif answer.error_code == common_pb2.NONE:
+            elif answer.error_code == ErrorCode.NONE:
                 base = next_offset.get(batch.tp, answer.base_offset)
                 next_offset[batch.tp] = base + batch.record_count
                 self._complete(batch, base, answer.log_append_time_ms)
             else:
                 error = from_error_code(answer.error_code, answer.error_message, f"{batch.tp[0]}-{batch.tp[1]}")
-                if error.code == "OUT_OF_ORDER_SEQUENCE" and self._config.enable_idempotence:
+                if error.error is ErrorCode.OUT_OF_ORDER_SEQUENCE and self._config.enable_idempotence:
                     # nothing was appended: the batch is retried within delivery_timeout_ms, in
                     # its turn if it overtook an earlier batch, else after its partition reset
                     # (renumbered under a new producer id)

@@ -14,9 +14,10 @@ from data_plane.client.errors import KraftlogError, from_error_code
 from data_plane.client.every_broker import ask_every_broker
 from data_plane.client.group_coordinator_link import CoordinatorLink, coordinator_channels
 from data_plane.client.metadata_cache import MetadataCache
-from kraftlog_proto import common_pb2, group_pb2, transaction_pb2, transaction_pb2_grpc
+from kraftlog_proto import group_pb2, transaction_pb2, transaction_pb2_grpc
 from server_common.client_security import ClientSecurity
 from server_common.client_security import resolve as resolve_security
+from server_common.errors import ErrorCode
 
 RETRY_BACKOFF_S = 0.1
 
@@ -68,10 +69,10 @@ class TransactionAdmin:
         link = CoordinatorLink(transactional_id, self._metadata, self._finders, self._timeout_s, RETRY_BACKOFF_S,
                                key_type=group_pb2.TRANSACTION, call_pool=self._coordinators)
         answer = link.call("DescribeTransactions", transaction_pb2.DescribeTransactionsRequest(transactional_ids=[transactional_id]),
-                           error_of=lambda a: a.transactions[0].error_code if a.transactions else common_pb2.NONE)
+                           error_of=lambda a: a.transactions[0].error_code if a.transactions else ErrorCode.NONE)
         described = next((t for t in answer.transactions if t.transactional_id == transactional_id), None)
         if described is None:
-            raise KraftlogError("TRANSACTIONAL_ID_NOT_FOUND", f"transactional id {transactional_id!r}: the coordinator did not describe it")
-        if described.error_code != common_pb2.NONE:
+            raise KraftlogError(ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, f"transactional id {transactional_id!r}: the coordinator did not describe it")
+        if described.error_code != ErrorCode.NONE:
             raise from_error_code(described.error_code, described.error_message, "DescribeTransactions")
         return described

@@ -41,13 +41,14 @@ from data_plane.client.group_coordinator_link import CoordinatorLink, coordinato
 from data_plane.client.group_membership import offset_commit_request
 from data_plane.client.metadata_cache import MetadataCache
 from data_plane.client.record_accumulator import RecordAccumulator
-from kraftlog_proto import common_pb2, group_pb2
+from kraftlog_proto import group_pb2
 from kraftlog_proto import transaction_pb2 as pb
 from kraftlog_proto import transaction_pb2_grpc
 from data_plane.groups.placement import OFFSETS_TOPIC, offsets_partition
 from server_common.channel_pool import ChannelPool
 from server_common.client_id import with_client_id
 from server_common.client_security import ClientSecurity
+from server_common.errors import ErrorCode
 
 log = structlog.get_logger(__name__)
 
@@ -128,7 +129,7 @@ class TransactionManager:
         """Register the transactional id; fences older producers and aborts what they left open."""
         self._check_not_fenced()
         if self.in_transaction:
-            raise KraftlogError("INVALID_TXN_STATE", "init_transactions() inside a transaction: commit or abort it first")
+            raise KraftlogError(ErrorCode.INVALID_TXN_STATE, "init_transactions() inside a transaction: commit or abort it first")
         request = pb.TxnInitProducerIdRequest(transactional_id=self.transactional_id, transaction_timeout_ms=self.timeout_ms)
         answer = self._call("InitProducerId", request)
         self.producer_id, self.producer_epoch = answer.producer_id, answer.producer_epoch
@@ -137,9 +138,9 @@ class TransactionManager:
     def begin_transaction(self) -> None:
         self._check_not_fenced()
         if self.producer_id < 0:
-            raise KraftlogError("INVALID_TXN_STATE", "call init_transactions() once before the first transaction")
+            raise KraftlogError(ErrorCode.INVALID_TXN_STATE, "call init_transactions() once before the first transaction")
         if self.in_transaction:
-            raise KraftlogError("INVALID_TXN_STATE", "a transaction is already open: commit or abort it first")
+            raise KraftlogError(ErrorCode.INVALID_TXN_STATE, "a transaction is already open: commit or abort it first")
         with self._lock:
             self.in_transaction, self._added, self._results = True, set(), {}
 
@@ -161,7 +162,7 @@ class TransactionManager:
         costs one or two coordinator round trips, and the caller does not wait for them."""
         self._check_not_fenced()
         if not self.in_transaction:
-            raise KraftlogError("INVALID_TXN_STATE", "a transactional producer sends inside a transaction: call begin_transaction() first")
+            raise KraftlogError(ErrorCode.INVALID_TXN_STATE, "a transactional producer sends inside a transaction: call begin_transaction() first")
         with self._lock:
             if tp not in self._added:
                 self._adding.setdefault(tp, []).append((then, failed))
@@ -189,7 +190,7 @@ class TransactionManager:
             except KraftlogError as refused:
                 error = refused
             except Exception as exc:  # never leave a sender waiting on a partition
-                error = KraftlogError("UNKNOWN_SERVER_ERROR", f"AddPartitionsToTxn for {self.transactional_id!r} failed: {exc!r}")
+                error = KraftlogError(ErrorCode.UNKNOWN_SERVER_ERROR, f"AddPartitionsToTxn for {self.transactional_id!r} failed: {exc!r}")
             with self._lock:
                 waiting = [self._adding.pop(tp) for tp in tps]
             for actions in waiting:  # outside the lock: a batch's callbacks may send again
@@ -322,12 +323,12 @@ class TransactionManager:
         while True:
             remaining = deadline - time.monotonic()
             answer = self._link.call(method, request, max(remaining, 0.001))
-            if answer.error_code == common_pb2.NONE:
+            if answer.error_code == ErrorCode.NONE:
                 return answer
             error = from_error_code(answer.error_code, answer.error_message, f"{method} for {self.transactional_id!r}")
-            if answer.error_code == common_pb2.PRODUCER_FENCED:
+            if answer.error_code == ErrorCode.PRODUCER_FENCED:
                 self._fence(str(error))
-            if answer.error_code != common_pb2.CONCURRENT_TRANSACTIONS or remaining <= backoff_s:
+            if answer.error_code != ErrorCode.CONCURRENT_TRANSACTIONS or remaining <= backoff_s:
                 raise error
             time.sleep(backoff_s)
             backoff_s = min(backoff_s * 2, self._retry_backoff_s)
@@ -343,7 +344,7 @@ class TransactionManager:
     def _require_open(self, what: str) -> None:
         self._check_not_fenced()
         if not self.in_transaction:
-            raise KraftlogError("INVALID_TXN_STATE", f"{what}() with no transaction open: call begin_transaction() first")
+            raise KraftlogError(ErrorCode.INVALID_TXN_STATE, f"{what}() with no transaction open: call begin_transaction() first")
 
 
 def txn_offset_commit_request(transactional_id: str, producer_id: int, producer_epoch: int, offsets: dict[TopicPartition, int],

@@ -47,7 +47,7 @@ from data_plane.groups.placement import OFFSETS_TOPIC
 from data_plane.groups.state import Group, TopicPartition, partitions_by_topic
 from data_plane.groups.txn_offsets import PendingTxnOffsets, note_logged
 from data_plane.record_batch import DecodedBatch, encode_batch
-from data_plane.replication.errors import ErrorCode
+from server_common.errors import ErrorCode
 from data_plane.replication.partition_state import ACKS_ALL
 
 log = structlog.get_logger("groups")

@@ -27,7 +27,7 @@ from typing import Callable, Mapping
 from data_plane.groups.assignors import ASSIGNORS, DEFAULT_ASSIGNOR
 from data_plane.groups.changes import GroupChange
 from data_plane.groups.state import NO_PARTITIONS, CurrentAssignment, Group, GroupEpoch, MemberSubscription, Partitions
-from data_plane.replication.errors import ErrorCode
+from server_common.errors import ErrorCode
 
 LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2

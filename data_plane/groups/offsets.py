@@ -16,7 +16,7 @@ from typing import Iterable, Mapping
 from data_plane.groups.changes import GroupChange
 from data_plane.groups.membership import Refused
 from data_plane.groups.state import CommittedOffset, Group, TopicPartition
-from data_plane.replication.errors import ErrorCode
+from server_common.errors import ErrorCode
 
 METADATA_BYTES_MAX = 4096  # Kafka's offset.metadata.max.bytes
 ADMIN_EPOCH = -1

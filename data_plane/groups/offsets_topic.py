@@ -15,7 +15,7 @@ from typing import Awaitable, Callable
 import structlog
 
 from data_plane.groups.placement import OFFSETS_TOPIC, offsets_partition
-from data_plane.replication.errors import ErrorCode
+from server_common.errors import ErrorCode
 from kraftlog_proto import controller_pb2, group_pb2
 
 log = structlog.get_logger("groups")

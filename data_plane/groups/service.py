@@ -13,7 +13,7 @@ from data_plane.groups.coordinator import GroupCoordinator, TxnProducer
 from data_plane.groups.membership import Refused
 from data_plane.groups.offsets_topic import OffsetsTopic
 from data_plane.groups.state import Group, Partitions, partitions_by_topic
-from data_plane.replication.errors import ErrorCode
+from server_common.errors import ErrorCode
 from kraftlog_proto import group_pb2, group_pb2_grpc
 from server_common.authorization import AccessControl
 from server_common.principal import current_identity

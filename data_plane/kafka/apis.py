@@ -28,7 +28,7 @@ from data_plane.kafka.codec import Request
 from data_plane.kafka.entities import NO_THROTTLE, build, group_by_topic, millis, response_type, sibling, version
 from data_plane.kafka.error_codes import to_kafka as kafka_code
 from data_plane.kafka.group_apis import CONSUMER_GROUP_HEARTBEAT, FIND_COORDINATOR, OFFSET_COMMIT, OFFSET_FETCH, GroupApis, PeerContext
-from data_plane.replication.errors import ErrorCode
+from server_common.errors import ErrorCode
 from kraftlog_proto import broker_pb2
 from server_common.authorization import AccessControl
 from server_common.limits import FETCH_BYTES_MAX_DEFAULT

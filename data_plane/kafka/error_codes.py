@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode as KafkaError
 
-from data_plane.replication.errors import ErrorCode
+from server_common.errors import ErrorCode
 
 TO_KAFKA: dict[ErrorCode, KafkaError] = {
     ErrorCode.NONE: KafkaError.none,

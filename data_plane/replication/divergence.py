@@ -28,7 +28,7 @@ from data_plane.replication.epoch_history import (
     EpochEntry,
     end_offset_for_epoch,
 )
-from data_plane.replication.errors import ErrorCode
+from server_common.errors import ErrorCode
 
 
 @dataclass(frozen=True)

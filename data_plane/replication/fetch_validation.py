@@ -16,7 +16,7 @@ reaches a broker that is no longer leader, which tells the client its view is st
 than that it picked the wrong broker.
 """
 
-from data_plane.replication.errors import ErrorCode
+from server_common.errors import ErrorCode
 
 EPOCH_UNCHECKED = -1
 

@@ -38,7 +38,7 @@ from typing import Callable, Generic, NamedTuple, Sized, TypeVar
 
 from data_plane.replication.divergence import DivergingEpoch, truncation_for_diverging_epoch
 from data_plane.replication.epoch_history import NO_EPOCH, truncate_from_end
-from data_plane.replication.errors import ErrorCode
+from server_common.errors import ErrorCode
 from data_plane.replication.partition_state import follower_high_watermark
 
 # How long a partition waits before its next fetch after an answer that cannot be used.
@@ -46,7 +46,7 @@ PARTITION_BACKOFF_MS = 200
 # Metadata skew is a matter of milliseconds, and waiting longer delays every failover.
 METADATA_SKEW_BACKOFF_MS = 10
 METADATA_SKEW = frozenset(
-    {ErrorCode.UNKNOWN_LEADER_EPOCH.name, ErrorCode.NOT_LEADER_OR_FOLLOWER.name, ErrorCode.FENCED_LEADER_EPOCH.name}
+    {ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH}
 )
 
 # Records are opaque to the core: bytes in the broker, (epoch, value) lists in the model.
@@ -77,13 +77,13 @@ class FollowerLog(NamedTuple):
 class LeaderAnswer(NamedTuple, Generic[Records]):
     """One partition of the leader's answer, as plain values, with what the fetch asked.
 
-    ``error`` is a `kraftlog.v1.ErrorCode` name ("NONE" when records or a diverging epoch
-    came back); ``log_start_offset``/``log_end_offset`` are the leader's.
+    ``error`` is the leader's `ErrorCode` (NONE when records or a diverging epoch came back;
+    the fetcher converts the wire's number); ``log_start_offset``/``log_end_offset`` are the leader's.
     """
 
     asked_leader_epoch: int
     asked_fetch_offset: int
-    error: str
+    error: ErrorCode
     message: str
     records: Records
     high_watermark: int
@@ -178,15 +178,15 @@ class FollowerCore:
         assert 0 <= log.log_start_offset <= log.log_end_offset, log
         assert 0 <= log.high_watermark <= log.log_end_offset, log
         assert not log.history or log.history[-1][1] <= log.log_end_offset, log
-        assert 0 <= answer.log_start_offset <= answer.log_end_offset or answer.error != "NONE", answer
+        assert 0 <= answer.log_start_offset <= answer.log_end_offset or answer.error != ErrorCode.NONE, answer
         stale = self.stale_answer(log, answer)
         if stale is not None:
             return Ignore(stale)
-        if answer.error == ErrorCode.OFFSET_OUT_OF_RANGE.name:
+        if answer.error == ErrorCode.OFFSET_OUT_OF_RANGE:
             return out_of_range(log, answer)
-        if answer.error != ErrorCode.NONE.name:
+        if answer.error != ErrorCode.NONE:
             backoff_ms = METADATA_SKEW_BACKOFF_MS if answer.error in METADATA_SKEW else PARTITION_BACKOFF_MS
-            return BackOff(backoff_ms, f"leader refused the fetch: {answer.error} {answer.message}".rstrip(), warn=False)
+            return BackOff(backoff_ms, f"leader refused the fetch: {answer.error.name} {answer.message}".rstrip(), warn=False)
         if answer.diverging is not None:
             return diverged(log, answer.diverging)
         if len(answer.records):

@@ -48,7 +48,7 @@ from typing import Hashable, Protocol, Sequence
 
 from data_plane.replication.divergence import FetchCheck, FetchRejected, ServeFrom, check_follower_fetch
 from data_plane.replication.epoch_history import EpochEntry, EpochHistory, check_history
-from data_plane.replication.errors import ErrorCode
+from server_common.errors import ErrorCode
 from data_plane.replication.fetch_validation import check_leader_epoch
 
 UNKNOWN_OFFSET = -1

@@ -42,7 +42,7 @@ any batch (a batch the log holds is never refused on replay or on a follower).
 from dataclasses import dataclass
 from typing import Any, Iterable, Protocol, Sequence
 
-from data_plane.replication.errors import ErrorCode
+from server_common.errors import ErrorCode
 
 NO_PRODUCER_ID = -1
 SEQUENCE_MAX = 2**31 - 1

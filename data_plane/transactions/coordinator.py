@@ -39,7 +39,7 @@ from data_plane.groups.coordinator import OUTCOME_UNKNOWN, WRITE_TIMEOUT_MS
 from data_plane.groups.membership import Refused
 from data_plane.groups.placement import TRANSACTION_STATE_TOPIC
 from data_plane.record_batch import DecodedBatch, encode_batch
-from data_plane.replication.errors import ErrorCode
+from server_common.errors import ErrorCode
 from data_plane.replication.partition_state import ACKS_ALL
 from data_plane.transactions import record_codec
 from data_plane.transactions import state_machine as sm

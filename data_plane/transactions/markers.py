@@ -22,7 +22,7 @@ import grpc
 import structlog
 
 from data_plane.transactions.state_machine import MarkerPlan, TopicPartition
-from data_plane.replication.errors import ErrorCode
+from server_common.errors import ErrorCode
 from kraftlog_proto import broker_pb2, broker_pb2_grpc
 from server_common.channel_pool import AioChannelPool
 

@@ -10,7 +10,7 @@ from typing import TypeVar
 
 from data_plane.broker.errors import negative_partition
 from data_plane.groups.membership import Refused
-from data_plane.replication.errors import ErrorCode
+from server_common.errors import ErrorCode
 from data_plane.transactions.coordinator import TransactionCoordinator
 from data_plane.transactions.state_machine import Decision, TopicPartition, TxnMetadata, verify_partitions
 from kraftlog_proto import transaction_pb2 as pb

@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from enum import Enum
 
-from data_plane.replication.errors import ErrorCode
+from server_common.errors import ErrorCode
 
 PRODUCER_EPOCH_MAX = 32767  # int16, as the batch header stores it
 NO_PRODUCER_ID = -1

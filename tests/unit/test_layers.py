@@ -22,13 +22,16 @@ ROOT = Path(__file__).resolve().parents[2]
 LAYERS: dict[str, frozenset[str]] = {
     "kraftlog_proto": frozenset({"kraftlog_proto"}),
     "server_common": frozenset({"server_common", "kraftlog_proto"}),
+    # the error vocabulary: pure, so that the pure cores may share it
+    "server_common.errors": frozenset({"server_common.errors"}),
     "metadata_quorum": frozenset({"metadata_quorum", "server_common", "kraftlog_proto"}),
     "data_plane": frozenset({"data_plane", "metadata_quorum", "server_common", "kraftlog_proto"}),
-    # the pure replication core: no storage, no broker, no client, no wire format
-    "data_plane.replication": frozenset({"data_plane.replication"}),
+    # the pure replication core: no storage, no broker, no client, no wire format; only the
+    # error vocabulary every layer shares (server_common.errors, itself pure)
+    "data_plane.replication": frozenset({"data_plane.replication", "server_common.errors"}),
     # the pure transaction core: the replication core's vocabulary, nothing else (the
     # coordinator's shell beside it in data_plane.transactions is an ordinary data_plane module)
-    "data_plane.transactions.state_machine": frozenset({"data_plane.transactions.state_machine", "data_plane.replication"}),
+    "data_plane.transactions.state_machine": frozenset({"data_plane.transactions.state_machine", "data_plane.replication", "server_common.errors"}),
     "spark_source": frozenset({"spark_source", "data_plane", "metadata_quorum", "server_common", "kraftlog_proto"}),
     "chaos": frozenset({"chaos", "data_plane", "metadata_quorum", "server_common", "kraftlog_proto"}),
     "cli": frozenset({"cli", "chaos", "data_plane", "metadata_quorum", "server_common", "kraftlog_proto"}),

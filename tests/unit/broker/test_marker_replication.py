@@ -13,7 +13,7 @@ from immutables import Map
 
 from data_plane.broker.errors import PartitionError
 from data_plane.control_batch import ControlType, encode_marker
-from data_plane.replication.errors import ErrorCode
+from server_common.errors import ErrorCode
 from metadata_quorum.delta import MetadataDelta
 from metadata_quorum.image import MetadataImage
 from tests.unit.broker.test_stale_metadata import at_epoch, broker, with_partition

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from data_plane.client.idempotence import BATCHES_UNRESOLVED_MAX, OUTCOME_UNKNOWN_CODES
 from data_plane.client.producer_batch import ProducerBatch, record_size_bytes
 from data_plane.client.record_accumulator import RecordAccumulator
-from data_plane.replication.errors import ErrorCode
+from server_common.errors import ErrorCode
 from data_plane.replication.producer_state import Duplicate, ProducerState, Rejected
 
 TPS = [("t", 0), ("t", 1)]

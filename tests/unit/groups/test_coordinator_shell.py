@@ -18,7 +18,7 @@ from data_plane.groups.membership import GroupSettings, Heartbeat, Refused
 from data_plane.groups.offsets import OffsetToCommit
 from data_plane.groups.placement import OFFSETS_TOPIC
 from data_plane.record_batch import read_header, stamp_batch
-from data_plane.replication.errors import ErrorCode
+from server_common.errors import ErrorCode
 
 
 @dataclass

@@ -12,7 +12,7 @@ from data_plane.groups import offsets, record_codec
 from data_plane.groups.membership import GroupSettings, Heartbeat, expire, heartbeat
 from data_plane.groups.offsets import OffsetToCommit
 from data_plane.groups.state import Group, replay
-from data_plane.replication.errors import ErrorCode
+from server_common.errors import ErrorCode
 
 SETTINGS = GroupSettings(session_timeout_ms=1000, heartbeat_interval_ms=100, rebalance_timeout_ms=5000)
 GROUP = "g"

@@ -19,7 +19,7 @@ from data_plane.groups.membership import Refused
 from data_plane.groups.state import CommittedOffset, GroupEpoch, GroupRecord, RecordKey, RecordType, replay
 from data_plane.groups.txn_offsets import PendingTxnOffsets
 from data_plane.record_batch import decode_batch, encode_batch, iter_headers
-from data_plane.replication.errors import ErrorCode
+from server_common.errors import ErrorCode
 from data_plane.replication.transaction_index import TransactionIndex
 from data_plane.storage import PartitionLog
 from data_plane.storage.log_cleaner import CleaningPass

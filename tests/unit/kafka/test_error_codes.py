@@ -6,7 +6,7 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode as KafkaError
 
 from data_plane.kafka.error_codes import TO_KAFKA, to_kafka
-from data_plane.replication.errors import ErrorCode
+from server_common.errors import ErrorCode
 
 
 def test_every_kraftlog_code_has_a_kafka_code():

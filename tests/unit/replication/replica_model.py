@@ -36,7 +36,7 @@ from data_plane.replication.epoch_history import (
     latest_epoch,
     truncate_from_end,
 )
-from data_plane.replication.errors import ErrorCode
+from server_common.errors import ErrorCode
 from data_plane.replication.follower import (
     Append,
     BackOff,
@@ -287,7 +287,7 @@ class Cluster:
             case FetchRejected(code):
                 error = code
         return LeaderAnswer(
-            asked_leader_epoch=self.leader_epoch, asked_fetch_offset=asked.log_end_offset, error=error.name,
+            asked_leader_epoch=self.leader_epoch, asked_fetch_offset=asked.log_end_offset, error=error,
             message="", records=records, high_watermark=self.state.high_watermark,
             log_start_offset=leader.log_start_offset, log_end_offset=leader.log_end_offset, diverging=diverging,
         )

@@ -15,7 +15,7 @@ from data_plane.replication.epoch_history import (
     end_offset_for_epoch,
     truncate_from_end,
 )
-from data_plane.replication.errors import ErrorCode
+from server_common.errors import ErrorCode
 
 HISTORY = ((1, 0), (3, 4), (5, 6))  # leader log end 9
 

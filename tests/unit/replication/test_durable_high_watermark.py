@@ -3,7 +3,7 @@ fsynced (the leader's own by `on_leader_synced`, followers' in their fetches), n
 
 import pytest
 
-from data_plane.replication.errors import ErrorCode
+from server_common.errors import ErrorCode
 from data_plane.replication.partition_state import BrokerStatus, FollowerFetch, LeaderPartitionState
 
 LEADER, F1, F2 = 1, 2, 3

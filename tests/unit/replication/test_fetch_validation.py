@@ -2,7 +2,7 @@
 
 import pytest
 
-from data_plane.replication.errors import ErrorCode
+from server_common.errors import ErrorCode
 from data_plane.replication.fetch_validation import check_leader_epoch
 from kraftlog_proto import common_pb2
 

@@ -24,6 +24,7 @@ from data_plane.replication.follower import (
     Truncate,
     apply_stale_answers,
 )
+from server_common.errors import ErrorCode
 
 # The follower: log [0, 10), epoch 0 from 0 and epoch 2 from 6, HW 4, following epoch 3.
 LOG = FollowerLog(log_start_offset=0, log_end_offset=10, history=as_history([(0, 0), (2, 6)]),
@@ -31,7 +32,7 @@ LOG = FollowerLog(log_start_offset=0, log_end_offset=10, history=as_history([(0,
 
 
 def answer(**changes) -> LeaderAnswer:
-    fields = dict(asked_leader_epoch=3, asked_fetch_offset=10, error="NONE", message="", records=b"",
+    fields = dict(asked_leader_epoch=3, asked_fetch_offset=10, error=ErrorCode.NONE, message="", records=b"",
                   high_watermark=8, log_start_offset=0, log_end_offset=12, diverging=None)
     fields.update(changes)
     return LeaderAnswer(**fields)
@@ -53,9 +54,9 @@ CASES = {
     "asked in another leader epoch: stale": (LOG, answer(asked_leader_epoch=2, records=b"x"), Ignore),
     "asked from another log end: stale": (LOG, answer(asked_fetch_offset=9, records=b"x"), Ignore),
     # errors
-    "metadata skew backs off briefly": (LOG, answer(error="FENCED_LEADER_EPOCH"), BackOff(METADATA_SKEW_BACKOFF_MS, "", False)),
-    "not leader backs off briefly": (LOG, answer(error="NOT_LEADER_OR_FOLLOWER"), BackOff(METADATA_SKEW_BACKOFF_MS, "", False)),
-    "any other error backs off longer": (LOG, answer(error="STORAGE_ERROR"), BackOff(PARTITION_BACKOFF_MS, "", False)),
+    "metadata skew backs off briefly": (LOG, answer(error=ErrorCode.FENCED_LEADER_EPOCH), BackOff(METADATA_SKEW_BACKOFF_MS, "", False)),
+    "not leader backs off briefly": (LOG, answer(error=ErrorCode.NOT_LEADER_OR_FOLLOWER), BackOff(METADATA_SKEW_BACKOFF_MS, "", False)),
+    "any other error backs off longer": (LOG, answer(error=ErrorCode.STORAGE_ERROR), BackOff(PARTITION_BACKOFF_MS, "", False)),
     # diverging epoch (KIP-279)
     "held diverging epoch: min of both ends": (LOG, answer(diverging=DivergingEpoch(2, 8)), Truncate(8, "", True)),
     "missing diverging epoch: cut where ours would end, ask again": (
@@ -70,16 +71,16 @@ CASES = {
         Truncate(10, "", True)),
     # OFFSET_OUT_OF_RANGE (Kafka's fetchOffsetAndTruncate)
     "behind the leader's log start: restart at it": (
-        LOG, answer(error="OFFSET_OUT_OF_RANGE", log_start_offset=15, log_end_offset=20), RestartAt(15, "")),
+        LOG, answer(error=ErrorCode.OFFSET_OUT_OF_RANGE, log_start_offset=15, log_end_offset=20), RestartAt(15, "")),
     "ahead of the leader's log end: truncate to it": (
-        LOG, answer(error="OFFSET_OUT_OF_RANGE", log_end_offset=7), Truncate(7, "", True)),
+        LOG, answer(error=ErrorCode.OFFSET_OUT_OF_RANGE, log_end_offset=7), Truncate(7, "", True)),
     "ahead of the leader's end, below our log start: restart there": (
         log(log_start_offset=8, history=(), high_watermark=8),
-        answer(error="OFFSET_OUT_OF_RANGE", log_end_offset=5), RestartAt(5, "")),
+        answer(error=ErrorCode.OFFSET_OUT_OF_RANGE, log_end_offset=5), RestartAt(5, "")),
     "leader holds our offset but not our epoch: back off with a warning": (
-        LOG, answer(error="OFFSET_OUT_OF_RANGE", log_end_offset=12), BackOff(PARTITION_BACKOFF_MS, "", True)),
+        LOG, answer(error=ErrorCode.OFFSET_OUT_OF_RANGE, log_end_offset=12), BackOff(PARTITION_BACKOFF_MS, "", True)),
     "the same with the plain pairs the broker's epoch cache hands": (
-        log(history=((0, 0), (2, 6))), answer(error="OFFSET_OUT_OF_RANGE", log_end_offset=12),
+        log(history=((0, 0), (2, 6))), answer(error=ErrorCode.OFFSET_OUT_OF_RANGE, log_end_offset=12),
         BackOff(PARTITION_BACKOFF_MS, "", True)),
 }
 

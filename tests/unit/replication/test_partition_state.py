@@ -4,7 +4,7 @@ min.insync.replicas, delayed produces and fencing."""
 import pytest
 
 from data_plane.replication.divergence import DivergingEpoch, FetchRejected, ServeFrom
-from data_plane.replication.errors import ErrorCode
+from server_common.errors import ErrorCode
 from data_plane.replication.partition_state import (
     AlterPartitionCommitted,
     AlterPartitionRefused,

@@ -15,7 +15,7 @@ from data_plane.broker.requests import ProduceResult
 from data_plane.groups.membership import Refused
 from data_plane.groups.placement import TRANSACTION_STATE_TOPIC
 from data_plane.record_batch import decode_batches
-from data_plane.replication.errors import ErrorCode
+from server_common.errors import ErrorCode
 from data_plane.transactions import record_codec
 from data_plane.transactions import coordinator as coordinator_module
 from data_plane.transactions.coordinator import TransactionCoordinator, TxnSettings

@@ -4,7 +4,7 @@ touched until the shell applies the written log."""
 
 from __future__ import annotations
 
-from data_plane.replication.errors import ErrorCode
+from server_common.errors import ErrorCode
 from data_plane.transactions import state_machine as sm
 from data_plane.transactions.decision_batch import DecisionBatch
 from data_plane.transactions.state_machine import TopicPartition, TxnState

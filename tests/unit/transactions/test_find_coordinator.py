@@ -9,7 +9,7 @@ from types import SimpleNamespace
 from data_plane.groups.offsets_topic import OffsetsTopic
 from data_plane.groups.placement import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, offsets_partition
 from data_plane.groups.service import GroupCoordinatorService
-from data_plane.replication.errors import ErrorCode
+from server_common.errors import ErrorCode
 from kraftlog_proto import controller_pb2, group_pb2
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from data_plane.replication.errors import ErrorCode
+from server_common.errors import ErrorCode
 from data_plane.transactions.service import TransactionCoordinatorService
 from kraftlog_proto import transaction_pb2 as pb
 from tests.unit.transactions.test_coordinator_shell import FakeReplicas, loaded, settled

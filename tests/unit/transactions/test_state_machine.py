@@ -7,7 +7,7 @@ import itertools
 
 import pytest
 
-from data_plane.replication.errors import ErrorCode
+from server_common.errors import ErrorCode
 from data_plane.transactions.state_machine import (
     PRODUCER_EPOCH_MAX,
     VALID_PREVIOUS,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from data_plane.replication.errors import ErrorCode
+from server_common.errors import ErrorCode
 from data_plane.transactions.service import TransactionCoordinatorService
 from data_plane.transactions.state_machine import TopicPartition, TxnMetadata, TxnState, verify_partitions
 from kraftlog_proto import transaction_pb2 as pb

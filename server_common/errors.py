@@ -1,10 +1,16 @@
-"""The error vocabulary from the cores to the wire: `kraftlog.v1.ErrorCode` (proto/common.proto).
+"""The one error vocabulary of kraftlog, from the cores to the wire and back: `kraftlog.v1.ErrorCode`
+(proto/common.proto), as a pure enum every layer may import.
 
 The same names and numbers as the proto enum, so that a code is carried unchanged from a
-core's decision to a response field (`data_plane.broker.errors` converts, in one place). The
-pure cores do not import the generated protobuf module (cores import nothing from shells);
-a unit test checks this enum against the proto instead.
+core's decision to a response field. Conversion to and from the wire happens at the service
+edges (``data_plane.broker.errors``, the controller's and coordinators' services) and in the
+client's stub layer (``data_plane.client.errors``); everywhere else a code is an `ErrorCode`.
+The pure cores do not import the generated protobuf module, so this module does not either;
+a unit test checks this enum against the proto instead, and ``tests/unit/test_error_type.py``
+that no product module names the protobuf constants.
 """
+
+from __future__ import annotations
 
 from enum import IntEnum
 
@@ -80,3 +86,22 @@ class ErrorCode(IntEnum):
     TRANSACTIONAL_ID_NOT_FOUND = 85
     UNSTABLE_OFFSET_COMMIT = 88
     BROKER_CAPACITY_EXCEEDED = 100
+
+
+def error_code_name(code: int) -> str:
+    """The ErrorCode name for a wire value; ``ERROR_CODE_<n>`` for a value this version does
+    not know. A peer on a newer version may send such a code, and naming it must never raise
+    (a log line that crashes its caller turns a refusal into an outage)."""
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return f"ERROR_CODE_{code}"
+
+
+def from_wire_code(code: int) -> ErrorCode:
+    """An answer's ``error_code`` field as the enum; a number this version does not know is an
+    unknown server error (its number stays visible through ``error_code_name`` where logged)."""
+    try:
+        return ErrorCode(code)
+    except ValueError:
+        return ErrorCode.UNKNOWN_SERVER_ERROR
