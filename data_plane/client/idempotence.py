@@ -126,9 +126,3 @@ class PartitionSequence:
         """True when `a` was numbered before `b` (both in the window). Compares places in
         the window, not sequence numbers, which wrap at 2**31."""
         return self.window.index(a) < self.window.index(b)
-
-    def refused_out_of_order(self, batch: ProducerBatch) -> bool:
-        """The leader refused `batch` (numbered here) with OUT_OF_ORDER_SEQUENCE: it is not in
-        the log. True when that means a gap the leader will never close, so the partition must
-        reset: the batch went out with nothing unresolved before it."""
-        return not batch.sent_behind_unresolved

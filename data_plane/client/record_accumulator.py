@@ -297,16 +297,16 @@ class RecordAccumulator:
             if state is not None and state.owns(batch):
                 state.needs_reset = True
 
-    def out_of_order(self, batch: ProducerBatch) -> None:
+    def out_of_order(self, batch: ProducerBatch, reset: bool) -> None:
         """The leader answered OUT_OF_ORDER_SEQUENCE for `batch`: it is not in the log. Call
-        before `reenqueue`. When the batch may have overtaken an earlier one, it is simply
-        retried in its turn; otherwise the leader lost track of this producer id: nothing
-        numbered after the batch under that id can be in the log either (a leader never
-        appends past a gap), and the partition resets."""
+        before `reenqueue`. With `reset` (produce_answers.decide: the leader lost track of
+        this producer id), nothing numbered after the batch under that id can be in the log
+        either (a leader never appends past a gap), and the partition resets, unless it
+        already numbers under a newer id than the batch's."""
         with self._lock:
             batch.outcome_unknown = False
             state = self._sequences.get(batch.tp)
-            if state is None or not state.owns(batch) or not state.refused_out_of_order(batch):
+            if not reset or state is None or not state.owns(batch):
                 return
             state.needs_reset = True
             later = state.unresolved[state.unresolved.index(batch) + 1:] if batch in state.unresolved else []

@@ -4,8 +4,9 @@ Each turn of the loop asks the accumulator which brokers have sendable data, dra
 request's worth per broker that has fewer than `max_in_flight_per_broker` requests open,
 and sends each as one Produce call carrying every partition it holds for that broker.
 Answers resolve batches, re-queue retriable failures with backoff (after correcting the
-leader from the answer's hint or refreshing metadata), and fail the rest. A batch never
-outlives `delivery_timeout_ms`. The loop sleeps until the next linger deadline or until
+leader from the answer's hint or refreshing metadata), and fail the rest: what to do with each
+batch's answer is decided by `produce_answers.decide` (pure), and only carried out here. A
+batch never outlives `delivery_timeout_ms`. The loop sleeps until the next linger deadline or until
 the application wakes it (new batch, full batch, flush, close). With idempotence, a
 partition whose sequence cannot continue waits for a newer producer id, fetched by a task
 beside the loop while other partitions go on (idempotence.py has the rules).
@@ -27,8 +28,18 @@ import structlog
 from data_plane.client.buffer_memory import BufferMemory
 from data_plane.client.channels import aio_broker_channels
 from data_plane.client.errors import KraftlogError, from_error_code, from_rpc_error
-from data_plane.client.idempotence import OUTCOME_UNKNOWN_CODES
 from data_plane.client.metadata_cache import MetadataCache, TopicPartition, now_ms, refresh_async
+from data_plane.client.produce_answers import (
+    Appended,
+    BatchState,
+    Complete,
+    Fail,
+    ResetSequence,
+    Retry,
+    RetryRules,
+    decide,
+    delivery_timeout,
+)
 from data_plane.client.produce_streams import ProduceStreams, StreamTimeout
 from data_plane.client.producer_batch import ProducerBatch
 from data_plane.client.record_accumulator import RecordAccumulator
@@ -80,6 +91,8 @@ class Sender:
         metadata: MetadataCache,
     ) -> None:
         self._config = config
+        self._rules = RetryRules(config.retries, config.retry_backoff_ms, config.retry_backoff_max_ms,
+                                 config.delivery_timeout_ms, config.enable_idempotence)
         self._accumulator = accumulator
         self._memory = memory
         self._metadata = metadata
@@ -197,7 +210,7 @@ class Sender:
     def _run_once(self, now: float) -> float:
         """One pass: expire, refresh if needed, drain and send. Returns how long to sleep (ms)."""
         for batch in self._accumulator.expire(now, self._config.delivery_timeout_ms):
-            self._fail(batch, self._timeout_error(batch))
+            self._fail(batch, delivery_timeout(batch_state(batch), self._rules))
         metadata = self._metadata
         leader_of = self._leader_id
         check = self._accumulator.ready(now, leader_of, self._memory.waiters)
@@ -290,7 +303,7 @@ class Sender:
                 return
             for batch in self._accumulator.expire(now_ms(), self._config.delivery_timeout_ms):
                 batch.last_error = last
-                self._fail(batch, self._timeout_error(batch))
+                self._fail(batch, delivery_timeout(batch_state(batch), self._rules))
             await asyncio.sleep(self._config.retry_backoff_ms / 1000.0)
 
     # ------------------------------------------------------------ produce
@@ -303,7 +316,7 @@ class Sender:
             if address is None:
                 error = KraftlogError(ErrorCode.BROKER_NOT_AVAILABLE, f"broker {node} left the metadata")
                 self._metadata.invalidate()
-                self._retry_or_fail(batches, error)
+                self._settle([(batch, error) for batch in batches])
                 return
             request, batches = self._build_request(batches)
             if not batches:
@@ -329,7 +342,7 @@ class Sender:
                     batch.outcome_unknown = True  # the request may have reached the leader
                 if error.refresh_metadata:
                     self._metadata.invalidate()
-                self._retry_or_fail(batches, error)
+                self._settle([(batch, error) for batch in batches])
                 return
             if self._config.acks != 0:
                 self._handle_response(response, batches)
@@ -391,65 +404,57 @@ class Sender:
         return request, carried
 
     def _handle_response(self, response: broker_pb2.ProduceResponse, batches: list[ProducerBatch]) -> None:
-        """Resolves or re-queues each batch from its partition's answer.
+        """Each batch's answer, settled (`_settle`).
 
         The broker appends a partition's batches together, so the second batch starts
         where the first ends: base_offset plus the record counts before it.
         """
         answers = {(t.topic, p.partition): p for t in response.topics for p in t.partitions}
         next_offset: dict[TopicPartition, int] = {}
-        retry: list[tuple[ProducerBatch, KraftlogError]] = []
+        answered: list[tuple[ProducerBatch, Appended | KraftlogError]] = []
         for batch in batches:
             answer = answers.get(batch.tp)
             if answer is None:
-                error = KraftlogError(ErrorCode.UNKNOWN_SERVER_ERROR, f"broker did not answer for {batch.tp}", retriable=False)
-                self._fail(batch, error)
+                self._fail(batch, KraftlogError(ErrorCode.UNKNOWN_SERVER_ERROR, f"broker did not answer for {batch.tp}", retriable=False))
             elif answer.error_code == ErrorCode.NONE:
                 base = next_offset.get(batch.tp, answer.base_offset)
                 next_offset[batch.tp] = base + batch.record_count
-                self._complete(batch, base, answer.log_append_time_ms)
+                answered.append((batch, Appended(base, answer.log_append_time_ms)))
             else:
                 error = from_error_code(answer.error_code, answer.error_message, f"{batch.tp[0]}-{batch.tp[1]}")
-                if error.error is ErrorCode.OUT_OF_ORDER_SEQUENCE and self._config.enable_idempotence:
-                    # nothing was appended: the batch is retried within delivery_timeout_ms, in
-                    # its turn if it overtook an earlier batch, else after its partition reset
-                    # (renumbered under a new producer id)
-                    error = KraftlogError(error.code, error.detail, retriable=True)
-                    self._accumulator.out_of_order(batch)
-                elif error.code in OUTCOME_UNKNOWN_CODES:
-                    batch.outcome_unknown = True
                 if error.refresh_metadata:
                     hint = answer.current_leader if answer.HasField("current_leader") else None
                     self._metadata.apply_leader_hint(batch.tp, hint, response.node_endpoints)
-                retry.append((batch, error))
-        for batch, error in reversed(retry):  # re-queued at the head: last first keeps their order
-            self._retry_or_fail([batch], error)
+                answered.append((batch, error))
+        self._settle(answered)
 
-    def _retry_or_fail(self, batches: list[ProducerBatch], error: KraftlogError) -> None:
-        """Re-queues retriable failures that still have attempts and time left; fails others."""
-        config = self._config
+    def _settle(self, answered: list[tuple[ProducerBatch, Appended | KraftlogError]]) -> None:
+        """Carries out `produce_answers.decide` for each batch: completions and what the answers
+        say about the log first, in request order; then retries and failures last first, since
+        a retry goes back to the head of its queue and last-first keeps the partition's order."""
         now = now_ms()
-        for batch in reversed(batches):  # appendleft in reverse keeps per-partition order
-            batch.last_error = error
-            backoff = min(config.retry_backoff_ms * (2 ** batch.attempts), config.retry_backoff_max_ms)
-            in_time = now + backoff < batch.created_ms + config.delivery_timeout_ms
-            if error.retriable and batch.attempts < config.retries and in_time and not self._force_close:
-                log.info("retrying batch", topic=batch.tp[0], partition=batch.tp[1], attempt=batch.attempts + 1, error=error.code,
-                         producer_id=batch.producer_id, sequence=batch.base_sequence)
-                self._accumulator.reenqueue(batch, now, backoff)
-            elif error.retriable and not in_time:
-                self._fail(batch, self._timeout_error(batch))
-            else:
-                self._fail(batch, error)
-
-    def _timeout_error(self, batch: ProducerBatch) -> KraftlogError:
-        last = f"; last error: {batch.last_error}" if batch.last_error else ""
-        return KraftlogError(
-            "DELIVERY_TIMEOUT",
-            f"{batch.record_count} records for {batch.tp[0]}-{batch.tp[1]} not acknowledged within "
-            f"delivery_timeout_ms={self._config.delivery_timeout_ms:.0f}{last}",
-            retriable=False,
-        )
+        pending: list[tuple[ProducerBatch, Retry | ResetSequence | Fail]] = []
+        for batch, answer in answered:
+            decision = decide(batch_state(batch), answer, now, self._rules, stopping=self._force_close)
+            if isinstance(decision, Complete):
+                self._complete(batch, decision.base_offset, decision.log_append_time_ms)
+                continue
+            batch.last_error = answer if isinstance(answer, KraftlogError) else None
+            match decision:
+                case ResetSequence() | Fail(reset_sequence=True):
+                    self._accumulator.out_of_order(batch, reset=True)
+                case Retry(not_appended=True):
+                    self._accumulator.out_of_order(batch, reset=False)
+                case Retry(outcome_unknown=unknown) | Fail(outcome_unknown=unknown):
+                    batch.outcome_unknown = unknown
+            pending.append((batch, decision))
+        for batch, decision in reversed(pending):
+            if isinstance(decision, Fail):
+                self._fail(batch, decision.error)
+                continue
+            log.info("retrying batch", topic=batch.tp[0], partition=batch.tp[1], attempt=batch.attempts + 1, error=decision.error.code,
+                     producer_id=batch.producer_id, sequence=batch.base_sequence, reset_sequence=isinstance(decision, ResetSequence))
+            self._accumulator.reenqueue(batch, now, decision.backoff_ms)
 
     def _complete(self, batch: ProducerBatch, base_offset: int, log_append_time_ms: int) -> None:
         self._accumulator.completed(batch, delivered=True)
@@ -463,3 +468,9 @@ class Sender:
         self._accumulator.completed(batch)
         self._memory.release(batch.size_bytes)
         batch.fail(error)
+
+
+def batch_state(batch: ProducerBatch) -> BatchState:
+    """What `produce_answers.decide` reads of a batch."""
+    return BatchState(batch.tp[0], batch.tp[1], batch.record_count, batch.created_ms, batch.attempts,
+                      batch.outcome_unknown, batch.sent_behind_unresolved, batch.last_error)

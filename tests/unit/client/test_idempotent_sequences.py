@@ -60,7 +60,7 @@ def test_out_of_order_answer_resets_the_partition_from_zero_in_the_original_orde
     sent = acc.drain({1}, leader_of, 10)[1]
     assert numbers(sent) == [(7, 3), (7, 4), (7, 5)]
     for batch in sent:
-        acc.out_of_order(batch)
+        acc.out_of_order(batch, reset=not batch.sent_behind_unresolved)
     answer_retriably(acc, sent)
     assert acc.needs_new_producer_id()
     assert acc.ready(10, leader_of).ready_nodes == set()  # nothing goes out under the old id
@@ -90,7 +90,7 @@ def test_a_batch_of_unknown_outcome_is_retried_under_its_old_id_before_the_reset
     retry = acc.drain({1}, leader_of, 10)[1]
     assert retry == [second] and numbers(retry) == [(7, 2)]  # would be a duplicate if written
     acc.request_done(A)
-    acc.out_of_order(second)  # it was not written: now it may be renumbered
+    acc.out_of_order(second, reset=not second.sent_behind_unresolved)  # it was not written: now it may be renumbered
     acc.reenqueue(second, 10, 0)
     add(acc, A, b"2")
     assert numbers(drain_all(acc)) == [(8, 0), (8, 1)]
@@ -141,7 +141,7 @@ def test_a_renumbered_batch_is_encoded_again_with_its_new_numbers():
     add(acc, A, b"0")
     batch = acc.drain({1}, leader_of, 10)[1][0]
     first = record_batch.decode_batch(batch.encode("lz4"))
-    acc.out_of_order(batch)
+    acc.out_of_order(batch, reset=not batch.sent_behind_unresolved)
     answer_retriably(acc, [batch])
     acc.new_producer_id(8, 3)
     assert drain_all(acc) == [batch]

@@ -5,7 +5,8 @@ The accumulator is the pure core the sender drives (record_accumulator.py, idemp
 here a simulated network drives it instead: requests reach the leader in any order (gRPC does
 not promise otherwise), the leader may refuse a batch before appending it, append it and lose
 the answer, or never see the request; answers come back in any order; queued batches expire.
-`Client.settle` does with an answer what Sender._handle_response and _retry_or_fail do.
+`Client.receive` does with an answer what Sender._settle does: asks the producer's pure
+decision (produce_answers.decide) and carries it out.
 Whatever the interleaving, every partition's log holds its records in send order, each once,
 every acknowledged record at the offset its acknowledgement named, and nothing already
 numbered is sent again under other numbers while it may be in the log. After the faults
@@ -22,15 +23,19 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from data_plane.client.idempotence import BATCHES_UNRESOLVED_MAX, OUTCOME_UNKNOWN_CODES
+from data_plane.client.errors import KraftlogError
+from data_plane.client.idempotence import BATCHES_UNRESOLVED_MAX
+from data_plane.client.produce_answers import Appended, Complete, Fail, ResetSequence, Retry, RetryRules, decide
 from data_plane.client.producer_batch import ProducerBatch, record_size_bytes
 from data_plane.client.record_accumulator import RecordAccumulator
+from data_plane.client.sender import batch_state
 from server_common.errors import ErrorCode
 from data_plane.replication.producer_state import Duplicate, ProducerState, Rejected
 
 TPS = [("t", 0), ("t", 1)]
 DELIVERY_TIMEOUT_MS = 1_000
 RETRIES = 50
+RULES = RetryRules(retries=RETRIES, retry_backoff_ms=0, retry_backoff_max_ms=0, delivery_timeout_ms=DELIVERY_TIMEOUT_MS, idempotent=True)
 
 
 @dataclass(frozen=True)
@@ -143,26 +148,37 @@ class Client:
         """An answer comes back: the sender's settling of each batch (sender.py)."""
         request, answers = self.answers.pop(pick % len(self.answers))
         next_offset: dict[tuple, int] = {}
-        retry = []
+        pending = []
         for s in request:
             code, base = answers[s.batch.tp]
             if code is None:
                 offset = next_offset.get(s.batch.tp, base)
                 next_offset[s.batch.tp] = offset + s.record_count
-                for i, v in enumerate(s.values):
-                    self.acked[v] = (s.batch.tp, offset + i)
-                self.acc.completed(s.batch, delivered=True)
-                continue
-            if code == "OUT_OF_ORDER_SEQUENCE":
-                self.acc.out_of_order(s.batch)
-            elif code in OUTCOME_UNKNOWN_CODES or code == "UNAVAILABLE":
+                answer: Appended | KraftlogError = Appended(offset, -1)
+            elif code == "UNAVAILABLE":  # the request may have reached the leader
                 s.batch.outcome_unknown = True
-            retry.append(s.batch)
-        for batch in reversed(retry):
-            if batch.attempts < RETRIES:
-                self.acc.reenqueue(batch, self.now, 0)
+                answer = KraftlogError(ErrorCode.BROKER_NOT_AVAILABLE, "unreachable")
             else:
+                answer = KraftlogError(ErrorCode[code], "refused")
+            decision = decide(batch_state(s.batch), answer, self.now, RULES)
+            match decision:
+                case Complete(base_offset=offset):
+                    for i, v in enumerate(s.values):
+                        self.acked[v] = (s.batch.tp, offset + i)
+                    self.acc.completed(s.batch, delivered=True)
+                    continue
+                case ResetSequence() | Fail(reset_sequence=True):
+                    self.acc.out_of_order(s.batch, reset=True)
+                case Retry(not_appended=True):
+                    self.acc.out_of_order(s.batch, reset=False)
+                case Retry(outcome_unknown=unknown) | Fail(outcome_unknown=unknown):
+                    s.batch.outcome_unknown = unknown
+            pending.append((s.batch, decision))
+        for batch, decision in reversed(pending):
+            if isinstance(decision, Fail):
                 self.fail(batch)
+            else:
+                self.acc.reenqueue(batch, self.now, decision.backoff_ms)
         for tp in {s.batch.tp for s in request}:
             self.acc.request_done(tp)
 
