@@ -112,6 +112,8 @@ class ActiveController:
             if not self.is_active:
                 return WriteOutcome(ErrorCode.NOT_CONTROLLER, self.not_controller_message())
             decision = decide(self.node.image)
+            for happened in decision.happened:  # decisions are pure: what they did is logged here
+                getattr(self._log, happened.level)(happened.event, **happened.fields)
             if not decision.records:
                 return WriteOutcome(ErrorCode.NONE, "", decision)
             first_offset = -1

@@ -13,10 +13,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Collection, TypeVar
 
-import structlog
-
 from metadata_quorum.broker_heartbeats import BrokerHeartbeatManager
-from metadata_quorum.decision import Decision
+from metadata_quorum.decision import Decision, Happened
 from metadata_quorum.election import PARTITION_CHANGES_PER_ENTRY_MAX, changes_electing_offline, changes_removing_broker
 from metadata_quorum.delta import apply_all
 from metadata_quorum.image import BrokerImage, MetadataImage
@@ -37,17 +35,14 @@ from server_common.errors import ErrorCode
 PRODUCER_ID_BLOCK_SIZE = 1000
 R = TypeVar("R")
 
-log = structlog.get_logger("controller")
 
 
-def _moves(image: MetadataImage, broker_id: int, why: str, unclean_shutdown: bool = False, only: Collection[tuple[str, int]] | None = None) -> list[Record]:
+def _moves(image: MetadataImage, broker_id: int, why: str, unclean_shutdown: bool = False,
+           only: Collection[tuple[str, int]] | None = None) -> tuple[list[Record], list[Happened]]:
     """Partition changes taking ``broker_id`` out of ISRs and leaderships (and, after an
-    unclean shutdown, out of every ELR), logged; ``only`` these partitions when given."""
-    out: list[Record] = []
-    for change in changes_removing_broker(image, broker_id, unclean_shutdown, only):
-        change.log(why)
-        out.append(change.record())
-    return out
+    unclean shutdown, out of every ELR), and their log lines; ``only`` these partitions when given."""
+    changes = changes_removing_broker(image, broker_id, unclean_shutdown, only)
+    return [change.record() for change in changes], [change.happened(why) for change in changes]
 
 
 def broker_problem(image: MetadataImage, broker_id: int, broker_epoch: int) -> tuple[int, str] | None:
@@ -96,37 +91,40 @@ def register_broker(image: MetadataImage, request: pb.RegisterBrokerRequest, hea
         heartbeats.touch(request.broker_id, now_ms)
         return Decision((), pb.RegisterBrokerResponse(broker_epoch=existing.epoch))
     records: list[Record] = []
+    happened: list[Happened] = []
     clean = existing is not None and request.previous_broker_epoch == existing.epoch
     if existing is not None and not existing.fenced:
-        log.warning(
-            "new broker incarnation replaces a live registration", broker_id=request.broker_id, broker_epoch=existing.epoch,
-            incarnation_id=request.incarnation_id, replaced_incarnation_id=existing.incarnation_id,
-            since_last_heartbeat_ms=heartbeats.since_last_contact_ms(request.broker_id, now_ms),
-        )
+        happened.append(Happened("warning", "new broker incarnation replaces a live registration", {
+            "broker_id": request.broker_id, "broker_epoch": existing.epoch,
+            "incarnation_id": request.incarnation_id, "replaced_incarnation_id": existing.incarnation_id,
+            "since_last_heartbeat_ms": heartbeats.since_last_contact_ms(request.broker_id, now_ms),
+        }))
     if existing is not None and not clean:
-        log.warning(
-            "broker registers after an unclean shutdown: out of every ISR and ELR", broker_id=request.broker_id, broker_epoch=existing.epoch,
-            previous_broker_epoch=request.previous_broker_epoch,
-        )
+        happened.append(Happened("warning", "broker registers after an unclean shutdown: out of every ISR and ELR", {
+            "broker_id": request.broker_id, "broker_epoch": existing.epoch, "previous_broker_epoch": request.previous_broker_epoch,
+        }))
     if existing is not None and (not clean or not existing.fenced):
         why = "broker re-registered with a new incarnation" + ("" if clean else " after an unclean shutdown")
-        records += _moves(image, request.broker_id, why, unclean_shutdown=not clean)
+        moves, moved = _moves(image, request.broker_id, why, unclean_shutdown=not clean)
+        records += moves
+        happened += moved
     records.append(RegisterBrokerRecord(request.broker_id, NEW_BROKER_EPOCH, request.host, request.port, request.rack, request.incarnation_id,
                                        max_replicas=request.max_replicas, kafka_endpoint=request.kafka_endpoint))
     heartbeats.touch(request.broker_id, now_ms)
-    return Decision(tuple(records), pb.RegisterBrokerResponse())
+    return Decision(tuple(records), pb.RegisterBrokerResponse(), happened=tuple(happened))
 
 
-def _fencing(image: MetadataImage, broker: BrokerImage, why: str, response: R) -> Decision[R]:
+def _fencing(image: MetadataImage, broker: BrokerImage, why: str, response: R, happened: tuple[Happened, ...] = ()) -> Decision[R]:
     """Move ``broker``'s leaderships and ISR memberships, then fence it, in entries of at most
     PARTITION_CHANGES_PER_ENTRY_MAX records: a broker in 10,000 ISRs is not fenced in one entry
     too large to replicate and apply within Raft's election timeout (one such entry stalled
     every controller for seconds and set off more fencing). Every prefix is consistent: the
     moves only take the broker out, and it stays unfenced until the last entry, so a controller
     that stops half way leaves a live registration, which the next one fences again, moving
-    what is left."""
-    records = [*_moves(image, broker.broker_id, why), FenceBrokerRecord(broker.broker_id, broker.epoch)]
-    return Decision(tuple(records), response, _bounded_entries(records))
+    what is left. ``happened``: what the caller saw first (why the broker is fenced)."""
+    moves, moved = _moves(image, broker.broker_id, why)
+    records = [*moves, FenceBrokerRecord(broker.broker_id, broker.epoch)]
+    return Decision(tuple(records), response, _bounded_entries(records), (*happened, *moved))
 
 
 def _bounded_entries(records: list[Record]) -> tuple[int, ...]:
@@ -134,14 +132,10 @@ def _bounded_entries(records: list[Record]) -> tuple[int, ...]:
     return tuple(range(PARTITION_CHANGES_PER_ENTRY_MAX, len(records), PARTITION_CHANGES_PER_ENTRY_MAX))
 
 
-def _unfence_records(image: MetadataImage, broker: BrokerImage) -> list[Record]:
+def _unfence_records(image: MetadataImage, broker: BrokerImage) -> tuple[list[Record], list[Happened]]:
     unfence = UnfenceBrokerRecord(broker.broker_id, broker.epoch)
-    after = apply_all(image, [unfence])
-    records: list[Record] = [unfence]
-    for change in changes_electing_offline(after):
-        change.log(f"broker {broker.broker_id} unfenced")
-        records.append(change.record())
-    return records
+    changes = changes_electing_offline(apply_all(image, [unfence]))
+    return [unfence, *(change.record() for change in changes)], [change.happened(f"broker {broker.broker_id} unfenced") for change in changes]
 
 
 def broker_heartbeat(image: MetadataImage, request: pb.BrokerHeartbeatRequest, heartbeats: BrokerHeartbeatManager, now_ms: int) -> Decision[pb.BrokerHeartbeatResponse]:
@@ -157,25 +151,28 @@ def broker_heartbeat(image: MetadataImage, request: pb.BrokerHeartbeatRequest, h
     broker = image.brokers[request.broker_id]
     caught_up = request.current_metadata_offset >= broker.epoch
     records: list[Record] = []
+    happened: list[Happened] = []
     entry_starts: tuple[int, ...] = ()
     should_shutdown = False
     if request.want_shutdown:
-        records, should_shutdown = _controlled_shutdown_step(image, broker)
+        records, should_shutdown, happened = _controlled_shutdown_step(image, broker)
     elif request.want_fence and not broker.fenced:
         fencing = _fencing(image, broker, "broker asked to be fenced", None)
-        records, entry_starts = list(fencing.records), fencing.entry_starts
+        records, entry_starts, happened = list(fencing.records), fencing.entry_starts, list(fencing.happened)
     elif broker.fenced and caught_up and not broker.in_controlled_shutdown:
-        records = _unfence_records(image, broker)
+        records, happened = _unfence_records(image, broker)
     if not records and request.offline_replicas:
         offline = {(r.topic, r.partition) for r in request.offline_replicas}
-        records = _moves(image, broker.broker_id, "its log for the partition is offline (storage error)", unclean_shutdown=True, only=offline)
+        records, happened = _moves(image, broker.broker_id, "its log for the partition is offline (storage error)", unclean_shutdown=True, only=offline)
         entry_starts = _bounded_entries(records)
     now = apply_all(image, records).brokers[broker.broker_id]
-    return Decision(tuple(records), pb.BrokerHeartbeatResponse(is_fenced=now.fenced, should_shutdown=should_shutdown, is_caught_up=caught_up), entry_starts)
+    return Decision(tuple(records), pb.BrokerHeartbeatResponse(is_fenced=now.fenced, should_shutdown=should_shutdown, is_caught_up=caught_up),
+                    entry_starts, tuple(happened))
 
 
-def _controlled_shutdown_step(image: MetadataImage, broker: BrokerImage) -> tuple[list[Record], bool]:
-    """One heartbeat's share of a controlled shutdown, and whether the broker may stop now.
+def _controlled_shutdown_step(image: MetadataImage, broker: BrokerImage) -> tuple[list[Record], bool, list[Happened]]:
+    """One heartbeat's share of a controlled shutdown, whether the broker may stop now, and
+    what happened.
 
     The broker heartbeats every 100 ms while it waits, and each heartbeat moves up to
     PARTITION_CHANGES_PER_ENTRY_MAX of its leaderships and ISR places (leaderships first):
@@ -189,16 +186,17 @@ def _controlled_shutdown_step(image: MetadataImage, broker: BrokerImage) -> tupl
     moves = changes_removing_broker(apply_all(image, records), broker.broker_id)
     moves.sort(key=lambda change: change.before.leader != broker.broker_id)  # stable: leaderships first, then ISR places
     assert all(change.after.leader != broker.broker_id for change in moves), "a broker in controlled shutdown is never elected"
-    for change in moves[:PARTITION_CHANGES_PER_ENTRY_MAX]:
-        change.log("controlled shutdown")
-        records.append(change.record())
+    happened = [change.happened("controlled shutdown") for change in moves[:PARTITION_CHANGES_PER_ENTRY_MAX]]
+    records += [change.record() for change in moves[:PARTITION_CHANGES_PER_ENTRY_MAX]]
     done = len(moves) <= PARTITION_CHANGES_PER_ENTRY_MAX
     if done and not broker.fenced:
         records.append(FenceBrokerRecord(broker.broker_id, broker.epoch))
     if records:  # the heartbeats that follow (the broker keeps sending them while it stops) change nothing: not logged
-        log.info("controlled shutdown step", broker_id=broker.broker_id, broker_epoch=broker.epoch, partitions_moved=min(len(moves), PARTITION_CHANGES_PER_ENTRY_MAX),
-                 partitions_left=max(0, len(moves) - PARTITION_CHANGES_PER_ENTRY_MAX), may_stop=done)
-    return records, done
+        happened.append(Happened("info", "controlled shutdown step", {
+            "broker_id": broker.broker_id, "broker_epoch": broker.epoch, "partitions_moved": min(len(moves), PARTITION_CHANGES_PER_ENTRY_MAX),
+            "partitions_left": max(0, len(moves) - PARTITION_CHANGES_PER_ENTRY_MAX), "may_stop": done,
+        }))
+    return records, done, happened
 
 
 def expired_broker_fencing(image: MetadataImage, heartbeats: BrokerHeartbeatManager, now_ms: int) -> Decision[int | None]:
@@ -208,8 +206,9 @@ def expired_broker_fencing(image: MetadataImage, heartbeats: BrokerHeartbeatMana
     unfenced = [b.broker_id for b in image.brokers.values() if not b.fenced]
     for broker_id in heartbeats.expired(unfenced, now_ms):
         since = heartbeats.since_last_contact_ms(broker_id, now_ms)
-        log.warning("fencing broker: session expired", broker_id=broker_id, broker_epoch=image.brokers[broker_id].epoch, since_last_heartbeat_ms=since)
-        return _fencing(image, image.brokers[broker_id], "session expired", broker_id)
+        why = Happened("warning", "fencing broker: session expired",
+                       {"broker_id": broker_id, "broker_epoch": image.brokers[broker_id].epoch, "since_last_heartbeat_ms": since})
+        return _fencing(image, image.brokers[broker_id], "session expired", broker_id, (why,))
     return Decision((), None)
 
 
@@ -220,8 +219,8 @@ def disconnected_broker_fencing(image: MetadataImage, broker_id: int, broker_epo
     broker = image.brokers.get(broker_id)
     if broker is None or broker.epoch != broker_epoch or broker.fenced or broker.in_controlled_shutdown:
         return Decision((), False)
-    log.warning("fencing broker: its session connection closed", broker_id=broker_id, broker_epoch=broker_epoch)
-    return _fencing(image, broker, "session connection closed", True)
+    why = Happened("warning", "fencing broker: its session connection closed", {"broker_id": broker_id, "broker_epoch": broker_epoch})
+    return _fencing(image, broker, "session connection closed", True, (why,))
 
 
 def _ineligible(image: MetadataImage, replica: pb.AlterPartitionRequest.NewIsrReplica) -> str | None:
@@ -247,6 +246,7 @@ def alter_partition(image: MetadataImage, request: pb.AlterPartitionRequest) -> 
     if problem is not None:
         return Decision((), pb.AlterPartitionResponse(error_code=problem[0], error_message=problem[1]))
     records: list[Record] = []
+    happened: list[Happened] = []
     results: list[pb.PartitionState] = []
     for wanted in request.partitions:
         name, number = wanted.topic, wanted.partition
@@ -274,10 +274,11 @@ def alter_partition(image: MetadataImage, request: pb.AlterPartitionRequest) -> 
             continue
         change = settle(image, topic, p, replace(p, isr=new_isr))
         if change is not None:
-            change.log(f"AlterPartition from leader {request.broker_id}" + ("; reassignment completed" if p.reassignment_in_progress and not change.after.reassignment_in_progress else ""))
+            happened.append(change.happened(f"AlterPartition from leader {request.broker_id}"
+                                            + ("; reassignment completed" if p.reassignment_in_progress and not change.after.reassignment_in_progress else "")))
             records.append(change.record())
         results.append(partition_state(topic, p))
-    return Decision(tuple(records), pb.AlterPartitionResponse(partitions=states_after(image, records, results)))
+    return Decision(tuple(records), pb.AlterPartitionResponse(partitions=states_after(image, records, results)), happened=tuple(happened))
 
 
 def allocate_producer_ids(image: MetadataImage, request: pb.AllocateProducerIdsRequest) -> Decision[pb.AllocateProducerIdsResponse]:

@@ -28,8 +28,9 @@ every acknowledged acks=all write included. Such replicas make up the ELR:
   as Kafka 4's default does); then, where allowed, any usable replica.
 
 ELR changes need no new leader epoch. Every function here is pure: image in,
-``PartitionChange`` values out. A change knows its record and how to log itself, so every
-path that moves a leader logs the same fields.
+``PartitionChange`` values out. A change knows its record and the log line it makes
+(returned in the decision's ``happened``, logged by the shell), so every path that moves a
+leader logs the same fields.
 """
 
 from __future__ import annotations
@@ -37,14 +38,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Collection, Iterator
 
-import structlog
-
 from metadata_quorum import topic_config
-from metadata_quorum.decision import Decision
+from metadata_quorum.decision import Decision, Happened
 from metadata_quorum.image import NO_LEADER, MetadataImage, PartitionImage, TopicImage
 from metadata_quorum.records import BrokerIds, PartitionChangeRecord
-
-log = structlog.get_logger("controller")
 
 _CHANGED_FIELDS = ("leader", "isr", "replicas", "adding_replicas", "removing_replicas", "eligible_leader_replicas", "last_known_elr")
 # Partition changes one decision puts in one Raft entry (preferred elections, a controlled
@@ -93,8 +90,8 @@ class PartitionChange:
     def replicas_removed(self) -> bool:
         return not set(self.before.replicas) <= set(self.after.replicas)
 
-    def log(self, reason: str) -> None:
-        """One line per change, with the epochs the change will commit; warnings for an
+    def happened(self, reason: str) -> Happened:
+        """The log line of this change, with the epochs it will commit; a warning for an
         unclean election and for a partition left without a leader."""
         before, after = self.before, self.after
         leader_moved = after.leader != before.leader
@@ -115,18 +112,16 @@ class PartitionChange:
         if after.replicas != before.replicas or after.adding_replicas != before.adding_replicas or after.removing_replicas != before.removing_replicas:
             fields |= {"replicas": list(after.replicas), "adding_replicas": list(after.adding_replicas), "removing_replicas": list(after.removing_replicas)}
         if self.unclean:
-            log.warning(
-                "unclean leader election: committed data may be lost",
-                previous_isr=list(before.isr),
-                previous_eligible_leader_replicas=list(before.eligible_leader_replicas),
-                previous_last_known_elr=list(before.last_known_elr),
-                unclean_leader_elections=before.unclean_leader_elections + 1,
+            return Happened("warning", "unclean leader election: committed data may be lost", {
+                "previous_isr": list(before.isr),
+                "previous_eligible_leader_replicas": list(before.eligible_leader_replicas),
+                "previous_last_known_elr": list(before.last_known_elr),
+                "unclean_leader_elections": before.unclean_leader_elections + 1,
                 **fields,
-            )
-        elif after.leader == NO_LEADER and leader_moved:
-            log.warning("partition has no leader: no usable in-sync replica", replicas=list(after.replicas), **fields)
-        else:
-            log.info("partition change", **fields)
+            })
+        if after.leader == NO_LEADER and leader_moved:
+            return Happened("warning", "partition has no leader: no usable in-sync replica", {"replicas": list(after.replicas), **fields})
+        return Happened("info", "partition change", fields)
 
 
 def elect_leader(partition: PartitionImage, usable: Collection[int], isr: BrokerIds, unclean_allowed: bool) -> Election:
@@ -272,6 +267,6 @@ def rebalance_leaders(image: MetadataImage, changes_max: int = PARTITION_CHANGES
         election = preferred_election(p, usable)
         change = None if election is None else PartitionChange.electing(topic, p, election)
         if change is not None:
-            change.log("automatic leader rebalance")
             changes.append(change)
-    return Decision(tuple(change.record() for change in changes), len(changes))
+    return Decision(tuple(change.record() for change in changes), len(changes),
+                    happened=tuple(change.happened("automatic leader rebalance") for change in changes))

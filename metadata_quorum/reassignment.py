@@ -25,7 +25,7 @@ from collections import Counter
 from dataclasses import replace
 
 from metadata_quorum.broker_capacity import added_replicas, capacity_problem, replica_counts
-from metadata_quorum.decision import Decision
+from metadata_quorum.decision import Decision, Happened
 from metadata_quorum.election import PartitionChange, min_insync_replicas, settle_leadership, unclean_allowed
 from metadata_quorum.image import NO_LEADER, MetadataImage, PartitionImage, TopicImage
 from metadata_quorum.records import BrokerIds, Record
@@ -121,6 +121,7 @@ def alter_partition_reassignments(image: MetadataImage, request: pb.AlterPartiti
     """Start, replace or cancel (absent ``replicas``) reassignments; one entry for all of
     them, per-partition results showing the state after the entry commits."""
     records: list[Record] = []
+    happened: list[Happened] = []
     results: list[pb.PartitionState] = []
     seen: set[tuple[str, int]] = set()
     held = replica_counts(image)
@@ -141,10 +142,10 @@ def alter_partition_reassignments(image: MetadataImage, request: pb.AlterPartiti
             results.append(partition_state(topic, p, outcome.code, outcome.message))
             continue
         if outcome is not None:
-            outcome.log("reassignment cancelled" if cancel else ("reassignment started" if outcome.after.reassignment_in_progress else "reassignment completed"))
+            happened.append(outcome.happened("reassignment cancelled" if cancel else ("reassignment started" if outcome.after.reassignment_in_progress else "reassignment completed")))
             records.append(outcome.record())
         results.append(partition_state(topic, p))
-    return Decision(tuple(records), pb.AlterPartitionReassignmentsResponse(partitions=states_after(image, records, results)))
+    return Decision(tuple(records), pb.AlterPartitionReassignmentsResponse(partitions=states_after(image, records, results)), happened=tuple(happened))
 
 
 def list_partition_reassignments(image: MetadataImage, request: pb.ListPartitionReassignmentsRequest) -> pb.ListPartitionReassignmentsResponse:

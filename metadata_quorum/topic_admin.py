@@ -18,7 +18,7 @@ from typing import Callable, Iterable, Sequence, TypeVar
 
 from metadata_quorum import topic_config
 from metadata_quorum.broker_capacity import added_replicas, capacity_problem, replica_counts
-from metadata_quorum.decision import Decision
+from metadata_quorum.decision import Decision, Happened
 from metadata_quorum.election import PartitionChange, changes_electing_offline, elect_leader, preferred_election
 from metadata_quorum.delta import apply_all
 from metadata_quorum.image import NO_LEADER, MetadataImage, PartitionImage, TopicImage
@@ -257,9 +257,8 @@ def alter_configs(image: MetadataImage, request: pb.AlterConfigsRequest) -> Deci
 
     records, results = _for_existing_topics(image, request.topics, lambda t: t.name, alter, request.validate_only)
     elections = changes_electing_offline(apply_all(image, records), {r.topic for r in records if isinstance(r, ConfigRecord)})
-    for change in elections:
-        change.log("topic config changed")
-    return Decision(records + tuple(change.record() for change in elections), pb.AlterConfigsResponse(topics=results))
+    return Decision(records + tuple(change.record() for change in elections), pb.AlterConfigsResponse(topics=results),
+                    happened=tuple(change.happened("topic config changed") for change in elections))
 
 
 def describe_configs(image: MetadataImage, request: pb.DescribeConfigsRequest,
@@ -356,6 +355,7 @@ def elect_leaders(image: MetadataImage, request: pb.ElectLeadersRequest) -> Deci
     usable = set(image.usable_broker_ids())
     preferred = request.election_type == pb.ElectLeadersRequest.PREFERRED
     records: list[Record] = []
+    happened: list[Happened] = []
     results = []
     for name, number in selected_partitions(image, request.topics):
         found = lookup_partition(image, name, number)
@@ -381,7 +381,7 @@ def elect_leaders(image: MetadataImage, request: pb.ElectLeadersRequest) -> Deci
                 continue
         change = PartitionChange.electing(topic, p, election)
         assert change is not None, f"an election for {name}-{number} that changes nothing"
-        change.log("preferred leader election requested" if preferred else "unclean leader election requested")
+        happened.append(change.happened("preferred leader election requested" if preferred else "unclean leader election requested"))
         records.append(change.record())
         results.append(partition_state(topic, p))
-    return Decision(tuple(records), pb.ElectLeadersResponse(partitions=states_after(image, records, results)))
+    return Decision(tuple(records), pb.ElectLeadersResponse(partitions=states_after(image, records, results)), happened=tuple(happened))

@@ -157,3 +157,52 @@ def test_the_checker_flags_a_pure_core_importing_its_shell(tmp_path: Path) -> No
 def test_a_package_without_a_layer_is_reported(tmp_path: Path) -> None:
     root = _tree(tmp_path, {"plugins/thing.py": "", "tests/test_x.py": "import cli\n"})
     assert unplaced_packages(root, LAYERS) == ["plugins"]
+
+
+# Pure cores that the layer table cannot name (their package also holds shells): module ->
+# what it may not import. A decision returns what happened and its shell logs it
+# (``Decision.happened``, logged by ``ActiveController.write``); the metadata image and its
+# deltas do not depend on the wire format.
+NO_LOGGING = frozenset({"structlog", "logging"})
+NO_WIRE = frozenset({"kraftlog_proto"})
+PURE_MODULES: dict[str, frozenset[str]] = {
+    "metadata_quorum.decision": NO_LOGGING | NO_WIRE,
+    "metadata_quorum.election": NO_LOGGING | NO_WIRE,
+    "metadata_quorum.delta": NO_LOGGING | NO_WIRE,
+    "metadata_quorum.image": NO_LOGGING | NO_WIRE,
+    "metadata_quorum.placement": NO_LOGGING | NO_WIRE,
+    "metadata_quorum.broker_heartbeats": NO_LOGGING | NO_WIRE,
+    "metadata_quorum.broker_decisions": NO_LOGGING,  # requests and responses are the controller's protobuf messages
+    "metadata_quorum.topic_admin": NO_LOGGING,
+    "metadata_quorum.reassignment": NO_LOGGING,
+    "metadata_quorum.client_quotas": NO_LOGGING,
+    "data_plane.client.produce_answers": NO_LOGGING | NO_WIRE,
+}
+
+
+def impure_imports(root: Path, pure: Mapping[str, frozenset[str]]) -> list[str]:
+    """``path:line: module imports name`` for each import a pure module may not make."""
+    found = []
+    for module, refused in sorted(pure.items()):
+        path = root / (module.replace(".", "/") + ".py")
+        for line, imported in imported_modules(path.read_text()):
+            if imported.split(".")[0] in refused:
+                found.append(f"{path.relative_to(root)}:{line}: {module} imports {imported}")
+    return found
+
+
+def test_pure_cores_neither_log_nor_read_the_wire() -> None:
+    assert impure_imports(ROOT, PURE_MODULES) == []
+
+
+def test_the_purity_check_flags_a_decision_that_logs(tmp_path: Path) -> None:
+    """Negative control: election.py as it was, logging its own changes; delta.py importing the wire."""
+    root = _tree(tmp_path, {
+        "metadata_quorum/election.py": "import structlog\n\nlog = structlog.get_logger('controller')\n",
+        "metadata_quorum/delta.py": "from kraftlog_proto import common_pb2\n",
+    })
+    pure = {"metadata_quorum.election": NO_LOGGING | NO_WIRE, "metadata_quorum.delta": NO_LOGGING | NO_WIRE}
+    assert impure_imports(root, pure) == [
+        "metadata_quorum/delta.py:1: metadata_quorum.delta imports kraftlog_proto.common_pb2",
+        "metadata_quorum/election.py:1: metadata_quorum.election imports structlog",
+    ]

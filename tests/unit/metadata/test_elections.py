@@ -60,15 +60,17 @@ def test_unclean_election_only_where_allowed_and_counted(unclean, leader, count)
 
 
 def test_unclean_election_is_a_warning_with_topic_partition_and_epochs():
+    """The decision logs nothing itself: it returns the warning, which the shell logs."""
     image, _ = offline_with_live_out_of_sync_replica("true")
     hb = BrokerHeartbeatManager(SESSION_MS)
     with capture_logs() as logs:
-        heartbeat(image, hb, 2, SESSION_MS + 2)
+        decision = heartbeat(image, hb, 2, SESSION_MS + 2)
+    assert logs == []
     p = image.partition("t", 0)
-    unclean = [e for e in logs if e["event"].startswith("unclean leader election")]
+    unclean = [h for h in decision.happened if h.event.startswith("unclean leader election")]
     assert len(unclean) == 1
-    entry = unclean[0]
-    assert entry["log_level"] == "warning"
+    assert unclean[0].level == "warning"
+    entry = unclean[0].fields
     assert (entry["topic"], entry["partition"], entry["leader"], entry["previous_isr"], entry["previous_eligible_leader_replicas"]) == ("t", 0, 2, [], [1])
     assert (entry["leader_epoch"], entry["partition_epoch"], entry["unclean_leader_elections"]) == (p.leader_epoch + 1, p.partition_epoch + 1, 1)
 
