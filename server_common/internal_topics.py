@@ -1,7 +1,8 @@
 """The internal topics and what may not be done to them.
 
 A group's state and a transactional id's state each live in the partition of their internal
-topic that the id hashes to over the topic's partition count (data_plane/groups/placement.py).
+topic that the id hashes to over the topic's partition count (``offsets_partition``: the
+brokers' coordinators and the clients compute it alike).
 With another count every coordinator lookup lands on a partition without the state, so the
 controller refuses to change the count or delete either topic, whoever asks (the CLI says the
 same before asking); brokers create them on first use.
@@ -9,8 +10,21 @@ same before asking); brokers create them on first use.
 
 from __future__ import annotations
 
+import zlib
+
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
+
+
+
+def offsets_partition(key: str, partitions: int) -> int:
+    """The partition of a coordinator key (group id or transactional id) among ``partitions``.
+    The hash is CRC-32 (IEEE, as zlib and every language's standard library compute it) of
+    the key's UTF-8 bytes, so a client in any language can compute it; Python's ``hash`` is
+    randomized per process and would not do."""
+    assert partitions > 0, partitions
+    return zlib.crc32(key.encode("utf-8")) % partitions
+
 
 # What each holds, and how to remove one entry of it instead.
 _HOLDS = {

@@ -16,7 +16,7 @@ import structlog
 
 from data_plane.broker.wakeups import wait_until_woken, woken_by
 from data_plane.groups.membership import Refused
-from data_plane.groups.placement import offsets_partition
+from server_common.internal_topics import offsets_partition
 from data_plane.record_batch import DecodedBatch, decode_batches
 from server_common.errors import ErrorCode
 

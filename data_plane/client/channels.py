@@ -11,10 +11,9 @@ from __future__ import annotations
 from typing import TypeVar
 
 import grpc
-from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from server_common.client_security import ClientSecurity
-from kraftlog_proto import broker_pb2_grpc, controller_pb2
+from kraftlog_proto import broker_pb2_grpc
 from server_common.channel_pool import AioChannelPool, ChannelPool, open_channel
 from server_common.client_id import with_client_id
 from server_common.limits import MESSAGE_BYTES_MAX
@@ -37,12 +36,19 @@ REQUEST_TIMEOUT_MS_DEFAULT = 30_000
 
 S = TypeVar("S")
 
-CONTROLLER_SERVICE = controller_pb2.DESCRIPTOR.services_by_name["ControllerService"].full_name
+def controller_service_name() -> str:
+    """The controller's gRPC service name, for telling a controller address from a broker's."""
+    from kraftlog_proto import controller_pb2  # only on that error path: the client never calls a controller
+
+    return controller_pb2.DESCRIPTOR.services_by_name["ControllerService"].full_name
 
 
 def listed_services(address: str, timeout_s: float, security: ClientSecurity) -> list[str]:
     """The gRPC services the server at `address` lists through reflection (every kraftlog
-    node offers it); [] when it does not answer. Used to explain a refused broker call."""
+    node offers it); [] when it does not answer. Used to explain a refused broker call, so
+    the reflection stubs load only then (importing the client stays cheap)."""
+    from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
     with open_channel(address, security.channel_credentials()) as channel:
         stub = reflection_pb2_grpc.ServerReflectionStub(channel)
         request = reflection_pb2.ServerReflectionRequest(list_services="")

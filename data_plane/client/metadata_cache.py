@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import grpc
 
-from data_plane.client.channels import CONTROLLER_SERVICE, listed_services
+from data_plane.client.channels import controller_service_name, listed_services
 from data_plane.client.errors import KraftlogError, error_code_name
 from server_common.client_security import ClientSecurity
 from kraftlog_proto import broker_pb2, common_pb2
@@ -315,7 +315,7 @@ def explain_refusal(err: grpc.RpcError, address: str, security: ClientSecurity) 
     if tls_advice is not None:
         return tls_advice
     if err.code() == grpc.StatusCode.UNIMPLEMENTED:
-        if CONTROLLER_SERVICE in listed_services(address, 2.0, security):
+        if controller_service_name() in listed_services(address, 2.0, security):
             return f"{address} is a kraftlog controller, not a broker: pass a broker's address ('kraftlog cluster status' lists them)"
         return f"{address} answers gRPC but is not a kraftlog broker: pass a broker's address"
     if err.code() == grpc.StatusCode.UNAVAILABLE:  # gRPC's detail repeats the address; its last clause is the reason

@@ -36,7 +36,7 @@ from server_common.client_security import ClientSecurity
 from server_common.client_security import resolve as resolve_security
 from data_plane.client.sender import Sender, SenderConfig
 from data_plane.client.transactions import GroupMetadata, TransactionManager
-from data_plane.groups.placement import OFFSETS_TOPIC
+from server_common.internal_topics import OFFSETS_TOPIC
 from server_common.limits import BATCH_BYTES_PER_MESSAGE_MAX
 from server_common.errors import ErrorCode
 

@@ -15,7 +15,7 @@ the calls to the transactional id's coordinator, and the rules the producer foll
   application then aborts), and sends EndTxn(commit); `abort_transaction` flushes and sends
   EndTxn(abort). The answer carries the bumped epoch: every partition numbers from 0 under it.
 - `send_offsets_to_transaction` (KIP-447, Kafka's AddOffsetsToTxn): the group's
-  `__consumer_offsets` partition (data_plane/groups/placement.py) is added to the transaction
+  `__consumer_offsets` partition (server_common/internal_topics.py) is added to the transaction
   like any partition, so the commit or abort marker lands there too; then TxnOffsetCommit goes
   to the group's coordinator with the producer id and epoch and the consumer's member id and
   epoch. The offsets become the group's committed offsets only when the transaction commits.
@@ -44,7 +44,7 @@ from data_plane.client.record_accumulator import RecordAccumulator
 from kraftlog_proto import group_pb2
 from kraftlog_proto import transaction_pb2 as pb
 from kraftlog_proto import transaction_pb2_grpc
-from data_plane.groups.placement import OFFSETS_TOPIC, offsets_partition
+from server_common.internal_topics import OFFSETS_TOPIC, offsets_partition
 from server_common.channel_pool import ChannelPool
 from server_common.client_id import with_client_id
 from server_common.client_security import ClientSecurity

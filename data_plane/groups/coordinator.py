@@ -43,7 +43,7 @@ from data_plane.control_batch import decode_marker
 from data_plane.groups import membership, offsets, offsets_expiry, record_codec
 from data_plane.groups.changes import GroupChange
 from data_plane.groups.membership import GroupSettings, Refused
-from data_plane.groups.placement import OFFSETS_TOPIC
+from server_common.internal_topics import OFFSETS_TOPIC
 from data_plane.groups.state import Group, TopicPartition, partitions_by_topic
 from data_plane.groups.txn_offsets import PendingTxnOffsets, note_logged
 from data_plane.record_batch import DecodedBatch, encode_batch

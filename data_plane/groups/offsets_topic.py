@@ -14,7 +14,7 @@ from typing import Awaitable, Callable
 
 import structlog
 
-from data_plane.groups.placement import OFFSETS_TOPIC, offsets_partition
+from server_common.internal_topics import OFFSETS_TOPIC, offsets_partition
 from server_common.errors import ErrorCode
 from kraftlog_proto import controller_pb2, group_pb2
 

@@ -29,7 +29,7 @@ import grpc
 import pytest
 
 from data_plane.client import Admin, Consumer, Producer, ProducerFencedError
-from data_plane.groups.placement import TRANSACTION_STATE_TOPIC, offsets_partition
+from server_common.internal_topics import TRANSACTION_STATE_TOPIC, offsets_partition
 from kraftlog_proto import common_pb2, group_pb2, group_pb2_grpc, transaction_pb2, transaction_pb2_grpc
 from server_common.waiting import wait_for
 from tests.cluster import TestCluster, local_cluster

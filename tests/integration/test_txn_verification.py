@@ -29,7 +29,7 @@ import pytest
 
 from data_plane import record_batch
 from data_plane.client import Admin, Consumer, Producer
-from data_plane.groups.placement import offsets_partition
+from server_common.internal_topics import offsets_partition
 from kraftlog_proto import broker_pb2, broker_pb2_grpc, common_pb2, group_pb2, transaction_pb2
 from server_common.waiting import wait_for
 from tests.cluster import TestCluster, local_cluster

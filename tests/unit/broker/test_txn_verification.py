@@ -14,7 +14,7 @@ from data_plane.broker.errors import PartitionError
 from data_plane.broker.requests import ProduceItem
 from data_plane.broker.txn_verification import TxnVerifier, coordinator_partition, produce_error
 from data_plane.control_batch import ControlType
-from data_plane.groups.placement import offsets_partition
+from server_common.internal_topics import offsets_partition
 from server_common.errors import ErrorCode
 from data_plane.replication.transaction_index import AbortedTxn
 from tests.unit.broker.test_read_committed import T0, TP, latest, leader_alone, mark

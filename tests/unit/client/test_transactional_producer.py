@@ -15,7 +15,7 @@ import pytest
 
 from data_plane.client import KraftlogError, Producer
 from data_plane.client.transactions import GroupMetadata, ProducerFencedError, txn_offset_commit_request
-from data_plane.groups.placement import OFFSETS_TOPIC, offsets_partition
+from server_common.internal_topics import OFFSETS_TOPIC, offsets_partition
 from kraftlog_proto import common_pb2
 from data_plane.transactions import state_machine as sm
 from tests.unit.client.fake_broker import FakeBroker

@@ -16,7 +16,7 @@ from data_plane.broker.requests import ProduceResult
 from data_plane.groups.coordinator import GroupCoordinator
 from data_plane.groups.membership import GroupSettings, Heartbeat, Refused
 from data_plane.groups.offsets import OffsetToCommit
-from data_plane.groups.placement import OFFSETS_TOPIC
+from server_common.internal_topics import OFFSETS_TOPIC
 from data_plane.record_batch import read_header, stamp_batch
 from server_common.errors import ErrorCode
 

@@ -7,7 +7,7 @@ import asyncio
 from types import SimpleNamespace
 
 from data_plane.groups.offsets_topic import OffsetsTopic
-from data_plane.groups.placement import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, offsets_partition
+from server_common.internal_topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, offsets_partition
 from data_plane.groups.service import GroupCoordinatorService
 from server_common.errors import ErrorCode
 from kraftlog_proto import controller_pb2, group_pb2
