@@ -30,10 +30,7 @@ def _client_options(parser: argparse.ArgumentParser, json_flag: bool = True) -> 
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from cli import cluster_cmd, data_cmd, perf_cmd, perf_e2e, perf_failover, perf_latency, topics_cmd
-    from data_plane.broker import config as broker_config
-    from metadata_quorum import controller_main
-
+    """The whole command line: one builder per command group, in the order `--help` lists them."""
     parser = KraftlogArgumentParser(prog="kraftlog", description="A replicated commit log with a Raft metadata quorum.")
     parser.add_argument(
         "--bootstrap", dest="global_bootstrap", metavar="BOOTSTRAP",
@@ -42,6 +39,24 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--command-config", dest="global_command_config", type=Path, metavar="FILE",
                         help="client config file for any command (a command's own --command-config wins)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_node_commands(sub)
+    _add_cluster_commands(sub)
+    _add_topics_commands(sub)
+    _add_data_commands(sub)
+    _add_quorum_commands(sub)
+    _add_admin_commands(sub)
+    _add_perf_commands(sub)
+
+    from chaos.cli import add_subcommand as add_chaos
+
+    add_chaos(sub)
+    return parser
+
+
+def _add_node_commands(sub: argparse._SubParsersAction) -> None:
+    """`kraftlog controller` and `kraftlog broker`: run one node."""
+    from data_plane.broker import config as broker_config
+    from metadata_quorum import controller_main
 
     controller = sub.add_parser("controller", help="run one controller (a metadata quorum voter)")
     controller_main.add_arguments(controller)
@@ -50,6 +65,11 @@ def build_parser() -> argparse.ArgumentParser:
     broker = sub.add_parser("broker", help="run one broker")
     broker_config.add_arguments(broker)
     broker.set_defaults(func=_run_broker)
+
+
+def _add_cluster_commands(sub: argparse._SubParsersAction) -> None:
+    """`kraftlog cluster ...`: a local cluster's processes."""
+    from cli import cluster_cmd
 
     cluster = sub.add_parser("cluster", help="start, stop and inspect a local cluster").add_subparsers(dest="action", required=True)
     up = cluster.add_parser("up", help="start a local cluster (and, unless --detach, a live demo workload)")
@@ -93,6 +113,11 @@ def build_parser() -> argparse.ArgumentParser:
             action.add_argument("--kill", action="store_true", help=kill_help)
         action.set_defaults(func=func)
 
+
+def _add_topics_commands(sub: argparse._SubParsersAction) -> None:
+    """`kraftlog topics ...`."""
+    from cli import topics_cmd
+
     topics = sub.add_parser("topics", help="create, list, describe, alter and delete topics").add_subparsers(dest="action", required=True)
     create = topics.add_parser("create", help="create a topic")
     create.add_argument("name", help="topic name")
@@ -125,6 +150,11 @@ def build_parser() -> argparse.ArgumentParser:
     alter.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="set a config (KEY= removes it)")
     _client_options(alter)
     alter.set_defaults(func=topics_cmd.alter)
+
+
+def _add_data_commands(sub: argparse._SubParsersAction) -> None:
+    """`kraftlog produce` and `kraftlog consume`: records from stdin and to stdout."""
+    from cli import data_cmd
 
     produce = sub.add_parser("produce", help="send stdin lines as records")
     produce.add_argument("topic", help="topic to write to")
@@ -161,14 +191,21 @@ def build_parser() -> argparse.ArgumentParser:
     _client_options(consume, json_flag=False)
     consume.set_defaults(func=data_cmd.consume)
 
+
+def _add_quorum_commands(sub: argparse._SubParsersAction) -> None:
+    """`kraftlog quorum ...`: the controller quorum."""
+    from cli import quorum_cmd, topics_cmd
+
     quorum = sub.add_parser("quorum", help="the controller quorum").add_subparsers(dest="action", required=True)
     qdescribe = quorum.add_parser("describe", help="controllers, active controller, term, commit index, lag")
     _client_options(qdescribe)
     qdescribe.set_defaults(func=topics_cmd.quorum_describe)
-    from cli import quorum_cmd
-
     quorum_cmd.register(quorum, _client_options)
 
+
+def _add_admin_commands(sub: argparse._SubParsersAction) -> None:
+    """The command groups that register themselves: brokers, groups, transactions, leaders,
+    partitions, records, quotas, acls and users."""
     from cli import brokers_cmd, groups_cmd, leaders_cmd, partitions_cmd, records_cmd, transactions_cmd
 
     brokers_cmd.register(sub, _client_options)
@@ -187,6 +224,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     acls_cmd.register(sub, _client_options)
     users_cmd.register(sub, _client_options)
+
+
+def _add_perf_commands(sub: argparse._SubParsersAction) -> None:
+    """`kraftlog perf ...`: throughput and latency measurements."""
+    from cli import perf_cmd, perf_e2e, perf_latency
 
     perf = sub.add_parser("perf", help="measure throughput and latency").add_subparsers(dest="action", required=True)
     pprod = perf.add_parser("produce", help="producer throughput and latency")
@@ -245,11 +287,6 @@ def build_parser() -> argparse.ArgumentParser:
                        help="kill the active controller instead (SIGKILL; 3 controllers, 1 broker when throwaway): time until a running admin "
                             "client and a fresh CLI process create a topic, split into election, activation and the client's share")
     pfail.set_defaults(func=perf_failover_run)
-
-    from chaos.cli import add_subcommand as add_chaos
-
-    add_chaos(sub)
-    return parser
 
 
 def perf_failover_run(args: argparse.Namespace) -> int:
