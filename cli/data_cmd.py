@@ -34,11 +34,11 @@ def producer_settings(pairs: list[str]) -> dict[str, object]:
     """``NAME=VALUE`` pairs as Producer keyword arguments, each VALUE read as the type of the
     setting's default; a name the producer does not take, or a value of the wrong type, is a
     ValueError that lists what is accepted."""
-    import inspect
+    from dataclasses import fields
 
-    from data_plane.client import Producer
+    from data_plane.client.producer_options import ProducerOptions
 
-    defaults = {name: p.default for name, p in inspect.signature(Producer.__init__).parameters.items() if name in PRODUCER_SETTINGS}
+    defaults = {f.name: f.default for f in fields(ProducerOptions) if f.name in PRODUCER_SETTINGS}
     settings: dict[str, object] = {}
     for pair in pairs:
         name, sep, text = pair.partition("=")

@@ -12,16 +12,16 @@ from __future__ import annotations
 import concurrent.futures
 import time
 from collections.abc import Iterable
+from typing import Any
 
 import structlog
 
 from data_plane.client.buffer_memory import BufferMemory
-from data_plane.client.channels import REQUEST_TIMEOUT_MS_DEFAULT
 from data_plane.client.errors import KraftlogError
-from data_plane.client.idempotence import IN_FLIGHT_PER_PARTITION_MAX
 from data_plane.client.metadata_cache import MetadataCache, now_ms
 from data_plane.client.prepared_transactions import PreparedTransaction
 from data_plane.client.partitioner import StickyPartitioner, make_partitioner
+from data_plane.client.producer_options import ProducerOptions
 from data_plane.client.producer_batch import (
     RECORD_OVERHEAD_BYTES,
     DeliveryCallback,
@@ -34,16 +34,13 @@ from data_plane.client.record_accumulator import RecordAccumulator
 from data_plane.client.records import RecordMetadata
 from server_common.client_security import ClientSecurity
 from server_common.client_security import resolve as resolve_security
-from data_plane.client.sender import Sender, SenderConfig
+from data_plane.client.sender import Sender
 from data_plane.client.transactions import GroupMetadata, TransactionManager
 from server_common.internal_topics import OFFSETS_TOPIC
-from server_common.limits import BATCH_BYTES_PER_MESSAGE_MAX
 from server_common.errors import ErrorCode
 
 log = structlog.get_logger(__name__)
 
-_ACKS = {"all": -1, -1: -1, 1: 1, 0: 0}
-_COMPRESSIONS = ("none", "lz4", "zstd")
 # How often a `send` waiting for a topic's metadata asks again.
 WAIT_SLICE_S = 0.1
 
@@ -53,125 +50,28 @@ class Producer:
 
     Args:
         bootstrap: "host:port,host:port" of any brokers; the rest are learned from metadata.
-        acks: "all" (the batch is below the high watermark, on min.insync.replicas
-            replicas), 1 (on the leader) or 0 (sent; futures get offset -1).
-        linger_ms: how long a batch waits for more records before it is sent.
-        batch_size: bytes after which a batch is sent without waiting for linger_ms.
-        compression: "none", "lz4" or "zstd", per batch, done on the sender thread.
-        retries: attempts after the first for retriable errors, bounded by delivery_timeout_ms.
-        delivery_timeout_ms: the most a record may take from `send` to success or failure.
-        retry_backoff_ms: first wait before a retry; doubles up to retry_backoff_max_ms.
-        max_in_flight_per_broker: requests awaiting an answer per broker (each carries
-            every partition it has ready for that broker).
-        max_in_flight_per_partition: requests that may carry one partition at once (Kafka's
-            max.in.flight.requests.per.connection). None (the default) means 5 with
-            idempotence and 1 without. With idempotence it may be 1 to 5, and records of a
-            partition stay in send order, retries included: sequence numbers let the leader
-            refuse a batch that overtook an earlier one, and retries go out in sequence order
-            (data_plane/client/idempotence.py). Without idempotence, above 1 a partition's
-            records may be written out of order (a retry, or a broker handling two calls in
-            another order than they were sent).
-        buffer_memory: bytes held by unsent and unacknowledged records; beyond it `send`
-            blocks up to max_block_ms, then raises BUFFER_EXHAUSTED.
-        request_timeout_ms: how long a request may wait for its answer.
-        max_request_size: bytes of batches in one request (one record can never exceed it).
-        enable_idempotence: get a producer id and number batches per partition so the
-            leader answers a retried duplicate with its original offset and refuses gaps.
-            None (the default) means on with acks='all' and off otherwise, as in Kafka.
-        client_id: shown in broker logs.
-        partitioner: where records sent without a partition go: "sticky" (keyed records by
-            Kafka's murmur2 hash of the key, unkeyed ones to one partition per batch) or
-            "round-robin" (every record to the topic's next partition in turn, key ignored).
         security: TLS files and credentials (``ClientSecurity``); None: the config named by
             ``KRAFTLOG_CLIENT_CONFIG``, else plaintext.
-        transactional_id: makes this a transactional producer (KIP-98; needs acks='all' and
-            idempotence): call `init_transactions` once, then send records between
-            `begin_transaction` and `commit_transaction`/`abort_transaction`
-            (data_plane/client/transactions.py). A later producer with the same id fences
-            this one (`ProducerFencedError`).
-        transaction_timeout_ms: the coordinator aborts a transaction open longer than this
-            (at most the brokers' --transaction-max-timeout-ms).
+        settings: any ``ProducerOptions`` field by name (acks, linger_ms, batch_size,
+            compression, retries, delivery_timeout_ms, retry_backoff_ms, ...,
+            transactional_id): producer_options.py says what each does; a value that cannot
+            work is a ValueError saying which can.
     """
 
-    def __init__(
-        self,
-        bootstrap: str | Iterable[str],
-        *,
-        acks: str | int = "all",
-        linger_ms: float = 5,
-        batch_size: int = 256 * 1024,
-        compression: str = "none",
-        retries: int = 2_147_483_647,
-        delivery_timeout_ms: float = 120_000,
-        retry_backoff_ms: float = 100,
-        retry_backoff_max_ms: float = 1_000,
-        max_in_flight_per_broker: int = 5,
-        max_in_flight_per_partition: int | None = None,
-        buffer_memory: int = 64 * 1024 * 1024,
-        max_block_ms: float = 60_000,
-        request_timeout_ms: float = REQUEST_TIMEOUT_MS_DEFAULT,
-        max_request_size: int = 16 * 1024 * 1024,
-        enable_idempotence: bool | None = None,
-        client_id: str = "kraftlog-producer",
-        partitioner: str = "sticky",
-        security: ClientSecurity | None = None,
-        transactional_id: str | None = None,
-        transaction_timeout_ms: int = 60_000,
-    ) -> None:
-        if transactional_id is not None and (enable_idempotence is False or _ACKS.get(acks) != -1):
-            raise ValueError("a transactional producer needs acks='all' and idempotence")
-        if acks not in _ACKS:
-            raise ValueError(f"acks={acks!r}: use 'all', 1 or 0")
-        if compression not in _COMPRESSIONS:
-            raise ValueError(f"compression={compression!r}: use one of {_COMPRESSIONS}")
-        if enable_idempotence and _ACKS[acks] != -1:
-            raise ValueError("enable_idempotence needs acks='all'")
-        if enable_idempotence is None:
-            enable_idempotence = _ACKS[acks] == -1
-        if not 0 < max_request_size <= BATCH_BYTES_PER_MESSAGE_MAX:
-            raise ValueError(f"max_request_size must be in (0, {BATCH_BYTES_PER_MESSAGE_MAX}]")
-        if not 0 < batch_size <= max_request_size:
-            raise ValueError("batch_size must be positive and at most max_request_size")
-        if max_in_flight_per_broker < 1 or retries < 0 or linger_ms < 0:
-            raise ValueError("max_in_flight_per_broker must be >= 1, retries >= 0, linger_ms >= 0")
-        if max_in_flight_per_partition is None:
-            max_in_flight_per_partition = IN_FLIGHT_PER_PARTITION_MAX if enable_idempotence else 1
-        if enable_idempotence and not 1 <= max_in_flight_per_partition <= IN_FLIGHT_PER_PARTITION_MAX:
-            raise ValueError(
-                f"max_in_flight_per_partition={max_in_flight_per_partition}: with idempotence use 1 to "
-                f"{IN_FLIGHT_PER_PARTITION_MAX} (the leader remembers a producer's last {IN_FLIGHT_PER_PARTITION_MAX} batches)"
-            )
-        if max_in_flight_per_partition < 1:
-            raise ValueError(f"max_in_flight_per_partition={max_in_flight_per_partition}: use 1 or more")
-        self._max_block_s = max_block_ms / 1000.0
-        self._max_request_size = max_request_size
+    def __init__(self, bootstrap: str | Iterable[str], *, security: ClientSecurity | None = None, **settings: Any) -> None:
+        options = self.options = ProducerOptions(**settings)
+        self._max_block_s = options.max_block_ms / 1000.0
+        self._max_request_size = options.max_request_size
         self._metadata = MetadataCache(bootstrap, resolve_security(security))
-        self._partitioner = make_partitioner(partitioner)
+        self._partitioner = make_partitioner(options.partitioner)
         # Only the sticky partitioner moves unkeyed records on when their batch is full.
         self._sticky = self._partitioner if isinstance(self._partitioner, StickyPartitioner) else None
-        self._memory = BufferMemory(buffer_memory)
-        self._accumulator = RecordAccumulator(batch_size, linger_ms, max_request_size, max_in_flight_per_partition)
-        self._sender = Sender(
-            SenderConfig(
-                acks=_ACKS[acks],
-                compression=compression,
-                retries=retries,
-                retry_backoff_ms=retry_backoff_ms,
-                retry_backoff_max_ms=retry_backoff_max_ms,
-                delivery_timeout_ms=delivery_timeout_ms,
-                request_timeout_ms=request_timeout_ms,
-                max_in_flight_per_broker=max_in_flight_per_broker,
-                enable_idempotence=enable_idempotence,
-                client_id=client_id,
-                transactional_id=transactional_id or "",
-            ),
-            self._accumulator,
-            self._memory,
-            self._metadata,
-        )
-        self._transactions = None if transactional_id is None else TransactionManager(
-            transactional_id, transaction_timeout_ms, self._metadata, self._metadata.security, client_id, self._accumulator,
-            self.flush, request_timeout_ms / 1000.0, retry_backoff_ms / 1000.0, self._max_block_s)
+        self._memory = BufferMemory(options.buffer_memory)
+        self._accumulator = RecordAccumulator(options)
+        self._sender = Sender(options, self._accumulator, self._memory, self._metadata)
+        self._transactions = None if options.transactional_id is None else TransactionManager(
+            options.transactional_id, options.transaction_timeout_ms, self._metadata, self._metadata.security, options.client_id,
+            self._accumulator, self.flush, options.request_timeout_ms / 1000.0, options.retry_backoff_ms / 1000.0, self._max_block_s)
         self._closed = False
         self._sender.start()
 

@@ -24,6 +24,7 @@ from typing import NamedTuple
 from data_plane.client.idempotence import PartitionSequence
 from data_plane.client.metadata_cache import TopicPartition
 from data_plane.client.producer_batch import DeliveryCallback, Headers, ProducerBatch
+from data_plane.client.producer_options import ProducerOptions
 
 LeaderOf = Callable[[TopicPartition], "int | None"]
 
@@ -47,15 +48,12 @@ class ReadyCheck(NamedTuple):
 class RecordAccumulator:
     """Batches records per partition until the sender drains them."""
 
-    def __init__(
-        self, batch_size_bytes: int, linger_ms: float, request_bytes_max: int, in_flight_per_partition_max: int = 1
-    ) -> None:
-        assert 0 < batch_size_bytes <= request_bytes_max, (batch_size_bytes, request_bytes_max)
-        assert in_flight_per_partition_max >= 1, in_flight_per_partition_max
-        self.batch_size_bytes = batch_size_bytes
-        self.linger_ms = linger_ms
-        self.request_bytes_max = request_bytes_max
-        self.in_flight_per_partition_max = in_flight_per_partition_max
+    def __init__(self, options: ProducerOptions) -> None:
+        """Batches, lingers and drains by the producer's own (already checked) options."""
+        self.batch_size_bytes = options.batch_size
+        self.linger_ms = options.linger_ms
+        self.request_bytes_max = options.max_request_size
+        self.in_flight_per_partition_max = options.max_in_flight_per_partition
         self._lock = threading.Lock()
         self._queues: dict[TopicPartition, deque[ProducerBatch]] = {}
         self._incomplete: set[ProducerBatch] = set()  # appended, not yet completed

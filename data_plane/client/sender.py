@@ -19,7 +19,6 @@ import concurrent.futures
 import threading
 import time
 from collections.abc import Coroutine
-from dataclasses import dataclass
 from typing import Any
 
 import grpc
@@ -42,6 +41,7 @@ from data_plane.client.produce_answers import (
 )
 from data_plane.client.produce_streams import ProduceStreams, StreamTimeout
 from data_plane.client.producer_batch import ProducerBatch
+from data_plane.client.producer_options import ProducerOptions
 from data_plane.client.record_accumulator import RecordAccumulator
 from kraftlog_proto import broker_pb2
 from kraftlog_proto.broker_pb2_grpc import BrokerStub
@@ -59,33 +59,12 @@ REFRESH_WARNING_INTERVAL_MS = 10_000.0
 CALL_GRACE_MS = 1_000.0
 
 
-@dataclass(frozen=True)
-class SenderConfig:
-    """The producer settings the sender acts on (see Producer for their meaning)."""
-
-    acks: int
-    compression: str
-    retries: int
-    retry_backoff_ms: float
-    retry_backoff_max_ms: float
-    delivery_timeout_ms: float
-    request_timeout_ms: float
-    max_in_flight_per_broker: int
-    enable_idempotence: bool
-    client_id: str
-    transactional_id: str = ""  # set: the producer id comes from the transaction coordinator (client/transactions.py)
-
-    @property
-    def transactional(self) -> bool:
-        return bool(self.transactional_id)
-
-
 class Sender:
     """Runs the producer's network loop on its own thread."""
 
     def __init__(
         self,
-        config: SenderConfig,
+        config: ProducerOptions,
         accumulator: RecordAccumulator,
         memory: BufferMemory,
         metadata: MetadataCache,
@@ -399,7 +378,7 @@ class Sender:
             timeout_ms=int(config.request_timeout_ms),
             topics=list(topics.values()),
             client_id=config.client_id,
-            transactional_id=config.transactional_id,  # the leader verifies a first write with the coordinator (KIP-890)
+            transactional_id=config.transactional_id or "",  # the leader verifies a first write with the coordinator (KIP-890)
         )
         return request, carried
 

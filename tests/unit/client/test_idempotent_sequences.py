@@ -5,6 +5,7 @@ partitions keep their numbering; at most five batches of a partition are unresol
 
 from data_plane.client.idempotence import BATCHES_UNRESOLVED_MAX
 from data_plane.client.producer_batch import record_size_bytes
+from data_plane.client.producer_options import ProducerOptions
 from data_plane.client.record_accumulator import RecordAccumulator
 
 A, B = ("a", 0), ("b", 0)
@@ -16,7 +17,7 @@ def leader_of(tp):
 
 def make():
     """One 100-byte record fills a batch, so each `add` is one batch."""
-    acc = RecordAccumulator(100, 0, 10_000)
+    acc = RecordAccumulator(ProducerOptions(batch_size=100, linger_ms=0, max_request_size=10_000, max_in_flight_per_partition=1))
     acc.new_producer_id(7, 0)
     return acc
 

@@ -27,6 +27,7 @@ from data_plane.client.errors import KraftlogError
 from data_plane.client.idempotence import BATCHES_UNRESOLVED_MAX
 from data_plane.client.produce_answers import Appended, Complete, Fail, ResetSequence, Retry, RetryRules, decide
 from data_plane.client.producer_batch import ProducerBatch, record_size_bytes
+from data_plane.client.producer_options import ProducerOptions
 from data_plane.client.record_accumulator import RecordAccumulator
 from data_plane.client.sender import batch_state
 from server_common.errors import ErrorCode
@@ -92,7 +93,7 @@ class Client:
 
     def __init__(self, in_flight: int, leader: Leader) -> None:
         self.leader = leader
-        self.acc = RecordAccumulator(100, 0, 10_000, in_flight)  # one 100-byte record fills a batch
+        self.acc = RecordAccumulator(ProducerOptions(batch_size=100, linger_ms=0, max_request_size=10_000, max_in_flight_per_partition=in_flight))  # one 100-byte record fills a batch
         self.acc.new_producer_id(1, 0)
         self.in_flight = in_flight
         self.next_producer_id = 2

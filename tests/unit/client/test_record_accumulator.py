@@ -9,6 +9,7 @@ import pytest
 from data_plane.client.buffer_memory import BufferMemory
 from data_plane.client.errors import KraftlogError
 from data_plane.client.producer_batch import ProducerBatch, record_size_bytes
+from data_plane.client.producer_options import ProducerOptions
 from data_plane.client.record_accumulator import RecordAccumulator
 from server_common.waiting import wait_for
 
@@ -20,7 +21,8 @@ def leader_of(tp):
 
 
 def make(batch_size=1000, linger_ms=5, request_max=10_000, in_flight_max=1):
-    return RecordAccumulator(batch_size, linger_ms, request_max, in_flight_max)
+    return RecordAccumulator(ProducerOptions(batch_size=batch_size, linger_ms=linger_ms, max_request_size=request_max,
+                                             max_in_flight_per_partition=in_flight_max))
 
 
 def add(acc, tp, now, value=b"x" * 84, key=None, **kw):
