@@ -34,6 +34,7 @@ from data_plane.broker.partition import Partition
 from data_plane.broker.requests import ReplicaFetchItem, ReplicaFetchResult
 from data_plane.replication.partition_state import FollowerFetch
 from kraftlog_proto import broker_pb2
+from server_common.nudge import Nudge
 
 if TYPE_CHECKING:
     from data_plane.broker.replica_manager import ReplicaManager
@@ -87,7 +88,7 @@ class FetchSession:
         self.last_round_ms = 0
         self._changed: set[TopicPartition] = set()  # changed here since last served
         self._unsent: set[TopicPartition] = set()  # records left out of the last answer
-        self._wake = asyncio.Event()
+        self._wake = Nudge()
 
     def mark_changed(self, tp: TopicPartition) -> None:
         self._changed.add(tp)
@@ -154,10 +155,7 @@ class FetchSession:
             remaining = deadline - time.monotonic()
             if answer_now or self._unsent or remaining <= 0:
                 break
-            try:
-                await asyncio.wait_for(self._wake.wait(), remaining)
-            except asyncio.TimeoutError:
-                pass
+            await self._wake.wait(remaining)
         for tp, result in answers.items():
             held = self.held.get(tp)
             if held is not None and not result.failed:

@@ -30,6 +30,7 @@ from data_plane.broker.group_commit import GroupCommit
 from data_plane.broker.log_maintenance import LogMaintenance
 from data_plane.broker.requests import LeaderHint, PartitionAnswer, ProduceItem, ProduceResult
 from data_plane.broker.txn_verification import TxnVerifier
+from data_plane.broker.wakeups import settled
 from data_plane.broker.unsafe_partitions import partition_class
 from data_plane.control_batch import decode_marker
 from data_plane.record_batch import decode_batch
@@ -338,7 +339,7 @@ class ReplicaManager:
                 waits.append((result, partition, future))
                 self.carry_out(partition, partition.add_delayed_produce(token, appended.wait_until, now + timeout_ms, now))
         if waits:
-            await asyncio.wait([future for _, _, future in waits], timeout=timeout_ms / 1000)
+            await settled([future for _, _, future in waits], timeout_ms / 1000, ErrorCode.REQUEST_TIMED_OUT)
             for result, partition, future in waits:
                 code = future.result() if future.done() else ErrorCode.REQUEST_TIMED_OUT
                 if code != ErrorCode.NONE:
@@ -408,8 +409,8 @@ class ReplicaManager:
 
     @staticmethod
     async def _replicated(partition: Partition, future: asyncio.Future, timeout_ms: int) -> None:
-        await asyncio.wait([future], timeout=timeout_ms / 1000)
-        code = future.result() if future.done() else ErrorCode.REQUEST_TIMED_OUT
+        await settled([future], timeout_ms / 1000, ErrorCode.REQUEST_TIMED_OUT)
+        code = future.result()
         if code != ErrorCode.NONE:
             raise _produce_wait_failed(partition.name, code, timeout_ms)
 

@@ -66,6 +66,39 @@ def woken_by(sources: Iterable[Wakeups]) -> Iterator[asyncio.Future]:
 
 
 async def wait_until_woken(future: asyncio.Future, timeout_s: float) -> None:
-    """Wait for ``future`` or the timeout, whichever comes first (the caller re-checks)."""
+    """Wait for ``future`` or the timeout, whichever comes first (the caller re-checks).
+
+    The caller owns ``future`` (a fresh one per wait), so the timeout may complete it: one
+    timer and one await, without the task and the extra future `asyncio.wait` and
+    `asyncio.wait_for` make, which a woken fetch would otherwise pay on its way to the
+    follower or consumer."""
     assert timeout_s >= 0, timeout_s
-    await asyncio.wait([future], timeout=timeout_s)
+    if future.done():
+        return
+    timer = asyncio.get_running_loop().call_later(timeout_s, _time_up, future)
+    try:
+        await future
+    finally:
+        timer.cancel()
+
+
+async def settled(futures: list[asyncio.Future], timeout_s: float, timed_out: object) -> None:
+    """Wait until every future is done, resolving those still pending at the timeout with
+    ``timed_out``. Each future is awaited itself (one wake-up when it resolves, where
+    `asyncio.wait` adds a future and a callback in between); the futures must be the
+    caller's, as a parked acks=all produce's are (its resolver skips a done one)."""
+    assert timeout_s >= 0, timeout_s
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    for future in futures:
+        if not future.done():
+            timer = loop.call_at(deadline, _time_up, future, timed_out)
+            try:
+                await future
+            finally:
+                timer.cancel()
+
+
+def _time_up(future: asyncio.Future, value: object = None) -> None:
+    if not future.done():
+        future.set_result(value)

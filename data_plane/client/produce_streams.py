@@ -83,6 +83,11 @@ class _Stream:
         self.reader.cancel()
 
 
+def _time_out(future: asyncio.Future, timeout_s: float) -> None:
+    if not future.done():
+        future.set_exception(StreamTimeout(f"no answer within {timeout_s:.1f}s"))
+
+
 class ProduceStreams:
     """One ProduceStream per broker address, opened on first use and after a break."""
 
@@ -111,9 +116,13 @@ class ProduceStreams:
                     raise stream.broken or ConnectionError("the produce stream ended") from None
                 except grpc.RpcError as exc:
                     raise stream_error(exc) from None
-            return await asyncio.wait_for(future, timeout_s)
-        except asyncio.TimeoutError:
-            raise StreamTimeout(f"no answer within {timeout_s:.1f}s") from None
+            # The answer's future is awaited itself, with a timer beside it: `asyncio.wait_for`
+            # would add a future and a wake-up between the answer and this request's task.
+            timer = asyncio.get_running_loop().call_later(timeout_s, _time_out, future, timeout_s)
+            try:
+                return await future
+            finally:
+                timer.cancel()
         finally:
             stream.waiting.pop(correlation_id, None)
             if future.done() and not future.cancelled():

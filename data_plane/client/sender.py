@@ -46,6 +46,7 @@ from data_plane.client.record_accumulator import RecordAccumulator
 from kraftlog_proto import broker_pb2
 from kraftlog_proto.broker_pb2_grpc import BrokerStub
 from server_common.aio_loops import thread_loop
+from server_common.nudge import Nudge
 from server_common.channel_pool import AioChannelPool
 from server_common.errors import ErrorCode
 
@@ -76,7 +77,7 @@ class Sender:
         self._memory = memory
         self._metadata = metadata
         self._loop = thread_loop()
-        self._wakeup = asyncio.Event()
+        self._wakeup = Nudge()
         self._wake_pending = False
         self._closing = False
         self._force_close = False
@@ -164,10 +165,7 @@ class Sender:
                     self._spawn(self._renew_producer_id())
                 self._wakeup.clear()
                 sleep_ms = self._run_once(now_ms())
-                try:
-                    await asyncio.wait_for(self._wakeup.wait(), sleep_ms / 1000.0)
-                except TimeoutError:
-                    pass
+                await self._wakeup.wait(sleep_ms / 1000.0)
         finally:
             closed = KraftlogError("CLIENT_CLOSED", "the producer closed before these records were delivered")
             for batch in self._accumulator.abort_all():

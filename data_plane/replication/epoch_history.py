@@ -106,11 +106,11 @@ def end_offset_for_epoch(
     None when the question has no answer: empty history, NO_EPOCH, or an epoch newer than
     anything this log has seen.
     """
-    entries = as_history(entries)
     if requested_epoch == NO_EPOCH or not entries:
         return None
-    if requested_epoch == entries[-1].epoch:
+    if requested_epoch == entries[-1][0]:  # the usual question (a caught-up follower's): no copy of the history
         return EpochEndOffset(requested_epoch, log_end_offset)
+    entries = as_history(entries)
     higher = next((e for e in entries if e.epoch > requested_epoch), None)
     if higher is None:
         return None

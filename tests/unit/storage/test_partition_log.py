@@ -263,3 +263,25 @@ def test_retention_and_truncation_keep_a_log_start_set_inside_a_segment(log_dir:
     plog.truncate_fully_and_start_at(500)  # a follower starting over at the leader's log start
     plog.close()
     assert PartitionLog.open(log_dir, small_settings(), now_ms=0).log_start_offset == 500
+
+
+def test_the_tail_a_caught_up_reader_asks_for_is_the_bytes_the_file_holds(log_dir: Path) -> None:
+    plog = PartitionLog.open(log_dir, small_settings(), now_ms=0)
+    fill(plog, 3, epoch=2)
+    tail = plog.read(6, 1 << 20)  # exactly the last append: served without reading the file
+    assert offsets(tail.data) == [6, 7, 8] and (tail.first_offset, tail.next_offset) == (6, 9)
+    plog.close()
+    reopened = PartitionLog.open(log_dir, small_settings(), now_ms=0)
+    assert reopened.read(6, 1 << 20).data == tail.data
+
+
+def test_a_truncated_tail_is_never_served_again_even_where_new_records_end_at_the_same_offset(log_dir: Path, tmp_path: Path) -> None:
+    leader = PartitionLog.open(tmp_path / "other-0", small_settings(), now_ms=0)
+    leader.append(batch(3, tag="theirs-"), assign_offsets=True, leader_epoch=5, now_ms=0)
+    theirs = leader.read(0, 1 << 20).data
+    plog = PartitionLog.open(log_dir, small_settings(), now_ms=0)
+    plog.append(batch(3, tag="ours-"), assign_offsets=True, leader_epoch=4, now_ms=0)
+    assert plog.read(0, 1 << 20).data != theirs
+    plog.truncate_to(0)  # it became a follower and its records diverged
+    plog.append(theirs, assign_offsets=False, leader_epoch=-1, now_ms=0)
+    assert plog.log_end_offset == 3 and plog.read(0, 1 << 20).data == theirs
