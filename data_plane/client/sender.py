@@ -158,7 +158,8 @@ class Sender:
             if self._config.enable_idempotence and not self._config.transactional:
                 await self._init_producer_id()
             while not self._done():
-                if not self._producer_id_pending and not self._config.transactional and self._accumulator.needs_new_producer_id():
+                if (not self._producer_id_pending and not self._config.transactional and self._accumulator.has_queued()
+                        and self._accumulator.needs_new_producer_id()):
                     self._producer_id_pending = True
                     log.info("a partition's sequence cannot continue: getting a new producer id",
                              old_producer_id=self._accumulator.producer_id)
@@ -182,7 +183,9 @@ class Sender:
         """The loop ends on forced close, or on close once nothing is queued or in flight."""
         if self._force_close or self._fatal is not None:
             return True
-        return self._closing and not self._tasks and not self._accumulator.has_queued()
+        # A task that has just finished may still be in `_tasks` (its done callback runs on a
+        # later loop iteration): it is not in flight.
+        return self._closing and all(task.done() for task in self._tasks) and not self._accumulator.has_queued()
 
     def _run_once(self, now: float) -> float:
         """One pass: expire, refresh if needed, drain and send. Returns how long to sleep (ms)."""
