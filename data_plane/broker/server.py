@@ -21,6 +21,7 @@ from data_plane.broker.damage_repair import DamageRepairer
 from data_plane.broker.group_lag_export import EndOffsets, export_group_lag
 from data_plane.broker.errors import PartitionError, to_wire
 from data_plane.broker.isr_updates import AlterPartitionSender
+from data_plane.broker.offline_recovery import OfflineRecovery
 from data_plane.broker.quotas import QuotaAccounts
 from data_plane.broker.quotas_interceptor import QuotaEnforcer
 from server_common.authentication import Authenticator
@@ -229,6 +230,7 @@ class BrokerServer:
             asyncio.create_task(self.replicas.group_commit.run()),
             asyncio.create_task(self.replicas.follower_commit.run()),
             asyncio.create_task(DamageRepairer(self.replicas.maintenance, self.fetchers.broker_address).run()),
+            asyncio.create_task(OfflineRecovery(self.replicas).run()),
             asyncio.create_task(self._health.follow(lambda: not self._stopping and not self.lifecycle.is_fenced)),
         ]
         if self.metrics is not None:
