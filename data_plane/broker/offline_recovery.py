@@ -68,7 +68,8 @@ class OfflineRecovery:
         for tp in self._backoff.due(offline, now):
             was = partitions[tp]
             try:
-                self._replicas.reopen_offline(tp)
+                if not self._replicas.reopen_offline(tp):
+                    return  # metadata is being applied: the next tick
             except StorageError as exc:
                 wait = self._backoff.failed(tp, now)
                 log.warning("partition still offline: reopening its log failed", topic=tp[0], partition=tp[1], error=str(exc),
