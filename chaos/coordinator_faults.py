@@ -12,8 +12,12 @@ each cut restored after a draw from ``cut_s``; and ``STALL_AND_KILL`` (for the t
 scenarios): the replication links into the coordinator's broker cut for a draw from
 ``STALL_S`` (shorter than the replica lag time, so its followers stay in the ISR while its
 latest writes reach none of them), then SIGKILL it: a follower without those writes takes
-over, so whatever the coordinator had decided but not yet replicated is lost. ``heal`` brings back what is due; the run's
-fault loop calls it on every tick and with ``inf`` at the end.
+over, so whatever the coordinator had decided but not yet replicated is lost. With
+``hold_commits`` (the transactional runs) the stall does not wait for a decision to happen
+along: the producers the coordinator serves are held just before their commit
+(`CommitGate`), the links cut, then the producers released, so every stall meets commits
+whose decisions it loses. ``heal`` brings back what is due; the run's fault loop calls it on
+every tick and with ``inf`` at the end.
 """
 
 from __future__ import annotations
@@ -36,8 +40,11 @@ class CoordinatorFaults:
     (-1: unknown now)."""
 
     def __init__(self, cluster: ChaosCluster, rng: random.Random, coordinator: Callable[[], int],
-                 down_s: tuple[float, float], cut_s: tuple[float, float]) -> None:
+                 down_s: tuple[float, float], cut_s: tuple[float, float],
+                 hold_commits: Callable[[int], Callable[[], None]] | None = None) -> None:
         self.cluster, self.rng, self.coordinator = cluster, rng, coordinator
+        # Holds the commits of broker N's producers at their gates; returns what releases them.
+        self.hold_commits = hold_commits
         self.down_s, self.cut_s = down_s, cut_s
         self.down: dict[str, tuple[Node, float]] = {}  # killed brokers, restarted at the time given
         self.cut: dict[str, float] = {}  # cut links, restored at the time given
@@ -89,8 +96,13 @@ class CoordinatorFaults:
             return f"{STALL_AND_KILL}: skipped (coordinator {coordinator} down or unknown, or no other broker up)"
         links = [replication_link(b.node_id, coordinator) for b in cluster.brokers if b.node_id != coordinator]
         stall_s = self.rng.uniform(*STALL_S)
-        for link in links:
-            cluster.network.cut(link)
+        release = self.hold_commits(coordinator) if self.hold_commits is not None else None
+        try:
+            for link in links:
+                cluster.network.cut(link)
+        finally:
+            if release is not None:
+                release()
         time.sleep(stall_s)  # the fault's length: the coordinator's writes pile up unreplicated
         cluster.kill(victim)
         for link in links:

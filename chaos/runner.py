@@ -94,9 +94,10 @@ def run(options: RunOptions) -> RunResult:
         if options.bootstrap:
             raise ValueError(f"scenario {options.scenario.name} starts its own cluster: run it without --bootstrap")
         from chaos.group_run import run_group
+        from chaos.quorum_run import run_quorum
         from chaos.txn_run import run_txn
 
-        return {"group": run_group, "txn": run_txn}[options.scenario.workload](options)
+        return {"group": run_group, "txn": run_txn, "quorum": run_quorum}[options.scenario.workload](options)
     steps = schedule_for(options)
     options.report_dir.mkdir(parents=True, exist_ok=True)
     with ExitStack() as stack:

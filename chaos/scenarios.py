@@ -28,7 +28,7 @@ class Scenario:
     specs: list[FaultSpec]
     cluster: ClusterSettings = ClusterSettings()
     expected: frozenset[str] = field(default_factory=frozenset)
-    workload: str = "records"  # "group" (chaos/group_run.py), "txn" (chaos/txn_run.py): a run with its own faults, not ``specs``
+    workload: str = "records"  # "group" (chaos/group_run.py), "txn" (chaos/txn_run.py), "quorum" (chaos/quorum_run.py): a run with its own faults, not ``specs``
     faults: tuple[str, ...] = ()  # a "txn" run's faults to draw from (empty: chaos/txn_run.py's TXN_FAULTS)
 
     @property
@@ -300,4 +300,16 @@ _TXN: list[Scenario] = [
              replace(_GROUP_CLUSTER, unsafe="markers-before-decision"), frozenset({"G1a", "G1b"}), workload="txn",
              faults=("stall-and-kill-coordinator",)),
 ]
-SCENARIOS: dict[str, Scenario] = {s.name: s for s in [*_SAFE, _MIX, _SECURE, *_DISK, *_UNSAFE, *_REAL_FAULTS, _NETNS_MIX, _DELAYS, *_GROUP, *_TXN]}
+# The controller quorum (chaos/quorum_run.py): controllers added and removed while a client
+# creates topics, brokers serve a producer and a reader asks every controller.
+_QUORUM_CLUSTER = ClusterSettings(controllers=3, brokers=2)
+_QUORUM: list[Scenario] = [
+    Scenario("quorum-changes", "controllers added (as observers that catch up, then voters) and removed (the active one "
+             "included) every few seconds while a client creates topics one after another, brokers serve a producer, and every "
+             "controller is read", [], _QUORUM_CLUSTER, workload="quorum"),
+    Scenario("unsafe-quorum-join-before-caught-up", "quorum-changes with controllers that serve reads and become voters before "
+             "catching up with the metadata log (--unsafe-testing join-before-caught-up)", [],
+             replace(_QUORUM_CLUSTER, controller_unsafe="join-before-caught-up"), frozenset({"stale-read", "lost-metadata", "reordered-metadata"}),
+             workload="quorum"),
+]
+SCENARIOS: dict[str, Scenario] = {s.name: s for s in [*_SAFE, _MIX, _SECURE, *_DISK, *_UNSAFE, *_REAL_FAULTS, _NETNS_MIX, _DELAYS, *_GROUP, *_TXN, *_QUORUM]}

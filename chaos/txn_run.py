@@ -37,7 +37,7 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from chaos.chaos_cluster import ChaosCluster
 from chaos.checker.txn_checks import TxnCheckResult, check_txns
@@ -65,6 +65,7 @@ FAULT_GAP_S = (2.0, 4.0)
 DOWN_S = (1.0, 3.0)
 CUT_S = (2.0, 6.0)  # most outlast the replica lag time (3 s): the coordinator's writes are refused
 DRAIN_S = 30.0
+GATE_WAIT_S = 3.0  # how long a stall waits for its coordinator's producers to reach their commit
 FINAL_READ_S = 30.0
 # One reader of each fetch mode (`reader_modes`): the Consume stream and Fetch requests pass
 # markers and aborted batches by different code.
@@ -105,7 +106,7 @@ class _TxnRun:
 
     def __init__(self, cluster: ChaosCluster, rng: random.Random, seed: int, faults: tuple[str, ...], report_dir: Path, progress) -> None:
         self.cluster, self.rng, self.seed, self.fault_mix, self.report_dir, self.progress = cluster, rng, seed, faults, report_dir, progress
-        self.broker_faults = CoordinatorFaults(cluster, rng, self._coordinator, DOWN_S, CUT_S)
+        self.broker_faults = CoordinatorFaults(cluster, rng, self._coordinator, DOWN_S, CUT_S, self._hold_commits)
         self.producers: list[TxnProducerWorker] = []
         self.readers: list[ConsumerWorker] = []
         self.transformers: list[TxnTransformerWorker] = []
@@ -182,9 +183,18 @@ class _TxnRun:
     def _coordinator(self) -> int:
         """The broker coordinating the most of the producers' transactional ids (ties drawn at
         random), as FindCoordinator (key_type TRANSACTION) answers the producers (-1: unknown)."""
+        leaders = list(self._coordinators().values())
+        if not leaders:
+            return -1
+        most = max(map(leaders.count, leaders))
+        return self.rng.choice(sorted({n for n in leaders if leaders.count(n) == most}))
+
+    def _coordinators(self) -> dict[str, int]:
+        """Each producer's transactional id and its coordinator's broker, as FindCoordinator
+        (key_type TRANSACTION) answers; empty when no broker answered."""
         import grpc
 
-        from kraftlog_proto import common_pb2, group_pb2, group_pb2_grpc
+        from kraftlog_proto import group_pb2, group_pb2_grpc
 
         request = group_pb2.FindCoordinatorRequest(keys=[p.name for p in self.producers], key_type=group_pb2.TRANSACTION)
         for address in self.bootstrap.split(","):
@@ -193,8 +203,28 @@ class _TxnRun:
                     answer = group_pb2_grpc.GroupCoordinatorStub(channel).FindCoordinator(request, timeout=1.0)
             except grpc.RpcError:
                 continue  # that broker is down or cut off: ask the next
-            leaders = [c.node_id for c in answer.coordinators if c.error_code == ErrorCode.NONE]
-            if leaders:
-                most = max(map(leaders.count, leaders))
-                return self.rng.choice(sorted({n for n in leaders if leaders.count(n) == most}))
-        return -1
+            found = {c.key: c.node_id for c in answer.coordinators if c.error_code == ErrorCode.NONE}
+            if found:
+                return found
+        return {}
+
+    def _hold_commits(self, coordinator: int) -> Callable[[], None]:
+        """Holds every producer ``coordinator`` serves just before its next commit and waits
+        (up to ``GATE_WAIT_S``) until all are held: then nothing of theirs reaches the
+        coordinator until the release, and what they send first after it is a commit. A
+        producer still recovering from a failure may miss the wait; the fault goes on with the
+        others. Returns what releases them."""
+        served = {name for name, node in self._coordinators().items() if node == coordinator}
+        gates = [p.gate for p in self.producers if p.name in served]
+        for gate in gates:
+            gate.request()
+        try:
+            wait_for(lambda: all(g.holding.is_set() for g in gates), GATE_WAIT_S, f"broker {coordinator}'s producers at their commit")
+        except TimeoutError:
+            held = sum(1 for g in gates if g.holding.is_set())
+            self.progress(f"{held} of {len(gates)} producers of broker {coordinator} held before their commit")
+
+        def release() -> None:
+            for gate in gates:
+                gate.release()
+        return release

@@ -148,16 +148,15 @@ def consume(args: argparse.Namespace) -> int:
         printed_upto = GroupProgress(consumer, args.commit_interval_ms / 1000.0)
         consumer.subscribe([args.topic], on_revoked=printed_upto.commit_revoked, on_lost=printed_upto.forget)
     else:
-        tps = [(args.topic, p) for p in _readable(bootstrap, args)]
-        consumer = Consumer(bootstrap, isolation_level=args.isolation_level)
+        # The start (log start or end) is the consumer's offset reset, which poll resolves per
+        # partition leader: a leader that does not answer holds up only its own partitions
+        # (retried with a backoff), not every partition up to the request timeout as a seek would.
+        reset = "earliest" if args.from_beginning else "latest"
+        consumer = Consumer(bootstrap, auto_offset_reset=reset, isolation_level=args.isolation_level)
         printed_upto = None
-        consumer.assign(tps)
+        consumer.assign([(args.topic, p) for p in _readable(bootstrap, args)])
         if args.offset is not None:
             consumer.seek((args.topic, args.partition), args.offset)
-        elif args.from_beginning:
-            consumer.seek_to_beginning(tps)
-        else:
-            consumer.seek_to_end(tps)
     printed = 0
     out = sys.stdout.buffer
     with consumer:

@@ -28,7 +28,7 @@ from metadata_quorum.election import enable_unsafe_election
 from metadata_quorum.controller_service import ControllerService
 from metadata_quorum.endpoints import Voter, parse_address_overrides, parse_quorum
 from server_common.cluster_identity import derived_cluster_id
-from metadata_quorum.raft_node import ControllerRaftNode
+from metadata_quorum.raft_node import ControllerRaftNode, enable_unsafe_join
 from metadata_quorum.loopback_peers import fd_from_this_process
 from metadata_quorum.raft_tls import RaftTlsRelay, raft_tls_files
 from kraftlog_proto import controller_pb2, controller_pb2_grpc, security_pb2_grpc
@@ -42,6 +42,7 @@ PASSWORD_ENV = "KRAFTLOG_QUORUM_PASSWORD"
 
 
 UNSAFE_ELECT_OUTSIDE_ISR_ELR = "elect-outside-isr-elr"
+UNSAFE_JOIN_BEFORE_CAUGHT_UP = "join-before-caught-up"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--node-id", type=int, required=True, help="this controller's id (must appear in --quorum)")
@@ -95,9 +96,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "and the same --tls-client-auth when TLS is on (0: off; default: %(default)s)")
     parser.add_argument("--log-format", choices=["json", "console"], default="console", help="console: lines for people, json: one object per line (default: %(default)s)")
     add_tls_arguments(parser)
-    parser.add_argument("--unsafe-testing", choices=[UNSAFE_ELECT_OUTSIDE_ISR_ELR],
-                        help="DELIBERATELY WRONG elections, for chaos negative controls only: never in production "
-                             f"({UNSAFE_ELECT_OUTSIDE_ISR_ELR}: a leader from outside the ISR and ELR whenever one is usable)")
+    parser.add_argument("--unsafe-testing", choices=[UNSAFE_ELECT_OUTSIDE_ISR_ELR, UNSAFE_JOIN_BEFORE_CAUGHT_UP],
+                        help="DELIBERATELY WRONG behaviour, for chaos negative controls only: never in production "
+                             f"({UNSAFE_ELECT_OUTSIDE_ISR_ELR}: a leader from outside the ISR and ELR whenever one is usable; "
+                             f"{UNSAFE_JOIN_BEFORE_CAUGHT_UP}: serve reads, and become a voter when added, before catching up "
+                             "with the metadata log)")
 
 
 def _parse_bool(raw: str) -> bool:
@@ -202,6 +205,10 @@ async def serve(args: argparse.Namespace) -> None:
     if args.unsafe_testing == UNSAFE_ELECT_OUTSIDE_ISR_ELR:
         log.warning("UNSAFE TESTING MODE: elections choose replicas outside the ISR and ELR; acknowledged writes WILL be lost", unsafe_testing=args.unsafe_testing)
         enable_unsafe_election()
+    if args.unsafe_testing == UNSAFE_JOIN_BEFORE_CAUGHT_UP:
+        log.warning("UNSAFE TESTING MODE: reads served and votes cast before catching up with the metadata log; reads WILL miss "
+                    "committed metadata", unsafe_testing=args.unsafe_testing)
+        enable_unsafe_join()
     if args.power_loss_ledger:
         power_loss.install(args.data_dir)
         log.warning("POWER-LOSS TEST MODE: every fsync is recorded for the chaos harness's power-loss fault")

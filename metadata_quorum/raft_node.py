@@ -157,6 +157,18 @@ _RAFT_STATES = {0: "follower", 1: "candidate", 2: "leader"}
 _NOT_APPENDED = {FAIL_REASON.QUEUE_FULL, FAIL_REASON.MISSING_LEADER, FAIL_REASON.DISCARDED, FAIL_REASON.REQUEST_DENIED}
 
 
+# The controller's --unsafe-testing join-before-caught-up negative control: set once at start
+# (``enable_unsafe_join``), never by default. The node then counts as caught up from its first
+# tick: it serves reads from whatever part of the log it holds, and an observer announces
+# itself caught up (and is made a voter) before it has the log.
+_unsafe_join_before_caught_up = False
+
+
+def enable_unsafe_join() -> None:
+    global _unsafe_join_before_caught_up
+    _unsafe_join_before_caught_up = True
+
+
 def has_caught_up(leader_commit: int | None, applied: int, term: int, entry_term: Callable[[int], int | None]) -> bool:
     """Whether a node has caught up with the metadata log since it started: it has heard a
     commit index from a leader (``leader_commit``; its own, as leader), applied up to it, and
@@ -407,6 +419,10 @@ class ControllerRaftNode:
         (``has_caught_up``; on this thread the status cannot race pysyncobj's updates)."""
         journal = self._raft_log
         if self._caught_up or journal is None:
+            return
+        if _unsafe_join_before_caught_up:
+            self._caught_up = True
+            log.warning("unsafe: counted as caught up without checking", controller_id=self.voter.node_id, metadata_offset=self._image.offset)
             return
         status = self._syncobj.getStatus()
         if has_caught_up(status["leader_commit_idx"], status["last_applied"], status["raft_term"], lambda index: _entry_term(journal, index)):

@@ -12,7 +12,7 @@ from typing import Callable, Iterable, Mapping, TypeVar
 
 import grpc
 
-from server_common.authorizer import CLUSTER_NAME, AclBinding, Authorizer
+from server_common.authorizer import CLUSTER_NAME, WILDCARD, AclBinding, Authorizer
 from server_common.principal import current_identity
 from server_common.errors import ErrorCode, error_code_name
 
@@ -79,6 +79,10 @@ class AccessControl:
                 f"over any allow; an administrator can remove it with `kraftlog acls delete --principal {deny.principal} "
                 f"--host {deny.host} --operation {deny.operation} --deny {_resource_option(deny.resource_type, deny.resource_name)}{prefixed}`"
             )
+        if name == WILDCARD and resource_type != "cluster":
+            # A request naming '*' gets no advice to allow '*': in an ACL it means every one.
+            return (f"{principal} is not authorized to {operation.upper()} {resource}: '*' is no {resource_type} name, and an ACL on "
+                    f"'*' would allow every {resource_type}; name the {resource_type} itself")
         return (
             f"{principal} is not authorized to {operation.upper()} {resource}; an administrator can allow it with "
             f"`kraftlog acls create --principal {principal} --operation {operation} {_resource_option(resource_type, name)}`"

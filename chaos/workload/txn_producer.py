@@ -31,6 +31,40 @@ TRANSACTION_TIMEOUT_MS = 20_000
 # application would: the coordinator is mostly idle meanwhile, so a fault that starts then
 # meets the transaction's decision (EndTxn), not its AddPartitionsToTxn.
 WORK_S = 0.05
+GATE_HOLD_S_MAX = 10.0  # a gate never holds a producer longer, released or not
+
+
+class CommitGate:
+    """Holds a producer at the end of its next transaction to commit, on request, until
+    released: so that a fault can start with that commit (EndTxn) sure to be the next thing
+    the producer asks its coordinator. ``stall-and-kill-coordinator`` holds the producers of
+    the coordinator it stalls, cuts the links, then releases them: each commit's decision is
+    then the first write on its ``__transaction_state`` partition during the stall, the write
+    the stall (and the kill after it) is there to lose."""
+
+    def __init__(self) -> None:
+        self._requested = threading.Event()
+        self._released = threading.Event()
+        self.holding = threading.Event()  # a producer waits at the gate
+
+    def request(self) -> None:
+        self._released.clear()
+        self._requested.set()
+
+    def release(self) -> None:
+        self._requested.clear()
+        self._released.set()
+
+    def pass_through(self) -> None:
+        """The producer is about to commit: waits here while a hold is requested."""
+        if not self._requested.is_set():
+            return
+        self.holding.set()
+        try:
+            self._released.wait(GATE_HOLD_S_MAX)
+        finally:
+            self.holding.clear()
+            self._requested.clear()
 
 
 class TxnProducerWorker(threading.Thread):
@@ -42,6 +76,7 @@ class TxnProducerWorker(threading.Thread):
         self.rng = random.Random(seed)
         self.txns: list[TxnOp] = []
         self.stopping = threading.Event()
+        self.gate = CommitGate()
 
     def run(self) -> None:
         """Transactions until stopped; the last producer is one whose init_transactions went
@@ -80,6 +115,7 @@ class TxnProducerWorker(threading.Thread):
                 producer.abort_transaction()
                 outcome, error = "aborted", ""
             else:
+                self.gate.pass_through()
                 commit_s = self.clock()
                 producer.commit_transaction()
                 outcome, error = "committed", ""

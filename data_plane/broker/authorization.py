@@ -3,8 +3,8 @@
 Produce, Fetch, ListOffsets and DeleteRecords answer a refused partition in its own entry
 (TOPIC_AUTHORIZATION_FAILED, naming the principal, operation and topic, and the
 `kraftlog acls create` that would allow it) and serve the others; a Produce carrying a
-transactional id its principal may not WRITE is refused as a whole
-(TRANSACTIONAL_ID_AUTHORIZATION_FAILED in every partition's entry); Metadata lists only the
+transactional id its principal may not WRITE, or transactional batches and no transactional
+id, is refused as a whole (TRANSACTIONAL_ID_AUTHORIZATION_FAILED in every partition's entry); Metadata lists only the
 topics the principal may DESCRIBE, and answers a topic it names without DESCRIBE with
 TOPIC_AUTHORIZATION_FAILED; the replication stream, repair reads and DescribeLogs are
 for brokers (CLUSTER_ACTION on the cluster).
@@ -16,6 +16,8 @@ import inspect
 from typing import AsyncIterator, Awaitable, Callable, Sequence, TypeVar
 
 from data_plane.broker.errors import PartitionError
+from data_plane.broker.requests import ProduceItem
+from data_plane.record_batch import CorruptBatchError, iter_headers
 from server_common.errors import ErrorCode
 from kraftlog_proto import broker_pb2
 from server_common.authorization import AccessControl
@@ -43,13 +45,30 @@ async def serve_authorized(access: AccessControl, operation: str, items: Sequenc
     return [refused(*topic_of(item), refusals[index]) if index in refusals else next(served) for index, item in enumerate(items)]
 
 
-def transactional_refusal(access: AccessControl, transactional_id: str) -> PartitionError | None:
+def transactional_refusal(access: AccessControl, transactional_id: str, items: Sequence[ProduceItem]) -> PartitionError | None:
     """The refusal of a whole Produce that carries a transactional id its principal may not
-    WRITE (Kafka's TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition): WRITE on a
+    WRITE, or transactional batches and no transactional id (Kafka's
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition, in both cases): WRITE on a
     topic allows writing to it, not writing as the transactional producer of an id the
-    principal was not given. None when allowed or when the request carries no id."""
-    found = access.first_refusal("write", "transactional_id", (transactional_id,)) if transactional_id else None
+    principal was not given, and a transactional batch without an id names none it may write
+    as (nor one the leader could ask the coordinator about). None when allowed."""
+    if not transactional_id:
+        if not any(_carries_transactional(item.batches) for item in items):
+            return None
+        return PartitionError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                              "transactional batches in a produce without transactional_id: set the producer's "
+                              "transactional id in the request (and the principal needs WRITE on it)")
+    found = access.first_refusal("write", "transactional_id", (transactional_id,))
     return None if found is None else PartitionError(ErrorCode(found[0]), found[1])
+
+
+def _carries_transactional(batches: bytes) -> bool:
+    """Whether any batch has the transactional bit (a corrupt buffer is left to the append,
+    which refuses it in its partition's entry)."""
+    try:
+        return any(header.is_transactional for _, header in iter_headers(batches))
+    except CorruptBatchError:
+        return False
 
 
 async def _answers(answers: Awaitable[list[Answer]] | list[Answer]) -> list[Answer]:

@@ -16,6 +16,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from data_plane.broker.partition import Partition
+from data_plane.groups.group_lag import BoundedLag
 from data_plane.record_batch import iter_headers
 from data_plane.replication.partition_state import IsrProposal
 from kraftlog_proto import broker_pb2
@@ -92,14 +93,32 @@ def partition_families(figures: Iterable[PartitionFigures]) -> list[GaugeMetricF
     return [replicas, leaders, under, under_min, offline, size, lag]
 
 
-class PartitionCollector(Collector):
-    """Reads the broker's partitions when scraped, on the loop that owns them."""
+def group_lag_families(lag: BoundedLag) -> list[GaugeMetricFamily]:
+    """The consumer-group lag gauges of the groups coordinated here (``group_lag``: bounded)."""
+    partitions = GaugeMetricFamily("kraftlog_consumer_group_lag_records", "Records between a group's committed offset and the "
+                                   "partition's end (high watermark), the largest first", labels=["group", "topic", "partition"])
+    totals = GaugeMetricFamily("kraftlog_consumer_group_lag_sum_records", "A group's lag summed over its partitions, the largest first",
+                               labels=["group"])
+    omitted = GaugeMetricFamily("kraftlog_consumer_group_lag_series_omitted", "Lag series left out by --metrics-group-lag-series "
+                                "(the smallest lags)", labels=["series"])
+    for p in lag.partitions:
+        partitions.add_metric([p.group, p.topic, str(p.partition)], p.lag)
+    for group, total in lag.group_totals:
+        totals.add_metric([group], total)
+    omitted.add_metric(["partition"], lag.partitions_omitted)
+    omitted.add_metric(["group"], lag.groups_omitted)
+    return [partitions, totals, omitted]
 
-    def __init__(self, read: Callable[[], list[PartitionFigures]]) -> None:
-        self._read = read
+
+class ScrapeCollector(Collector):
+    """Families computed when scraped, by ``families`` (which reads the broker's state on the
+    loop that owns it, so the snapshot is consistent and the hot path takes no lock)."""
+
+    def __init__(self, families: Callable[[], list[GaugeMetricFamily]]) -> None:
+        self._families = families
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        yield from partition_families(self._read())
+        yield from self._families()
 
     def describe(self) -> list:
         return []  # families are known only at scrape time: no registration-time collect
@@ -234,8 +253,12 @@ class BrokerMetrics:
               tls: ServerTls | None = None) -> None:
         """Register the scrape-time collector and serve /metrics on ``host:port``, with the
         broker's listener TLS when it has one (``metrics_endpoint``)."""
-        self.registry.register(PartitionCollector(lambda: read_on_loop(loop, lambda: [figures_of(p) for p in partitions()])))
+        self.registry.register(ScrapeCollector(lambda: partition_families(read_on_loop(loop, lambda: [figures_of(p) for p in partitions()]))))
         self._stop = serve_metrics(self.registry, host, port, tls, self.connections_refused)
+
+    def watch_group_lag(self, read: Callable[[], BoundedLag]) -> None:
+        """Export the consumer-group lag ``read`` answers (on the broker's loop) at each scrape."""
+        self.registry.register(ScrapeCollector(lambda: group_lag_families(read())))
 
     def stop(self) -> None:
         if self._stop is not None:

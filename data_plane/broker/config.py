@@ -99,6 +99,7 @@ class BrokerConfig:
     topic_defaults: dict[str, str] = field(default_factory=dict)
     storage_fault_injection: bool = False  # testing only: see data_plane/storage/fault_injection.py
     metrics_port: int = 0  # Prometheus /metrics on the --listen host; 0: off
+    metrics_group_lag_series: int = 1000  # the most consumer-group lag series a scrape exports (data_plane/groups/group_lag.py)
     quota_window_num: int = 11  # client quotas: samples a rate is measured over (Kafka's quota.window.num)
     quota_window_size_ms: int = 1000  # client quotas: length of one sample (Kafka's quota.window.size.seconds)
     offsets_topic_partitions: int = 50  # Kafka's offsets.topic.num.partitions; used when the topic is first created
@@ -167,6 +168,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--metrics-port", type=int, default=BrokerConfig.metrics_port,
                         help="serve Prometheus metrics at http://LISTEN_HOST:PORT/metrics; https with the --tls-* files and the same "
                              "--tls-client-auth when TLS is on (0: off; default: %(default)s)")
+    parser.add_argument("--metrics-group-lag-series", type=int, default=BrokerConfig.metrics_group_lag_series,
+                        help="the most consumer-group lag series (group and partition, and group totals) a scrape exports, "
+                             "the largest lags first (default: %(default)s)")
     parser.add_argument("--scrub-bytes-per-second", type=int, default=BrokerConfig.scrub_bytes_per_second,
                         help="rate of the background CRC check of stored batches (0: off)")
     parser.add_argument("--cleaner-interval-ms", type=int, default=BrokerConfig.cleaner_interval_ms,
@@ -210,6 +214,8 @@ def from_args(args: argparse.Namespace) -> BrokerConfig:
     host, port = parse_host_port(args.listen)
     if not 0 <= args.metrics_port <= 65535:
         raise ValueError(f"--metrics-port {args.metrics_port} is out of range: give 1 to 65535, or 0 to turn metrics off")
+    if args.metrics_group_lag_series < 0:
+        raise ValueError(f"--metrics-group-lag-series {args.metrics_group_lag_series} is negative: give 0 (no lag series) or more")
     if args.quota_window_num < 2 or args.quota_window_size_ms < 1:
         raise ValueError(f"--quota-window-num must be at least 2 and --quota-window-size-ms at least 1, got "
                          f"{args.quota_window_num} and {args.quota_window_size_ms}")
@@ -255,6 +261,7 @@ def from_args(args: argparse.Namespace) -> BrokerConfig:
         cleaner_io_bytes_per_second=args.cleaner_io_bytes_per_second,
         cleaner_map_entries=args.cleaner_map_entries,
         metrics_port=args.metrics_port,
+        metrics_group_lag_series=args.metrics_group_lag_series,
         tls=server_tls_from_args(args),
         security=security,
         kafka_listen=parse_host_port(args.kafka_listen) if args.kafka_listen else None,

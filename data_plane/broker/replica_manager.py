@@ -240,6 +240,28 @@ class ReplicaManager:
         self.partitions[(topic, index)] = partition
         self._lead_or_follow(partition, state, "new replica")
 
+    def reopen_offline(self, tp: TopicPartition) -> bool:
+        """Bring back a replica whose log went offline after it was created, once the log can
+        be opened and written again (``LogManager.reopen``; raises StorageError while it
+        cannot): a new Partition over the reopened log, at the metadata's current leadership,
+        so it follows (the controller moved the leadership away) and catches up into the ISR.
+        False, nothing done: metadata is being applied (its slices yield), try again later."""
+        if self._applying:
+            return False
+        partition = self.partitions[tp]
+        assert partition.offline_reason is not None and self.image is not None, tp
+        part = self.image.partition(*tp)
+        assert part is not None and self.config.broker_id in part.replicas, tp  # else it was removed with its topic or moved away
+        plog = self.logs.reopen(*tp, self._settings(self.image, tp[0]))
+        reopened = self._partition_class(tp[0], tp[1], self.config.broker_id, plog,
+                                         high_watermark=min(partition.high_watermark, plog.log_end_offset),
+                                         durable_acks=self.config.durability == Durability.FSYNC)
+        self.partitions[tp] = reopened
+        state = LeadershipState(part.leader, part.leader_epoch, part.partition_epoch, tuple(part.replicas), tuple(part.isr))
+        self._lead_or_follow(reopened, state, "log reopened")
+        self.followers_changed()
+        return True
+
     def _change_leadership(self, partition: Partition, state: LeadershipState) -> None:
         self._lead_or_follow(partition, state, "leader epoch changed")
 

@@ -18,8 +18,10 @@ from data_plane.broker.config import BrokerConfig, add_arguments, from_args
 from data_plane.broker.broker_metrics import BrokerMetrics
 from data_plane.broker.controller_link import BrokerLifecycleManager, MetadataFollower
 from data_plane.broker.damage_repair import DamageRepairer
+from data_plane.broker.group_lag_export import EndOffsets, export_group_lag
 from data_plane.broker.errors import PartitionError, to_wire
 from data_plane.broker.isr_updates import AlterPartitionSender
+from data_plane.broker.offline_recovery import OfflineRecovery
 from data_plane.broker.quotas import QuotaAccounts
 from data_plane.broker.quotas_interceptor import QuotaEnforcer
 from server_common.authentication import Authenticator
@@ -228,8 +230,12 @@ class BrokerServer:
             asyncio.create_task(self.replicas.group_commit.run()),
             asyncio.create_task(self.replicas.follower_commit.run()),
             asyncio.create_task(DamageRepairer(self.replicas.maintenance, self.fetchers.broker_address).run()),
+            asyncio.create_task(OfflineRecovery(self.replicas).run()),
             asyncio.create_task(self._health.follow(lambda: not self._stopping and not self.lifecycle.is_fenced)),
         ]
+        if self.metrics is not None:
+            ends = EndOffsets(self.replicas, self.fetchers.broker_address, self.config.peer_credentials())
+            self._timers.append(asyncio.create_task(export_group_lag(self.metrics, groups.coordinator, ends, self.config.metrics_group_lag_series)))
         if self.config.scrub_bytes_per_second > 0:
             budget = max(self.config.scrub_bytes_per_second * self.config.scrub_interval_ms // 1000, 1)
             self._timers.append(asyncio.create_task(self._scrub(budget)))

@@ -225,7 +225,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
     async def _produce(self, request: broker_pb2.ProduceRequest) -> broker_pb2.ProduceResponse:
         """One Produce request's answer; raises MalformedRequest for a request of the wrong shape."""
         items = self._produce_items(request)
-        refusal = transactional_refusal(self.access, request.transactional_id)
+        refusal = transactional_refusal(self.access, request.transactional_id, items)
         if refusal is not None:
             results = [ProduceResult(i.topic, i.partition, refusal) for i in items]
         else:

@@ -168,13 +168,19 @@ class GroupCoordinator:
         """Queue an operation on the group and wait until its records are durable and applied
         (with ``producer``: durable and staged): the one path of every group change. Raises
         `Refused` (from the decision, or a retriable coordinator error)."""
+        return await self._queue(group_id, decide, producer)
+
+    def _queue(self, group_id: str, decide: Callable[[Group | None, int], tuple[GroupChange, T]],
+               producer: TxnProducer | None = None) -> asyncio.Future:
+        """Queue an operation on the group; the future `run` awaits. Operations queued with no
+        await between them run one after the other, with nothing else between."""
         shard = self._shard_for(group_id)
         future = asyncio.get_running_loop().create_future()
         queue = shard.queues.setdefault(group_id, [])
         queue.append(Pending(decide, future, producer))
         if len(queue) == 1:
             asyncio.ensure_future(self._drain(shard, group_id))
-        return await future
+        return future
 
     async def _drain(self, shard: Shard, group_id: str) -> None:
         """Run the group's queued operations, a round at a time: each round decides every
@@ -298,9 +304,18 @@ class GroupCoordinator:
 
     async def txn_commit(self, group_id: str, producer: TxnProducer, member_id: str, member_epoch: int,
                          items: list[offsets.OffsetToCommit]) -> offsets.PartitionErrors:
-        """TxnOffsetCommit: answered once the producer's transactional batch is durable and staged."""
-        return await self.run(group_id, lambda group, now: offsets.txn_commit(group, group_id, member_id, member_epoch, items, now),
-                              producer)
+        """TxnOffsetCommit: answered once the producer's transactional batch is durable and staged.
+        An admin commit to a group that does not exist (never did, or a DeleteGroups queued
+        ahead just deleted it) first creates the group with its epoch record, in a plain round
+        queued right before the transactional one so that nothing comes between them."""
+        created = self._queue(group_id, lambda group, now: (offsets.create_for_txn_commit(group, group_id, member_id, member_epoch), None))
+        staged = self._queue(group_id, lambda group, now: offsets.txn_commit(group, group_id, member_id, member_epoch, items, now),
+                             producer)
+        answers = await asyncio.gather(created, staged, return_exceptions=True)
+        for answer in answers:
+            if isinstance(answer, BaseException):
+                raise answer
+        return answers[1]
 
     async def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> offsets.PartitionErrors:
         def decide(group: Group | None, now: int):

@@ -38,20 +38,42 @@ def commit(group: Group | None, group_id: str, member_id: str, member_epoch: int
            now_ms: int) -> tuple[GroupChange, PartitionErrors]:
     """Check the committer, then each partition; raises `Refused` for a group-level refusal."""
     accepted, errors = _checked(group, group_id, member_id, member_epoch, offsets, now_ms)
-    change = GroupChange.of(group, group_id)
-    if group is None:
-        change.set_epoch(change.group.metadata)  # an admin commit creates the (empty) group
+    change = _created(group, group_id)
     for (topic, partition), committed in accepted:
         change.set_offset(topic, partition, committed)
     return change, errors
+
+
+def create_for_txn_commit(group: Group | None, group_id: str, member_id: str, member_epoch: int) -> GroupChange:
+    """What an admin TxnOffsetCommit to a group that does not exist writes first, as a plain
+    record of its own: the group's epoch record, as an admin `commit` creates the (empty)
+    group. The transactional batch cannot carry it (it counts only at the marker, and holds
+    offsets only), and without it the commit marker would bring the group into being (or back,
+    after a DeleteGroups logged before the commit) with offsets and no epoch record. Nothing
+    when the group exists or the commit is not an admin one (`txn_commit` decides those)."""
+    if group is not None or member_id or member_epoch != ADMIN_EPOCH:
+        return GroupChange.of(group, group_id)
+    return _created(group, group_id)
+
+
+def _created(group: Group | None, group_id: str) -> GroupChange:
+    change = GroupChange.of(group, group_id)
+    if group is None:
+        change.set_epoch(change.group.metadata)  # an admin commit creates the (empty) group
+    return change
 
 
 def txn_commit(group: Group | None, group_id: str, member_id: str, member_epoch: int, offsets: Iterable[OffsetToCommit],
                now_ms: int) -> tuple[GroupChange, PartitionErrors]:
     """TxnOffsetCommit (KIP-447): the same checks as `commit` (a fenced or stale member cannot
     commit inside a transaction either), but the records are only written, not applied: they
-    count once the transaction's commit marker lands (`txn_offsets`)."""
+    count once the transaction's commit marker lands (`txn_offsets`). The group exists by now
+    (`create_for_txn_commit` ran just before); if its write failed, the commit is refused as
+    retriable rather than staged for a group without an epoch record."""
     accepted, errors = _checked(group, group_id, member_id, member_epoch, offsets, now_ms)
+    if group is None:
+        raise Refused(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"group {group_id} could not be created for the transactional commit "
+                      "(its write failed): nothing was written; retry")
     change = GroupChange.of(group, group_id)
     for (topic, partition), committed in accepted:
         change.stage_offset(topic, partition, committed)

@@ -131,7 +131,7 @@ class KafkaApis:
                     refused.append(ProduceResult(topic.name, part.index, PartitionError(
                         ErrorCode.INVALID_RECORD, f"{topic.name}-{part.index}: {exc}")))
         acks, transactional_id = request.acks, request.transactional_id or ""
-        refusal = transactional_refusal(self.access, transactional_id)
+        refusal = transactional_refusal(self.access, transactional_id, items)
         if acks not in (-1, 0, 1):
             refusal = PartitionError(ErrorCode.INVALID_REQUIRED_ACKS, f"acks must be -1 (all), 0 or 1, got {acks}")
         if refusal is not None:

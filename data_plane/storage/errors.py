@@ -37,12 +37,14 @@ class StorageError(Exception):
         path = exc.filename or partition_dir
         code = errno_names.errorcode.get(exc.errno or 0, "unknown errno")
         if exc.errno == errno_names.ENOSPC:
-            advice = "free space on that disk (or move partitions off it), then restart the broker"
+            advice = ("free space on that disk (or move partitions off it): the broker opens the log again by itself once a "
+                      "write there succeeds (no need to restart the broker)")
         elif exc.errno in (errno_names.EMFILE, errno_names.ENFILE):
             advice = ("the broker ran out of file descriptors, not disk: raise its open-file limit (ulimit -n, systemd "
                       "LimitNOFILE) or move replicas off it (docs/operations.md, Sizing)")
         else:
-            advice = "check the disk (dmesg, SMART, mount state), then restart the broker; its logs will be recovered"
+            advice = ("check the disk (dmesg, SMART, mount state): the broker retries opening the log and recovers it once a "
+                      "write there succeeds again (a restart of the broker recovers it too)")
         return cls(
             f"{action} failed on {path}: {exc.strerror or exc} ({code}); partition {partition_dir.name} is offline: {advice}",
             errno=exc.errno,

@@ -7,7 +7,9 @@ Off by default: ``check`` costs nothing until ``enable`` is called once at start
 disk needs no hook (a size-limited tmpfs as the data directory gives a real ENOSPC); an I/O
 error cannot be made that simply without a device-mapper error target, so this is the one
 place the storage layer pretends. The error takes the same path as a real one
-(``PartitionLog._io_guard``: the partition goes offline on this broker). ``fill_disk`` is
+(``PartitionLog._io_guard``: the partition goes offline on this broker), and while the file
+names any operation the probe write of a reopen fails too (``LogManager.reopen``: the
+replica stays offline until the file is gone). ``fill_disk`` is
 the full-disk fault's one step.
 """
 

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import structlog
 
+from data_plane.storage import fault_injection
 from data_plane.storage.checkpoint_file import read_offsets, write_offsets
 from server_common.fsync import fsync_dir
 from data_plane.storage.errors import StorageError
@@ -54,7 +55,7 @@ class LogManager:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._now_ms = now_ms
         self._logs: dict[TopicPartition, PartitionLog] = {}
-        self._failed: dict[TopicPartition, StorageError] = {}  # could not load at start: offline until a restart
+        self._failed: dict[TopicPartition, StorageError] = {}  # could not load at start: offline until it opens
         self._not_created: dict[TopicPartition, StorageError] = {}  # creation failed: offline until a retry succeeds
         marker = self.data_dir / CLEAN_SHUTDOWN
         clean = marker.exists()
@@ -92,22 +93,42 @@ class LogManager:
     def get_or_create(self, topic: str, partition: int, settings: LogSettings) -> PartitionLog:
         """The partition's log with ``settings`` applied (logs load with defaults until the broker knows the topic's).
 
-        A log that cannot be created (no descriptor, a full or failing disk) counts as offline
-        until a later call creates it: the metadata follower calls again until the cause is gone."""
+        A log that cannot be created (no descriptor, a full or failing disk), or that failed to
+        load at start, counts as offline until a later call opens it: the metadata follower
+        calls again until the cause is gone (a log that failed to load is then recovered in
+        full, its recovery point unknown)."""
         tp = (topic, partition)
-        if tp in self._failed:
-            raise self._failed[tp]
         plog = self._logs.get(tp)
         if plog is None:
             try:
                 plog = PartitionLog.open(self.data_dir / partition_dir_name(topic, partition), settings, self._now_ms)
             except StorageError as exc:
-                self._not_created[tp] = exc
+                if tp not in self._failed:
+                    self._not_created[tp] = exc
                 raise
             self._not_created.pop(tp, None)
+            self._failed.pop(tp, None)
             self._logs[tp] = plog
         else:
             plog.update_settings(settings)
+        return plog
+
+    def reopen(self, topic: str, partition: int, settings: LogSettings) -> PartitionLog:
+        """The log of a replica that went offline after it was created (an append, a flush, a
+        checkpoint failed), opened again once its directory takes a write again: a probe file
+        written, fsynced and removed (``fault_injection`` fails it while it fails the log's
+        writes), then the old files released and the log loaded as after a crash (recovered
+        above its recovery point, a torn tail cut). Raises StorageError while the cause
+        lasts; the offline log stays in place (and reported) until a reopen succeeds."""
+        tp = (topic, partition)
+        old = self._logs[tp]
+        assert old.is_offline, tp
+        directory = self.data_dir / partition_dir_name(topic, partition)
+        _probe_writes(directory)
+        old.close()
+        plog = PartitionLog.open(directory, settings, self._now_ms, recovery_point=old.recovery_point)
+        self._logs[tp] = plog
+        log.info("partition log reopened", partition=directory.name, log_end_offset=plog.log_end_offset)
         return plog
 
     def delete(self, topic: str, partition: int) -> None:
@@ -186,3 +207,24 @@ def _marker_epoch(marker: Path) -> int:
         return int(marker.read_text().strip() or -1)
     except (OSError, ValueError):
         return -1
+
+
+PROBE_FILE = ".write-probe"
+
+
+def _probe_writes(directory: Path) -> None:
+    """Write, fsync and remove a small file in ``directory``: whether the log's writes can
+    work again (a full disk, EIO, no descriptor left all fail it). Raises StorageError."""
+    probe = directory / PROBE_FILE
+    try:
+        for operation in fault_injection.OPERATIONS:
+            fault_injection.check(operation)
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, b"\0" * 4096)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        probe.unlink()
+    except OSError as exc:
+        raise StorageError.from_os_error(exc, "reopening the log (a probe write)", directory) from exc

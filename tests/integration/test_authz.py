@@ -8,6 +8,7 @@ controller through the admin's TLS channel with their own credentials, which nam
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from typing import NamedTuple
@@ -363,8 +364,9 @@ def call_every_method(cluster: TestCluster, security, extra: dict[str, tuple[str
                 calls += [(name, address, method, request) for name, (target, request) in (extra or {}).items()
                           if target == f"{service.name}.{method.name}"]
     outcomes: dict[str, Outcome] = {}
+    channels = {address: open_channel(address, security.channel_credentials()) for address in {address for _, address, _, _ in calls}}
     for name, address, method, request in calls:
-        with open_channel(address, security.channel_credentials()) as channel:
+        with contextlib.nullcontext(channels[address]) as channel:
             request_type, response_type = GetMessageClass(method.input_type), GetMessageClass(method.output_type)
             kind = {(False, False): channel.unary_unary, (True, True): channel.stream_stream,
                     (False, True): channel.unary_stream, (True, False): channel.stream_unary}[(method.client_streaming, method.server_streaming)]
@@ -377,7 +379,58 @@ def call_every_method(cluster: TestCluster, security, extra: dict[str, tuple[str
                 outcomes[name] = Outcome(refused.code() == grpc.StatusCode.PERMISSION_DENIED, f"{refused.code().name}: {refused.details()}", True)
                 continue
             outcomes[name] = Outcome(getattr(answer, "error_code", 0) in refusal_codes, text_format.MessageToString(answer), False)
+    for channel in channels.values():
+        channel.close()
     return outcomes
+
+
+# What a caller might hope a name field takes as "everything" or "everything like this": a
+# glob, a regex, and prefixes of hidden names (a topic's, a group's, the internal topics').
+PATTERNS = ("*", ".*", "or", "or*", "al", "__")
+
+
+def pattern_variants() -> dict[str, tuple[str, object]]:
+    """For every method, from the .proto descriptors, and every field of its request that
+    names something (a string, a list of strings or of entries): one request per pattern in
+    ``PATTERNS``, that field holding the pattern (a list: one entry, a message's string fields
+    all holding it and naming partition 0): {"Service.Method(field=pattern)": ("Service.Method",
+    request)}, for ``call_every_method``'s ``extra``."""
+    from google.protobuf.descriptor import FieldDescriptor
+    from google.protobuf.message_factory import GetMessageClass
+
+    from kraftlog_proto import controller_pb2, group_pb2, security_pb2
+
+    def fill(message, pattern: str, depth: int = 0) -> None:
+        for field in message.DESCRIPTOR.fields:
+            repeated = field.is_repeated
+            if field.type == FieldDescriptor.TYPE_STRING:
+                getattr(message, field.name).append(pattern) if repeated else setattr(message, field.name, pattern)
+            elif repeated and field.type == FieldDescriptor.TYPE_INT32:
+                getattr(message, field.name).append(0)
+            elif repeated and field.type == FieldDescriptor.TYPE_MESSAGE and depth < 3 and not field.message_type.GetOptions().map_entry:
+                fill(getattr(message, field.name).add(), pattern, depth + 1)
+
+    variants: dict[str, tuple[str, object]] = {}
+    for module in (broker_pb2, group_pb2, transaction_pb2, controller_pb2, security_pb2):
+        for service in module.DESCRIPTOR.services_by_name.values():
+            for method in service.methods:
+                request_type = GetMessageClass(method.input_type)
+                for field in method.input_type.fields:
+                    named = field.type == FieldDescriptor.TYPE_STRING or (
+                        field.is_repeated and field.type == FieldDescriptor.TYPE_MESSAGE and not field.message_type.GetOptions().map_entry)
+                    if not named:
+                        continue
+                    for pattern in PATTERNS:
+                        request = request_type()
+                        if field.type == FieldDescriptor.TYPE_MESSAGE:
+                            fill(getattr(request, field.name).add(), pattern)
+                        elif field.is_repeated:
+                            getattr(request, field.name).append(pattern)
+                        else:
+                            setattr(request, field.name, pattern)
+                        name = f"{service.name}.{method.name}"
+                        variants[f"{name}({field.name}={pattern})"] = (name, request)
+    return variants
 
 
 def test_every_method_refuses_an_unprivileged_user_or_reveals_nothing(cluster: TestCluster) -> None:
@@ -387,10 +440,19 @@ def test_every_method_refuses_an_unprivileged_user_or_reveals_nothing(cluster: T
     wait_for(lambda: broker_stub(cluster, "eve", "eve-secret").Metadata(broker_pb2.MetadataRequest(), timeout=10), 10, "eve known to the broker")
     with ControllerClient(controllers_of(cluster), security=cluster.client_security, timeout_s=10) as admin_client:
         hidden = {t.name for t in admin_client.describe_cluster().topics} | {"billing", "alice-group", "audit", "snoop"}  # eve may DESCRIBE none
-    outcomes = call_every_method(cluster, eve)
+    variants = pattern_variants()
+    assert "Broker.Metadata(topics=*)" in variants and "GroupCoordinator.DescribeGroups(group_ids=.*)" in variants
+    outcomes = call_every_method(cluster, eve, variants)
+    assert set(variants) <= set(outcomes)
+    revealed = {}
     for name, outcome in outcomes.items():  # a refusal's details must not name them at all; an answer not as a value
-        assert not [n for n in hidden if (n if outcome.status else f'"{n}"') in outcome.text], (name, outcome.text)
-    unexpected = {k: v for k, v in outcomes.items() if not v.refused and k not in ANSWERS_ANYONE}
+        found = [n for n in hidden if (n if outcome.status else f'"{n}"') in outcome.text]
+        if found:
+            revealed[name] = (found, outcome.text)
+    assert not revealed, revealed
+    wildcard_advice = {name: o.text for name, o in outcomes.items() if any(f"--{kind} *`" in o.text for kind in ("topic", "group", "transactional-id"))}
+    assert not wildcard_advice, wildcard_advice  # a refusal of the name '*' never advises an ACL on '*', which allows every one
+    unexpected = {k: v for k, v in outcomes.items() if not v.refused and k.split("(")[0] not in ANSWERS_ANYONE}
     assert not unexpected, unexpected
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -92,3 +93,37 @@ def test_with_a_broker_killed_produce_and_consume_say_at_once_what_they_cannot_d
     finally:
         cluster.restart(leader)
         cluster.wait_ready()
+
+
+
+def test_consume_from_beginning_reads_the_other_partitions_while_one_leader_hangs(cluster: TestCluster) -> None:
+    """A leader that takes requests but never answers (SIGSTOPped: the metadata still names
+    it) held up every partition of ``consume --from-beginning`` without ``--group``: their
+    starts were resolved all at once, and the command failed after the 30 s request timeout
+    having printed nothing. Now each leader's partitions start on their own: the others'
+    records are printed while the hung leader's partitions wait for it."""
+    from data_plane.client import Admin, Consumer
+
+    cluster.create_topic("hung", partitions=6, replication_factor=1)
+    keyed = b"".join(b"k%d:v%d\n" % (i, i) for i in range(60))  # keys spread the records over the partitions
+    assert kraftlog("produce", "hung", "--key-separator", ":", "--bootstrap", cluster.bootstrap, stdin=keyed).returncode == 0
+    with Admin(cluster.bootstrap) as admin:
+        partitions = list(admin.describe_topics(["hung"])["hung"].partitions.values())
+    hung_id = max(p.leader for p in partitions)  # not the first bootstrap address: metadata still comes at once
+    others = [p.partition for p in partitions if p.leader != hung_id]
+    with Consumer(cluster.bootstrap, auto_offset_reset="earliest") as counter:
+        counter.assign([("hung", p) for p in others])
+        counter.seek_to_end()
+        readable = sum(counter.position(("hung", p)) for p in others)
+    assert 0 < readable < 60, readable
+    node = cluster.broker(hung_id)
+    cluster.signal(node, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        read = subprocess.run([sys.executable, "-m", "cli", "consume", "hung", "--from-beginning", "--max-messages", str(readable),
+                               "--bootstrap", cluster.bootstrap], capture_output=True, timeout=60)
+        took = time.monotonic() - started
+    finally:
+        cluster.signal(node, signal.SIGCONT)
+    assert read.returncode == 0, read.stderr.decode()
+    assert len(read.stdout.split()) == readable, (read.stdout, took)

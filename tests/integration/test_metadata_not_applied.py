@@ -7,7 +7,8 @@ another replica, clients produce to it), answer DescribeLogs for it with STORAGE
 applying later metadata (a topic created after it gets its replica on broker 1) and serving
 its other partitions; once the file is gone, it creates the replica without a restart and
 the replica rejoins the ISR. A replica never created whose topic is then deleted stops
-being reported.
+being reported. A replica whose log fails after it was created (EIO on its appends) comes
+back the same way once the cause is gone.
 
 Before: the failure was logged and forgotten (the replica was never retried, never
 reported, and the partition kept broker 1 as a leader that had no log for it); with an
@@ -79,3 +80,35 @@ def test_a_replica_never_created_stops_being_reported_once_its_topic_is_deleted(
             client.delete_topics(["gone"])
         wait_for(lambda: broker_log_states(cluster, 1, "gone") == {}, 30, "gone-0 no longer reported once its topic is deleted")
 
+
+
+def test_a_replica_whose_log_fails_later_comes_back_once_the_cause_is_gone(tmp_path) -> None:
+    """The leader's appends fail with EIO (``--storage-fault-injection``): its replica goes
+    offline, the controller moves the leadership, and while the cause lasts the broker's
+    attempts to reopen the log fail (a probe write) and it stays offline. Once the cause is
+    gone the broker reopens the log (recovered as after a crash) and its replica follows and
+    rejoins the ISR, without a restart; before, it stayed offline until one. Nothing
+    acknowledged is lost."""
+    from data_plane.storage.fault_injection import TRIGGER_FILE
+    from tests.integration.test_elections_cli import consume, produce, state
+
+    with local_cluster(tmp_path, controllers=1, brokers=3, broker_args=["--storage-fault-injection"]) as cluster:
+        cluster.create_topic("flaky", 1, 3, {"min.insync.replicas": "2"})
+        broken = state(cluster, "flaky").leader
+        acked = produce(cluster, "flaky", 20)
+        trigger = cluster.data_dir / cluster.broker(broken).name / TRIGGER_FILE
+        trigger.write_text("append\n")
+        acked += produce(cluster, "flaky", 20, first=20)  # STORAGE_ERROR on the broken leader, retried at the next one
+        wait_for(lambda: broker_log_states(cluster, broken, "flaky") == {0: common_pb2.STORAGE_ERROR}, 30, f"broker {broken} offline for flaky-0")
+        moved = state(cluster, "flaky")
+        assert moved.leader not in (-1, broken) and broken not in moved.isr, moved
+        log = cluster.log_path(cluster.broker(broken))
+        wait_for(lambda: "partition still offline: reopening its log failed" in log.read_text(), 30, "a failed reopen while the cause lasts")
+        assert broker_log_states(cluster, broken, "flaky") == {0: common_pb2.STORAGE_ERROR}
+
+        trigger.unlink()  # the cause goes away: no restart
+        wait_for(lambda: broker_log_states(cluster, broken, "flaky") == {0: common_pb2.NONE}, 60, f"broker {broken} to reopen flaky-0")
+        wait_for(lambda: broken in state(cluster, "flaky").isr, 60, f"broker {broken} back in the ISR of flaky-0")
+        assert "partition back online: log reopened" in log.read_text()
+        acked += produce(cluster, "flaky", 20, first=40)
+        assert consume(cluster, "flaky", len(acked))[: len(acked)] == acked, "no acknowledged write lost"

@@ -112,3 +112,44 @@ def test_broker_and_controller_metrics_and_an_under_replicated_partition(tmp_pat
         cluster.start_node(down)
         wait_for(lambda: under() == 0, 60, "the restarted follower back in the ISR")
         assert value(scrape(port), "kraftlog_isr_expansions_total") >= 1
+
+
+def test_consumer_group_lag_per_group_and_partition_bounded_to_the_largest(tmp_path: Path) -> None:
+    """The group coordinator's broker exports each group's lag on each partition it committed
+    an offset for (end offset minus committed), partitions led by the other broker included,
+    bounded by --metrics-group-lag-series to the largest lags with the rest counted; it
+    follows new records."""
+    from data_plane.client import Producer
+    from data_plane.client.group_admin import GroupAdmin, offset_commit_request, raise_commit_errors
+
+    args = ["--offsets-topic-partitions", "1", "--metrics-group-lag-series", "2"]
+    with local_cluster(tmp_path, controllers=1, brokers=2, broker_args=args, configure=give_metrics_ports) as cluster:
+        cluster.create_topic("lagging", partitions=4, replication_factor=1)
+        with Producer(cluster.bootstrap) as producer:
+            for partition in range(4):
+                for i in range(10):
+                    producer.send("lagging", b"v%d" % i, partition=partition)
+            producer.flush(30)
+        commits = {"g1": {0: 2, 1: 4, 2: 6, 3: 8}, "g2": {0: 10}, "g3": {0: 9}}  # lags 8, 6, 4, 2; 0; 1
+        with GroupAdmin(cluster.bootstrap) as admin:
+            for group_id, offsets in commits.items():
+                request = offset_commit_request(group_id, "", -1, {("lagging", p): (o, -1) for p, o in offsets.items()})
+                raise_commit_errors(admin.link(group_id).call("OffsetCommit", request), group_id)
+        leaders = {cluster.leader("lagging", p) for p in range(4)}
+        assert len(leaders) == 2  # some partitions' ends come from the other broker
+        port = metrics_port(cluster, "broker", cluster.leader("__consumer_offsets", 0))
+
+        def exported() -> dict:
+            families = scrape(port)
+            return {"partitions": {(s.labels["group"], s.labels["partition"]): s.value for s in families["kraftlog_consumer_group_lag_records"].samples},
+                    "totals": {s.labels["group"]: s.value for s in families["kraftlog_consumer_group_lag_sum_records"].samples},
+                    "omitted": {s.labels["series"]: s.value for s in families["kraftlog_consumer_group_lag_series_omitted"].samples}}
+
+        wanted = {"partitions": {("g1", "0"): 8, ("g1", "1"): 6}, "totals": {"g1": 20, "g3": 1}, "omitted": {"partition": 4, "group": 1}}
+        wait_for(lambda: exported() == wanted, 30, f"the group lag gauges {wanted}")
+        with Producer(cluster.bootstrap) as producer:
+            for i in range(5):
+                producer.send("lagging", b"more", partition=3)
+            producer.flush(30)
+        wanted = {"partitions": {("g1", "3"): 7, ("g1", "0"): 8}, "totals": {"g1": 25, "g3": 1}, "omitted": {"partition": 4, "group": 1}}
+        wait_for(lambda: exported() == wanted, 30, f"the group lag following new records: {wanted}")

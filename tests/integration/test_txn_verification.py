@@ -3,7 +3,8 @@
 - a late batch of an aborted transaction is refused by the partition leader (PRODUCER_FENCED:
   the abort bumped the epoch), on a partition that took part and on one that never did (there
   the coordinator answers, through the leader's verification), and a batch of the current
-  epoch on a partition never added gets INVALID_TXN_STATE; the LSO stays at the HW. Negative
+  epoch on a partition never added gets INVALID_TXN_STATE, and one in a produce without
+  transactional_id TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka answers; the LSO stays at the HW. Negative
   control: the same raw batch on a partition the coordinator did add is appended and holds
   the LSO until the transaction ends;
 - a zombie (same transactional id, older epoch) gets PRODUCER_FENCED from every partition
@@ -105,8 +106,8 @@ def test_a_late_batch_of_an_aborted_transaction_is_refused_and_the_lso_moves_on(
     assert elsewhere.error_code == common_pb2.PRODUCER_FENCED, elsewhere.error_message
     not_added = raw_produce(cluster, "tx-late", "late", 1, pid, meta.producer_epoch, 0)
     assert not_added.error_code == common_pb2.INVALID_TXN_STATE and "add the partition" in not_added.error_message
-    no_id = raw_produce(cluster, "", "late", 1, pid, meta.producer_epoch, 0)
-    assert no_id.error_code == common_pb2.INVALID_TXN_STATE and "transactional_id" in no_id.error_message
+    no_id = raw_produce(cluster, "", "late", 1, pid, meta.producer_epoch, 0)  # Kafka refuses it as a whole, so do we
+    assert no_id.error_code == common_pb2.TRANSACTIONAL_ID_AUTHORIZATION_FAILED and "transactional_id" in no_id.error_message
     for partition in (0, 1):
         lso, hw = ends(cluster, "late", partition)
         assert lso == hw, (partition, lso, hw)  # nothing hangs: read_committed readers reach the end

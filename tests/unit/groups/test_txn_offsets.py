@@ -16,7 +16,7 @@ from data_plane.control_batch import ControlType, decode_marker, encode_marker
 from data_plane.groups import offsets, record_codec
 from data_plane.groups.coordinator import TxnProducer
 from data_plane.groups.membership import Refused
-from data_plane.groups.state import CommittedOffset, GroupEpoch, GroupRecord, RecordKey, RecordType, replay
+from data_plane.groups.state import CommittedOffset, Group, GroupEpoch, GroupRecord, RecordKey, RecordType, replay
 from data_plane.groups.txn_offsets import PendingTxnOffsets
 from data_plane.record_batch import decode_batch, encode_batch, iter_headers
 from server_common.errors import ErrorCode
@@ -93,13 +93,20 @@ def test_an_abort_marker_drops_the_staged_offsets_and_touches_no_group():
 
 
 def test_a_txn_commit_checks_the_member_epoch_and_applies_nothing():
-    change, errors = offsets.txn_commit(None, "g", *ADMIN, to_commit((0, 5), (1, -1)), now_ms=1)
+    change, errors = offsets.txn_commit(Group("g"), "g", *ADMIN, to_commit((0, 5), (1, -1)), now_ms=1)
     assert errors[("t", 0)][0] == ErrorCode.NONE and errors[("t", 1)][0] == ErrorCode.INVALID_COMMIT_OFFSET
     assert [r.key.partition for r in change.records] == [0]  # written...
     assert not change.group.offsets and not change.applied  # ...but not applied
     with pytest.raises(Refused) as unknown:
         offsets.txn_commit(None, "g", "m", 3, to_commit((0, 5)), now_ms=1)
     assert unknown.value.code == ErrorCode.UNKNOWN_MEMBER_ID
+    with pytest.raises(Refused) as absent:  # the group's creation (a plain round before) failed: retriable, nothing staged
+        offsets.txn_commit(None, "g", *ADMIN, to_commit((0, 5)), now_ms=1)
+    assert absent.value.code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    assert not offsets.create_for_txn_commit(Group("g"), "g", *ADMIN).records
+    assert not offsets.create_for_txn_commit(None, "g", "m", 3).records
+    [created] = offsets.create_for_txn_commit(None, "g", *ADMIN).records
+    assert created.key.type is RecordType.GROUP_EPOCH and created.value is not None
 
 
 # ---------------------------------------------------------------------- through the shell
@@ -139,12 +146,45 @@ def test_txn_offsets_count_after_the_commit_marker_and_vanish_with_an_abort():
     asyncio.run(scenario())
 
 
+def epoch_records(replicas: FakeReplicas, group_id: str) -> list[GroupEpoch | None]:
+    """The group's GROUP_EPOCH records in the log, in order (None: a tombstone)."""
+    found = []
+    for raw in replicas.partition.batches:
+        batch = decode_batch(raw)
+        if batch.header.is_control:
+            continue
+        records = [record_codec.decode(k, v) for k, v in zip(batch.keys, batch.values)]
+        found += [r.value for r in records if r.key.type is RecordType.GROUP_EPOCH and r.key.group_id == group_id]
+    return found
+
+
+def test_an_admin_txn_commit_queued_behind_a_group_deletion_recreates_the_group_with_its_epoch_record():
+    """DeleteGroups, then an admin TxnOffsetCommit queued behind it: the commit lands after the
+    deletion in the log, so its marker makes the offsets count (the latest write wins), and
+    the group it brings back has an epoch record logged after the deletion's tombstone, as an
+    admin OffsetCommit's group does; a coordinator replaying the log agrees."""
+    async def scenario():
+        replicas = FakeReplicas()
+        coordinator = await loaded(replicas)
+        await coordinator.commit("g", *ADMIN, to_commit((0, 1)))
+        deleting = asyncio.ensure_future(coordinator.delete_group("g"))
+        committing = asyncio.ensure_future(coordinator.txn_commit("g", TxnProducer(7, 0, "tx"), *ADMIN, to_commit((0, 5))))
+        await asyncio.gather(deleting, committing)
+        await write_marker(replicas, coordinator, 7, commit=True)
+        assert committed(coordinator, "g") == {("t", 0): 5}
+        records = epoch_records(replicas, "g")
+        assert records[1] is None and records[-1] is not None, records  # created, deleted, created again
+        assert (await loaded(replicas)).group("g") == coordinator.group("g")
+    asyncio.run(scenario())
+
+
 def test_a_marker_appended_while_the_offsets_write_waits_for_replication_still_commits_it():
     """The marker lands in the log after the transactional batch but before that batch's round
     is answered (and staged): the marker's application queues behind the round."""
     async def scenario():
         replicas = FakeReplicas()
         coordinator = await loaded(replicas)
+        await coordinator.commit("g", *ADMIN, to_commit((0, 1)))  # the group exists: the txn commit is one write
         replicas.replicated = asyncio.Event()
         replicas.appended.clear()
         writing = asyncio.ensure_future(coordinator.txn_commit("g", TxnProducer(7, 0, "tx"), *ADMIN, to_commit((0, 5))))
@@ -181,6 +221,7 @@ def test_an_older_producer_epoch_refused_at_the_partition_is_producer_fenced():
     async def scenario():
         replicas = FakeReplicas()
         coordinator = await loaded(replicas)
+        await coordinator.commit("g", *ADMIN, to_commit((1, 0)))  # the group exists: only the transactional write fails
         replicas.fail_with = ErrorCode.INVALID_PRODUCER_EPOCH
         with pytest.raises(Refused) as fenced:
             await coordinator.txn_commit("g", TxnProducer(7, 0, "tx"), *ADMIN, to_commit((0, 5)))
@@ -192,6 +233,7 @@ def test_offsets_the_partition_refuses_as_not_in_the_transaction_are_invalid_txn
     async def scenario():
         replicas = FakeReplicas()
         coordinator = await loaded(replicas)
+        await coordinator.commit("g", *ADMIN, to_commit((1, 0)))  # the group exists: only the transactional write fails
         replicas.fail_with = ErrorCode.INVALID_TXN_STATE  # the leader's KIP-890 verification
         with pytest.raises(Refused) as refused:
             await coordinator.txn_commit("g", TxnProducer(7, 0, "tx"), *ADMIN, to_commit((0, 5)))

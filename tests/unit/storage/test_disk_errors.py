@@ -38,7 +38,7 @@ def test_enospc_on_append_takes_the_partition_offline(log_dir: Path, monkeypatch
     fill(plog, 5)
     before = plog.read(0, 1 << 20).data
     monkeypatch.setattr(segment.os, "write", failing(errno.ENOSPC, partial))
-    with pytest.raises(StorageError, match="No space left.*free space on that disk.*restart the broker") as info:
+    with pytest.raises(StorageError, match="No space left.*free space on that disk.*by itself once a write there succeeds") as info:
         plog.append(batch(), assign_offsets=True, leader_epoch=0, now_ms=0)
     assert info.value.errno == errno.ENOSPC and info.value.path
     monkeypatch.undo()
@@ -172,3 +172,30 @@ def test_a_leader_epoch_checkpoint_that_cannot_be_written_takes_the_log_offline(
     with pytest.raises(StorageError, match="leader-epoch-checkpoint.tmp.*ran out of file descriptors.*open-file limit"):
         plog.leader_epoch_cache.assign(3, plog.log_end_offset)
     assert plog.is_offline and plog.offline_error.errno == errno.EMFILE
+
+
+def test_a_log_that_went_offline_is_reopened_once_its_directory_takes_writes_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``LogManager.reopen``: refused while a probe write fails (the cause lasts), then the
+    log is loaded again as after a crash, with what was written before the failure."""
+    from data_plane.storage import fault_injection
+
+    logs = LogManager(tmp_path, now_ms=0)
+    plog = logs.get_or_create("t", 0, small_settings())
+    fill(plog, 5)
+    before = bytes_on_disk(plog)
+    monkeypatch.setattr(fault_injection, "_trigger", None)  # restored after the test
+    fault_injection.enable(tmp_path)
+    (tmp_path / fault_injection.TRIGGER_FILE).write_text("append\n")
+    with pytest.raises(StorageError):
+        plog.append(batch(), assign_offsets=True, leader_epoch=0, now_ms=0)
+    assert ("t", 0) in logs.offline_partitions()
+    with pytest.raises(StorageError, match="probe write.*injected I/O error"):
+        logs.reopen("t", 0, small_settings())
+    assert logs.get("t", 0) is plog and ("t", 0) in logs.offline_partitions()
+
+    (tmp_path / fault_injection.TRIGGER_FILE).unlink()
+    reopened = logs.reopen("t", 0, small_settings())
+    assert logs.get("t", 0) is reopened and not reopened.is_offline and ("t", 0) not in logs.offline_partitions()
+    assert reopened.read(0, 1 << 20).data == before and reopened.log_end_offset == 15
+    reopened.append(batch(), assign_offsets=True, leader_epoch=0, now_ms=0)
+    assert not (tmp_path / "t-0" / ".write-probe").exists()
