@@ -72,15 +72,17 @@ class Gateway:
         return set(self.admin().describe_topics())
 
     def _logs(self, topics=()) -> tuple[dict, set[int]]:
-        """Each broker's DescribeLogs answer; the ids of brokers that did not answer."""
+        """Each broker's DescribeLogs answer; the ids of brokers that did not answer (a
+        principal without DESCRIBE on the cluster sees no log state, and no broker as down)."""
         cluster_brokers = self.controller().describe_cluster().brokers
         answers, unreachable = {}, set()
         admin = self.admin()
         for b in cluster_brokers:
             try:
                 answers.update(admin.describe_logs(broker_id=b.endpoint.broker_id, topics=topics))
-            except KraftlogError:
-                unreachable.add(b.endpoint.broker_id)
+            except KraftlogError as exc:
+                if exc.retriable:  # down or slow; a refusal (no DESCRIBE on the cluster) only hides the log state
+                    unreachable.add(b.endpoint.broker_id)
         return answers, unreachable
 
     def cluster_rows(self, topic: str | None = None) -> tuple[Any, list[dict], dict, set[int]]:
