@@ -14,7 +14,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 import pytest
 
@@ -50,9 +50,14 @@ def shots(tmp_path_factory) -> Path:
     return directory
 
 
+class Console(NamedTuple):
+    url: str
+    pid: int
+
+
 @contextlib.contextmanager
-def console_process(data_dir: Path, *args: str) -> Iterator[str]:
-    """``kraftlog console`` for the local cluster in ``data_dir`` on a free port; yields its URL."""
+def console_process(data_dir: Path, *args: str) -> Iterator[Console]:
+    """``kraftlog console`` for the local cluster in ``data_dir`` on a free port."""
     log = data_dir / "console-test.log"
     with open(log, "w") as out:
         process = subprocess.Popen([sys.executable, "-m", "cli", "console", "--data-dir", str(data_dir), "--port", "0", *args],
@@ -64,7 +69,7 @@ def console_process(data_dir: Path, *args: str) -> Iterator[str]:
         return found.group(1) if found else None
 
     try:
-        yield str(wait_for(url, 30, "the console to listen"))
+        yield Console(str(wait_for(url, 30, "the console to listen")), process.pid)
     finally:
         process.terminate()
         process.wait(10)

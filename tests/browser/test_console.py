@@ -33,8 +33,8 @@ def cluster(tmp_path_factory) -> TestCluster:
 
 @pytest.fixture(scope="module")
 def console(cluster: TestCluster) -> str:
-    with console_process(cluster.data_dir) as url:
-        yield url
+    with console_process(cluster.data_dir) as running:
+        yield running.url
 
 
 @pytest.fixture
