@@ -20,6 +20,13 @@ from tests.cluster import TestCluster, local_cluster
 
 pytestmark = [pytest.mark.benchmark, pytest.mark.integration]
 
+RENDER_TIMER = """([button, rows, count]) => new Promise(done => {
+    const t0 = performance.now();
+    document.querySelector(button).click();
+    const check = () => document.querySelectorAll(rows).length >= count ? done(performance.now() - t0) : requestAnimationFrame(check);
+    check();
+})"""
+
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory) -> TestCluster:
@@ -49,10 +56,13 @@ def test_topic_list_of_10000_partitions_renders(chromium, console) -> None:
     page = chromium.new_page()
     page.route("**/api/stream/topics", lambda route: route.fulfill(status=200, headers={"Content-Type": "text/event-stream"}, body=event))
     page.goto(console.url + "#/overview")
-    started = time.perf_counter()
-    page.evaluate("location.hash = '#/topics'")
-    expect(page.get_by_test_id("topics-count")).to_have_text("showing 500 of 10000 topics: search to narrow", timeout=20_000)
-    took = time.perf_counter() - started
+    took = page.evaluate("""() => new Promise(done => {
+        const t0 = performance.now();
+        location.hash = '#/topics';
+        const check = () => document.querySelectorAll('[data-testid=topic-row]').length >= 500 ? done(performance.now() - t0) : requestAnimationFrame(check);
+        check();
+    })""") / 1000
+    expect(page.get_by_test_id("topics-count")).to_have_text("showing 500 of 10000 topics: search to narrow")
     started = time.perf_counter()
     page.get_by_test_id("topic-search").fill("topic-09")
     expect(page.get_by_test_id("topics-count")).to_have_text("showing 500 of 1000 topics: search to narrow")
@@ -82,10 +92,8 @@ def test_first_500_records_of_a_partition(chromium, console) -> None:
         page.goto(console.url + "#/messages/records")
         page.reload()
         page.get_by_test_id("partition").select_option("0")
-        started = time.perf_counter()
-        page.get_by_test_id("read").click()
-        expect(page.get_by_test_id("record")).to_have_count(500)
-        timings.append((time.perf_counter() - started) * 1000)
+        # timed in the page: from the click to the frame after the 500th row is in the DOM
+        timings.append(page.evaluate(RENDER_TIMER, ["[data-testid=read]", "[data-testid=record]", 500]))
         server_ms = float(page.get_by_test_id("records-summary").inner_text().split(" in ")[1].split(" ms")[0])
     print(f"\nfirst 500 records: click to rendered {sorted(timings)[2]:.0f} ms (median of 5), server {server_ms:.0f} ms")
     page.close()
