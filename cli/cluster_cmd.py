@@ -242,6 +242,10 @@ def shut_down(cluster: LocalCluster, interrupts: Interrupts) -> bool:
 def down(args: argparse.Namespace) -> int:
     directory = data_dir(args.data_dir)
     cluster = LocalCluster.load(directory)
+    from cli.console.command import stop_beside
+
+    if stop_beside(directory):
+        print(f"stopped the console of the cluster in {directory}")
     if not running(cluster):
         print(f"the cluster in {directory} is not running; nothing to stop")
         return 0

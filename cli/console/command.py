@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -80,14 +81,19 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+PID_FILE = "console.pid"
+
+
 def start_beside(directory: Path, port: int, detach: bool, timeout_s: float = 30.0) -> tuple[subprocess.Popen, str]:
     """Start ``kraftlog console`` for the local cluster in ``directory`` as a process of its
-    own (its output in ``logs/console.log``); returns it and its URL once it listens."""
+    own (its output in ``logs/console.log``, its pid in ``console.pid`` for ``cluster down``);
+    returns it and its URL once it listens."""
     log_path = directory / "logs" / "console.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "w") as out:
         process = subprocess.Popen([sys.executable, "-m", "cli", "console", "--data-dir", str(directory), "--port", str(port)],
                                    stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=detach)
+    (directory / PID_FILE).write_text(f"{process.pid}\n")
 
     def url() -> str | None:
         if process.poll() is not None:
@@ -96,3 +102,20 @@ def start_beside(directory: Path, port: int, detach: bool, timeout_s: float = 30
         return found.group(1) if found else None
 
     return process, str(wait_for(url, timeout_s, "the console to listen"))
+
+
+def stop_beside(directory: Path) -> bool:
+    """Stop the console ``cluster up --console`` started for ``directory`` (SIGTERM), if it
+    still runs; whether there was one. The pid is checked to still be a console first."""
+    pid_file = directory / PID_FILE
+    try:
+        pid = int(pid_file.read_text())
+        command_line = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except (OSError, ValueError):
+        return False
+    finally:
+        pid_file.unlink(missing_ok=True)
+    if b"console" not in command_line:
+        return False  # that pid is another process by now
+    os.kill(pid, signal.SIGTERM)
+    return True

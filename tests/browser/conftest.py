@@ -29,7 +29,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/browser/" in str(item.fspath):
             item.add_marker(pytest.mark.browser)
-            if CHROMIUM is None:
+            if CHROMIUM is None and "chromium" in item.fixturenames:
                 item.add_marker(pytest.mark.skip(reason=f"chromium is not installed: {INSTALL}"))
 
 
