@@ -17,7 +17,7 @@ from tests.cluster import TestCluster, local_cluster
 pytestmark = pytest.mark.integration
 
 SESSION = ["--session-timeout-ms", "2000"]
-BROKER_ARGS = [*SESSION, "--heartbeat-interval-ms", "300", "--replica-lag-time-max-ms", "2000",
+BROKER_ARGS = [*SESSION, "--heartbeat-interval-ms", "300", "--replica-lag-time-max-ms", "2000", "--transaction-state-partitions", "1",
                "--group-session-timeout-ms", "3000", "--group-heartbeat-interval-ms", "500"]
 PAGES = {"overview": "Overview", "topics": "Topics", "groups": "Consumer groups", "transactions": "Transactions",
          "security": "Users, ACLs and quotas", "chaos": "Chaos reports"}
@@ -96,6 +96,14 @@ def test_records_found_by_offset_and_by_timestamp(page, console: str, cluster: T
     page.get_by_test_id("start-value").fill(str(base_ms + 12_000))
     page.get_by_test_id("read").click()
     expect(page.get_by_test_id("record-offset").first).to_have_text("12")
+    page.get_by_test_id("start-value").fill(time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime((base_ms + 15_000) / 1000)) + "Z")
+    page.get_by_test_id("read").click()
+    expect(page.get_by_test_id("record-offset").first).to_have_text("15")
+    page.get_by_test_id("tail").check()  # the live tail shows what is produced from now on
+    with Producer(cluster.bootstrap) as producer:
+        producer.send("orders", b'{"n": "tailed"}', partition=1)
+        producer.flush()
+    expect(page.get_by_test_id("record-value").last).to_contain_text("tailed")
     page.reload()  # the chosen format is remembered
     expect(page.get_by_test_id("format")).to_have_value("json")
 
@@ -129,6 +137,26 @@ def test_group_lag_rises_while_stopped_and_falls_when_running(page, console: str
     page.screenshot(path=str(shots / "group.png"), full_page=True)
     consume_all()  # and falls once it runs again
     expect(page.get_by_test_id("group-lag")).to_have_text("0", timeout=15_000)
+
+
+def test_a_hanging_transaction_is_listed_and_aborted(page, console: str, cluster: TestCluster, shots) -> None:
+    producer = Producer(cluster.bootstrap, transactional_id="stuck-writer", transaction_timeout_ms=600_000)
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send("orders", b"never committed", partition=0)
+        producer.flush()
+        page.goto(f"{console}#/transactions")
+        row = page.get_by_test_id("transactions").locator("tr").filter(has_text="stuck-writer")
+        expect(row).to_contain_text("Ongoing", timeout=15_000)
+        page.screenshot(path=str(shots / "transactions-ongoing.png"), full_page=True)
+        row.get_by_role("button", name="Abort…").click()
+        expect(page.get_by_test_id("confirm-text")).to_contain_text("Abort the open transaction of stuck-writer")
+        page.get_by_test_id("confirm-yes").click()
+        expect(page.get_by_test_id("action-ok")).to_have_text("aborted", timeout=30_000)
+        expect(row).not_to_contain_text("Ongoing", timeout=15_000)
+    finally:
+        producer.close(timeout=1)
 
 
 def test_change_without_csrf_token_is_refused(page, console: str, cluster: TestCluster) -> None:

@@ -182,7 +182,9 @@ function Messages({ name }) {
   const [error, setError] = useState(null);
   const [tail, setTail] = useState(false);
   const { data: topics } = useOnce("/api/view/topics")[0];
-  const query = (over = {}) => { const p = { ...q, ...over }; return new URLSearchParams({ ...p, read_committed: String(p.read_committed) }).toString(); };
+  // a timestamp may be typed as milliseconds or as a date (2026-11-28T17:00:00Z)
+  const when = (v) => (q.start === "timestamp" && v && isNaN(+v) && !isNaN(Date.parse(v)) ? String(Date.parse(v)) : v);
+  const query = (over = {}) => { const p = { ...q, value: when(q.value), ...over }; return new URLSearchParams({ ...p, read_committed: String(p.read_committed) }).toString(); };
   const load = async (over) => {
     try { const r = await api("GET", `/api/topics/${encodeURIComponent(name)}/records?${query(over)}`); setResult(r); setError(null); return r; } catch (e) { setError(e.message); }
   };
@@ -212,7 +214,7 @@ function Messages({ name }) {
   return html`<h1>Messages in ${name}</h1>
     <form class="inline" onSubmit=${(e) => { e.preventDefault(); load(); }}>
       <label>partition<select data-testid="partition" value=${q.partition} onChange=${set("partition")}><option value="all">all</option>${topic && Array.from({ length: topic.partitions }, (_, i) => html`<option value=${i}>${i}</option>`)}</select></label>
-      <label>from<select data-testid="start" value=${q.start} onChange=${set("start")}><option value="beginning">beginning</option><option value="offset">offset</option><option value="timestamp">timestamp (ms)</option><option value="end">end</option></select></label>
+      <label>from<select data-testid="start" value=${q.start} onChange=${set("start")}><option value="beginning">beginning</option><option value="offset">offset</option><option value="timestamp">timestamp (ms or date)</option><option value="end">end</option></select></label>
       <label>offset / timestamp<input data-testid="start-value" value=${q.value} onInput=${set("value")} /></label>
       <label>max records<input type="number" min="1" max="2000" value=${q.limit} onInput=${set("limit")} /></label>
       <label>key contains<input data-testid="key-filter" value=${q.key} onInput=${set("key")} /></label>
