@@ -137,6 +137,14 @@ def test_group_lag_rises_while_stopped_and_falls_when_running(page, console: str
     page.screenshot(path=str(shots / "group.png"), full_page=True)
     consume_all()  # and falls once it runs again
     expect(page.get_by_test_id("group-lag")).to_have_text("0", timeout=15_000)
+    page.get_by_test_id("reset-topic").fill("lagging")  # back to the earliest offset: a dry run first
+    page.get_by_test_id("reset-dry-run").click()
+    expect(page.get_by_test_id("reset-plan")).to_contain_text("35")
+    expect(page.get_by_test_id("group-lag")).to_have_text("0")  # nothing changed yet
+    page.get_by_test_id("reset-apply").click()
+    expect(page.get_by_test_id("confirm-text")).to_contain_text("Commit the new offsets of 1 partition for group watchers")
+    page.get_by_test_id("confirm-yes").click()
+    expect(page.get_by_test_id("group-lag")).to_have_text("35", timeout=15_000)
 
 
 def test_a_hanging_transaction_is_listed_and_aborted(page, console: str, cluster: TestCluster, shots) -> None:

@@ -260,12 +260,12 @@ function Group({ name }) {
     <table data-testid="group-partitions"><tr><th>topic</th><th>partition</th><th>committed</th><th>log end</th><th>lag</th></tr>${data.partitions.map((p) => html`<tr><td>${p.topic}</td><td class="num">${p.partition}</td><td class="num">${p.committed ?? "-"}</td><td class="num">${p.log_end ?? "-"}</td><td class="num">${p.lag ?? "-"}</td></tr>`)}</table>
     <h2>Reset offsets</h2>
     <form class="inline" onSubmit=${dryRun}>
-      <label>topic<input value=${reset.topic} onInput=${(e) => setReset({ ...reset, topic: e.target.value })} /></label>
+      <label>topic<input data-testid="reset-topic" value=${reset.topic} onInput=${(e) => setReset({ ...reset, topic: e.target.value })} /></label>
       <label>to<select value=${reset.kind} onChange=${(e) => setReset({ ...reset, kind: e.target.value })}><option value="to-earliest">earliest</option><option value="to-latest">latest</option><option value="to-datetime">timestamp (ms)</option><option value="to-offset">offset</option></select></label>
       <label>value<input value=${reset.value} onInput=${(e) => setReset({ ...reset, value: e.target.value })} /></label>
-      <button>Dry run</button></form>
-    ${plan && (plan.error ? html`<div class="error">${plan.error}</div>` : html`<table><tr><th>topic</th><th>partition</th><th>current</th><th>new</th></tr>${plan.plan.map((s) => html`<tr><td>${s.topic}</td><td>${s.partition}</td><td>${s.current ?? "-"}</td><td>${s.target}</td></tr>`)}</table>
-      <button class="primary" onClick=${() => ask(`Commit these ${plan.plan.length} offsets for group ${name}? Its consumers must be stopped.`, async () => { await api("POST", `/api/groups/${encodeURIComponent(name)}/reset`, { ...reset, execute: true }); setPlan(null); return "offsets committed"; })}>Apply…</button>`)}
+      <button data-testid="reset-dry-run">Dry run</button></form>
+    ${plan && (plan.error ? html`<div class="error">${plan.error}</div>` : html`<table data-testid="reset-plan"><tr><th>topic</th><th>partition</th><th>current</th><th>new</th></tr>${plan.plan.map((s) => html`<tr><td>${s.topic}</td><td>${s.partition}</td><td>${s.current ?? "-"}</td><td>${s.target}</td></tr>`)}</table>
+      <button class="primary" data-testid="reset-apply" onClick=${() => ask(`Commit the new offsets of ${plan.plan.length} partition${plan.plan.length === 1 ? "" : "s"} for group ${name}? Its consumers must be stopped.`, async () => { await api("POST", `/api/groups/${encodeURIComponent(name)}/reset`, { ...reset, execute: true }); setPlan(null); return "offsets committed"; })}>Apply…</button>`)}
     <div class="toolbar"><button class="danger" onClick=${() => ask(`Delete group ${name} and its committed offsets?`, async () => { await api("DELETE", `/api/groups/${encodeURIComponent(name)}`); location.hash = "#/groups"; return "deleted"; })}>Delete group…</button></div>${feedback}`;
 }
 
