@@ -32,6 +32,8 @@ def register(sub: argparse._SubParsersAction, client_options: Callable[..., None
     console.add_argument("--login", choices=["auto", "required", "off"], default="auto",
                          help="sign in with a SCRAM user: auto (required when the client config uses TLS), required, or off "
                               "(every visitor acts as the console's own client identity) (default: %(default)s)")
+    console.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+                         help="its log on stderr: sign-ins, changes and refusals at INFO (default: %(default)s)")
     client_options(console, json_flag=False)
     console.set_defaults(func=run)
 
@@ -51,6 +53,9 @@ def run(args: argparse.Namespace) -> int:
     from aiohttp import web
 
     from cli.console.server import ConsoleConfig, build_app
+    from server_common.logging_setup import configure_logging
+
+    configure_logging(level=args.log_level)  # a server: its sign-ins and changes are worth a line each
 
     bootstrap = resolve_bootstrap(args.bootstrap, args.data_dir)
     security = ClientSecurity.from_environment()

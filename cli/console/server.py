@@ -124,9 +124,13 @@ async def guard(request: web.Request, handler: Callable[[web.Request], Awaitable
         return _error("sign in first", 401)
     request["session"] = session
     try:
-        return await handler(request)
+        response = await handler(request)
     except USER_ERRORS as exc:
-        return _error(str(exc), 400)
+        response = _error(str(exc), 400)
+    if request.method not in SAFE_METHODS and request.path != "/api/login":  # every change, done or refused, a line
+        log.info("console change", method=request.method, path=request.path, principal=session.principal if session else None,
+                 status=response.status)
+    return response
 
 
 async def index(request: web.Request) -> web.StreamResponse:
@@ -266,14 +270,12 @@ async def create_topic(request: web.Request) -> web.Response:
     gateway = request["session"].gateway
     await asyncio.to_thread(gateway.create_topic, str(b["name"]), int(b.get("partitions", 1)), int(b.get("replication_factor", 1)),
                             {str(k): str(v) for k, v in (b.get("configs") or {}).items()})
-    log.info("console created topic", topic=b["name"], principal=request["session"].principal)
     return _json({"created": b["name"]})
 
 
 async def delete_topic(request: web.Request) -> web.Response:
     name = request.match_info["name"]
     await asyncio.to_thread(request["session"].gateway.delete_topic, name)
-    log.info("console deleted topic", topic=name, principal=request["session"].principal)
     return _json({"deleted": name})
 
 
