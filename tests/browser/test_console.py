@@ -8,12 +8,12 @@ import json
 import time
 
 import pytest
-from playwright.sync_api import expect
 
 from data_plane.client import Consumer, Producer
-from server_common.waiting import wait_for
 from tests.browser.conftest import console_process
 from tests.cluster import TestCluster, local_cluster
+
+expect = pytest.importorskip("playwright.sync_api", reason="pip install 'playwright>=1.40' (the test extra)").expect
 
 pytestmark = pytest.mark.integration
 

@@ -5,12 +5,13 @@ the page (docs/console.md, Security)."""
 from __future__ import annotations
 
 import pytest
-from playwright.sync_api import expect
 
 from metadata_quorum.security_client import SecurityClient
 from server_common.authorizer import AclBinding
 from tests.browser.conftest import console_process
 from tests.cluster import TestCluster, local_cluster
+
+expect = pytest.importorskip("playwright.sync_api", reason="pip install 'playwright>=1.40' (the test extra)").expect
 
 pytestmark = pytest.mark.integration
 
