@@ -70,6 +70,12 @@ def test_a_user_sees_only_the_topics_it_may_describe(chromium, console: str, sho
         expect(page.get_by_test_id("topic-row")).to_have_count(0)
         page.goto(f"{console}#/topics/hidden")
         expect(page.locator("main .error")).to_contain_text("may not describe")
+        page.goto(f"{console}#/topics")  # a change is made as bob too, and bob may not create topics
+        page.get_by_test_id("new-topic-name").fill("bobs-topic")
+        page.get_by_test_id("new-topic-rf").fill("1")
+        page.get_by_test_id("create-topic").click()
+        page.get_by_test_id("confirm-yes").click()
+        expect(page.get_by_test_id("action-error")).to_contain_text("AUTHORIZATION")
     finally:
         context.close()
 
