@@ -176,11 +176,17 @@ def up(args: argparse.Namespace) -> int:
     if cluster.moved_ports:
         print(f"(cluster.json records the ports used; {PORT_BASE_ENV}=N lays a new cluster out from port N instead)")
     interrupts = catch_interrupts()
+    console = None
     print(f"starting {plural(len(cluster.controllers), 'controller')} and {plural(len(cluster.brokers), 'broker')} in {directory} (logs in {directory / 'logs'})", flush=True)
     try:
         cluster.start(detach=args.detach)
         wait_ready(cluster)
         print(ready_line(cluster), flush=True)
+        if args.console is not None:
+            from cli.console.command import start_beside
+
+            console, url = start_beside(directory, args.console, args.detach)
+            print(f"console: {url}", flush=True)
         if cluster.secure:
             print(f"secure: mutual TLS on every port, Raft links over mutual TLS and encrypted with a shared secret; commands with --data-dir {directory} use "
                   f"{cluster.client_config_path} (other clients: --command-config {cluster.client_config_path.resolve()})", flush=True)
@@ -205,6 +211,9 @@ def up(args: argparse.Namespace) -> int:
         stopped_elsewhere = not args.detach and not running(cluster)
         if stopped_elsewhere:
             say(f"every process of the cluster in {directory} has exited (stopped by 'kraftlog cluster down'?); nothing left to stop")
+        if console is not None and not args.detach:
+            console.terminate()
+            console.wait()
         clean = args.detach or stopped_elsewhere or shut_down(cluster, interrupts)
     return 0 if clean else EXIT_INTERRUPTED
 
@@ -233,6 +242,10 @@ def shut_down(cluster: LocalCluster, interrupts: Interrupts) -> bool:
 def down(args: argparse.Namespace) -> int:
     directory = data_dir(args.data_dir)
     cluster = LocalCluster.load(directory)
+    from cli.console.command import stop_beside
+
+    if stop_beside(directory):
+        print(f"stopped the console of the cluster in {directory}")
     if not running(cluster):
         print(f"the cluster in {directory} is not running; nothing to stop")
         return 0

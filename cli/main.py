@@ -81,6 +81,8 @@ def _add_cluster_commands(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--secure", action="store_true",
                     help="a new cluster with mutual TLS on every port, the Raft links included: a throwaway CA, node and admin "
                          "certificates and <data-dir>/client-secure.json, which later commands pick up (docs/security.md)")
+    up.add_argument("--console", nargs="?", type=int, const=8780, metavar="PORT",
+                    help="also serve the web console on localhost (port 8780, or PORT; 0: a free one) and print its URL (docs/console.md)")
     up.add_argument("--metrics", action="store_true", help="serve Prometheus metrics on every node (free ports, kept across restarts; cluster status shows them)")
     up.set_defaults(func=cluster_cmd.up)
     down = cluster.add_parser("down", help="stop a local cluster started with --detach")
@@ -221,9 +223,11 @@ def _add_admin_commands(sub: argparse._SubParsersAction) -> None:
     quotas_cmd.register(sub, _client_options)
 
     from cli import acls_cmd, users_cmd
+    from cli.console.command import register as register_console
 
     acls_cmd.register(sub, _client_options)
     users_cmd.register(sub, _client_options)
+    register_console(sub, _client_options)
 
 
 def _add_perf_commands(sub: argparse._SubParsersAction) -> None:
