@@ -15,7 +15,8 @@ import pytest
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from prometheus_client import CollectorRegistry
 
-from data_plane.broker.broker_metrics import BrokerMetrics, PartitionErrors, PartitionFigures, TopicTraffic, partition_families
+from data_plane.broker.broker_metrics import BrokerMetrics, PartitionErrors, PartitionFigures, TopicTraffic, group_lag_families, partition_families
+from data_plane.groups.group_lag import BoundedLag
 from data_plane.record_batch import encode_batch
 from kraftlog_proto import broker_pb2, common_pb2
 from metadata_quorum.controller_metrics import ControllerMetrics, quorum_families
@@ -150,7 +151,7 @@ def test_partition_errors_are_counted_by_rpc_and_code() -> None:
 
 def exported_names() -> set[str]:
     """Every kraftlog_* metric a broker or controller exports, as Prometheus names it."""
-    families = [*partition_families([]), *quorum_families({}, MetadataImage.empty("c"))]
+    families = [*partition_families([]), *group_lag_families(BoundedLag([], [], 0, 0)), *quorum_families({}, MetadataImage.empty("c"))]
     for metrics in (BrokerMetrics(CollectorRegistry()), ControllerMetrics(CollectorRegistry())):
         families += list(metrics.registry.collect())
     return {f.name + ("_total" if f.type == "counter" else "") for f in families if f.name.startswith("kraftlog_")}
