@@ -7,16 +7,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
 
 from chaos.chaos_cluster import ChaosCluster
 from chaos.checker.findings import Findings
 from chaos.checker.verdict import judge
 from chaos.network import Network
 from chaos.toxiproxy import start_toxiproxy
-
-if TYPE_CHECKING:
-    from chaos.runner import RunOptions, RunResult
+from chaos.run_options import RunOptions, RunResult
 
 ANOMALIES_IN_REPORT = 50
 
@@ -39,8 +36,6 @@ def findings_result(options: RunOptions, result: Findings, faults: list[tuple[fl
                     headline: str, file_name: str) -> RunResult:
     """The verdict on ``result``, the report ``file_name`` (JSON: the run, its ``counts``,
     faults and anomalies) and the summary (``headline``: the counts for people)."""
-    from chaos.runner import RunResult
-
     scenario = options.scenario
     verdict = judge(result, scenario.expected)
     title = f"kraftlog chaos: {scenario.name}, seed {options.seed}, {options.duration_s:.0f}s"

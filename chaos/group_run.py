@@ -40,7 +40,6 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from chaos.chaos_cluster import ChaosCluster
 from chaos.checker.group_checks import GroupCheckResult, check_group
@@ -51,10 +50,8 @@ from chaos.group_history import CommittedObservation, GroupPoll, MemberOwnership
 from chaos.history import History, SendOp
 from chaos.workload.producer_worker import ProducerWorker
 from chaos.workload.settings import WorkloadSettings
+from chaos.run_options import RunOptions, RunResult
 from server_common.waiting import wait_for
-
-if TYPE_CHECKING:
-    from chaos.runner import RunOptions, RunResult
 
 GROUP = "chaos-group"
 MEMBERS = 3

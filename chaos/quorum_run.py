@@ -38,17 +38,14 @@ import json
 import random
 import threading
 import time
-from typing import TYPE_CHECKING
 
 import grpc
 
 from chaos.checker.quorum_checks import MetadataRead, QuorumAnomaly, QuorumCheckResult, check_quorum
 from chaos.coordinator_run import findings_result
+from chaos.run_options import RunOptions, RunResult
 from server_common.local_cluster import LocalCluster, Node, wait_ready
 from server_common.waiting import wait_for
-
-if TYPE_CHECKING:
-    from chaos.runner import RunOptions, RunResult
 
 CHANGE_GAP_S = (2.0, 4.0)
 VOTERS = (3, 5)  # the fewest and most voters the changes keep

@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import asdict
 
 from chaos.chaos_cluster import ChaosCluster
-from chaos.checker import CheckResult, Verdict, check, judge
+from chaos.checker import check, judge
 from chaos.history import History, PollOp, ReplicaOp, SendOp
 from chaos.nemesis import Nemesis
 from chaos.netns_cluster import netns_cluster
@@ -31,7 +30,7 @@ from chaos.netns_emulated import fabric_unavailable_reason
 from chaos.network import Network
 from chaos.replica_logs import Assignment, compare_replicas, read_replica_files, replica_assignment, settled_partitions
 from chaos.report import summary, write_report
-from chaos.scenarios import Scenario
+from chaos.run_options import RunOptions, RunResult
 from chaos.schedule import FaultStep, generate
 from chaos.toxiproxy import start_toxiproxy
 from chaos.workload import Workload, WorkloadSettings
@@ -43,27 +42,6 @@ from server_common.local_cluster import READY_TIMEOUT_S
 FINAL_READ_S = 30.0
 HEAL_DEADLINE_S = 30.0  # after the workload stops, every replica back in the ISR and caught up this soon
 PROGRESS_EVERY_S = 2.0
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    scenario: Scenario
-    duration_s: float
-    seed: int
-    report_dir: Path
-    workload: WorkloadSettings = WorkloadSettings()
-    bootstrap: str | None = None  # an existing cluster: workload only, no faults
-    recovery_s: float = 5.0
-    progress: Callable[[str], None] = field(default=print)
-
-
-@dataclass
-class RunResult:
-    result: CheckResult
-    verdict: Verdict
-    report: Path
-    summary: str
-    steps: list[FaultStep] | list[str]  # a group or transactional run's faults are named, not scheduled
 
 
 def replay_command(options: RunOptions) -> str:

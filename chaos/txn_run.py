@@ -37,7 +37,7 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from chaos.chaos_cluster import ChaosCluster
 from chaos.checker.txn_checks import TxnCheckResult, check_txns
@@ -50,12 +50,10 @@ from chaos.workload.final_read import final_reads, wait_for_leaders
 from chaos.workload.settings import WorkloadSettings
 from chaos.workload.txn_producer import SETTLE_S, TxnProducerWorker
 from chaos.workload.txn_transformer import TxnTransformerWorker
+from chaos.run_options import RunOptions, RunResult
 from server_common.local_cluster import READY_TIMEOUT_S
 from server_common.waiting import wait_for
 from server_common.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from chaos.runner import RunOptions, RunResult
 
 PRODUCERS = 9
 TRANSFORMERS = 2

@@ -44,7 +44,7 @@ from data_plane.client.channels import REQUEST_TIMEOUT_MS_DEFAULT, broker_channe
 from data_plane.client.consume_streams import ConsumeStreams, StreamEvent
 from data_plane.client.errors import KraftlogError, from_error_code, from_rpc_error
 from data_plane.client.group_membership import Subscription
-from data_plane.client.group_session import CommittedOffset, GroupSession, PartitionsCallback
+from data_plane.client.group_session import CommittedOffset, GroupSession, OwnedPartitions, PartitionsCallback
 from data_plane.client.metadata_cache import MetadataCache, TopicPartition, refresh_sync
 from server_common.client_security import ClientSecurity
 from server_common.client_security import resolve as resolve_security
@@ -185,8 +185,10 @@ class Consumer:
         self._last_epochs: dict[TopicPartition, int] = {}  # leader epoch of the record before the position (KIP-320)
         self._validated_at: dict[TopicPartition, int] = {}  # leader epoch at which the position was last checked
         self._resets = PendingResets(self._retry_backoff_s, RESET_BACKOFF_S_MAX, RESET_WARN_INTERVAL_S)
+        owned = OwnedPartitions(self.assignment, self._set_assignment, self._drop_fetched, self._committable_positions,
+                                self._seek_committed, self._last_epochs)
         self._group = None if group_id is None else GroupSession(
-            self, group_id, instance_id=group_instance_id, client_id=client_id, enable_auto_commit=enable_auto_commit,
+            owned, self._security, self._metadata, group_id, instance_id=group_instance_id, client_id=client_id, enable_auto_commit=enable_auto_commit,
             auto_commit_interval_ms=auto_commit_interval_ms, rebalance_timeout_ms=rebalance_timeout_ms,
             assignor=group_assignor, request_timeout_s=self._request_timeout_s, retry_backoff_s=self._retry_backoff_s,
             session_timeout_ms=session_timeout_ms, require_stable=self._isolation_level == broker_pb2.READ_COMMITTED,

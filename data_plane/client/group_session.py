@@ -19,7 +19,8 @@ import time
 import uuid
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, NamedTuple
+from dataclasses import dataclass
+from typing import Mapping, NamedTuple
 
 import structlog
 
@@ -28,12 +29,10 @@ from data_plane.client.group_coordinator_link import CoordinatorLink, coordinato
 from data_plane.client.group_membership import (
     FENCING_CODES, Action, GroupMembership, MemberState, Reconciliation, Subscription, offset_commit_request, to_topic_partitions,
 )
-from data_plane.client.metadata_cache import TopicPartition
+from data_plane.client.metadata_cache import MetadataCache, TopicPartition
 from kraftlog_proto import group_pb2
+from server_common.client_security import ClientSecurity
 from server_common.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from data_plane.client.consumer import Consumer
 
 log = structlog.get_logger("kraftlog.client.group")
 
@@ -52,25 +51,41 @@ class CommittedOffset(NamedTuple):
     metadata: str
 
 
+@dataclass(frozen=True)
+class OwnedPartitions:
+    """What a group session does to its consumer's partitions, and all it does: the consumer
+    hands these (its own methods and its live map of leader epochs) to the session, which
+    therefore needs nothing else of the consumer (and group_session.py does not import
+    consumer.py)."""
+
+    assignment: Callable[[], set[TopicPartition]]
+    set_assignment: Callable[[Iterable[TopicPartition]], None]
+    drop_fetched: Callable[[Iterable[TopicPartition]], None]  # stop fetching these and forget what was fetched
+    committable_positions: Callable[[], dict[TopicPartition, int]]
+    seek_committed: Callable[[TopicPartition, int, int], None]  # (tp, offset, leader epoch)
+    last_epochs: Mapping[TopicPartition, int]  # the leader epoch of the record before each position
+
+
 class GroupSession:
     """The group side of one Consumer."""
 
     def __init__(
-        self, consumer: Consumer, group_id: str, *, instance_id: str, client_id: str, enable_auto_commit: bool,
+        self, partitions: OwnedPartitions, security: ClientSecurity, metadata: MetadataCache, group_id: str, *,
+        instance_id: str, client_id: str, enable_auto_commit: bool,
         auto_commit_interval_ms: int, rebalance_timeout_ms: int, assignor: str, request_timeout_s: float,
         retry_backoff_s: float, session_timeout_ms: int, require_stable: bool = False,
     ) -> None:
         if auto_commit_interval_ms <= 0:
             raise ValueError("auto_commit_interval_ms must be positive")
-        self._consumer = consumer
+        self._partitions = partitions
         self._core = GroupMembership(
             group_id, uuid.uuid4().hex, instance_id=instance_id, client_id=client_id,
             rebalance_timeout_ms=rebalance_timeout_ms, assignor=assignor, session_timeout_ms=session_timeout_ms,
         )
         self._lock = threading.Lock()
         self._wake = threading.Event()
-        self._pool = coordinator_channels(consumer._security, client_id)
-        self.link = CoordinatorLink(group_id, consumer._metadata, self._pool, request_timeout_s, retry_backoff_s)
+        self._pool = coordinator_channels(security, client_id)
+        self.link = CoordinatorLink(group_id, metadata, self._pool, request_timeout_s, retry_backoff_s)
         self._retry_backoff_s = retry_backoff_s
         self._require_stable = require_stable
         self._request_timeout_s = request_timeout_s
@@ -229,27 +244,27 @@ class GroupSession:
         """Revoke first (stop fetching, commit unless lost, callback, release), then assign
         (committed offsets as positions, callback). The committed offsets are fetched before
         anything changes, so a failure leaves the consumer as it was and the next poll retries."""
-        consumer = self._consumer
+        partitions = self._partitions
         committed = self.committed(rec.assign) if rec.assign else {}
         if rec.revoke:
-            consumer._drop_fetched(rec.revoke)
+            partitions.drop_fetched(rec.revoke)
             if rec.lost:
                 callback = self._on_lost or self._on_revoked
             else:
                 callback = self._on_revoked
                 if commit:
                     try:
-                        self.commit({tp: pos for tp, pos in consumer._committable_positions().items() if tp in rec.revoke})
+                        self.commit({tp: pos for tp, pos in partitions.committable_positions().items() if tp in rec.revoke})
                     except KraftlogError as err:
                         log.warning("group_revoke_commit_failed", group=self.group_id, member=self.member_id, error=str(err))
             if callback is not None:
                 callback(set(rec.revoke))
-        keep = set(consumer.assignment()) - rec.revoke
-        consumer._set_assignment(keep | rec.assign)
+        keep = set(partitions.assignment()) - rec.revoke
+        partitions.set_assignment(keep | rec.assign)
         for tp in rec.assign:
             found = committed.get(tp)
             if found is not None:
-                consumer._seek_committed(tp, found.offset, found.leader_epoch)
+                partitions.seek_committed(tp, found.offset, found.leader_epoch)
         log.info(
             "group_reconciled", group=self.group_id, member=self.member_id, epoch=self.member_epoch,
             revoked=sorted(rec.revoke), assigned=sorted(rec.assign), lost=rec.lost,
@@ -260,9 +275,8 @@ class GroupSession:
     # ------------------------------------------------------------ commits (commit thread)
 
     def _commit_request(self, offsets: dict[TopicPartition, int] | None) -> tuple[group_pb2.OffsetCommitRequest, dict[TopicPartition, CommittedOffset]]:
-        consumer = self._consumer
-        positions = consumer._committable_positions() if offsets is None else dict(offsets)
-        epochs = consumer._last_epochs
+        positions = self._partitions.committable_positions() if offsets is None else dict(offsets)
+        epochs = self._partitions.last_epochs
         committed = {tp: CommittedOffset(pos, epochs.get(tp, -1), "") for tp, pos in positions.items()}
         with self._lock:
             member_id, epoch = self._core.member_id, self._core.member_epoch
