@@ -15,7 +15,7 @@ from typing import Generic, Protocol, TypeVar
 import structlog
 
 from data_plane.broker.wakeups import wait_until_woken, woken_by
-from data_plane.groups.membership import Refused
+from data_plane.coordination import Refused
 from server_common.internal_topics import offsets_partition
 from data_plane.record_batch import DecodedBatch, decode_batches
 from server_common.errors import ErrorCode

@@ -42,7 +42,8 @@ from data_plane.broker.internal_partitions import LedShards, replay, wait_until_
 from data_plane.control_batch import decode_marker
 from data_plane.groups import membership, offsets, offsets_expiry, record_codec
 from data_plane.groups.changes import GroupChange
-from data_plane.groups.membership import GroupSettings, Refused
+from data_plane.coordination import OUTCOME_UNKNOWN, WRITE_TIMEOUT_MS, Refused
+from data_plane.groups.membership import GroupSettings
 from server_common.internal_topics import OFFSETS_TOPIC
 from data_plane.groups.state import Group, TopicPartition, partitions_by_topic
 from data_plane.groups.txn_offsets import PendingTxnOffsets, note_logged
@@ -54,11 +55,9 @@ log = structlog.get_logger("groups")
 
 T = TypeVar("T")
 ROUND_BYTES_MAX = 256 * 1024  # records of one round (one batch); the offsets topic's max.message.bytes is 1 MiB
-WRITE_TIMEOUT_MS = 5000  # a group write not covered by the HW within this is outcome-unknown: the shard reloads
 # A transactional offsets write the offsets partition refused for its producer (epoch, or KIP-890 verification).
 TXN_REFUSALS = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_TXN_STATE,
                                 ErrorCode.INVALID_PRODUCER_ID_MAPPING})
-OUTCOME_UNKNOWN = (ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.NOT_LEADER_OR_FOLLOWER)
 
 
 def now_ms() -> int:

@@ -27,6 +27,7 @@ from typing import Callable, Mapping
 from data_plane.groups.assignors import ASSIGNORS, DEFAULT_ASSIGNOR
 from data_plane.groups.changes import GroupChange
 from data_plane.groups.state import NO_PARTITIONS, CurrentAssignment, Group, GroupEpoch, MemberSubscription, Partitions
+from data_plane.coordination import Refused
 from server_common.errors import ErrorCode
 
 LEAVE_EPOCH = -1
@@ -84,12 +85,6 @@ class HeartbeatAnswer:
 class Outcome:
     change: GroupChange
     answer: HeartbeatAnswer
-
-
-class Refused(Exception):
-    def __init__(self, code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.code, self.message = code, message
 
 
 def heartbeat(group: Group | None, request: Heartbeat, topics: Mapping[str, int], settings: GroupSettings, now_ms: int,

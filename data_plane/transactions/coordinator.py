@@ -35,8 +35,7 @@ import structlog
 
 from data_plane.broker.requests import ProduceItem
 from data_plane.broker.internal_partitions import LedShards, replay, wait_until_committed
-from data_plane.groups.coordinator import OUTCOME_UNKNOWN, WRITE_TIMEOUT_MS
-from data_plane.groups.membership import Refused
+from data_plane.coordination import OUTCOME_UNKNOWN, WRITE_TIMEOUT_MS, Refused
 from server_common.internal_topics import TRANSACTION_STATE_TOPIC
 from data_plane.record_batch import DecodedBatch, encode_batch
 from server_common.errors import ErrorCode

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from data_plane.broker.errors import negative_partition
-from data_plane.groups.membership import Refused
+from data_plane.coordination import Refused
 from server_common.errors import ErrorCode
 from data_plane.transactions.coordinator import TransactionCoordinator
 from data_plane.transactions.state_machine import Decision, TopicPartition, TxnMetadata, verify_partitions

@@ -177,6 +177,7 @@ PURE_MODULES: dict[str, frozenset[str]] = {
     "metadata_quorum.reassignment": NO_LOGGING,
     "metadata_quorum.client_quotas": NO_LOGGING,
     "data_plane.client.produce_answers": NO_LOGGING | NO_WIRE,
+    "data_plane.coordination": NO_LOGGING | NO_WIRE,
 }
 
 

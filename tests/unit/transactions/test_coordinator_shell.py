@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 from data_plane.broker.errors import PartitionError
 from data_plane.broker.requests import ProduceResult
-from data_plane.groups.membership import Refused
+from data_plane.coordination import Refused
 from server_common.internal_topics import TRANSACTION_STATE_TOPIC
 from data_plane.record_batch import decode_batches
 from server_common.errors import ErrorCode
