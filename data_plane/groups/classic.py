@@ -160,11 +160,13 @@ class ClassicGroup:
 
     def commit_refusal(self, member_id: str, generation: int) -> ErrorCode:
         """Whether an OffsetCommit may count: a member of the current generation (or, with no
-        member id and generation -1, an admin commit to a group without members)."""
+        member id and generation -1, an admin commit to a group without members). As in Kafka,
+        a member may commit while the group prepares a rebalance (what it processed before
+        giving its partitions up), not between the join and the leader's sync."""
         if not member_id and generation < 0:
             return ErrorCode.NONE if not self.members else ErrorCode.UNKNOWN_MEMBER_ID
         refusal = self._check(member_id, generation)
-        if refusal is ErrorCode.NONE and self.state is State.PREPARING_REBALANCE:
+        if refusal is ErrorCode.NONE and self.state is State.COMPLETING_REBALANCE:
             return ErrorCode.REBALANCE_IN_PROGRESS
         return refusal
 

@@ -121,3 +121,55 @@ def test_three_kafka_python_members_share_partitions_and_survive_one_killed(clus
             if member.poll() is None:
                 member.kill()
                 member.wait()
+
+
+def test_librdkafkas_classic_consumers_share_a_topic_and_commit(cluster):
+    """librdkafka's default consumer (group.protocol=classic): two members split the
+    partitions, read every record once between them and commit what they read."""
+    confluent_kafka = pytest.importorskip("confluent_kafka", reason="confluent-kafka is in the test extra: pip install -e '.[test]'")
+    topic, partitions, count = "classic-librdkafka", 4, 400
+    cluster.create_topic(topic, partitions, 3)
+    cluster.wait_topic_ready(topic, partitions)
+    producer = confluent_kafka.Producer({"bootstrap.servers": cluster.kafka_bootstrap, "acks": "all"})
+    for i in range(count):
+        producer.produce(topic, value=b"%d" % i, partition=i % partitions)
+    assert producer.flush(30) == 0
+    del producer
+
+    members = [confluent_kafka.Consumer({"bootstrap.servers": cluster.kafka_bootstrap, "group.id": "classic-librdkafka",
+                                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                                         "session.timeout.ms": 10_000, "heartbeat.interval.ms": 500})
+               for _ in range(2)]
+    try:
+        for member in members:
+            member.subscribe([topic])
+        read: list[set] = [set(), set()]
+        deadline = time.monotonic() + 60
+        while (sum(map(len, read)) < count or not all(m.assignment() for m in members)) and time.monotonic() < deadline:
+            for mine, member in zip(read, members):
+                messages = member.consume(100, 0.2)
+                for message in messages:
+                    assert message.error() is None, message.error()
+                    mine.add((message.partition(), message.offset()))
+                if messages:
+                    _commit(confluent_kafka, member)
+        assignments = [{tp.partition for tp in m.assignment()} for m in members]
+        assert assignments[0] and assignments[1] and assignments[0] | assignments[1] == set(range(partitions))
+        assert len(read[0] | read[1]) == count
+        for member in members:  # what each read since its last refused commit
+            member.commit(offsets=member.position(member.assignment()), asynchronous=False)
+        committed = members[0].committed([confluent_kafka.TopicPartition(topic, p) for p in range(partitions)], timeout=10)
+        assert {tp.partition: tp.offset for tp in committed} == {p: count // partitions for p in range(partitions)}
+    finally:
+        for member in members:
+            member.close()
+
+
+def _commit(confluent_kafka, member) -> None:
+    """Commit what ``member`` read; a commit between a rebalance's join and sync is refused,
+    as Kafka refuses it (the member's partitions may move: the next owner reads from the last
+    commit, so a record is read at least once)."""
+    try:
+        member.commit(asynchronous=False)
+    except confluent_kafka.KafkaException as exc:
+        assert exc.args[0].code() == confluent_kafka.KafkaError.REBALANCE_IN_PROGRESS, exc

@@ -21,6 +21,7 @@ def _two_member_group() -> tuple[ClassicGroup, str, str]:
     b, answers = _join(group, "")  # a must rejoin before anyone is answered
     assert answers == [] and group.state is State.PREPARING_REBALANCE
     assert group.heartbeat(a, 1, 0) is ErrorCode.REBALANCE_IN_PROGRESS
+    assert group.commit_refusal(a, 1) is ErrorCode.NONE  # what it processed before giving its partitions up
     _, answers = _join(group, a)
     assert {x.member_id for x in answers} == {a, b} and group.generation == 2
     leader = next(x for x in answers if x.members)
@@ -40,6 +41,7 @@ def test_join_requires_a_known_id_from_v4():
 
 def test_the_leaders_sync_answers_the_waiting_followers():
     group, a, b = _two_member_group()
+    assert group.commit_refusal(b, 2) is ErrorCode.REBALANCE_IN_PROGRESS  # between join and sync
     assert group.sync(b, 2, {}, 0) == []  # the follower waits for the leader
     answers = group.sync(a, 2, {a: b"p0", b: b"p1"}, 0)
     assert set(answers) == {SyncAnswer(a, assignment=b"p0"), SyncAnswer(b, assignment=b"p1")}
