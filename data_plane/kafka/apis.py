@@ -27,7 +27,10 @@ from data_plane.kafka.batches import KafkaBatchError, to_kafka, to_kraftlog
 from data_plane.kafka.codec import Request
 from data_plane.kafka.entities import NO_THROTTLE, build, group_by_topic, millis, response_type, sibling, version
 from data_plane.kafka.error_codes import to_kafka as kafka_code
-from data_plane.kafka.group_apis import CONSUMER_GROUP_HEARTBEAT, FIND_COORDINATOR, OFFSET_COMMIT, OFFSET_FETCH, GroupApis, PeerContext
+from data_plane.kafka.classic_groups import HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, SYNC_GROUP
+from data_plane.kafka.group_apis import (CONSUMER_GROUP_HEARTBEAT, DELETE_GROUPS, DESCRIBE_GROUPS, FIND_COORDINATOR, LIST_GROUPS,
+                                         OFFSET_COMMIT, OFFSET_DELETE, OFFSET_FETCH, GroupApis, NO_AUTHORIZED_OPERATIONS,
+                                         PeerContext)
 from server_common.errors import ErrorCode
 from kraftlog_proto import broker_pb2
 from server_common.authorization import AccessControl
@@ -45,13 +48,20 @@ SERVED: dict[int, tuple[int, int]] = {
     OFFSET_COMMIT: (2, 9),
     OFFSET_FETCH: (1, 9),
     FIND_COORDINATOR: (0, 4),
+    JOIN_GROUP: (0, 9),
+    HEARTBEAT: (0, 4),
+    LEAVE_GROUP: (0, 5),
+    SYNC_GROUP: (0, 5),
+    DESCRIBE_GROUPS: (0, 5),
+    LIST_GROUPS: (0, 4),
+    DELETE_GROUPS: (0, 2),
+    OFFSET_DELETE: (0, 0),
     CONSUMER_GROUP_HEARTBEAT: (0, 1),
     CREATE_TOPICS: (2, 7),
     DELETE_TOPICS: (1, 5),
     API_VERSIONS: (0, 3),
     INIT_PRODUCER_ID: (0, 4),
 }
-NO_AUTHORIZED_OPERATIONS = -(2**31)  # Kafka's "not asked for"
 READ_COMMITTED = 1
 
 
@@ -72,11 +82,16 @@ class KafkaApis:
         """The response entity (None: acks=0 produce, answered with nothing)."""
         if request.api_key == CONSUMER_GROUP_HEARTBEAT:  # the one call that records the client's address
             return await self.groups.consumer_group_heartbeat(request.body, peer)
+        if request.api_key == JOIN_GROUP:  # so does a classic member's join
+            return await self.groups.classic.join_group(request.body, request.client_id, peer.host)
+        classic = self.groups.classic
         handler = {
             PRODUCE: self.produce, FETCH: self.fetch, LIST_OFFSETS: self.list_offsets, METADATA: self.metadata,
             API_VERSIONS: self.api_versions, INIT_PRODUCER_ID: self.init_producer,
             FIND_COORDINATOR: self.groups.find_coordinator, OFFSET_COMMIT: self.groups.offset_commit,
-            OFFSET_FETCH: self.groups.offset_fetch, CREATE_TOPICS: self.admin.create, DELETE_TOPICS: self.admin.delete,
+            OFFSET_FETCH: self.groups.offset_fetch, SYNC_GROUP: classic.sync_group, HEARTBEAT: classic.heartbeat,
+            LEAVE_GROUP: classic.leave_group, DESCRIBE_GROUPS: self.groups.describe_groups, LIST_GROUPS: self.groups.list_groups,
+            DELETE_GROUPS: self.groups.delete_groups, OFFSET_DELETE: self.groups.offset_delete, CREATE_TOPICS: self.admin.create, DELETE_TOPICS: self.admin.delete,
         }[request.api_key]
         return await handler(request.body)
 

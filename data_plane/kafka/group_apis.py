@@ -5,7 +5,8 @@ in Kafka's shape. Membership is KIP-848's ConsumerGroupHeartbeat, which kraftlog
 coordinator speaks natively (Kafka's names topics by id in assignments: translated with the
 metadata image). A consumer that assigns partitions itself commits as Kafka's simple
 consumers do: member id empty, generation -1 (the coordinator's admin commit, for groups
-without members). The classic protocol (JoinGroup, SyncGroup, Heartbeat) is not served."""
+without members). The classic protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup) is
+``classic_groups``; DescribeGroups, ListGroups and DeleteGroups answer for both kinds."""
 
 from __future__ import annotations
 
@@ -17,13 +18,18 @@ from typing import Callable
 from kio.schema.errors import ErrorCode as KafkaError
 
 from data_plane.groups.service import GroupCoordinatorService
+from data_plane.kafka.classic_groups import ClassicGroups
 from data_plane.kafka.entities import NO_THROTTLE, build, group_by_topic, millis, response_type, sibling, version
 from data_plane.kafka.error_codes import to_kafka as kafka_code
 from kraftlog_proto import group_pb2
+from server_common.errors import ErrorCode
 from server_common.principal import current_identity
 
 OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, CONSUMER_GROUP_HEARTBEAT = 8, 9, 10, 68
+DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE = 15, 16, 42, 47
+CONSUMER_PROTOCOL = "consumer"
 GROUP_KEY = 0
+NO_AUTHORIZED_OPERATIONS = -(2**31)  # Kafka's "not asked for"
 BATCHED_OFFSET_FETCH = 8  # OffsetFetch from v8 asks for several groups at once
 
 
@@ -44,6 +50,7 @@ class GroupApis:
     service: GroupCoordinatorService
     kafka_endpoint: Callable[[int], tuple[str, int] | None]
     image: Callable[[], object]  # the broker's metadata image: topic names <-> ids
+    classic: ClassicGroups
 
     async def find_coordinator(self, request):
         out = response_type(request)
@@ -73,20 +80,27 @@ class GroupApis:
         return c.key, c.node_id, endpoint[0], endpoint[1], KafkaError.none, None
 
     async def offset_commit(self, request):
+        """A classic group's member commits under its generation, checked here; the commit then
+        goes in as the coordinator's memberless one (the coordinator knows no classic members)."""
+        member_id, epoch = request.member_id, request.generation_id_or_member_epoch
+        refusal = None
+        if self.classic.is_classic(request.group_id):
+            refusal = self.classic.commit_refusal(request.group_id, member_id, epoch)
+            member_id, epoch = "", -1
         commit = group_pb2.OffsetCommitRequest(
-            group_id=request.group_id, member_id=request.member_id, member_epoch=request.generation_id_or_member_epoch,
+            group_id=request.group_id, member_id=member_id, member_epoch=epoch,
             topics=[group_pb2.OffsetCommitTopic(topic=t.name, partitions=[
                 group_pb2.OffsetCommitPartition(partition=p.partition_index, committed_offset=p.committed_offset,
                                                 committed_leader_epoch=getattr(p, "committed_leader_epoch", -1),
                                                 metadata=p.committed_metadata or "")
                 for p in t.partitions]) for t in request.topics])
-        answer = await self.service.OffsetCommit(commit, None)
+        answer = await self.service.OffsetCommit(commit, None) if refusal is None else group_pb2.OffsetCommitResponse()
         codes = {(t.topic, p.partition): p.error_code for t in answer.topics for p in t.partitions}
         out = response_type(request)
         partition_type, topic_type = sibling(out, "OffsetCommitResponsePartition"), sibling(out, "OffsetCommitResponseTopic")
         by_topic = group_by_topic((t.name, build(
             partition_type, partition_index=p.partition_index,
-            error_code=kafka_code(answer.error_code or codes.get((t.name, p.partition_index), 0))))
+            error_code=refusal or kafka_code(answer.error_code or codes.get((t.name, p.partition_index), 0))))
             for t in request.topics for p in t.partitions)
         return build(out, throttle_time=NO_THROTTLE, topics=tuple(
             build(topic_type, name=name, partitions=tuple(parts)) for name, parts in by_topic.items()))
@@ -126,6 +140,12 @@ class GroupApis:
 
     async def consumer_group_heartbeat(self, request, peer: PeerContext):
         """KIP-848's heartbeat. Null fields mean "unchanged", as kraftlog's ``*_changed`` flags do."""
+        out = response_type(request)
+        if self.classic.has_members(request.group_id):
+            return build(out, throttle_time=NO_THROTTLE, error_code=KafkaError.inconsistent_group_protocol,
+                         error_message=f"group {request.group_id} is a classic-protocol group with members: use another "
+                         "group id, or let its members leave first", member_id=None, member_epoch=-1,
+                         heartbeat_interval=datetime.timedelta(0), assignment=None)
         image = self.image()
         names = {} if image is None else {t.topic_id: name for name, t in image.topics.items()}
         owned = request.topic_partitions
@@ -140,7 +160,6 @@ class GroupApis:
             owned_partitions=[group_pb2.TopicPartitions(topic=names[str(t.topic_id)], partitions=list(t.partitions))
                               for t in owned or () if str(t.topic_id) in names])
         answer = await self.service.ConsumerGroupHeartbeat(heartbeat, peer)
-        out = response_type(request)
         assignment = None
         if answer.has_assignment and image is not None:
             entry = sibling(out, "TopicPartitions")
@@ -151,3 +170,76 @@ class GroupApis:
                      error_message=answer.error_message or None, member_id=answer.member_id or None,
                      member_epoch=answer.member_epoch, heartbeat_interval=datetime.timedelta(milliseconds=answer.heartbeat_interval_ms),
                      assignment=assignment)
+
+    async def describe_groups(self, request):
+        """Both kinds: a classic group with its members' subscriptions and assignments (the
+        client's own bytes), a KIP-848 group with its members (protocol type "consumer", as
+        Kafka describes one to a classic admin call)."""
+        out = response_type(request)
+        group_type, member_type = sibling(out, "DescribedGroup"), sibling(out, "DescribedGroupMember")
+        groups = []
+        for group_id in request.groups:
+            fields = dict(group_id=group_id, error_code=KafkaError.none, group_state="Dead", protocol_type="",
+                          protocol_data="", members=(), authorized_operations=NO_AUTHORIZED_OPERATIONS)
+            classic = self.classic.groups.get(group_id)
+            if not self.service.access.allows("describe", "group", group_id):
+                fields["error_code"] = KafkaError.group_authorization_failed
+            elif classic is not None:
+                fields.update(group_state=classic.state.value, protocol_type=classic.protocol_type,
+                              protocol_data=classic.protocol or "", members=tuple(
+                                  build(member_type, member_id=m.member_id, group_instance_id=m.instance_id,
+                                        client_id=m.client_id, client_host=m.client_host,
+                                        member_metadata=dict(m.protocols).get(classic.protocol or "", b""),
+                                        member_assignment=m.assignment) for m in classic.members.values()))
+            else:
+                [found] = (await self.service.DescribeGroups(group_pb2.DescribeGroupsRequest(group_ids=[group_id]), None)).groups
+                if found.error_code and found.error_code != ErrorCode.GROUP_ID_NOT_FOUND:
+                    fields["error_code"] = kafka_code(found.error_code)
+                elif not found.error_code:
+                    fields.update(group_state=found.state.capitalize(), protocol_type=CONSUMER_PROTOCOL,
+                                  protocol_data=found.assignor, members=tuple(
+                                      build(member_type, member_id=m.member_id, group_instance_id=m.instance_id or None,
+                                            client_id=m.client_id, client_host=m.client_host, member_metadata=b"",
+                                            member_assignment=b"") for m in found.members))
+            groups.append(build(group_type, **fields))
+        return build(out, throttle_time=NO_THROTTLE, groups=tuple(groups))
+
+    async def list_groups(self, request):
+        out = response_type(request)
+        listed = await self.service.ListGroups(group_pb2.ListGroupsRequest(), None)
+        if listed.error_code:
+            return build(out, throttle_time=NO_THROTTLE, error_code=kafka_code(listed.error_code), groups=())
+        states = {g.group_id: (CONSUMER_PROTOCOL, g.state.capitalize()) for g in listed.groups}
+        states.update({g.group_id: (g.protocol_type, g.state.value) for g in self.classic.groups.values() if g.members})
+        wanted = {s.lower() for s in getattr(request, "states_filter", ())}
+        entry = sibling(out, "ListedGroup")
+        return build(out, throttle_time=NO_THROTTLE, error_code=KafkaError.none, groups=tuple(
+            build(entry, group_id=g, protocol_type=kind, group_state=state)
+            for g, (kind, state) in sorted(states.items()) if not wanted or state.lower() in wanted))
+
+    async def delete_groups(self, request):
+        out = response_type(request)
+        results = []
+        for group_id in request.groups_names:
+            if not self.service.access.allows("delete", "group", group_id):
+                code = KafkaError.group_authorization_failed
+            elif self.classic.has_members(group_id):
+                code = KafkaError.non_empty_group
+            else:
+                [result] = (await self.service.DeleteGroups(group_pb2.DeleteGroupsRequest(group_ids=[group_id]), None)).results
+                code = kafka_code(result.error_code)
+            results.append(build(sibling(out, "DeletableGroupResult"), group_id=group_id, error_code=code))
+        return build(out, throttle_time=NO_THROTTLE, results=tuple(results))
+
+    async def offset_delete(self, request):
+        out = response_type(request)
+        answer = await self.service.OffsetDelete(group_pb2.OffsetDeleteRequest(group_id=request.group_id, topics=[
+            group_pb2.TopicPartitions(topic=t.name, partitions=[p.partition_index for p in t.partitions])
+            for t in request.topics]), None)
+        codes = {(t.topic, p.partition): p.error_code for t in answer.topics for p in t.partitions}
+        partition_type, topic_type = sibling(out, "OffsetDeleteResponsePartition"), sibling(out, "OffsetDeleteResponseTopic")
+        by_topic = group_by_topic((t.name, build(partition_type, partition_index=p.partition_index,
+                                                 error_code=kafka_code(codes.get((t.name, p.partition_index), 0))))
+                                  for t in request.topics for p in t.partitions)
+        return build(out, throttle_time=NO_THROTTLE, error_code=kafka_code(answer.error_code), topics=tuple(
+            build(topic_type, name=name, partitions=tuple(parts)) for name, parts in by_topic.items()))

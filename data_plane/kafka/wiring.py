@@ -12,6 +12,7 @@ from data_plane.broker.config import BrokerConfig, parse_host_port
 from data_plane.groups.service import GroupCoordinatorService
 from data_plane.kafka.admin_apis import AdminApis
 from data_plane.kafka.apis import KafkaApis
+from data_plane.kafka.classic_groups import ClassicGroups
 from data_plane.kafka.group_apis import GroupApis
 from data_plane.kafka.listener import KafkaListener
 
@@ -41,7 +42,7 @@ async def serve_kafka(broker: _Broker, lifecycle, groups: GroupCoordinatorServic
         return parse_host_port(registered.kafka_endpoint) if registered is not None and registered.kafka_endpoint else None
 
     apis = KafkaApis(config.broker_id, broker.replicas, broker.access, broker.metadata_response, broker.init_producer_id,
-                     kafka_endpoint, GroupApis(groups, kafka_endpoint, lambda: broker.metadata.image),
+                     kafka_endpoint, GroupApis(groups, kafka_endpoint, lambda: broker.metadata.image, ClassicGroups(groups)),
                      AdminApis(broker.access, lifecycle.create_topics, lifecycle.delete_topics))
     host, port = config.kafka_listen
     bound_log = log.bind(broker_id=config.broker_id)
