@@ -23,18 +23,9 @@ import enum
 import uuid
 from dataclasses import dataclass, field
 
+from server_common.errors import ErrorCode
 
 
-class ErrorCode(enum.Enum):
-    """The classic protocol's own answers, named as Kafka names them (the Kafka door sends
-    Kafka's code of the same name; kraftlog's gRPC contract has no classic protocol)."""
-
-    NONE = "none"
-    UNKNOWN_MEMBER_ID = "unknown_member_id"
-    ILLEGAL_GENERATION = "illegal_generation"
-    REBALANCE_IN_PROGRESS = "rebalance_in_progress"
-    INCONSISTENT_GROUP_PROTOCOL = "inconsistent_group_protocol"
-    MEMBER_ID_REQUIRED = "member_id_required"
 
 
 class State(str, enum.Enum):

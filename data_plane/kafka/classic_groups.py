@@ -23,11 +23,11 @@ import structlog
 from kio.schema.errors import ErrorCode as KafkaError
 
 from data_plane.groups.classic import Answer, ClassicGroup, JoinAnswer, SyncAnswer
-from data_plane.groups.classic import ErrorCode as ClassicError
 from data_plane.groups.membership import Refused
 from data_plane.groups.service import GroupCoordinatorService
 from data_plane.kafka.entities import NO_THROTTLE, build, millis, response_type, sibling, version
-from data_plane.kafka.error_codes import to_kafka as kafka_code
+from data_plane.kafka.error_codes import TO_KAFKA, to_kafka as kafka_code
+from server_common.errors import ErrorCode
 
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 11, 12, 13, 14
 MEMBER_ID_REQUIRED_FROM = 4
@@ -115,7 +115,7 @@ class ClassicGroups:
         self._deliver(group.group_id, answers)
         self._log_generation(group, "left", leaving)
         member_type = sibling(out, "MemberResponse")
-        single = errors[leaving[0]] if len(leaving) == 1 else ClassicError.NONE
+        single = errors[leaving[0]] if len(leaving) == 1 else ErrorCode.NONE
         return build(out, throttle_time=NO_THROTTLE, error_code=_kafka(single), members=tuple(
             build(member_type, member_id=m, group_instance_id=None, error_code=_kafka(e)) for m, e in errors.items()))
 
@@ -127,7 +127,7 @@ class ClassicGroups:
         if group is None:
             return None
         error = group.commit_refusal(member_id, generation)
-        return None if error is ClassicError.NONE else _kafka(error)
+        return None if error is ErrorCode.NONE else _kafka(error)
 
     def is_classic(self, group_id: str) -> bool:
         return group_id in self.groups
@@ -143,13 +143,13 @@ class ClassicGroups:
         mine = [a for a in answers if isinstance(a, kind) and a.member_id == member_id]
         self._deliver(group.group_id, [a for a in answers if a not in mine])
         if mine:
-            if kind is JoinAnswer and mine[0].error is ClassicError.NONE:
+            if kind is JoinAnswer and mine[0].error is ErrorCode.NONE:
                 self._log_generation(group, "joined", [mine[0].member_id])
             return mine[0]
         key = (group.group_id, member_id, kind)
         previous = self._waiting.pop(key, None)
         if previous is not None and not previous.done():  # a member that asked again: its older call is moot
-            previous.set_result(kind(key[1], ClassicError.REBALANCE_IN_PROGRESS))
+            previous.set_result(kind(key[1], ErrorCode.REBALANCE_IN_PROGRESS))
         future = self._waiting[key] = asyncio.get_running_loop().create_future()
         try:
             return await future
@@ -186,7 +186,7 @@ class ClassicGroups:
             return
         for (gid, member, kind), future in list(self._waiting.items()):
             if gid == group_id and not future.done():
-                future.set_result(kind(member, ClassicError.UNKNOWN_MEMBER_ID))
+                future.set_result(kind(member, ErrorCode.UNKNOWN_MEMBER_ID))
 
     def _start_timer(self) -> None:
         if self._timer is None or self._timer.done():
@@ -216,5 +216,5 @@ class ClassicGroups:
                  state=group.state.value, leader=group.leader, protocol=group.protocol)
 
 
-def _kafka(error: ClassicError) -> KafkaError:
-    return KafkaError[error.value]
+def _kafka(error: ErrorCode) -> KafkaError:
+    return TO_KAFKA[error]
