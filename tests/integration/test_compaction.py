@@ -168,7 +168,8 @@ def test_an_aborted_transaction_is_removed_by_compaction(cluster) -> None:
         leader = broker_pb2_grpc.BrokerStub(channel)
         committed = _produce_batch(leader, topic, encode_batch([b"committed"], [b"key-x"]))
         aborted = _produce_batch(leader, topic, encode_batch([b"aborted", b"aborted too"], [b"key-x", b"key-y"], producer_id=900,
-                                                             producer_epoch=0, base_sequence=0, transactional=True))
+                                                             producer_epoch=0, base_sequence=0, transactional=True),
+                                 transactional_id="compaction-txn")
         marker = broker_pb2.TxnMarker(producer_id=900, producer_epoch=1, commit=False, coordinator_epoch=0, topic=topic, partitions=[0])
         [written] = leader.WriteTxnMarkers(broker_pb2.WriteTxnMarkersRequest(markers=[marker]), timeout=10).results
         assert written.error_code == common_pb2.NONE, written.error_message
@@ -190,9 +191,9 @@ def test_an_aborted_transaction_is_removed_by_compaction(cluster) -> None:
         wait_for(lambda: not problems(broker), timeout_s=90, what=f"broker {broker}'s cleaner to remove the aborted transaction")
 
 
-def _produce_batch(leader: broker_pb2_grpc.BrokerStub, topic: str, batch: bytes) -> int:
+def _produce_batch(leader: broker_pb2_grpc.BrokerStub, topic: str, batch: bytes, transactional_id: str = "") -> int:
     """One batch through the batches path with acks=all; its base offset."""
-    request = broker_pb2.ProduceRequest(acks=-1, timeout_ms=10_000, topics=[broker_pb2.TopicProduceData(
+    request = broker_pb2.ProduceRequest(acks=-1, timeout_ms=10_000, transactional_id=transactional_id, topics=[broker_pb2.TopicProduceData(
         topic=topic, partitions=[broker_pb2.PartitionProduceData(partition=0, batches=batch)])])
     answer = leader.Produce(request, timeout=20).topics[0].partitions[0]
     assert answer.error_code == common_pb2.NONE, answer.error_message

@@ -39,7 +39,9 @@ def cluster(tmp_path_factory) -> Iterator[TestCluster]:
 
 def produce(leader: broker_pb2_grpc.BrokerStub, batch: bytes) -> broker_pb2.PartitionProduceResponse:
     part = broker_pb2.PartitionProduceData(partition=0, batches=batch)
-    request = broker_pb2.ProduceRequest(acks=-1, timeout_ms=10_000, topics=[broker_pb2.TopicProduceData(topic=TOPIC, partitions=[part])])
+    # A transactional batch names its transactional id (refused without one, as Kafka does)
+    request = broker_pb2.ProduceRequest(acks=-1, timeout_ms=10_000, transactional_id="read-committed-test",
+                                        topics=[broker_pb2.TopicProduceData(topic=TOPIC, partitions=[part])])
     return leader.Produce(request, timeout=15).topics[0].partitions[0]
 
 
