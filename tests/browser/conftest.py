@@ -33,8 +33,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 item.add_marker(pytest.mark.skip(reason=f"chromium is not installed: {INSTALL}"))
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def chromium():
+    """One browser for the browser tests, closed after the last of them: Playwright's sync API
+    marks an event loop as running in the main thread for as long as it is open, and every
+    later test that calls ``asyncio.run`` would fail with "cannot be called from a running
+    event loop"."""
     playwright_api = pytest.importorskip("playwright.sync_api", reason="pip install 'playwright>=1.40' (the test extra)")
     with playwright_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
