@@ -15,6 +15,8 @@ import asyncio
 import contextlib
 from typing import Callable, Iterable, Iterator
 
+from server_common.nudge import wait_or_resolve
+
 
 class Wakeups:
     """The futures of the fetches waiting for one partition's next change, and the fetch
@@ -73,13 +75,7 @@ async def wait_until_woken(future: asyncio.Future, timeout_s: float) -> None:
     `asyncio.wait_for` make, which a woken fetch would otherwise pay on its way to the
     follower or consumer."""
     assert timeout_s >= 0, timeout_s
-    if future.done():
-        return
-    timer = asyncio.get_running_loop().call_later(timeout_s, _time_up, future)
-    try:
-        await future
-    finally:
-        timer.cancel()
+    await wait_or_resolve(future, timeout_s)
 
 
 async def settled(futures: list[asyncio.Future], timeout_s: float, timed_out: object) -> None:
@@ -91,14 +87,4 @@ async def settled(futures: list[asyncio.Future], timeout_s: float, timed_out: ob
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
     for future in futures:
-        if not future.done():
-            timer = loop.call_at(deadline, _time_up, future, timed_out)
-            try:
-                await future
-            finally:
-                timer.cancel()
-
-
-def _time_up(future: asyncio.Future, value: object = None) -> None:
-    if not future.done():
-        future.set_result(value)
+        await wait_or_resolve(future, max(deadline - loop.time(), 0.0), timed_out)
