@@ -91,3 +91,13 @@ def local_cluster(
     finally:
         for node in cluster.nodes:
             cluster.kill(node)
+
+
+@contextlib.contextmanager
+def cluster_with_topic(tmp_path: Path, topic: str, partitions: int, **options) -> Iterator[TestCluster]:
+    """One controller and three brokers (unless ``options`` say otherwise) with ``topic``
+    created at replication factor 3 and every partition led: what a client test starts from."""
+    with local_cluster(tmp_path, **{"controllers": 1, "brokers": 3, **options}) as cluster:
+        cluster.create_topic(topic, partitions, 3)
+        cluster.wait_topic_ready(topic, partitions)
+        yield cluster

@@ -13,7 +13,7 @@ aiokafka = pytest.importorskip("aiokafka", reason="aiokafka is in the test extra
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition  # noqa: E402
 
-from tests.cluster import local_cluster  # noqa: E402
+from tests.cluster import cluster_with_topic  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
@@ -25,9 +25,7 @@ DEADLINE_S = 60
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    with local_cluster(tmp_path_factory.mktemp("aiokafka"), controllers=1, brokers=3) as cluster:
-        cluster.create_topic(TOPIC, PARTITIONS, 3)
-        cluster.wait_topic_ready(TOPIC, PARTITIONS)
+    with cluster_with_topic(tmp_path_factory.mktemp("aiokafka"), TOPIC, PARTITIONS) as cluster:
         yield cluster
 
 

@@ -21,7 +21,7 @@ from kafka import KafkaProducer  # noqa: E402
 from kafka.admin import KafkaAdminClient  # noqa: E402
 
 from server_common.waiting import wait_for  # noqa: E402
-from tests.cluster import local_cluster  # noqa: E402
+from tests.cluster import cluster_with_topic  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
@@ -53,9 +53,7 @@ with open(out, "a") as f:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    with local_cluster(tmp_path_factory.mktemp("kafka-groups"), controllers=1, brokers=3) as cluster:
-        cluster.create_topic(TOPIC, PARTITIONS, 3)
-        cluster.wait_topic_ready(TOPIC, PARTITIONS)
+    with cluster_with_topic(tmp_path_factory.mktemp("kafka-groups"), TOPIC, PARTITIONS) as cluster:
         yield cluster
 
 

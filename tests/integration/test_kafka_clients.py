@@ -15,7 +15,7 @@ pytest.importorskip("kafka", reason="kafka-python is in the test extra: pip inst
 from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition  # noqa: E402
 
 from data_plane.client import Consumer, Producer  # noqa: E402
-from tests.cluster import local_cluster  # noqa: E402
+from tests.cluster import cluster_with_topic  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
@@ -26,9 +26,7 @@ RECORDS = 10_000
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    with local_cluster(tmp_path_factory.mktemp("kafka"), controllers=1, brokers=3) as cluster:
-        cluster.create_topic(TOPIC, PARTITIONS, 3)
-        cluster.wait_topic_ready(TOPIC, PARTITIONS)
+    with cluster_with_topic(tmp_path_factory.mktemp("kafka"), TOPIC, PARTITIONS) as cluster:
         yield cluster
 
 
