@@ -273,15 +273,23 @@ class Producer:
             if failure is not None:
                 raise failure
             error = self._metadata.topic_error(topic)
+            unreachable = isinstance(last_error, KraftlogError) and last_error.code == "NO_BROKER_REACHABLE"
             if time.monotonic() + WAIT_SLICE_S >= deadline:
+                if unreachable:  # the address is the problem, not the topic: say so, with its advice
+                    raise KraftlogError("NO_BROKER_REACHABLE", f"{last_error.detail}, for max_block_ms={self._max_block_s * 1000:.0f}",
+                                        retriable=False)
                 detail = f"; last error: {last_error}" if last_error else ""
                 raise KraftlogError(
                     "UNKNOWN_TOPIC_OR_PARTITION",
                     f"topic {topic!r} not in metadata after max_block_ms={self._max_block_s * 1000:.0f}{detail}",
                     retriable=False,
                 )
-            if not said_waiting and error is not None:
+            if not said_waiting and (error is not None or unreachable):
                 said_waiting = True
-                log.warning("waiting for the topic to appear in metadata", topic=topic, max_block_ms=self._max_block_s * 1000,
-                            hint=f"create it with 'kraftlog topics create {topic}'")
+                if unreachable:
+                    log.warning("no broker answers yet; retrying until max_block_ms", topic=topic, error=str(last_error),
+                                max_block_ms=self._max_block_s * 1000)
+                else:
+                    log.warning("waiting for the topic to appear in metadata", topic=topic, max_block_ms=self._max_block_s * 1000,
+                                hint=f"create it with 'kraftlog topics create {topic}'")
             time.sleep(WAIT_SLICE_S)

@@ -112,6 +112,15 @@ def test_unknown_topic_blocks_up_to_max_block_ms(broker):
     assert err.value.code == "UNKNOWN_TOPIC_OR_PARTITION"
 
 
+def test_a_wrong_address_is_reported_as_one_not_as_a_missing_topic():
+    """A typo in the address must not send the user off to create a topic that exists."""
+    with Producer("127.0.0.1:1", max_block_ms=300, enable_idempotence=False) as producer:
+        with pytest.raises(KraftlogError) as err:
+            producer.send("events", b"v")
+    assert err.value.code == "NO_BROKER_REACHABLE", err.value
+    assert "kraftlog cluster status" in str(err.value) and "create the topic" not in str(err.value)
+
+
 def test_send_blocks_then_raises_when_buffer_memory_is_full():
     with Producer("127.0.0.1:1", buffer_memory=1000, max_block_ms=100, enable_idempotence=False) as producer:
         producer._metadata.want(["t"])
