@@ -41,6 +41,12 @@ if TYPE_CHECKING:
 
 TopicPartition = tuple[str, int]
 
+# How long a session expects a partition it was told about (`expect`), and the longest poll
+# while it does: a follower that learns of its new leader a little after this broker answers
+# within a few ms, one that never comes (its replica is offline) costs a few hundred short rounds.
+EXPECT_S = 2.0
+EXPECTING_POLL_S = 0.01
+
 
 class HeldPartition:
     """One partition a session holds: the position the follower last named, what this leader
@@ -88,7 +94,21 @@ class FetchSession:
         self.last_round_ms = 0
         self._changed: set[TopicPartition] = set()  # changed here since last served
         self._unsent: set[TopicPartition] = set()  # records left out of the last answer
+        self._expected: dict[TopicPartition, float] = {}  # partitions this leader now leads, until the follower names them
+        self._cut_short = False  # answer the round being held now (a partition was just expected)
         self._wake = Nudge()
+
+    def expect(self, tp: TopicPartition) -> None:
+        """This broker now leads ``tp`` and the follower does not hold it here yet: answer the
+        held poll now and keep polls short until the follower names it (fetch_session_registry.py)."""
+        if tp not in self.held:
+            self._expected[tp] = time.monotonic() + EXPECT_S
+            self._cut_short = True
+            self._wake.set()
+
+    def _expecting(self, now: float) -> bool:
+        self._expected = {tp: until for tp, until in self._expected.items() if until > now and tp not in self.held}
+        return bool(self._expected)
 
     def mark_changed(self, tp: TopicPartition) -> None:
         self._changed.add(tp)
@@ -123,7 +143,10 @@ class FetchSession:
         assert max_wait_ms >= 0 and max_bytes > 0, (max_wait_ms, max_bytes)
         replicas = self._replicas
         named = self._take(full, items, replicas.clock_ms())
-        deadline = time.monotonic() + min(max_wait_ms, replicas.config.fetch_max_wait_ms_cap) / 1000
+        started = time.monotonic()
+        deadline = started + min(max_wait_ms, replicas.config.fetch_max_wait_ms_cap) / 1000
+        if self._expected and self._expecting(started):
+            deadline = min(deadline, started + EXPECTING_POLL_S)
         answers: dict[TopicPartition, ReplicaFetchResult] = {}
         due = named | self._unsent
         self._unsent = set()
@@ -153,6 +176,8 @@ class FetchSession:
                     answers[tp] = result
             due = set()
             remaining = deadline - time.monotonic()
+            answer_now |= self._cut_short
+            self._cut_short = False
             if answer_now or self._unsent or remaining <= 0:
                 break
             await self._wake.wait(remaining)
@@ -170,15 +195,21 @@ async def serve_stream(replicas: ReplicaManager, requests: AsyncIterator[broker_
     validation lives in one module); what it raises ends the stream."""
     session = FetchSession(replicas)
     config = replicas.config
+    replica_id: int | None = None
     try:
         async for request in requests:
             items = items_of(request)
+            if replica_id is None:
+                replica_id = request.replica_id
+                replicas.fetch_sessions.add(replica_id, session)
             max_bytes = min(request.max_bytes or config.replica_fetch_max_bytes, config.request_max_bytes // 2)
             results = await session.round(request.replica_id, request.broker_epoch, request.max_wait_ms, max_bytes,
                                           not request.incremental, items)
             yield to_response(results)
     finally:
         session.close()
+        if replica_id is not None:
+            replicas.fetch_sessions.remove(replica_id, session)
 
 
 def to_response(results: list[ReplicaFetchResult]) -> broker_pb2.ReplicaFetchResponse:

@@ -26,6 +26,7 @@ from data_plane.broker.delayed_produces import MAX_DELAYED_PRODUCES, DelayedProd
 from data_plane.broker.errors import PartitionError, not_leader, unknown_partition
 from data_plane.broker.partition import LeadershipState, Partition, Ready
 from data_plane.broker.fetch_serving import FetchServing
+from data_plane.broker.fetch_session_registry import FetchSessionRegistry
 from data_plane.broker.group_commit import GroupCommit
 from data_plane.broker.log_maintenance import LogMaintenance
 from data_plane.broker.requests import LeaderHint, PartitionAnswer, ProduceItem, ProduceResult
@@ -81,6 +82,7 @@ class ReplicaManager:
         self._may_shrink_isr: dict[TopicPartition, Partition] = {}
         self.reads = FetchServing(self)
         self.maintenance = LogMaintenance(self)
+        self.fetch_sessions = FetchSessionRegistry()  # followers' open streams, told of new leaderships
         # --durability fsync: two group commits, so that a follower's round (which its next
         # fetch waits for) never queues behind a round of this broker's leader appends.
         self.group_commit, self.follower_commit = (GroupCommit(
@@ -272,6 +274,8 @@ class ReplicaManager:
         except StorageError as exc:
             self.take_offline(partition, exc)
             return
+        if partition.is_leader:
+            self.fetch_sessions.leading((partition.topic, partition.partition), (r for r in state.replicas if r != self.config.broker_id))
         if partition.durable_acks:  # a new leader's tail may not be durable yet: its HW waits for this round
             self.group_commit.request([partition])
 

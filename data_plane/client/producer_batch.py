@@ -76,6 +76,7 @@ class ProducerBatch:
         "log_append_time_ms",
         "request_sent_ns",
         "request_answered_ns",
+        "leader_epoch",
     )
 
     def __init__(self, tp: TopicPartition, created_ms: float) -> None:
@@ -102,6 +103,7 @@ class ProducerBatch:
         self.last_error: KraftlogError | None = None
         self.bulk_timestamp_ms = -1  # the one timestamp of every record in a bulk batch
         self.log_append_time_ms = -1
+        self.leader_epoch = -1  # the partition's leader epoch its latest attempt was sent under
         self.request_sent_ns = 0  # CLOCK_MONOTONIC: when its latest request left, and its answer came
         self.request_answered_ns = 0
 

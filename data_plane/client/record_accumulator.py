@@ -340,6 +340,18 @@ class RecordAccumulator:
                     place += 1
             queue.insert(place, batch)
 
+    def retry_where_leader_moved(self, leader_epoch_of: Callable[[TopicPartition], int]) -> None:
+        """Makes a waiting retry due at once where the partition has a newer leader than its
+        last attempt was sent to (Kafka's KIP-951): the back-off is for a leader that may
+        recover, and waiting it out after a failover only lengthens the producer's stall."""
+        with self._lock:
+            for tp, queue in self._queues.items():
+                for batch in queue:
+                    if batch.attempts == 0:
+                        break  # retries sit at the head of their queue
+                    if leader_epoch_of(tp) > batch.leader_epoch:
+                        batch.retry_at_ms = 0.0
+
     def expire(self, now_ms: float, delivery_timeout_ms: float) -> list[ProducerBatch]:
         """Removes queued batches older than the delivery timeout; the caller fails them."""
         expired: list[ProducerBatch] = []

@@ -232,6 +232,7 @@ class Sender:
     async def _refresh_metadata(self) -> None:
         try:
             await refresh_async(self._metadata, self._pool.stub, self._config.request_timeout_ms / 1000.0)
+            self._accumulator.retry_where_leader_moved(self._metadata.leader_epoch)
         except KraftlogError as err:
             now = now_ms()
             if now - self._refresh_warned_ms >= REFRESH_WARNING_INTERVAL_MS:
@@ -363,6 +364,9 @@ class Sender:
         if not carried:
             return None, carried
         topics: dict[str, broker_pb2.TopicProduceData] = {}
+        epochs = {tp: self._metadata.leader_epoch(tp) for tp in by_tp}
+        for batch in carried:
+            batch.leader_epoch = epochs[batch.tp]
         for (topic, partition), encoded in by_tp.items():
             data = topics.get(topic)
             if data is None:
@@ -371,7 +375,7 @@ class Sender:
                 broker_pb2.PartitionProduceData(
                     partition=partition,
                     batches=encoded[0] if len(encoded) == 1 else b"".join(encoded),
-                    current_leader_epoch=self._metadata.leader_epoch((topic, partition)),
+                    current_leader_epoch=epochs[(topic, partition)],
                 )
             )
         request = broker_pb2.ProduceRequest(

@@ -87,3 +87,28 @@ def test_a_partition_dropped_by_a_full_list_is_no_longer_served(tmp_path: Path) 
         assert served == []
 
     asyncio.run(scenario())
+
+
+def test_a_new_leadership_answers_the_held_poll_of_its_followers_at_once(tmp_path: Path) -> None:
+    """A follower inside a long poll cannot name a partition whose leader this broker just
+    became; the leader answers the poll and keeps polls short until the follower names it.
+    Without that, the new leader's first acks=all writes wait out the follower's poll."""
+    replicas, led, broker_epoch = leader_with_partitions(tmp_path)
+    session = FetchSession(replicas)
+    replicas.fetch_sessions.add(FOLLOWER, session)
+    long_ms, bound_s = 30_000, 10.0  # a poll nobody cuts short outlasts the bound
+
+    async def scenario() -> None:
+        await session.round(FOLLOWER, broker_epoch, WAIT_MS, MIB, True, [at(replicas, led[0], 0)])
+        held = asyncio.ensure_future(session.round(FOLLOWER, broker_epoch, long_ms, MIB, False, []))
+        replicas.fetch_sessions.leading(led[1], [FOLLOWER])
+        await asyncio.wait_for(held, bound_s)
+        # the follower has not learned of it yet: its next poll is short, not the long wait
+        await asyncio.wait_for(session.round(FOLLOWER, broker_epoch, long_ms, MIB, False, []), bound_s)
+        await session.round(FOLLOWER, broker_epoch, WAIT_MS, MIB, False, [at(replicas, led[1], 0)])
+        started = asyncio.get_running_loop().time()
+        await session.round(FOLLOWER, broker_epoch, 300, MIB, False, [])  # named: polls are long again
+        assert asyncio.get_running_loop().time() - started >= 0.25
+
+    asyncio.run(scenario())
+    replicas.fetch_sessions.remove(FOLLOWER, session)

@@ -131,6 +131,22 @@ def test_reenqueue_goes_first_and_waits_for_backoff():
     assert drained[0] is failed and failed.attempts == 1
 
 
+def test_a_retry_skips_its_backoff_once_the_partition_has_a_newer_leader():
+    """KIP-951: after a failover the back-off only lengthens the stall; a refresh showing
+    the same leader epoch leaves the back-off in place."""
+    acc = make()
+    add(acc, ("a", 0), now=0)
+    (failed,) = acc.drain({1}, leader_of, 10)[1]
+    failed.leader_epoch = 4
+    acc.reenqueue(failed, now_ms=20, backoff_ms=100)
+    acc.request_done(("a", 0))
+    acc.retry_where_leader_moved(lambda tp: 4)
+    assert acc.ready(50, leader_of).ready_nodes == set()
+    acc.retry_where_leader_moved(lambda tp: 5)
+    assert acc.ready(50, leader_of).ready_nodes == {1}
+    assert acc.drain({1}, leader_of, 50)[1] == [failed]
+
+
 def test_expire_removes_batches_older_than_delivery_timeout():
     acc = make()
     add(acc, ("c", 0), now=0)  # no leader: would wait forever without expiry
