@@ -325,9 +325,24 @@ class MetadataFollower:
 
     async def wait_for_offset(self, offset: int, timeout_s: float) -> bool:
         """True once the image has reached ``offset``; False after ``timeout_s``."""
+        return await self._wait_until(lambda image: image.offset >= offset, timeout_s)
+
+    async def wait_for_newer_leader(self, awaited: Mapping[tuple[str, int], int], timeout_s: float) -> bool:
+        """True once the image shows any of ``awaited`` (partition -> leader epoch) with a newer
+        leader epoch, or without the partition; False after ``timeout_s`` (a failover's client
+        long-polls Metadata with this)."""
+        def moved(image: MetadataImage) -> bool:
+            for (topic, index), epoch in awaited.items():
+                p = image.partition(topic, index)
+                if p is None or p.leader_epoch > epoch:
+                    return True
+            return False
+        return await self._wait_until(moved, timeout_s)
+
+    async def _wait_until(self, reached: Callable[[MetadataImage], bool], timeout_s: float) -> bool:
         async with self._applied:
             try:
-                await asyncio.wait_for(self._applied.wait_for(lambda: self._image.offset >= offset), timeout_s)
+                await asyncio.wait_for(self._applied.wait_for(lambda: reached(self._image)), timeout_s)
             except asyncio.TimeoutError:
                 return False
         return True

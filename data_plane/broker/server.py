@@ -191,6 +191,7 @@ class BrokerServer:
         server = grpc.aio.server(options=options, interceptors=interceptors)
         self.access = AccessControl(lambda: self.metadata.image.acls, security.super_users, security.authorization)
         self._service = BrokerService(self.replicas, self.metadata_response, self.init_producer_id, self.access)
+        self._service.newer_leader = self.metadata.wait_for_newer_leader
         if self.metrics is not None:
             self._service.produce_observer = self.metrics.rpc.counted_as("Produce")
         broker_pb2_grpc.add_BrokerServicer_to_server(self._service, server)

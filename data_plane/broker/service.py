@@ -201,6 +201,9 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         # Told of every request answered on a ProduceStream (request, answer, seconds), so
         # that metrics count it as the unary Produce it stands for; set by the server.
         self.produce_observer: ProduceObserver | None = None
+        # Waits (partition -> leader epoch, timeout s) until this broker's metadata shows a newer
+        # leader for one of them: the Metadata long poll of a client in a failover; set by the server.
+        self.newer_leader: Callable[[dict[tuple[str, int], int], float], Awaitable[bool]] | None = None
 
     async def Consume(self, request_iterator, context):
         """Streaming consume (data_plane/broker/consume_stream.py)."""
@@ -436,6 +439,9 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         return response
 
     async def Metadata(self, request, context):
+        if request.newer_leader_than and request.max_wait_ms > 0 and self.newer_leader is not None:
+            awaited = {(p.topic, p.partition): p.leader_epoch for p in request.newer_leader_than}
+            await self.newer_leader(awaited, min(request.max_wait_ms, self.replicas.config.fetch_max_wait_ms_cap) / 1000)
         response = describable(self.access, self._metadata_response(list(request.topics)), named=bool(request.topics))
         if not response.brokers:  # no cluster metadata yet: an empty answer would read as "no brokers exist"
             await context.abort(grpc.StatusCode.UNAVAILABLE, f"broker {response.answering_broker_id} has no cluster metadata "

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import NamedTuple
 
 import grpc
@@ -284,11 +284,18 @@ def refresh_sync(
 
 
 async def refresh_async(
-    cache: MetadataCache, stub_for: Callable[[str], object], timeout_s: float
+    cache: MetadataCache, stub_for: Callable[[str], object], timeout_s: float,
+    newer_leader_than: Mapping[TopicPartition, int] | None = None, max_wait_ms: int = 0,
 ) -> broker_pb2.MetadataResponse:
-    """`refresh_sync` for `grpc.aio` stubs (the producer's sender loop)."""
+    """`refresh_sync` for `grpc.aio` stubs (the producer's sender loop). With
+    ``newer_leader_than`` (partition -> the leader epoch that stopped answering), the broker
+    holds its answer up to ``max_wait_ms`` until one of them has a newer leader."""
     deadline = time.monotonic() + timeout_s
     request = cache.request()
+    if newer_leader_than:
+        request.max_wait_ms = max_wait_ms
+        for (topic, partition), epoch in sorted(newer_leader_than.items()):
+            request.newer_leader_than.add(topic=topic, partition=partition, leader_epoch=epoch)
     errors: list[str] = []
     refused: list[grpc.StatusCode] = []  # each failure's status, to tell a refused password from a dead broker
     addresses = list(cache.refresh_addresses())

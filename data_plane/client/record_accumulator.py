@@ -352,6 +352,13 @@ class RecordAccumulator:
                     if leader_epoch_of(tp) > batch.leader_epoch:
                         batch.retry_at_ms = 0.0
 
+    def leaders_awaited(self) -> dict[TopicPartition, int]:
+        """The partitions whose waiting retry failed in a way a new leader cures (the leader
+        stopped answering or stepped down), with the leader epoch that failed."""
+        with self._lock:
+            return {tp: queue[0].leader_epoch for tp, queue in self._queues.items()
+                    if queue and queue[0].attempts and queue[0].last_error is not None and queue[0].last_error.refresh_metadata}
+
     def expire(self, now_ms: float, delivery_timeout_ms: float) -> list[ProducerBatch]:
         """Removes queued batches older than the delivery timeout; the caller fails them."""
         expired: list[ProducerBatch] = []

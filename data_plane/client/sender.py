@@ -56,6 +56,11 @@ log = structlog.get_logger(__name__)
 IDLE_WAKE_MS = 100.0
 METADATA_MAX_AGE_MS = 300_000.0
 REFRESH_WARNING_INTERVAL_MS = 10_000.0
+# A metadata refresh while retries wait for a new leader: the broker holds it up to this long
+# for the new leader to appear, and at most this often may one follow another (a broker that
+# answers at once, not knowing the long poll, is not asked in a tight loop).
+LEADER_WATCH_WAIT_MS = 500
+LEADER_WATCH_INTERVAL_MIN_MS = 20.0
 # Extra time a Produce call gets beyond the acks timeout it gives the broker.
 CALL_GRACE_MS = 1_000.0
 
@@ -222,16 +227,20 @@ class Sender:
     # ------------------------------------------------------------ metadata
 
     def _maybe_refresh(self, now: float) -> None:
-        """Starts one metadata refresh unless one runs or the last was under a backoff ago."""
+        """Starts one metadata refresh unless one runs or the last was under a backoff ago.
+        While retries wait for a leader that stopped answering, the refresh is a long poll
+        the broker answers when it learns of the new leader (so it may follow the last one
+        sooner than a backoff: the broker paces it)."""
         if self._refresh is not None and not self._refresh.done():
             return
-        if now - self._metadata.last_refresh_ms < self._config.retry_backoff_ms:
+        awaited = self._accumulator.leaders_awaited()
+        if now - self._metadata.last_refresh_ms < (LEADER_WATCH_INTERVAL_MIN_MS if awaited else self._config.retry_backoff_ms):
             return
-        self._refresh = self._loop.create_task(self._refresh_metadata())
+        self._refresh = self._loop.create_task(self._refresh_metadata(awaited))
 
-    async def _refresh_metadata(self) -> None:
+    async def _refresh_metadata(self, awaited: dict[TopicPartition, int]) -> None:
         try:
-            await refresh_async(self._metadata, self._pool.stub, self._config.request_timeout_ms / 1000.0)
+            await refresh_async(self._metadata, self._pool.stub, self._config.request_timeout_ms / 1000.0, awaited, LEADER_WATCH_WAIT_MS)
             self._accumulator.retry_where_leader_moved(self._metadata.leader_epoch)
         except KraftlogError as err:
             now = now_ms()
