@@ -93,16 +93,14 @@ def to_kafka(data: bytes) -> bytes:
 
 def _one_to_kafka(batch: record_batch.DecodedBatch) -> bytes:
     header = batch.header
+    if not header.is_control:
+        return _records_to_kafka(batch)
     builder = DefaultRecordBatchBuilder(MAGIC, 0, header.is_transactional, header.producer_id, header.producer_epoch,
                                         header.base_sequence, _NO_LIMIT)
     if header.is_control:
         marker = decode_marker(batch)
         builder.append(0, header.first_timestamp, _CONTROL_KEY.pack(0, int(marker.control_type)),
                        _CONTROL_VALUE.pack(0, marker.coordinator_epoch), [])
-    else:
-        for record in batch.records():
-            builder.append(record.offset - header.base_offset, record.timestamp_ms, record.key, record.value,
-                           list(record.headers))
     out = builder.build()
     _PREFIX.pack_into(out, 0, header.base_offset, len(out) - _LENGTH.size, header.leader_epoch)
     extra = header.attributes & (record_batch.TIMESTAMP_TYPE_BIT | record_batch.CONTROL_BIT)
@@ -111,4 +109,67 @@ def _one_to_kafka(batch: record_batch.DecodedBatch) -> bytes:
         _ATTRIBUTES.pack_into(out, _ATTRIBUTES_AT, attributes | extra)
         _MAX_TIMESTAMP.pack_into(out, _MAX_TIMESTAMP_AT, header.max_timestamp)
         struct.pack_into(">I", out, _CRC_AT, calc_crc32c(memoryview(out)[_ATTRIBUTES_AT:]))
+    return bytes(out)
+
+
+# Kafka's batch header (magic 2): base offset, batch length, partition leader epoch, magic, CRC-32C,
+# then what the CRC covers: attributes, last offset delta, base and max timestamp, producer id,
+# producer epoch, base sequence, record count.
+_KAFKA_HEADER = struct.Struct(">qiibIhiqqqhii")
+# The bits a stored batch keeps in Kafka's attributes (timestamp type, transactional, control:
+# the same positions in both formats); the compression bits are 0, the batch goes out uncompressed.
+_KEPT_ATTRIBUTES = record_batch.TIMESTAMP_TYPE_BIT | record_batch.TRANSACTIONAL_BIT | record_batch.CONTROL_BIT
+
+
+def _zigzag_varint(n: int) -> bytes:
+    z = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while z >= 0x80:
+        out.append((z & 0x7F) | 0x80)
+        z >>= 7
+    out.append(z)
+    return bytes(out)
+
+
+# Kafka's varints for -1 (null) up to 16,382: every offset delta and length of a typical
+# record is one table lookup rather than a loop.
+_VARINT_TABLE_END = 16_383
+_VARINTS = [_zigzag_varint(n) for n in range(-1, _VARINT_TABLE_END)]
+
+
+def _varint(n: int) -> bytes:
+    return _VARINTS[n + 1] if -1 <= n < _VARINT_TABLE_END else _zigzag_varint(n)
+
+
+def _sized(item: bytes | None) -> bytes:
+    """Kafka's length-prefixed bytes: a varint length (-1: null) and the bytes."""
+    return _VARINTS[0] if item is None else _varint(len(item)) + item
+
+
+def _kafka_headers(headers: tuple[tuple[str, bytes | None], ...]) -> bytes:
+    return _varint(len(headers)) + b"".join(_sized(name.encode()) + _sized(value) for name, value in headers)
+
+
+def _records_to_kafka(batch: record_batch.DecodedBatch) -> bytes:
+    """A data batch as one uncompressed Kafka batch, built from its columns: the records are
+    Kafka's varint rows (length, attributes 0, timestamp delta, offset delta, key, value,
+    headers), the header carries the stored batch's offsets, timestamps and producer fields."""
+    header = batch.header
+    first = header.first_timestamp
+    no_headers = _VARINTS[1]
+    rows = []
+    for delta, (timestamp, key, value, headers) in enumerate(zip(batch.timestamps, batch.keys, batch.values, batch.headers)):
+        row = b"".join((b"\x00", _varint(timestamp - first), _varint(delta), _sized(key), _sized(value),
+                        _kafka_headers(headers) if headers else no_headers))
+        rows.append(_varint(len(row)))
+        rows.append(row)
+    records = b"".join(rows)
+    out = bytearray(_KAFKA_HEADER.size + len(records))
+    _KAFKA_HEADER.pack_into(
+        out, 0, header.base_offset, len(out) - _LENGTH.size, header.leader_epoch, MAGIC, 0,
+        header.attributes & _KEPT_ATTRIBUTES, header.last_offset_delta, first, header.max_timestamp,
+        header.producer_id, header.producer_epoch, header.base_sequence, header.record_count,
+    )
+    out[_KAFKA_HEADER.size:] = records
+    struct.pack_into(">I", out, _CRC_AT, calc_crc32c(memoryview(out)[_ATTRIBUTES_AT:]))
     return bytes(out)

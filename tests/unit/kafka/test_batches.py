@@ -7,6 +7,8 @@ from __future__ import annotations
 import struct
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from kafka.record.util import calc_crc32c
 
@@ -97,3 +99,25 @@ def test_damaged_foreign_or_control_batches_are_refused_with_what_to_do():
     struct.pack_into(">I", control, 17, calc_crc32c(bytes(control[21:])))
     with pytest.raises(KafkaBatchError, match="control batch"):
         to_kraftlog(bytes(control), 0)
+
+
+_items = st.one_of(st.none(), st.binary(max_size=40), st.integers(16_380, 16_400).map(bytes))  # across the varint table end
+_record = st.tuples(st.integers(-10_000, 10_000), _items, _items,
+                    st.lists(st.tuples(st.text(max_size=5), st.one_of(st.none(), st.binary(max_size=8))), max_size=3))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(_record, min_size=1, max_size=20), st.booleans())
+def test_a_stored_batch_goes_out_as_kafka_python_would_build_it(records, transactional):
+    """The door's column encoder against kafka-python's builder, the codec Kafka's Python
+    client sends with: the same bytes after the prefix, for any keys, values, headers and
+    timestamp deltas (negative and beyond one varint byte included)."""
+    first = 1_700_000_000_000
+    data = record_batch.encode_batch([v for _, _, v, _ in records], keys=[k for _, k, _, _ in records],
+                                     headers=[h for *_, h in records], timestamps_ms=[first + d for d, *_ in records],
+                                     producer_id=9, producer_epoch=2, base_sequence=11, transactional=transactional)
+    builder = DefaultRecordBatchBuilder(2, 0, transactional, 9, 2, 11, 1 << 30)
+    for i, (delta, key, value, headers) in enumerate(records):
+        builder.append(i, first + delta, key, value, headers)
+    expected = bytes(builder.build())
+    assert to_kafka(stored(data, 0, 0))[16:] == expected[16:]
