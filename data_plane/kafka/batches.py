@@ -14,7 +14,8 @@ from __future__ import annotations
 import struct
 from typing import Iterator
 
-from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+from kafka.codec import gzip_decode, lz4_decode, snappy_decode, zstd_decode
+from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.util import calc_crc32c
 
 from data_plane import record_batch
@@ -32,6 +33,8 @@ _MAX_TIMESTAMP_AT = 35
 _CONTROL_KEY = struct.Struct(">hh")  # version, type
 _CONTROL_VALUE = struct.Struct(">hi")  # version, coordinator epoch
 _KAFKA_LZ4, _KAFKA_ZSTD = 3, 4
+# Kafka's codecs (attribute bits 0-2) as kafka-python decodes them (snappy with its xerial framing).
+_DECODERS = {0: bytes, 1: gzip_decode, 2: snappy_decode, _KAFKA_LZ4: lz4_decode, _KAFKA_ZSTD: zstd_decode}
 _NO_LIMIT = 1 << 62  # the builder's batch size bound: the stored batch decides its size
 
 
@@ -57,33 +60,97 @@ def split_batches(data: bytes) -> Iterator[bytes]:
 
 def to_kraftlog(data: bytes, now_ms: int) -> bytes:
     """The kraftlog batches for the Kafka batches of one partition's produce."""
-    return b"".join(_one_to_kraftlog(DefaultRecordBatch(raw), now_ms) for raw in split_batches(data))
+    return b"".join(_one_to_kraftlog(raw, now_ms) for raw in split_batches(data))
 
 
-def _one_to_kraftlog(batch: DefaultRecordBatch, now_ms: int) -> bytes:
-    if not batch.validate_crc():
+def _one_to_kraftlog(raw: bytes, now_ms: int) -> bytes:
+    (_, _, _, _, crc, attributes, _, first_timestamp, _, producer_id, producer_epoch, base_sequence,
+     count) = _KAFKA_HEADER.unpack_from(raw)
+    if calc_crc32c(memoryview(raw)[_ATTRIBUTES_AT:]) != crc:
         raise KafkaBatchError("a record batch's CRC-32C does not match its bytes: the batch was damaged on the way")
-    if batch.is_control_batch:
+    if attributes & record_batch.CONTROL_BIT:
         raise KafkaBatchError("a client may not produce a control batch: transaction markers are written by the coordinator")
-    records = list(batch)
-    if [r.offset for r in records] != list(range(batch.base_offset, batch.base_offset + len(records))):
-        raise KafkaBatchError("a produced batch's records carry offset deltas 0, 1, 2, ...: renumber them")
-    compression = {_KAFKA_LZ4: "lz4", _KAFKA_ZSTD: "zstd"}.get(batch.compression_type, "none")
+    codec = attributes & 0x07
+    if codec not in _DECODERS:
+        raise KafkaBatchError(f"record batch compression codec {codec} is not one of Kafka's (none, gzip, snappy, lz4, zstd)")
+    body = raw[_KAFKA_HEADER.size:]
     try:
+        rows = _DECODERS[codec](body) if codec else body
+        deltas, keys, values, headers = _read_rows(rows, count)
         return record_batch.encode_batch(
-            [r.value for r in records],
-            keys=[r.key for r in records],
-            headers=[r.headers for r in records],
-            timestamps_ms=[r.timestamp for r in records],
-            compression=compression,
-            producer_id=batch.producer_id,
-            producer_epoch=batch.producer_epoch,
-            base_sequence=batch.base_sequence,
-            transactional=batch.is_transactional,
-            now_ms=now_ms,
+            values, keys=keys, headers=headers, timestamps_ms=[first_timestamp + d for d in deltas],
+            compression={_KAFKA_LZ4: "lz4", _KAFKA_ZSTD: "zstd"}.get(codec, "none"),
+            producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence,
+            transactional=bool(attributes & record_batch.TRANSACTIONAL_BIT), now_ms=now_ms,
         )
-    except ValueError as exc:
-        raise KafkaBatchError(str(exc)) from None
+    except KafkaBatchError:
+        raise
+    except NotImplementedError as exc:  # kafka-python without the codec's library (python-snappy)
+        raise KafkaBatchError(f"{exc}: send the batch with lz4, zstd, gzip or no compression") from None
+    except (ValueError, IndexError, UnicodeDecodeError) as exc:  # truncated rows, a bad frame, a bad header name
+        raise KafkaBatchError(f"a record batch's records do not parse ({exc}): the batch was damaged or is not Kafka's v2") from None
+
+
+def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+    """Kafka's zigzag varint at ``pos``, and the position after it."""
+    b = buf[pos]
+    if b < 0x80:
+        return (b >> 1) ^ -(b & 1), pos + 1
+    z, shift = b & 0x7F, 7
+    while True:
+        pos += 1
+        b = buf[pos]
+        z |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (z >> 1) ^ -(z & 1), pos + 1
+        shift += 7
+        if shift > 63:
+            raise KafkaBatchError("a varint in a record batch runs past 10 bytes")
+
+
+def _read_sized(buf: bytes, pos: int) -> tuple[bytes | None, int]:
+    length, pos = _read_varint(buf, pos)
+    if length < 0:
+        return None, pos
+    end = pos + length
+    if end > len(buf):
+        raise IndexError(f"an item of {length} bytes runs past the records")
+    return buf[pos:end], end
+
+
+def _read_rows(buf: bytes, count: int) -> tuple[list[int], list, list, list]:
+    """The timestamp deltas, keys, values and headers of ``count`` Kafka record rows."""
+    deltas: list[int] = []
+    keys: list[bytes | None] = []
+    values: list[bytes | None] = []
+    headers: list[list[tuple[str, bytes | None]]] = []
+    pos = 0
+    for expected in range(count):
+        length, pos = _read_varint(buf, pos)
+        end = pos + length
+        delta, pos = _read_varint(buf, pos + 1)  # past the record's attributes, unused in v2
+        offset_delta, pos = _read_varint(buf, pos)
+        if offset_delta != expected:
+            raise KafkaBatchError("a produced batch's records carry offset deltas 0, 1, 2, ...: renumber them")
+        key, pos = _read_sized(buf, pos)
+        value, pos = _read_sized(buf, pos)
+        header_count, pos = _read_varint(buf, pos)
+        row_headers = []
+        for _ in range(header_count):
+            name, pos = _read_sized(buf, pos)
+            if name is None:
+                raise KafkaBatchError("a record header has a null name")
+            header_value, pos = _read_sized(buf, pos)
+            row_headers.append((name.decode(), header_value))
+        if pos != end:
+            raise KafkaBatchError(f"a record says it is {length} bytes long and holds {length + pos - end}")
+        deltas.append(delta)
+        keys.append(key)
+        values.append(value)
+        headers.append(row_headers)
+    if pos != len(buf):
+        raise KafkaBatchError(f"{len(buf) - pos} bytes follow the {count} records a record batch says it holds")
+    return deltas, keys, values, headers
 
 
 def to_kafka(data: bytes) -> bytes:

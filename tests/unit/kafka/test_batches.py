@@ -121,3 +121,25 @@ def test_a_stored_batch_goes_out_as_kafka_python_would_build_it(records, transac
         builder.append(i, first + delta, key, value, headers)
     expected = bytes(builder.build())
     assert to_kafka(stored(data, 0, 0))[16:] == expected[16:]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(_record, min_size=1, max_size=20), st.sampled_from(["none", "gzip", "lz4", "zstd"]))
+def test_a_produced_batch_reads_as_kafka_python_reads_it(records, compression):
+    """The door's row reader against kafka-python's reader, for any keys, values, headers and
+    timestamp deltas, through every codec the door reads."""
+    builder = DefaultRecordBatchBuilder(2, CODECS[compression], False, 3, 0, 40, 1 << 30)
+    for i, (delta, key, value, headers) in enumerate(records):
+        builder.append(i, 1_700_000_000_000 + delta, key, value, headers)
+    sent = bytes(builder.build())
+    kept = record_batch.decode_batch(stored(to_kraftlog(sent, now_ms=0), 0, 0))
+    assert [(r.offset, r.timestamp_ms, r.key, r.value, list(r.headers)) for r in kept.records()] == \
+        [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in DefaultRecordBatch(sent)]
+
+
+def test_a_record_that_runs_past_its_batch_is_refused_even_with_a_good_crc():
+    out = bytearray(kafka_batch(2))
+    struct.pack_into(">i", out, 57, 3)  # the batch now says it holds three records
+    struct.pack_into(">I", out, 17, calc_crc32c(memoryview(out)[21:]))
+    with pytest.raises(KafkaBatchError, match="do not parse"):
+        to_kraftlog(bytes(out), now_ms=0)
