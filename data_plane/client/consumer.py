@@ -45,7 +45,14 @@ from data_plane.client.consume_streams import ConsumeStreams, StreamEvent
 from data_plane.client.errors import KraftlogError, from_error_code, from_rpc_error
 from data_plane.client.group_membership import Subscription
 from data_plane.client.group_session import CommittedOffset, GroupSession, OwnedPartitions, PartitionsCallback
-from data_plane.client.metadata_cache import MetadataCache, TopicPartition, refresh_sync
+from data_plane.client.metadata_cache import (
+    LEADER_WATCH_INTERVAL_MIN_MS,
+    LEADER_WATCH_WAIT_MS,
+    MetadataCache,
+    TopicPartition,
+    leader_watch,
+    refresh_sync,
+)
 from server_common.client_security import ClientSecurity
 from server_common.client_security import resolve as resolve_security
 from data_plane.client.offset_lookup import EARLIEST, LATEST, OffsetAndTimestamp, list_offsets, try_epoch_end_offsets, try_list_offsets
@@ -376,7 +383,7 @@ class Consumer:
         deadline = time.monotonic() + timeout_ms / 1000.0
         self._collect_completions(0.0)
         while not self._buffered:
-            self._send_fetches()
+            self._send_fetches(leader_wait_s=deadline - time.monotonic())
             remaining = deadline - time.monotonic()
             if remaining <= 0 or self._pending_error is not None:
                 break
@@ -489,13 +496,21 @@ class Consumer:
                 log.warning("offset reset unanswered; reading the other partitions meanwhile and retrying", topic=tp[0], partition=tp[1],
                             auto_offset_reset=self._auto_offset_reset, error=str(why), retry_in_s=round(self._resets.retry_in(tp, now), 3))
 
-    def _positions_by_leader(self, skip) -> dict[str, dict[TopicPartition, int]]:
+    def _positions_by_leader(self, skip, leader_wait_s: float = 0.0) -> dict[str, dict[TopicPartition, int]]:
         """Positioned partitions (but those ``skip(tp)`` names) grouped by leader address,
-        leaving out leaders we back off from; refreshes metadata first when it is stale."""
+        leaving out leaders we back off from; refreshes metadata first when it is stale.
+
+        With ``leader_wait_s`` (what is left of a poll), partitions whose leader failed are
+        waited for with a Metadata long poll: the broker answers as soon as it knows of the new
+        leader, instead of this consumer asking again a backoff later (docs/protocol.md)."""
         metadata = self._metadata
-        if metadata.stale and time.monotonic() * 1000 - metadata.last_refresh_ms >= self._retry_backoff_s * 1000:
+        since_refresh_ms = time.monotonic() * 1000 - metadata.last_refresh_ms
+        awaited = self._leaders_awaited() if leader_wait_s > 0 else {}
+        if (awaited and since_refresh_ms >= LEADER_WATCH_INTERVAL_MIN_MS) or (
+                metadata.stale and since_refresh_ms >= self._retry_backoff_s * 1000):
+            request = leader_watch(metadata, awaited, int(min(leader_wait_s * 1000, LEADER_WATCH_WAIT_MS))) if awaited else None
             try:
-                refresh_sync(metadata, self._pool.stub, self._request_timeout_s)
+                refresh_sync(metadata, self._pool.stub, self._request_timeout_s, request)
             except KraftlogError:
                 metadata.last_refresh_ms = time.monotonic() * 1000  # back off; fetches wait for leaders
         self._validate_positions(skip)
@@ -513,6 +528,17 @@ class Consumer:
                 continue
             groups.setdefault(leader.address, {})[tp] = position
         return groups
+
+    def _leaders_awaited(self) -> dict[TopicPartition, int]:
+        """Positioned partitions whose leader, as far as metadata knows, is one this consumer
+        backs off from after a failed call, with that leader's epoch."""
+        now = time.monotonic()
+        awaited = {}
+        for tp, position in self._positions.items():
+            leader = self._metadata.leader(tp) if position is not None else None
+            if leader is not None and self._backoff_until.get(leader.address, 0.0) > now:
+                awaited[tp] = leader.leader_epoch
+        return awaited
 
     def _resume_point(self, tp: TopicPartition) -> Position | None:
         """Where reading ``tp`` continues (past its buffered data) and the leader epoch of the
@@ -572,13 +598,14 @@ class Consumer:
             self._positions[tp] = diverged.offset
             self._last_epochs[tp] = diverged.epoch
 
-    def _send_fetches(self) -> None:
+    def _send_fetches(self, leader_wait_s: float = 0.0) -> None:
         """Sends one fetch to each leader broker that has none outstanding and has assigned
-        partitions with a position and no buffered data (stream mode: opens streams)."""
+        partitions with a position and no buffered data (stream mode: opens streams); may wait
+        up to ``leader_wait_s`` for the new leader of a partition whose leader failed."""
         if self._streams is not None:
-            self._open_streams()
+            self._open_streams(leader_wait_s)
             return
-        groups = self._positions_by_leader(lambda tp: tp in self._buffered)
+        groups = self._positions_by_leader(lambda tp: tp in self._buffered, leader_wait_s)
         for address, positions in groups.items():
             if address in self._in_flight:
                 continue
@@ -613,12 +640,12 @@ class Consumer:
             isolation_level=self._isolation_level,
         )
 
-    def _open_streams(self) -> None:
+    def _open_streams(self, leader_wait_s: float = 0.0) -> None:
         """One stream per leader for the partitions no stream serves, from where each stands
         (past what is buffered for it)."""
         streaming = self._streams.streaming()
         now = time.monotonic()
-        groups = self._positions_by_leader(lambda tp: tp in streaming or self._resting_until.get(tp, 0.0) > now)
+        groups = self._positions_by_leader(lambda tp: tp in streaming or self._resting_until.get(tp, 0.0) > now, leader_wait_s)
         for address, positions in groups.items():
             for tp in positions:
                 if tp in self._buffered:

@@ -256,6 +256,24 @@ def now_ms() -> float:
     return time.monotonic() * 1000.0
 
 
+# While a client waits for the new leader of partitions whose leader failed, its Metadata
+# request is a long poll (`leader_watch`): the broker holds it up to LEADER_WATCH_WAIT_MS for a
+# newer leader to appear, and one may follow another no sooner than LEADER_WATCH_INTERVAL_MIN_MS
+# (a broker that answers at once, not knowing the long poll, is not asked in a tight loop).
+LEADER_WATCH_WAIT_MS = 500
+LEADER_WATCH_INTERVAL_MIN_MS = 20.0
+
+
+def leader_watch(cache: MetadataCache, failed: Mapping[TopicPartition, int], max_wait_ms: int) -> broker_pb2.MetadataRequest:
+    """The Metadata request that waits for a newer leader than the epoch in ``failed`` (the
+    leader epoch each partition's failed call was sent under) for any of those partitions."""
+    request = cache.request()
+    request.max_wait_ms = max_wait_ms
+    for (topic, partition), epoch in sorted(failed.items()):
+        request.newer_leader_than.add(topic=topic, partition=partition, leader_epoch=epoch)
+    return request
+
+
 def refresh_sync(
     cache: MetadataCache,
     stub_for: Callable[[str], object],
@@ -285,17 +303,11 @@ def refresh_sync(
 
 async def refresh_async(
     cache: MetadataCache, stub_for: Callable[[str], object], timeout_s: float,
-    newer_leader_than: Mapping[TopicPartition, int] | None = None, max_wait_ms: int = 0,
+    request: broker_pb2.MetadataRequest | None = None,
 ) -> broker_pb2.MetadataResponse:
-    """`refresh_sync` for `grpc.aio` stubs (the producer's sender loop). With
-    ``newer_leader_than`` (partition -> the leader epoch that stopped answering), the broker
-    holds its answer up to ``max_wait_ms`` until one of them has a newer leader."""
+    """`refresh_sync` for `grpc.aio` stubs (the producer's sender loop)."""
     deadline = time.monotonic() + timeout_s
-    request = cache.request()
-    if newer_leader_than:
-        request.max_wait_ms = max_wait_ms
-        for (topic, partition), epoch in sorted(newer_leader_than.items()):
-            request.newer_leader_than.add(topic=topic, partition=partition, leader_epoch=epoch)
+    request = cache.request() if request is None else request
     errors: list[str] = []
     refused: list[grpc.StatusCode] = []  # each failure's status, to tell a refused password from a dead broker
     addresses = list(cache.refresh_addresses())

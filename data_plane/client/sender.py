@@ -27,7 +27,15 @@ import structlog
 from data_plane.client.buffer_memory import BufferMemory
 from data_plane.client.channels import aio_broker_channels
 from data_plane.client.errors import KraftlogError, from_error_code, from_rpc_error
-from data_plane.client.metadata_cache import MetadataCache, TopicPartition, now_ms, refresh_async
+from data_plane.client.metadata_cache import (
+    LEADER_WATCH_INTERVAL_MIN_MS,
+    LEADER_WATCH_WAIT_MS,
+    MetadataCache,
+    TopicPartition,
+    leader_watch,
+    now_ms,
+    refresh_async,
+)
 from data_plane.client.produce_answers import (
     Appended,
     BatchState,
@@ -56,11 +64,6 @@ log = structlog.get_logger(__name__)
 IDLE_WAKE_MS = 100.0
 METADATA_MAX_AGE_MS = 300_000.0
 REFRESH_WARNING_INTERVAL_MS = 10_000.0
-# A metadata refresh while retries wait for a new leader: the broker holds it up to this long
-# for the new leader to appear, and at most this often may one follow another (a broker that
-# answers at once, not knowing the long poll, is not asked in a tight loop).
-LEADER_WATCH_WAIT_MS = 500
-LEADER_WATCH_INTERVAL_MIN_MS = 20.0
 # Extra time a Produce call gets beyond the acks timeout it gives the broker.
 CALL_GRACE_MS = 1_000.0
 
@@ -240,7 +243,8 @@ class Sender:
 
     async def _refresh_metadata(self, awaited: dict[TopicPartition, int]) -> None:
         try:
-            await refresh_async(self._metadata, self._pool.stub, self._config.request_timeout_ms / 1000.0, awaited, LEADER_WATCH_WAIT_MS)
+            request = leader_watch(self._metadata, awaited, LEADER_WATCH_WAIT_MS) if awaited else None
+            await refresh_async(self._metadata, self._pool.stub, self._config.request_timeout_ms / 1000.0, request)
             self._accumulator.retry_where_leader_moved(self._metadata.leader_epoch)
         except KraftlogError as err:
             now = now_ms()
