@@ -46,6 +46,31 @@ def chromium():
         browser.close()
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call):
+    """Keep each phase's report on the test item, so a page fixture can tell a failed test."""
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f"report_{report.when}", report)
+
+
+def failed(request: pytest.FixtureRequest) -> bool:
+    report = getattr(request.node, "report_call", None)
+    return report is not None and report.failed
+
+
+def page_evidence(page, shots: Path, name: str) -> str:
+    """What the page showed when a test failed: its address, heading and text, with a
+    screenshot saved beside the others, so a failure in CI explains itself."""
+    try:
+        path = shots / f"failed-{name}.png"
+        page.screenshot(path=str(path), full_page=True)
+        text = page.locator("body").inner_text(timeout=2_000)
+        return f"page {page.url} showed (screenshot {path}):\n{text[:2_000]}"
+    except Exception as exc:  # the evidence must not hide the failure itself
+        return f"page evidence unavailable: {exc}"
+
+
 @pytest.fixture(scope="session")
 def shots(tmp_path_factory) -> Path:
     root = os.environ.get("KRAFTLOG_ARTIFACTS")

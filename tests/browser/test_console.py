@@ -10,7 +10,7 @@ import time
 import pytest
 
 from data_plane.client import Consumer, Producer
-from tests.browser.conftest import console_process
+from tests.browser.conftest import console_process, failed, page_evidence
 from tests.cluster import TestCluster, local_cluster
 
 expect = pytest.importorskip("playwright.sync_api", reason="pip install 'playwright>=1.40' (the test extra)").expect
@@ -43,13 +43,16 @@ def console(cluster: TestCluster) -> str:
 
 
 @pytest.fixture
-def page(chromium, console: str):
+def page(request, chromium, console: str, cluster: TestCluster, shots):
     context = chromium.new_context(viewport={"width": 1300, "height": 900})
     page = context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto(console)
     yield page
+    if failed(request):
+        log = cluster.data_dir / "console-test.log"
+        print(page_evidence(page, shots, request.node.name), "\nconsole log tail:\n", *log.read_text().splitlines(True)[-20:])
     context.close()
     assert not errors, f"the page raised: {errors}"
 
@@ -68,6 +71,21 @@ def test_every_page_opens(page, console: str, shots) -> None:
     page.goto(f"{console}#/topics/orders")
     expect(page.get_by_test_id("partitions").locator("tr")).to_have_count(4)
     page.screenshot(path=str(shots / "topic.png"), full_page=True)
+
+
+def test_a_page_asked_for_before_the_app_listens_is_the_one_shown(chromium, console: str) -> None:
+    """The app draws first and starts listening for hash changes only after the first paint;
+    a page asked for in between (a test, a bookmark script, a fast click) fired its event with
+    no one listening and the app stayed on the overview. Here the hash changes at
+    DOMContentLoaded: after the app's first render, before its effects ran."""
+    context = chromium.new_context()
+    context.add_init_script("document.addEventListener('DOMContentLoaded', () => { location.hash = '#/topics'; })")
+    page = context.new_page()
+    try:
+        page.goto(console)
+        expect(page.locator("h1")).to_have_text("Topics")
+    finally:
+        context.close()
 
 
 def test_create_topic_through_the_page(page, console: str, cluster: TestCluster) -> None:

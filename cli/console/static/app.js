@@ -326,7 +326,9 @@ function App() {
   const [session, setSession] = useState(null);
   const [where, setWhere] = useState(route(location.hash));
   useEffect(() => { api("GET", "/api/session").then((s) => { csrf = s.csrf; setSession(s); }); }, []);
-  useEffect(() => { const on = () => setWhere(route(location.hash)); addEventListener("hashchange", on); return () => removeEventListener("hashchange", on); }, []);
+  // Effects run after the first paint: a hash changed before then fired its event with no one
+  // listening, so the listener is added and the hash read again at once.
+  useEffect(() => { const on = () => setWhere(route(location.hash)); addEventListener("hashchange", on); on(); return () => removeEventListener("hashchange", on); }, []);
   if (!session) return html`<p>loading…</p>`;
   if (!session.principal) return html`<${Login} onDone=${setSession} />`;
   const { page, arg } = where;
