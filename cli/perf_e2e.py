@@ -19,7 +19,10 @@ in (producer, append, replication) from the way out (fetch wake-up, response, co
 Each record's latency is also split into stages from the timestamps this process sees:
 `producer_wait` (send until its Produce request left: linger, batching, a free in-flight
 slot), `request` (the request's round trip: network, the leader's append, replication and
-the high watermark's advance, the answer), `callback` (answer until the delivery callback ran)
+the high watermark's advance, the answer), split into `broker` (the time the leader says it
+spent on the request, ProduceResponse.broker_time_us: the append and, with acks=all, the
+wait for the in-sync replicas) and `network_and_grpc` (the rest: both processes' gRPC
+layers, the loopback, the wait for each event loop), `callback` (answer until the delivery callback ran)
 and `consumer_after_ack` (end-to-end minus ack latency: how much later the consumer's poll
 returned the record than the producer heard of it; negative when the consumer was first).
 Running once with ``--acks 1`` and once with ``--acks all`` separates the leader's append
@@ -222,7 +225,8 @@ def run(args: argparse.Namespace) -> int:
 def _stages(sends: list[tuple[int, RecordFuture]], acks: DeliveryLog, receipts: Receipts) -> dict[str, list[float]]:
     """Each acknowledged record's latency split at the timestamps this process sees (the
     module docstring names the stages)."""
-    stages: dict[str, list[float]] = {"producer_wait": [], "request": [], "callback": [], "consumer_after_ack": []}
+    stages: dict[str, list[float]] = {"producer_wait": [], "request": [], "broker": [], "network_and_grpc": [], "callback": [],
+                                      "consumer_after_ack": []}
     for seq, acked_at_s, ack_ms in zip(acks.acked_seqs, acks.acked_at_s, acks.latencies_ms):
         sent_ns, future = sends[seq]
         request_sent_ns, answered_ns = future.request_times_ns()
@@ -230,6 +234,8 @@ def _stages(sends: list[tuple[int, RecordFuture]], acks: DeliveryLog, receipts: 
             continue  # acks=0: no answer to time
         stages["producer_wait"].append((request_sent_ns - sent_ns) / 1e6)
         stages["request"].append((answered_ns - request_sent_ns) / 1e6)
+        stages["broker"].append(future.broker_time_ns() / 1e6)
+        stages["network_and_grpc"].append((answered_ns - request_sent_ns - future.broker_time_ns()) / 1e6)
         stages["callback"].append(acked_at_s * 1000 - answered_ns / 1e6)
         if receipts.seen[seq]:
             stages["consumer_after_ack"].append(receipts.latencies_ms[seq] - ack_ms)

@@ -7,6 +7,7 @@ everything about partitions is answered per partition with an ErrorCode and a hi
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass
 from typing import Awaitable, Callable, Iterator, Sequence
 
@@ -227,6 +228,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
 
     async def _produce(self, request: broker_pb2.ProduceRequest) -> broker_pb2.ProduceResponse:
         """One Produce request's answer; raises MalformedRequest for a request of the wrong shape."""
+        started_ns = time.perf_counter_ns()
         items = self._produce_items(request)
         refusal = transactional_refusal(self.access, request.transactional_id, items)
         if refusal is not None:
@@ -246,6 +248,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 **_error_fields(r),
             )
         self._add_endpoints(response, [r.leader.leader_id for r in results if r.failed])
+        response.broker_time_us = (time.perf_counter_ns() - started_ns) // 1000
         return response
 
     def _produce_items(self, request: broker_pb2.ProduceRequest) -> list[ProduceItem]:

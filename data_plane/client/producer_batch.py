@@ -77,6 +77,7 @@ class ProducerBatch:
         "request_sent_ns",
         "request_answered_ns",
         "leader_epoch",
+        "broker_time_ns",
     )
 
     def __init__(self, tp: TopicPartition, created_ms: float) -> None:
@@ -104,6 +105,7 @@ class ProducerBatch:
         self.bulk_timestamp_ms = -1  # the one timestamp of every record in a bulk batch
         self.log_append_time_ms = -1
         self.leader_epoch = -1  # the partition's leader epoch its latest attempt was sent under
+        self.broker_time_ns = 0  # what the broker said it spent on the latest request (ProduceResponse.broker_time_us)
         self.request_sent_ns = 0  # CLOCK_MONOTONIC: when its latest request left, and its answer came
         self.request_answered_ns = 0
 
@@ -279,6 +281,11 @@ class RecordFuture:
         back, on CLOCK_MONOTONIC (0 until then): with the time of `send`, this splits a
         record's latency into waiting in the producer and the request's round trip."""
         return self._batch.request_sent_ns, self._batch.request_answered_ns
+
+    def broker_time_ns(self) -> int:
+        """How long the broker said it spent on the record's latest Produce request (0 until
+        answered): the request's round trip minus this is the network and gRPC."""
+        return self._batch.broker_time_ns
 
     def add_done_callback(self, fn: Callable[[RecordFuture], Any]) -> None:
         """Calls `fn(self)` when the record's batch completes (on the sender thread)."""

@@ -324,8 +324,9 @@ class Sender:
                 answered_ns = time.monotonic_ns()
                 if response.throttle_time_ms > 0:  # over a quota (docs/quotas.md): no request to this broker meanwhile
                     self._throttled_until_ms[node] = now_ms() + response.throttle_time_ms
+                broker_ns = response.broker_time_us * 1000
                 for batch in batches:
-                    batch.request_sent_ns, batch.request_answered_ns = sent_ns, answered_ns
+                    batch.request_sent_ns, batch.request_answered_ns, batch.broker_time_ns = sent_ns, answered_ns, broker_ns
             except (grpc.RpcError, ConnectionError, StreamTimeout) as err:
                 error = from_rpc_error(err, address) if isinstance(err, grpc.RpcError) else KraftlogError(
                     "REQUEST_TIMED_OUT" if isinstance(err, StreamTimeout) else "BROKER_NOT_AVAILABLE", f"broker {address}: {err}")

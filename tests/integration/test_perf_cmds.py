@@ -44,6 +44,9 @@ def test_perf_e2e_reports_every_record_received_with_latencies(tmp_path) -> None
     assert_ordered_latencies(report["latency_ms"])
     assert_ordered_latencies(report["ack_latency_ms"])
     assert report["send_lag_ms_max"] >= 0
+    stages = report["stages_ms"]
+    assert 0 < stages["broker"]["p50"] <= stages["request"]["p50"], stages  # the leader says what it spent
+    assert stages["network_and_grpc"]["p50"] > 0, stages
 
 
 @pytest.mark.parametrize("mode", ["kill", "pause", "shutdown"])
