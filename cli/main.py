@@ -56,11 +56,11 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_node_commands(sub: argparse._SubParsersAction) -> None:
     """`kraftlog controller` and `kraftlog broker`: run one node."""
     from data_plane.broker import config as broker_config
-    from metadata_quorum import controller_main
+    from metadata_quorum import controller_options
 
     controller = sub.add_parser("controller", help="run one controller (a metadata quorum voter)")
-    controller_main.add_arguments(controller)
-    controller.set_defaults(func=controller_main.run)
+    controller_options.add_arguments(controller)
+    controller.set_defaults(func=_run_controller)
 
     broker = sub.add_parser("broker", help="run one broker")
     broker_config.add_arguments(broker)
@@ -303,6 +303,12 @@ def perf_group_commits(args: argparse.Namespace) -> int:
     from cli.perf_group import run_commits
 
     return run_commits(args)
+
+
+def _run_controller(args: argparse.Namespace) -> int:
+    from metadata_quorum.controller_main import run
+
+    return run(args)
 
 
 def _run_broker(args: argparse.Namespace) -> int:

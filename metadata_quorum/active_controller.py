@@ -28,6 +28,7 @@ import structlog
 
 from metadata_quorum.broker_decisions import broker_problem, expired_broker_fencing
 from metadata_quorum.broker_heartbeats import BrokerHeartbeatManager
+from metadata_quorum.controller_options import DEFAULT_LEADER_IMBALANCE_CHECK_INTERVAL_S
 from metadata_quorum.decision import Decision
 from metadata_quorum.election import PARTITION_CHANGES_PER_ENTRY_MAX, rebalance_leaders
 from metadata_quorum.image import MetadataImage
@@ -45,7 +46,6 @@ ELECTION_POLL_S = 0.005
 STALL_CHECK_S = 0.1
 # Waking later than this counts as a stall of the controller (see _watch_stalls).
 STALL_TOLERANCE_MS = 250
-DEFAULT_LEADER_IMBALANCE_CHECK_INTERVAL_S = 10.0
 
 
 def monotonic_ms() -> int:

@@ -154,12 +154,12 @@ def test_refused_connections_are_said_once_with_their_reason() -> None:
 
 
 def test_the_raft_secret_comes_from_one_place_and_require_tls_demands_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from metadata_quorum import controller_main
+    from metadata_quorum import controller_main, controller_options
 
     parser = argparse.ArgumentParser()
-    controller_main.add_arguments(parser)
+    controller_options.add_arguments(parser)
     base = ["--node-id", "1", "--quorum", "1@127.0.0.1:1:2", "--data-dir", str(tmp_path)]
-    monkeypatch.delenv(controller_main.PASSWORD_ENV, raising=False)
+    monkeypatch.delenv(controller_options.PASSWORD_ENV, raising=False)
     (tmp_path / "secret").write_text("s3cret\n")
     assert controller_main.raft_secret(parser.parse_args([*base, "--raft-secret-file", str(tmp_path / "secret")])) == "s3cret"
     assert controller_main.raft_secret(parser.parse_args([*base, "--password", "pw"])) == "pw"
