@@ -16,9 +16,12 @@ Faults go through the ``toxiproxy-python`` client, so the same code drives a rea
 
 from __future__ import annotations
 
-import toxiproxy
+from typing import TYPE_CHECKING
 
 from chaos.toxiproxy import ToxiproxyHandle
+
+if TYPE_CHECKING:
+    import toxiproxy
 
 # Toxic types with the attributes Toxiproxy documents for each (the stream is separate).
 TOXIC_TYPES = ("latency", "bandwidth", "slow_close", "timeout", "reset_peer", "slicer", "limit_data")

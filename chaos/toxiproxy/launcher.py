@@ -44,10 +44,10 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
-import requests
-import toxiproxy
+if TYPE_CHECKING:
+    import toxiproxy
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -66,7 +66,11 @@ class ToxiproxyHandle:
         return f"http://{self.host}:{self.port}"
 
     def client(self) -> toxiproxy.Toxiproxy:
-        """A ``toxiproxy.Toxiproxy`` pointed at this server (re-points the global client)."""
+        """A ``toxiproxy.Toxiproxy`` pointed at this server (re-points the global client).
+        The client (and requests under it) load here, not with the module: every ``kraftlog``
+        command's parser imports the chaos harness, and only a chaos run needs them."""
+        import toxiproxy
+
         server = toxiproxy.Toxiproxy()
         server.update_api_consumer(self.host, self.port)
         return server
@@ -166,6 +170,8 @@ def _read_port(process: subprocess.Popen[bytes], deadline: float) -> int:
 
 
 def _wait_for_version(handle: ToxiproxyHandle, deadline: float) -> None:
+    import requests
+
     while True:
         if handle.process.poll() is not None:
             raise RuntimeError(
