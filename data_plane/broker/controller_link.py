@@ -284,6 +284,14 @@ class BrokerLifecycleManager:
         """Delete topics through the active controller (Kafka clients' DeleteTopics)."""
         return await self._call("DeleteTopics", request, deadline_s)
 
+    async def create_partitions(self, request: pb.CreatePartitionsRequest, deadline_s: float = 10.0) -> pb.CreatePartitionsResponse:
+        """Add partitions through the active controller (Kafka clients' CreatePartitions)."""
+        return await self._call("CreatePartitions", request, deadline_s)
+
+    async def alter_configs(self, request: pb.AlterConfigsRequest, deadline_s: float = 10.0) -> pb.AlterConfigsResponse:
+        """Change topic configs through the active controller (Kafka clients' IncrementalAlterConfigs)."""
+        return await self._call("AlterConfigs", request, deadline_s)
+
 
 class MetadataFollower:
     def __init__(self, controller_endpoints: Sequence[Endpoint], listener: Listener, credentials: grpc.ChannelCredentials | None = None) -> None:

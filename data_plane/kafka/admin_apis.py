@@ -36,30 +36,14 @@ class AdminApis:
     create_topics: Callable[..., Awaitable[controller_pb2.CreateTopicsResponse]]
     delete_topics: Callable[..., Awaitable[controller_pb2.DeleteTopicsResponse]]
 
-    def _refusals(self, operation: str, names: list[str]) -> dict[str, Answer]:
-        refusals = {}
-        for name in names:
-            found = self.access.first_refusal(operation, "topic", (name,))
-            if found is not None:
-                refusals[name] = Answer(kafka_code(found[0]), found[1])
-        return refusals
-
     async def create(self, request):
-        answers = self._refusals("create", [t.name for t in request.topics])
-        wanted = []
-        for t in request.topics:
-            if t.name in answers:
-                continue
-            if t.assignments:
-                answers[t.name] = Answer(KafkaError.invalid_request, "replica assignments are chosen by kraftlog's controller: "
-                                         "give num_partitions and replication_factor instead")
-                continue
-            wanted.append(controller_pb2.CreateTopicsRequest.Topic(
-                name=t.name, num_partitions=KAFKA_DEFAULT_PARTITIONS if t.num_partitions == -1 else t.num_partitions,
-                replication_factor=KAFKA_DEFAULT_REPLICATION if t.replication_factor == -1 else t.replication_factor,
-                configs={c.name: c.value for c in t.configs if c.value is not None}))
+        answers, wanted = screened(self.access, "create", request.topics, "give num_partitions and replication_factor instead",
+                                   lambda t: controller_pb2.CreateTopicsRequest.Topic(
+                                       name=t.name, num_partitions=KAFKA_DEFAULT_PARTITIONS if t.num_partitions == -1 else t.num_partitions,
+                                       replication_factor=KAFKA_DEFAULT_REPLICATION if t.replication_factor == -1 else t.replication_factor,
+                                       configs={c.name: c.value for c in t.configs if c.value is not None}))
         if wanted:
-            answers.update(await self._forward(self.create_topics, controller_pb2.CreateTopicsRequest(
+            answers.update(await forward(self.create_topics, controller_pb2.CreateTopicsRequest(
                 topics=wanted, validate_only=getattr(request, "validate_only", False)), [t.name for t in wanted], millis(request.timeout)))
         out = response_type(request)
         entry = sibling(out, "CreatableTopicResult")
@@ -72,23 +56,48 @@ class AdminApis:
 
     async def delete(self, request):
         names = list(request.topic_names)
-        answers = self._refusals("delete", names)
+        answers = refusals(self.access, "delete", names)
         allowed = [n for n in names if n not in answers]
         if allowed:
-            answers.update(await self._forward(self.delete_topics, controller_pb2.DeleteTopicsRequest(names=allowed), allowed,
+            answers.update(await forward(self.delete_topics, controller_pb2.DeleteTopicsRequest(names=allowed), allowed,
                                                millis(request.timeout)))
         out = response_type(request)
         entry = sibling(out, "DeletableTopicResult")
         return build(out, throttle_time=NO_THROTTLE, responses=tuple(
             build(entry, name=name, error_code=answers[name].code, error_message=answers[name].message) for name in names))
 
-    @staticmethod
-    async def _forward(call, request, names: list[str], timeout_ms: int) -> dict[str, Answer]:
-        """The controller's answer per topic; a call that fails as a whole answers every topic with its error."""
-        try:
-            response = await call(request, max(timeout_ms, 1_000) / 1000)
-        except Exception as exc:  # the controllers unreachable past the deadline: retriable
-            return {name: Answer(KafkaError.request_timed_out, f"the controllers did not answer ({exc}): retry") for name in names}
-        if response.error_code:
-            return {name: Answer(kafka_code(response.error_code), response.error_message) for name in names}
-        return {t.name: Answer(kafka_code(t.error_code), t.error_message or None, t.topic_id) for t in response.topics}
+
+def refusals(access: AccessControl, operation: str, names: list[str]) -> dict[str, Answer]:
+    """The topics of ``names`` the Kafka client may not ``operation``, with the refusal."""
+    refused = {}
+    for name in names:
+        found = access.first_refusal(operation, "topic", (name,))
+        if found is not None:
+            refused[name] = Answer(kafka_code(found[0]), found[1])
+    return refused
+
+
+def screened(access: AccessControl, operation: str, topics, give_instead: str, entry: Callable) -> tuple[dict[str, Answer], list]:
+    """The requested topics refused here (an ACL, a manual replica assignment), and the
+    controller request's ``entry`` for each of the others."""
+    answers = refusals(access, operation, [t.name for t in topics])
+    wanted = []
+    for t in topics:
+        if t.name in answers:
+            continue
+        if t.assignments:
+            answers[t.name] = Answer(KafkaError.invalid_request, f"replica assignments are chosen by kraftlog's controller: {give_instead}")
+            continue
+        wanted.append(entry(t))
+    return answers, wanted
+
+
+async def forward(call, request, names: list[str], timeout_ms: int) -> dict[str, Answer]:
+    """The controller's answer per topic; a call that fails as a whole answers every topic with its error."""
+    try:
+        response = await call(request, max(timeout_ms, 1_000) / 1000)
+    except Exception as exc:  # the controllers unreachable past the deadline: retriable
+        return {name: Answer(KafkaError.request_timed_out, f"the controllers did not answer ({exc}): retry") for name in names}
+    if response.error_code:
+        return {name: Answer(kafka_code(response.error_code), response.error_message) for name in names}
+    return {t.name: Answer(kafka_code(t.error_code), t.error_message or None, t.topic_id) for t in response.topics}

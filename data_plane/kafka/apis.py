@@ -25,6 +25,7 @@ from data_plane.broker.requests import FetchItem, FetchResult, OffsetResult, Pro
 from data_plane.kafka.admin_apis import CREATE_TOPICS, DELETE_TOPICS, AdminApis
 from data_plane.kafka.batches import KafkaBatchError, to_kafka, to_kraftlog
 from data_plane.kafka.codec import Request
+from data_plane.kafka.config_apis import CREATE_PARTITIONS, DESCRIBE_CLUSTER, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS, ConfigApis
 from data_plane.kafka.entities import NO_THROTTLE, build, group_by_topic, millis, response_type, sibling, version
 from data_plane.kafka.error_codes import to_kafka as kafka_code
 from data_plane.kafka.classic_groups import HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, SYNC_GROUP
@@ -58,6 +59,10 @@ SERVED: dict[int, tuple[int, int]] = {
     OFFSET_DELETE: (0, 0),
     CONSUMER_GROUP_HEARTBEAT: (0, 1),
     CREATE_TOPICS: (2, 7),
+    CREATE_PARTITIONS: (0, 3),
+    DESCRIBE_CONFIGS: (1, 4),
+    INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    DESCRIBE_CLUSTER: (0, 1),
     DELETE_TOPICS: (1, 5),
     API_VERSIONS: (0, 3),
     INIT_PRODUCER_ID: (0, 4),
@@ -77,6 +82,7 @@ class KafkaApis:
     kafka_endpoint: Callable[[int], tuple[str, int] | None]  # broker id -> its Kafka listener, if it has one
     groups: GroupApis
     admin: AdminApis
+    configs: ConfigApis
 
     async def answer(self, request: Request, peer: PeerContext):
         """The response entity (None: acks=0 produce, answered with nothing)."""
@@ -92,6 +98,8 @@ class KafkaApis:
             OFFSET_FETCH: self.groups.offset_fetch, SYNC_GROUP: classic.sync_group, HEARTBEAT: classic.heartbeat,
             LEAVE_GROUP: classic.leave_group, DESCRIBE_GROUPS: self.groups.describe_groups, LIST_GROUPS: self.groups.list_groups,
             DELETE_GROUPS: self.groups.delete_groups, OFFSET_DELETE: self.groups.offset_delete, CREATE_TOPICS: self.admin.create, DELETE_TOPICS: self.admin.delete,
+            CREATE_PARTITIONS: self.configs.add_partitions, DESCRIBE_CONFIGS: self.configs.describe,
+            INCREMENTAL_ALTER_CONFIGS: self.configs.alter, DESCRIBE_CLUSTER: self.configs.describe_cluster,
         }[request.api_key]
         return await handler(request.body)
 

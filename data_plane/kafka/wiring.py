@@ -13,6 +13,7 @@ from data_plane.groups.service import GroupCoordinatorService
 from data_plane.kafka.admin_apis import AdminApis
 from data_plane.kafka.apis import KafkaApis
 from data_plane.kafka.classic_groups import ClassicGroups
+from data_plane.kafka.config_apis import ConfigApis
 from data_plane.kafka.group_apis import GroupApis
 from data_plane.kafka.listener import KafkaListener
 
@@ -43,7 +44,9 @@ async def serve_kafka(broker: _Broker, lifecycle, groups: GroupCoordinatorServic
 
     apis = KafkaApis(config.broker_id, broker.replicas, broker.access, broker.metadata_response, broker.init_producer_id,
                      kafka_endpoint, GroupApis(groups, kafka_endpoint, lambda: broker.metadata.image, ClassicGroups(groups)),
-                     AdminApis(broker.access, lifecycle.create_topics, lifecycle.delete_topics))
+                     AdminApis(broker.access, lifecycle.create_topics, lifecycle.delete_topics),
+                     ConfigApis(broker.access, lambda: broker.metadata.image, lifecycle.create_partitions, lifecycle.alter_configs,
+                                kafka_endpoint, config.broker_id))
     host, port = config.kafka_listen
     bound_log = log.bind(broker_id=config.broker_id)
     listener = KafkaListener(apis, host, port, config.request_max_bytes, bound_log)

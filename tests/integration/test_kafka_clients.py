@@ -126,7 +126,7 @@ def test_unserved_versions_get_unsupported_version_and_a_malformed_frame_closes_
         correlation_id, error = struct.unpack_from(">ih", answer)
         assert (correlation_id, error) == (7, 35)
         assert struct.unpack_from(">i", answer, 6)[0] >= 6  # the served APIs are listed
-        sock.sendall(_frame(60, 0, 8))  # DescribeCluster: not served, the connection stays open
+        sock.sendall(_frame(57, 0, 8))  # UpdateFeatures: not served, the connection stays open
         assert struct.unpack(">ih", _answer(sock)) == (8, 35)
         sock.sendall(_frame(18, 0, 9))  # ApiVersions v0 on the same connection
         assert struct.unpack_from(">ih", _answer(sock)) == (9, 0)

@@ -1,0 +1,83 @@
+"""Kafka's admin clients against kraftlog's Kafka listener (docs/kafka.md): confluent-kafka's
+AdminClient (librdkafka) and kafka-python's KafkaAdminClient create a topic, describe and alter
+its configs, add partitions, describe the cluster and delete the topic, and kraftlog's own
+admin client sees each change."""
+
+from __future__ import annotations
+
+import pytest
+
+confluent_kafka = pytest.importorskip("confluent_kafka", reason="confluent-kafka is in the test extra: pip install -e '.[test]'")
+from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions,  # noqa: E402
+                                   NewTopic)
+from kafka.admin import KafkaAdminClient, NewPartitions as KafkaPythonNewPartitions  # noqa: E402
+from kafka.admin import ConfigResource as KafkaPythonConfigResource, ConfigResourceType  # noqa: E402
+
+from data_plane.client import Admin  # noqa: E402
+from tests.cluster import local_cluster  # noqa: E402
+
+pytestmark = pytest.mark.integration
+
+TIMEOUT_S = 30
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    with local_cluster(tmp_path_factory.mktemp("kafka-admin"), controllers=1, brokers=3) as cluster:
+        yield cluster
+
+
+def _done(futures: dict) -> dict:
+    return {key: future.result(TIMEOUT_S) for key, future in futures.items()}
+
+
+def _kraftlog_view(cluster, topic: str) -> tuple[int, dict[str, str]]:
+    """The topic's partition count and configs as kraftlog's own clients see them."""
+    with Admin(cluster.bootstrap) as admin:
+        partitions = len(admin.describe_topics([topic])[topic].partitions)
+    with cluster.controller_client() as client:
+        return partitions, {entry.key: entry.value for entry in client.describe_configs([topic])[topic]}
+
+
+def test_librdkafka_admin_creates_describes_alters_grows_and_deletes_a_topic(cluster) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.kafka_bootstrap})
+    _done(admin.create_topics([NewTopic("admin-rd", num_partitions=2, replication_factor=3)]))
+    resource = ConfigResource(ConfigResource.Type.TOPIC, "admin-rd")
+    configs = _done(admin.describe_configs([resource]))[resource]
+    assert configs["retention.ms"].is_default and configs["cleanup.policy"].value == "delete"
+
+    _done(admin.incremental_alter_configs([ConfigResource(ConfigResource.Type.TOPIC, "admin-rd", incremental_configs=[
+        ConfigEntry("retention.ms", "60000", incremental_operation=AlterConfigOpType.SET)])]))
+    configs = _done(admin.describe_configs([resource]))[resource]
+    assert configs["retention.ms"].value == "60000" and not configs["retention.ms"].is_default
+    _done(admin.create_partitions([NewPartitions("admin-rd", 4)]))
+    partitions, kraftlog_configs = _kraftlog_view(cluster, "admin-rd")
+    assert partitions == 4 and kraftlog_configs["retention.ms"] == "60000"
+
+    shrink = admin.create_partitions([NewPartitions("admin-rd", 1)])["admin-rd"]
+    with pytest.raises(confluent_kafka.KafkaException) as refused:
+        shrink.result(TIMEOUT_S)
+    assert refused.value.args[0].code() == confluent_kafka.KafkaError.INVALID_PARTITIONS, refused.value
+    broker = ConfigResource(ConfigResource.Type.BROKER, "1")
+    with pytest.raises(confluent_kafka.KafkaException) as not_topic:
+        _done(admin.describe_configs([broker]))
+    assert "per topic only" in str(not_topic.value)
+
+    cluster_view = admin.describe_cluster().result(TIMEOUT_S)
+    assert sorted(node.id for node in cluster_view.nodes) == [1, 2, 3]
+    _done(admin.delete_topics(["admin-rd"]))
+    with cluster.controller_client() as client:
+        assert "admin-rd" not in {t.name for t in client.describe_cluster().topics}
+
+
+def test_kafka_python_admin_alters_configs_and_adds_partitions(cluster) -> None:
+    cluster.create_topic("admin-kp", partitions=1, replication_factor=3)
+    admin = KafkaAdminClient(bootstrap_servers=cluster.kafka_bootstrap, request_timeout_ms=TIMEOUT_S * 1000)
+    try:
+        described = admin.describe_configs([KafkaPythonConfigResource(ConfigResourceType.TOPIC, "admin-kp")], config_filter="all")
+        [topic_configs] = [configs for by_name in described.values() for name, configs in by_name.items() if name == "admin-kp"]
+        assert "min.insync.replicas" in topic_configs, described
+        admin.create_partitions({"admin-kp": KafkaPythonNewPartitions(total_count=3)})
+        assert _kraftlog_view(cluster, "admin-kp")[0] == 3
+    finally:
+        admin.close()
