@@ -21,7 +21,9 @@ from kio.static.primitive import Records
 from data_plane.broker.authorization import describable, serve_authorized, transactional_refusal
 from data_plane.broker.errors import PartitionError
 from data_plane.broker.replica_manager import ReplicaManager
-from data_plane.broker.requests import FetchItem, FetchResult, OffsetResult, ProduceItem, ProduceResult
+from data_plane.broker.record_deletion import delete_records
+from data_plane.broker.requests import (DeleteRecordsItem, DeleteRecordsResult, EpochEndResult, FetchItem, FetchResult, OffsetResult,
+                                        ProduceItem, ProduceResult)
 from data_plane.kafka.admin_apis import CREATE_TOPICS, DELETE_TOPICS, AdminApis
 from data_plane.kafka.batches import KafkaBatchError, to_kafka, to_kraftlog
 from data_plane.kafka.codec import Request
@@ -38,6 +40,7 @@ from server_common.authorization import AccessControl
 from server_common.limits import FETCH_BYTES_MAX_DEFAULT
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS, INIT_PRODUCER_ID = 0, 1, 2, 3, 18, 22
+DELETE_RECORDS, OFFSET_FOR_LEADER_EPOCH = 21, 23
 # api key -> (lowest, highest) version served. Produce from v3 and Fetch from v4: record
 # batch v2 only (Kafka 0.11 on). Fetch stops at v12 (v13 names topics by id), DeleteTopics
 # at v5 (v6 names topics by id). ApiVersions advertises exactly this table.
@@ -60,6 +63,8 @@ SERVED: dict[int, tuple[int, int]] = {
     CONSUMER_GROUP_HEARTBEAT: (0, 1),
     CREATE_TOPICS: (2, 7),
     CREATE_PARTITIONS: (0, 3),
+    DELETE_RECORDS: (0, 2),
+    OFFSET_FOR_LEADER_EPOCH: (2, 4),
     DESCRIBE_CONFIGS: (1, 4),
     INCREMENTAL_ALTER_CONFIGS: (0, 1),
     DESCRIBE_CLUSTER: (0, 1),
@@ -98,7 +103,7 @@ class KafkaApis:
             OFFSET_FETCH: self.groups.offset_fetch, SYNC_GROUP: classic.sync_group, HEARTBEAT: classic.heartbeat,
             LEAVE_GROUP: classic.leave_group, DESCRIBE_GROUPS: self.groups.describe_groups, LIST_GROUPS: self.groups.list_groups,
             DELETE_GROUPS: self.groups.delete_groups, OFFSET_DELETE: self.groups.offset_delete, CREATE_TOPICS: self.admin.create, DELETE_TOPICS: self.admin.delete,
-            CREATE_PARTITIONS: self.configs.add_partitions, DESCRIBE_CONFIGS: self.configs.describe,
+            DELETE_RECORDS: self.delete_records, OFFSET_FOR_LEADER_EPOCH: self.epoch_end_offsets, CREATE_PARTITIONS: self.configs.add_partitions, DESCRIBE_CONFIGS: self.configs.describe,
             INCREMENTAL_ALTER_CONFIGS: self.configs.alter, DESCRIBE_CLUSTER: self.configs.describe_cluster,
         }[request.api_key]
         return await handler(request.body)
@@ -218,6 +223,40 @@ class KafkaApis:
             offset=r.offset, leader_epoch=r.leader_epoch)) for r in refused + results)
         return build(out, throttle_time=NO_THROTTLE, topics=tuple(
             build(topic_type, name=name, partitions=tuple(parts)) for name, parts in by_topic.items()))
+
+    async def delete_records(self, request):
+        """Each partition's log start moved up to the offset (-1: the high watermark), at its
+        leader, as the gRPC DeleteRecords does (DELETE on the topic)."""
+        items, refused = [], []
+        for t in request.topics:
+            for p in t.partitions:
+                if p.offset < -1:
+                    refused.append(DeleteRecordsResult(t.name, p.partition_index, PartitionError(
+                        ErrorCode.OFFSET_OUT_OF_RANGE, f"offset {p.offset}: give -1 (the high watermark) or an offset >= 0")))
+                else:
+                    items.append(DeleteRecordsItem(t.name, p.partition_index, p.offset))
+        results = await serve_authorized(self.access, "delete", items, lambda i: (i.topic, i.partition),
+                                         lambda allowed: delete_records(self.replicas, allowed), DeleteRecordsResult)
+        out = response_type(request)
+        partition_type, topic_type = sibling(out, "DeleteRecordsPartitionResult"), sibling(out, "DeleteRecordsTopicResult")
+        by_topic = group_by_topic((r.topic, build(partition_type, partition_index=r.partition, low_watermark=r.low_watermark,
+                                                   error_code=kafka_code(r.error.code))) for r in refused + results)
+        return build(out, throttle_time=NO_THROTTLE, topics=tuple(
+            build(topic_type, name=name, partitions=tuple(parts)) for name, parts in by_topic.items()))
+
+    async def epoch_end_offsets(self, request):
+        """OffsetForLeaderEpoch (KIP-101, KIP-320): where each named epoch ends in this
+        leader's log, as the gRPC call answers it (DESCRIBE on the topic)."""
+        items = [(t.topic, p.partition, p.leader_epoch, getattr(p, "current_leader_epoch", -1))
+                 for t in request.topics for p in t.partitions]
+        results = await serve_authorized(self.access, "describe", items, lambda i: (i[0], i[1]),
+                                         lambda allowed: self.replicas.reads.epoch_end_offsets(allowed), EpochEndResult)
+        out = response_type(request)
+        partition_type, topic_type = sibling(out, "EpochEndOffset"), sibling(out, "OffsetForLeaderTopicResult")
+        by_topic = group_by_topic((r.topic, build(partition_type, partition=r.partition, error_code=kafka_code(r.error.code),
+                                                   leader_epoch=r.leader_epoch, end_offset=r.end_offset)) for r in results)
+        return build(out, throttle_time=NO_THROTTLE, topics=tuple(
+            build(topic_type, topic=name, partitions=tuple(parts)) for name, parts in by_topic.items()))
 
     async def init_producer(self, request):
         """An idempotent producer's id, authorized as the gRPC InitProducerId is (IDEMPOTENT_WRITE
