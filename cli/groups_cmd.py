@@ -57,7 +57,8 @@ def list_groups(args: argparse.Namespace) -> int:
         groups, unanswered = admin.list_groups()
     report_unanswered("groups list", unanswered, "groups")
     document = [g._asdict() for g in groups]
-    human = table(["GROUP", "STATE", "COORDINATOR", "MEMBERS"], [(g.group_id, g.state, g.coordinator_id, g.member_count) for g in groups])
+    human = table(["GROUP", "PROTOCOL", "STATE", "COORDINATOR", "MEMBERS"],
+                  [(g.group_id, g.protocol, g.state, g.coordinator_id, g.member_count) for g in groups])
     emit(args.json, document, human if groups else "no consumer groups")
     return 0
 
@@ -75,13 +76,14 @@ def describe_group(args: argparse.Namespace) -> int:
         for m in d.members
     ]
     document = {
-        "group_id": d.group_id, "state": d.state, "group_epoch": d.group_epoch, "assignment_epoch": d.assignment_epoch,
+        "group_id": d.group_id, "protocol": d.protocol, "state": d.state, "group_epoch": d.group_epoch, "assignment_epoch": d.assignment_epoch,
         "assignor": d.assignor, "coordinator_id": d.coordinator_id, "members": members,
         "partitions": [p._asdict() for p in d.partitions],
     }
     clients = owner_labels(d.members)
     parts = [
-        f"group {d.group_id}: {d.state}, epoch {d.group_epoch}, assignor {d.assignor or '-'}, coordinator broker {d.coordinator_id}, {plural(len(d.members), 'member')}",
+        f"group {d.group_id} ({d.protocol} protocol): {d.state}, {'generation' if d.protocol == 'classic' else 'epoch'} {d.group_epoch}, "
+        f"assignor {d.assignor or '-'}, coordinator broker {d.coordinator_id}, {plural(len(d.members), 'member')}",
     ]
     if d.members:
         parts.append(table(

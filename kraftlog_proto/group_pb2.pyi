@@ -240,16 +240,18 @@ class ListGroupsRequest(_message.Message):
     def __init__(self, states_filter: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ListedGroup(_message.Message):
-    __slots__ = ("group_id", "state", "coordinator_id", "member_count")
+    __slots__ = ("group_id", "state", "coordinator_id", "member_count", "protocol")
     GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
     MEMBER_COUNT_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_FIELD_NUMBER: _ClassVar[int]
     group_id: str
     state: str
     coordinator_id: int
     member_count: int
-    def __init__(self, group_id: _Optional[str] = ..., state: _Optional[str] = ..., coordinator_id: _Optional[int] = ..., member_count: _Optional[int] = ...) -> None: ...
+    protocol: str
+    def __init__(self, group_id: _Optional[str] = ..., state: _Optional[str] = ..., coordinator_id: _Optional[int] = ..., member_count: _Optional[int] = ..., protocol: _Optional[str] = ...) -> None: ...
 
 class ListGroupsResponse(_message.Message):
     __slots__ = ("error_code", "error_message", "groups")
@@ -290,7 +292,7 @@ class GroupMember(_message.Message):
     def __init__(self, member_id: _Optional[str] = ..., instance_id: _Optional[str] = ..., client_id: _Optional[str] = ..., client_host: _Optional[str] = ..., member_epoch: _Optional[int] = ..., subscribed_topic_names: _Optional[_Iterable[str]] = ..., subscribed_topic_regex: _Optional[str] = ..., assignment: _Optional[_Iterable[_Union[TopicPartitions, _Mapping]]] = ..., target_assignment: _Optional[_Iterable[_Union[TopicPartitions, _Mapping]]] = ...) -> None: ...
 
 class DescribedGroup(_message.Message):
-    __slots__ = ("group_id", "error_code", "error_message", "state", "group_epoch", "assignment_epoch", "assignor", "coordinator_id", "members")
+    __slots__ = ("group_id", "error_code", "error_message", "state", "group_epoch", "assignment_epoch", "assignor", "coordinator_id", "members", "protocol")
     GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
@@ -300,6 +302,7 @@ class DescribedGroup(_message.Message):
     ASSIGNOR_FIELD_NUMBER: _ClassVar[int]
     COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
     MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_FIELD_NUMBER: _ClassVar[int]
     group_id: str
     error_code: _common_pb2.ErrorCode
     error_message: str
@@ -309,7 +312,8 @@ class DescribedGroup(_message.Message):
     assignor: str
     coordinator_id: int
     members: _containers.RepeatedCompositeFieldContainer[GroupMember]
-    def __init__(self, group_id: _Optional[str] = ..., error_code: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., state: _Optional[str] = ..., group_epoch: _Optional[int] = ..., assignment_epoch: _Optional[int] = ..., assignor: _Optional[str] = ..., coordinator_id: _Optional[int] = ..., members: _Optional[_Iterable[_Union[GroupMember, _Mapping]]] = ...) -> None: ...
+    protocol: str
+    def __init__(self, group_id: _Optional[str] = ..., error_code: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., state: _Optional[str] = ..., group_epoch: _Optional[int] = ..., assignment_epoch: _Optional[int] = ..., assignor: _Optional[str] = ..., coordinator_id: _Optional[int] = ..., members: _Optional[_Iterable[_Union[GroupMember, _Mapping]]] = ..., protocol: _Optional[str] = ...) -> None: ...
 
 class DescribeGroupsResponse(_message.Message):
     __slots__ = ("groups",)

@@ -37,6 +37,7 @@ class ListedGroup(NamedTuple):
     state: str
     coordinator_id: int
     member_count: int
+    protocol: str = "consumer"  # "consumer" (KIP-848) or "classic" (Kafka clients' JoinGroup/SyncGroup)
 
 
 class PartitionLag(NamedTuple):
@@ -61,6 +62,7 @@ class GroupDescription:
     coordinator_id: int
     members: list[group_pb2.GroupMember] = field(default_factory=list)
     partitions: list[PartitionLag] = field(default_factory=list)
+    protocol: str = "consumer"  # "consumer" (KIP-848) or "classic" (Kafka clients' JoinGroup/SyncGroup)
 
 
 class ResetStep(NamedTuple):
@@ -141,7 +143,7 @@ class GroupAdmin:
         request = group_pb2.ListGroupsRequest()
         answers, unanswered = ask_every_broker(self._metadata, self._brokers.stub, self._timeout_s,
                                                lambda a: self._coordinators.stub(a).ListGroups.future(request, timeout=self._timeout_s), "ListGroups")
-        groups = {g.group_id: ListedGroup(g.group_id, g.state, g.coordinator_id or broker_id, g.member_count)
+        groups = {g.group_id: ListedGroup(g.group_id, g.state, g.coordinator_id or broker_id, g.member_count, g.protocol or "consumer")
                   for broker_id, answer in answers.items() for g in answer.groups}
         return sorted(groups.values()), unanswered
 
@@ -168,7 +170,7 @@ class GroupAdmin:
             rows.append(PartitionLag(tp[0], tp[1], owners.get(tp, ""), c, end, None if c is None or end is None else max(end - c, 0)))
         return GroupDescription(
             group_id, described.state, described.group_epoch, described.assignment_epoch, described.assignor,
-            described.coordinator_id or link.coordinator_id, list(described.members), rows,
+            described.coordinator_id or link.coordinator_id, list(described.members), rows, described.protocol or "consumer",
         )
 
     def committed_offsets(self, group_id: str, tps: Iterable[TopicPartition] = (), link: CoordinatorLink | None = None) -> dict[TopicPartition, int]:

@@ -20,6 +20,7 @@ whose heartbeats stop for its session timeout is dropped and the others rebalanc
 from __future__ import annotations
 
 import enum
+import struct
 import uuid
 from dataclasses import dataclass, field
 
@@ -244,3 +245,27 @@ class ClassicGroup:
             members = tuple((m.member_id, m.instance_id, dict(m.protocols)[self.protocol]) for m in self.members.values())
         return JoinAnswer(member_id, generation=self.generation, protocol=self.protocol, leader=self.leader or "",
                           members=members)
+
+
+CLASSIC, CONSUMER = "classic", "consumer"  # the two group protocols, as ListGroups and DescribeGroups name them
+_INT16, _INT32 = struct.Struct(">h"), struct.Struct(">i")
+
+
+def assigned_partitions(assignment: bytes) -> dict[str, list[int]]:
+    """The topic partitions in a member's assignment, read from Kafka's consumer protocol
+    bytes (ConsumerProtocolAssignment v0-v3: version, then [topic, [partition]], user data);
+    empty for bytes of another protocol (Kafka Connect's, say), which the coordinator passes
+    on without reading."""
+    try:
+        pos = _INT16.size
+        (count,), pos = _INT32.unpack_from(assignment, pos), pos + _INT32.size
+        topics: dict[str, list[int]] = {}
+        for _ in range(count):
+            (length,), pos = _INT16.unpack_from(assignment, pos), pos + _INT16.size
+            topic, pos = assignment[pos:pos + length].decode(), pos + length
+            (partitions,), pos = _INT32.unpack_from(assignment, pos), pos + _INT32.size
+            topics[topic] = list(struct.unpack_from(f">{partitions}i", assignment, pos))
+            pos += 4 * partitions
+        return topics
+    except (struct.error, UnicodeDecodeError):
+        return {}

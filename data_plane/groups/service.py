@@ -4,11 +4,13 @@ calls in between. Every refusal is an ErrorCode with a message saying what to do
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 
 import grpc
 
 from data_plane.control_batch import PRODUCER_EPOCH_MAX
 from data_plane.groups import membership, offsets
+from data_plane.groups.classic import CLASSIC, CONSUMER, ClassicGroup, assigned_partitions
 from data_plane.groups.coordinator import GroupCoordinator, TxnProducer
 from data_plane.groups.membership import Refused
 from data_plane.groups.offsets_topic import OffsetsTopic
@@ -26,6 +28,9 @@ class GroupCoordinatorService(group_pb2_grpc.GroupCoordinatorServicer):
         self.access = access or AccessControl(dict, (), enabled=False)
         self.offsets_topic = offsets_topic
         self.transaction_topic = transaction_topic  # answers key_type TRANSACTION (`__transaction_state`)
+        # The classic-protocol groups the Kafka listener keeps on this broker (data_plane/kafka/
+        # classic_groups.py sets it), so that ListGroups and DescribeGroups show both kinds.
+        self.classic_groups: Mapping[str, ClassicGroup] = {}
 
     async def FindCoordinator(self, request: group_pb2.FindCoordinatorRequest, context) -> group_pb2.FindCoordinatorResponse:
         if request.key_type == group_pb2.GROUP:
@@ -126,13 +131,21 @@ class GroupCoordinatorService(group_pb2_grpc.GroupCoordinatorServicer):
             state = group.state()
             if not wanted or state in wanted:
                 response.groups.add(group_id=group.group_id, state=state, coordinator_id=self.coordinator.broker_id,
-                                    member_count=len(group.members))
+                                    member_count=len(group.members), protocol=CONSUMER)
+        for classic in sorted(self.classic_groups.values(), key=lambda g: g.group_id):
+            if classic.members and (not wanted or classic.state.value.lower() in {w.lower() for w in wanted}):
+                response.groups.add(group_id=classic.group_id, state=classic.state.value, coordinator_id=self.coordinator.broker_id,
+                                    member_count=len(classic.members), protocol=CLASSIC)
         return response
 
     async def DescribeGroups(self, request: group_pb2.DescribeGroupsRequest, context) -> group_pb2.DescribeGroupsResponse:
         await self.access.abort_if_refused(context, "describe", "group", request.group_ids)
         response = group_pb2.DescribeGroupsResponse()
         for group_id in request.group_ids:
+            classic = self.classic_groups.get(group_id)
+            if classic is not None and classic.members:
+                response.groups.append(_described_classic(classic, self.coordinator.broker_id))
+                continue
             try:
                 group = self.coordinator.group(group_id)
             except Refused as refusal:
@@ -182,13 +195,29 @@ class GroupCoordinatorService(group_pb2_grpc.GroupCoordinatorServicer):
 def _described(group: Group, coordinator_id: int) -> group_pb2.DescribedGroup:
     described = group_pb2.DescribedGroup(
         group_id=group.group_id, state=group.state(), group_epoch=group.epoch, assignment_epoch=group.target_epoch,
-        assignor=group.metadata.assignor, coordinator_id=coordinator_id)
+        assignor=group.metadata.assignor, coordinator_id=coordinator_id, protocol=CONSUMER)
     for member_id in sorted(group.members):
         sub, current = group.members[member_id], group.current[member_id]
         described.members.add(
             member_id=member_id, instance_id=sub.instance_id, client_id=sub.client_id, client_host=sub.client_host,
             member_epoch=current.member_epoch, subscribed_topic_names=list(sub.topic_names), subscribed_topic_regex=sub.topic_regex,
             assignment=_topic_partitions(current.owned), target_assignment=_topic_partitions(group.targets.get(member_id, frozenset())))
+    return described
+
+
+def _described_classic(group: ClassicGroup, coordinator_id: int) -> group_pb2.DescribedGroup:
+    """A classic-protocol group (the Kafka listener's JoinGroup/SyncGroup members) as the
+    gRPC contract describes groups: its generation as the epoch, the leader's chosen protocol
+    as the assignor, each member's assignment read from its consumer protocol bytes."""
+    described = group_pb2.DescribedGroup(
+        group_id=group.group_id, state=group.state.value, group_epoch=group.generation, assignment_epoch=group.generation,
+        assignor=group.protocol or "", coordinator_id=coordinator_id, protocol=CLASSIC)
+    for member_id in sorted(group.members):
+        m = group.members[member_id]
+        described.members.add(
+            member_id=member_id, instance_id=m.instance_id or "", client_id=m.client_id, client_host=m.client_host,
+            member_epoch=group.generation, assignment=[group_pb2.TopicPartitions(topic=topic, partitions=partitions)
+                                                       for topic, partitions in sorted(assigned_partitions(m.assignment).items())])
     return described
 
 

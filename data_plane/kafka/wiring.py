@@ -42,8 +42,10 @@ async def serve_kafka(broker: _Broker, lifecycle, groups: GroupCoordinatorServic
         registered = broker.metadata.image.brokers.get(broker_id)
         return parse_host_port(registered.kafka_endpoint) if registered is not None and registered.kafka_endpoint else None
 
+    classic = ClassicGroups(groups)
+    groups.classic_groups = classic.groups  # kraftlog's own ListGroups and DescribeGroups show them too
     apis = KafkaApis(config.broker_id, broker.replicas, broker.access, broker.metadata_response, broker.init_producer_id,
-                     kafka_endpoint, GroupApis(groups, kafka_endpoint, lambda: broker.metadata.image, ClassicGroups(groups)),
+                     kafka_endpoint, GroupApis(groups, kafka_endpoint, lambda: broker.metadata.image, classic),
                      AdminApis(broker.access, lifecycle.create_topics, lifecycle.delete_topics),
                      ConfigApis(broker.access, lambda: broker.metadata.image, lifecycle.create_partitions, lifecycle.alter_configs,
                                 kafka_endpoint, config.broker_id))

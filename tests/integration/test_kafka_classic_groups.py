@@ -1,7 +1,8 @@
 """The classic group protocol on the Kafka door (docs/kafka.md), with kafka-python's
 ``subscribe`` on real processes: three members share a topic's partitions; one is SIGKILLed and
 the others take its partitions over; with commits after processing nothing is lost.
-DescribeGroups and ListGroups show the group through Kafka's admin client."""
+DescribeGroups and ListGroups show the group through Kafka's admin client, and kraftlog's own
+``groups describe`` and ``groups list`` show it as a classic group with its members' assignments."""
 
 from __future__ import annotations
 
@@ -67,6 +68,12 @@ def _produce(bootstrap: str, values: list[str]) -> None:
         producer.close()
 
 
+def _kraftlog_json(*args: str):
+    out = subprocess.run([sys.executable, "-m", "cli", *args, "--json"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
 def _lines(path: Path) -> list[dict]:
     if not path.exists():
         return []
@@ -114,6 +121,13 @@ def test_three_kafka_python_members_share_partitions_and_survive_one_killed(clus
             assert listed[GROUP] == "Stable"
         finally:
             admin.close()
+        # kraftlog's own CLI shows the classic group, its members and what each was assigned
+        mine = _kraftlog_json("groups", "describe", GROUP, "--bootstrap", cluster.bootstrap)
+        assert (mine["protocol"], mine["state"], len(mine["members"])) == ("classic", "Stable", 2), mine
+        assert sorted(p for m in mine["members"] for p in m["assignment"].get(TOPIC, [])) == list(range(PARTITIONS))
+        assert {m["client_id"] for m in mine["members"]} == {f.name for f in files[1:]}
+        listed_here = {g["group_id"]: g["protocol"] for g in _kraftlog_json("groups", "list", "--bootstrap", cluster.bootstrap)}
+        assert listed_here[GROUP] == "classic"
     finally:
         for member in members:
             if member.poll() is None:

@@ -81,3 +81,22 @@ def test_members_without_a_shared_protocol_are_refused():
     group, a, _ = _two_member_group()
     _, [answer] = _join(group, "", protocols=(("roundrobin", b""),))
     assert answer.error is ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+
+
+def test_a_members_assignment_is_read_from_the_consumer_protocol_bytes():
+    """Kafka's ConsumerProtocolAssignment (version prefix, then the body kio writes) read back
+    as topic partitions; bytes of another protocol read as no partitions, never an error."""
+    import io
+    import struct
+
+    from kio.schema.consumer_protocol_assignment.v3.data import ConsumerProtocolAssignment, TopicPartition
+    from kio.serial import entity_writer
+
+    from data_plane.groups.classic import assigned_partitions
+
+    body = io.BytesIO()
+    entity_writer(ConsumerProtocolAssignment)(body, ConsumerProtocolAssignment(
+        assigned_partitions=(TopicPartition(topic="t", partitions=(0, 2)), TopicPartition(topic="u", partitions=(1,))), user_data=b"x"))
+    assert assigned_partitions(struct.pack(">h", 3) + body.getvalue()) == {"t": [0, 2], "u": [1]}
+    assert assigned_partitions(b"connect-protocol") == {}
+    assert assigned_partitions(b"") == {}
