@@ -225,6 +225,16 @@ class Gateway:
         with SecurityClient(self.admin().controller_endpoints(), timeout_s=10.0, security=self.security) as client:
             client.delete_user(name)
 
+    def change_quota(self, user: str | None, client_id: str | None, key: str, value: float | None) -> None:
+        """Set one quota value of a (user, client id) entity, or remove it (``value`` None);
+        None leaves a dimension out, "" is its default (docs/quotas.md)."""
+        if user is None and client_id is None:
+            raise ValueError("name a user, a client id or both (an empty one means its default)")
+        if value is None:
+            self.controller().alter_client_quotas((user, client_id), remove_keys=[key])
+        else:
+            self.controller().alter_client_quotas((user, client_id), {key: value})
+
     def change_acl(self, acl: dict, create: bool) -> None:
         binding = AclBinding(**{k: acl[k] for k in AclBinding.__dataclass_fields__})
         with SecurityClient(self.admin().controller_endpoints(), timeout_s=10.0, security=self.security) as client:

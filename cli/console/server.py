@@ -330,6 +330,14 @@ async def change_acl(request: web.Request) -> web.Response:
     return _json({"done": request.match_info["action"]})
 
 
+async def change_quota(request: web.Request) -> web.Response:
+    """Set (``value``) or remove (``value`` null) one quota of a user and/or client id."""
+    b = await _body(request)
+    value = None if b.get("value") in (None, "") else float(b["value"])
+    await asyncio.to_thread(request["session"].gateway.change_quota, b.get("user"), b.get("client_id"), str(b["key"]), value)
+    return _json({"done": "set" if value is not None else "removed"})
+
+
 async def chaos_runs(request: web.Request) -> web.Response:
     return _json({"directory": str(request.app["config"].chaos_dir or ""), "runs": chaos_reports.list_runs(request.app["config"].chaos_dir)})
 
@@ -378,6 +386,7 @@ def build_app(config: ConsoleConfig) -> web.Application:
     r.add_post("/api/users", upsert_user)
     r.add_delete("/api/users/{name}", delete_user)
     r.add_post("/api/acls/{action:create|delete}", change_acl)
+    r.add_post("/api/quotas", change_quota)
     r.add_get("/api/chaos", chaos_runs)
     r.add_get("/chaos/{name}/report.html", chaos_timeline)
     return app

@@ -207,6 +207,36 @@ def test_change_without_csrf_token_is_refused(page, console: str, cluster: TestC
         assert "forged" not in {t.name for t in client.describe_cluster().topics}
 
 
+def test_a_quota_set_and_removed_through_the_page(page, console: str, cluster: TestCluster) -> None:
+    """The quota form asks first, then the controller holds the value; removing it from its
+    row takes it away again; a value the controller refuses shows its error line."""
+    page.goto(f"{console}#/security")
+    page.get_by_test_id("quota-user").fill("alice")
+    page.get_by_test_id("quota-value").fill("1048576")
+    page.get_by_test_id("quota-set").click()
+    expect(page.get_by_test_id("confirm-text")).to_contain_text("Set producer_byte_rate=1048576 for user alice")
+    page.get_by_test_id("confirm-yes").click()
+    expect(page.get_by_test_id("action-ok")).to_have_text("quota set")
+    expect(page.get_by_test_id("quotas")).to_contain_text("1048576")
+    with cluster.controller_client() as client:
+        [entry] = client.describe_client_quotas(user="alice").entries
+        assert dict(entry.values) == {"producer_byte_rate": 1048576.0}
+
+    page.get_by_test_id("quotas").get_by_role("button", name="remove…").click()
+    expect(page.get_by_test_id("confirm-text")).to_contain_text("Remove producer_byte_rate from user alice")
+    page.get_by_test_id("confirm-yes").click()
+    expect(page.get_by_test_id("action-ok")).to_have_text("quota removed")
+    with cluster.controller_client() as client:
+        assert not client.describe_client_quotas(user="alice").entries
+
+    page.get_by_test_id("quota-user").fill("")
+    page.get_by_test_id("quota-client").fill("")
+    page.get_by_test_id("quota-value").fill("5")
+    page.get_by_test_id("quota-set").click()
+    page.get_by_test_id("confirm-yes").click()
+    expect(page.get_by_test_id("action-error")).to_contain_text("name a user, a client id or both")
+
+
 def test_killed_broker_shows_under_replicated_then_recovers(page, console: str, cluster: TestCluster, shots) -> None:
     page.goto(f"{console}#/overview")
     expect(page.get_by_test_id("under-replicated")).to_have_text("0", timeout=15_000)

@@ -282,6 +282,13 @@ function Security() {
   const [{ data, error }, reload] = useOnce("/api/security");
   const [user, setUser] = useState({ name: "", password: "" });
   const [acl, setAcl] = useState({ principal: "User:", host: "*", resource_type: "TOPIC", resource_name: "", pattern_type: "LITERAL", operation: "READ", permission: "ALLOW" });
+  const [quota, setQuota] = useState({ user: "", client_id: "", key: "producer_byte_rate", value: "" });
+  // An entity dimension left blank is left out; "<default>" names that dimension's default (docs/quotas.md).
+  const dimension = (v) => (v === "" ? null : v === "<default>" ? "" : v);
+  const entityText = (u, c) => [u !== null && `user ${u === "" ? "<default>" : u}`, c !== null && `client id ${c === "" ? "<default>" : c}`].filter(Boolean).join(", ");
+  const changeQuota = (user, client_id, key, value) => ask(
+    value === null ? `Remove ${key} from ${entityText(user, client_id)}?` : `Set ${key}=${value} for ${entityText(user, client_id)}? Clients over it are throttled from their next request.`,
+    async () => { await api("POST", "/api/quotas", { user, client_id, key, value }); return done(value === null ? "quota removed" : "quota set")(); });
   const [ask, feedback] = useAction();
   const done = (text) => () => { reload(); return text; };
   return html`<h1>Users, ACLs and quotas</h1>${error && html`<div class="error">${error}</div>`}${feedback}
@@ -295,7 +302,13 @@ function Security() {
       ${["principal", "host", "resource_type", "resource_name", "pattern_type", "operation", "permission"].map((k) => html`<label>${k}<input value=${acl[k]} onInput=${(e) => setAcl({ ...acl, [k]: e.target.value })} /></label>`)}<button>Create ACL…</button></form>
     ${data && html`<table><tr><th>principal</th><th>host</th><th>resource</th><th>pattern</th><th>operation</th><th>permission</th><th></th></tr>${data.acls.map((a) => html`<tr><td>${a.principal}</td><td>${a.host}</td><td>${a.resource_type} ${a.resource_name}</td><td>${a.pattern_type}</td><td>${a.operation}</td><td>${a.permission}</td><td><button class="danger" onClick=${() => ask(`Delete this ACL of ${a.principal}?`, async () => { await api("POST", "/api/acls/delete", { acl: a }); return done("ACL deleted")(); })}>delete…</button></td></tr>`)}</table>`}
     <h2>Client quotas</h2>
-    ${data && (data.quotas.length === 0 ? html`<p class="note">no quotas (kraftlog quotas set)</p>` : html`<table><tr><th>user</th><th>client id</th><th>values</th></tr>${data.quotas.map((q) => html`<tr><td>${q.user ?? "-"}</td><td>${q.client_id ?? "-"}</td><td>${Object.entries(q.values).map(([k, v]) => `${k}=${v}`).join(" ")}</td></tr>`)}</table>`)}`;
+    <form class="inline" onSubmit=${(e) => { e.preventDefault(); changeQuota(dimension(quota.user), dimension(quota.client_id), quota.key, quota.value); }}>
+      <label>user<input data-testid="quota-user" placeholder="blank: any; <default>" value=${quota.user} onInput=${(e) => setQuota({ ...quota, user: e.target.value })} /></label>
+      <label>client id<input data-testid="quota-client" value=${quota.client_id} onInput=${(e) => setQuota({ ...quota, client_id: e.target.value })} /></label>
+      <label>quota<select data-testid="quota-key" value=${quota.key} onChange=${(e) => setQuota({ ...quota, key: e.target.value })}>${["producer_byte_rate", "consumer_byte_rate", "request_rate"].map((k) => html`<option>${k}</option>`)}</select></label>
+      <label>value<input data-testid="quota-value" type="number" min="0" required value=${quota.value} onInput=${(e) => setQuota({ ...quota, value: e.target.value })} /></label>
+      <button data-testid="quota-set">Set quota…</button></form>
+    ${data && (data.quotas.length === 0 ? html`<p class="note">no quotas</p>` : html`<table data-testid="quotas"><tr><th>user</th><th>client id</th><th>quota</th><th>value</th><th></th></tr>${data.quotas.flatMap((q) => Object.entries(q.values).map(([k, v]) => html`<tr><td>${q.user === null ? "-" : q.user === "" ? "<default>" : q.user}</td><td>${q.client_id === null ? "-" : q.client_id === "" ? "<default>" : q.client_id}</td><td>${k}</td><td class="num">${v}</td><td><button class="danger" onClick=${() => changeQuota(q.user, q.client_id, k, null)}>remove…</button></td></tr>`))}</table>`)}`;
 }
 
 function Chaos() {
