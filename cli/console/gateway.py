@@ -236,7 +236,10 @@ class Gateway:
             self.controller().alter_client_quotas((user, client_id), {key: value})
 
     def change_acl(self, acl: dict, create: bool) -> None:
-        binding = AclBinding(**{k: acl[k] for k in AclBinding.__dataclass_fields__})
+        """Create or delete one ACL. The named values (resource type, pattern, operation,
+        permission) are taken in either case: Kafka's tools spell them TOPIC, READ, ALLOW."""
+        named = ("resource_type", "pattern_type", "operation", "permission")
+        binding = AclBinding(**{k: str(acl[k]).lower() if k in named else acl[k] for k in AclBinding.__dataclass_fields__})
         with SecurityClient(self.admin().controller_endpoints(), timeout_s=10.0, security=self.security) as client:
             (client.create_acls if create else client.delete_acls)([binding])
 

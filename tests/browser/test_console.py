@@ -207,6 +207,70 @@ def test_change_without_csrf_token_is_refused(page, console: str, cluster: TestC
         assert "forged" not in {t.name for t in client.describe_cluster().topics}
 
 
+def test_partitions_added_and_a_config_altered_through_the_topic_page(page, console: str, cluster: TestCluster) -> None:
+    """Each change asks first and takes effect in the controller; a value the controller
+    refuses shows its error line and changes nothing."""
+    cluster.create_topic("grown", partitions=1, replication_factor=2)
+    page.goto(f"{console}#/topics/grown")
+    expect(page.get_by_test_id("partitions").locator("tr")).to_have_count(2)
+    page.get_by_test_id("total-partitions").fill("3")
+    page.get_by_test_id("add-partitions").click()
+    expect(page.get_by_test_id("confirm-text")).to_contain_text("Grow grown from 1 to 3 partitions?")
+    page.get_by_test_id("confirm-yes").click()
+    expect(page.get_by_test_id("action-ok")).to_have_text("grown now has 3 partitions")
+    expect(page.get_by_test_id("partitions").locator("tr")).to_have_count(4)
+
+    page.get_by_test_id("config-key").fill("retention.ms")
+    page.get_by_test_id("config-value").fill("3600000")
+    page.get_by_test_id("alter-config").click()
+    expect(page.get_by_test_id("confirm-text")).to_contain_text("Set retention.ms=3600000 on grown?")
+    page.get_by_test_id("confirm-yes").click()
+    expect(page.get_by_test_id("action-ok")).to_have_text("altered retention.ms")
+    page.get_by_test_id("config-key").fill("min.insync.replicas")
+    page.get_by_test_id("config-value").fill("5")  # above the replication factor: refused
+    page.get_by_test_id("alter-config").click()
+    page.get_by_test_id("confirm-yes").click()
+    expect(page.get_by_test_id("action-error")).to_contain_text("min.insync.replicas")
+    with cluster.controller_client() as client:
+        configs = {e.key: e.value for e in client.describe_configs(["grown"])["grown"]}
+    assert configs["retention.ms"] == "3600000" and configs["min.insync.replicas"] != "5", configs
+
+
+def test_a_user_and_an_acl_created_and_deleted_through_the_page(page, console: str, cluster: TestCluster) -> None:
+    from metadata_quorum.security_client import SecurityClient
+
+    def controller_view() -> tuple[set[str], list]:
+        with SecurityClient(",".join(c.address for c in cluster.controllers), timeout_s=10.0) as client:
+            return {u.name for u in client.list_users()}, [a for a in client.list_acls() if a.principal == "User:carol"]
+
+    page.goto(f"{console}#/security")
+    page.get_by_test_id("user-name").fill("carol")
+    page.get_by_test_id("user-password").fill("carol-secret")
+    page.get_by_test_id("create-user").click()
+    expect(page.get_by_test_id("confirm-text")).to_contain_text("Create user carol")
+    page.get_by_test_id("confirm-yes").click()
+    expect(page.get_by_test_id("users")).to_contain_text("carol")
+    page.get_by_test_id("acl-principal").fill("User:carol")
+    page.get_by_test_id("acl-resource_name").fill("orders")
+    page.get_by_test_id("acl-operation").fill("READ")  # Kafka's spelling is taken too
+    page.get_by_test_id("create-acl").click()
+    expect(page.get_by_test_id("confirm-text")).to_contain_text("allow User:carol READ on topic orders (literal)?")
+    page.get_by_test_id("confirm-yes").click()
+    expect(page.get_by_test_id("acls")).to_contain_text("User:carol")
+    users, acls = controller_view()
+    assert "carol" in users and [(a.resource_name, a.operation) for a in acls] == [("orders", "read")], acls
+
+    page.get_by_test_id("acls").locator("tr", has_text="User:carol").get_by_role("button", name="delete…").click()
+    page.get_by_test_id("confirm-yes").click()
+    expect(page.get_by_test_id("acls")).not_to_contain_text("User:carol")
+    page.get_by_test_id("users").locator("tr", has_text="carol").get_by_role("button", name="delete…").click()
+    expect(page.get_by_test_id("confirm-text")).to_contain_text("Delete user carol?")
+    page.get_by_test_id("confirm-yes").click()
+    expect(page.get_by_test_id("users")).not_to_contain_text("carol")
+    users, acls = controller_view()
+    assert "carol" not in users and acls == [], (users, acls)
+
+
 def test_a_quota_set_and_removed_through_the_page(page, console: str, cluster: TestCluster) -> None:
     """The quota form asks first, then the controller holds the value; removing it from its
     row takes it away again; a value the controller refuses shows its error line."""

@@ -148,8 +148,8 @@ function Topic({ name }) {
   return html`<h1>Topic ${name}</h1>
     <div class="toolbar">
       <a href=${`#/messages/${encodeURIComponent(name)}`}>browse messages</a>
-      <label>total partitions<input type="number" min=${n + 1} value=${total} onInput=${(e) => setTotal(e.target.value)} /></label>
-      <button onClick=${() => ask(`Grow ${name} from ${n} to ${total} partitions? Partitions cannot be removed again, and keyed records will map to other partitions.`, async () => { await api("POST", `/api/topics/${encodeURIComponent(name)}/partitions`, { total: +total }); return `${name} now has ${total} partitions`; })}>Add partitions…</button>
+      <label>total partitions<input data-testid="total-partitions" type="number" min=${n + 1} value=${total} onInput=${(e) => setTotal(e.target.value)} /></label>
+      <button data-testid="add-partitions" onClick=${() => ask(`Grow ${name} from ${n} to ${total} partitions? Partitions cannot be removed again, and keyed records will map to other partitions.`, async () => { await api("POST", `/api/topics/${encodeURIComponent(name)}/partitions`, { total: +total }); return `${name} now has ${total} partitions`; })}>Add partitions…</button>
       <button class="danger" data-testid="delete-topic" onClick=${() => ask(`Delete topic ${name} and all its records on every broker? This cannot be undone.`, async () => { await api("DELETE", `/api/topics/${encodeURIComponent(name)}`); location.hash = "#/topics"; return `deleted ${name}`; })}>Delete topic…</button>
     </div>${feedback}
     <h2>Partitions</h2>
@@ -161,7 +161,7 @@ function Topic({ name }) {
     <form class="inline" onSubmit=${(e) => { e.preventDefault(); ask(cfg.value ? `Set ${cfg.key}=${cfg.value} on ${name}?` : `Remove the override of ${cfg.key} on ${name} (back to the default)?`, async () => { await api("POST", `/api/topics/${encodeURIComponent(name)}/configs`, cfg); return `altered ${cfg.key}`; }); }}>
       <label>key<input data-testid="config-key" value=${cfg.key} onInput=${(e) => setCfg({ ...cfg, key: e.target.value })} /></label>
       <label>value (empty: default)<input data-testid="config-value" value=${cfg.value} onInput=${(e) => setCfg({ ...cfg, value: e.target.value })} /></label>
-      <button>Alter config…</button></form>
+      <button data-testid="alter-config">Alter config…</button></form>
     <table data-testid="configs"><tr><th>key</th><th>value</th><th>source</th></tr>${data.configs.map((c) => html`<tr><td>${c.key}</td><td>${c.value}</td><td>${c.source}</td></tr>`)}</table>`;
 }
 
@@ -281,7 +281,7 @@ function Transactions() {
 function Security() {
   const [{ data, error }, reload] = useOnce("/api/security");
   const [user, setUser] = useState({ name: "", password: "" });
-  const [acl, setAcl] = useState({ principal: "User:", host: "*", resource_type: "TOPIC", resource_name: "", pattern_type: "LITERAL", operation: "READ", permission: "ALLOW" });
+  const [acl, setAcl] = useState({ principal: "User:", host: "*", resource_type: "topic", resource_name: "", pattern_type: "literal", operation: "read", permission: "allow" });
   const [quota, setQuota] = useState({ user: "", client_id: "", key: "producer_byte_rate", value: "" });
   // An entity dimension left blank is left out; "<default>" names that dimension's default (docs/quotas.md).
   const dimension = (v) => (v === "" ? null : v === "<default>" ? "" : v);
@@ -294,13 +294,13 @@ function Security() {
   return html`<h1>Users, ACLs and quotas</h1>${error && html`<div class="error">${error}</div>`}${feedback}
     <h2>Users</h2>
     <form class="inline" onSubmit=${(e) => { e.preventDefault(); ask(`Create user ${user.name} (or change its password)?`, async () => { await api("POST", "/api/users", user); setUser({ name: "", password: "" }); return done(`user ${user.name} saved`)(); }); }}>
-      <label>name<input value=${user.name} onInput=${(e) => setUser({ ...user, name: e.target.value })} /></label>
-      <label>password<input type="password" autocomplete="new-password" value=${user.password} onInput=${(e) => setUser({ ...user, password: e.target.value })} /></label><button>Create user…</button></form>
-    ${data && html`<table><tr><th>user</th><th>mechanism</th><th></th></tr>${data.users.map((u) => html`<tr><td>${u.name}</td><td>${u.mechanism}</td><td><button class="danger" onClick=${() => ask(`Delete user ${u.name}? Its open calls are refused from the next one.`, async () => { await api("DELETE", `/api/users/${encodeURIComponent(u.name)}`); return done("deleted")(); })}>delete…</button></td></tr>`)}</table>`}
+      <label>name<input data-testid="user-name" value=${user.name} onInput=${(e) => setUser({ ...user, name: e.target.value })} /></label>
+      <label>password<input data-testid="user-password" type="password" autocomplete="new-password" value=${user.password} onInput=${(e) => setUser({ ...user, password: e.target.value })} /></label><button data-testid="create-user">Create user…</button></form>
+    ${data && html`<table data-testid="users"><tr><th>user</th><th>mechanism</th><th></th></tr>${data.users.map((u) => html`<tr><td>${u.name}</td><td>${u.mechanism}</td><td><button class="danger" onClick=${() => ask(`Delete user ${u.name}? Its open calls are refused from the next one.`, async () => { await api("DELETE", `/api/users/${encodeURIComponent(u.name)}`); return done("deleted")(); })}>delete…</button></td></tr>`)}</table>`}
     <h2>ACLs</h2>
     <form class="inline" onSubmit=${(e) => { e.preventDefault(); ask(`${acl.permission} ${acl.principal} ${acl.operation} on ${acl.resource_type} ${acl.resource_name} (${acl.pattern_type})?`, async () => { await api("POST", "/api/acls/create", { acl }); return done("ACL created")(); }); }}>
-      ${["principal", "host", "resource_type", "resource_name", "pattern_type", "operation", "permission"].map((k) => html`<label>${k}<input value=${acl[k]} onInput=${(e) => setAcl({ ...acl, [k]: e.target.value })} /></label>`)}<button>Create ACL…</button></form>
-    ${data && html`<table><tr><th>principal</th><th>host</th><th>resource</th><th>pattern</th><th>operation</th><th>permission</th><th></th></tr>${data.acls.map((a) => html`<tr><td>${a.principal}</td><td>${a.host}</td><td>${a.resource_type} ${a.resource_name}</td><td>${a.pattern_type}</td><td>${a.operation}</td><td>${a.permission}</td><td><button class="danger" onClick=${() => ask(`Delete this ACL of ${a.principal}?`, async () => { await api("POST", "/api/acls/delete", { acl: a }); return done("ACL deleted")(); })}>delete…</button></td></tr>`)}</table>`}
+      ${["principal", "host", "resource_type", "resource_name", "pattern_type", "operation", "permission"].map((k) => html`<label>${k}<input data-testid=${`acl-${k}`} value=${acl[k]} onInput=${(e) => setAcl({ ...acl, [k]: e.target.value })} /></label>`)}<button data-testid="create-acl">Create ACL…</button></form>
+    ${data && html`<table data-testid="acls"><tr><th>principal</th><th>host</th><th>resource</th><th>pattern</th><th>operation</th><th>permission</th><th></th></tr>${data.acls.map((a) => html`<tr><td>${a.principal}</td><td>${a.host}</td><td>${a.resource_type} ${a.resource_name}</td><td>${a.pattern_type}</td><td>${a.operation}</td><td>${a.permission}</td><td><button class="danger" onClick=${() => ask(`Delete this ACL of ${a.principal}?`, async () => { await api("POST", "/api/acls/delete", { acl: a }); return done("ACL deleted")(); })}>delete…</button></td></tr>`)}</table>`}
     <h2>Client quotas</h2>
     <form class="inline" onSubmit=${(e) => { e.preventDefault(); changeQuota(dimension(quota.user), dimension(quota.client_id), quota.key, quota.value); }}>
       <label>user<input data-testid="quota-user" placeholder="blank: any; <default>" value=${quota.user} onInput=${(e) => setQuota({ ...quota, user: e.target.value })} /></label>
