@@ -113,7 +113,8 @@ class Gateway:
         return snapshots.topic_page(name, [t for t in cluster.topics if t.name == name], logs, configs)
 
     def browse(self, topic: str, partition: int | None, start: str, value: int | None, limit: int,
-               read_committed: bool, key_filter: str = "", value_filter: str = "", timeout_s: float = 2.0) -> dict:
+               read_committed: bool, key_filter: str = "", value_filter: str = "", header_filter: str = "",
+               timeout_s: float = 2.0) -> dict:
         """Up to ``limit`` records of ``topic`` (one partition, or all) from ``start``:
         ``offset`` (value), ``timestamp`` (value in ms), ``beginning`` or ``end`` (the last
         ``limit`` records before the end). Returns the records and where each partition ended."""
@@ -154,7 +155,7 @@ class Gateway:
                         positions[tp] = r.offset + 1
                         if r.offset + 1 >= ends[tp]:
                             wanted.discard(tp)
-                        if snapshots.matches(r, key_filter, value_filter) and len(records) < limit:
+                        if snapshots.matches(r, key_filter, value_filter, header_filter) and len(records) < limit:
                             records.append(snapshots.record_json(r))
             finally:
                 consumer.close()

@@ -250,7 +250,7 @@ async def records(request: web.Request) -> web.Response:
     started = time.monotonic()
     answer = await asyncio.to_thread(
         request["session"].gateway.browse, request.match_info["name"], partition, q.get("start", "beginning"), value,
-        int(q.get("limit", "500")), q.get("read_committed") == "true", q.get("key", ""), q.get("contains", ""))
+        int(q.get("limit", "500")), q.get("read_committed") == "true", q.get("key", ""), q.get("contains", ""), q.get("header", ""))
     answer["took_ms"] = round(1000 * (time.monotonic() - started), 1)
     return _json(answer)
 

@@ -111,13 +111,17 @@ def record_json(record: Any) -> Json:
     }
 
 
-def matches(record: Any, key_filter: str, value_filter: str) -> bool:
-    """The browser's filter: the key contains ``key_filter`` and the value contains
-    ``value_filter`` (substrings of the UTF-8 text; empty filters match everything)."""
+def matches(record: Any, key_filter: str, value_filter: str, header_filter: str = "") -> bool:
+    """The browser's filter: the key contains ``key_filter``, the value contains
+    ``value_filter``, and with ``header_filter`` ("name=text", or "name" alone) a header of
+    that name whose value contains the text (substrings of the UTF-8 text; empty filters
+    match everything)."""
     def contains(data: bytes | None, needle: str) -> bool:
         return not needle or (data is not None and needle.encode() in data)
 
-    return contains(record.key, key_filter) and contains(record.value, value_filter)
+    name, _, text = header_filter.partition("=")
+    header_ok = not header_filter or any(k == name and contains(v, text) for k, v in record.headers)
+    return contains(record.key, key_filter) and contains(record.value, value_filter) and header_ok
 
 
 def group_page(d: Any) -> Json:

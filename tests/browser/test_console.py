@@ -107,7 +107,8 @@ def test_records_found_by_offset_and_by_timestamp(page, console: str, cluster: T
     base_ms = int(time.time() * 1000) - 60_000
     with Producer(cluster.bootstrap) as producer:
         for i in range(20):
-            producer.send("orders", f'{{"n": {i}}}'.encode(), key=f"k{i}".encode(), partition=1, timestamp_ms=base_ms + 1000 * i)
+            producer.send("orders", f'{{"n": {i}}}'.encode(), key=f"k{i}".encode(), partition=1, timestamp_ms=base_ms + 1000 * i,
+                          headers=[("trace-id", f"t{i}".encode())] if i % 5 == 0 else None)
         producer.flush()
     page.goto(f"{console}#/messages/orders")
     page.get_by_test_id("partition").select_option("1")
@@ -119,6 +120,10 @@ def test_records_found_by_offset_and_by_timestamp(page, console: str, cluster: T
     page.get_by_test_id("format").select_option("json")
     expect(page.get_by_test_id("record-value").first).to_have_text('{\n  "n": 5\n}')
     page.screenshot(path=str(shots / "messages.png"), full_page=True)
+    page.get_by_test_id("header-filter").fill("trace-id=t1")  # records 10 and 15 carry t10 and t15
+    page.get_by_test_id("read").click()
+    expect(page.get_by_test_id("record-offset")).to_have_text(["10", "15"])
+    page.get_by_test_id("header-filter").fill("")
     page.get_by_test_id("start").select_option("timestamp")
     page.get_by_test_id("start-value").fill(str(base_ms + 12_000))
     page.get_by_test_id("read").click()

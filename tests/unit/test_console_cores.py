@@ -44,10 +44,19 @@ def test_totals_sum_over_nodes() -> None:
 
 
 def test_filter_by_key_and_value_substring() -> None:
-    record = SimpleNamespace(key=b"order-7", value=b'{"total": 12}')
+    record = SimpleNamespace(key=b"order-7", value=b'{"total": 12}', headers=())
     assert snapshots.matches(record, "order", "total")
     assert not snapshots.matches(record, "invoice", "")
-    assert not snapshots.matches(SimpleNamespace(key=None, value=b"x"), "k", "")
+    assert not snapshots.matches(SimpleNamespace(key=None, value=b"x", headers=()), "k", "")
+
+
+def test_the_header_filter_names_a_header_and_a_substring_of_its_value():
+    record = SimpleNamespace(key=b"k", value=b"v", headers=(("trace-id", b"abc-123"), ("empty", None)))
+    assert snapshots.matches(record, "", "", "trace-id=abc")
+    assert snapshots.matches(record, "", "", "empty")  # a name alone: the header is there
+    assert not snapshots.matches(record, "", "", "trace-id=xyz")
+    assert not snapshots.matches(record, "", "", "other=abc")
+    assert not snapshots.matches(record, "", "", "empty=x")
 
 
 def row(topic: str, isr: list[int], replicas: list[int], leader: int = 1) -> dict:

@@ -176,7 +176,7 @@ function decode(field, format) {
 }
 
 function Messages({ name }) {
-  const [q, setQ] = useState({ partition: "all", start: "beginning", value: "", limit: 500, read_committed: false, key: "", contains: "" });
+  const [q, setQ] = useState({ partition: "all", start: "beginning", value: "", limit: 500, read_committed: false, key: "", contains: "", header: "" });
   const [format, setFormat] = useState(localStorage.getItem("kraftlog.format") || "text");
   const [result, setResult] = useState(null);
   const [error, setError] = useState(null);
@@ -219,6 +219,7 @@ function Messages({ name }) {
       <label>max records<input type="number" min="1" max="2000" value=${q.limit} onInput=${set("limit")} /></label>
       <label>key contains<input data-testid="key-filter" value=${q.key} onInput=${set("key")} /></label>
       <label>value contains<input data-testid="value-filter" value=${q.contains} onInput=${set("contains")} /></label>
+      <label>header (name=text)<input data-testid="header-filter" placeholder="trace-id=abc" value=${q.header} onInput=${set("header")} /></label>
       <label>read_committed<input type="checkbox" data-testid="read-committed" checked=${q.read_committed} onChange=${set("read_committed")} /></label>
       <button class="primary" data-testid="read">Read</button>
       <label>live tail<input type="checkbox" data-testid="tail" checked=${tail} onChange=${(e) => setTail(e.target.checked)} /></label>
