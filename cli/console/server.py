@@ -24,6 +24,7 @@ import structlog
 from aiohttp import web
 
 from cli.console import chaos_reports
+from cli.console.lag_history import LagHistory
 from cli.console.metrics_rates import Rates, totals
 from cli.console.sessions import COOKIE, CSRF_HEADER, Session, SessionStore
 from data_plane.client.errors import KraftlogError
@@ -198,7 +199,10 @@ async def topic_view(request: web.Request) -> dict:
 
 
 async def group_view(request: web.Request) -> dict:
-    return await asyncio.to_thread(request["session"].gateway.group, request.match_info["name"])
+    """The group page, with its lag over the last minutes as every viewer saw it (lag_history.py)."""
+    data = await asyncio.to_thread(request["session"].gateway.group, request.match_info["name"])
+    data["lag_history"] = request.app["lag_history"].add(data["group_id"], time.time(), data["total_lag"])
+    return data
 
 
 async def list_view(request: web.Request, method: str) -> Any:
@@ -354,6 +358,7 @@ def build_app(config: ConsoleConfig) -> web.Application:
     app = web.Application(middlewares=[guard])
     app["config"] = config
     app["sessions"] = SessionStore(config.bootstrap, config.security, config.login_required)
+    app["lag_history"] = LagHistory()
     app["metrics"] = MetricsWatcher(config.metrics_urls, config.security)
 
     async def background(app: web.Application):

@@ -177,6 +177,9 @@ def test_group_lag_rises_while_stopped_and_falls_when_running(page, console: str
     expect(page.get_by_test_id("confirm-text")).to_contain_text("Commit the new offsets of 1 partition for group watchers")
     page.get_by_test_id("confirm-yes").click()
     expect(page.get_by_test_id("group-lag")).to_have_text("35", timeout=15_000)
+    # the console kept the lag it saw: a page opened now starts with the rise and the fall
+    history = page.evaluate("async () => (await (await fetch('/api/view/group/watchers')).json()).lag_history.map(s => s[1])")
+    assert {0, 25, 35} <= set(history), history
 
 
 def test_a_hanging_transaction_is_listed_and_aborted(page, console: str, cluster: TestCluster, shots) -> None:

@@ -106,3 +106,16 @@ def test_without_sign_in_every_session_acts_as_the_console() -> None:
     a, b = store.new(), store.new()
     assert a.principal == "console" and a.gateway is b.gateway and a.csrf != b.csrf
     store.close()
+
+
+def test_lag_history_keeps_one_sample_a_second_for_ten_minutes_per_group():
+    from cli.console.lag_history import KEEP_S, LagHistory
+
+    history = LagHistory()
+    history.add("g", 100.0, 5)
+    assert history.add("g", 100.4, 7) == [(100.4, 7)]  # a second viewer in the same second: one sample
+    assert history.add("g", 101.5, 9) == [(100.4, 7), (101.5, 9)]
+    assert history.add("other", 101.5, 1) == [(101.5, 1)]  # each group its own
+    late = 100.4 + KEEP_S + 0.5
+    assert history.add("g", late, 3) == [(101.5, 9), (late, 3)]  # older than KEEP_S: gone
+    assert history.add("g", late + 2 * KEEP_S, 4) == [(late + 2 * KEEP_S, 4)]

@@ -244,17 +244,15 @@ function Groups() {
 
 function Group({ name }) {
   const { data, error } = useLive(`group/${encodeURIComponent(name)}`);
-  const [history, setHistory] = useState([]);
   const [reset, setReset] = useState({ topic: "", kind: "to-earliest", value: "" });
   const [plan, setPlan] = useState(null);
   const [ask, feedback] = useAction();
-  useEffect(() => { if (data) setHistory((h) => [...h, { t: Date.now() / 1000, lag: data.total_lag }].slice(-300)); }, [data]);
   if (error) return html`<h1>${name}</h1><div class="error">${error}</div>`;
   if (!data) return html`<h1>${name}</h1><p>loading…</p>`;
   const dryRun = async (e) => { e.preventDefault(); try { setPlan(await api("POST", `/api/groups/${encodeURIComponent(name)}/reset`, { ...reset, execute: false })); } catch (err) { setPlan({ error: err.message }); } };
   return html`<h1>Group ${name}</h1>
     <p>state <b data-testid="group-state">${data.state}</b>, epoch ${data.group_epoch}, coordinator broker ${data.coordinator_id}, total lag <b data-testid="group-lag">${data.total_lag}</b></p>
-    <${Chart} title="total lag" series=${["lag"]} rows=${columns(history, ["lag"])} />
+    <${Chart} title="total lag (last 10 minutes, as the console saw it)" series=${["lag"]} rows=${columns(data.lag_history.map(([t, lag]) => ({ t, lag })), ["lag"])} />
     <h2>Members</h2>
     <table><tr><th>member</th><th>client id</th><th>host</th><th>epoch</th><th>assignment</th></tr>${data.members.map((m) => html`<tr><td>${m.member_id.slice(0, 12)}</td><td>${m.client_id}</td><td>${m.host}</td><td>${m.member_epoch}</td><td>${m.assignment.join(" ")}</td></tr>`)}</table>
     <h2>Partitions</h2>
