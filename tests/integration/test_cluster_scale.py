@@ -13,7 +13,10 @@ the machine's load, printed beside each figure (1-, 5- and 15-minute load averag
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -101,3 +104,56 @@ def test_ten_thousand_partitions_at_rf3(tmp_path: Path) -> None:
         print(f"{broker.name}: controlled shutdown {stopped_s:.1f} s, restart until every ISR is full again {rejoined_s:.1f} s "
               f"({rejoined_load}), until it leads its preferred partitions again {time.monotonic() - started - stopped_s:.1f} s ({load()})")
         assert settled(cluster, names)
+
+
+FIFTY_K_TOPICS = 20  # x PARTITIONS_PER_TOPIC = 50,000 partitions, 50,000 replicas on each broker at RF 3
+PRODUCE_RECORDS = 500_000
+
+
+def perf_produce_records_per_s(cluster: TestCluster, topic: str) -> float:
+    """``kraftlog perf produce`` RF=3 acks=all, 100-byte records, to ``topic``: records/s."""
+    done = subprocess.run([sys.executable, "-m", "cli", "perf", "produce", "--topic", topic, "--acks", "all", "--num-records",
+                           str(PRODUCE_RECORDS), "--record-size", "100", "--bootstrap", cluster.bootstrap, "--json"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)["records_per_s"]
+
+
+@pytest.mark.timeout(3600)
+def test_fifty_thousand_partitions_at_rf3(tmp_path: Path) -> None:
+    """The open-file budget's operator scenario at full size: 50,000 partitions at RF 3 on three
+    brokers (past the 20,000 open-file limit each), then produce against an empty cluster's
+    figure in the same sitting, and a broker's restart after SIGKILL until every ISR is full.
+    Goals: created in under 60 s, every ISR full within 60 s of the last creation, under 8 GiB
+    RSS in all, idle brokers under 10% of a core, produce within 20% of the empty cluster's."""
+    names = [f"scale-{i}" for i in range(FIFTY_K_TOPICS)]
+    with local_cluster(tmp_path, controllers=3, brokers=3) as cluster:
+        cluster.create_topic("produce-here", partitions=3, replication_factor=REPLICATION_FACTOR)
+        empty_rate = perf_produce_records_per_s(cluster, "produce-here")
+        print(f"\nempty cluster: perf produce {empty_rate:,.0f} records/s ({load()})")
+        with cluster.controller_client() as client:
+            started = time.monotonic()
+            for name in names:
+                client.create_topic(name, PARTITIONS_PER_TOPIC, REPLICATION_FACTOR)
+            created_s = time.monotonic() - started
+            calls_load = load()
+        wait_for(lambda: full_isr(cluster, names), 1200, "every partition in its full ISR")
+        full_s = time.monotonic() - started
+        print(f"created {len(names) * PARTITIONS_PER_TOPIC:,} partitions (RF {REPLICATION_FACTOR}): calls done in {created_s:.1f} s "
+              f"({calls_load}), every ISR full {full_s - created_s:.1f} s after the last creation ({load()})")
+        wait_for(lambda: settled(cluster, names), 1200, "every partition led by its preferred replica")
+        usage = idle_usage(cluster)
+        for name, (cpu, rss) in usage.items():
+            print(f"idle {name}: {cpu:.1f}% of a core, RSS {rss / 2**20:.0f} MiB")
+        print(f"idle total RSS {sum(rss for _, rss in usage.values()) / 2**30:.2f} GiB ({load()})")
+        full_rate = perf_produce_records_per_s(cluster, "produce-here")
+        print(f"with 50,000 partitions: perf produce {full_rate:,.0f} records/s, {full_rate / empty_rate:.0%} of the empty cluster's ({load()})")
+
+        broker = cluster.brokers[-1]
+        cluster.kill(broker)
+        wait_for(lambda: not full_isr(cluster, names), 120, f"{broker.name} out of the ISRs after its SIGKILL")
+        started = time.monotonic()
+        cluster.restart(broker)
+        wait_for(lambda: full_isr(cluster, names), 1200, f"{broker.name} back in every ISR")
+        print(f"{broker.name} SIGKILLed with 50,000 replicas: restarted and in every ISR again after {time.monotonic() - started:.1f} s ({load()})")
+        assert full_isr(cluster, names)
