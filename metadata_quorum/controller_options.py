@@ -12,7 +12,7 @@ from pathlib import Path
 
 from metadata_quorum.broker_heartbeats import DEFAULT_SESSION_TIMEOUT_MS
 from server_common import power_loss
-from server_common.event_loops import EVENT_LOOPS
+from server_common.event_loops import add_event_loop_argument
 from server_common.security_options import add_security_arguments
 from server_common.tls import add_tls_arguments
 
@@ -62,9 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="fsync: the Raft journal is fsynced (batched) before this controller acknowledges, sends or votes "
                              "on an entry, so committed metadata survives a power failure of every controller; page-cache: "
                              "left to the OS, faster, survives process crashes only (docs/durability.md) (default: %(default)s)")
-    parser.add_argument("--event-loop", choices=EVENT_LOOPS, default="uvloop",
-                        help="the asyncio event loop this process runs: uvloop (libuv; lower latency per message) or "
-                             "asyncio (the standard library's) (default: %(default)s; docs/performance.md)")
+    add_event_loop_argument(parser)
     parser.add_argument(power_loss.FLAG, action="store_true", help=power_loss.FLAG_HELP)
     parser.add_argument("--join", default=None, metavar="HOST:RAFT_PORT:GRPC_PORT",
                         help="this controller's addresses when it is not in --quorum (give the current voters there): it starts as an "

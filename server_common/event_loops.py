@@ -7,12 +7,20 @@ measured side by side; docs/performance.md has the figures behind the default.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 from typing import Any, Coroutine, TypeVar
 
 T = TypeVar("T")
 
 EVENT_LOOPS = ("asyncio", "uvloop")
+
+
+def add_event_loop_argument(parser: argparse.ArgumentParser) -> None:
+    """``--event-loop``, as brokers and controllers take it."""
+    parser.add_argument("--event-loop", choices=EVENT_LOOPS, default="uvloop",
+                        help="the asyncio event loop this process runs: uvloop (libuv; lower latency per message) or "
+                             "asyncio (the standard library's) (default: %(default)s; docs/performance.md)")
 
 
 def run_loop(main: Coroutine[Any, Any, T], kind: str = "asyncio") -> T:

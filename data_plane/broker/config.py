@@ -16,7 +16,7 @@ import grpc
 from metadata_quorum.broker_heartbeats import DEFAULT_SESSION_TIMEOUT_MS
 from metadata_quorum.endpoints import Voter, parse_address_overrides, parse_quorum
 from server_common import power_loss
-from server_common.event_loops import EVENT_LOOPS
+from server_common.event_loops import add_event_loop_argument
 from server_common.limits import MESSAGE_BYTES_MAX
 from server_common.security_options import SecurityOptions, add_security_arguments
 from server_common.tls import ServerTls, add_tls_arguments, channel_credentials, server_tls_from_args
@@ -159,9 +159,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="when acks=all is acknowledged: page-cache: every in-sync replica has the batch in its log "
                              "(survives process crashes, not a power failure of every replica); fsync: every in-sync replica "
                              "has fsynced it (batched fsyncs; see docs/durability.md) (default: %(default)s)")
-    parser.add_argument("--event-loop", choices=EVENT_LOOPS, default="uvloop",
-                        help="the asyncio event loop this process runs: uvloop (libuv; lower latency per message) or "
-                             "asyncio (the standard library's) (default: %(default)s; docs/performance.md)")
+    add_event_loop_argument(parser)
     parser.add_argument(power_loss.FLAG, action="store_true", help=power_loss.FLAG_HELP)
     parser.add_argument("--retention-check-interval-ms", type=int, default=BrokerConfig.retention_check_interval_ms, help="how often retention deletes old segments (default: %(default)s)")
     parser.add_argument("--log-format", choices=["console", "json"], default="console", help="console: lines for people, json: one object per line (default: %(default)s)")

@@ -69,23 +69,29 @@ def idle_usage(cluster: TestCluster) -> dict[str, tuple[float, int]]:
     return {node.name: (100 * (cpu_ticks(node.pid) - before[node.name]) / TICKS_PER_S / elapsed, rss_bytes(node.pid)) for node in cluster.nodes}
 
 
+def create_until_full(cluster: TestCluster, names: list[str], timeout_s: float) -> str:
+    """Create ``names`` (PARTITIONS_PER_TOPIC each) one after another, wait until every ISR
+    is full and then until every partition is led by its preferred replica; what it took."""
+    with cluster.controller_client() as client:
+        started = time.monotonic()
+        for name in names:
+            client.create_topic(name, PARTITIONS_PER_TOPIC, REPLICATION_FACTOR)
+        created_s = time.monotonic() - started
+        calls_load = load()
+    wait_for(lambda: full_isr(cluster, names), timeout_s, "every partition in its full ISR")
+    full_s, full_load = time.monotonic() - started, load()
+    wait_for(lambda: settled(cluster, names), timeout_s, "every partition in its full ISR and led by its preferred replica")
+    return (f"created {len(names) * PARTITIONS_PER_TOPIC:,} partitions (RF {REPLICATION_FACTOR}): calls done in {created_s:.1f} s "
+            f"({calls_load}), every ISR full {full_s - created_s:.1f} s after the last creation ({full_load}), "
+            f"settled after {time.monotonic() - started:.1f} s ({load()})")
+
+
 @pytest.mark.timeout(1200)
 def test_ten_thousand_partitions_at_rf3(tmp_path: Path) -> None:
     names = [f"scale-{i}" for i in range(TOPICS)]
     with local_cluster(tmp_path, controllers=3, brokers=3) as cluster:
         print(f"\nat start: {load()}")
-        with cluster.controller_client() as client:
-            started = time.monotonic()
-            for name in names:
-                client.create_topic(name, PARTITIONS_PER_TOPIC, REPLICATION_FACTOR)
-            created_s = time.monotonic() - started
-            calls_load = load()
-        wait_for(lambda: full_isr(cluster, names), 600, "every partition in its full ISR")
-        full_s = time.monotonic() - started
-        full_load = load()
-        wait_for(lambda: settled(cluster, names), 600, "every partition in its full ISR and led by its preferred replica")
-        print(f"created {TOPICS} x {PARTITIONS_PER_TOPIC} partitions (RF {REPLICATION_FACTOR}): calls done in {created_s:.1f} s "
-              f"({calls_load}), full ISR after {full_s:.1f} s ({full_load}), settled after {time.monotonic() - started:.1f} s ({load()})")
+        print(create_until_full(cluster, names, 600))
 
         usage = idle_usage(cluster)
         for name, (cpu, rss) in usage.items():
@@ -131,17 +137,7 @@ def test_fifty_thousand_partitions_at_rf3(tmp_path: Path) -> None:
         cluster.create_topic("produce-here", partitions=3, replication_factor=REPLICATION_FACTOR)
         empty_rate = perf_produce_records_per_s(cluster, "produce-here")
         print(f"\nempty cluster: perf produce {empty_rate:,.0f} records/s ({load()})")
-        with cluster.controller_client() as client:
-            started = time.monotonic()
-            for name in names:
-                client.create_topic(name, PARTITIONS_PER_TOPIC, REPLICATION_FACTOR)
-            created_s = time.monotonic() - started
-            calls_load = load()
-        wait_for(lambda: full_isr(cluster, names), 1200, "every partition in its full ISR")
-        full_s = time.monotonic() - started
-        print(f"created {len(names) * PARTITIONS_PER_TOPIC:,} partitions (RF {REPLICATION_FACTOR}): calls done in {created_s:.1f} s "
-              f"({calls_load}), every ISR full {full_s - created_s:.1f} s after the last creation ({load()})")
-        wait_for(lambda: settled(cluster, names), 1200, "every partition led by its preferred replica")
+        print(create_until_full(cluster, names, 1200))
         usage = idle_usage(cluster)
         for name, (cpu, rss) in usage.items():
             print(f"idle {name}: {cpu:.1f}% of a core, RSS {rss / 2**20:.0f} MiB")
