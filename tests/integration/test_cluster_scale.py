@@ -122,7 +122,7 @@ def perf_produce_records_per_s(cluster: TestCluster, topic: str) -> float:
                            str(PRODUCE_RECORDS), "--record-size", "100", "--bootstrap", cluster.bootstrap, "--json"],
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)["records_per_s"]
+    return json.loads(done.stdout)["records_per_sec"]
 
 
 @pytest.mark.timeout(3600)
