@@ -64,7 +64,9 @@ class OfflineRecovery:
 
     def tick(self, now: float) -> None:
         partitions = self._replicas.partitions
-        offline = [tp for tp, p in partitions.items() if p.offline_reason is not None]
+        candidates = self._replicas.taken_offline
+        offline = [tp for tp in candidates if tp in partitions and partitions[tp].offline_reason is not None]
+        candidates.intersection_update(offline)  # back online or removed: no longer looked at
         for tp in self._backoff.due(offline, now):
             was = partitions[tp]
             try:

@@ -83,6 +83,9 @@ class ReplicaManager:
         self.reads = FetchServing(self)
         self.maintenance = LogMaintenance(self)
         self.fetch_sessions = FetchSessionRegistry()  # followers' open streams, told of new leaderships
+        # Every replica taken offline since it was last looked at (some may be back or gone):
+        # what offline recovery looks at, so that its tick costs nothing per healthy replica.
+        self.taken_offline: set[TopicPartition] = set()
         # --durability fsync: two group commits, so that a follower's round (which its next
         # fetch waits for) never queues behind a round of this broker's leader appends.
         self.group_commit, self.follower_commit = (GroupCommit(
@@ -119,6 +122,7 @@ class ReplicaManager:
     def take_offline(self, partition: Partition, exc: StorageError) -> PartitionError:
         """The replica's log failed: take it offline; the error to answer with."""
         self.carry_out(partition, partition.mark_offline(exc))
+        self.taken_offline.add((partition.topic, partition.partition))
         self._log.error("log directory failed", **partition.fields(), error=str(exc))
         return PartitionError(ErrorCode.STORAGE_ERROR, f"{partition.name} went offline on broker {self.config.broker_id}: {exc}")
 

@@ -247,12 +247,18 @@ class BrokerServer:
     async def _checkpoints(self) -> None:
         """Every ``hw_checkpoint_interval_ms``: the HWs and recovery points, read on the event
         loop and written in a worker thread, so that no request waits while their files are
-        fsynced. `stop` waits for a write in progress before it writes the last ones."""
+        fsynced. `stop` waits for a write in progress before it writes the last ones. A file
+        whose content would not change is not written again: with 50,000 replicas an idle
+        broker spent a third of its time formatting and fsyncing the same recovery points."""
+        written_points: dict[tuple[str, int], int] | None = None
         while True:
             await asyncio.sleep(self.config.hw_checkpoint_interval_ms / 1000)
             high_watermarks = self.replicas.high_watermarks_to_checkpoint()
             points = self.logs.recovery_points()
-            self._checkpointing = asyncio.ensure_future(asyncio.to_thread(self._write_checkpoints, high_watermarks, points))
+            if high_watermarks is None and points == written_points:
+                continue
+            self._checkpointing = asyncio.ensure_future(asyncio.to_thread(
+                self._write_checkpoints, high_watermarks, None if points == written_points else points))
             try:
                 await asyncio.shield(self._checkpointing)
             except asyncio.CancelledError:
@@ -262,11 +268,13 @@ class BrokerServer:
                 continue
             if high_watermarks is not None:
                 self.replicas.high_watermarks_checkpointed(high_watermarks)
+            written_points = points
 
-    def _write_checkpoints(self, high_watermarks: dict[tuple[str, int], int] | None, points: dict[tuple[str, int], int]) -> None:
+    def _write_checkpoints(self, high_watermarks: dict[tuple[str, int], int] | None, points: dict[tuple[str, int], int] | None) -> None:
         if high_watermarks is not None:
             self.logs.checkpoint_high_watermarks(high_watermarks)
-        self.logs.write_recovery_points(points)
+        if points is not None:
+            self.logs.write_recovery_points(points)
 
     async def _scrub(self, budget_bytes: int) -> None:
         """The background scrub: a slice every ``scrub_interval_ms``, and a rest of

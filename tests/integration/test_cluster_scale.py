@@ -152,4 +152,3 @@ def test_fifty_thousand_partitions_at_rf3(tmp_path: Path) -> None:
         cluster.restart(broker)
         wait_for(lambda: full_isr(cluster, names), 1200, f"{broker.name} back in every ISR")
         print(f"{broker.name} SIGKILLed with 50,000 replicas: restarted and in every ISR again after {time.monotonic() - started:.1f} s ({load()})")
-        assert full_isr(cluster, names)
