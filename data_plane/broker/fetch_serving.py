@@ -14,11 +14,12 @@ follower's fetch made the partition decide.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import Callable, Iterable
 
 from data_plane.broker.errors import PartitionError
 from data_plane.broker.isolation import read_end, readable_bytes
 from data_plane.broker.partition import Partition
+from data_plane.broker.replica_access import ServedReplicas
 from data_plane.broker.requests import EpochEndResult, FetchItem, FetchResult, OffsetResult, ReplicaFetchResult
 from data_plane.broker.wakeups import Wakeups, wait_until_woken, woken_by
 from data_plane.replication.divergence import DivergingEpoch, FetchRejected, ServeFrom
@@ -27,15 +28,12 @@ from data_plane.replication.epoch_history import end_offset_for_epoch
 from data_plane.replication.partition_state import BrokerStatus, FollowerFetch
 from data_plane.storage import StorageError
 
-if TYPE_CHECKING:
-    from data_plane.broker.replica_manager import ReplicaManager
-
 EARLIEST = -2
 LATEST = -1
 
 
 class FetchServing:
-    def __init__(self, replicas: ReplicaManager) -> None:
+    def __init__(self, replicas: ServedReplicas) -> None:
         self._replicas = replicas
 
     async def fetch(

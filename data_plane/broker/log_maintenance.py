@@ -8,22 +8,19 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-from typing import TYPE_CHECKING
 
 import structlog
 
 from data_plane.broker.partition import Partition
+from data_plane.broker.replica_access import MaintainedReplicas
 from data_plane.storage import CorruptBatchError, DamagedRange, StorageError
 from data_plane.storage.log_cleaner import CleaningPass, Throttle, discard
 from data_plane.storage.partition_log import PartitionLog
 
-if TYPE_CHECKING:
-    from data_plane.broker.replica_manager import ReplicaManager
-
 log = structlog.get_logger("broker.maintenance")
 
 class LogMaintenance:
-    def __init__(self, replicas: ReplicaManager) -> None:
+    def __init__(self, replicas: MaintainedReplicas) -> None:
         self._replicas = replicas
         self.config = replicas.config
         self._scrub_from: tuple[str, int] | None = None  # the log the scrub works on; None: the first
