@@ -74,6 +74,7 @@ def test_librdkafka_admin_creates_describes_alters_grows_and_deletes_a_topic(clu
         _done(admin.describe_configs([broker]))
     assert "per topic only" in str(not_topic.value)
 
+    assert "admin-rd" in admin.list_topics(timeout=TIMEOUT_S).topics  # a Metadata request for every topic
     cluster_view = admin.describe_cluster().result(TIMEOUT_S)
     assert sorted(node.id for node in cluster_view.nodes) == [1, 2, 3]
     _done(admin.delete_topics(["admin-rd"]))
