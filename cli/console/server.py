@@ -233,7 +233,11 @@ async def stream(request: web.Request) -> web.StreamResponse:
     metrics: MetricsWatcher = request.app["metrics"]
     metrics.watchers += 1
     try:
-        while True:
+        # A page that went away (a closed tab or browser context) is seen here, before the next
+        # gateway call: without this check a dead stream kept calling the gateway in a worker
+        # thread every second, and those threads are the default pool that also serves the page's
+        # static files, so a new page could stay at "loading…".
+        while request.transport is not None and not request.transport.is_closing():
             try:
                 payload = {"data": await produce(request)}
             except USER_ERRORS as exc:

@@ -337,7 +337,13 @@ function route(hash) {
 function App() {
   const [session, setSession] = useState(null);
   const [where, setWhere] = useState(route(location.hash));
-  useEffect(() => { api("GET", "/api/session").then((s) => { csrf = s.csrf; setSession(s); }); }, []);
+  // A failed /api/session (console busy, restarting) is tried again rather than leaving the page at "loading…".
+  useEffect(() => {
+    let timer = null;
+    const load = () => api("GET", "/api/session").then((s) => { csrf = s.csrf; setSession(s); }).catch(() => { timer = setTimeout(load, 500); });
+    load();
+    return () => clearTimeout(timer);
+  }, []);
   // Effects run after the first paint: a hash changed before then fired its event with no one
   // listening, so the listener is added and the hash read again at once.
   useEffect(() => { const on = () => setWhere(route(location.hash)); addEventListener("hashchange", on); on(); return () => removeEventListener("hashchange", on); }, []);
