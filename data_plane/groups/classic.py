@@ -20,9 +20,11 @@ whose heartbeats stop for its session timeout is dropped and the others rebalanc
 from __future__ import annotations
 
 import enum
-import struct
 import uuid
 from dataclasses import dataclass, field
+
+from kio.schema.consumer_protocol_assignment.v0.data import ConsumerProtocolAssignment
+from kio.serial import entity_reader
 
 from server_common.errors import ErrorCode
 
@@ -248,24 +250,15 @@ class ClassicGroup:
 
 
 CLASSIC, CONSUMER = "classic", "consumer"  # the two group protocols, as ListGroups and DescribeGroups name them
-_INT16, _INT32 = struct.Struct(">h"), struct.Struct(">i")
+_VERSION_PREFIX = 2  # the int16 version before the body; every version's assignment body is v0's
 
 
 def assigned_partitions(assignment: bytes) -> dict[str, list[int]]:
-    """The topic partitions in a member's assignment, read from Kafka's consumer protocol
-    bytes (ConsumerProtocolAssignment v0-v3: version, then [topic, [partition]], user data);
-    empty for bytes of another protocol (Kafka Connect's, say), which the coordinator passes
-    on without reading."""
+    """The topic partitions in a member's assignment, read with kio's ConsumerProtocolAssignment
+    (generated from Kafka's schema) from the consumer protocol's bytes; empty for bytes of
+    another protocol (Kafka Connect's, say), which the coordinator passes on without reading."""
     try:
-        pos = _INT16.size
-        (count,), pos = _INT32.unpack_from(assignment, pos), pos + _INT32.size
-        topics: dict[str, list[int]] = {}
-        for _ in range(count):
-            (length,), pos = _INT16.unpack_from(assignment, pos), pos + _INT16.size
-            topic, pos = assignment[pos:pos + length].decode(), pos + length
-            (partitions,), pos = _INT32.unpack_from(assignment, pos), pos + _INT32.size
-            topics[topic] = list(struct.unpack_from(f">{partitions}i", assignment, pos))
-            pos += 4 * partitions
-        return topics
-    except (struct.error, UnicodeDecodeError):
+        body, _ = entity_reader(ConsumerProtocolAssignment)(memoryview(assignment), _VERSION_PREFIX)
+    except Exception:  # kio raises several types for bytes that are not this schema's
         return {}
+    return {t.topic: list(t.partitions) for t in body.assigned_partitions}

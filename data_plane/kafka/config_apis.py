@@ -21,7 +21,7 @@ from typing import Awaitable, Callable
 from kio.schema.errors import ErrorCode as KafkaError
 
 from data_plane.kafka.admin_apis import Answer, forward, screened
-from data_plane.kafka.entities import NO_THROTTLE, build, millis, response_type, sibling, version
+from data_plane.kafka.entities import NO_THROTTLE, build, millis, response_type, sibling
 from data_plane.kafka.error_codes import to_kafka as kafka_code
 from kraftlog_proto import controller_pb2
 from metadata_quorum.image import MetadataImage
@@ -120,4 +120,4 @@ class ConfigApis:
                      error_message=refused[1] if refused else None, cluster_id=image.cluster_id or "",
                      controller_id=self.broker_id,  # Kafka clients send controller-bound requests here; any broker forwards them
                      brokers=tuple(brokers) if not refused else (), cluster_authorized_operations=-2147483648,
-                     endpoint_type=getattr(request, "endpoint_type", 1) if version(request) >= 1 else 1)
+                     endpoint_type=getattr(request, "endpoint_type", 1))

@@ -60,6 +60,14 @@ def load() -> str:
     return "load average " + " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
+def idle_report(cluster: TestCluster) -> str:
+    """Each node's CPU and RSS over IDLE_S of the cluster left alone, and the RSS in all."""
+    usage = idle_usage(cluster)
+    lines = [f"idle {name}: {cpu:.1f}% of a core, RSS {rss / 2**20:.0f} MiB" for name, (cpu, rss) in usage.items()]
+    lines.append(f"idle total RSS {sum(rss for _, rss in usage.values()) / 2**30:.2f} GiB (CPU over {IDLE_S:.0f} s; {load()})")
+    return "\n".join(lines)
+
+
 def idle_usage(cluster: TestCluster) -> dict[str, tuple[float, int]]:
     """Per node: (CPU percent of one core over IDLE_S, RSS bytes at the end)."""
     before = {node.name: cpu_ticks(node.pid) for node in cluster.nodes}
@@ -92,11 +100,7 @@ def test_ten_thousand_partitions_at_rf3(tmp_path: Path) -> None:
     with local_cluster(tmp_path, controllers=3, brokers=3) as cluster:
         print(f"\nat start: {load()}")
         print(create_until_full(cluster, names, 600))
-
-        usage = idle_usage(cluster)
-        for name, (cpu, rss) in usage.items():
-            print(f"idle {name}: {cpu:.1f}% of a core, RSS {rss / 2**20:.0f} MiB")
-        print(f"idle total RSS {sum(rss for _, rss in usage.values()) / 2**30:.2f} GiB (CPU over {IDLE_S:.0f} s; {load()})")
+        print(idle_report(cluster))
 
         broker = cluster.brokers[-1]
         started = time.monotonic()
@@ -138,10 +142,7 @@ def test_fifty_thousand_partitions_at_rf3(tmp_path: Path) -> None:
         empty_rate = perf_produce_records_per_s(cluster, "produce-here")
         print(f"\nempty cluster: perf produce {empty_rate:,.0f} records/s ({load()})")
         print(create_until_full(cluster, names, 1200))
-        usage = idle_usage(cluster)
-        for name, (cpu, rss) in usage.items():
-            print(f"idle {name}: {cpu:.1f}% of a core, RSS {rss / 2**20:.0f} MiB")
-        print(f"idle total RSS {sum(rss for _, rss in usage.values()) / 2**30:.2f} GiB ({load()})")
+        print(idle_report(cluster))
         full_rate = perf_produce_records_per_s(cluster, "produce-here")
         print(f"with 50,000 partitions: perf produce {full_rate:,.0f} records/s, {full_rate / empty_rate:.0%} of the empty cluster's ({load()})")
 
