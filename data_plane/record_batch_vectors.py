@@ -277,7 +277,7 @@ def render(document: dict[str, Any]) -> str:
 
 
 def error_code_of(exc: CorruptBatchError) -> str:
-    """The ErrorCode a Produce of this batch gets (see the broker's Partition.append_as_leader)."""
+    """The ErrorCode a Produce of this batch gets (see the broker's Partition.produce)."""
     return exc.error_code.name if isinstance(exc, InvalidRecordError) else ErrorCode.CORRUPT_MESSAGE.name
 
 

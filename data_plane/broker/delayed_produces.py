@@ -28,23 +28,24 @@ class DelayedProduces:
     def __len__(self) -> int:
         return len(self._futures)
 
-    def check_room(self, partition_name: str) -> None:
-        """Refuse an acks=all produce, before its append, when no more may wait."""
+    def reserve(self, topic: str, partition: int) -> int:
+        """A token for an acks=all produce, refused before its append when no more may wait;
+        `park` it (with no await in between) once the append says it waits."""
         if len(self._futures) >= self.limit:
             raise PartitionError(
                 ErrorCode.REQUEST_TIMED_OUT,
-                f"{partition_name}: {self.limit} acks=all produces already wait for replication on this broker; "
+                f"{topic}-{partition}: {self.limit} acks=all produces already wait for replication on this broker; "
                 "nothing was written: retry shortly (followers are behind; check their brokers)",
             )
-
-    def park(self) -> tuple[int, asyncio.Future]:
-        """A new token and the future its outcome (an ErrorCode) will resolve."""
-        assert len(self._futures) < self.limit, "check_room first"
-        token = self._next_token
         self._next_token += 1
+        return self._next_token
+
+    def park(self, token: int) -> asyncio.Future:
+        """The future a reserved token's outcome (an ErrorCode) will resolve."""
+        assert token not in self._futures and len(self._futures) < self.limit, (token, "reserve first")
         future = asyncio.get_running_loop().create_future()
         self._futures[token] = future
-        return token, future
+        return future
 
     def complete(self, outcomes: tuple[ProduceOutcome, ...]) -> None:
         for outcome in outcomes:

@@ -104,6 +104,16 @@ class Appended:
     wait_until: int | None
 
 
+@dataclass(frozen=True)
+class DelayedWait:
+    """Where an acks=all produce waits: the token its outcome is reported under, the
+    request's deadline and the time it arrived."""
+
+    token: int
+    deadline_ms: int
+    now_ms: int
+
+
 class Partition:
     """One replica of one partition on this broker."""
 
@@ -318,8 +328,21 @@ class Partition:
 
     # ------------------------------------------------------------------ leader events
 
-    def append_as_leader(self, batches: bytes, acks: int, now_ms: int, from_coordinator: bool = False,
-                         verified: frozenset[tuple[int, int]] | None = None) -> tuple[Appended, Ready]:
+    def produce(self, batches: bytes, leader_epoch: int, acks: int, wait: DelayedWait, from_coordinator: bool = False,
+                verified: frozenset[tuple[int, int]] | None = None) -> tuple[Appended, Ready]:
+        """A client's produce as this replica's leader, in one call: the leadership and epoch
+        check, the append (see `_append_as_leader`), and for acks=all the wait for the HW,
+        parked under ``wait.token`` (its outcome comes in this or a later Ready's
+        ``completed``; none is parked when ``Appended.wait_until`` is None). Raises
+        PartitionError (nothing written) or StorageError (the log failed)."""
+        self.require_leader(leader_epoch)
+        appended, ready = self._append_as_leader(batches, acks, wait.now_ms, from_coordinator, verified)
+        if appended.wait_until is not None:
+            ready = ready.then(self.add_delayed_produce(wait.token, appended.wait_until, wait.deadline_ms, wait.now_ms))
+        return appended, ready
+
+    def _append_as_leader(self, batches: bytes, acks: int, now_ms: int, from_coordinator: bool,
+                          verified: frozenset[tuple[int, int]] | None) -> tuple[Appended, Ready]:
         """Validate and append a producer's batches; a retried idempotent batch is answered
         from memory. ``from_coordinator``: the group coordinator's write, whose producer's
         epoch alone is checked (``ProducerState.check_epoch``). ``verified``: with KIP-890

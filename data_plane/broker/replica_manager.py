@@ -24,7 +24,7 @@ from data_plane.broker.config import BrokerConfig, Durability, UnsafeBehaviour
 from data_plane.broker.controller_link import MetadataNotApplied
 from data_plane.broker.delayed_produces import MAX_DELAYED_PRODUCES, DelayedProduces
 from data_plane.broker.errors import PartitionError, not_leader, unknown_partition
-from data_plane.broker.partition import LeadershipState, Partition, Ready
+from data_plane.broker.partition import DelayedWait, LeadershipState, Partition, Ready
 from data_plane.broker.fetch_serving import FetchServing
 from data_plane.broker.fetch_session_registry import FetchSessionRegistry
 from data_plane.broker.group_commit import GroupCommit
@@ -338,7 +338,7 @@ class ReplicaManager:
         items = list(items)
         verdicts = await self._verify_transactions(items, transactional_id)
         results: list[ProduceResult] = []
-        waits: list[tuple[ProduceResult, Partition, asyncio.Future]] = []
+        waits: list[tuple[ProduceResult, asyncio.Future]] = []
         now = self.clock_ms()
         for item, verified in zip(items, verdicts):
             result = ProduceResult(item.topic, item.partition)
@@ -347,11 +347,9 @@ class ReplicaManager:
                 if isinstance(verified, PartitionError):
                     raise verified
                 partition = self.lookup(item.topic, item.partition)
-                partition.require_leader(item.leader_epoch)
-                if acks == ACKS_ALL:
-                    self._delayed.check_room(partition.name)
+                wait = DelayedWait(self._delayed.reserve(item.topic, item.partition) if acks == ACKS_ALL else -1, now + timeout_ms, now)
                 try:
-                    appended, ready = partition.append_as_leader(item.batches, acks, now, item.from_coordinator, verified)
+                    appended, ready = partition.produce(item.batches, item.leader_epoch, acks, wait, item.from_coordinator, verified)
                 except StorageError as exc:
                     raise self.take_offline(partition, exc) from None
                 self.maintenance.note_written(partition)
@@ -361,19 +359,17 @@ class ReplicaManager:
             if partition.durable_acks:
                 self.group_commit.request([partition])  # the HW moves over it once fsynced (on_synced)
             assert appended.base_offset >= 0 and (appended.wait_until is None or appended.wait_until > appended.base_offset), appended
-            self.carry_out(partition, ready)
             result.base_offset, result.log_append_time_ms = appended.base_offset, appended.log_append_time_ms
             result.log_start_offset = appended.log_start_offset
             if appended.wait_until is not None:
-                token, future = self._delayed.park()
-                waits.append((result, partition, future))
-                self.carry_out(partition, partition.add_delayed_produce(token, appended.wait_until, now + timeout_ms, now))
+                waits.append((result, self._delayed.park(wait.token)))  # before carry_out, which may complete it
+            self.carry_out(partition, ready)
         if waits:
-            await settled([future for _, _, future in waits], timeout_ms / 1000, ErrorCode.REQUEST_TIMED_OUT)
-            for result, partition, future in waits:
+            await settled([future for _, future in waits], timeout_ms / 1000, ErrorCode.REQUEST_TIMED_OUT)
+            for result, future in waits:
                 code = future.result() if future.done() else ErrorCode.REQUEST_TIMED_OUT
                 if code != ErrorCode.NONE:
-                    self.fail(result, _produce_wait_failed(partition.name, code, timeout_ms))
+                    self.fail(result, _produce_wait_failed(f"{result.topic}-{result.partition}", code, timeout_ms))
         return results
 
     async def _verify_transactions(self, items: list[ProduceItem], transactional_id: str) -> list[frozenset[tuple[int, int]] | PartitionError | None]:
@@ -429,11 +425,11 @@ class ReplicaManager:
         the append is committed."""
         partition = self.lookup(topic, index)
         partition.require_leader(-1)
-        self._delayed.check_room(partition.name)
+        token = self._delayed.reserve(topic, index)
         if partition.durable_acks:
             self.group_commit.request([partition])
         now = self.clock_ms()
-        token, future = self._delayed.park()
+        future = self._delayed.park(token)
         self.carry_out(partition, partition.add_delayed_produce(token, wait_until, now + timeout_ms, now))
         return self._replicated(partition, future, timeout_ms)
 
