@@ -3,7 +3,7 @@
 
 The same names and numbers as the proto enum, so that a code is carried unchanged from a
 core's decision to a response field. Conversion to and from the wire happens at the service
-edges (``data_plane.broker.errors``, the controller's and coordinators' services) and in the
+edges (``data_plane.partition_errors``, the controller's and coordinators' services) and in the
 client's stub layer (``data_plane.client.errors``); everywhere else a code is an `ErrorCode`.
 The pure cores do not import the generated protobuf module, so this module does not either;
 a unit test checks this enum against the proto instead, and ``tests/unit/test_error_type.py``

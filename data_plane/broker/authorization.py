@@ -15,8 +15,8 @@ from __future__ import annotations
 import inspect
 from typing import AsyncIterator, Awaitable, Callable, Sequence, TypeVar
 
-from data_plane.broker.errors import PartitionError
-from data_plane.broker.requests import ProduceItem
+from data_plane.partition_errors import PartitionError
+from data_plane.requests import ProduceItem
 from data_plane.record_batch import CorruptBatchError, iter_headers
 from server_common.errors import ErrorCode
 from kraftlog_proto import broker_pb2

@@ -3,7 +3,7 @@ pushes committed data as it arrives, instead of the client asking again with eve
 
 Each round is a consumer read through ``FetchServing.fetch`` (below the HW, with the same
 leader, epoch and range checks and the same errors as Fetch), woken by the partitions' HW
-wakeups (``wakeups.py``) rather than polling. A round runs only while the client holds
+wakeups (``data_plane/wakeups.py``) rather than polling. A round runs only while the client holds
 credits: the client declares a window of messages when it opens the stream and grants one
 credit back per message it has finished with, so however slowly it reads, the broker holds
 at most ``window`` messages of at most ``max_bytes_per_message`` each for the stream (gRPC's
@@ -26,10 +26,10 @@ import grpc
 import structlog
 
 from data_plane import record_batch
-from data_plane.broker.errors import MalformedRequest, PartitionError, negative_partition, to_wire
+from data_plane.partition_errors import MalformedRequest, PartitionError, negative_partition, to_wire
 from data_plane.broker.isolation import aborted_to_wire, read_committed
-from data_plane.broker.requests import FetchItem, FetchResult
-from data_plane.broker.wakeups import Wakeups, wait_until_woken, woken_by
+from data_plane.requests import FetchItem, FetchResult
+from data_plane.wakeups import Wakeups, wait_until_woken, woken_by
 from server_common.errors import ErrorCode
 from kraftlog_proto import broker_pb2, common_pb2
 from server_common.limits import BATCH_BYTES_PER_MESSAGE_MAX

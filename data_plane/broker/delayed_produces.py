@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 
-from data_plane.broker.errors import PartitionError
+from data_plane.partition_errors import PartitionError
 from server_common.errors import ErrorCode
 from data_plane.replication.partition_state import ProduceOutcome
 

@@ -16,12 +16,12 @@ from __future__ import annotations
 import time
 from typing import Callable, Iterable
 
-from data_plane.broker.errors import PartitionError
+from data_plane.partition_errors import PartitionError
 from data_plane.broker.isolation import read_end, readable_bytes
 from data_plane.broker.partition import Partition
 from data_plane.broker.replica_access import ServedReplicas
-from data_plane.broker.requests import EpochEndResult, FetchItem, FetchResult, OffsetResult, ReplicaFetchResult
-from data_plane.broker.wakeups import Wakeups, wait_until_woken, woken_by
+from data_plane.requests import EpochEndResult, FetchItem, FetchResult, OffsetResult, ReplicaFetchResult
+from data_plane.wakeups import Wakeups, wait_until_woken, woken_by
 from data_plane.replication.divergence import DivergingEpoch, FetchRejected, ServeFrom
 from server_common.errors import ErrorCode
 from data_plane.replication.epoch_history import end_offset_for_epoch

@@ -29,9 +29,9 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, AsyncIterator, Callable
 
-from data_plane.broker.errors import to_wire
+from data_plane.partition_errors import to_wire
 from data_plane.broker.partition import Partition
-from data_plane.broker.requests import ReplicaFetchItem, ReplicaFetchResult
+from data_plane.requests import ReplicaFetchItem, ReplicaFetchResult
 from data_plane.replication.partition_state import FollowerFetch
 from kraftlog_proto import broker_pb2
 from server_common.nudge import Nudge

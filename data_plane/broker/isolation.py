@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Iterable, NamedTuple, Sequence
 
 from data_plane import record_batch
-from data_plane.broker.errors import MalformedRequest
+from data_plane.partition_errors import MalformedRequest
 from data_plane.replication.transaction_index import AbortedTxn, in_aborted
 from kraftlog_proto import broker_pb2
 

@@ -15,7 +15,7 @@ from typing import Callable
 
 import structlog
 
-from data_plane.broker.errors import from_wire
+from data_plane.partition_errors import from_wire
 from data_plane.broker.partition import Partition
 from server_common.errors import ErrorCode
 from data_plane.replication.partition_state import AlterPartitionCommitted, AlterPartitionRefused, IsrProposal

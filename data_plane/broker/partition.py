@@ -25,8 +25,8 @@ from typing import Iterable
 
 import structlog
 
-from data_plane.broker.errors import PartitionError, check_leader_epoch, not_leader
-from data_plane.broker.wakeups import Wakeups
+from data_plane.partition_errors import PartitionError, check_leader_epoch, not_leader
+from data_plane.wakeups import Wakeups
 from data_plane.control_batch import decode_marker, validate_marker
 from data_plane.record_batch import BatchHeader, decode_batch, iter_headers
 from data_plane.replication.divergence import FetchCheck

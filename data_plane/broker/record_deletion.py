@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from data_plane.broker.errors import PartitionError
-from data_plane.broker.requests import DeleteRecordsItem, DeleteRecordsResult
+from data_plane.partition_errors import PartitionError
+from data_plane.requests import DeleteRecordsItem, DeleteRecordsResult
 from data_plane.storage import StorageError
 
 if TYPE_CHECKING:

@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Callable, Protocol
 
 from data_plane.broker.config import BrokerConfig
-from data_plane.broker.errors import PartitionError
+from data_plane.partition_errors import PartitionError
 from data_plane.broker.partition import Partition, Ready
-from data_plane.broker.requests import PartitionAnswer
+from data_plane.requests import PartitionAnswer
 from data_plane.storage import StorageError
 
 TopicPartition = tuple[str, int]

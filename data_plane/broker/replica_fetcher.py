@@ -39,7 +39,7 @@ import grpc
 import structlog
 
 from data_plane.broker.config import BrokerConfig, Durability, UnsafeBehaviour
-from data_plane.broker.errors import PartitionError
+from data_plane.partition_errors import PartitionError
 from data_plane.broker.fetch_round import RoundPlan, plan_round, skip_changes
 from data_plane.broker.partition import Partition
 from data_plane.broker.replica_manager import ReplicaManager, TopicPartition

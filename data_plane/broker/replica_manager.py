@@ -1,6 +1,6 @@
 """The broker's partitions and the data-plane operations on them (produce, fetch, offsets).
 
-Plain Python in, plain Python out (``requests.py``): ``service.py`` translates gRPC messages
+Plain Python in, plain Python out (``data_plane/requests.py``): ``service.py`` translates gRPC messages
 to and from these calls. Runs entirely on the broker's asyncio loop, so no locks: every await
 point is explicit, and reads of partition state between awaits are consistent.
 
@@ -23,15 +23,15 @@ import structlog
 from data_plane.broker.config import BrokerConfig, Durability, UnsafeBehaviour
 from data_plane.broker.controller_link import MetadataNotApplied
 from data_plane.broker.delayed_produces import MAX_DELAYED_PRODUCES, DelayedProduces
-from data_plane.broker.errors import PartitionError, not_leader, unknown_partition
+from data_plane.partition_errors import PartitionError, not_leader, unknown_partition
 from data_plane.broker.partition import DelayedWait, LeadershipState, Partition, Ready
 from data_plane.broker.fetch_serving import FetchServing
 from data_plane.broker.fetch_session_registry import FetchSessionRegistry
 from data_plane.broker.group_commit import GroupCommit
 from data_plane.broker.log_maintenance import LogMaintenance
-from data_plane.broker.requests import LeaderHint, PartitionAnswer, ProduceItem, ProduceResult
+from data_plane.requests import LeaderHint, PartitionAnswer, ProduceItem, ProduceResult
 from data_plane.broker.txn_verification import TxnVerifier
-from data_plane.broker.wakeups import settled
+from data_plane.wakeups import settled
 from data_plane.broker.unsafe_partitions import partition_class
 from data_plane.control_batch import decode_marker
 from data_plane.record_batch import decode_batch

@@ -19,7 +19,7 @@ from data_plane.broker.broker_metrics import BrokerMetrics
 from data_plane.broker.controller_link import BrokerLifecycleManager, MetadataFollower
 from data_plane.broker.damage_repair import DamageRepairer
 from data_plane.broker.group_lag_export import EndOffsets, export_group_lag
-from data_plane.broker.errors import PartitionError, to_wire
+from data_plane.partition_errors import PartitionError, to_wire
 from data_plane.broker.isr_updates import AlterPartitionSender
 from data_plane.broker.offline_recovery import OfflineRecovery
 from data_plane.broker.quotas import QuotaAccounts
@@ -29,14 +29,13 @@ from server_common.authorization import AccessControl
 from data_plane.broker.replica_fetcher import ReplicaFetcherManager
 from data_plane.broker.replica_manager import ReplicaManager
 from data_plane.broker.service import BrokerService
-from data_plane.groups.wiring import serve_groups
+from data_plane.broker.coordinators import serve_groups, serve_transactions
 from data_plane.kafka.wiring import serve_kafka
 from server_common.errors import ErrorCode
 from data_plane.storage import LogManager, fault_injection
 from data_plane.storage.file_handles import HANDLES
 from data_plane.storage.handle_budget import handle_budget, replica_capacity
 from data_plane.broker.txn_verification import TxnVerifier
-from data_plane.transactions.wiring import serve_transactions
 from kraftlog_proto import broker_pb2, broker_pb2_grpc, group_pb2, transaction_pb2
 from server_common import power_loss
 from server_common.event_loops import run_loop

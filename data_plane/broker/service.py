@@ -17,7 +17,7 @@ from data_plane import record_batch
 from data_plane.broker.consume_stream import ConsumeStreams
 from data_plane.broker.isolation import aborted_to_wire, read_committed
 from data_plane.control_batch import ControlType, encode_marker
-from data_plane.broker.errors import MalformedRequest, PartitionError, negative_partition, to_wire
+from data_plane.partition_errors import MalformedRequest, PartitionError, negative_partition, to_wire
 from server_common.errors import ErrorCode
 from data_plane.replication.transaction_index import AbortedTxn, in_aborted
 from data_plane.broker.replica_manager import ReplicaManager
@@ -25,7 +25,7 @@ from data_plane.broker import fetch_session
 from data_plane.broker.produce_stream import ProduceObserver, serve_produce_stream
 from data_plane.broker.record_deletion import delete_records
 from data_plane.broker.authorization import describable, readable_stream, serve_authorized, transactional_refusal
-from data_plane.broker.requests import DeleteRecordsItem, DeleteRecordsResult, EpochEndResult, FetchItem, FetchResult, OffsetResult, PartitionAnswer, ProduceItem, ProduceResult, ReplicaFetchItem
+from data_plane.requests import DeleteRecordsItem, DeleteRecordsResult, EpochEndResult, FetchItem, FetchResult, OffsetResult, PartitionAnswer, ProduceItem, ProduceResult, ReplicaFetchItem
 from data_plane.storage import DamagedRangeError
 from kraftlog_proto import broker_pb2, broker_pb2_grpc, common_pb2
 from server_common.authorization import AccessControl

@@ -28,8 +28,8 @@ from collections.abc import Callable
 import grpc
 import structlog
 
-from data_plane.broker.errors import PartitionError
-from data_plane.broker.internal_partitions import partition_count
+from data_plane.partition_errors import PartitionError
+from data_plane.coordination.internal_partitions import partition_count
 from server_common.internal_topics import TRANSACTION_STATE_TOPIC, offsets_partition
 from server_common.errors import ErrorCode
 from kraftlog_proto import transaction_pb2, transaction_pb2_grpc

@@ -1,7 +1,7 @@
 """The group coordinator's shell: which offsets partitions this broker leads, loading and
 unloading their groups, and running each group operation as decide → write → apply.
 
-- **Shards.** One `Shard` per partition of `__consumer_offsets` this broker leads, at one
+- **Shards.** One `GroupShard` per partition of `__consumer_offsets` this broker leads, at one
   leader epoch. `sync_leadership` (a timer) starts a shard when the broker becomes leader
   (the shard replays the partition up to its log end, then waits until the HW covers it:
   until then requests get COORDINATOR_LOAD_IN_PROGRESS) and drops it when leadership goes
@@ -37,8 +37,8 @@ from typing import Callable, NamedTuple, TypeVar
 
 import structlog
 
-from data_plane.broker.requests import ProduceItem
-from data_plane.broker.internal_partitions import LedShards, replay, wait_until_committed
+from data_plane.requests import ProduceItem
+from data_plane.coordination.internal_partitions import LedShards, Shard, replay, wait_until_committed
 from data_plane.control_batch import decode_marker
 from data_plane.groups import membership, offsets, offsets_expiry, record_codec
 from data_plane.groups.changes import GroupChange
@@ -65,17 +65,12 @@ def now_ms() -> int:
 
 
 @dataclass
-class Shard:
+class GroupShard(Shard):
     """The groups of one offsets partition this broker leads at ``leader_epoch``."""
 
-    partition: int
-    leader_epoch: int
     groups: dict[str, Group] = field(default_factory=dict)
-    loaded: bool = False
-    active: bool = True
     queues: dict[str, list[Pending]] = field(default_factory=dict)  # per group: operations waiting for the next write
     expiring: set[str] = field(default_factory=set)
-    task: asyncio.Task | None = None
     txn_offsets: PendingTxnOffsets = field(default_factory=PendingTxnOffsets)
     load_end: int | None = None  # the log end the load replays to: markers below it are the load's
 
@@ -107,7 +102,7 @@ class GroupCoordinator:
         self.settings = settings
         self.clock_ms = clock_ms
         self._log = log.bind(broker_id=broker_id)
-        self._led = LedShards(OFFSETS_TOPIC, broker_id, replicas, lambda: self.clock_ms(), Shard, self._load, self._unloaded)
+        self._led = LedShards(OFFSETS_TOPIC, broker_id, replicas, lambda: self.clock_ms(), GroupShard, self._load, self._unloaded)
         self.shards = self._led.by_index
         self._next_retention_check_ms = clock_ms() + settings.offsets_retention_check_interval_ms
 
@@ -124,11 +119,11 @@ class GroupCoordinator:
         """Start a shard for each offsets partition led here at a new epoch; drop the others."""
         self._led.sync()
 
-    def _unloaded(self, shard: Shard, why: str) -> None:
+    def _unloaded(self, shard: GroupShard, why: str) -> None:
         self._log.info("groups unloaded", topic=OFFSETS_TOPIC, partition=shard.partition, leader_epoch=shard.leader_epoch,
                        groups=len(shard.groups), reason=why)
 
-    async def _load(self, shard: Shard) -> None:
+    async def _load(self, shard: GroupShard) -> None:
         """Replay the partition up to its log end, then wait for the HW to cover it (`LedShards`
         retries a load that raises)."""
         fields = {"topic": OFFSETS_TOPIC, "partition": shard.partition, "leader_epoch": shard.leader_epoch}
@@ -157,7 +152,7 @@ class GroupCoordinator:
         shard.loaded = True
         self._log.info("groups loaded", **fields, groups=len(shard.groups), records=records, log_end_offset=end)
 
-    def _shard_for(self, group_id: str) -> Shard:
+    def _shard_for(self, group_id: str) -> GroupShard:
         return self._led.shard_for(group_id, "group")
 
     # ------------------------------------------------------------------ operations
@@ -181,7 +176,7 @@ class GroupCoordinator:
             asyncio.ensure_future(self._drain(shard, group_id))
         return future
 
-    async def _drain(self, shard: Shard, group_id: str) -> None:
+    async def _drain(self, shard: GroupShard, group_id: str) -> None:
         """Run the group's queued operations, a round at a time: each round decides every
         operation queued so far, each on the state the previous one left, and writes all their
         records as one batch (appended atomically), so a busy group pays one replication round
@@ -197,7 +192,7 @@ class GroupCoordinator:
         if shard.queues.get(group_id) is queue:
             del shard.queues[group_id]
 
-    async def _drain_rounds(self, shard: Shard, group_id: str, queue: list[Pending]) -> None:
+    async def _drain_rounds(self, shard: GroupShard, group_id: str, queue: list[Pending]) -> None:
         while queue:
             if not shard.active:
                 refusal = Refused(ErrorCode.NOT_COORDINATOR, f"broker {self.broker_id} stopped coordinating group {group_id}: "
@@ -246,9 +241,9 @@ class GroupCoordinator:
         return self._shard_for(group_id).groups.get(group_id)
 
     def loaded_groups(self) -> list[Group]:
-        return [g for shard in self.shards.values() if shard.loaded for g in shard.groups.values()]
+        return [g for shard in self._led.loaded() for g in shard.groups.values()]
 
-    async def _write(self, shard: Shard, group_id: str, encoded: list[tuple[bytes, bytes | None]],
+    async def _write(self, shard: GroupShard, group_id: str, encoded: list[tuple[bytes, bytes | None]],
                      producer: TxnProducer | None) -> int:
         """Append one batch (with ``producer``: transactional, of that producer) and wait until
         the HW covers it; its base offset. Raises `Refused` when it is not durable."""
@@ -272,7 +267,7 @@ class GroupCoordinator:
         raise Refused(code, f"group {group_id}: the write to {OFFSETS_TOPIC}-{shard.partition} failed "
                       f"({result.error.code.name}: {result.error.message}); nothing changed: call FindCoordinator and retry")
 
-    def _apply(self, shard: Shard, group_id: str, group: Group | None, changes: list[GroupChange], log_offset: int) -> None:
+    def _apply(self, shard: GroupShard, group_id: str, group: Group | None, changes: list[GroupChange], log_offset: int) -> None:
         if not shard.active:
             return  # durable, but this broker no longer coordinates: the next leader replays it
         shard.txn_offsets.on_logged(group, [r for change in changes for r in change.records], log_offset)
@@ -339,7 +334,7 @@ class GroupCoordinator:
             return None
         return asyncio.ensure_future(self._complete_transaction(shard, producer_id, commit, offset))
 
-    async def _complete_transaction(self, shard: Shard, producer_id: int, commit: bool, marker_offset: int) -> None:
+    async def _complete_transaction(self, shard: GroupShard, producer_id: int, commit: bool, marker_offset: int) -> None:
         """Apply a marker to the groups it concerns once the shard is loaded and the HW covers
         the marker: memory never holds what a leader change could take from the log. A marker
         the load replayed, or one whose shard is gone, is left alone (a later load replays it)."""
@@ -393,17 +388,17 @@ class GroupCoordinator:
                     shard.expiring.add(group.group_id)
                     asyncio.ensure_future(self._expire_offsets_of(shard, group.group_id))
 
-    async def _expire(self, shard: Shard, group_id: str, topics: dict[str, int]) -> None:
+    async def _expire(self, shard: GroupShard, group_id: str, topics: dict[str, int]) -> None:
         def decide(group: Group | None, now: int):
             change = membership.expire(group, topics, now, self.visible) if group is not None else None
             expired = sorted(set(group.members) - set(change.group.members)) if change is not None else []
             return (change or GroupChange.of(group, group_id)), {"members": expired} if expired else {}
         await self._timer_run(shard, group_id, decide, "members expired", "member expiry deferred")
 
-    def _expire_offsets(self, shard: Shard, group: Group, now: int) -> GroupChange | None:
+    def _expire_offsets(self, shard: GroupShard, group: Group, now: int) -> GroupChange | None:
         return offsets_expiry.expire(group, now, self.settings.offsets_retention_ms, shard.txn_offsets.unstable(group.group_id))
 
-    async def _expire_offsets_of(self, shard: Shard, group_id: str) -> None:
+    async def _expire_offsets_of(self, shard: GroupShard, group_id: str) -> None:
         def decide(group: Group | None, now: int):
             change = self._expire_offsets(shard, group, now) if group is not None else None
             if change is None:
@@ -412,7 +407,7 @@ class GroupCoordinator:
             return change, {"offsets": expired, "group_deleted": change.group.deleted}
         await self._timer_run(shard, group_id, decide, "offsets expired", "offsets expiry deferred")
 
-    async def _timer_run(self, shard: Shard, group_id: str, decide: Callable[[Group | None, int], tuple[GroupChange, dict]],
+    async def _timer_run(self, shard: GroupShard, group_id: str, decide: Callable[[Group | None, int], tuple[GroupChange, dict]],
                          done: str, deferred: str) -> None:
         """Run a timer's decision on the group; log what it removed (``done``, with the fields
         the decision returns, if any) or why not now."""

@@ -13,7 +13,7 @@ from data_plane.groups import membership, offsets
 from data_plane.groups.classic import CLASSIC, CONSUMER, ClassicGroup, assigned_partitions
 from data_plane.groups.coordinator import GroupCoordinator, TxnProducer
 from data_plane.groups.membership import Refused
-from data_plane.groups.offsets_topic import OffsetsTopic
+from data_plane.coordination.internal_topic import InternalTopic
 from data_plane.groups.state import Group, Partitions, partitions_by_topic
 from server_common.errors import ErrorCode
 from kraftlog_proto import group_pb2, group_pb2_grpc
@@ -22,8 +22,8 @@ from server_common.principal import current_identity
 
 
 class GroupCoordinatorService(group_pb2_grpc.GroupCoordinatorServicer):
-    def __init__(self, coordinator: GroupCoordinator, offsets_topic: OffsetsTopic, access: AccessControl | None = None,
-                 transaction_topic: OffsetsTopic | None = None) -> None:
+    def __init__(self, coordinator: GroupCoordinator, offsets_topic: InternalTopic, access: AccessControl | None = None,
+                 transaction_topic: InternalTopic | None = None) -> None:
         self.coordinator = coordinator
         self.access = access or AccessControl(dict, (), enabled=False)
         self.offsets_topic = offsets_topic

@@ -19,10 +19,10 @@ from kio.schema.errors import ErrorCode as KafkaError
 from kio.static.primitive import Records
 
 from data_plane.broker.authorization import describable, serve_authorized, transactional_refusal
-from data_plane.broker.errors import PartitionError
+from data_plane.partition_errors import PartitionError
 from data_plane.broker.replica_manager import ReplicaManager
 from data_plane.broker.record_deletion import delete_records
-from data_plane.broker.requests import (DeleteRecordsItem, DeleteRecordsResult, EpochEndResult, FetchItem, FetchResult, OffsetResult,
+from data_plane.requests import (DeleteRecordsItem, DeleteRecordsResult, EpochEndResult, FetchItem, FetchResult, OffsetResult,
                                         ProduceItem, ProduceResult)
 from data_plane.kafka.admin_apis import CREATE_TOPICS, DELETE_TOPICS, AdminApis
 from data_plane.kafka.batches import KafkaBatchError, to_kafka, to_kraftlog

@@ -2,7 +2,7 @@
 leads, loading their transactional ids, and running each request as decide → write at the
 HW → apply → write markers (state_machine.py decides; this module does the I/O).
 
-- **Shards.** One `Shard` per partition of `__transaction_state` this broker leads, at one
+- **Shards.** One `TxnShard` per partition of `__transaction_state` this broker leads, at one
   leader epoch, as the group coordinator does for `__consumer_offsets`: `sync_leadership` (a
   timer) starts a shard when the broker becomes leader (it replays the partition up to its log
   end, then waits until the HW covers it; meanwhile requests get COORDINATOR_LOAD_IN_PROGRESS)
@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from data_plane.broker.requests import ProduceItem
-from data_plane.broker.internal_partitions import LedShards, replay, wait_until_committed
+from data_plane.requests import ProduceItem
+from data_plane.coordination.internal_partitions import LedShards, Shard, replay, wait_until_committed
 from data_plane.coordination import OUTCOME_UNKNOWN, WRITE_TIMEOUT_MS, Refused
 from server_common.internal_topics import TRANSACTION_STATE_TOPIC
 from data_plane.record_batch import DecodedBatch, encode_batch
@@ -94,17 +94,12 @@ class Request:
 
 
 @dataclass
-class Shard:
+class TxnShard(Shard):
     """The transactional ids of one `__transaction_state` partition led here at ``leader_epoch``."""
 
-    partition: int
-    leader_epoch: int
     ids: dict[str, TxnMetadata] = field(default_factory=dict)
-    loaded: bool = False
-    active: bool = True
     queue: list[Request] = field(default_factory=list)  # decisions for the next write
     writer: asyncio.Task | None = None  # writing the queued decisions
-    task: asyncio.Task | None = None
     completing: dict[str, Completion] = field(default_factory=dict)  # per id: its markers being written
     busy: set[str] = field(default_factory=set)  # ids a timer decision is running for
 
@@ -121,7 +116,7 @@ class TransactionCoordinator:
         self.clock_ms = clock_ms
         self._allocate = allocate_producer_id  # the idempotent InitProducerId's allocation (ids from the controller)
         self._log = log.bind(broker_id=broker_id)
-        self._led = LedShards(TOPIC, broker_id, replicas, lambda: self.clock_ms(), Shard, self._load, self._unloaded)
+        self._led = LedShards(TOPIC, broker_id, replicas, lambda: self.clock_ms(), TxnShard, self._load, self._unloaded)
         self.shards = self._led.by_index
 
     # ------------------------------------------------------------------ leadership
@@ -133,13 +128,13 @@ class TransactionCoordinator:
         """Start a shard for each partition led here at a new epoch; drop the others."""
         self._led.sync()
 
-    def _unloaded(self, shard: Shard, why: str) -> None:
+    def _unloaded(self, shard: TxnShard, why: str) -> None:
         for completion in shard.completing.values():
             completion.task.cancel()  # the next leader resumes the markers from the log
         self._log.info("transactions unloaded", topic=TOPIC, partition=shard.partition, leader_epoch=shard.leader_epoch,
                        transactional_ids=len(shard.ids), reason=why)
 
-    async def _load(self, shard: Shard) -> None:
+    async def _load(self, shard: TxnShard) -> None:
         """Replay the partition up to its log end, wait for the HW to cover it, then resume the
         markers of every decided transaction (`LedShards` retries a load that raises)."""
         fields = {"topic": TOPIC, "partition": shard.partition, "leader_epoch": shard.leader_epoch}
@@ -162,7 +157,7 @@ class TransactionCoordinator:
                 self._log.info("resuming the markers of a decided transaction", **fields, **_fields(meta))
                 self._complete_later(shard, meta.transactional_id, plan)
 
-    def _shard_for(self, transactional_id: str) -> Shard:
+    def _shard_for(self, transactional_id: str) -> TxnShard:
         return self._led.shard_for(transactional_id, "transactional id", " with key_type TRANSACTION")
 
     # ------------------------------------------------------------------ decide, write, apply
@@ -184,7 +179,7 @@ class TransactionCoordinator:
             shard.writer = asyncio.ensure_future(self._write_queued(shard))
         return await asyncio.shield(request.answer)  # a caller that goes away does not cancel the batch
 
-    async def _write_queued(self, shard: Shard) -> None:
+    async def _write_queued(self, shard: TxnShard) -> None:
         """Write the queued decisions, a batch at a time, until none is left."""
         while shard.queue:
             requests, shard.queue = shard.queue, []
@@ -208,7 +203,7 @@ class TransactionCoordinator:
                 else:
                     request.answer.set_result(answer)
 
-    async def _decide_and_write(self, shard: Shard, requests: list[Request]) -> list[Decision | Refused]:
+    async def _decide_and_write(self, shard: TxnShard, requests: list[Request]) -> list[Decision | Refused]:
         """Decide every request in order, write their records as one batch (acks=all) and apply
         them. A refused producer id allocation refuses its request only; a failed write raises
         `Refused` for all (nothing changed)."""
@@ -234,7 +229,7 @@ class TransactionCoordinator:
             self._apply(shard, tuple(batch.log))
         return answers
 
-    async def _markers_done(self, shard: Shard, transactional_id: str) -> None:
+    async def _markers_done(self, shard: TxnShard, transactional_id: str) -> None:
         """Wait (up to MARKERS_WAIT_MS) for the id's markers in flight, if any: the state
         machine would answer CONCURRENT_TRANSACTIONS until they are written, and the producer
         retry after a backoff; deciding once they are done answers the same, sooner, and
@@ -253,7 +248,7 @@ class TransactionCoordinator:
             if completion.waiters == 0:
                 completion.handed_over.set()
 
-    def _completed(self, shard: Shard, transactional_id: str, meta: TxnMetadata | None) -> tuple[TxnMetadata, ...]:
+    def _completed(self, shard: TxnShard, transactional_id: str, meta: TxnMetadata | None) -> tuple[TxnMetadata, ...]:
         """CompleteCommit/CompleteAbort of the id's transaction (``meta``) if every marker is
         committed but that record is not yet written (it then goes in the same batch as the
         decision at hand: one replication round trip less before the next transaction), else ()."""
@@ -268,7 +263,7 @@ class TransactionCoordinator:
             raise Refused(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"no producer id could be allocated ({answer.error_message}): retry shortly")
         return answer.producer_id
 
-    async def _write(self, shard: Shard, entries: tuple[TxnMetadata, ...]) -> None:
+    async def _write(self, shard: TxnShard, entries: tuple[TxnMetadata, ...]) -> None:
         encoded = [record_codec.encode(meta) for meta in entries]
         batch = encode_batch([v for _, v in encoded], [k for k, _ in encoded], now_ms=self.clock_ms())
         [result] = await self.replicas.produce(ACKS_ALL, WRITE_TIMEOUT_MS, [ProduceItem(TOPIC, shard.partition, batch, shard.leader_epoch)])
@@ -283,7 +278,7 @@ class TransactionCoordinator:
         raise Refused(code, f"transactional ids {ids}: the write to {TOPIC}-{shard.partition} failed "
                       f"({result.error.code.name}: {result.error.message}); nothing changed: call FindCoordinator and retry")
 
-    def _apply(self, shard: Shard, entries: tuple[TxnMetadata, ...]) -> None:
+    def _apply(self, shard: TxnShard, entries: tuple[TxnMetadata, ...]) -> None:
         for meta in entries:
             if shard.active:  # else durable, but no longer ours: the next leader replays it
                 if meta.state is TxnState.DEAD:
@@ -295,12 +290,12 @@ class TransactionCoordinator:
 
     # ------------------------------------------------------------------ markers
 
-    def _complete_later(self, shard: Shard, transactional_id: str, plan: MarkerPlan) -> None:
+    def _complete_later(self, shard: TxnShard, transactional_id: str, plan: MarkerPlan) -> None:
         running = shard.completing.get(transactional_id)
         if running is None or running.task.done() or running.plan != plan:  # another plan: the last one is complete
             shard.completing[transactional_id] = Completion(plan, asyncio.ensure_future(self._complete(shard, transactional_id, plan)))
 
-    async def _complete(self, shard: Shard, transactional_id: str, plan: MarkerPlan) -> None:
+    async def _complete(self, shard: TxnShard, transactional_id: str, plan: MarkerPlan) -> None:
         """Write every partition's marker until each is committed (rounds with backoff, leaders
         read afresh each round), then make CompleteCommit/CompleteAbort durable. Stops if the shard goes:
         the next leader resumes from the PrepareCommit/PrepareAbort record."""
@@ -353,7 +348,7 @@ class TransactionCoordinator:
         return self._shard_for(transactional_id).ids.get(transactional_id)
 
     def loaded_transactions(self) -> list[TxnMetadata]:
-        return [meta for shard in self.shards.values() if shard.loaded for meta in shard.ids.values()]
+        return [meta for shard in self._led.loaded() for meta in shard.ids.values()]
 
     # ------------------------------------------------------------------ timers
 
@@ -373,7 +368,7 @@ class TransactionCoordinator:
     def _overdue(self, meta: TxnMetadata, now: int) -> bool:
         return meta.is_timed_out(now) or sm.expire_transactional_id(meta, now, self.settings.id_expiration_ms) is not None
 
-    async def _expire(self, shard: Shard, transactional_id: str) -> None:
+    async def _expire(self, shard: TxnShard, transactional_id: str) -> None:
         def decide(meta: TxnMetadata | None, now: int, fresh: int) -> Decision:
             if meta is None:
                 return Decision(ErrorCode.NONE, None)

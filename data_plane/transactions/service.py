@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from data_plane.broker.errors import negative_partition
+from data_plane.partition_errors import negative_partition
 from data_plane.coordination import Refused
 from server_common.errors import ErrorCode
 from data_plane.transactions.coordinator import TransactionCoordinator

@@ -17,6 +17,11 @@ from typing import Iterator, Mapping
 
 ROOT = Path(__file__).resolve().parents[2]
 
+COORDINATOR_FLOOR = frozenset({
+    "data_plane.coordination", "data_plane.requests", "data_plane.partition_errors", "data_plane.wakeups", "data_plane.record_batch",
+    "data_plane.control_batch", "data_plane.replication", "metadata_quorum", "server_common", "kraftlog_proto",
+})
+
 # package (or subpackage) -> the kraftlog packages its modules may import. The most specific
 # entry that contains a module applies to it.
 LAYERS: dict[str, frozenset[str]] = {
@@ -32,6 +37,13 @@ LAYERS: dict[str, frozenset[str]] = {
     # the pure transaction core: the replication core's vocabulary, nothing else (the
     # coordinator's shell beside it in data_plane.transactions is an ordinary data_plane module)
     "data_plane.transactions.state_machine": frozenset({"data_plane.transactions.state_machine", "data_plane.replication", "server_common.errors"}),
+    # the coordinators stand beside each other on the floor they share (internal partitions,
+    # their placement, the shard, the refusal, the write rules) and the broker's plain request
+    # and error types; the broker hosts them (data_plane/broker/coordinators.py), so neither
+    # imports the broker, the Kafka door or the other coordinator
+    "data_plane.coordination": COORDINATOR_FLOOR,
+    "data_plane.groups": COORDINATOR_FLOOR | {"data_plane.groups"},
+    "data_plane.transactions": COORDINATOR_FLOOR | {"data_plane.transactions"},
     "spark_source": frozenset({"spark_source", "data_plane", "metadata_quorum", "server_common", "kraftlog_proto"}),
     "chaos": frozenset({"chaos", "data_plane", "metadata_quorum", "server_common", "kraftlog_proto"}),
     "cli": frozenset({"cli", "chaos", "data_plane", "metadata_quorum", "server_common", "kraftlog_proto"}),
@@ -177,7 +189,7 @@ PURE_MODULES: dict[str, frozenset[str]] = {
     "metadata_quorum.reassignment": NO_LOGGING,
     "metadata_quorum.client_quotas": NO_LOGGING,
     "data_plane.client.produce_answers": NO_LOGGING | NO_WIRE,
-    "data_plane.coordination": NO_LOGGING | NO_WIRE,
+    "data_plane.coordination": NO_LOGGING | NO_WIRE,  # the package's own module: the refusal and the write rules
 }
 
 
@@ -186,6 +198,8 @@ def impure_imports(root: Path, pure: Mapping[str, frozenset[str]]) -> list[str]:
     found = []
     for module, refused in sorted(pure.items()):
         path = root / (module.replace(".", "/") + ".py")
+        if not path.exists():
+            path = root / module.replace(".", "/") / "__init__.py"
         for line, imported in imported_modules(path.read_text()):
             if imported.split(".")[0] in refused:
                 found.append(f"{path.relative_to(root)}:{line}: {module} imports {imported}")
@@ -206,4 +220,17 @@ def test_the_purity_check_flags_a_decision_that_logs(tmp_path: Path) -> None:
     assert impure_imports(root, pure) == [
         "metadata_quorum/delta.py:1: metadata_quorum.delta imports kraftlog_proto.common_pb2",
         "metadata_quorum/election.py:1: metadata_quorum.election imports structlog",
+    ]
+
+
+def test_the_checker_flags_a_coordinator_importing_the_broker_that_hosts_it(tmp_path: Path) -> None:
+    """Negative control: the group coordinator as it was, taking its shards' machinery and its
+    request type from the broker package."""
+    root = _tree(tmp_path, {
+        "data_plane/groups/coordinator.py": "from data_plane.broker.internal_partitions import LedShards\nfrom data_plane.coordination import Refused\n",
+        "data_plane/transactions/coordinator.py": "from data_plane.groups import offsets_topic\n",
+    })
+    assert [(f.path, f.imported) for f in forbidden_imports(root, LAYERS)] == [
+        ("data_plane/groups/coordinator.py", "data_plane.broker.internal_partitions.LedShards"),
+        ("data_plane/transactions/coordinator.py", "data_plane.groups.offsets_topic"),
     ]

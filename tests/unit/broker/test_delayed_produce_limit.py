@@ -10,7 +10,7 @@ from pathlib import Path
 
 from data_plane.broker.config import BrokerConfig
 from data_plane.broker.replica_manager import ReplicaManager
-from data_plane.broker.requests import ProduceItem
+from data_plane.requests import ProduceItem
 from server_common.errors import ErrorCode
 from data_plane.storage import LogManager
 from tests.unit.broker.test_stale_metadata import apply, at_epoch

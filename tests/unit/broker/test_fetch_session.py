@@ -9,7 +9,7 @@ from pathlib import Path
 
 from data_plane.broker.fetch_session import FetchSession
 from data_plane.broker.replica_manager import ReplicaManager
-from data_plane.broker.requests import ProduceItem, ReplicaFetchItem
+from data_plane.requests import ProduceItem, ReplicaFetchItem
 from data_plane.broker.config import MIB
 from tests.unit.broker.test_stale_metadata import apply, broker
 from tests.unit.metadata.helpers import cluster, with_topic

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from immutables import Map
 
-from data_plane.broker.errors import PartitionError
+from data_plane.partition_errors import PartitionError
 from data_plane.control_batch import ControlType, encode_marker
 from server_common.errors import ErrorCode
 from metadata_quorum.delta import MetadataDelta

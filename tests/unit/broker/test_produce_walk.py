@@ -14,7 +14,7 @@ import pytest
 
 from data_plane.broker.config import BrokerConfig
 from data_plane.broker.replica_manager import ReplicaManager
-from data_plane.broker.requests import ProduceItem
+from data_plane.requests import ProduceItem
 from data_plane.storage import LogManager
 from tests.unit.broker.test_stale_metadata import apply, at_epoch
 from tests.unit.storage.conftest import batch

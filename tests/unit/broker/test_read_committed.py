@@ -12,7 +12,7 @@ from pathlib import Path
 from data_plane import record_batch
 from data_plane.broker.fetch_serving import LATEST
 from data_plane.broker.isolation import ReadEnd, read_end, readable_bytes
-from data_plane.broker.requests import FetchItem, ProduceItem
+from data_plane.requests import FetchItem, ProduceItem
 from data_plane.broker.service import batches_to_records
 from data_plane.control_batch import ControlType, encode_marker
 from data_plane.replication.transaction_index import AbortedTxn

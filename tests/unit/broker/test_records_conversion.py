@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from data_plane import record_batch
-from data_plane.broker.errors import MalformedRequest
+from data_plane.partition_errors import MalformedRequest
 from data_plane.broker.service import DecodedBytes, batches_to_records, producer_fields, records_to_batch
 from kraftlog_proto import broker_pb2, common_pb2
 

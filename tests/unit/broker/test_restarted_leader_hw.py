@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from data_plane.broker.fetch_serving import LATEST
-from data_plane.broker.requests import ProduceItem
+from data_plane.requests import ProduceItem
 from metadata_quorum.image import MetadataImage
 from tests.unit.broker.test_stale_metadata import apply, at_epoch, broker, with_partition
 from tests.unit.storage.conftest import batch

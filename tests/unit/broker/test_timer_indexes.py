@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from data_plane.broker.config import BrokerConfig
-from data_plane.broker.errors import PartitionError
+from data_plane.partition_errors import PartitionError
 from data_plane.broker.partition import Partition
 from data_plane.broker.replica_manager import ISR_SWEEP_INTERVAL_MS, ReplicaManager
-from data_plane.broker.requests import ProduceItem
+from data_plane.requests import ProduceItem
 from data_plane.record_batch import HEADER_SIZE
 from data_plane.replication.partition_state import FollowerFetch
 from data_plane.storage import LogManager

@@ -10,8 +10,8 @@ import asyncio
 from pathlib import Path
 
 from data_plane import record_batch
-from data_plane.broker.errors import PartitionError
-from data_plane.broker.requests import ProduceItem
+from data_plane.partition_errors import PartitionError
+from data_plane.requests import ProduceItem
 from data_plane.broker.txn_verification import TxnVerifier, coordinator_partition, produce_error
 from data_plane.control_batch import ControlType
 from server_common.internal_topics import offsets_partition

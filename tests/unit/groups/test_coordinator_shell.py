@@ -11,8 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from data_plane.broker.errors import PartitionError
-from data_plane.broker.requests import ProduceResult
+from data_plane.partition_errors import PartitionError
+from data_plane.requests import ProduceResult
 from data_plane.groups.coordinator import GroupCoordinator
 from data_plane.groups.membership import GroupSettings, Heartbeat, Refused
 from data_plane.groups.offsets import OffsetToCommit

@@ -16,7 +16,7 @@ from kio.schema.produce.v9 import request as produce_v9
 from kio.static.primitive import Records
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from data_plane.broker.requests import FetchResult, ProduceResult
+from data_plane.requests import FetchResult, ProduceResult
 from data_plane.kafka.admin_apis import AdminApis
 from data_plane.kafka.apis import KafkaApis
 from kraftlog_proto import controller_pb2

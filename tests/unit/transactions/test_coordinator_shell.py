@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
-from data_plane.broker.errors import PartitionError
-from data_plane.broker.requests import ProduceResult
+from data_plane.partition_errors import PartitionError
+from data_plane.requests import ProduceResult
 from data_plane.coordination import Refused
 from server_common.internal_topics import TRANSACTION_STATE_TOPIC
 from data_plane.record_batch import decode_batches

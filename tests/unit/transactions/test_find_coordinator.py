@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
-from data_plane.groups.offsets_topic import OffsetsTopic
+from data_plane.coordination.internal_topic import InternalTopic
 from server_common.internal_topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, offsets_partition
 from data_plane.groups.service import GroupCoordinatorService
 from server_common.errors import ErrorCode
@@ -26,8 +26,8 @@ def test_transactional_ids_are_placed_on_the_transaction_state_topic_with_the_gr
         async def create(request):
             created.append(request)
             return controller_pb2.CreateTopicsResponse()
-        service = GroupCoordinatorService(None, OffsetsTopic(1, 2, lambda: current, create), None,
-                                          OffsetsTopic(1, 5, lambda: current, create, TRANSACTION_STATE_TOPIC))
+        service = GroupCoordinatorService(None, InternalTopic(1, 2, lambda: current, create), None,
+                                          InternalTopic(1, 5, lambda: current, create, TRANSACTION_STATE_TOPIC))
         answer = await service.FindCoordinator(group_pb2.FindCoordinatorRequest(keys=["tx-a", "tx-b"], key_type=group_pb2.TRANSACTION), None)
         for found in answer.coordinators:
             assert found.error_code == ErrorCode.NONE
@@ -44,7 +44,7 @@ def test_a_missing_transaction_state_topic_is_created_compacted():
         async def create(request):
             created.append(request)
             return controller_pb2.CreateTopicsResponse()
-        topic = OffsetsTopic(1, 7, lambda: image({}), create, TRANSACTION_STATE_TOPIC)
+        topic = InternalTopic(1, 7, lambda: image({}), create, TRANSACTION_STATE_TOPIC)
         [answer] = topic.find(["tx"])
         assert answer.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE and TRANSACTION_STATE_TOPIC in answer.error_message
         await topic._creating

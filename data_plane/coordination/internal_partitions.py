@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Generic, Protocol, TypeVar
+from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 import structlog
 
-from data_plane.broker.wakeups import wait_until_woken, woken_by
+from data_plane.wakeups import wait_until_woken, woken_by
 from data_plane.coordination import Refused
 from server_common.internal_topics import offsets_partition
 from data_plane.record_batch import DecodedBatch, decode_batches
@@ -74,14 +75,16 @@ async def wait_until_committed(partition, end: int, still_wanted: Callable[[], b
     return True
 
 
-class Shard(Protocol):
-    """What `LedShards` needs of a coordinator's shard (the state of one led partition)."""
+@dataclass
+class Shard:
+    """A coordinator's state of one internal partition it leads at ``leader_epoch``: what
+    `LedShards` keeps of every shard; each coordinator's shard adds its own state."""
 
     partition: int
     leader_epoch: int
-    loaded: bool
-    active: bool
-    task: asyncio.Task | None
+    loaded: bool = False  # replayed to the log end, and that end committed
+    active: bool = True  # False once unloaded: a write or load still running must stop
+    task: asyncio.Task | None = None  # the load
 
 
 S = TypeVar("S", bound=Shard)
@@ -112,6 +115,10 @@ class LedShards(Generic[S]):
 
     def partition_count(self) -> int:
         return partition_count(self.replicas, self.topic)
+
+    def loaded(self) -> list[S]:
+        """The shards replayed and committed: the ones whose state may be listed."""
+        return [shard for shard in self.by_index.values() if shard.loaded]
 
     def sync(self) -> None:
         led = led_partitions(self.replicas, self.topic)

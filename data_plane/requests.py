@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from data_plane.broker.errors import NO_ERROR, PartitionError
+from data_plane.partition_errors import NO_ERROR, PartitionError
 from data_plane.replication.divergence import DivergingEpoch
 from data_plane.replication.transaction_index import AbortedTxn
 from server_common.errors import ErrorCode

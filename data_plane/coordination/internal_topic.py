@@ -31,7 +31,7 @@ def creation_request(partitions: int, live_brokers: int, name: str = OFFSETS_TOP
     return controller_pb2.CreateTopicsRequest(topics=[topic])
 
 
-class OffsetsTopic:
+class InternalTopic:
     """Answers FindCoordinator; creates the topic once (one creation in flight at a time)."""
 
     def __init__(self, broker_id: int, partitions: int, image: Callable[[], object], create_topics: CreateTopics,
