@@ -83,6 +83,21 @@ def raft_secret(args: argparse.Namespace) -> str | None:
     return secret
 
 
+def _enter_test_modes(args: argparse.Namespace, log) -> None:
+    """The chaos harness's modes, each said loudly in the log: a negative control
+    (``--unsafe-testing``) or the power-loss fault's fsync ledger."""
+    if args.unsafe_testing == UNSAFE_ELECT_OUTSIDE_ISR_ELR:
+        log.warning("UNSAFE TESTING MODE: elections choose replicas outside the ISR and ELR; acknowledged writes WILL be lost", unsafe_testing=args.unsafe_testing)
+        enable_unsafe_election()
+    if args.unsafe_testing == UNSAFE_JOIN_BEFORE_CAUGHT_UP:
+        log.warning("UNSAFE TESTING MODE: reads served and votes cast before catching up with the metadata log; reads WILL miss "
+                    "committed metadata", unsafe_testing=args.unsafe_testing)
+        enable_unsafe_join()
+    if args.power_loss_ledger:
+        power_loss.install(args.data_dir)
+        log.warning("POWER-LOSS TEST MODE: every fsync is recorded for the chaos harness's power-loss fault")
+
+
 async def serve(args: argparse.Namespace) -> None:
     voters = parse_quorum(args.quorum)
     me = _self_voter(args, voters)
@@ -114,16 +129,7 @@ async def serve(args: argparse.Namespace) -> None:
         raft_routes = parse_address_overrides(args.raft_peer_address, "--raft-peer-address")
     except ValueError as exc:
         raise SystemExit(f"kraftlog controller: {exc}") from None
-    if args.unsafe_testing == UNSAFE_ELECT_OUTSIDE_ISR_ELR:
-        log.warning("UNSAFE TESTING MODE: elections choose replicas outside the ISR and ELR; acknowledged writes WILL be lost", unsafe_testing=args.unsafe_testing)
-        enable_unsafe_election()
-    if args.unsafe_testing == UNSAFE_JOIN_BEFORE_CAUGHT_UP:
-        log.warning("UNSAFE TESTING MODE: reads served and votes cast before catching up with the metadata log; reads WILL miss "
-                    "committed metadata", unsafe_testing=args.unsafe_testing)
-        enable_unsafe_join()
-    if args.power_loss_ledger:
-        power_loss.install(args.data_dir)
-        log.warning("POWER-LOSS TEST MODE: every fsync is recorded for the chaos harness's power-loss fault")
+    _enter_test_modes(args, log)
     relay = None
     bind_address = me.raft_address
     if raft_tls is not None:
