@@ -258,6 +258,9 @@ def down(args: argparse.Namespace) -> int:
 def ready_line(cluster: LocalCluster) -> str:
     """What ``up`` prints once the cluster serves: where kraftlog's and Kafka's clients start."""
     kafka = f"; Kafka clients: bootstrap.servers={cluster.kafka_bootstrap}" if cluster.kafka_bootstrap else ""
+    if kafka and cluster.secure:
+        kafka += (f" security.protocol=SASL_SSL sasl.mechanism=SCRAM-SHA-256 ssl.ca.location={cluster.security_dir / 'ca.crt'}"
+                  " with a user of `kraftlog users create`")
     return f"cluster ready; bootstrap {cluster.bootstrap}{kafka}"
 
 

@@ -219,8 +219,6 @@ class LocalCluster:
             nodes = free_nodes(controllers, brokers)
         else:
             nodes, moved = move_taken_ports(stable_nodes(controllers, brokers, port_base), port_taken, free_ports)
-        if secure:  # the Kafka door serves no SASL yet: a cluster that requires authentication has none
-            nodes = [replace(n, kafka_port=0) for n in nodes]
         cluster = cls(data_dir, nodes, log_format, secure)
         cluster.moved_ports = moved
         if secure:

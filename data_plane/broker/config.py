@@ -231,10 +231,6 @@ def from_args(args: argparse.Namespace) -> BrokerConfig:
         raise ValueError("--group-heartbeat-interval-ms must be positive and below --group-session-timeout-ms: raise the timeout or lower the interval")
     if args.kafka_advertised and not args.kafka_listen:
         raise ValueError("--kafka-advertised needs --kafka-listen: give the address to listen on for Kafka clients too")
-    security = SecurityOptions.from_args(args)
-    if args.kafka_listen and security.authentication_required:
-        raise ValueError("--kafka-listen serves no SASL yet, so it cannot require authentication as the gRPC door does: "
-                         "drop --kafka-listen or the authentication requirement (docs/kafka.md)")
     return BrokerConfig(
         broker_id=args.broker_id,
         host=host,
@@ -261,7 +257,7 @@ def from_args(args: argparse.Namespace) -> BrokerConfig:
         metrics_port=args.metrics_port,
         metrics_group_lag_series=args.metrics_group_lag_series,
         tls=server_tls_from_args(args),
-        security=security,
+        security=SecurityOptions.from_args(args),
         kafka_listen=parse_host_port(args.kafka_listen) if args.kafka_listen else None,
         kafka_advertised=parse_host_port(args.kafka_advertised) if args.kafka_advertised else None,
         storage_fault_injection=args.storage_fault_injection,

@@ -27,6 +27,7 @@ from data_plane.requests import (DeleteRecordsItem, DeleteRecordsResult, EpochEn
 from data_plane.kafka.admin_apis import CREATE_TOPICS, DELETE_TOPICS, AdminApis
 from data_plane.kafka.batches import KafkaBatchError, to_kafka, to_kraftlog
 from data_plane.kafka.codec import Request
+from data_plane.kafka.sasl import SASL_SERVED
 from data_plane.kafka.config_apis import CREATE_PARTITIONS, DESCRIBE_CLUSTER, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS, ConfigApis
 from data_plane.kafka.entities import NO_THROTTLE, build, group_by_topic, millis, response_type, sibling, version
 from data_plane.kafka.error_codes import to_kafka as kafka_code
@@ -71,6 +72,7 @@ SERVED: dict[int, tuple[int, int]] = {
     DELETE_TOPICS: (1, 5),
     API_VERSIONS: (0, 3),
     INIT_PRODUCER_ID: (0, 4),
+    **SASL_SERVED,  # answered by the listener (data_plane/kafka/sasl.py)
 }
 READ_COMMITTED = 1
 

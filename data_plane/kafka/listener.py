@@ -6,11 +6,18 @@ at a time per connection: a client's pipelined requests wait in the socket). A r
 API or version not served is answered UNSUPPORTED_VERSION and the connection stays open; a
 frame that does not parse, or one larger than the broker takes, closes that connection only,
 with a log line saying why.
+
+With TLS (a broker with ``--tls-*`` files) the listener is Kafka's SSL or SASL_SSL; SASL
+(SCRAM-SHA-256) is served on every listener and required where the broker requires
+authentication (data_plane/kafka/sasl.py). A connection that has not authenticated on such
+a listener may send only ApiVersions and the SASL calls; anything else, or a failed
+authentication once answered, closes it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ssl
 import struct
 
 import structlog
@@ -19,14 +26,26 @@ from kio.schema.errors import ErrorCode as KafkaError
 from data_plane.kafka.apis import API_VERSIONS, SERVED, KafkaApis, api_versions_response
 from data_plane.kafka.codec import MalformedFrame, Unserved, decode_request, encode_bare_error, encode_response
 from data_plane.kafka.group_apis import PeerContext
-from server_common.principal import ANONYMOUS, Identity, set_identity
+from data_plane.kafka.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE, SaslConnection, SaslDoor
+from server_common.principal import Identity, set_identity
 
 _SIZE = struct.Struct(">i")
 
 
+class Unauthenticated(Exception):
+    """A request other than ApiVersions or SASL's on a connection that must authenticate first."""
+
+    def __init__(self, api_key: int) -> None:
+        super().__init__(api_key)
+        self.api_key = api_key
+
+
 class KafkaListener:
-    def __init__(self, apis: KafkaApis, host: str, port: int, max_frame_bytes: int, log: structlog.BoundLogger) -> None:
+    def __init__(self, apis: KafkaApis, host: str, port: int, max_frame_bytes: int, log: structlog.BoundLogger, sasl: SaslDoor,
+                 tls: ssl.SSLContext | None = None) -> None:
         self._apis = apis
+        self._sasl = sasl
+        self._tls = tls
         self._host, self._port = host, port
         self._max_frame_bytes = max_frame_bytes
         self._log = log
@@ -36,7 +55,7 @@ class KafkaListener:
     async def start(self) -> int:
         """Listen; returns the port bound (the one asked for, or the one picked for port 0)."""
         try:
-            self._server = await asyncio.start_server(self._serve, self._host, self._port)
+            self._server = await asyncio.start_server(self._serve, self._host, self._port, ssl=self._tls)
         except OSError as exc:
             raise SystemExit(f"cannot listen for Kafka clients on {self._host}:{self._port} ({exc.strerror}): "
                              "is another process using the port? Pick another with --kafka-listen") from None
@@ -54,19 +73,27 @@ class KafkaListener:
         self._connections.add(task)
         peer = writer.get_extra_info("peername") or ("", 0)
         log = self._log.bind(peer=f"{peer[0]}:{peer[1]}")
+        sasl = self._sasl.connection(peer[0])
         try:
             while True:
                 (size,) = _SIZE.unpack(await reader.readexactly(_SIZE.size))
                 if not 0 < size <= self._max_frame_bytes:
                     raise MalformedFrame(f"a frame of {size} bytes (this broker takes 1 to {self._max_frame_bytes})")
-                answer = await self._answer(await reader.readexactly(size), PeerContext(peer[0], peer[1]))
+                answer = await self._answer(await reader.readexactly(size), PeerContext(peer[0], peer[1]), sasl)
                 if answer:
                     writer.write(answer)
                     await writer.drain()
+                if sasl.closing:
+                    log.warning("kafka connection closed: SASL authentication failed or out of turn")
+                    break
         except (asyncio.IncompleteReadError, ConnectionError):
             pass  # the client went away
         except MalformedFrame as exc:
             log.warning("kafka connection closed: a request that is not Kafka's protocol", reason=str(exc))
+        except Unauthenticated as exc:
+            log.warning("kafka connection closed: a request before SASL authentication", api_key=exc.api_key)
+        except ssl.SSLError as exc:
+            log.warning("kafka connection closed: TLS failed", reason=str(exc))
         except asyncio.CancelledError:
             raise
         except Exception:  # a bug answering one request: that connection closes, the listener serves on
@@ -75,13 +102,19 @@ class KafkaListener:
             self._connections.discard(task)
             writer.close()
 
-    async def _answer(self, frame: bytes, peer: PeerContext) -> bytes | None:
+    async def _answer(self, frame: bytes, peer: PeerContext, sasl: SaslConnection) -> bytes | None:
         try:
             request = decode_request(frame, SERVED)
         except Unserved as unserved:
             if unserved.api_key == API_VERSIONS:  # answered in v0 with the versions served, as Kafka does
                 return encode_response(unserved.correlation_id, api_versions_response(0, KafkaError.unsupported_version))
             return encode_bare_error(unserved.correlation_id, KafkaError.unsupported_version.value)
-        set_identity(Identity(ANONYMOUS.principal, request.client_id, peer.host))
+        if request.api_key == SASL_HANDSHAKE:
+            return encode_response(request.correlation_id, sasl.handshake(request.body))
+        if request.api_key == SASL_AUTHENTICATE:
+            return encode_response(request.correlation_id, sasl.authenticate(request.body))
+        if not sasl.admits(request.api_key):
+            raise Unauthenticated(request.api_key)
+        set_identity(Identity(sasl.principal, request.client_id, peer.host))
         response = await self._apis.answer(request, peer)
         return None if response is None else encode_response(request.correlation_id, response)

@@ -4,6 +4,7 @@ controllers so that every broker's Kafka Metadata names it."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Protocol
 
 import structlog
@@ -16,6 +17,8 @@ from data_plane.kafka.classic_groups import ClassicGroups
 from data_plane.kafka.config_apis import ConfigApis
 from data_plane.kafka.group_apis import GroupApis
 from data_plane.kafka.listener import KafkaListener
+from data_plane.kafka.sasl import SaslDoor
+from server_common.tls import SslContexts
 
 log = structlog.get_logger("kafka")
 
@@ -51,9 +54,16 @@ async def serve_kafka(broker: _Broker, lifecycle, groups: GroupCoordinatorServic
                                 kafka_endpoint, config.broker_id))
     host, port = config.kafka_listen
     bound_log = log.bind(broker_id=config.broker_id)
-    listener = KafkaListener(apis, host, port, config.request_max_bytes, bound_log)
+    # Required where the gRPC door requires it, by a flag or by client certificates (which this
+    # door does not ask for): no door is laxer than the other.
+    required = config.security.authentication_required or (config.tls is not None and config.tls.client_auth == "required")
+    sasl = SaslDoor(lambda: broker.metadata.image.scram_users, required)
+    # SASL_SSL: the client proves who it is with SCRAM, so no client certificate is asked for
+    tls = SslContexts(dataclasses.replace(config.tls, client_auth="none"), "--kafka-listen").server if config.tls is not None else None
+    listener = KafkaListener(apis, host, port, config.request_max_bytes, bound_log, sasl, tls)
     bound = await listener.start()
     advertised_host, advertised_port = config.kafka_advertised or (host, bound)
     lifecycle.kafka_endpoint = f"{advertised_host}:{advertised_port}"
-    bound_log.info("kafka listener started", listen=f"{host}:{bound}", advertised=lifecycle.kafka_endpoint)
+    bound_log.info("kafka listener started", listen=f"{host}:{bound}", advertised=lifecycle.kafka_endpoint,
+                   security_protocol=("SASL_SSL" if tls else "SASL_PLAINTEXT") if sasl.required else ("SSL" if tls else "PLAINTEXT"))
     return listener
