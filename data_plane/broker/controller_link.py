@@ -35,7 +35,7 @@ from metadata_quorum.delta import MetadataDelta, image_from_snapshot
 from metadata_quorum.image import MetadataImage
 from metadata_quorum.records import from_proto
 from kraftlog_proto import controller_pb2 as pb
-from kraftlog_proto import controller_pb2_grpc
+from kraftlog_proto import controller_pb2_grpc, security_pb2, security_pb2_grpc
 from server_common.channel_pool import AioChannelPool
 from server_common.errors import ErrorCode, error_code_name
 
@@ -96,6 +96,7 @@ class BrokerLifecycleManager:
         self._rpc_timeout_s = min(5.0, session_timeout_ms / 3000)
         self._router = ControllerRouter(controller_endpoints)
         self._channels = AioChannelPool(controller_pb2_grpc.ControllerServiceStub, CONTROLLER_CHANNEL_OPTIONS, credentials)
+        self._security_channels = AioChannelPool(security_pb2_grpc.SecurityAdminStub, CONTROLLER_CHANNEL_OPTIONS, credentials)
         self._broker_epoch = -1
         self._is_fenced = True
         self._want_shutdown = False
@@ -112,15 +113,17 @@ class BrokerLifecycleManager:
     def is_fenced(self) -> bool:
         return self._is_fenced
 
-    async def _call(self, method: str, request, deadline_s: float | None = None):
+    async def _call(self, method: str, request, deadline_s: float | None = None, channels: AioChannelPool | None = None):
         """Send a write to the active controller, following hints and retrying unreachable or
-        leaderless moments until ``deadline_s`` (None: forever). Other errors are returned."""
+        leaderless moments until ``deadline_s`` (None: forever). Other errors are returned.
+        ``channels``: the SecurityAdmin service's (None: the ControllerService's)."""
+        channels = channels or self._channels
         loop = asyncio.get_running_loop()
         deadline = None if deadline_s is None else loop.time() + deadline_s
         while True:
             target = self._router.current()
             try:
-                response = await getattr(self._channels.stub(grpc_address(target)), method)(request, timeout=self._rpc_timeout_s)
+                response = await getattr(channels.stub(grpc_address(target)), method)(request, timeout=self._rpc_timeout_s)
             except grpc.aio.AioRpcError as e:
                 if e.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
                     raise ControllerError(ErrorCode.UNKNOWN_SERVER_ERROR, f"{self._router.describe(target)} failed {method}: {e.code().name} {e.details()}") from None
@@ -263,6 +266,7 @@ class BrokerLifecycleManager:
         await asyncio.gather(*tasks, return_exceptions=True)
         self._heartbeat_task = self._session_task = None
         await self._channels.close()
+        await self._security_channels.close()
 
     async def alter_partition(self, partitions: Sequence[pb.AlterPartitionRequest.PartitionState], deadline_s: float = 10.0) -> pb.AlterPartitionResponse:
         """Propose ISR changes for partitions this broker leads; per-partition results."""
@@ -291,6 +295,14 @@ class BrokerLifecycleManager:
     async def alter_configs(self, request: pb.AlterConfigsRequest, deadline_s: float = 10.0) -> pb.AlterConfigsResponse:
         """Change topic configs through the active controller (Kafka clients' IncrementalAlterConfigs)."""
         return await self._call("AlterConfigs", request, deadline_s)
+
+    async def create_acls(self, request: security_pb2.AclsRequest, deadline_s: float = 10.0) -> security_pb2.SecurityWriteResponse:
+        """Add ACLs through the active controller (Kafka clients' CreateAcls)."""
+        return await self._call("CreateAcls", request, deadline_s, self._security_channels)
+
+    async def delete_acls(self, request: security_pb2.AclsRequest, deadline_s: float = 10.0) -> security_pb2.SecurityWriteResponse:
+        """Remove exactly these ACLs through the active controller (Kafka clients' DeleteAcls)."""
+        return await self._call("DeleteAcls", request, deadline_s, self._security_channels)
 
 
 class MetadataFollower:

@@ -24,6 +24,7 @@ from data_plane.broker.replica_manager import ReplicaManager
 from data_plane.broker.record_deletion import delete_records
 from data_plane.requests import (DeleteRecordsItem, DeleteRecordsResult, EpochEndResult, FetchItem, FetchResult, OffsetResult,
                                         ProduceItem, ProduceResult)
+from data_plane.kafka.acl_apis import CREATE_ACLS, DELETE_ACLS, DESCRIBE_ACLS, AclApis
 from data_plane.kafka.admin_apis import CREATE_TOPICS, DELETE_TOPICS, AdminApis
 from data_plane.kafka.batches import KafkaBatchError, to_kafka, to_kraftlog
 from data_plane.kafka.codec import Request
@@ -72,6 +73,9 @@ SERVED: dict[int, tuple[int, int]] = {
     DELETE_TOPICS: (1, 5),
     API_VERSIONS: (0, 3),
     INIT_PRODUCER_ID: (0, 4),
+    DESCRIBE_ACLS: (1, 3),  # v0 has no pattern type
+    CREATE_ACLS: (1, 3),
+    DELETE_ACLS: (1, 3),
     **SASL_SERVED,  # answered by the listener (data_plane/kafka/sasl.py)
 }
 READ_COMMITTED = 1
@@ -90,6 +94,7 @@ class KafkaApis:
     groups: GroupApis
     admin: AdminApis
     configs: ConfigApis
+    acls: AclApis
 
     async def answer(self, request: Request, peer: PeerContext):
         """The response entity (None: acks=0 produce, answered with nothing)."""
@@ -107,6 +112,7 @@ class KafkaApis:
             DELETE_GROUPS: self.groups.delete_groups, OFFSET_DELETE: self.groups.offset_delete, CREATE_TOPICS: self.admin.create, DELETE_TOPICS: self.admin.delete,
             DELETE_RECORDS: self.delete_records, OFFSET_FOR_LEADER_EPOCH: self.epoch_end_offsets, CREATE_PARTITIONS: self.configs.add_partitions, DESCRIBE_CONFIGS: self.configs.describe,
             INCREMENTAL_ALTER_CONFIGS: self.configs.alter, DESCRIBE_CLUSTER: self.configs.describe_cluster,
+            DESCRIBE_ACLS: self.acls.describe, CREATE_ACLS: self.acls.create, DELETE_ACLS: self.acls.delete,
         }[request.api_key]
         return await handler(request.body)
 

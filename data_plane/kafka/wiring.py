@@ -11,6 +11,7 @@ import structlog
 
 from data_plane.broker.config import BrokerConfig, parse_host_port
 from data_plane.groups.service import GroupCoordinatorService
+from data_plane.kafka.acl_apis import AclApis
 from data_plane.kafka.admin_apis import AdminApis
 from data_plane.kafka.apis import KafkaApis
 from data_plane.kafka.classic_groups import ClassicGroups
@@ -51,7 +52,8 @@ async def serve_kafka(broker: _Broker, lifecycle, groups: GroupCoordinatorServic
                      kafka_endpoint, GroupApis(groups, kafka_endpoint, lambda: broker.metadata.image, classic),
                      AdminApis(broker.access, lifecycle.create_topics, lifecycle.delete_topics),
                      ConfigApis(broker.access, lambda: broker.metadata.image, lifecycle.create_partitions, lifecycle.alter_configs,
-                                kafka_endpoint, config.broker_id))
+                                kafka_endpoint, config.broker_id),
+                     AclApis(broker.access, lambda: broker.metadata.image.acls, lifecycle.create_acls, lifecycle.delete_acls))
     host, port = config.kafka_listen
     bound_log = log.bind(broker_id=config.broker_id)
     # Required where the gRPC door requires it, by a flag or by client certificates (which this

@@ -1,7 +1,9 @@
 """SASL/SCRAM over TLS on the Kafka door of a secure cluster (docs/kafka.md, Security), with
 librdkafka (confluent-kafka) as the client: the right password produces and reads back, a
 wrong one is refused with the error librdkafka reports for bad credentials, a user without
-an ACL is refused as on the gRPC door, and a connection that skips SASL is closed."""
+an ACL is refused as on the gRPC door, and a connection that skips SASL is closed. The ACL
+APIs (CreateAcls, DescribeAcls, DeleteAcls) through librdkafka's AdminClient, checked with
+kraftlog's own SecurityAdmin client."""
 
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ pytestmark = pytest.mark.integration
 
 TOPIC = "sasl"
 GROUP = "sasl-readers"
-SUPERS = "User:admin,User:broker-1,User:controller-1"
+SUPERS = "User:admin,User:root,User:broker-1,User:controller-1"
 ARGS = ["--authentication-required", "--authorization", "--super-users", SUPERS]
 
 
@@ -32,13 +34,18 @@ def cluster(tmp_path_factory) -> TestCluster:
     with local_cluster(tmp_path_factory.mktemp("kafka-sasl"), controllers=1, brokers=1, secure=True, controller_args=ARGS,
                        broker_args=ARGS) as running:
         running.create_topic(TOPIC, partitions=1, replication_factor=1)
-        with SecurityClient(",".join(c.address for c in running.controllers), security=running.client_security) as admin:
+        with _security(running) as admin:
             admin.upsert_user("alice", "alice-secret")
             admin.upsert_user("bob", "bob-secret")
+            admin.upsert_user("root", "root-secret")
             admin.create_acls([AclBinding("User:alice", "*", "topic", TOPIC, "literal", op, "allow") for op in ("write", "read", "describe")]
                               + [AclBinding("User:alice", "*", "group", GROUP, "literal", "read", "allow")])
         wait_for(lambda: _users_known(running), 30, "the users on the broker")
         yield running
+
+
+def _security(cluster: TestCluster) -> SecurityClient:
+    return SecurityClient(",".join(c.address for c in cluster.controllers), security=cluster.client_security)
 
 
 def _users_known(cluster: TestCluster) -> bool:
@@ -111,3 +118,29 @@ def test_a_connection_that_skips_sasl_is_answered_api_versions_then_closed(clust
         assert struct.unpack(">ih", answered[:6]) == (1, 0)
         tls.sendall(_frame(3, 1, 2, struct.pack(">i", -1)))  # Metadata v1, every topic: not before SASL
         assert tls.recv(4) == b""  # closed, nothing answered
+
+
+def test_acls_are_created_described_and_deleted_through_the_kafka_admin_client(cluster: TestCluster) -> None:
+    from confluent_kafka.admin import (AclBinding as KafkaAcl, AclBindingFilter, AclOperation, AclPermissionType, AdminClient,
+                                       ResourcePatternType, ResourceType)
+
+    root = AdminClient(_config(cluster, "root", "root-secret"))
+    made = KafkaAcl(ResourceType.TOPIC, "acl-made", ResourcePatternType.PREFIXED, "User:carol", "*", AclOperation.READ,
+                    AclPermissionType.ALLOW)
+    root.create_acls([made])[made].result(20)
+    with _security(cluster) as admin:
+        assert AclBinding("User:carol", "*", "topic", "acl-made", "prefixed", "read", "allow") in admin.list_acls(principal="User:carol")
+    carols = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, "User:carol", None, AclOperation.ANY, AclPermissionType.ANY)
+    wait_for(lambda: root.describe_acls(carols).result(20) == [made], 20, "the new ACL in the broker's metadata")
+    applies_to_name = AclBindingFilter(ResourceType.TOPIC, "acl-made-orders", ResourcePatternType.MATCH, None, None, AclOperation.ANY,
+                                       AclPermissionType.ANY)
+    assert made in root.describe_acls(applies_to_name).result(20)  # Kafka's MATCH: a prefix that covers the name
+    assert root.delete_acls([carols])[carols].result(20) == [made]
+    with _security(cluster) as admin:
+        assert admin.list_acls(principal="User:carol") == []
+
+    bob = AdminClient(_config(cluster, "bob", "bob-secret"))
+    refused = KafkaAcl(ResourceType.TOPIC, TOPIC, ResourcePatternType.LITERAL, "User:bob", "*", AclOperation.ALL, AclPermissionType.ALLOW)
+    with pytest.raises(confluent_kafka.KafkaException) as raised:
+        bob.create_acls([refused])[refused].result(20)
+    assert raised.value.args[0].code() == confluent_kafka.KafkaError.CLUSTER_AUTHORIZATION_FAILED
