@@ -47,13 +47,15 @@ def serve_transactions(
     config: BrokerConfig, replicas, create_topics: CreateTopics,
     allocate_producer_id: Callable[[], Awaitable[broker_pb2.InitProducerIdResponse]],
     broker_address: Callable[[int], str | None], server: grpc.aio.Server, access: AccessControl | None = None,
-) -> tuple[TransactionCoordinator, InternalTopic]:
-    """The coordinator (for its timer) and the `__transaction_state` topic's finder (for
-    FindCoordinator with key_type TRANSACTION, served by the GroupCoordinator service)."""
+) -> tuple[TransactionCoordinatorService, InternalTopic]:
+    """The service (its coordinator for the timer, itself for the Kafka door) and the
+    `__transaction_state` topic's finder (for FindCoordinator with key_type TRANSACTION, served
+    by the GroupCoordinator service)."""
     settings = TxnSettings(max_timeout_ms=config.transaction_max_timeout_ms, id_expiration_ms=config.transactional_id_expiration_ms)
     markers = MarkerWriter(config.broker_id, replicas, broker_address, config.peer_credentials())
     unsafe = config.unsafe is UnsafeBehaviour.MARKERS_BEFORE_DECISION
     coordinator = TransactionCoordinator(config.broker_id, replicas, settings, allocate_producer_id, markers, markers_before_decision=unsafe)
     topic = InternalTopic(config.broker_id, config.transaction_state_partitions, lambda: replicas.image, create_topics, TOPIC)
-    transaction_pb2_grpc.add_TransactionCoordinatorServicer_to_server(TransactionCoordinatorService(coordinator, access), server)
-    return coordinator, topic
+    service = TransactionCoordinatorService(coordinator, access)
+    transaction_pb2_grpc.add_TransactionCoordinatorServicer_to_server(service, server)
+    return service, topic

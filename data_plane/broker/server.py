@@ -197,7 +197,7 @@ class BrokerServer:
         transactions, transaction_topic = serve_transactions(
             self.config, self.replicas, self.lifecycle.create_topics, self.init_producer_id, self.fetchers.broker_address,
             server, self.access)
-        self._transactions = transactions
+        self._transactions = transactions.coordinator
         if self.config.transaction_partition_verification:
             self.replicas.txn_verifier = TxnVerifier(self.replicas, self.fetchers.broker_address, self.config.peer_credentials())
         groups = serve_groups(self.config, self.replicas, self.lifecycle.create_topics, server, self.access, transaction_topic)
@@ -216,13 +216,13 @@ class BrokerServer:
             self._log.warning("UNSAFE TESTING MODE: this broker breaks replication rules on purpose", behaviour=self.config.unsafe.value)
         self.isr_updates.start()
         self.fetchers.start()
-        self._kafka = await serve_kafka(self, self.lifecycle, groups)  # bound before registering: its address is registered
+        self._kafka = await serve_kafka(self, self.lifecycle, groups, transactions)  # bound before registering: its address is registered
         await self.metadata.start()
         await self.lifecycle.start()
         self._timers = [
             asyncio.create_task(self._every(self.config.replica_tick_interval_ms, self.replicas.tick)),
             asyncio.create_task(self._every(self.config.replica_tick_interval_ms, groups.coordinator.tick)),
-            asyncio.create_task(self._every(self.config.replica_tick_interval_ms, transactions.tick)),
+            asyncio.create_task(self._every(self.config.replica_tick_interval_ms, transactions.coordinator.tick)),
             asyncio.create_task(self._checkpoints()),
             asyncio.create_task(self._every(self.config.retention_check_interval_ms, self.replicas.maintenance.run_retention)),
             asyncio.create_task(self._every(self.config.flush_check_interval_ms, self.replicas.maintenance.run_flush)),

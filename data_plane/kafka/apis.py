@@ -29,6 +29,7 @@ from data_plane.kafka.admin_apis import CREATE_TOPICS, DELETE_TOPICS, AdminApis
 from data_plane.kafka.batches import KafkaBatchError, to_kafka, to_kraftlog
 from data_plane.kafka.codec import Request
 from data_plane.kafka.sasl import SASL_SERVED
+from data_plane.kafka.txn_apis import ADD_OFFSETS_TO_TXN, ADD_PARTITIONS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT, TXN_SERVED, TxnApis
 from data_plane.kafka.config_apis import CREATE_PARTITIONS, DESCRIBE_CLUSTER, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS, ConfigApis
 from data_plane.kafka.entities import NO_THROTTLE, build, group_by_topic, millis, response_type, sibling, version
 from data_plane.kafka.error_codes import to_kafka as kafka_code
@@ -76,6 +77,7 @@ SERVED: dict[int, tuple[int, int]] = {
     DESCRIBE_ACLS: (1, 3),  # v0 has no pattern type
     CREATE_ACLS: (1, 3),
     DELETE_ACLS: (1, 3),
+    **TXN_SERVED,
     **SASL_SERVED,  # answered by the listener (data_plane/kafka/sasl.py)
 }
 READ_COMMITTED = 1
@@ -95,6 +97,7 @@ class KafkaApis:
     admin: AdminApis
     configs: ConfigApis
     acls: AclApis
+    txns: TxnApis
 
     async def answer(self, request: Request, peer: PeerContext):
         """The response entity (None: acks=0 produce, answered with nothing)."""
@@ -113,6 +116,8 @@ class KafkaApis:
             DELETE_RECORDS: self.delete_records, OFFSET_FOR_LEADER_EPOCH: self.epoch_end_offsets, CREATE_PARTITIONS: self.configs.add_partitions, DESCRIBE_CONFIGS: self.configs.describe,
             INCREMENTAL_ALTER_CONFIGS: self.configs.alter, DESCRIBE_CLUSTER: self.configs.describe_cluster,
             DESCRIBE_ACLS: self.acls.describe, CREATE_ACLS: self.acls.create, DELETE_ACLS: self.acls.delete,
+            ADD_PARTITIONS_TO_TXN: self.txns.add_partitions, ADD_OFFSETS_TO_TXN: self.txns.add_offsets, END_TXN: self.txns.end,
+            TXN_OFFSET_COMMIT: self.txns.offset_commit,
         }[request.api_key]
         return await handler(request.body)
 
@@ -268,11 +273,10 @@ class KafkaApis:
 
     async def init_producer(self, request):
         """An idempotent producer's id, authorized as the gRPC InitProducerId is (IDEMPOTENT_WRITE
-        on the cluster or WRITE on any topic). Transactional ids are not served on this door yet."""
+        on the cluster or WRITE on any topic); a transactional one's from its coordinator."""
         out = response_type(request)
         if request.transactional_id:
-            return build(out, throttle_time=NO_THROTTLE, error_code=KafkaError.transactional_id_authorization_failed,
-                         producer_id=-1, producer_epoch=-1)
+            return await self.txns.init_producer(request, out)
         if not self.access.allows_any("write", "topic") and not self.access.allows("idempotent_write", "cluster"):
             return build(out, throttle_time=NO_THROTTLE, error_code=KafkaError.cluster_authorization_failed,
                          producer_id=-1, producer_epoch=-1)

@@ -55,12 +55,9 @@ class GroupApis:
     async def find_coordinator(self, request):
         out = response_type(request)
         keys = list(getattr(request, "coordinator_keys", None) or [request.key])
-        if getattr(request, "key_type", GROUP_KEY) != GROUP_KEY:
-            answers = [(key, -1, "", 0, KafkaError.invalid_request, "transaction coordinators are not served on the Kafka "
-                        "listener yet (docs/kafka.md): use kraftlog's client for transactions") for key in keys]
-        else:
-            found = await self.service.FindCoordinator(group_pb2.FindCoordinatorRequest(keys=keys, key_type=group_pb2.GROUP), None)
-            answers = [self._kafka_coordinator(c) for c in found.coordinators]
+        key_type = group_pb2.GROUP if getattr(request, "key_type", GROUP_KEY) == GROUP_KEY else group_pb2.TRANSACTION
+        found = await self.service.FindCoordinator(group_pb2.FindCoordinatorRequest(keys=keys, key_type=key_type), None)
+        answers = [self._kafka_coordinator(c) for c in found.coordinators]
         if version(request) >= 4:
             entry = sibling(out, "Coordinator")
             return build(out, throttle_time=NO_THROTTLE, coordinators=tuple(
@@ -87,23 +84,10 @@ class GroupApis:
         if self.classic.is_classic(request.group_id):
             refusal = self.classic.commit_refusal(request.group_id, member_id, epoch)
             member_id, epoch = "", -1
-        commit = group_pb2.OffsetCommitRequest(
-            group_id=request.group_id, member_id=member_id, member_epoch=epoch,
-            topics=[group_pb2.OffsetCommitTopic(topic=t.name, partitions=[
-                group_pb2.OffsetCommitPartition(partition=p.partition_index, committed_offset=p.committed_offset,
-                                                committed_leader_epoch=getattr(p, "committed_leader_epoch", -1),
-                                                metadata=p.committed_metadata or "")
-                for p in t.partitions]) for t in request.topics])
+        commit = group_pb2.OffsetCommitRequest(group_id=request.group_id, member_id=member_id, member_epoch=epoch,
+                                               topics=commit_topics(request.topics))
         answer = await self.service.OffsetCommit(commit, None) if refusal is None else group_pb2.OffsetCommitResponse()
-        codes = {(t.topic, p.partition): p.error_code for t in answer.topics for p in t.partitions}
-        out = response_type(request)
-        partition_type, topic_type = sibling(out, "OffsetCommitResponsePartition"), sibling(out, "OffsetCommitResponseTopic")
-        by_topic = group_by_topic((t.name, build(
-            partition_type, partition_index=p.partition_index,
-            error_code=refusal or kafka_code(answer.error_code or codes.get((t.name, p.partition_index), 0))))
-            for t in request.topics for p in t.partitions)
-        return build(out, throttle_time=NO_THROTTLE, topics=tuple(
-            build(topic_type, name=name, partitions=tuple(parts)) for name, parts in by_topic.items()))
+        return commit_response(request, answer, refusal, "OffsetCommitResponsePartition", "OffsetCommitResponseTopic")
 
     async def offset_fetch(self, request):
         out = response_type(request)
@@ -243,3 +227,25 @@ class GroupApis:
                                   for t in request.topics for p in t.partitions)
         return build(out, throttle_time=NO_THROTTLE, error_code=kafka_code(answer.error_code), topics=tuple(
             build(topic_type, name=name, partitions=tuple(parts)) for name, parts in by_topic.items()))
+
+
+def commit_topics(topics) -> list[group_pb2.OffsetCommitTopic]:
+    """An OffsetCommit's or TxnOffsetCommit's topics as the coordinator's."""
+    return [group_pb2.OffsetCommitTopic(topic=t.name, partitions=[
+        group_pb2.OffsetCommitPartition(partition=p.partition_index, committed_offset=p.committed_offset,
+                                        committed_leader_epoch=getattr(p, "committed_leader_epoch", -1), metadata=p.committed_metadata or "")
+        for p in t.partitions]) for t in topics]
+
+
+def commit_response(request, answer, refusal: KafkaError | None, partition_name: str, topic_name: str):
+    """Each partition of ``request`` answered: the classic ``refusal``, else the coordinator's
+    request-level error, else its own."""
+    codes = {(t.topic, p.partition): p.error_code for t in answer.topics for p in t.partitions}
+    out = response_type(request)
+    partition_type, topic_type = sibling(out, partition_name), sibling(out, topic_name)
+    by_topic = group_by_topic((t.name, build(
+        partition_type, partition_index=p.partition_index,
+        error_code=refusal or kafka_code(answer.error_code or codes.get((t.name, p.partition_index), 0))))
+        for t in request.topics for p in t.partitions)
+    return build(out, throttle_time=NO_THROTTLE, topics=tuple(
+        build(topic_type, name=name, partitions=tuple(parts)) for name, parts in by_topic.items()))

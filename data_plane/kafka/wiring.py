@@ -19,6 +19,8 @@ from data_plane.kafka.config_apis import ConfigApis
 from data_plane.kafka.group_apis import GroupApis
 from data_plane.kafka.listener import KafkaListener
 from data_plane.kafka.sasl import SaslDoor
+from data_plane.kafka.txn_apis import TxnApis
+from data_plane.transactions.service import TransactionCoordinatorService
 from server_common.tls import SslContexts
 
 log = structlog.get_logger("kafka")
@@ -35,7 +37,8 @@ class _Broker(Protocol):  # what the listener needs of data_plane.broker.server.
     async def init_producer_id(self): ...
 
 
-async def serve_kafka(broker: _Broker, lifecycle, groups: GroupCoordinatorService) -> KafkaListener | None:
+async def serve_kafka(broker: _Broker, lifecycle, groups: GroupCoordinatorService,
+                      transactions: TransactionCoordinatorService) -> KafkaListener | None:
     """Listen for Kafka clients when ``--kafka-listen`` is set, and set the endpoint the
     broker registers (None: no Kafka listener)."""
     config = broker.config
@@ -48,12 +51,14 @@ async def serve_kafka(broker: _Broker, lifecycle, groups: GroupCoordinatorServic
 
     classic = ClassicGroups(groups)
     groups.classic_groups = classic.groups  # kraftlog's own ListGroups and DescribeGroups show them too
+    group_apis = GroupApis(groups, kafka_endpoint, lambda: broker.metadata.image, classic)
     apis = KafkaApis(config.broker_id, broker.replicas, broker.access, broker.metadata_response, broker.init_producer_id,
-                     kafka_endpoint, GroupApis(groups, kafka_endpoint, lambda: broker.metadata.image, classic),
+                     kafka_endpoint, group_apis,
                      AdminApis(broker.access, lifecycle.create_topics, lifecycle.delete_topics),
                      ConfigApis(broker.access, lambda: broker.metadata.image, lifecycle.create_partitions, lifecycle.alter_configs,
                                 kafka_endpoint, config.broker_id),
-                     AclApis(broker.access, lambda: broker.metadata.image.acls, lifecycle.create_acls, lifecycle.delete_acls))
+                     AclApis(broker.access, lambda: broker.metadata.image.acls, lifecycle.create_acls, lifecycle.delete_acls),
+                     TxnApis(transactions, group_apis))
     host, port = config.kafka_listen
     bound_log = log.bind(broker_id=config.broker_id)
     # Required where the gRPC door requires it, by a flag or by client certificates (which this

@@ -340,9 +340,9 @@ class TransactionCoordinator:
         return await self.run(transactional_id, lambda meta, now, fresh: sm.add_partitions(
             meta, producer_id, producer_epoch, partitions, now))
 
-    async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> Decision:
+    async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool, keep_epoch: bool = False) -> Decision:
         return await self.run(transactional_id, lambda meta, now, fresh: sm.end_txn(
-            meta, producer_id, producer_epoch, commit, now, fresh))
+            meta, producer_id, producer_epoch, commit, now, fresh, keep_epoch))
 
     def describe(self, transactional_id: str) -> TxnMetadata | None:
         return self._shard_for(transactional_id).ids.get(transactional_id)

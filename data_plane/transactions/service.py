@@ -98,7 +98,7 @@ class TransactionCoordinatorService(transaction_pb2_grpc.TransactionCoordinatorS
     async def EndTxn(self, request: pb.EndTxnRequest, context) -> pb.EndTxnResponse:
         tid = request.transactional_id
         return await self._answer(pb.EndTxnResponse, tid, lambda: self.coordinator.end_txn(
-            tid, request.producer_id, request.producer_epoch, request.commit))
+            tid, request.producer_id, request.producer_epoch, request.commit, request.keep_epoch))
 
     async def ListTransactions(self, request: pb.ListTransactionsRequest, context) -> pb.ListTransactionsResponse:
         if (refused := self.access.refused_response(pb.ListTransactionsResponse, "describe", "cluster")) is not None:

@@ -223,12 +223,15 @@ def verify_partitions(meta: TxnMetadata | None, producer_id: int, producer_epoch
 
 
 def end_txn(meta: TxnMetadata | None, producer_id: int, producer_epoch: int, commit: bool, now_ms: int,
-            fresh_producer_id: int) -> Decision:
+            fresh_producer_id: int, keep_epoch: bool = False) -> Decision:
     """EndTxn: Ongoing -> PrepareCommit/PrepareAbort with the epoch bumped, then markers.
 
     A retry (the epoch before the bump) of the same outcome: CONCURRENT_TRANSACTIONS while its
     markers are being written, NONE once complete; of the other outcome: INVALID_TXN_STATE.
-    Abort with nothing open bumps the epoch through PrepareAbort and writes no marker."""
+    Abort with nothing open bumps the epoch through PrepareAbort and writes no marker.
+    ``keep_epoch``: Kafka's transaction version 1 (`end_txn_keeping_epoch`)."""
+    if keep_epoch:
+        return end_txn_keeping_epoch(meta, producer_id, producer_epoch, commit, now_ms)
     if meta is not None and meta.producer_id == producer_id and meta.state is not S.DEAD \
             and producer_epoch == meta.last_producer_epoch and producer_epoch != meta.producer_epoch:
         return _retried_end(meta, commit)
@@ -246,6 +249,26 @@ def end_txn(meta: TxnMetadata | None, producer_id: int, producer_epoch: int, com
                                last_producer_epoch=meta.producer_epoch, **_bumped(meta, fresh_producer_id))
     done = prepared.transition(S.COMPLETE_ABORT, now_ms)
     return Decision(ErrorCode.NONE, done, (prepared, done))
+
+
+def end_txn_keeping_epoch(meta: TxnMetadata | None, producer_id: int, producer_epoch: int, commit: bool, now_ms: int) -> Decision:
+    """EndTxn of a Kafka client before EndTxn v5 (Kafka's transaction version 1): Ongoing ->
+    PrepareCommit/PrepareAbort at the same epoch, whose markers carry it and whose next
+    transaction uses it too. Its retry comes with the same epoch: CONCURRENT_TRANSACTIONS while
+    the markers are written, NONE once complete with the outcome it asked for,
+    INVALID_TXN_STATE for the other outcome or with nothing open (as Kafka answers it). A late
+    write of such a producer is not fenced by the end of its transaction, as in Kafka before
+    KIP-890; kraftlog's own clients always bump."""
+    error = _check_request(meta, producer_id, producer_epoch)
+    if error is not ErrorCode.NONE:
+        return _refuse(error, meta)
+    assert meta is not None
+    if meta.state is S.ONGOING:
+        prepared = meta.transition(S.PREPARE_COMMIT if commit else S.PREPARE_ABORT, now_ms)
+        return Decision(ErrorCode.NONE, prepared, (prepared,), _markers(prepared))
+    if meta.state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
+        return _retried_end(meta, commit)
+    return _refuse(ErrorCode.INVALID_TXN_STATE, meta)
 
 
 def _retried_end(meta: TxnMetadata, commit: bool) -> Decision:

@@ -52,7 +52,7 @@ def access(*operations: str) -> AccessControl:
 
 
 def apis(replicas: FakeReplicas, control: AccessControl) -> KafkaApis:
-    return KafkaApis(1, replicas, control, None, None, lambda broker_id: None, None, None, None, None)
+    return KafkaApis(1, replicas, control, None, None, lambda broker_id: None, None, None, None, None, None)
 
 
 def one_batch() -> Records:

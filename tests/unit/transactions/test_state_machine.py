@@ -132,6 +132,25 @@ def test_abort_path_and_abort_with_nothing_open() -> None:
     assert empty.markers is None and empty.answer.producer_epoch == 4
 
 
+def test_a_kafka_client_before_end_txn_v5_keeps_its_epoch_across_transactions() -> None:
+    """Kafka's transaction version 1 (EndTxn v0-4, the Kafka door): the markers carry the
+    current epoch, a retry comes with that same epoch, and the next transaction uses it."""
+    ongoing = add_partitions(meta(S.EMPTY), 7, 3, frozenset({TP0}), 100).answer
+    end = end_txn(ongoing, 7, 3, True, 200, FRESH, keep_epoch=True)
+    assert end.error == ErrorCode.NONE and end.answer.state == S.PREPARE_COMMIT and end.answer.producer_epoch == 3
+    assert end.markers is not None and end.markers.commit and end.markers.producer_epoch == 3
+    assert end.log == (end.answer,)
+    assert end_txn(end.answer, 7, 3, True, 210, FRESH, keep_epoch=True).error == ErrorCode.CONCURRENT_TRANSACTIONS
+    done = markers_written(end.answer, 250)
+    assert end_txn(done, 7, 3, True, 260, FRESH, keep_epoch=True).error == ErrorCode.NONE  # a retry once complete
+    assert end_txn(done, 7, 3, False, 260, FRESH, keep_epoch=True).error == ErrorCode.INVALID_TXN_STATE
+    nxt = add_partitions(done, 7, 3, frozenset({TP1}), 300).answer
+    aborted = end_txn(nxt, 7, 3, False, 310, FRESH, keep_epoch=True)
+    assert aborted.answer.state == S.PREPARE_ABORT and aborted.markers.producer_epoch == 3
+    assert end_txn(meta(S.EMPTY), 7, 3, False, 5, FRESH, keep_epoch=True).error == ErrorCode.INVALID_TXN_STATE  # nothing open
+    assert end_txn(nxt, 7, 2, True, 320, FRESH, keep_epoch=True).error == ErrorCode.PRODUCER_FENCED
+
+
 def test_commit_with_nothing_open_and_unknown_producers_are_refused() -> None:
     assert end_txn(meta(S.EMPTY), 7, 3, True, 1, FRESH).error == ErrorCode.INVALID_TXN_STATE
     assert end_txn(meta(S.COMPLETE_ABORT), 7, 3, True, 1, FRESH).error == ErrorCode.INVALID_TXN_STATE
