@@ -13,6 +13,7 @@ from data_plane.groups import membership, offsets
 from data_plane.groups.classic import CLASSIC, CONSUMER, ClassicGroup, assigned_partitions
 from data_plane.groups.coordinator import GroupCoordinator, TxnProducer
 from data_plane.groups.membership import Refused
+from data_plane.coordination import describe_each
 from data_plane.coordination.internal_topic import InternalTopic
 from data_plane.groups.state import Group, Partitions, partitions_by_topic
 from server_common.errors import ErrorCode
@@ -140,29 +141,25 @@ class GroupCoordinatorService(group_pb2_grpc.GroupCoordinatorServicer):
 
     async def DescribeGroups(self, request: group_pb2.DescribeGroupsRequest, context) -> group_pb2.DescribeGroupsResponse:
         await self.access.abort_if_refused(context, "describe", "group", request.group_ids)
-        response = group_pb2.DescribeGroupsResponse()
-        for group_id in request.group_ids:
+
+        def look_up(group_id: str) -> Group | ClassicGroup | None:
             classic = self.classic_groups.get(group_id)
-            if classic is not None and classic.members:
-                response.groups.append(_described_classic(classic, self.coordinator.broker_id))
-                continue
-            try:
-                group = self.coordinator.group(group_id)
-            except Refused as refusal:
-                response.groups.add(group_id=group_id, error_code=refusal.code, error_message=refusal.message)
-                continue
-            if group is None:
-                response.groups.add(group_id=group_id, state="dead", error_code=ErrorCode.GROUP_ID_NOT_FOUND,
-                                    error_message=f"group {group_id} does not exist: check the name (kraftlog groups list)")
-                continue
-            hidden = self._assigns_hidden_topics(group)
-            if hidden:  # as Kafka's ConsumerGroupDescribe: all of the group or nothing, and no topic named
-                response.groups.add(group_id=group_id, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=(
-                    f"{current_identity().principal} may DESCRIBE group {group_id} but not every topic assigned in it: an "
-                    "administrator can allow DESCRIBE on those topics (kraftlog acls create --operation describe --topic ...)"))
-                continue
-            response.groups.append(_described(group, self.coordinator.broker_id))
-        return response
+            return classic if classic is not None and classic.members else self.coordinator.group(group_id)
+
+        return group_pb2.DescribeGroupsResponse(groups=describe_each(
+            request.group_ids, look_up, self._described_entry,
+            lambda group_id, code, message: group_pb2.DescribedGroup(group_id=group_id, error_code=code, error_message=message),
+            lambda group_id: group_pb2.DescribedGroup(group_id=group_id, state="dead", error_code=ErrorCode.GROUP_ID_NOT_FOUND,
+                                                      error_message=f"group {group_id} does not exist: check the name (kraftlog groups list)")))
+
+    def _described_entry(self, group_id: str, group: Group | ClassicGroup) -> group_pb2.DescribedGroup:
+        if isinstance(group, ClassicGroup):
+            return _described_classic(group, self.coordinator.broker_id)
+        if self._assigns_hidden_topics(group):  # as Kafka's ConsumerGroupDescribe: all of the group or nothing, and no topic named
+            return group_pb2.DescribedGroup(group_id=group_id, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=(
+                f"{current_identity().principal} may DESCRIBE group {group_id} but not every topic assigned in it: an "
+                "administrator can allow DESCRIBE on those topics (kraftlog acls create --operation describe --topic ...)"))
+        return _described(group, self.coordinator.broker_id)
 
     def _assigns_hidden_topics(self, group: Group) -> bool:
         """Whether a member owns or is to get a topic the caller may not DESCRIBE: describing

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from data_plane.partition_errors import negative_partition
-from data_plane.coordination import Refused
+from data_plane.coordination import Refused, describe_each
 from server_common.errors import ErrorCode
 from data_plane.transactions.coordinator import TransactionCoordinator
 from data_plane.transactions.state_machine import Decision, TopicPartition, TxnMetadata, verify_partitions
@@ -112,25 +112,19 @@ class TransactionCoordinatorService(transaction_pb2_grpc.TransactionCoordinatorS
         return response
 
     async def DescribeTransactions(self, request: pb.DescribeTransactionsRequest, context) -> pb.DescribeTransactionsResponse:
-        response = pb.DescribeTransactionsResponse()
-        for tid in request.transactional_ids:
+        def look_up(tid: str) -> TxnMetadata | None:
             refused = self.access.first_refusal("describe", "transactional_id", (tid,))
             if refused is not None:
-                response.transactions.add(transactional_id=tid, error_code=refused[0], error_message=refused[1])
-                continue
-            try:
-                meta = self.coordinator.describe(tid)
-            except Refused as refusal:
-                response.transactions.add(transactional_id=tid, error_code=refusal.code, error_message=refusal.message)
-                continue
-            if meta is None:
-                response.transactions.add(transactional_id=tid, state="Dead", error_code=ErrorCode.TRANSACTIONAL_ID_NOT_FOUND,
-                                          error_message=f"transactional id {tid!r} is not known (never registered, or "
-                                          "expired): check the name (kraftlog transactions list)")
-                continue
-            response.transactions.append(described(meta, self.coordinator.broker_id))
-        return response
+                raise Refused(ErrorCode(refused[0]), refused[1])
+            return self.coordinator.describe(tid)
 
+        return pb.DescribeTransactionsResponse(transactions=describe_each(
+            request.transactional_ids, look_up, lambda tid, meta: described(meta, self.coordinator.broker_id),
+            lambda tid, code, message: pb.DescribedTransaction(transactional_id=tid, error_code=code, error_message=message),
+            lambda tid: pb.DescribedTransaction(
+                transactional_id=tid, state="Dead", error_code=ErrorCode.TRANSACTIONAL_ID_NOT_FOUND,
+                error_message=f"transactional id {tid!r} is not known (never registered, or expired): check the name "
+                "(kraftlog transactions list)")))
 
 def unverified(error: ErrorCode, transactional_id: str, meta: TxnMetadata | None, partitions: frozenset[TopicPartition]) -> str:
     """The message of a verify_only answer: why the partitions are not in the transaction."""
