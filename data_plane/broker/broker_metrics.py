@@ -21,7 +21,7 @@ from data_plane.record_batch import iter_headers
 from data_plane.replication.partition_state import IsrProposal
 from kraftlog_proto import broker_pb2
 from server_common.errors import error_code_name
-from server_common.metrics import Observer, RpcMetrics, authentication_failures, new_registry, read_on_loop
+from server_common.metrics import LATENCY_BUCKETS, Observer, RpcMetrics, authentication_failures, new_registry, read_on_loop
 from server_common.metrics_endpoint import connections_refused, serve_metrics
 from server_common.tls import ServerTls
 
@@ -232,9 +232,18 @@ class BrokerMetrics:
         self.throttle = ThrottleTimes(self.registry)
         self.authentication_failures = authentication_failures(self.registry)
         self.connections_refused = connections_refused(self.registry)
+        self.kafka_requests = Counter("kraftlog_kafka_requests", "Requests answered on the Kafka listener, by API", ["api"], registry=self.registry)
+        self.kafka_latency = Histogram("kraftlog_kafka_request_duration_seconds", "Time to answer a Kafka request, by API",
+                                       ["api"], buckets=LATENCY_BUCKETS, registry=self.registry)
         self.isr_shrinks = Counter("kraftlog_isr_shrinks", "ISR shrinks this broker proposed as leader (AlterPartition sent)", registry=self.registry)
         self.isr_expansions = Counter("kraftlog_isr_expansions", "ISR expansions this broker proposed as leader (AlterPartition sent)", registry=self.registry)
         self._stop: Callable[[], None] | None = None
+
+    def kafka_answered(self, api: str, seconds: float) -> None:
+        """A request on the Kafka listener was answered (docs/kafka.md): counted and timed as the
+        gRPC interceptor does for the native door."""
+        self.kafka_requests.labels(api).inc()
+        self.kafka_latency.labels(api).observe(seconds)
 
     def count_isr_changes(self, propose: Callable[[Partition, IsrProposal], None]) -> Callable[[Partition, IsrProposal], None]:
         """``propose`` (where the replica manager sends ISR proposals), counting each one."""

@@ -19,6 +19,8 @@ from __future__ import annotations
 import asyncio
 import ssl
 import struct
+import time
+from typing import Callable
 
 import structlog
 from kio.schema.errors import ErrorCode as KafkaError
@@ -42,8 +44,11 @@ class Unauthenticated(Exception):
 
 class KafkaListener:
     def __init__(self, apis: KafkaApis, host: str, port: int, max_frame_bytes: int, log: structlog.BoundLogger, sasl: SaslDoor,
-                 tls: ssl.SSLContext | None = None) -> None:
+                 tls: ssl.SSLContext | None = None, answered: Callable[[str, float], None] | None = None) -> None:
+        """``answered``: told of each request answered (its API's name, the seconds it took), for
+        the broker's metrics; None with metrics off."""
         self._apis = apis
+        self._answered = answered
         self._sasl = sasl
         self._tls = tls
         self._host, self._port = host, port
@@ -116,5 +121,8 @@ class KafkaListener:
         if not sasl.admits(request.api_key):
             raise Unauthenticated(request.api_key)
         set_identity(Identity(sasl.principal, request.client_id, peer.host))
+        started = time.perf_counter()
         response = await self._apis.answer(request, peer)
+        if self._answered is not None:
+            self._answered(type(request.body).__name__.removesuffix("Request"), time.perf_counter() - started)
         return None if response is None else encode_response(request.correlation_id, response)

@@ -28,6 +28,7 @@ log = structlog.get_logger("kafka")
 
 class _Broker(Protocol):  # what the listener needs of data_plane.broker.server.BrokerServer
     config: BrokerConfig
+    metrics: object  # BrokerMetrics, or None with metrics off
     replicas: object
     access: object
     metadata: object
@@ -67,7 +68,8 @@ async def serve_kafka(broker: _Broker, lifecycle, groups: GroupCoordinatorServic
     sasl = SaslDoor(lambda: broker.metadata.image.scram_users, required)
     # SASL_SSL: the client proves who it is with SCRAM, so no client certificate is asked for
     tls = SslContexts(dataclasses.replace(config.tls, client_auth="none"), "--kafka-listen").server if config.tls is not None else None
-    listener = KafkaListener(apis, host, port, config.request_max_bytes, bound_log, sasl, tls)
+    listener = KafkaListener(apis, host, port, config.request_max_bytes, bound_log, sasl, tls,
+                             broker.metrics.kafka_answered if broker.metrics is not None else None)
     bound = await listener.start()
     advertised_host, advertised_port = config.kafka_advertised or (host, bound)
     lifecycle.kafka_endpoint = f"{advertised_host}:{advertised_port}"

@@ -83,6 +83,13 @@ def test_broker_and_controller_metrics_and_an_under_replicated_partition(tmp_pat
         wait_for(lambda: all(value(scrape(port), "kraftlog_replica_lag_records", topic="watched", partition="0", follower=str(f)) == 0
                              for f in followers), 30, "both followers caught up in the leader's lag gauge")
         assert value(broker, "process_cpu_seconds_total") is not None
+        kafka = pytest.importorskip("confluent_kafka", reason="confluent-kafka is in the test extra: pip install -e '.[test]'")
+        through_door = kafka.Producer({"bootstrap.servers": cluster.kafka_bootstrap})
+        through_door.produce("watched", b"through the Kafka door", partition=0)
+        assert through_door.flush(30) == 0
+        door = scrape(port)
+        assert value(door, "kraftlog_kafka_requests_total", api="Produce") >= 1
+        assert value(door, "kraftlog_kafka_request_duration_seconds_count", api="Metadata") >= 1
 
         follower = cluster.broker(followers[0])
         with grpc.insecure_channel(follower.address) as channel:
