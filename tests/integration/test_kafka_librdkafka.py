@@ -121,3 +121,46 @@ def test_librdkafka_consumers_share_a_topic_through_the_kip_848_group_protocol(t
 
         with GroupAdmin(cluster.bootstrap) as admin:
             assert admin.committed_offsets(group) == {(topic, p): end for p, end in ends.items()}
+
+
+def test_an_idempotent_librdkafka_producer_through_a_leader_sigkill_loses_and_repeats_nothing(tmp_path):
+    """The partition leader is SIGKILLed while librdkafka's idempotent producer (acks=all)
+    writes: every record it was told is delivered is in the log once, in order, and nothing
+    it was not told of sits between them (its retries go to the new leader, whose producer
+    state knows the sequences the old one acknowledged)."""
+    with local_cluster(tmp_path, controllers=1, brokers=3) as cluster:
+        cluster.create_topic("through-a-kill", 1, 3)
+        cluster.wait_topic_ready("through-a-kill", 1)
+        producer = confluent_kafka.Producer({"bootstrap.servers": cluster.kafka_bootstrap, "enable.idempotence": True,
+                                             "acks": "all", "linger.ms": 2, "message.timeout.ms": 60_000})
+        delivered: list[int] = []
+        failures: list = []
+        on_delivery = lambda error, message: failures.append(error) if error else delivered.append(int(message.value()))  # noqa: E731
+        killed = False
+        for i in range(6_000):
+            producer.produce("through-a-kill", value=b"%d" % i, partition=0, on_delivery=on_delivery)
+            producer.poll(0)
+            if i == 2_000:  # with records in flight
+                cluster.kill(cluster.broker(cluster.leader("through-a-kill", 0)))
+                killed = True
+        assert killed and producer.flush(90) == 0 and failures == []
+        del producer
+        values = [int(m.value()) for m in _read_partition(cluster.kafka_bootstrap, "through-a-kill", 6_000)]
+    assert values == list(range(6_000)), "duplicates, gaps or reordering after the leader's SIGKILL"
+    assert sorted(delivered) == list(range(6_000))
+
+
+def _read_partition(bootstrap: str, topic: str, count: int) -> list:
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "after-kill", "enable.auto.commit": False})
+    try:
+        consumer.assign([confluent_kafka.TopicPartition(topic, 0, confluent_kafka.OFFSET_BEGINNING)])
+        records: list = []
+        deadline, quiet_since = time.monotonic() + 60, time.monotonic()
+        while time.monotonic() < deadline and (len(records) < count or time.monotonic() - quiet_since < 2):
+            batch = [m for m in consumer.consume(1000, 0.3) if m.error() is None]
+            if batch:
+                records.extend(batch)
+                quiet_since = time.monotonic()
+        return records
+    finally:
+        consumer.close()
