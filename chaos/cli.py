@@ -39,6 +39,9 @@ def add_subcommand(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--replication-factor", type=int, default=3, help="replicas of each partition of the workload topic (default: %(default)s)")
     run.add_argument("--min-insync-replicas", type=int, default=2, help="the topic's min.insync.replicas: acks=all writes fail below it (default: %(default)s)")
     run.add_argument("--rate", type=int, default=100, help="records per second per producer")
+    run.add_argument("--producer-client", choices=["kraftlog", "librdkafka"], default="kraftlog",
+                     help="librdkafka: the retrying producers write through the brokers' Kafka listeners (confluent-kafka) "
+                          "(default: %(default)s)")
     run.set_defaults(func=run_scenario)
     soak = chaos.add_parser("soak", help="many seeded schedules, a summary table; exit 1 on any anomaly")
     soak.add_argument("--schedules", type=int, default=100, help="how many runs (default: %(default)s)")
@@ -106,6 +109,7 @@ def run_scenario(args: argparse.Namespace) -> int:
         replication_factor=args.replication_factor,
         min_insync_replicas=args.min_insync_replicas,
         rate_per_s=args.rate,
+        producer_client=args.producer_client,
     )
     if args.bootstrap:  # someone else's cluster: a topic of our own
         workload = replace(workload, topic=f"chaos-{seed}-{int(time.time())}")

@@ -88,7 +88,7 @@ def run(options: RunOptions) -> RunResult:
         assignment = replica_assignment(bootstrap, options.workload.topic)
         history = History()  # time 0: the workload starts, the schedule's clock with it
         options.progress(f"topic {options.workload.topic} ready; {len(steps)} fault steps over {options.duration_s:.0f}s (seed {options.seed})")
-        workload = Workload(bootstrap, options.workload, history)
+        workload = Workload(bootstrap, options.workload, history, cluster.kafka_bootstrap if cluster else "")
         nemesis = Nemesis(cluster, steps, options.workload, assignment, history) if cluster else None
         workload.start()
         if nemesis:

@@ -58,7 +58,10 @@ class ProducerWorker(Worker):
             try:
                 seq = self._send_until_stopped(producer, seq)
             finally:
-                producer.close(timeout=self.settings.delivery_timeout_ms / 1000)  # what is left fails: unknown
+                self._close(producer)  # what is left fails: unknown
+
+    def _close(self, producer: Producer) -> None:
+        producer.close(timeout=self.settings.delivery_timeout_ms / 1000)
 
     def _new_producer(self) -> Producer:
         s = self.settings
@@ -82,11 +85,15 @@ class ProducerWorker(Worker):
         while not self.stopping.is_set() and not self._producer_broken.is_set():
             self.stopping.wait(max(next_s - self.history.now(), 0))  # pacing, not synchronization
             next_s += interval_s
+            self._serve_callbacks(producer)
             if not self._in_flight.acquire(timeout=0.5):
                 continue
             self._send(producer, seq)
             seq += 1
         return seq
+
+    def _serve_callbacks(self, producer) -> None:
+        """Let the producer run its delivery callbacks (kraftlog's does on its sender thread)."""
 
     def _send(self, producer: Producer, seq: int) -> None:
         partition = seq % self.settings.partitions

@@ -30,6 +30,9 @@ class WorkloadSettings:
     observe_interval_s: float = 0.2  # each round asks every broker; consumers' answers add their own HWs
     isolation_level: str = "read_uncommitted"  # the consumers' and the final read's (read_committed: transactions)
     fetch_mode: str = "stream"  # the consumers' and the final read's (see docs/chaos.md, Transactions, for "fetch")
+    # "librdkafka": the retrying producers speak Kafka's protocol to the brokers' Kafka listeners
+    # (confluent-kafka), so the checker judges the Kafka door; the single-attempt ones stay kraftlog's
+    producer_client: str = "kraftlog"
 
     def topic_configs(self) -> dict[str, str]:
         return {"min.insync.replicas": str(self.min_insync_replicas), "unclean.leader.election.enable": "false"}

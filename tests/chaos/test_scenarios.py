@@ -52,6 +52,16 @@ def test_short_scenario(tmp_path: Path, name: str, duration_s: float) -> None:
     _assert_verdict(name, _run(tmp_path, name, seed=3, duration_s=duration_s))
 
 
+@pytest.mark.chaos
+@pytest.mark.parametrize("name, duration_s", [("leader-kill-loop", 20.0), ("unsafe-ack-before-replication", 25.0)])
+def test_short_scenario_through_the_kafka_door(tmp_path: Path, name: str, duration_s: float) -> None:
+    """The retrying producers write with librdkafka through the brokers' Kafka listeners: the
+    checker judges the Kafka door under leader kills, and still catches the broker that
+    acknowledges before replicating (the negative control)."""
+    pytest.importorskip("confluent_kafka", reason="confluent-kafka is in the test extra: pip install -e '.[test]'")
+    _assert_verdict(name, _run(tmp_path, name, seed=3, duration_s=duration_s, workload=WorkloadSettings(producer_client="librdkafka")))
+
+
 def _restart_comparisons(outcome: RunResult) -> list[dict]:
     return [c for c in outcome.result.comparisons if c["restart"] is not None]
 
