@@ -129,16 +129,35 @@ class MetadataImage:
 
 def image_to_records(image: MetadataImage) -> list[Record]:
     """Snapshot records: applied to an empty image they rebuild ``image`` (see ``image_from_snapshot``)."""
-    out: list[Record] = [
+    out = broker_records(image)
+    for name in sorted(image.topics):
+        out.extend(topic_records(image, name))
+    out.extend(rest_records(image))
+    return out
+
+
+def broker_records(image: MetadataImage) -> list[Record]:
+    """The snapshot's first part: every registered broker."""
+    return [
         RegisterBrokerRecord(b.broker_id, b.epoch, b.host, b.port, b.rack, b.incarnation_id, b.fenced, b.in_controlled_shutdown,
                              b.max_replicas, b.kafka_endpoint)
         for b in sorted(image.brokers.values(), key=lambda b: b.broker_id)
     ]
-    for name in sorted(image.topics):
-        topic = image.topics[name]
-        out.append(TopicRecord(topic.name, topic.topic_id))
-        out.extend(_partition_record(topic.topic_id, p) for _, p in sorted(topic.partitions.items()))
-        out.extend(ConfigRecord(name, key, value) for key, value in sorted(image.configs.get(name, {}).items()))
+
+
+def topic_records(image: MetadataImage, name: str) -> list[Record]:
+    """One topic's part of the snapshot (its record, its partitions, its configs), which
+    depends on ``image.topics[name]`` and ``image.configs.get(name)`` alone."""
+    topic = image.topics[name]
+    out: list[Record] = [TopicRecord(topic.name, topic.topic_id)]
+    out.extend(_partition_record(topic.topic_id, p) for _, p in sorted(topic.partitions.items()))
+    out.extend(ConfigRecord(name, key, value) for key, value in sorted(image.configs.get(name, {}).items()))
+    return out
+
+
+def rest_records(image: MetadataImage) -> list[Record]:
+    """The snapshot's last part: partitions of topics not created yet, quotas, users, ACLs, producer ids."""
+    out: list[Record] = []
     for topic_id in sorted(image.pending_partitions):
         out.extend(_partition_record(topic_id, p) for _, p in sorted(image.pending_partitions[topic_id].items()))
     for (user, client_id), values in sorted(image.client_quotas.items(), key=lambda item: repr(item[0])):

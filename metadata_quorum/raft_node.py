@@ -37,7 +37,8 @@ from metadata_quorum.endpoints import Voter
 from metadata_quorum.loopback_peers import admitting_transport
 from metadata_quorum.raft_journal import DurableJournal, journals_created_as, syncing_transport
 from metadata_quorum.delta import apply_all, image_from_snapshot
-from metadata_quorum.image import MetadataImage, RecordRejected, image_to_records
+from metadata_quorum.image import MetadataImage, RecordRejected
+from metadata_quorum.snapshot_records import SnapshotEncoder
 from metadata_quorum.records import Record, decode, encode
 from server_common.errors import ErrorCode
 
@@ -101,6 +102,7 @@ class MetadataStateMachine(SyncObjConsumer):
         self._cluster_id = cluster_id
         self._on_applied = on_applied
         self._on_directory = on_directory
+        self._snapshot = SnapshotEncoder()  # the encoded topics the next compaction reuses
         super().__init__()
         self.image = MetadataImage.empty(cluster_id)
         self.directory: ControllerDirectory | None = None  # None: the --quorum voters, no membership change yet
@@ -140,7 +142,7 @@ class MetadataStateMachine(SyncObjConsumer):
 
     def _serialize(self) -> dict:
         image = self.image
-        return {"cluster_id": image.cluster_id, "offset": image.offset, "records": [encode(r) for r in image_to_records(image)],
+        return {"cluster_id": image.cluster_id, "offset": image.offset, "records": self._snapshot.records(image),
                 "controllers": self.directory.encode() if self.directory is not None else None,
                 "caught_up_observers": sorted(self.caught_up_observers)}
 

@@ -1,0 +1,34 @@
+"""The snapshot's encoded records (metadata_quorum/snapshot_records.py): always exactly the
+encoding of ``image_to_records``, re-encoding only the topics that changed."""
+
+from __future__ import annotations
+
+from metadata_quorum.delta import apply_all
+from metadata_quorum.image import image_to_records
+from metadata_quorum.records import ConfigRecord, PartitionChangeRecord, RemoveTopicRecord, TopicRecord, PartitionRecord, encode
+from metadata_quorum.snapshot_records import SnapshotEncoder
+from tests.unit.metadata.test_apply_rate import cluster_image
+
+
+def test_every_snapshot_is_the_images_records_and_only_changed_topics_are_encoded_again() -> None:
+    encoder = SnapshotEncoder()
+    image = cluster_image(3, 10)
+    first = encoder.records(image)
+    assert first == [encode(r) for r in image_to_records(image)]
+    for changes in ([PartitionChangeRecord("id1", 4, 0, isr=(1, 2))], [ConfigRecord("t2", "retention.ms", "1000")],
+                    [RemoveTopicRecord("id0")], [PartitionRecord("id9", 0, (1, 2, 3), (1, 2, 3), 1, 0, 0), TopicRecord("t9", "id9")]):
+        image = apply_all(image, changes)
+        assert encoder.records(image) == [encode(r) for r in image_to_records(image)], changes
+
+
+def test_a_topic_that_did_not_change_is_not_encoded_again(monkeypatch) -> None:
+    import metadata_quorum.snapshot_records as module
+
+    encoder = SnapshotEncoder()
+    image = cluster_image(4, 5)
+    encoder.records(image)
+    encoded_topics: list[str] = []
+    original = module.topic_records
+    monkeypatch.setattr(module, "topic_records", lambda img, name: encoded_topics.append(name) or original(img, name))
+    encoder.records(apply_all(image, [PartitionChangeRecord("id2", 1, 0, isr=(1, 2))]))
+    assert encoded_topics == ["t2"]
