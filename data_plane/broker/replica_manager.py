@@ -95,7 +95,8 @@ class ReplicaManager:
         # Set by the server: where ISR proposals go (AlterPartition) and who follows leaders.
         self.propose_isr: Callable[[Partition, IsrProposal], None] = lambda partition, proposal: None
         self.followers_changed: Callable[[], None] = lambda: None
-        self.isr_changed: Callable[[set[TopicPartition]], None] = lambda tps: None  # followed partitions only
+        # Followed partitions to look at again at once (their ISR changed, their log went offline).
+        self.recheck_followers: Callable[[set[TopicPartition]], None] = lambda tps: None
         # Told of every marker this broker appends as leader (the group coordinator completes
         # transactional offset commits with them): (topic, partition, producer id, commit, offset).
         self.marker_listeners: list[MarkerListener] = []
@@ -123,6 +124,7 @@ class ReplicaManager:
         """The replica's log failed: take it offline; the error to answer with."""
         self.carry_out(partition, partition.mark_offline(exc))
         self.taken_offline.add((partition.topic, partition.partition))
+        self.recheck_followers({(partition.topic, partition.partition)})  # its fetcher stops naming it
         self._log.error("log directory failed", **partition.fields(), error=str(exc))
         return PartitionError(ErrorCode.STORAGE_ERROR, f"{partition.name} went offline on broker {self.config.broker_id}: {exc}")
 
@@ -160,7 +162,7 @@ class ReplicaManager:
         if moved:
             self.followers_changed()
         elif isr_changed:
-            self.isr_changed(isr_changed)
+            self.recheck_followers(isr_changed)
         if self._not_created:  # the rest is done; the follower serves on and calls again later
             raise MetadataNotApplied(f"{len(self._not_created)} replica(s) could not be created", self._not_created)
 
