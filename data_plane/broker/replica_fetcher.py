@@ -351,7 +351,7 @@ class ReplicaFetcherManager:
         replicas.recheck_followers = self.recheck
 
     def recheck(self, tps: set[TopicPartition]) -> None:
-        """These followed partitions changed without a metadata change of leadership (their ISR
+        """These followed partitions changed without a change of leader (their ISR or leader epoch
         changed, or their local log went offline): wake the fetchers that hold them to look at
         just those, not at every partition."""
         for fetcher in self.fetchers.values():
