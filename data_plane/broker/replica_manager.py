@@ -95,7 +95,8 @@ class ReplicaManager:
         # Set by the server: where ISR proposals go (AlterPartition) and who follows leaders.
         self.propose_isr: Callable[[Partition, IsrProposal], None] = lambda partition, proposal: None
         self.followers_changed: Callable[[], None] = lambda: None
-        self.isr_changed: Callable[[set[TopicPartition]], None] = lambda tps: None  # followed partitions only
+        # Followed partitions to look at again at once (their state changed, their log went offline).
+        self.recheck_followers: Callable[[set[TopicPartition]], None] = lambda tps: None
         # Told of every marker this broker appends as leader (the group coordinator completes
         # transactional offset commits with them): (topic, partition, producer id, commit, offset).
         self.marker_listeners: list[MarkerListener] = []
@@ -123,6 +124,7 @@ class ReplicaManager:
         """The replica's log failed: take it offline; the error to answer with."""
         self.carry_out(partition, partition.mark_offline(exc))
         self.taken_offline.add((partition.topic, partition.partition))
+        self.recheck_followers({(partition.topic, partition.partition)})  # its fetcher stops naming it
         self._log.error("log directory failed", **partition.fields(), error=str(exc))
         return PartitionError(ErrorCode.STORAGE_ERROR, f"{partition.name} went offline on broker {self.config.broker_id}: {exc}")
 
@@ -146,7 +148,7 @@ class ReplicaManager:
         self._not_created = {}
         try:
             moved = changes.brokers_changed  # the fetchers may have to reconnect
-            isr_changed: set[TopicPartition] = set()
+            changed_followed: set[TopicPartition] = set()
             for topic in changes.deleted_topics:
                 moved |= self._remove_topic(topic)
             for tp in changes.stopped:
@@ -154,13 +156,13 @@ class ReplicaManager:
                     self._remove_partition(tp)
                     moved = True
             for name in dict.fromkeys([*changes.configs, *changes.replicas]):
-                moved |= await self._apply_topic_change(image, image.topics[name], changes.replicas.get(name, {}), name in changes.configs, isr_changed)
+                moved |= await self._apply_topic_change(image, image.topics[name], changes.replicas.get(name, {}), name in changes.configs, changed_followed)
         finally:
             self._applying = False
         if moved:
             self.followers_changed()
-        elif isr_changed:
-            self.isr_changed(isr_changed)
+        elif changed_followed:
+            self.recheck_followers(changed_followed)
         if self._not_created:  # the rest is done; the follower serves on and calls again later
             raise MetadataNotApplied(f"{len(self._not_created)} replica(s) could not be created", self._not_created)
 
@@ -173,13 +175,14 @@ class ReplicaManager:
         return bool(local)
 
     async def _apply_topic_change(self, image: MetadataImage, topic: TopicImage, changed: dict[int, PartitionImage], configs_changed: bool,
-                                  isr_changed: set[TopicPartition]) -> bool:
+                                  changed_followed: set[TopicPartition]) -> bool:
         """Bring this broker's replicas of ``topic`` in line with ``image``: the settings of
         every local replica if its configs changed, and the ``changed`` partitions (this
         broker is a replica of each). True if a replica came or changed leader (the fetchers
-        must follow). Followed partitions whose ISR alone changed go into ``isr_changed``:
-        their fetcher looks at just those at once (a follower back in the ISR must hear it
-        now, not at its next full scan), without a full rescan."""
+        must follow). Followed partitions whose state changed under the same leader (the ISR,
+        a leader epoch) go into ``changed_followed``: their fetcher looks at just those at once
+        (a follower back in the ISR must hear it now), without a full rescan; the fetchers
+        have no periodic full look that would see it later."""
         name = topic.name
         settings = self._settings(image, name)
         if configs_changed:
@@ -206,8 +209,8 @@ class ReplicaManager:
                                       new_leader=state.leader, new_leader_epoch=state.leader_epoch)
                     continue
                 moved |= existing.state.leader != state.leader
-                if state.leader != self.config.broker_id and existing.state.isr != state.isr:
-                    isr_changed.add((name, index))
+                if state.leader != self.config.broker_id:
+                    changed_followed.add((name, index))
                 self._change_leadership(existing, state)
         return moved
 

@@ -141,6 +141,9 @@ class PartitionLog:
         self.log_end_offset = segments[-1].next_offset
         self.recovery_point = min(recovery_point, self.log_end_offset)
         self.offline_error: StorageError | None = None
+        # Told once when the log goes offline: the LogManager keeps its offline set by it, so
+        # that a heartbeat never walks every log to find the offline ones.
+        self.went_offline: Callable[[StorageError], None] = lambda error: None
         self._unflushed_records = 0
         self._first_unflushed_ms: int | None = None
         self._scrub_at: tuple[int, int] = (self.log_start_offset, 0)  # (segment base, position) verified next
@@ -867,6 +870,7 @@ class PartitionLog:
 
     def _go_offline(self, error: StorageError, cause: Exception) -> None:
         self.offline_error = error
+        self.went_offline(error)
         self._log.error("partition offline", error=str(error))
         raise error from cause
 

@@ -40,7 +40,7 @@ class Counting(ReplicaManager):
         self.fail_adds = 0
         self.followers_changed = self._count_sync
         self.rechecked: list[set] = []
-        self.isr_changed = self.rechecked.append
+        self.recheck_followers = self.rechecked.append
 
     def _count_sync(self) -> None:
         self.fetcher_syncs += 1
@@ -198,3 +198,22 @@ def test_the_follower_serves_on_past_metadata_it_could_not_apply_and_retries_unt
         await follower.stop()
 
     asyncio.run(scenario())
+
+
+def test_a_replica_taken_offline_makes_its_fetcher_look_at_it(manager: Counting) -> None:
+    """The fetchers have no periodic look at every partition: a log going offline tells them."""
+    from data_plane.storage.errors import StorageError
+
+    start(manager)
+    manager.take_offline(manager.partitions[("t", 5)], StorageError("disk gone", errno=None, path=None))
+    assert manager.rechecked == [{("t", 5)}]
+
+
+def test_a_new_leader_epoch_under_the_same_leader_makes_the_fetcher_look_at_the_partition(manager: Counting) -> None:
+    """Without a periodic full look, every change of a followed partition's state must reach
+    its fetcher: a leader epoch bumped under the same leader and ISR too."""
+    image = start(manager)
+    syncs = manager.fetcher_syncs
+    step(manager, image, [PartitionChangeRecord("tid", 9, 0, leader=2)])  # the same leader, a new epoch
+    assert manager.partitions[("t", 9)].state.leader_epoch == 1 and manager.fetcher_syncs == syncs
+    assert manager.rechecked == [{("t", 9)}]

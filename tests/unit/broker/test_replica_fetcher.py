@@ -168,3 +168,56 @@ def test_an_isr_change_wakes_only_the_fetcher_holding_the_partition_to_look_at_i
     manager.recheck({TP})
     assert holding.recheck == {TP} and holding.wake.is_set() and not holding.rescan
     assert not other.recheck and not other.wake.is_set()
+
+
+def test_an_idle_round_looks_only_at_what_changed_however_long_the_fetcher_waited(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No periodic look at every partition (with 50,000 replicas it was most of an idle
+    broker's time): an idle round looks at nothing, minutes later too; a replica rechecked
+    (its log went offline) is looked at and leaves the session; a metadata change looks at
+    every partition."""
+    from data_plane.broker import replica_fetcher
+    from data_plane.broker.config import Durability
+
+    tps = [("t", i) for i in range(4)]
+    parts = {tp: FakePartition(topic=tp[0], partition=tp[1], log=SimpleNamespace(log_start_offset=0, log_end_offset=10),
+                               high_watermark=10, epoch_entries=((0, 0), (1, 6)),
+                               state=SimpleNamespace(leader=LEADER, leader_epoch=1, isr=(1, LEADER)))
+             for tp in tps}
+    offline: set = set()
+    looked: list = []
+
+    def follower_or_reason(tp, leader_id):
+        looked.append(tp)
+        return "local log offline: a test" if tp in offline else parts[tp]
+
+    config = SimpleNamespace(broker_id=1, durability=Durability.PAGE_CACHE, replica_fetch_wait_max_ms=500,
+                             replica_fetch_max_bytes=1 << 20)
+    manager = SimpleNamespace(config=config, broker_epoch=lambda: 7, follower_or_reason=follower_or_reason,
+                              rules=fetcher_rules(None, lambda: ()), log=SimpleNamespace(info=lambda *a, **k: None))
+    fetcher = LeaderFetcher(LEADER, "127.0.0.1:1", manager)  # type: ignore[arg-type]
+    fetcher.partitions = set(tps)
+    now = [1000.0]
+    monkeypatch.setattr(replica_fetcher.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(replica_fetcher, "Partition", FakePartition)  # what the fetcher tells replicas by
+
+    def round_() -> tuple[broker_pb2.ReplicaFetchRequest, list]:
+        looked.clear()
+        request, _ = fetcher._request()
+        return request, sorted(looked)
+
+    request, seen = round_()
+    assert not request.incremental and len(request.partitions) == 4 and seen == tps
+    for minutes in (0, 1, 10):
+        now[0] += minutes * 60
+        request, seen = round_()
+        assert request.incremental and not request.partitions and seen == []
+
+    offline.add(tps[0])
+    fetcher.recheck = {tps[0]}
+    request, seen = round_()
+    assert tps[0] in seen and not request.incremental
+    assert sorted((p.topic, p.partition) for p in request.partitions) == tps[1:]
+
+    fetcher.rescan = True  # a metadata change
+    _, seen = round_()
+    assert seen == tps

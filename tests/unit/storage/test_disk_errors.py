@@ -199,3 +199,31 @@ def test_a_log_that_went_offline_is_reopened_once_its_directory_takes_writes_aga
     assert reopened.read(0, 1 << 20).data == before and reopened.log_end_offset == 15
     reopened.append(batch(), assign_offsets=True, leader_epoch=0, now_ms=0)
     assert not (tmp_path / "t-0" / ".write-probe").exists()
+
+
+def test_the_offline_set_follows_each_log_through_failure_reopen_and_delete(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``offline_partitions`` is kept as logs fail, are reopened (and fail again: the reopened
+    log reports too) and are deleted, not found by walking every log."""
+    from data_plane.storage import fault_injection
+
+    logs = LogManager(tmp_path, now_ms=0)
+    healthy, failing = (logs.get_or_create("t", i, small_settings()) for i in range(2))
+    monkeypatch.setattr(fault_injection, "_trigger", None)  # restored after the test
+    fault_injection.enable(tmp_path)
+
+    def fail_an_append(plog) -> None:
+        (tmp_path / fault_injection.TRIGGER_FILE).write_text("append\n")
+        with pytest.raises(StorageError):
+            plog.append(batch(), assign_offsets=True, leader_epoch=0, now_ms=0)
+        (tmp_path / fault_injection.TRIGGER_FILE).unlink()
+
+    fail_an_append(failing)
+    assert list(logs.offline_partitions()) == [("t", 1)] and logs.offline_partitions()[("t", 1)] is failing.offline_error
+    reopened = logs.reopen("t", 1, small_settings())
+    assert not logs.offline_partitions()
+    fail_an_append(reopened)
+    assert list(logs.offline_partitions()) == [("t", 1)]
+    failing.went_offline(StorageError("the old log is no longer held", errno=None, path=None))  # a stale log says nothing
+    assert logs.offline_partitions()[("t", 1)] is reopened.offline_error
+    logs.delete("t", 1)
+    assert not logs.offline_partitions() and healthy.offline_error is None
