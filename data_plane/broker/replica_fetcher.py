@@ -19,8 +19,9 @@ through the replica manager (`append_as_follower`, `truncate_follower`,
 rules the fetchers are built with (`fetcher_rules`), not checks in the fetch path.
 
 A replica must never stop replicating in silence, so every wait is bounded and explained:
-every metadata change wakes every fetcher and makes its next round look at every partition
-(it may change what a round sends even when the fetcher's partition set stays the same); a
+a metadata change that creates replicas or moves leaders hands each such partition to the
+fetcher of its new leader, which looks at just that one (a fetcher that lost one looks at
+every partition it holds, so its session lets it go; `ReplicaFetcherManager.sync`); a
 replica whose ISR changed or whose local log went offline wakes its fetcher to look at just
 that partition (`ReplicaFetcherManager.recheck`): nothing else changes what a round sends, so
 there is no periodic look at every partition (with 50,000 replicas a broker spent two fifths
@@ -384,30 +385,73 @@ class ReplicaFetcherManager:
         self._running = True
         self.sync()
 
-    def sync(self) -> None:
-        """Called after every metadata change: move partitions between fetchers, and wake every
-        fetcher, since a change of leader epoch or state changes what its next round sends
-        even when its partition set stays the same."""
+    def sync(self, changed: Iterable[TopicPartition] | None = None) -> None:
+        """Called after a metadata change that created replicas or moved leaders: put each
+        partition on the fetcher of its leader, and wake the fetchers concerned. ``changed``:
+        only these partitions came or changed leader (None: look at every partition, as after a
+        broker's address changed or replicas went away). A fetcher that gains a partition looks
+        at just that one next round; one that loses a partition does a complete round, so its
+        session lets the partition go; the others are left alone (with 50,000 replicas, every
+        fetcher looking at every partition once per metadata batch held the ISRs back while
+        topics were created)."""
         if not self._running:
             return
+        if changed is None:
+            self._sync_all()
+            return
+        touched: set[int] = set()
+        for tp in changed:
+            leader = self._leader_to_follow(tp)
+            for leader_id, fetcher in self.fetchers.items():
+                if leader_id != leader and tp in fetcher.partitions:
+                    fetcher.partitions.discard(tp)
+                    fetcher.backoff_until.pop(tp, None)
+                    fetcher.rescan = True
+                    touched.add(leader_id)
+            if leader is not None and self._fetcher_for(leader, 1) is not None:
+                self.fetchers[leader].partitions.add(tp)
+                self.fetchers[leader].recheck.add(tp)
+                touched.add(leader)
+        for leader_id in touched:
+            fetcher = self.fetchers[leader_id]
+            if fetcher.partitions:
+                fetcher.wake.set()
+            else:
+                self._stop_fetcher(leader_id)
+
+    def _leader_to_follow(self, tp: TopicPartition) -> int | None:
+        partition = self.replicas.partitions.get(tp)
+        if partition is None or partition.offline_reason is not None:
+            return None
+        leader = partition.state.leader
+        return leader if leader >= 0 and leader != self.config.broker_id else None
+
+    def _fetcher_for(self, leader_id: int, partitions: int) -> LeaderFetcher | None:
+        """The fetcher from ``leader_id``, started if there is none; None until its address is known."""
+        fetcher = self.fetchers.get(leader_id)
+        if fetcher is None:
+            address = self.broker_address(leader_id)
+            if address is None:
+                return None  # the leader's registration has not arrived yet; a later image brings it
+            fetcher = self.fetchers[leader_id] = LeaderFetcher(leader_id, address, self)
+            fetcher.task = asyncio.get_running_loop().create_task(fetcher.run())
+            self.log.info("replica fetcher started", leader=leader_id, address=address, partitions=partitions)
+        return fetcher
+
+    def _sync_all(self) -> None:
         wanted: dict[int, set[TopicPartition]] = {}
-        for tp, partition in self.replicas.partitions.items():
-            leader = partition.state.leader
-            if leader >= 0 and leader != self.config.broker_id and partition.offline_reason is None:
+        for tp in self.replicas.partitions:
+            leader = self._leader_to_follow(tp)
+            if leader is not None:
                 wanted.setdefault(leader, set()).add(tp)
         for leader_id in list(self.fetchers):
             address = self.broker_address(leader_id)
             if leader_id not in wanted or self.fetchers[leader_id].address != address:
                 self._stop_fetcher(leader_id)
         for leader_id, tps in wanted.items():
-            fetcher = self.fetchers.get(leader_id)
+            fetcher = self._fetcher_for(leader_id, len(tps))
             if fetcher is None:
-                address = self.broker_address(leader_id)
-                if address is None:
-                    continue  # the leader's registration has not arrived yet; a later image brings it
-                fetcher = self.fetchers[leader_id] = LeaderFetcher(leader_id, address, self)
-                fetcher.task = asyncio.get_running_loop().create_task(fetcher.run())
-                self.log.info("replica fetcher started", leader=leader_id, address=address, partitions=len(tps))
+                continue
             if fetcher.partitions != tps:
                 fetcher.partitions = tps
                 fetcher.backoff_until.clear()

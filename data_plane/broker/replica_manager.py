@@ -94,7 +94,8 @@ class ReplicaManager:
         ) for _ in range(2))
         # Set by the server: where ISR proposals go (AlterPartition) and who follows leaders.
         self.propose_isr: Callable[[Partition, IsrProposal], None] = lambda partition, proposal: None
-        self.followers_changed: Callable[[], None] = lambda: None
+        # (the partitions created or whose leader changed; None: look at every one)
+        self.followers_changed: Callable[[set[TopicPartition] | None], None] = lambda changed: None
         # Followed partitions to look at again at once (their state changed, their log went offline).
         self.recheck_followers: Callable[[set[TopicPartition]], None] = lambda tps: None
         # Told of every marker this broker appends as leader (the group coordinator completes
@@ -147,22 +148,23 @@ class ReplicaManager:
         self._applying = True
         self._not_created = {}
         try:
-            moved = changes.brokers_changed  # the fetchers may have to reconnect
+            everything = changes.brokers_changed  # the fetchers may have to reconnect
+            moved: set[TopicPartition] = set()
             changed_followed: set[TopicPartition] = set()
             for topic in changes.deleted_topics:
-                moved |= self._remove_topic(topic)
+                everything |= self._remove_topic(topic)
             for tp in changes.stopped:
                 if tp in self.partitions:  # reassigned away from this broker
                     self._remove_partition(tp)
-                    moved = True
+                    everything = True
             for name in dict.fromkeys([*changes.configs, *changes.replicas]):
                 moved |= await self._apply_topic_change(image, image.topics[name], changes.replicas.get(name, {}), name in changes.configs, changed_followed)
         finally:
             self._applying = False
-        if moved:
-            self.followers_changed()
-        elif changed_followed:
-            self.recheck_followers(changed_followed)
+        if everything or moved:
+            self.followers_changed(None if everything else moved)
+        if changed_followed - moved and not everything:
+            self.recheck_followers(changed_followed - moved)
         if self._not_created:  # the rest is done; the follower serves on and calls again later
             raise MetadataNotApplied(f"{len(self._not_created)} replica(s) could not be created", self._not_created)
 
@@ -175,11 +177,11 @@ class ReplicaManager:
         return bool(local)
 
     async def _apply_topic_change(self, image: MetadataImage, topic: TopicImage, changed: dict[int, PartitionImage], configs_changed: bool,
-                                  changed_followed: set[TopicPartition]) -> bool:
+                                  changed_followed: set[TopicPartition]) -> set[TopicPartition]:
         """Bring this broker's replicas of ``topic`` in line with ``image``: the settings of
         every local replica if its configs changed, and the ``changed`` partitions (this
-        broker is a replica of each). True if a replica came or changed leader (the fetchers
-        must follow). Followed partitions whose state changed under the same leader (the ISR,
+        broker is a replica of each). Returns the replicas that came or changed leader (the
+        fetchers must move them, and only them). Followed partitions whose state changed under the same leader (the ISR,
         a leader epoch) go into ``changed_followed``: their fetcher looks at just those at once
         (a follower back in the ISR must hear it now), without a full rescan; the fetchers
         have no periodic full look that would see it later."""
@@ -190,7 +192,7 @@ class ReplicaManager:
                 partition = self.partitions.get((name, index))
                 if partition is not None:
                     partition.update_settings(settings)
-        moved = False
+        moved: set[TopicPartition] = set()
         slice_started = time.monotonic()
         for index, part in changed.items():
             if time.monotonic() - slice_started > APPLY_SLICE_MS / 1000:
@@ -202,13 +204,14 @@ class ReplicaManager:
             existing = self.partitions.get((name, index))
             if existing is None:
                 self._add_partition(name, index, state, settings)
-                moved = True
+                moved.add((name, index))
             elif existing.state != state:
                 if existing.is_leader and state.leader != self.config.broker_id and self.config.unsafe is UnsafeBehaviour.SKIP_EPOCH_FENCING:
                     self._log.warning("unsafe: ignoring a newer leader epoch, still leading", **_fields(existing),
                                       new_leader=state.leader, new_leader_epoch=state.leader_epoch)
                     continue
-                moved |= existing.state.leader != state.leader
+                if existing.state.leader != state.leader:
+                    moved.add((name, index))
                 if state.leader != self.config.broker_id:
                     changed_followed.add((name, index))
                 self._change_leadership(existing, state)
@@ -268,7 +271,7 @@ class ReplicaManager:
         self.partitions[tp] = reopened
         state = LeadershipState(part.leader, part.leader_epoch, part.partition_epoch, tuple(part.replicas), tuple(part.isr))
         self._lead_or_follow(reopened, state, "log reopened")
-        self.followers_changed()
+        self.followers_changed({tp})
         return True
 
     def _change_leadership(self, partition: Partition, state: LeadershipState) -> None:

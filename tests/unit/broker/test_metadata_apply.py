@@ -37,13 +37,15 @@ class Counting(ReplicaManager):
     def __init__(self, *args) -> None:
         super().__init__(*args)
         self.added = self.changed = self.fetcher_syncs = 0
+        self.moved: list = []  # what each sync named (None: every partition)
         self.fail_adds = 0
         self.followers_changed = self._count_sync
         self.rechecked: list[set] = []
         self.recheck_followers = self.rechecked.append
 
-    def _count_sync(self) -> None:
+    def _count_sync(self, changed) -> None:
         self.fetcher_syncs += 1
+        self.moved.append(changed)
 
     def _add_partition(self, *args) -> None:
         if self.fail_adds:
@@ -90,6 +92,7 @@ def test_one_partition_change_touches_one_partition(manager: Counting) -> None:
     assert manager.rechecked == [{("t", 7)}]  # ... but the fetcher of a followed partition looks at it now
     led = step(manager, shrunk, [PartitionChangeRecord("tid", 8, 0, leader=1)])
     assert manager.changed == 2 and manager.fetcher_syncs == syncs + 1
+    assert manager.moved[-1] == {("t", 8)}  # the fetchers move that one partition, not every one
     assert manager.partitions[("t", 8)].is_leader
     step(manager, led, [PartitionChangeRecord("tid", 8, 1, isr=(1, 2))])
     assert manager.changed == 3 and manager.fetcher_syncs == syncs + 1  # the ISR of a led partition: no fetcher cares

@@ -221,3 +221,34 @@ def test_an_idle_round_looks_only_at_what_changed_however_long_the_fetcher_waite
     fetcher.rescan = True  # a metadata change
     _, seen = round_()
     assert seen == tps
+
+
+def _manager_with(partitions: dict, fetchers: dict):
+    """A fetcher manager over fake replicas (tp -> leader id), this broker being 1."""
+    from data_plane.broker.replica_fetcher import ReplicaFetcherManager
+
+    manager = ReplicaFetcherManager.__new__(ReplicaFetcherManager)
+    manager.config = SimpleNamespace(broker_id=1, peer_addresses={})
+    manager.replicas = SimpleNamespace(partitions={tp: SimpleNamespace(offline_reason=None, state=SimpleNamespace(leader=leader))
+                                                   for tp, leader in partitions.items()}, image=None)
+    manager._running = True
+    manager.log = SimpleNamespace(info=lambda *a, **k: None)
+    manager.fetchers = {}
+    for leader_id, tps in fetchers.items():
+        fetcher = manager.fetchers[leader_id] = LeaderFetcher(leader_id, f"localhost:{leader_id}", manager)
+        fetcher.partitions, fetcher.rescan = set(tps), False
+    return manager
+
+
+def test_a_leader_change_moves_one_partition_and_wakes_only_the_two_fetchers() -> None:
+    """A metadata change names the partitions it moved: the fetcher that gains one looks at just
+    it, the one that loses one does a complete round (its session must let it go), and a third
+    fetcher is left alone; before, every change made every fetcher look at every partition."""
+    manager = _manager_with({TP: 3, ("t", 1): 2, ("u", 0): 4}, {2: {TP, ("t", 1)}, 4: {("u", 0)}})
+    manager.fetchers[3] = LeaderFetcher(3, "localhost:3", manager)
+    manager.fetchers[3].rescan = False
+    manager.sync({TP})
+    gaining, losing, untouched = manager.fetchers[3], manager.fetchers[2], manager.fetchers[4]
+    assert gaining.partitions == {TP} and gaining.recheck == {TP} and not gaining.rescan and gaining.wake.is_set()
+    assert losing.partitions == {("t", 1)} and losing.rescan and losing.wake.is_set()
+    assert not untouched.rescan and not untouched.recheck and not untouched.wake.is_set()
