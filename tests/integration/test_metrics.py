@@ -89,7 +89,7 @@ def test_broker_and_controller_metrics_and_an_under_replicated_partition(tmp_pat
         assert through_door.flush(30) == 0
         door = scrape(port)
         assert value(door, "kraftlog_kafka_requests_total", api="Produce") >= 1
-        assert value(door, "kraftlog_kafka_request_duration_seconds_count", api="Metadata") >= 1
+        assert value(door, "kraftlog_kafka_request_duration_seconds_count", api="Produce") >= 1  # the leader: Metadata may have gone elsewhere
 
         follower = cluster.broker(followers[0])
         with grpc.insecure_channel(follower.address) as channel:
