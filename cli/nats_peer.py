@@ -11,6 +11,7 @@ loopback, as kraftlog's brokers are.
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import shutil
 import subprocess
 import tempfile
@@ -63,6 +64,8 @@ def measure_jetstream(count: int = 3000, message_bytes: int = 100) -> dict[str, 
     binary = nats_server_path()
     if binary is None:
         raise FileNotFoundError("nats-server is not installed: apt-get install nats-server (Debian), or leave out --peer")
+    if importlib.util.find_spec("nats") is None:
+        raise FileNotFoundError("nats-py (the NATS client) is not installed: pip install -e '.[test]', or leave out --peer")
     ports = free_ports(SERVERS * 2)
     client_ports, route_ports = ports[:SERVERS], ports[SERVERS:]
     routes = ",".join(f"nats://127.0.0.1:{p}" for p in route_ports)

@@ -20,6 +20,7 @@ from data_plane.kafka.error_codes import to_kafka as kafka_code
 from data_plane.kafka.group_apis import GroupApis, commit_response, commit_topics
 from data_plane.transactions.service import TransactionCoordinatorService
 from kraftlog_proto import group_pb2, transaction_pb2
+from server_common.errors import ErrorCode
 from server_common.internal_topics import OFFSETS_TOPIC, offsets_partition
 
 ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
@@ -39,7 +40,7 @@ class TxnApis:
     async def init_producer(self, request, out: type):
         answer = await self.transactions.InitProducerId(transaction_pb2.TxnInitProducerIdRequest(
             transactional_id=request.transactional_id, transaction_timeout_ms=millis(request.transaction_timeout)), None)
-        failed = answer.error_code != 0
+        failed = answer.error_code != ErrorCode.NONE
         return build(out, throttle_time=NO_THROTTLE, error_code=kafka_code(answer.error_code),
                      producer_id=-1 if failed else answer.producer_id, producer_epoch=-1 if failed else answer.producer_epoch)
 
