@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -35,7 +36,7 @@ from server_common.channel_pool import open_channel
 from server_common.cluster_identity import derived_cluster_id
 from server_common.tls import channel_credentials
 from server_common.tls_certs import ADMIN_CLIENT, RAFT_SECRET_FILE, SECURE_DIR, write_cluster_identities
-from server_common.waiting import wait_for
+from server_common.waiting import GaveUp, wait_for
 
 CLUSTER_FILE = "cluster.json"
 SECURE_CLIENT_CONFIG = "client-secure.json"  # what `cluster up --secure` writes for the CLI and clients
@@ -45,19 +46,45 @@ CONTROLLER_PORT_OFFSET = 100  # controller N's gRPC port is base + 100 + N - 1 (
 RAFT_PORT_OFFSET = 200  # controller N's Raft port is base + 200 + N - 1 (9292, 9293, ...)
 KAFKA_PORT_OFFSET = 300  # broker N's Kafka listener is base + 300 + N - 1 (9392, 9393, ...; docs/kafka.md)
 NODES_PER_ROLE_MAX = 100  # so that one role's ports never run into the next role's range
+PICKED_PORT_MIN = 10000  # free ports for tests and throwaway clusters come from here up to the ephemeral range
 READY_TIMEOUT_S = 60.0  # a cluster whose brokers are not all registered and unfenced by then has failed to start
 
 
 def free_ports(count: int) -> list[int]:
-    """Ports the OS just handed out and released (held together, so they are distinct)."""
-    sockets = [socket.socket() for _ in range(count)]
+    """``count`` distinct ports free now, drawn at random from below the OS's ephemeral range
+    (``ip_local_port_range``): a port picked there is never handed to an outgoing connection
+    (every client connection of the test process and of the nodes takes one) in the moment
+    between picking it and the node binding it. Held together while checked, so distinct."""
+    low = _ephemeral_low() - 1
+    candidates = random.sample(range(PICKED_PORT_MIN, low), low - PICKED_PORT_MIN) if low - PICKED_PORT_MIN > 10 * count else []
+    held: list[socket.socket] = []
     try:
-        for s in sockets:
+        for port in candidates:
+            if len(held) == count:
+                break
+            s = socket.socket()
+            try:
+                s.bind((HOST, port))
+            except OSError:
+                s.close()
+                continue
+            held.append(s)
+        while len(held) < count:  # no room below the ephemeral range: the OS picks
+            s = socket.socket()
             s.bind((HOST, 0))
-        return [s.getsockname()[1] for s in sockets]
+            held.append(s)
+        return [s.getsockname()[1] for s in held]
     finally:
-        for s in sockets:
+        for s in held:
             s.close()
+
+
+def _ephemeral_low() -> int:
+    """The first port of the range the OS gives outgoing connections (Linux's default 32768)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 def port_taken(port: int) -> bool:
@@ -157,7 +184,7 @@ def move_taken_ports(nodes: list[Node], taken: Callable[[int], bool], spare: Cal
 
 
 def free_nodes(controllers: int, brokers: int) -> list[Node]:
-    """A layout on ports the OS hands out (for tests and throwaway clusters)."""
+    """A layout on free ports (``free_ports``; for tests and throwaway clusters)."""
     ports = free_ports(2 * controllers + 2 * brokers)
     nodes = [Node(i + 1, "controller", HOST, ports[2 * i + 1], raft_port=ports[2 * i]) for i in range(controllers)]
     return nodes + [Node(i + 1, "broker", HOST, ports[2 * controllers + i], kafka_port=ports[2 * controllers + brokers + i])
@@ -302,10 +329,10 @@ class LocalCluster:
         return self.taken_ports_of(self.nodes)
 
     def spare_ports(self, count: int) -> list[int]:
-        """``count`` free ports that no node uses: the nodes' ports were picked and released
-        earlier, so the OS may hand them out again before the nodes bind them (a proxy on a
-        controller's port keeps that controller from starting)."""
-        taken = {n.port for n in self.nodes} | {n.raft_port for n in self.controllers}
+        """``count`` free ports that no node uses for anything (gRPC, Raft, Kafka, metrics): the
+        nodes' ports were picked and released earlier, so they may be handed out again before
+        the nodes bind them (a proxy on a broker's Kafka port keeps that broker from starting)."""
+        taken = {port for _, _, port in node_ports(self.nodes)}
         return [port for port in free_ports(count + len(taken)) if port not in taken][:count]
 
     def give_metrics_ports(self) -> None:
@@ -562,12 +589,37 @@ def wait_serving(cluster: LocalCluster, nodes: Iterable[Node], timeout_s: float 
         wait_for(lambda: serving(node, cluster.channel_credentials()), timeout_s, f"{node.name} to serve (see {cluster.log_path(node)})")
 
 
+def log_tail(path: Path, lines: int = 15) -> str:
+    """The last ``lines`` lines of a node's log, for an error that must be read where the log
+    is gone (a CI run keeps the test output only)."""
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError as exc:
+        return f"(no log: {exc})"
+
+
+def ensure_alive(cluster: LocalCluster, nodes: Iterable[Node]) -> None:
+    """GaveUp, with the end of its log, if a node this cluster started has exited: a readiness
+    wait on it can only time out."""
+    for node in nodes:
+        proc = cluster.processes.get(node.name)
+        if proc is not None and proc.poll() is not None:
+            raise GaveUp(f"{node.name} exited with code {proc.returncode} while starting; the end of "
+                         f"{cluster.log_path(node)}:\n{log_tail(cluster.log_path(node))}")
+
+
 def wait_ready(cluster: LocalCluster, timeout_s: float = READY_TIMEOUT_S) -> None:
     """Every broker is registered and unfenced, as seen by every broker, and usable for new
-    replicas as the active controller sees it."""
+    replicas as the active controller sees it. Fails at once, with the end of its log, if a
+    broker has exited."""
+
+    def live_brokers_at(broker: Node) -> bool:
+        ensure_alive(cluster, cluster.brokers)  # a controller may be down on purpose: a quorum needs only a majority
+        return live_brokers(broker.address, cluster.channel_credentials()) == len(cluster.brokers)
+
     for broker in cluster.brokers:
         wait_for(
-            lambda: live_brokers(broker.address, cluster.channel_credentials()) == len(cluster.brokers),
+            lambda: live_brokers_at(broker),
             timeout_s,
             f"{len(cluster.brokers)} live brokers seen by {broker.name} (see {cluster.log_path(broker)})",
         )

@@ -14,6 +14,11 @@ import time
 from typing import Callable
 
 
+class GaveUp(Exception):
+    """Raised by a condition when waiting longer cannot help (the process it waits on has
+    exited): ``wait_for`` passes it on at once instead of polling to its deadline."""
+
+
 def wait_for(condition: Callable[[], object], timeout_s: float, what: str, interval_s: float = 0.05) -> object:
     """Poll ``condition`` until it returns something truthy; raise TimeoutError naming ``what``."""
     deadline = time.monotonic() + timeout_s
@@ -23,6 +28,8 @@ def wait_for(condition: Callable[[], object], timeout_s: float, what: str, inter
             value = condition()
             if value:
                 return value
+        except GaveUp:
+            raise
         except Exception as exc:  # the condition may fail while a process is still starting
             last_error = exc
         time.sleep(interval_s)

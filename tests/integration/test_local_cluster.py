@@ -444,3 +444,21 @@ def test_a_controller_started_short_of_a_quorum_is_not_waited_for_and_the_next_o
             return {c["controller_id"]: c["serves_reads"] for c in quorum["controllers"]}
 
         wait_for(lambda: serves_reads() == {1: True, 2: True, 3: False}, 30, "controllers 1 and 2 to serve reads")
+
+
+def test_a_node_that_exits_while_starting_fails_the_wait_at_once_with_the_end_of_its_log(tmp_path):
+    """A broker that cannot start (here a mistyped option) fails ``wait_ready`` with its exit
+    code and the end of its log, not a 60 s timeout that names a port refusing connections:
+    the log is all a CI run keeps of why."""
+    from server_common.local_cluster import wait_ready
+    from server_common.waiting import GaveUp
+
+    cluster = LocalCluster.create(tmp_path / "cluster", controllers=1, brokers=1)
+    cluster.brokers[0].extra_args = ["--no-such-option"]
+    try:
+        cluster.start()
+        with pytest.raises(GaveUp, match=r"(?s)broker-1 exited with code 2 while starting.*unrecognized arguments: --no-such-option"):
+            wait_ready(cluster)
+    finally:
+        for node in cluster.nodes:
+            cluster.kill(node)

@@ -95,3 +95,29 @@ def test_a_port_base_that_is_not_a_number_is_an_error_saying_what_to_give(monkey
     monkeypatch.setenv(PORT_BASE_ENV, "ninety")
     with pytest.raises(ValueError, match="is not a port: give the first broker port, such as 9092, or 0 for free ports"):
         port_base()
+
+
+def test_free_ports_are_distinct_bindable_and_below_the_ephemeral_range():
+    """A port an outgoing connection may take between the pick and the node's bind would keep
+    the node from starting: picked ports stay below the range the OS gives connections."""
+    low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+    ports = free_ports(50)
+    assert len(set(ports)) == 50
+    assert all(port < low for port in ports)
+    assert not any(port_taken(port) for port in ports)
+
+
+def test_spare_ports_avoid_every_port_a_node_binds(tmp_path, monkeypatch):
+    """Negative control: a spare port on a broker's Kafka or metrics port would keep that
+    broker from starting (a chaos proxy took it). The OS is made to offer the nodes' own
+    ports first."""
+    import server_common.local_cluster as local_cluster
+
+    cluster = local_cluster.LocalCluster.create(tmp_path, controllers=1, brokers=2)
+    cluster.nodes[1].metrics_port = free_ports(1)[0]
+    bound = {port for _, _, port in node_ports(cluster.nodes)}
+    assert {n.kafka_port for n in cluster.brokers} <= bound
+    offered = sorted(bound) + free_ports(3)
+    monkeypatch.setattr(local_cluster, "free_ports", lambda count: offered[:count])
+    spare = cluster.spare_ports(3)
+    assert len(spare) == 3 and not set(spare) & bound
