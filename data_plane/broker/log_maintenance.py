@@ -147,10 +147,11 @@ class LogMaintenance:
             self._scrub_order = sorted(self._scrubbed)  # sorted again only after logs joined or left the round
         if self._lap_pending is None:
             self._lap_pending = set(self._scrubbed)  # a new lap: the logs in the round now
-        tps = self._scrub_order
+        tps = self._scrub_order  # not copied or rotated: a slice's cost is the logs it visits, not the round's size
         start = bisect.bisect_left(tps, self._scrub_from) if self._scrub_from is not None else 0
         self._scrub_from = None  # unless the budget runs out in a log: the next call starts a new lap
-        for tp in tps[start:] + tps[:start]:
+        for i in range(len(tps)):
+            tp = tps[(start + i) % len(tps)]
             partition = self._scrubbed[tp]
             live = partitions.get(tp) is partition and partition.offline_reason is None
             if live:
@@ -166,8 +167,8 @@ class LogMaintenance:
                 break
             if partition.offline_reason is not None or not live or partition.log_start_offset == partition.log_end_offset:
                 del self._scrubbed[tp]  # nothing to verify
+                self._lap_pending.discard(tp)
                 self._scrub_order = None
-        self._lap_pending &= self._scrubbed.keys()
         if self._lap_pending:
             return False
         self._lap_pending = None
