@@ -147,7 +147,9 @@ class MetadataStateMachine(SyncObjConsumer):
                 "caught_up_observers": sorted(self.caught_up_observers)}
 
     def _deserialize(self, data: dict) -> None:
-        self.image = image_from_snapshot(data["cluster_id"], [decode(b) for b in data["records"]], data["offset"])
+        records = [decode(b) for b in data["records"]]
+        self.image = image_from_snapshot(data["cluster_id"], records, data["offset"])
+        self._snapshot.seed(self.image, data["records"], records)
         self._on_applied(self.image, (), True)
         controllers = data.get("controllers")  # absent from dumps written before membership changes existed
         self.directory = ControllerDirectory.decode(controllers) if controllers is not None else None
