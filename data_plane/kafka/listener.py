@@ -12,6 +12,11 @@ With TLS (a broker with ``--tls-*`` files) the listener is Kafka's SSL or SASL_S
 authentication (data_plane/kafka/sasl.py). A connection that has not authenticated on such
 a listener may send only ApiVersions and the SASL calls; anything else, or a failed
 authentication once answered, closes it.
+
+Client quotas (data_plane/kafka/quotas.py) are the broker's own ``QuotaEnforcer``: a request
+of a client that an earlier answer throttled waits until that time has passed (KIP-219's
+muted channel: the connection serves nothing else meanwhile), then its answer is counted and
+carries the throttle time it earns.
 """
 
 from __future__ import annotations
@@ -27,7 +32,10 @@ from kio.schema.errors import ErrorCode as KafkaError
 
 from data_plane.kafka.apis import API_VERSIONS, SERVED, KafkaApis, api_versions_response
 from data_plane.kafka.codec import MalformedFrame, Unserved, decode_request, encode_bare_error, encode_response
+from data_plane.broker.quotas import user_name
+from data_plane.broker.quotas_interceptor import QuotaEnforcer
 from data_plane.kafka.group_apis import PeerContext
+from data_plane.kafka.quotas import charged_amounts, with_throttle_time
 from data_plane.kafka.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE, SaslConnection, SaslDoor
 from server_common.principal import Identity, set_identity
 
@@ -44,10 +52,13 @@ class Unauthenticated(Exception):
 
 class KafkaListener:
     def __init__(self, apis: KafkaApis, host: str, port: int, max_frame_bytes: int, log: structlog.BoundLogger, sasl: SaslDoor,
-                 tls: ssl.SSLContext | None = None, answered: Callable[[str, float], None] | None = None) -> None:
-        """``answered``: told of each request answered (its API's name, the seconds it took), for
-        the broker's metrics; None with metrics off."""
+                 quotas: QuotaEnforcer, tls: ssl.SSLContext | None = None,
+                 answered: Callable[[str, float], None] | None = None) -> None:
+        """``quotas``: the broker's, shared with the gRPC door. ``answered``: told of each
+        request answered (its API's name, the seconds it took), for the broker's metrics; None
+        with metrics off."""
         self._apis = apis
+        self._quotas = quotas
         self._answered = answered
         self._sasl = sasl
         self._tls = tls
@@ -121,8 +132,15 @@ class KafkaListener:
         if not sasl.admits(request.api_key):
             raise Unauthenticated(request.api_key)
         set_identity(Identity(sasl.principal, request.client_id, peer.host))
+        client = (user_name(sasl.principal), request.client_id)
+        await self._quotas.wait_if_muted(client)
         started = time.perf_counter()
         response = await self._apis.answer(request, peer)
         if self._answered is not None:
             self._answered(type(request.body).__name__.removesuffix("Request"), time.perf_counter() - started)
-        return None if response is None else encode_response(request.correlation_id, response)
+        answer = None if response is None else encode_response(request.correlation_id, response)
+        if not self._quotas.active():
+            return answer
+        throttle_ms = self._quotas.charge(client, charged_amounts(request.api_key, len(frame), len(answer or b"")))
+        throttled = with_throttle_time(response, throttle_ms) if response is not None and throttle_ms > 0 else None
+        return answer if throttled is None else encode_response(request.correlation_id, throttled)

@@ -10,6 +10,7 @@ from typing import Protocol
 import structlog
 
 from data_plane.broker.config import BrokerConfig, parse_host_port
+from data_plane.broker.quotas_interceptor import QuotaEnforcer
 from data_plane.groups.service import GroupCoordinatorService
 from data_plane.kafka.acl_apis import AclApis
 from data_plane.kafka.admin_apis import AdminApis
@@ -29,6 +30,7 @@ log = structlog.get_logger("kafka")
 class _Broker(Protocol):  # what the listener needs of data_plane.broker.server.BrokerServer
     config: BrokerConfig
     metrics: object  # BrokerMetrics, or None with metrics off
+    quotas: QuotaEnforcer  # shared with the gRPC door: one client, one measure
     replicas: object
     access: object
     metadata: object
@@ -68,7 +70,7 @@ async def serve_kafka(broker: _Broker, lifecycle, groups: GroupCoordinatorServic
     sasl = SaslDoor(lambda: broker.metadata.image.scram_users, required)
     # SASL_SSL: the client proves who it is with SCRAM, so no client certificate is asked for
     tls = SslContexts(dataclasses.replace(config.tls, client_auth="none"), "--kafka-listen").server if config.tls is not None else None
-    listener = KafkaListener(apis, host, port, config.request_max_bytes, bound_log, sasl, tls,
+    listener = KafkaListener(apis, host, port, config.request_max_bytes, bound_log, sasl, broker.quotas, tls,
                              broker.metrics.kafka_answered if broker.metrics is not None else None)
     bound = await listener.start()
     advertised_host, advertised_port = config.kafka_advertised or (host, bound)

@@ -70,6 +70,21 @@ def raw_produce(cluster: TestCluster, topic: str, client_id: str, size: int) -> 
     return response
 
 
+def wait_committed(cluster: TestCluster, client_id: str) -> None:
+    """Until the controllers list a quota for ``client_id`` (brokers follow within moments)."""
+    with cluster.controller_client() as client:
+        wait_for(lambda: client.describe_client_quotas(client_id=client_id).entries, 10, "the quota committed")
+
+
+def fill(cluster: TestCluster, topic: str) -> None:
+    """``topic`` with 6 MiB in partition 0: more than a consumer's measurement reads."""
+    cluster.create_topic(topic)
+    with Producer(cluster.bootstrap, acks=1, client_id="filler") as producer:
+        for _ in range(384):
+            producer.send_batch(topic, 0, [RECORD] * 16)
+        producer.flush()
+
+
 class Traffic:
     """(time, bytes) of every acknowledgement or receipt, and the rate over whole periods
     once the first burst is over."""
@@ -140,15 +155,10 @@ def test_a_producer_is_held_to_its_byte_rate_and_told_the_throttle_time(cluster:
 @pytest.mark.parametrize("fetch_mode", ["fetch", "stream"])
 def test_a_consumer_is_held_to_its_byte_rate(cluster: TestCluster, fetch_mode: str) -> None:
     topic = f"fetch-quota-{fetch_mode}"
-    cluster.create_topic(topic)
-    with Producer(cluster.bootstrap, acks=1, client_id="filler") as producer:
-        for _ in range(384):  # 6 MiB: more than the measurement reads
-            producer.send_batch(topic, 0, [RECORD] * 16)
-        producer.flush()
+    fill(cluster, topic)
     client_id = f"quota-consumer-{fetch_mode}"
     set_quota(cluster, (None, client_id), consumer_byte_rate=QUOTA)
-    with cluster.controller_client() as client:
-        wait_for(lambda: client.describe_client_quotas(client_id=client_id).entries, 10, "the quota committed")
+    wait_committed(cluster, client_id)
     received = Traffic()
     with Consumer(cluster.bootstrap, client_id=client_id, fetch_mode=fetch_mode, fetch_max_bytes=64 * KIB,
                   max_partition_fetch_bytes=64 * KIB, stream_message_bytes=64 * KIB, stream_window_messages=2) as consumer:

@@ -1,0 +1,44 @@
+"""Client quotas on the Kafka door (docs/quotas.md, docs/kafka.md): what a Kafka request
+counts against the quotas and how its answer says it was throttled. Pure; the listener
+carries it out with the broker's own ``QuotaEnforcer``, so a client is measured in one place
+whichever door it uses (the same sensors, the same mute: a client id over its quota on one
+door is over it on the other).
+
+- Every request answered after SASL counts 1 against ``request_rate``; a Produce the bytes of
+  its request frame against ``producer_byte_rate`` (Kafka counts the request's size, the gRPC
+  door the protobuf request's); a Fetch the bytes of its response frame against
+  ``consumer_byte_rate`` (Kafka counts the response's size, the gRPC door the protobuf
+  answer's).
+- The throttle time earned goes into the answer's ``throttle_time_ms`` (every Kafka response
+  that has the field: Produce and Fetch for the byte rates, any of them for the request
+  rate), and the broker holds the client's next requests that long (KIP-219's muted channel).
+  librdkafka never waits on its own (it reports the time through ``throttle_cb`` and its
+  statistics), so the broker's hold is what keeps it to its quota, as on Kafka's brokers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+
+from data_plane.kafka.apis import FETCH, PRODUCE
+from data_plane.kafka.entities import millis
+from metadata_quorum.client_quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_RATE
+
+
+def charged_amounts(api_key: int, request_bytes: int, response_bytes: int) -> tuple[tuple[str, float], ...]:
+    """(quota key, amount) pairs one Kafka request counts against its client's quotas."""
+    amounts: tuple[tuple[str, float], ...] = ((REQUEST_RATE, 1.0),)
+    if api_key == PRODUCE:
+        return amounts + ((PRODUCER_BYTE_RATE, float(request_bytes)),)
+    if api_key == FETCH:
+        return amounts + ((CONSUMER_BYTE_RATE, float(response_bytes)),)
+    return amounts
+
+
+def with_throttle_time(response, throttle_ms: int):
+    """``response`` saying ``throttle_ms``, or None when its API has no throttle time to say
+    it in (the client is still held)."""
+    if "throttle_time" not in {f.name for f in dataclasses.fields(response)} or millis(response.throttle_time) >= throttle_ms:
+        return None
+    return dataclasses.replace(response, throttle_time=datetime.timedelta(milliseconds=throttle_ms))
