@@ -13,10 +13,10 @@ authentication (data_plane/kafka/sasl.py). A connection that has not authenticat
 a listener may send only ApiVersions and the SASL calls; anything else, or a failed
 authentication once answered, closes it.
 
-Client quotas (data_plane/kafka/quotas.py) are the broker's own ``QuotaEnforcer``: a request
-of a client that an earlier answer throttled waits until that time has passed (KIP-219's
-muted channel: the connection serves nothing else meanwhile), then its answer is counted and
-carries the throttle time it earns.
+Client quotas (data_plane/kafka/quotas.py) are the broker's own ``QuotaEnforcer``: a limited
+request of a client that an earlier answer throttled waits until that time has passed
+(KIP-219's muted channel: the connection serves nothing else meanwhile), then it is counted
+and its answer carries the throttle time it earns.
 """
 
 from __future__ import annotations
@@ -29,13 +29,14 @@ from typing import Callable
 
 import structlog
 from kio.schema.errors import ErrorCode as KafkaError
+from kio.static.protocol import Entity
 
 from data_plane.kafka.apis import API_VERSIONS, SERVED, KafkaApis, api_versions_response
-from data_plane.kafka.codec import MalformedFrame, Unserved, decode_request, encode_bare_error, encode_response
+from data_plane.kafka.codec import MalformedFrame, Request, Unserved, decode_request, encode_bare_error, encode_response
 from data_plane.broker.quotas import user_name
 from data_plane.broker.quotas_interceptor import QuotaEnforcer
 from data_plane.kafka.group_apis import PeerContext
-from data_plane.kafka.quotas import charged_amounts, with_throttle_time
+from data_plane.kafka.quotas import LIMITED, charged_amounts, with_throttle_time
 from data_plane.kafka.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE, SaslConnection, SaslDoor
 from server_common.principal import Identity, set_identity
 
@@ -132,15 +133,21 @@ class KafkaListener:
         if not sasl.admits(request.api_key):
             raise Unauthenticated(request.api_key)
         set_identity(Identity(sasl.principal, request.client_id, peer.host))
+        if request.api_key not in LIMITED:
+            return (await self._served(request, peer))[1]
         client = (user_name(sasl.principal), request.client_id)
         await self._quotas.wait_if_muted(client)
-        started = time.perf_counter()
-        response = await self._apis.answer(request, peer)
-        if self._answered is not None:
-            self._answered(type(request.body).__name__.removesuffix("Request"), time.perf_counter() - started)
-        answer = None if response is None else encode_response(request.correlation_id, response)
+        response, answer = await self._served(request, peer)
         if not self._quotas.active():
             return answer
         throttle_ms = self._quotas.charge(client, charged_amounts(request.api_key, len(frame), len(answer or b"")))
         throttled = with_throttle_time(response, throttle_ms) if response is not None and throttle_ms > 0 else None
         return answer if throttled is None else encode_response(request.correlation_id, throttled)
+
+    async def _served(self, request: Request, peer: PeerContext) -> tuple[Entity | None, bytes | None]:
+        """The response entity and its frame (None, None: an acks=0 Produce, answered with nothing)."""
+        started = time.perf_counter()
+        response = await self._apis.answer(request, peer)
+        if self._answered is not None:
+            self._answered(type(request.body).__name__.removesuffix("Request"), time.perf_counter() - started)
+        return response, None if response is None else encode_response(request.correlation_id, response)

@@ -4,7 +4,12 @@ carries it out with the broker's own ``QuotaEnforcer``, so a client is measured 
 whichever door it uses (the same sensors, the same mute: a client id over its quota on one
 door is over it on the other).
 
-- Every request answered after SASL counts 1 against ``request_rate``; a Produce the bytes of
+- The requests limited are those that stand for a call of the gRPC Broker service (Produce,
+  Fetch, ListOffsets, OffsetForLeaderEpoch, Metadata, InitProducerId, DeleteRecords: the
+  calls the gRPC door limits); group, transaction, admin, ACL, ApiVersions and SASL calls are
+  not, as their gRPC counterparts (other services) are not. A consumer's heartbeats are
+  therefore never held behind its fetch quota.
+- Each limited request counts 1 against ``request_rate``; a Produce the bytes of
   its request frame against ``producer_byte_rate`` (Kafka counts the request's size, the gRPC
   door the protobuf request's); a Fetch the bytes of its response frame against
   ``consumer_byte_rate`` (Kafka counts the response's size, the gRPC door the protobuf
@@ -21,13 +26,18 @@ from __future__ import annotations
 import dataclasses
 import datetime
 
-from data_plane.kafka.apis import FETCH, PRODUCE
+from data_plane.kafka.apis import DELETE_RECORDS, FETCH, INIT_PRODUCER_ID, LIST_OFFSETS, METADATA, OFFSET_FOR_LEADER_EPOCH, PRODUCE
 from data_plane.kafka.entities import millis
 from metadata_quorum.client_quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_RATE
 
+LIMITED = frozenset({PRODUCE, FETCH, LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH, METADATA, INIT_PRODUCER_ID, DELETE_RECORDS})
+
 
 def charged_amounts(api_key: int, request_bytes: int, response_bytes: int) -> tuple[tuple[str, float], ...]:
-    """(quota key, amount) pairs one Kafka request counts against its client's quotas."""
+    """(quota key, amount) pairs one Kafka request counts against its client's quotas (none
+    for an API that is not ``LIMITED``)."""
+    if api_key not in LIMITED:
+        return ()
     amounts: tuple[tuple[str, float], ...] = ((REQUEST_RATE, 1.0),)
     if api_key == PRODUCE:
         return amounts + ((PRODUCER_BYTE_RATE, float(request_bytes)),)

@@ -58,8 +58,9 @@ def test_a_kafka_consumer_is_held_to_its_byte_rate_and_told_the_throttle_time(cl
     received, throttles = Traffic(), []
     consumer = confluent_kafka.Consumer({
         "bootstrap.servers": cluster.kafka_bootstrap, "client.id": client_id, "group.id": "kafka-quota", "enable.auto.commit": False,
-        "fetch.max.bytes": 64 * KIB, "message.max.bytes": 64 * KIB, "max.partition.fetch.bytes": 64 * KIB, "queued.max.messages.kbytes": 64,
-        "throttle_cb": lambda event: throttles.append(event)})
+        "fetch.max.bytes": 64 * KIB, "message.max.bytes": 64 * KIB, "max.partition.fetch.bytes": 64 * KIB,
+        # a full local queue would postpone fetching by a whole second, slower than the quota
+        "queued.max.messages.kbytes": 256, "fetch.queue.backoff.ms": 10, "throttle_cb": lambda event: throttles.append(event)})
     try:
         consumer.assign([confluent_kafka.TopicPartition(topic, 0, confluent_kafka.OFFSET_BEGINNING)])
         while not received.measured():
