@@ -1,5 +1,6 @@
 import pytest
 
+from server_common.waiting import wait_for
 from tests.spark.conftest import load, produce
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
@@ -59,3 +60,47 @@ def test_write_then_read(spark, cluster):
     assert sorted((r.key, r.value, r.partition) for r in rows) == sorted(
         (f"k{i}".encode(), f"v{i}".encode(), i % 2) for i in range(40)
     )
+
+
+def test_records_cross_between_kafka_clients_and_spark(spark, cluster):
+    """Through the Kafka listener (docs/kafka.md): librdkafka's records (keys, a null key,
+    empty and null values, repeated and null-valued headers, its own timestamps) read by a
+    batch read with every field as written; the sink's rows read by a librdkafka consumer.
+    (kraftlog's client to a Kafka consumer: tests/integration/test_kafka_clients.py.)"""
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    cluster.create_topic("from-kafka", 2, 1)
+    t0 = 1_700_000_000_000
+    sent = [
+        (i % 2, None if i % 7 == 0 else b"k%d" % i, b"" if i % 5 == 0 else b"v%d" % i,
+         [("h", b"%d" % i), ("h", b"again"), ("nothing", None)] if i % 3 else [], t0 + 1000 * i)
+        for i in range(40)
+    ]
+    sent.append((0, b"tombstone", None, [], t0))
+    written = {}
+    producer = confluent_kafka.Producer({"bootstrap.servers": cluster.kafka_bootstrap, "acks": "all", "linger.ms": 5})
+    for partition, key, value, headers, ts in sent:
+        producer.produce("from-kafka", value, key, partition, timestamp=ts, headers=headers,
+                         on_delivery=lambda err, msg, record=(key, value, headers, ts): written.__setitem__(
+                             (msg.partition(), msg.offset()), record) if err is None else None)
+    assert producer.flush(30) == 0
+    del producer
+    df = load(spark.read, bootstrap=cluster.bootstrap, subscribe="from-kafka", includeHeaders="true")
+    rows = df.selectExpr("partition", "offset", "key", "value", "headers", "unix_millis(timestamp) AS ts", "timestampType").collect()
+    assert {(r.partition, r.offset): (r.key, r.value, [(h.key, h.value) for h in r.headers], r.ts) for r in rows} == written
+    assert {r.timestampType for r in rows} == {0}  # CreateTime, as the producer stamped them
+
+    cluster.create_topic("from-spark", 1, 1)
+    rows_out = [(f"k{i}", f"v{i}", [("h", f"{i}".encode()), ("e", b"")]) for i in range(30)]
+    src = spark.createDataFrame(rows_out, "key string, value string, headers array<struct<key:string,value:binary>>").coalesce(1)
+    src.write.format("kraftlog").mode("append").option("bootstrap", cluster.bootstrap).option("topic", "from-spark").save()
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": cluster.kafka_bootstrap, "group.id": "spark-cross",
+                                         "enable.auto.commit": False})
+    try:
+        consumer.assign([confluent_kafka.TopicPartition("from-spark", 0, confluent_kafka.OFFSET_BEGINNING)])
+        got: list = []
+        wait_for(lambda: got.extend(m for m in consumer.consume(100, 0.5) if m.error() is None) or len(got) >= len(rows_out), 30,
+                 "the sink's rows through the Kafka listener")
+    finally:
+        consumer.close()
+    assert [(m.key(), m.value(), m.headers()) for m in got] == [(k.encode(), v.encode(), h) for k, v, h in rows_out]
+    assert [m.offset() for m in got] == list(range(len(rows_out)))
