@@ -1,7 +1,8 @@
 """Client quotas on the Kafka door (docs/kafka.md, docs/quotas.md), with librdkafka: a
 producer and a consumer held to their byte-rate quotas by the broker (librdkafka does not
 back off on its own: the broker holds its next requests), each told the throttle time through
-``throttle_cb``, and one measure for a client id whichever door it comes through.
+``throttle_cb``, one measure for a client id whichever door it comes through, and the user
+of a client without SASL being ANONYMOUS.
 
 The cluster, the windows and the way rates are measured are test_quotas.py's.
 """
@@ -74,3 +75,20 @@ def test_a_kafka_consumer_is_held_to_its_byte_rate_and_told_the_throttle_time(cl
     rate = received.rate()
     assert QUOTA * 0.8 <= rate <= QUOTA * 1.2, f"{rate / KIB:.0f} KiB/s against a quota of {QUOTA / KIB:.0f} KiB/s"
     assert any(t.throttle_time > 0 for t in throttles), [t.throttle_time for t in throttles]  # also told when it ends (0)
+
+
+def test_a_kafka_client_without_sasl_is_measured_as_the_anonymous_user(cluster: TestCluster) -> None:
+    """The user dimension on this door is the connection's principal: ANONYMOUS without SASL
+    (a user and client id quota, the most specific entity, names it)."""
+    topic, client_id = "kafka-anonymous-quota", "kafka-anonymous"
+    cluster.create_topic(topic)
+    set_quota(cluster, ("ANONYMOUS", client_id), producer_byte_rate=QUOTA)
+    wait_committed(cluster, client_id)
+    throttles: list = []
+    producer = confluent_kafka.Producer({"bootstrap.servers": cluster.kafka_bootstrap, "client.id": client_id, "acks": 1,
+                                         "throttle_cb": lambda event: throttles.append(event.throttle_time)})
+    for _ in range(1024):  # 1 MiB: twice what the quota allows over the measured window
+        producer.produce(topic, RECORD, partition=0)
+    assert producer.flush(30) == 0
+    wait_for(lambda: producer.poll(0.1) is not None and any(t > 0 for t in throttles), 15, "a throttle time reported to librdkafka")
+    del producer
