@@ -47,7 +47,8 @@ def now_ms() -> float:
 
 
 class QuotaEnforcer:
-    """The broker's quota accounts and the interceptor that applies them."""
+    """The broker's quota accounts and the interceptor that applies them; the Kafka listener
+    charges the same accounts (data_plane/kafka/quotas.py), so a client has one measure."""
 
     def __init__(self, quotas: Callable[[], Mapping[QuotaEntity, Mapping[str, float]]], accounts: QuotaAccounts,
                  on_throttle: ThrottleObserver | None = None) -> None:

@@ -47,8 +47,8 @@ def charged_amounts(api_key: int, request_bytes: int, response_bytes: int) -> tu
 
 
 def with_throttle_time(response, throttle_ms: int):
-    """``response`` saying ``throttle_ms``, or None when its API has no throttle time to say
-    it in (the client is still held)."""
+    """``response`` saying ``throttle_ms``; None when it needs no change: its API has no
+    throttle time to say it in (the client is held all the same), or it says a longer one."""
     if "throttle_time" not in {f.name for f in dataclasses.fields(response)} or millis(response.throttle_time) >= throttle_ms:
         return None
     return dataclasses.replace(response, throttle_time=datetime.timedelta(milliseconds=throttle_ms))
