@@ -164,12 +164,14 @@ async def serve(args: argparse.Namespace) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     role = asyncio.create_task(controller.run())
+    warming = asyncio.create_task(node.keep_snapshot_warm())
     await stop.wait()
     log.info("controller stopping")
     stopping = True
     reporting.cancel()
     await health.set(False)
     role.cancel()
+    warming.cancel()
     await server.stop(grace=1.0)
     node.destroy()
     if relay is not None:

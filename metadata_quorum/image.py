@@ -149,17 +149,25 @@ def topic_records(image: MetadataImage, name: str) -> list[Record]:
     """One topic's part of the snapshot (its record, its partitions, its configs), which
     depends on ``image.topics[name]`` and ``image.configs.get(name)`` alone."""
     topic = image.topics[name]
-    out: list[Record] = [TopicRecord(topic.name, topic.topic_id)]
-    out.extend(_partition_record(topic.topic_id, p) for _, p in sorted(topic.partitions.items()))
-    out.extend(ConfigRecord(name, key, value) for key, value in sorted(image.configs.get(name, {}).items()))
-    return out
+    return [TopicRecord(topic.name, topic.topic_id), *(partition_record(topic.topic_id, p) for p in sorted_partitions(topic)),
+            *config_records(image, name)]
+
+
+def sorted_partitions(topic: TopicImage) -> list[PartitionImage]:
+    """A topic's partitions in snapshot order (by number)."""
+    return [p for _, p in sorted(topic.partitions.items())]
+
+
+def config_records(image: MetadataImage, name: str) -> list[ConfigRecord]:
+    """The configs part of a topic's snapshot records, in snapshot order."""
+    return [ConfigRecord(name, key, value) for key, value in sorted(image.configs.get(name, {}).items())]
 
 
 def rest_records(image: MetadataImage) -> list[Record]:
     """The snapshot's last part: partitions of topics not created yet, quotas, users, ACLs, producer ids."""
     out: list[Record] = []
     for topic_id in sorted(image.pending_partitions):
-        out.extend(_partition_record(topic_id, p) for _, p in sorted(image.pending_partitions[topic_id].items()))
+        out.extend(partition_record(topic_id, p) for _, p in sorted(image.pending_partitions[topic_id].items()))
     for (user, client_id), values in sorted(image.client_quotas.items(), key=lambda item: repr(item[0])):
         out.extend(ClientQuotaRecord(user, client_id, key, value) for key, value in sorted(values.items()))
     out.extend(UserScramCredentialRecord(name, c.salt, c.stored_key, c.server_key, c.iterations) for name, c in sorted(image.scram_users.items()))
@@ -169,7 +177,7 @@ def rest_records(image: MetadataImage) -> list[Record]:
     return out
 
 
-def _partition_record(topic_id: str, p: PartitionImage) -> PartitionRecord:
+def partition_record(topic_id: str, p: PartitionImage) -> PartitionRecord:
     return PartitionRecord(
         topic_id, p.partition, p.replicas, p.isr, p.leader, p.leader_epoch, p.partition_epoch, p.adding_replicas, p.removing_replicas, p.unclean_leader_elections,
         p.eligible_leader_replicas, p.last_known_elr,

@@ -79,3 +79,38 @@ def test_replacing_a_dead_controller(tmp_path: Path, partitions: int) -> None:
         remove_controller_from(cluster, dead)
         print(f"{dead.name} removed from the voters in {time.monotonic() - removing:.1f} s ({load()})")
         cluster.create_topic("after-replacement")  # the new quorum commits
+
+
+COMPACTION_ENTRIES = 5_000  # pysyncobj compacts its log every 5,000 entries (docs/operations.md, Controller sizing)
+
+
+@pytest.mark.timeout(3600)
+@pytest.mark.parametrize("partitions", [10_000, 100_000])
+def test_commit_latency_through_log_compactions(tmp_path: Path, partitions: int) -> None:
+    """One config change at a time, awaited, for a little over one compaction interval of
+    entries: each change's latency, and how many dumps each controller wrote meanwhile (a
+    compaction builds the dump on the Raft thread, docs/operations.md). Prints p50, p99 and
+    the worst change, the one a compaction stalls."""
+    names = [f"compact-{i}" for i in range(partitions // PARTITIONS_PER_TOPIC)]
+    with local_cluster(tmp_path, controllers=3, brokers=3) as cluster:
+        with cluster.controller_client() as client:
+            for name in names:
+                client.create_topic(name, PARTITIONS_PER_TOPIC, 1)
+            wait_for(lambda: every_partition_led(cluster, names), 1200, "every partition led")
+            dumps = {c.name: cluster.data_dir / c.name / "raft.dump" for c in cluster.controllers}
+
+            def dump_times() -> dict[str, float]:
+                return {name: path.stat().st_mtime if path.exists() else 0.0 for name, path in dumps.items()}
+
+            before = dump_times()
+            latencies_ms = []
+            for i in range(COMPACTION_ENTRIES + 500):
+                started = time.monotonic()
+                client.alter_configs(names[i % len(names)], {"retention.ms": str(3_600_000 + i)})
+                latencies_ms.append((time.monotonic() - started) * 1000)
+            compacted = [name for name, mtime in dump_times().items() if mtime != before[name]]
+        latencies_ms.sort()
+        print(f"\n{partitions:,} partitions: {len(latencies_ms)} config changes one at a time, p50 {latencies_ms[len(latencies_ms) // 2]:.1f} ms, "
+              f"p99 {latencies_ms[len(latencies_ms) * 99 // 100]:.1f} ms, worst {latencies_ms[-1]:.0f} ms; "
+              f"controllers that compacted meanwhile: {', '.join(compacted) or 'none'} ({load()})")
+        assert compacted, "no controller compacted its log: the run measured no compaction"

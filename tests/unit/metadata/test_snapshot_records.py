@@ -21,24 +21,42 @@ def test_every_snapshot_is_the_images_records_and_only_changed_topics_are_encode
         assert encoder.records(image) == [encode(r) for r in image_to_records(image)], changes
 
 
-def test_a_topic_that_did_not_change_is_not_encoded_again(monkeypatch) -> None:
+def encoded_partitions(monkeypatch) -> list[tuple[str, int]]:
+    """Every (topic id, partition) the encoder encodes from now on."""
     import metadata_quorum.snapshot_records as module
 
+    encoded: list[tuple[str, int]] = []
+    original = module.partition_record
+    monkeypatch.setattr(module, "partition_record", lambda topic_id, p: encoded.append((topic_id, p.partition)) or original(topic_id, p))
+    return encoded
+
+
+def test_only_the_partition_that_changed_is_encoded_again(monkeypatch) -> None:
     encoder = SnapshotEncoder()
     image = cluster_image(4, 5)
     encoder.records(image)
-    encoded_topics: list[str] = []
-    original = module.topic_records
-    monkeypatch.setattr(module, "topic_records", lambda img, name: encoded_topics.append(name) or original(img, name))
-    encoder.records(apply_all(image, [PartitionChangeRecord("id2", 1, 0, isr=(1, 2))]))
-    assert encoded_topics == ["t2"]
+    encoded = encoded_partitions(monkeypatch)
+    changed = apply_all(image, [PartitionChangeRecord("id2", 1, 0, isr=(1, 2))])
+    assert encoder.records(changed) == [encode(r) for r in image_to_records(changed)]
+    assert encoded == [("id2", 1)]
+
+
+def test_warming_ahead_leaves_the_compaction_nothing_to_encode(monkeypatch) -> None:
+    """``warm`` runs in a worker thread while the metadata changes, so the compaction on the
+    Raft thread finds every partition encoded, the first one too."""
+    encoder = SnapshotEncoder()
+    image = cluster_image(3, 4)
+    assert encoder.warm(image) == 3
+    assert encoder.warm(image) == 0  # nothing changed since
+    encoded = encoded_partitions(monkeypatch)
+    assert encoder.records(image) == [encode(r) for r in image_to_records(image)]
+    assert encoded == []
 
 
 def test_a_loaded_snapshot_keeps_its_topics_bytes_so_the_next_compaction_encodes_only_what_changed(monkeypatch) -> None:
     """A restarted or joining controller loads a dump; its first compaction must not encode
     every topic again on the Raft thread (about a second at 100,000 partitions). Negative
     control: without the seed every topic is encoded again."""
-    import metadata_quorum.snapshot_records as module
     from metadata_quorum.raft_node import MetadataStateMachine
 
     def state_machine() -> MetadataStateMachine:
@@ -49,12 +67,10 @@ def test_a_loaded_snapshot_keeps_its_topics_bytes_so_the_next_compaction_encodes
                                                    PartitionRecord("pending", 0, (1, 2, 3), (1, 2, 3), 1, 0, 0)])
     loaded = state_machine()
     loaded._deserialize(source._serialize())
-    encoded_topics: list[str] = []
-    original = module.topic_records
-    monkeypatch.setattr(module, "topic_records", lambda img, name: encoded_topics.append(name) or original(img, name))
+    encoded = encoded_partitions(monkeypatch)
     changed = apply_all(loaded.image, [PartitionChangeRecord("id2", 1, 0, isr=(1, 2))])
     assert loaded._snapshot.records(changed) == [encode(r) for r in image_to_records(changed)]
-    assert encoded_topics == ["t2"]
+    assert encoded == [("id2", 1)]
 
 
 def test_a_snapshot_not_in_the_expected_order_is_not_kept() -> None:
