@@ -161,18 +161,22 @@ class ProducerIdsRecord(_message.Message):
     def __init__(self, broker_id: _Optional[int] = ..., broker_epoch: _Optional[int] = ..., next_producer_id: _Optional[int] = ...) -> None: ...
 
 class UserScramCredentialRecord(_message.Message):
-    __slots__ = ("name", "salt", "stored_key", "server_key", "iterations")
+    __slots__ = ("name", "salt", "stored_key", "server_key", "iterations", "stored_key_sha512", "server_key_sha512")
     NAME_FIELD_NUMBER: _ClassVar[int]
     SALT_FIELD_NUMBER: _ClassVar[int]
     STORED_KEY_FIELD_NUMBER: _ClassVar[int]
     SERVER_KEY_FIELD_NUMBER: _ClassVar[int]
     ITERATIONS_FIELD_NUMBER: _ClassVar[int]
+    STORED_KEY_SHA512_FIELD_NUMBER: _ClassVar[int]
+    SERVER_KEY_SHA512_FIELD_NUMBER: _ClassVar[int]
     name: str
     salt: bytes
     stored_key: bytes
     server_key: bytes
     iterations: int
-    def __init__(self, name: _Optional[str] = ..., salt: _Optional[bytes] = ..., stored_key: _Optional[bytes] = ..., server_key: _Optional[bytes] = ..., iterations: _Optional[int] = ...) -> None: ...
+    stored_key_sha512: bytes
+    server_key_sha512: bytes
+    def __init__(self, name: _Optional[str] = ..., salt: _Optional[bytes] = ..., stored_key: _Optional[bytes] = ..., server_key: _Optional[bytes] = ..., iterations: _Optional[int] = ..., stored_key_sha512: _Optional[bytes] = ..., server_key_sha512: _Optional[bytes] = ...) -> None: ...
 
 class RemoveUserScramCredentialRecord(_message.Message):
     __slots__ = ("name",)

@@ -476,7 +476,7 @@ def _apply_client_quota(delta: MetadataDelta, r: ClientQuotaRecord) -> None:
 
 
 def _apply_user(delta: MetadataDelta, r: UserScramCredentialRecord) -> None:
-    delta.put_user(r.name, ScramCredential(r.salt, r.stored_key, r.server_key, r.iterations))
+    delta.put_user(r.name, ScramCredential(r.salt, r.stored_key, r.server_key, r.iterations, r.stored_key_sha512, r.server_key_sha512))
 
 
 def _apply_remove_user(delta: MetadataDelta, r: RemoveUserScramCredentialRecord) -> None:

@@ -170,7 +170,7 @@ def rest_records(image: MetadataImage) -> list[Record]:
         out.extend(partition_record(topic_id, p) for _, p in sorted(image.pending_partitions[topic_id].items()))
     for (user, client_id), values in sorted(image.client_quotas.items(), key=lambda item: repr(item[0])):
         out.extend(ClientQuotaRecord(user, client_id, key, value) for key, value in sorted(values.items()))
-    out.extend(UserScramCredentialRecord(name, c.salt, c.stored_key, c.server_key, c.iterations) for name, c in sorted(image.scram_users.items()))
+    out.extend(UserScramCredentialRecord(name, c.salt, c.stored_key, c.server_key, c.iterations, c.stored_key_sha512, c.server_key_sha512) for name, c in sorted(image.scram_users.items()))
     out.extend(AccessControlEntryRecord(*(getattr(acl, f.name) for f in fields(AclBinding))) for acl in sorted(image.acls, key=repr))
     if image.next_producer_id > 0:
         out.append(ProducerIdsRecord(-1, -1, image.next_producer_id))

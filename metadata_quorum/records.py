@@ -145,6 +145,8 @@ class UserScramCredentialRecord:
     stored_key: bytes
     server_key: bytes
     iterations: int
+    stored_key_sha512: bytes = b""
+    server_key_sha512: bytes = b""
 
 
 @dataclass(frozen=True)

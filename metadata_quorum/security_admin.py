@@ -11,7 +11,7 @@ from metadata_quorum.decision import Decision
 from metadata_quorum.image import MetadataImage
 from metadata_quorum.records import AccessControlEntryRecord, Record, RemoveAccessControlEntryRecord, RemoveUserScramCredentialRecord, UserScramCredentialRecord
 from server_common.authorizer import AclBinding
-from server_common.scram import MECHANISM, ScramCredential
+from server_common.scram import ScramCredential
 from kraftlog_proto import security_pb2 as pb
 from server_common.errors import ErrorCode
 
@@ -33,7 +33,8 @@ def upsert_user(image: MetadataImage, name: str, credential: ScramCredential) ->
     problem = user_name_problem(name)
     if problem:
         return _refused(problem)
-    record = UserScramCredentialRecord(name, credential.salt, credential.stored_key, credential.server_key, credential.iterations)
+    record = UserScramCredentialRecord(name, credential.salt, credential.stored_key, credential.server_key, credential.iterations,
+                                       credential.stored_key_sha512, credential.server_key_sha512)
     return Decision((record,), pb.SecurityWriteResponse())
 
 
@@ -44,7 +45,7 @@ def delete_user(image: MetadataImage, name: str) -> Decision[pb.SecurityWriteRes
 
 
 def list_users(image: MetadataImage) -> pb.ListUsersResponse:
-    return pb.ListUsersResponse(users=[pb.UserDescription(name=n, mechanism=MECHANISM, iterations=c.iterations) for n, c in sorted(image.scram_users.items())])
+    return pb.ListUsersResponse(users=[pb.UserDescription(name=n, mechanism=",".join(c.mechanisms), iterations=c.iterations) for n, c in sorted(image.scram_users.items())])
 
 
 def binding_of(acl: pb.Acl) -> AclBinding:

@@ -1,8 +1,15 @@
-"""SCRAM-SHA-256-style credentials (RFC 5802/7677, as Kafka stores them for SASL/SCRAM).
+"""SCRAM credentials (RFC 5802/7677, as Kafka stores them for SASL/SCRAM), for SCRAM-SHA-256
+and SCRAM-SHA-512.
 
-The quorum stores, per user, a random salt, an iteration count and two keys derived from the
-password: ``stored_key = H(HMAC(salted, "Client Key"))`` and ``server_key = HMAC(salted,
-"Server Key")`` with ``salted = PBKDF2-HMAC-SHA256(password, salt, iterations)``. Neither key
+The quorum stores, per user, a random salt, an iteration count and, per mechanism, two keys
+derived from the password: ``stored_key = H(HMAC(salted, "Client Key"))`` and ``server_key =
+HMAC(salted, "Server Key")`` with ``salted = PBKDF2-HMAC-H(password, salt, iterations)``, H
+being SHA-256 or SHA-512. Both pairs come from the one password when the user is created or its
+password set, so a user logs in with either mechanism (Kafka instead keeps one credential per
+mechanism, each created on its own: one password for both is simpler to operate and no weaker,
+since each pair alone already costs a PBKDF2 per guess). A record written before SHA-512 was
+served has no SHA-512 pair: that user authenticates with SCRAM-SHA-512 once its password is set
+again. The gRPC door's passwords verify against the SHA-256 pair. Neither key
 gives the password back, and a leaked record does not let anyone log in without a brute force
 of PBKDF2 per guess. The controller derives them from the password the client sends over the
 (TLS) channel and never stores or logs the password itself.
@@ -19,7 +26,8 @@ import hmac
 import os
 from dataclasses import dataclass
 
-MECHANISM = "SCRAM-SHA-256"
+MECHANISM = "SCRAM-SHA-256"  # the gRPC door's, and the Kafka door's first
+SHA512_MECHANISM = "SCRAM-SHA-512"
 ITERATIONS_MIN = 4096  # RFC 7677's minimum for SCRAM-SHA-256, Kafka's too
 ITERATIONS_MAX = 16384  # Kafka's maximum: every verification pays this many, so a caller must not pick more
 SALT_BYTES = 16
@@ -33,6 +41,46 @@ class ScramCredential:
     stored_key: bytes
     server_key: bytes
     iterations: int
+    stored_key_sha512: bytes = b""  # empty: a record written before SCRAM-SHA-512 was served
+    server_key_sha512: bytes = b""
+
+    @property
+    def mechanisms(self) -> tuple[str, ...]:
+        """The SCRAM mechanisms this credential authenticates."""
+        return (MECHANISM, SHA512_MECHANISM) if self.stored_key_sha512 else (MECHANISM,)
+
+
+@dataclass(frozen=True, slots=True)
+class Mechanism:
+    """One SCRAM mechanism: its name, its hash, and which of a credential's keys it uses."""
+
+    name: str
+    hash_name: str
+
+    def digest(self, data: bytes) -> bytes:
+        return hashlib.new(self.hash_name, data).digest()
+
+    def hmac(self, key: bytes, data: bytes) -> bytes:
+        return hmac.new(key, data, self.hash_name).digest()
+
+    @property
+    def digest_size(self) -> int:
+        return hashlib.new(self.hash_name).digest_size
+
+    def keys(self, credential: ScramCredential) -> tuple[bytes, bytes] | None:
+        """``(stored_key, server_key)`` of this mechanism, None if the credential has none."""
+        if self.name == MECHANISM:
+            return credential.stored_key, credential.server_key
+        return (credential.stored_key_sha512, credential.server_key_sha512) if credential.stored_key_sha512 else None
+
+    def derive_keys(self, password: str, salt: bytes, iterations: int) -> tuple[bytes, bytes]:
+        salted = hashlib.pbkdf2_hmac(self.hash_name, password.encode(), salt, iterations)
+        return self.digest(self.hmac(salted, b"Client Key")), self.hmac(salted, b"Server Key")
+
+
+SHA256 = Mechanism(MECHANISM, "sha256")
+SHA512 = Mechanism(SHA512_MECHANISM, "sha512")
+MECHANISMS: dict[str, Mechanism] = {m.name: m for m in (SHA256, SHA512)}
 
 
 def check_iterations(iterations: int) -> None:
@@ -44,16 +92,13 @@ def check_iterations(iterations: int) -> None:
 
 
 def derive(password: str, salt: bytes | None = None, iterations: int = ITERATIONS_MIN) -> ScramCredential:
-    """The credential of ``password``, with a fresh random salt unless one is given."""
+    """The credential of ``password`` for both mechanisms, with a fresh random salt unless one is given."""
     check_iterations(iterations)
     if not password:
         raise ValueError("the password is empty; give a non-empty password")
     salt = os.urandom(SALT_BYTES) if salt is None else salt
-    salted = hashlib.pbkdf2_hmac("sha256", password.encode(), salt, iterations)
-    client_key = hmac.new(salted, b"Client Key", hashlib.sha256).digest()
-    stored_key = hashlib.sha256(client_key).digest()
-    server_key = hmac.new(salted, b"Server Key", hashlib.sha256).digest()
-    return ScramCredential(salt, stored_key, server_key, iterations)
+    return ScramCredential(salt, *SHA256.derive_keys(password, salt, iterations), iterations,
+                           *SHA512.derive_keys(password, salt, iterations))
 
 
 # Verifying a password of an unknown user hashes against this, so that the answer takes as long
@@ -72,8 +117,8 @@ def verify(password: str, credential: ScramCredential | None) -> bool:
     credential = credential or _NO_SUCH_USER
     if not ITERATIONS_MIN <= credential.iterations <= ITERATIONS_MAX:
         return False
-    candidate = derive(password, credential.salt, credential.iterations)
-    return hmac.compare_digest(candidate.stored_key, credential.stored_key) and known
+    stored_key, _ = SHA256.derive_keys(password, credential.salt, credential.iterations)
+    return hmac.compare_digest(stored_key, credential.stored_key) and known
 
 
 class VerifiedPasswords:

@@ -1,5 +1,5 @@
 """SASL on the Kafka door: SaslHandshake (v1) and SaslAuthenticate (v0-2) with SCRAM-SHA-256
-against kraftlog's users, one `SaslConnection` per connection.
+or SCRAM-SHA-512 against kraftlog's users, one `SaslConnection` per connection.
 
 A broker that requires authentication (``--authentication-required``) requires it here too: a
 connection may send ApiVersions, SaslHandshake and SaslAuthenticate until it has
@@ -20,7 +20,7 @@ from typing import Callable, Mapping
 from kio.schema.errors import ErrorCode as KafkaError
 
 from data_plane.kafka.entities import build, response_type
-from data_plane.kafka.scram_server import MECHANISM, ScramFailed, ScramServer
+from data_plane.kafka.scram_server import MECHANISMS, ScramFailed, ScramServer
 from server_common.auth_throttle import PEER, USER, FailureThrottle
 from server_common.principal import ANONYMOUS
 from server_common.scram import ScramCredential
@@ -32,6 +32,7 @@ SASL_SERVED: dict[int, tuple[int, int]] = {SASL_HANDSHAKE: (1, 1), SASL_AUTHENTI
 API_VERSIONS = 18
 BEFORE_AUTHENTICATION = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})
 NO_REAUTHENTICATION = datetime.timedelta(0)
+OFFERED = tuple(MECHANISMS)  # what SaslHandshake advertises, in every answer
 
 
 class SaslDoor:
@@ -70,18 +71,20 @@ class SaslConnection:
         out = response_type(request)
         if self.authenticated or self._scram is not None:
             self.closing = True
-            return build(out, error_code=KafkaError.illegal_sasl_state, mechanisms=(MECHANISM,))
-        if request.mechanism != MECHANISM:
-            return build(out, error_code=KafkaError.unsupported_sasl_mechanism, mechanisms=(MECHANISM,))
-        self._scram = ScramServer(lambda user: self._door.credentials().get(user), secrets.token_urlsafe(18), self._door.unknown_user_key)
-        return build(out, error_code=KafkaError.none, mechanisms=(MECHANISM,))
+            return build(out, error_code=KafkaError.illegal_sasl_state, mechanisms=OFFERED)
+        mechanism = MECHANISMS.get(request.mechanism)
+        if mechanism is None:
+            return build(out, error_code=KafkaError.unsupported_sasl_mechanism, mechanisms=OFFERED)
+        self._scram = ScramServer(mechanism, lambda user: self._door.credentials().get(user), secrets.token_urlsafe(18),
+                                  self._door.unknown_user_key)
+        return build(out, error_code=KafkaError.none, mechanisms=OFFERED)
 
     def authenticate(self, request):
         out = response_type(request)
         scram = self._scram
         if scram is None or self.authenticated:
             self.closing = True
-            return self._refusal(out, KafkaError.illegal_sasl_state, "SaslAuthenticate before SaslHandshake chose SCRAM-SHA-256, "
+            return self._refusal(out, KafkaError.illegal_sasl_state, f"SaslAuthenticate before SaslHandshake chose one of {', '.join(OFFERED)}, "
                                  "or after the connection authenticated: the client's SASL state is wrong")
         try:
             if not scram.started:
@@ -109,8 +112,9 @@ class SaslConnection:
         if scram.claimed_user is not None:  # a proof that did not hold; a malformed first message names no one
             self._door.throttle.failed(self._keys(scram), self._door.clock())
         return self._refusal(out, KafkaError.sasl_authentication_failed,
-                             f"{why}: check sasl.username and sasl.password (mechanism {MECHANISM}), or create the user "
-                             "with `kraftlog users create`")
+                             f"{why}: check sasl.username and sasl.password (mechanism {scram.mechanism.name}), or create the user "
+                             "with `kraftlog users create` (a user created before SCRAM-SHA-512 was served needs its "
+                             "password set again for SCRAM-SHA-512)")
 
     def _keys(self, scram: ScramServer) -> dict[str, str]:
         return {USER: scram.claimed_user or "", PEER: self._peer_host}

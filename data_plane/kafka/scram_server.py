@@ -1,9 +1,9 @@
-"""The server's side of one SASL/SCRAM-SHA-256 exchange (RFC 5802, RFC 7677), as Kafka's
-clients speak it inside SaslAuthenticate: client-first, server-first, client-final,
+"""The server's side of one SASL/SCRAM-SHA-256 or SCRAM-SHA-512 exchange (RFC 5802, RFC 7677),
+as Kafka's clients speak it inside SaslAuthenticate: client-first, server-first, client-final,
 server-final. Pure: the credentials, the nonce and the unknown-user salt are given.
 
-The quorum keeps, per user, exactly what a SCRAM server needs (salt, iterations, StoredKey,
-ServerKey: server_common/scram.py), so the password never crosses the wire and the broker does
+The quorum keeps, per user, exactly what a SCRAM server needs (salt, iterations, StoredKey and
+ServerKey per mechanism: server_common/scram.py), so the password never crosses the wire and the broker does
 no PBKDF2: checking a proof is two HMACs. A name that is no user gets a salt derived from it
 (the same every time, as a real user's would be) and fails only at the proof, so the
 exchange does not tell which names are accounts. Channel binding is not offered (Kafka's
@@ -18,9 +18,9 @@ import hmac
 from dataclasses import dataclass
 from typing import Callable
 
-from server_common.scram import ITERATIONS_MAX, ITERATIONS_MIN, MECHANISM, ScramCredential
+from server_common.scram import ITERATIONS_MAX, ITERATIONS_MIN, MECHANISMS, Mechanism, ScramCredential
 
-__all__ = ["MECHANISM", "ScramFailed", "ScramServer"]
+__all__ = ["MECHANISMS", "ScramFailed", "ScramServer"]
 
 
 class ScramFailed(Exception):
@@ -34,7 +34,7 @@ class _Started:
     client_first_bare: str
     server_first: str
     nonce: str
-    credential: ScramCredential | None
+    keys: tuple[bytes, bytes] | None  # this mechanism's (stored_key, server_key) of the user
 
 
 def _attributes(message: str) -> list[tuple[str, str]]:
@@ -59,9 +59,11 @@ class ScramServer:
     """One connection's exchange: ``first`` answers the client-first message, ``final`` checks
     the client's proof and answers the server-final message; ``user`` is then authenticated."""
 
-    def __init__(self, credential_of: Callable[[str], ScramCredential | None], nonce: str, unknown_user_key: bytes) -> None:
+    def __init__(self, mechanism: Mechanism, credential_of: Callable[[str], ScramCredential | None], nonce: str,
+                 unknown_user_key: bytes) -> None:
         """``nonce``: fresh and random per exchange (printable, no ','); ``unknown_user_key``:
         this broker's secret for the salts of names that are no user."""
+        self.mechanism = mechanism
         self._credential_of = credential_of
         self._nonce = nonce
         self._unknown_user_key = unknown_user_key
@@ -98,7 +100,10 @@ class ScramServer:
             hmac.new(self._unknown_user_key, user.encode(), hashlib.sha256).digest()[:16], ITERATIONS_MIN)
         nonce = pairs[1][1] + self._nonce
         server_first = f"r={nonce},s={base64.b64encode(salt).decode()},i={iterations}"
-        self._started = _Started(user, f"{flag},{authzid},", bare, server_first, nonce, credential)
+        # A user without this mechanism's keys (created before SCRAM-SHA-512 was served) fails at
+        # the proof like an unknown name, after the same exchange.
+        keys = self.mechanism.keys(credential) if credential is not None else None
+        self._started = _Started(user, f"{flag},{authzid},", bare, server_first, nonce, keys)
         return server_first.encode()
 
     def final(self, client_final: bytes) -> bytes:
@@ -115,15 +120,14 @@ class ScramServer:
         except ValueError:
             raise ScramFailed("the client proof is not base64") from None
         auth_message = f"{started.client_first_bare},{started.server_first},{without_proof}".encode()
-        credential = started.credential
-        if credential is None or len(proof) != hashlib.sha256().digest_size or not _proof_holds(credential, auth_message, proof):
+        keys = started.keys
+        if keys is None or len(proof) != self.mechanism.digest_size or not self._proof_holds(keys[0], auth_message, proof):
             raise ScramFailed(f"authentication failed for user {started.user!r}: unknown user or wrong password")
         self.user = started.user
-        return b"v=" + base64.b64encode(hmac.new(credential.server_key, auth_message, hashlib.sha256).digest())
+        return b"v=" + base64.b64encode(self.mechanism.hmac(keys[1], auth_message))
 
-
-def _proof_holds(credential: ScramCredential, auth_message: bytes, proof: bytes) -> bool:
-    signature = hmac.new(credential.stored_key, auth_message, hashlib.sha256).digest()
-    client_key = bytes(a ^ b for a, b in zip(proof, signature))
-    return hmac.compare_digest(hashlib.sha256(client_key).digest(), credential.stored_key)
+    def _proof_holds(self, stored_key: bytes, auth_message: bytes, proof: bytes) -> bool:
+        signature = self.mechanism.hmac(stored_key, auth_message)
+        client_key = bytes(a ^ b for a, b in zip(proof, signature))
+        return hmac.compare_digest(self.mechanism.digest(client_key), stored_key)
 
