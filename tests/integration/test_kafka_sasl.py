@@ -16,36 +16,19 @@ import pytest
 
 confluent_kafka = pytest.importorskip("confluent_kafka", reason="confluent-kafka is in the test extra: pip install -e '.[test]'")
 
-from metadata_quorum.security_client import SecurityClient  # noqa: E402
 from server_common.authorizer import AclBinding  # noqa: E402
 from server_common.waiting import wait_for  # noqa: E402
-from tests.cluster import TestCluster, local_cluster  # noqa: E402
+from tests.cluster import TestCluster  # noqa: E402
+from tests.integration.kafka_secure import GROUP, TOPIC, ca_file, secure_cluster  # noqa: E402
+from tests.integration.kafka_secure import security as _security  # noqa: E402
 
 pytestmark = pytest.mark.integration
-
-TOPIC = "sasl"
-GROUP = "sasl-readers"
-SUPERS = "User:admin,User:root,User:broker-1,User:controller-1"
-ARGS = ["--authentication-required", "--authorization", "--super-users", SUPERS]
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory) -> TestCluster:
-    with local_cluster(tmp_path_factory.mktemp("kafka-sasl"), controllers=1, brokers=1, secure=True, controller_args=ARGS,
-                       broker_args=ARGS) as running:
-        running.create_topic(TOPIC, partitions=1, replication_factor=1)
-        with _security(running) as admin:
-            admin.upsert_user("alice", "alice-secret")
-            admin.upsert_user("bob", "bob-secret")
-            admin.upsert_user("root", "root-secret")
-            admin.create_acls([AclBinding("User:alice", "*", "topic", TOPIC, "literal", op, "allow") for op in ("write", "read", "describe")]
-                              + [AclBinding("User:alice", "*", "group", GROUP, "literal", "read", "allow")])
-        wait_for(lambda: _users_known(running), 30, "the users on the broker")
+    with secure_cluster(tmp_path_factory.mktemp("kafka-sasl"), _users_known) as running:
         yield running
-
-
-def _security(cluster: TestCluster) -> SecurityClient:
-    return SecurityClient(",".join(c.address for c in cluster.controllers), security=cluster.client_security)
 
 
 def _users_known(cluster: TestCluster) -> bool:
@@ -57,9 +40,9 @@ def _users_known(cluster: TestCluster) -> bool:
         return False
 
 
-def _config(cluster: TestCluster, user: str, password: str, **extra) -> dict:
-    return {"bootstrap.servers": cluster.kafka_bootstrap, "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-256",
-            "sasl.username": user, "sasl.password": password, "ssl.ca.location": str(cluster.security_dir / "ca.crt"), **extra}
+def _config(cluster: TestCluster, user: str, password: str, mechanism: str = "SCRAM-SHA-256", **extra) -> dict:
+    return {"bootstrap.servers": cluster.kafka_bootstrap, "security.protocol": "SASL_SSL", "sasl.mechanism": mechanism,
+            "sasl.username": user, "sasl.password": password, "ssl.ca.location": ca_file(cluster), **extra}
 
 
 def test_the_right_password_produces_and_reads_back(cluster: TestCluster) -> None:
@@ -80,6 +63,19 @@ def test_the_right_password_produces_and_reads_back(cluster: TestCluster) -> Non
     finally:
         consumer.close()
     assert values[:100] == [b"v%d" % i for i in range(100)]
+
+
+def test_scram_sha512_authenticates_and_a_wrong_password_is_refused(cluster: TestCluster) -> None:
+    """The same users, by SCRAM-SHA-512: their records keep both mechanisms' keys."""
+    producer = confluent_kafka.Producer(_config(cluster, "alice", "alice-secret", "SCRAM-SHA-512", acks="all"))
+    failures: list = []
+    producer.produce(TOPIC, value=b"by-sha512", on_delivery=lambda e, m: e is not None and failures.append(e))
+    assert producer.flush(30) == 0 and failures == []
+    errors: list = []
+    refused = confluent_kafka.Producer(_config(cluster, "alice", "not-her-secret", "SCRAM-SHA-512", error_cb=errors.append))
+    wait_for(lambda: refused.poll(0.2) is not None and any(e.code() == confluent_kafka.KafkaError._AUTHENTICATION for e in errors),
+             30, "librdkafka's authentication error")
+    assert "SCRAM-SHA-512" in next(e for e in errors if e.code() == confluent_kafka.KafkaError._AUTHENTICATION).str()
 
 
 def test_a_wrong_password_is_reported_as_bad_credentials(cluster: TestCluster) -> None:
@@ -107,7 +103,7 @@ def _frame(api_key: int, api_version: int, correlation_id: int, body: bytes = b"
 
 def test_a_connection_that_skips_sasl_is_answered_api_versions_then_closed(cluster: TestCluster) -> None:
     host, port = cluster.kafka_bootstrap.split(",")[0].rsplit(":", 1)
-    context = ssl.create_default_context(cafile=str(cluster.security_dir / "ca.crt"))
+    context = ssl.create_default_context(cafile=ca_file(cluster))
     with socket.create_connection((host, int(port)), timeout=10) as raw, context.wrap_socket(raw, server_hostname=host) as tls:
         tls.sendall(_frame(18, 0, 1))  # ApiVersions v0: allowed before authenticating
         (size,) = struct.unpack(">i", tls.recv(4))
