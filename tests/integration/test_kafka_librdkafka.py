@@ -12,6 +12,7 @@ confluent_kafka = pytest.importorskip("confluent_kafka", reason="confluent-kafka
 
 from data_plane.client import Consumer as KraftlogConsumer  # noqa: E402
 from tests.cluster import local_cluster  # noqa: E402
+from tests.integration import kafka_leader_kill as leader_kill  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
@@ -128,29 +129,19 @@ def test_an_idempotent_librdkafka_producer_through_a_leader_sigkill_loses_and_re
     writes: every record it was told is delivered is in the log once, in order, and nothing
     it was not told of sits between them (its retries go to the new leader, whose producer
     state knows the sequences the old one acknowledged)."""
-    with local_cluster(tmp_path, controllers=1, brokers=3) as cluster:
-        cluster.create_topic("through-a-kill", 1, 3)
-        cluster.wait_topic_ready("through-a-kill", 1)
+    with leader_kill.cluster_for_a_kill(tmp_path) as cluster:
         producer = confluent_kafka.Producer({"bootstrap.servers": cluster.kafka_bootstrap, "enable.idempotence": True,
                                              "acks": "all", "linger.ms": 2, "message.timeout.ms": 60_000})
         delivered: list[int] = []
         failures: list = []
         on_delivery = lambda error, message: failures.append(error) if error else delivered.append(int(message.value()))  # noqa: E731
-        killed = False
-        for i in range(6_000):
-            producer.produce("through-a-kill", value=b"%d" % i, partition=0, on_delivery=on_delivery)
+        for i in range(leader_kill.RECORDS):
+            producer.produce(leader_kill.TOPIC, value=b"%d" % i, partition=0, on_delivery=on_delivery)
             producer.poll(0)
-            if i == 2_000:  # with records in flight
-                cluster.kill(cluster.broker(cluster.leader("through-a-kill", 0)))
-                killed = True
-        assert killed and producer.flush(90) == 0 and failures == []
+            if i == leader_kill.KILL_AT:
+                leader_kill.kill_the_leader(cluster)
+        assert producer.flush(90) == 0 and failures == []
         del producer
-        with KraftlogConsumer(cluster.bootstrap, auto_offset_reset="earliest") as reader:  # no group: nothing waits on a coordinator
-            reader.assign([("through-a-kill", 0)])
-            values: list[int] = []
-            deadline = time.monotonic() + 60
-            while len(values) < 6_000 and time.monotonic() < deadline:
-                values.extend(int(r.value) for r in reader.poll(500))
-            values.extend(int(r.value) for r in reader.poll(500))  # anything past the 6,000 would be a duplicate
-    assert values == list(range(6_000)), "duplicates, gaps or reordering after the leader's SIGKILL"
-    assert sorted(delivered) == list(range(6_000))
+        values = leader_kill.read_back(cluster)
+    assert values == list(range(leader_kill.RECORDS)), "duplicates, gaps or reordering after the leader's SIGKILL"
+    assert sorted(delivered) == list(range(leader_kill.RECORDS))
