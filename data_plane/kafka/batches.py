@@ -73,6 +73,10 @@ def _one_to_kraftlog(raw: bytes, now_ms: int) -> bytes:
     codec = attributes & 0x07
     if codec not in _DECODERS:
         raise KafkaBatchError(f"record batch compression codec {codec} is not one of Kafka's (none, gzip, snappy, lz4, zstd)")
+    if producer_id == record_batch.NO_PRODUCER_ID:
+        # Without a producer id Kafka's brokers ignore the epoch and sequence, and aiokafka's
+        # non-idempotent producer sends base sequence 0: kraftlog's format wants -1 for both there.
+        producer_epoch = base_sequence = -1
     body = raw[_KAFKA_HEADER.size:]
     try:
         rows = _DECODERS[codec](body) if codec else body

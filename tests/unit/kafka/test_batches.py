@@ -54,6 +54,14 @@ def test_a_produced_batch_keeps_records_and_producer_fields_both_ways(compressio
         [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in original]
 
 
+def test_a_batch_without_a_producer_id_is_taken_whatever_its_sequence_says():
+    """aiokafka's non-idempotent producer sends producer id -1 with base sequence 0 (Kafka's
+    brokers ignore both fields without a producer id): the door stores -1, -1, -1."""
+    kept = to_kraftlog(kafka_batch(producer=(-1, -1, 0)), now_ms=0)
+    header = record_batch.validate_for_append(kept)
+    assert (header.producer_id, header.producer_epoch, header.base_sequence) == (-1, -1, -1)
+
+
 def test_an_uncompressed_batch_goes_back_out_byte_for_byte_after_the_prefix():
     sent = kafka_batch()
     back = to_kafka(stored(to_kraftlog(sent, now_ms=0), 0, 0))
