@@ -17,14 +17,14 @@ from cli.output import emit, table
 
 
 def register(sub: argparse._SubParsersAction, client_options: Callable[[argparse.ArgumentParser], None]) -> None:
-    users = sub.add_parser("users", help="users who authenticate with a password (SCRAM-SHA-256)").add_subparsers(dest="action", required=True)
+    users = sub.add_parser("users", help="users who authenticate with a password (SCRAM-SHA-256 and SCRAM-SHA-512 from the one password)").add_subparsers(dest="action", required=True)
     create = users.add_parser("create", help="create a user or change its password")
     create.add_argument("--name", required=True, help="the user name (its principal is User:NAME)")
     create.add_argument("--password", help="the password (default: read one line from standard input)")
     create.add_argument("--iterations", type=int, default=4096, help="PBKDF2 iterations, 4096 to 16384 (default: %(default)s)")
     client_options(create)
     create.set_defaults(func=create_user)
-    listing = users.add_parser("list", help="users and their SCRAM mechanism")
+    listing = users.add_parser("list", help="users and their SCRAM mechanisms")
     client_options(listing)
     listing.set_defaults(func=list_users)
     delete = users.add_parser("delete", help="delete a user (its open calls are refused from the next one)")
