@@ -18,14 +18,12 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition  # noqa:
 from aiokafka.errors import KafkaConnectionError, SaslAuthenticationFailed, TopicAuthorizationFailedError  # noqa: E402
 from aiokafka.helpers import create_ssl_context  # noqa: E402
 
-from tests.cluster import TestCluster, local_cluster  # noqa: E402
+from tests.cluster import TestCluster  # noqa: E402
 from tests.integration import kafka_leader_kill as leader_kill  # noqa: E402
 from tests.integration.kafka_secure import PASSWORDS, TOPIC, ca_file, secure_cluster  # noqa: E402
+from tests.integration.kafka_transactional import transactional_cluster  # noqa: E402
 
 pytestmark = pytest.mark.integration
-
-TXN_ARGS = ["--transaction-state-partitions", "3", "--offsets-topic-partitions", "3"]
-
 
 def _sasl(cluster: TestCluster, user: str, password: str, mechanism: str = "SCRAM-SHA-256") -> dict:
     return {"bootstrap_servers": cluster.kafka_bootstrap, "security_protocol": "SASL_SSL", "sasl_mechanism": mechanism,
@@ -56,9 +54,7 @@ def secure(tmp_path_factory) -> TestCluster:
 
 @pytest.fixture(scope="module")
 def transactional(tmp_path_factory) -> TestCluster:
-    with local_cluster(tmp_path_factory.mktemp("aiokafka-txn"), controllers=1, brokers=3, broker_args=TXN_ARGS) as running:
-        running.create_topic("txn", 1, 3)
-        running.wait_topic_ready("txn", 1)
+    with transactional_cluster(tmp_path_factory.mktemp("aiokafka-txn")) as running:
         yield running
 
 

@@ -13,19 +13,14 @@ import pytest
 confluent_kafka = pytest.importorskip("confluent_kafka", reason="confluent-kafka is in the test extra: pip install -e '.[test]'")
 
 from data_plane.client import Consumer as KraftlogConsumer  # noqa: E402
-from tests.cluster import TestCluster, local_cluster  # noqa: E402
+from tests.cluster import TestCluster  # noqa: E402
+from tests.integration.kafka_transactional import transactional_cluster  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
-ARGS = ["--transaction-state-partitions", "3", "--offsets-topic-partitions", "3"]
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory) -> TestCluster:
-    with local_cluster(tmp_path_factory.mktemp("kafka-txn"), controllers=1, brokers=3, broker_args=ARGS) as running:
-        for topic in ("txn", "source", "sink"):
-            running.create_topic(topic, 1, 3)
-            running.wait_topic_ready(topic, 1)
+    with transactional_cluster(tmp_path_factory.mktemp("kafka-txn"), ("txn", "source", "sink")) as running:
         yield running
 
 
