@@ -305,8 +305,6 @@ def encode_batch(
     the producer's open transaction; it needs a producer id); ``control`` sets bit 5 and is
     for ``control_batch`` alone (markers). Raises ValueError for input that cannot be encoded.
     """
-    if (transactional or control) and producer_id < 0:
-        raise ValueError("a transactional batch needs a producer id (from InitProducerId)")
     n = len(values)
     if n == 0:
         raise ValueError("a record batch needs at least one record")
@@ -317,12 +315,35 @@ def encode_batch(
     key_lengths, key_blob = _key_column(n, keys)
     header_columns = _header_columns(n, headers)
     body = b"".join([ts_column, key_lengths, value_lengths, *header_columns[:3], key_blob, value_blob, *header_columns[3:]])
+    return seal_batch(body, n, first_ts, max_ts, compression=compression, producer_id=producer_id,
+                      producer_epoch=producer_epoch, base_sequence=base_sequence, transactional=transactional, control=control)
+
+
+def seal_batch(
+    body: bytes,
+    record_count: int,
+    first_timestamp: int,
+    max_timestamp: int,
+    *,
+    compression: str,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    transactional: bool = False,
+    control: bool = False,
+) -> bytes:
+    """The batch around an uncompressed ``body`` of ``record_count`` records (its columns laid
+    out as the module docstring says): compressed, headed and CRC'd, at base offset 0 and
+    leader epoch -1. For converters that build the columns themselves (the Kafka door);
+    ``encode_batch`` is the checked way in from records."""
+    if (transactional or control) and producer_id < 0:
+        raise ValueError("a transactional batch needs a producer id (from InitProducerId)")
     attributes = COMPRESSION_CODES[compression] | (TRANSACTIONAL_BIT if transactional else 0)
     attributes |= CONTROL_BIT if control else 0
     body = compress(compression, body)
     covered = _HEADER.pack(
-        0, HEADER_SIZE + len(body), -1, MAGIC, 0,
-        attributes, n - 1, first_ts, max_ts, producer_id, producer_epoch, base_sequence, n,
+        0, HEADER_SIZE + len(body), -1, MAGIC, 0, attributes, record_count - 1, first_timestamp, max_timestamp,
+        producer_id, producer_epoch, base_sequence, record_count,
     )
     crc = crc32(body, crc32(memoryview(covered)[_CRC_START:]))
     return b"".join([covered[:_CRC_POS], _CRC_FIELD.pack(crc), covered[_CRC_START:], body])

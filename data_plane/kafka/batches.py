@@ -14,12 +14,14 @@ from __future__ import annotations
 import struct
 from typing import Iterator
 
+import numpy as np
 from kafka.codec import gzip_decode, lz4_decode, snappy_decode, zstd_decode
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.util import calc_crc32c
 
 from data_plane import record_batch
 from data_plane.control_batch import decode_marker
+from data_plane.kafka import row_columns
 
 MAGIC = 2
 _LENGTH = struct.Struct(">qi")  # base offset, batch length (the bytes after this field)
@@ -35,6 +37,7 @@ _CONTROL_VALUE = struct.Struct(">hi")  # version, coordinator epoch
 _KAFKA_LZ4, _KAFKA_ZSTD = 3, 4
 # Kafka's codecs (attribute bits 0-2) as kafka-python decodes them (snappy with its xerial framing).
 _DECODERS = {0: bytes, 1: gzip_decode, 2: snappy_decode, _KAFKA_LZ4: lz4_decode, _KAFKA_ZSTD: zstd_decode}
+_INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
 _NO_LIMIT = 1 << 62  # the builder's batch size bound: the stored batch decides its size
 
 
@@ -78,14 +81,20 @@ def _one_to_kraftlog(raw: bytes, now_ms: int) -> bytes:
         # non-idempotent producer sends base sequence 0: kraftlog's format wants -1 for both there.
         producer_epoch = base_sequence = -1
     body = raw[_KAFKA_HEADER.size:]
+    compression = {_KAFKA_LZ4: "lz4", _KAFKA_ZSTD: "zstd"}.get(codec, "none")
+    transactional = bool(attributes & record_batch.TRANSACTIONAL_BIT)
     try:
         rows = _DECODERS[codec](body) if codec else body
+        try:
+            return _columns_to_kraftlog(row_columns.kraftlog_columns(rows, count), first_timestamp, compression,
+                                        producer_id, producer_epoch, base_sequence, transactional)
+        except row_columns.Unfit:  # headers, or bytes to word an error for: row by row
+            pass
         deltas, keys, values, headers = _read_rows(rows, count)
         return record_batch.encode_batch(
             values, keys=keys, headers=headers, timestamps_ms=[first_timestamp + d for d in deltas],
-            compression={_KAFKA_LZ4: "lz4", _KAFKA_ZSTD: "zstd"}.get(codec, "none"),
-            producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence,
-            transactional=bool(attributes & record_batch.TRANSACTIONAL_BIT), now_ms=now_ms,
+            compression=compression, producer_id=producer_id, producer_epoch=producer_epoch,
+            base_sequence=base_sequence, transactional=transactional, now_ms=now_ms,
         )
     except KafkaBatchError:
         raise
@@ -93,6 +102,22 @@ def _one_to_kraftlog(raw: bytes, now_ms: int) -> bytes:
         raise KafkaBatchError(f"{exc}: send the batch with lz4, zstd, gzip or no compression") from None
     except (ValueError, IndexError, UnicodeDecodeError) as exc:  # truncated rows, a bad frame, a bad header name
         raise KafkaBatchError(f"a record batch's records do not parse ({exc}): the batch was damaged or is not Kafka's v2") from None
+
+
+def _columns_to_kraftlog(columns: row_columns.Columns, first_timestamp: int, compression: str, producer_id: int,
+                         producer_epoch: int, base_sequence: int, transactional: bool) -> bytes:
+    """The kraftlog batch of a Kafka batch's columns, laid out as ``record_batch.encode_batch``
+    lays out the same records (its first record's timestamp first, deltas from it)."""
+    deltas = columns.timestamp_deltas
+    n = len(deltas)
+    first, relative = first_timestamp + int(deltas[0]), deltas - deltas[0]
+    if len(relative) and not _INT32_MIN <= int(relative.min()) <= int(relative.max()) <= _INT32_MAX:
+        raise row_columns.Unfit("timestamps too far apart for one kraftlog batch")  # encode_batch words the error
+    body = b"".join([relative.astype("<i4").tobytes(), columns.key_lengths.astype("<i4").tobytes(),
+                     columns.value_lengths.astype("<i4").tobytes(), bytes(4 * n), columns.keys, columns.values])
+    return record_batch.seal_batch(body, n, first, first_timestamp + int(deltas.max()), compression=compression,
+                                   producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence,
+                                   transactional=transactional)
 
 
 def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
@@ -227,14 +252,7 @@ def _records_to_kafka(batch: record_batch.DecodedBatch) -> bytes:
     headers), the header carries the stored batch's offsets, timestamps and producer fields."""
     header = batch.header
     first = header.first_timestamp
-    no_headers = _VARINTS[1]
-    rows = []
-    for delta, (timestamp, key, value, headers) in enumerate(zip(batch.timestamps, batch.keys, batch.values, batch.headers)):
-        row = b"".join((b"\x00", _varint(timestamp - first), _varint(delta), _sized(key), _sized(value),
-                        _kafka_headers(headers) if headers else no_headers))
-        rows.append(_varint(len(row)))
-        rows.append(row)
-    records = b"".join(rows)
+    records = _columns_to_rows(batch) if batch.layout is not None and not batch.layout.header_count else _rows(batch)
     out = bytearray(_KAFKA_HEADER.size + len(records))
     _KAFKA_HEADER.pack_into(
         out, 0, header.base_offset, len(out) - _LENGTH.size, header.leader_epoch, MAGIC, 0,
@@ -244,3 +262,33 @@ def _records_to_kafka(batch: record_batch.DecodedBatch) -> bytes:
     out[_KAFKA_HEADER.size:] = records
     struct.pack_into(">I", out, _CRC_AT, calc_crc32c(memoryview(out)[_ATTRIBUTES_AT:]))
     return bytes(out)
+
+
+def _columns_to_rows(batch: record_batch.DecodedBatch) -> bytes:
+    """The Kafka rows of a batch without headers, straight from its stored columns."""
+    header, layout = batch.header, batch.layout
+    n, body = header.record_count, layout.body
+    lengths = np.frombuffer(body, "<i4", 3 * n).astype(np.int64)
+    if header.timestamp_type == record_batch.LOG_APPEND_TIME:  # every record reads as stamped at the append
+        deltas = np.full(n, header.max_timestamp - header.first_timestamp, np.int64)
+    else:
+        deltas = lengths[:n]
+    columns = row_columns.Columns(deltas, lengths[n:2 * n], lengths[2 * n:], bytes(body[layout.keys_at:layout.values_at]),
+                                  bytes(body[layout.values_at:layout.header_names_at]))
+    try:
+        return row_columns.kafka_rows(columns)
+    except row_columns.Unfit:  # a varint wider than 32 bits
+        return _rows(batch)
+
+
+def _rows(batch: record_batch.DecodedBatch) -> bytes:
+    """The Kafka rows of any data batch, record by record."""
+    first = batch.header.first_timestamp
+    no_headers = _VARINTS[1]
+    rows = []
+    for delta, (timestamp, key, value, headers) in enumerate(zip(batch.timestamps, batch.keys, batch.values, batch.headers)):
+        row = b"".join((b"\x00", _varint(timestamp - first), _varint(delta), _sized(key), _sized(value),
+                        _kafka_headers(headers) if headers else no_headers))
+        rows.append(_varint(len(row)))
+        rows.append(row)
+    return b"".join(rows)
