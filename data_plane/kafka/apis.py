@@ -1,7 +1,8 @@
 """The Kafka APIs this door serves, each a translation into the calls the gRPC services make
 (data_plane/broker/service.py, data_plane/groups/service.py): the same ReplicaManager produce,
 fetch and list-offsets paths, the same ACL checks (``serve_authorized``), the same metadata
-answer, producer-id allocation and group coordinator. Nothing here keeps state of its own.
+answer, producer-id allocation and group coordinator. Nothing here keeps state of its own but
+the Kafka form of recently fetched batches (``ConvertedBatches``), a cache.
 
 Responses are built from one set of fields for every version served (``entities.build``
 keeps the fields the version's kio entity has), so a handler is written once, not per version.
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import datetime
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Awaitable, Callable
 
 from kio.index import load_response_schema
@@ -26,7 +27,7 @@ from data_plane.requests import (DeleteRecordsItem, DeleteRecordsResult, EpochEn
                                         ProduceItem, ProduceResult)
 from data_plane.kafka.acl_apis import CREATE_ACLS, DELETE_ACLS, DESCRIBE_ACLS, AclApis
 from data_plane.kafka.admin_apis import CREATE_TOPICS, DELETE_TOPICS, AdminApis
-from data_plane.kafka.batches import KafkaBatchError, to_kafka, to_kraftlog
+from data_plane.kafka.batches import ConvertedBatches, KafkaBatchError, to_kraftlog
 from data_plane.kafka.codec import Request
 from data_plane.kafka.sasl import SASL_SERVED
 from data_plane.kafka.txn_apis import ADD_OFFSETS_TO_TXN, ADD_PARTITIONS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT, TXN_SERVED, TxnApis
@@ -42,6 +43,9 @@ from kraftlog_proto import broker_pb2
 from server_common.authorization import AccessControl
 from server_common.limits import FETCH_BYTES_MAX_DEFAULT
 
+# What a broker keeps of fetched batches' Kafka form: the records a few consumers behind the
+# same tail read, at a memory cost small beside the broker's page cache.
+CONVERTED_BYTES = 64 << 20
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS, INIT_PRODUCER_ID = 0, 1, 2, 3, 18, 22
 DELETE_RECORDS, OFFSET_FOR_LEADER_EPOCH = 21, 23
 # api key -> (lowest, highest) version served. Produce from v3 and Fetch from v4: record
@@ -98,6 +102,7 @@ class KafkaApis:
     configs: ConfigApis
     acls: AclApis
     txns: TxnApis
+    converted: ConvertedBatches = field(default_factory=lambda: ConvertedBatches(CONVERTED_BYTES))
 
     async def answer(self, request: Request, peer: PeerContext):
         """The response entity (None: acks=0 produce, answered with nothing)."""
@@ -209,7 +214,7 @@ class KafkaApis:
             high_watermark=r.high_watermark, last_stable_offset=r.last_stable_offset, log_start_offset=r.log_start_offset,
             aborted_transactions=tuple(build(aborted_type, producer_id=a.producer_id, first_offset=a.first_offset)
                                        for a in r.aborted) if committed else None,
-            preferred_read_replica=-1, records=Records(to_kafka(r.data)),  # empty, never null: librdkafka reads a null as malformed
+            preferred_read_replica=-1, records=Records(self.converted.to_kafka(r.data)),  # empty, never null: librdkafka reads a null as malformed
             current_leader=build(sibling(out, "LeaderIdAndEpoch"), leader_id=r.leader.leader_id,
                                  leader_epoch=r.leader.leader_epoch))) for r in results)
         topic_type = sibling(out, "FetchableTopicResponse")

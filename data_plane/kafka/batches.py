@@ -12,6 +12,7 @@ and builds the Kafka side (CRC checks and the producer's gzip, snappy, lz4 and z
 from __future__ import annotations
 
 import struct
+from collections import OrderedDict
 from typing import Iterator
 
 import numpy as np
@@ -185,6 +186,42 @@ def _read_rows(buf: bytes, count: int) -> tuple[list[int], list, list, list]:
 def to_kafka(data: bytes) -> bytes:
     """Kafka batches, at the same offsets, for kraftlog batches read from a log."""
     return b"".join(_one_to_kafka(record_batch.decode_batch(data, pos)) for pos, _ in record_batch.iter_headers(data))
+
+
+class ConvertedBatches:
+    """``to_kafka`` remembering the Kafka form of the stored batches it converted lately, up to
+    ``max_bytes`` of it, least recently fetched out first: consumers of the same records (several
+    groups on one topic, a consumer reading again) pay for the conversion once. Keyed by the
+    stored batch's bytes themselves, so a hit is the same batch, whatever was truncated,
+    compacted or rewritten since (a dict compares the bytes after their hash)."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self._max_bytes = max_bytes
+        self._bytes = 0
+        self._kafka: OrderedDict[bytes, bytes] = OrderedDict()
+
+    def to_kafka(self, data: bytes) -> bytes:
+        out = []
+        for pos, header in record_batch.iter_headers(data):
+            stored = data[pos:pos + header.batch_length]
+            kafka = self._kafka.get(stored)
+            if kafka is None:
+                kafka = _one_to_kafka(record_batch.decode_batch(stored))
+                self._remember(stored, kafka)
+            else:
+                self._kafka.move_to_end(stored)
+            out.append(kafka)
+        return b"".join(out)
+
+    def _remember(self, stored: bytes, kafka: bytes) -> None:
+        size = len(stored) + len(kafka)
+        if size > self._max_bytes:
+            return
+        self._kafka[stored] = kafka
+        self._bytes += size
+        while self._bytes > self._max_bytes:
+            old_stored, old_kafka = self._kafka.popitem(last=False)
+            self._bytes -= len(old_stored) + len(old_kafka)
 
 
 def _one_to_kafka(batch: record_batch.DecodedBatch) -> bytes:

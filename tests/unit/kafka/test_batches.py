@@ -14,7 +14,7 @@ from kafka.record.util import calc_crc32c
 
 from data_plane import record_batch
 from data_plane.control_batch import ControlType, encode_marker
-from data_plane.kafka.batches import KafkaBatchError, split_batches, to_kafka, to_kraftlog
+from data_plane.kafka.batches import ConvertedBatches, KafkaBatchError, split_batches, to_kafka, to_kraftlog
 
 CODECS = {"none": 0, "gzip": 1, "lz4": 3, "zstd": 4}
 
@@ -151,3 +151,15 @@ def test_a_record_that_runs_past_its_batch_is_refused_even_with_a_good_crc():
     struct.pack_into(">I", out, 17, calc_crc32c(memoryview(out)[21:]))
     with pytest.raises(KafkaBatchError, match="do not parse"):
         to_kraftlog(bytes(out), now_ms=0)
+
+
+def test_converted_batches_are_remembered_up_to_their_budget_and_keyed_by_their_bytes():
+    one = stored(to_kraftlog(kafka_batch(3), now_ms=0), 0, 0)
+    two = stored(to_kraftlog(kafka_batch(3), now_ms=0), 3, 0)  # the same records at other offsets
+    cache = ConvertedBatches(max_bytes=10 * (len(one) + len(to_kafka(one))))
+    assert cache.to_kafka(one + two) == to_kafka(one + two)
+    assert cache.to_kafka(one) == to_kafka(one) and cache.to_kafka(two) == to_kafka(two)  # hits, each its own batch
+    assert len(cache._kafka) == 2
+    small = ConvertedBatches(max_bytes=len(one) + len(to_kafka(one)))
+    assert small.to_kafka(one + two) == to_kafka(one + two)
+    assert list(small._kafka) == [two]  # the least recently fetched went out
