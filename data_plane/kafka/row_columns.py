@@ -69,18 +69,23 @@ def _put_varints(out: np.ndarray, at: np.ndarray, z: np.ndarray, sizes: np.ndarr
 def _get_varints(buf: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(values, sizes) of the zigzag varints at ``at`` in ``buf`` (padded with ``_MAX_VARINT``
     bytes, so a read near the end stays inside it; positions past it are clipped and caught
-    by the caller's end checks)."""
+    by the caller's end checks). Lane by lane, each lane only for the varints still going:
+    most are one byte."""
     at = np.minimum(at, len(buf) - _MAX_VARINT)
-    z = np.zeros(len(at), np.int64)
-    sizes = np.zeros(len(at), np.int64)
-    for k in range(_MAX_VARINT):
-        lane = buf[at + k].astype(np.int64)
-        live = sizes == 0
-        z |= np.where(live, (lane & 0x7F) << (7 * k), 0)
-        sizes[live & (lane < 0x80)] = k + 1
-    if not sizes.all():
-        raise Unfit("a varint wider than 32 bits")
-    return (z >> 1) ^ -(z & 1), sizes
+    lane = buf[at]
+    z = (lane & 0x7F).astype(np.int64)
+    sizes = np.ones(len(at), np.int64)
+    going = np.flatnonzero(lane >= 0x80)
+    for k in range(1, _MAX_VARINT + 1):
+        if not len(going):
+            return (z >> 1) ^ -(z & 1), sizes
+        if k == _MAX_VARINT:
+            break
+        lane = buf[at[going] + k]
+        z[going] |= (lane & 0x7F).astype(np.int64) << (7 * k)
+        sizes[going] += 1
+        going = going[lane >= 0x80]
+    raise Unfit("a varint wider than 32 bits")
 
 
 def _spans(total: int, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -138,13 +143,17 @@ def _row_starts(rows: bytes, count: int) -> np.ndarray:
             if byte < 0x80:
                 pos += 1 + (byte >> 1)
                 continue
-            z, shift, size = byte & 0x7F, 7, 1
-            while byte >= 0x80:
-                byte = rows[pos + size]
-                z |= (byte & 0x7F) << shift
-                shift, size = shift + 7, size + 1
-                if size > _MAX_VARINT:
+            second = rows[pos + 1]
+            if second < 0x80:
+                pos += 2 + (((byte & 0x7F) | (second << 7)) >> 1)
+                continue
+            z, shift, size = (byte & 0x7F) | ((second & 0x7F) << 7), 14, 2
+            while second >= 0x80:
+                if size == _MAX_VARINT:
                     raise Unfit("a row length wider than 32 bits")
+                second = rows[pos + size]
+                z |= (second & 0x7F) << shift
+                shift, size = shift + 7, size + 1
             pos += size + (z >> 1)
     except IndexError:
         raise Unfit("rows run past the records") from None
