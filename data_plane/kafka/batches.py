@@ -39,7 +39,11 @@ _KAFKA_LZ4, _KAFKA_ZSTD = 3, 4
 # Kafka's codecs (attribute bits 0-2) as kafka-python decodes them (snappy with its xerial framing).
 _DECODERS = {0: bytes, 1: gzip_decode, 2: snappy_decode, _KAFKA_LZ4: lz4_decode, _KAFKA_ZSTD: zstd_decode}
 _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
-_NO_LIMIT = 1 << 62  # the builder's batch size bound: the stored batch decides its size
+_NO_LIMIT = 1 << 62
+# From how many records a batch is converted whole (``row_columns``): below it the few dozen
+# numpy calls a batch costs take longer than converting its rows one by one (one record
+# produced at a time, a consumer at the tail).
+_COLUMNS_FROM = 128  # the builder's batch size bound: the stored batch decides its size
 
 
 class KafkaBatchError(ValueError):
@@ -86,11 +90,12 @@ def _one_to_kraftlog(raw: bytes, now_ms: int) -> bytes:
     transactional = bool(attributes & record_batch.TRANSACTIONAL_BIT)
     try:
         rows = _DECODERS[codec](body) if codec else body
-        try:
-            return _columns_to_kraftlog(row_columns.kraftlog_columns(rows, count), first_timestamp, compression,
-                                        producer_id, producer_epoch, base_sequence, transactional)
-        except row_columns.Unfit:  # headers, or bytes to word an error for: row by row
-            pass
+        if count >= _COLUMNS_FROM:
+            try:
+                return _columns_to_kraftlog(row_columns.kraftlog_columns(rows, count), first_timestamp, compression,
+                                            producer_id, producer_epoch, base_sequence, transactional)
+            except row_columns.Unfit:  # headers, or bytes to word an error for: row by row
+                pass
         deltas, keys, values, headers = _read_rows(rows, count)
         return record_batch.encode_batch(
             values, keys=keys, headers=headers, timestamps_ms=[first_timestamp + d for d in deltas],
@@ -289,7 +294,9 @@ def _records_to_kafka(batch: record_batch.DecodedBatch) -> bytes:
     headers), the header carries the stored batch's offsets, timestamps and producer fields."""
     header = batch.header
     first = header.first_timestamp
-    records = _columns_to_rows(batch) if batch.layout is not None and not batch.layout.header_count else _rows(batch)
+    layout = batch.layout
+    whole = layout is not None and not layout.header_count and header.record_count >= _COLUMNS_FROM
+    records = _columns_to_rows(batch) if whole else _rows(batch)
     out = bytearray(_KAFKA_HEADER.size + len(records))
     _KAFKA_HEADER.pack_into(
         out, 0, header.base_offset, len(out) - _LENGTH.size, header.leader_epoch, MAGIC, 0,

@@ -38,12 +38,15 @@ def test_a_produced_batch_converts_to_the_bytes_the_row_reader_gives(records, co
     try:
         by_rows = record_batch.encode_batch(values, keys=keys, headers=headers, timestamps_ms=[first + d for d in deltas],
                                             compression="lz4" if sent[22] & 0x07 else "none", producer_id=3, producer_epoch=0, base_sequence=40)
-    except ValueError:  # timestamps too far apart for one batch: both ways refuse it
+    except ValueError:  # timestamps too far apart for one batch: left to the row reader, which words the refusal
+        with pytest.raises(row_columns.Unfit):
+            batches._columns_to_kraftlog(row_columns.kraftlog_columns(rows, len(records)), first, "none", 3, 0, 40, False)
         with pytest.raises(batches.KafkaBatchError, match="24 days"):
             batches.to_kraftlog(sent, 0)
         return
     columns = row_columns.kraftlog_columns(rows, len(records))
     assert columns.keys == b"".join(k for k in keys if k is not None) and columns.values == b"".join(v for v in values if v is not None)
+    assert batches._columns_to_kraftlog(columns, first, "lz4" if sent[22] & 0x07 else "none", 3, 0, 40, False) == by_rows
     assert batches.to_kraftlog(sent, 0) == by_rows
 
 
@@ -82,3 +85,16 @@ def test_headers_renumbered_offsets_and_damaged_rows_are_left_to_the_row_reader(
     renumbered[3] = 2  # the first record's offset delta: 1 (zigzag 2), not 0
     with pytest.raises(row_columns.Unfit, match="offset deltas"):
         row_columns.kraftlog_columns(bytes(renumbered), 2)
+
+
+@pytest.mark.parametrize("codec", [0, 3])
+def test_a_large_batch_goes_through_whole_and_reads_back_the_same(codec):
+    records = [(i * 7 % 300, None if i % 5 else b"k%d" % i, bytes(i % 150)) for i in range(300)]
+    sent, rows = kafka_rows_of(records, codec)
+    (first,) = struct.unpack_from(">q", sent, 27)
+    deltas, keys, values, headers = batches._read_rows(rows, len(records))
+    kept = batches.to_kraftlog(sent, 0)
+    assert kept == record_batch.encode_batch(values, keys=keys, headers=headers, timestamps_ms=[first + d for d in deltas],
+                                             compression="lz4" if sent[22] & 0x07 else "none", producer_id=3, producer_epoch=0,
+                                             base_sequence=40)
+    assert batches.to_kafka(kept)[61:] == batches._rows(record_batch.decode_batch(kept))  # the rows after Kafka's header
