@@ -205,8 +205,15 @@ class ConvertedBatches:
         self._bytes = 0
         self._kafka: OrderedDict[bytes, bytes] = OrderedDict()
 
-    def to_kafka(self, data: bytes) -> bytes:
+    def to_kafka(self, data: bytes, max_bytes: int = _NO_LIMIT, at_least_one: bool = True) -> bytes:
+        """The Kafka batches of ``data``'s first stored batches, as many as fit ``max_bytes``
+        in Kafka's form (the first whatever its size when ``at_least_one``, as Kafka answers
+        so a consumer always moves on). The stored read was bounded in stored bytes; a
+        compressed batch goes out uncompressed, so the Kafka form can be many times larger
+        than what the client asked for. Batches cut off here are fetched next: a consumer
+        asks again from the offset after the last record it got."""
         out = []
+        total = 0
         for pos, header in record_batch.iter_headers(data):
             stored = data[pos:pos + header.batch_length]
             kafka = self._kafka.get(stored)
@@ -215,6 +222,9 @@ class ConvertedBatches:
                 self._remember(stored, kafka)
             else:
                 self._kafka.move_to_end(stored)
+            total += len(kafka)
+            if total > max_bytes and (out or not at_least_one):
+                break
             out.append(kafka)
         return b"".join(out)
 

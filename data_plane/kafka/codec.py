@@ -8,6 +8,7 @@ versions except ApiVersions) and a body. kio's generated entities read and write
 
 from __future__ import annotations
 
+import functools
 import io
 import struct
 from dataclasses import dataclass
@@ -16,7 +17,9 @@ from kio.index import load_request_schema
 from kio.serial import entity_reader, entity_writer
 from kio.static.protocol import Entity
 
-_HEADER_START = struct.Struct(">hhi")  # api key, api version, correlation id: the same in every header version
+_HEADER_START = struct.Struct(">hhi")
+# kio resolves a schema by module path on every call: once per (api key, version) is enough.
+_request_schema = functools.cache(load_request_schema)  # api key, api version, correlation id: the same in every header version
 
 
 class MalformedFrame(ValueError):
@@ -50,7 +53,7 @@ def decode_request(frame: bytes, served: dict[int, tuple[int, int]]) -> Request:
     low, high = served.get(api_key, (0, -1))
     if not low <= api_version <= high:
         raise Unserved(api_key, api_version, correlation_id)
-    schema = load_request_schema(api_key, api_version)
+    schema = _request_schema(api_key, api_version)
     try:
         header, at = entity_reader(schema.__header_schema__)(frame, 0)
         body, size = entity_reader(schema)(frame, at)

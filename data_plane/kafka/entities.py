@@ -4,6 +4,7 @@ handler per version. Pure."""
 from __future__ import annotations
 
 import datetime
+import functools
 import sys
 
 from kio.index import load_response_schema
@@ -28,7 +29,10 @@ def sibling(entity_type: type, name: str) -> type | None:
 
 def response_type(request) -> type:
     """The response entity of ``request``'s API version."""
-    return load_response_schema(type(request).__api_key__, type(request).__version__)
+    return _response_schema(type(request).__api_key__, type(request).__version__)
+
+
+_response_schema = functools.cache(load_response_schema)  # kio resolves it by module path on every call
 
 
 def version(request) -> int:

@@ -163,3 +163,14 @@ def test_converted_batches_are_remembered_up_to_their_budget_and_keyed_by_their_
     small = ConvertedBatches(max_bytes=len(one) + len(to_kafka(one)))
     assert small.to_kafka(one + two) == to_kafka(one + two)
     assert list(small._kafka) == [two]  # the least recently fetched went out
+
+
+def test_converted_batches_stop_at_the_bytes_asked_for_but_give_one_batch_to_move_on():
+    one = stored(to_kraftlog(kafka_batch(3), now_ms=0), 0, 0)
+    two = stored(to_kraftlog(kafka_batch(3), now_ms=0), 3, 0)
+    size = len(to_kafka(one))
+    cache = ConvertedBatches(max_bytes=1 << 20)
+    assert cache.to_kafka(one + two, max_bytes=2 * size) == to_kafka(one + two)
+    assert cache.to_kafka(one + two, max_bytes=2 * size - 1) == to_kafka(one)  # the client fetches from offset 3 next
+    assert cache.to_kafka(one + two, max_bytes=1) == to_kafka(one)  # larger than asked, but the consumer moves on
+    assert cache.to_kafka(one + two, max_bytes=1, at_least_one=False) == b""  # an earlier partition took the response's bytes
