@@ -5,7 +5,7 @@ producer id/epoch/base sequence, keys, values, headers); they differ in byte ord
 (Kafka: CRC-32C, kraftlog: CRC-32) and record layout (Kafka: varint rows, kraftlog: columns).
 A produced Kafka batch becomes one kraftlog batch with the same records and producer fields,
 so idempotence and transactions see what the client sent; a stored batch goes back out as
-one Kafka batch at the same base offset, uncompressed. kafka-python's ``kafka.record`` reads
+one Kafka batch at the same base offset, compressed as it is stored (lz4, zstd or none). kafka-python's ``kafka.record`` reads
 and builds the Kafka side (CRC checks and the producer's gzip, snappy, lz4 and zstd included).
 """
 
@@ -16,7 +16,7 @@ from collections import OrderedDict
 from typing import Iterator
 
 import numpy as np
-from kafka.codec import gzip_decode, lz4_decode, snappy_decode, zstd_decode
+from kafka.codec import gzip_decode, lz4_decode, lz4_encode, snappy_decode, zstd_decode, zstd_encode
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.util import calc_crc32c
 
@@ -39,6 +39,9 @@ _KAFKA_LZ4, _KAFKA_ZSTD = 3, 4
 # Kafka's codecs (attribute bits 0-2) as kafka-python decodes them (snappy with its xerial framing).
 _DECODERS = {0: bytes, 1: gzip_decode, 2: snappy_decode, _KAFKA_LZ4: lz4_decode, _KAFKA_ZSTD: zstd_decode}
 _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
+# kraftlog's codecs as Kafka's compression codes, and the encoders a fetched batch goes out with.
+_KAFKA_CODECS = {"lz4": _KAFKA_LZ4, "zstd": _KAFKA_ZSTD}
+_ENCODERS = {_KAFKA_LZ4: lz4_encode, _KAFKA_ZSTD: zstd_encode}
 _NO_LIMIT = 1 << 62
 # From how many records a batch is converted whole (``row_columns``): below it the few dozen
 # numpy calls a batch costs take longer than converting its rows one by one (one record
@@ -265,7 +268,7 @@ def _one_to_kafka(batch: record_batch.DecodedBatch) -> bytes:
 # producer epoch, base sequence, record count.
 _KAFKA_HEADER = struct.Struct(">qiibIhiqqqhii")
 # The bits a stored batch keeps in Kafka's attributes (timestamp type, transactional, control:
-# the same positions in both formats); the compression bits are 0, the batch goes out uncompressed.
+# the same positions in both formats); the compression bits are Kafka's code for the stored codec.
 _KEPT_ATTRIBUTES = record_batch.TIMESTAMP_TYPE_BIT | record_batch.TRANSACTIONAL_BIT | record_batch.CONTROL_BIT
 
 
@@ -299,18 +302,23 @@ def _kafka_headers(headers: tuple[tuple[str, bytes | None], ...]) -> bytes:
 
 
 def _records_to_kafka(batch: record_batch.DecodedBatch) -> bytes:
-    """A data batch as one uncompressed Kafka batch, built from its columns: the records are
-    Kafka's varint rows (length, attributes 0, timestamp delta, offset delta, key, value,
-    headers), the header carries the stored batch's offsets, timestamps and producer fields."""
+    """A data batch as one Kafka batch, built from its columns: the records are Kafka's varint
+    rows (length, attributes 0, timestamp delta, offset delta, key, value, headers), compressed
+    with the stored batch's codec as Kafka would send them (a consumer's fetch sizes count
+    these bytes: uncompressed, a 1 MiB fetch of lz4 records was many MiB on the wire), the
+    header carries the stored batch's offsets, timestamps and producer fields."""
     header = batch.header
     first = header.first_timestamp
     layout = batch.layout
     whole = layout is not None and not layout.header_count and header.record_count >= _COLUMNS_FROM
     records = _columns_to_rows(batch) if whole else _rows(batch)
+    codec = _KAFKA_CODECS.get(header.compression)
+    if codec is not None:
+        records = _ENCODERS[codec](records)
     out = bytearray(_KAFKA_HEADER.size + len(records))
     _KAFKA_HEADER.pack_into(
         out, 0, header.base_offset, len(out) - _LENGTH.size, header.leader_epoch, MAGIC, 0,
-        header.attributes & _KEPT_ATTRIBUTES, header.last_offset_delta, first, header.max_timestamp,
+        (header.attributes & _KEPT_ATTRIBUTES) | (codec or 0), header.last_offset_delta, first, header.max_timestamp,
         header.producer_id, header.producer_epoch, header.base_sequence, header.record_count,
     )
     out[_KAFKA_HEADER.size:] = records
