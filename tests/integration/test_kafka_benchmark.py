@@ -90,6 +90,10 @@ def grpc_produce(cluster: TestCluster) -> None:
 
 def kafka_consume(cluster: TestCluster) -> None:
     consumer = confluent_kafka.Consumer({"bootstrap.servers": cluster.kafka_bootstrap, "group.id": "bench", "enable.auto.commit": False})
+    # The topic's leaders first, as the Python consumer learns them before it reads: assigned
+    # with none known, librdkafka retries its offset query on a 500 ms timer (half a second of
+    # a one-second read, whatever the door does).
+    consumer.list_topics(TOPIC, timeout=10)
     consumer.assign([confluent_kafka.TopicPartition(TOPIC, p, confluent_kafka.OFFSET_BEGINNING) for p in range(PARTITIONS)])
     seen = 0
     try:
