@@ -10,7 +10,7 @@ one masked copy each. Only the walk from one row's start to the next (a row's le
 where the next begins) stays a Python loop, and a short one.
 
 Records with headers, varints wider than 32 bits, and anything that does not check out are
-not handled here: the functions return None and ``batches`` converts that batch row by row,
+not handled here: the functions raise ``Unfit`` and ``batches`` converts that batch row by row,
 which also words the error for bytes that are damaged. Pure: no I/O.
 """
 
@@ -25,7 +25,7 @@ import numpy as np
 _MAX_VARINT = 5
 _FITS = 1 << (7 * _MAX_VARINT)
 _PADDING = bytes(_MAX_VARINT)
-_ALTERNATING = np.arange(1 << 16) % 2 == 1  # False, True, False, ...: the runs of ``_spans``
+_GAP_SPAN = np.array([False, True])  # what the runs of ``_spans`` alternate between
 
 
 class Unfit(Exception):
@@ -98,7 +98,7 @@ def _spans(total: int, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     runs[1::2] = lengths
     runs[2:-1:2] = starts[1:] - ends[:-1]
     runs[-1] = total - ends[-1]
-    return np.repeat(_ALTERNATING[: len(runs)] if len(runs) <= len(_ALTERNATING) else np.arange(len(runs)) % 2 == 1, runs)
+    return np.repeat(np.resize(_GAP_SPAN, len(runs)), runs)
 
 
 def kafka_rows(columns: Columns) -> bytes:
