@@ -5,8 +5,10 @@ producer id/epoch/base sequence, keys, values, headers); they differ in byte ord
 (Kafka: CRC-32C, kraftlog: CRC-32) and record layout (Kafka: varint rows, kraftlog: columns).
 A produced Kafka batch becomes one kraftlog batch with the same records and producer fields,
 so idempotence and transactions see what the client sent; a stored batch goes back out as
-one Kafka batch at the same base offset, compressed as it is stored (lz4, zstd or none). kafka-python's ``kafka.record`` reads
-and builds the Kafka side (CRC checks and the producer's gzip, snappy, lz4 and zstd included).
+one Kafka batch at the same base offset, compressed as it is stored (lz4, zstd or none).
+kafka-python's ``kafka.record`` reads and builds the Kafka side (CRC checks and the
+producer's gzip, snappy, lz4 and zstd included). Batches of many records without headers
+are converted whole (``row_columns``), the rest row by row.
 """
 
 from __future__ import annotations
@@ -42,11 +44,11 @@ _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
 # kraftlog's codecs as Kafka's compression codes, and the encoders a fetched batch goes out with.
 _KAFKA_CODECS = {"lz4": _KAFKA_LZ4, "zstd": _KAFKA_ZSTD}
 _ENCODERS = {_KAFKA_LZ4: lz4_encode, _KAFKA_ZSTD: zstd_encode}
-_NO_LIMIT = 1 << 62
+_NO_LIMIT = 1 << 62  # the builder's batch size bound: the stored batch decides its size
 # From how many records a batch is converted whole (``row_columns``): below it the few dozen
 # numpy calls a batch costs take longer than converting its rows one by one (one record
 # produced at a time, a consumer at the tail).
-_COLUMNS_FROM = 128  # the builder's batch size bound: the stored batch decides its size
+_COLUMNS_FROM = 128
 
 
 class KafkaBatchError(ValueError):
@@ -211,10 +213,11 @@ class ConvertedBatches:
     def to_kafka(self, data: bytes, max_bytes: int = _NO_LIMIT, at_least_one: bool = True) -> bytes:
         """The Kafka batches of ``data``'s first stored batches, as many as fit ``max_bytes``
         in Kafka's form (the first whatever its size when ``at_least_one``, as Kafka answers
-        so a consumer always moves on). The stored read was bounded in stored bytes; a
-        compressed batch goes out uncompressed, so the Kafka form can be many times larger
-        than what the client asked for. Batches cut off here are fetched next: a consumer
-        asks again from the offset after the last record it got."""
+        so a consumer always moves on). The stored read was bounded in stored bytes; the
+        Kafka form has its own size (varint rows, Kafka's framing of the codec, gzip and
+        snappy batches stored uncompressed), and the client sized its buffers for what it
+        receives. Batches cut off here are fetched next: a consumer asks again from the
+        offset after the last record it got."""
         out = []
         total = 0
         for pos, header in record_batch.iter_headers(data):
