@@ -23,6 +23,7 @@ from tests.integration.kafka_transactional import transactional_cluster  # noqa:
 
 pytestmark = pytest.mark.integration
 
+
 def _sasl(cluster: TestCluster, user: str, password: str, mechanism: str = "SCRAM-SHA-256") -> dict:
     return {"bootstrap_servers": cluster.kafka_bootstrap, "security_protocol": "SASL_SSL", "sasl_mechanism": mechanism,
             "sasl_plain_username": user, "sasl_plain_password": password, "ssl_cafile": ca_file(cluster)}
