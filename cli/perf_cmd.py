@@ -10,7 +10,8 @@ batches the percentiles are drawn from: a p99.9 needs a thousand of them to diff
 
 With ``--transaction-records N`` the producer is transactional (a transactional id of its own)
 and commits every N records: no batch spans two transactions, and a commit waits for every
-batch of its transaction, as a transactional application's would.
+batch of its transaction, as a transactional application's would. The report then adds each
+transaction's time from ``begin_transaction`` to its answered ``commit_transaction``.
 
 Consume reads from the earliest offset and counts exactly ``--num-records`` records (a poll
 can return more than are left; the excess is neither counted nor timed).
@@ -62,7 +63,8 @@ class ConsumeTally:
 
 
 def _report(
-    args: argparse.Namespace, records: int, total_bytes: int, elapsed_s: float, latency: dict[str, float], samples: int
+    args: argparse.Namespace, records: int, total_bytes: int, elapsed_s: float, latency: dict[str, float], samples: int,
+    transactions_ms: list[float] | None = None,
 ) -> None:
     document = {
         "records": records,
@@ -77,6 +79,11 @@ def _report(
         f"{document['mb_per_sec']:.1f} MB/s, latency p50 {latency['p50']} ms, p99 {latency['p99']} ms, "
         f"p99.9 {latency['p999']} ms, max {latency['max']} ms (over {samples:,} samples)"
     )
+    if transactions_ms:
+        per_transaction = document["transaction_ms"] = percentiles(transactions_ms)
+        document["transactions"] = len(transactions_ms)
+        human += (f"\n{len(transactions_ms):,} transactions, begin to answered commit: p50 {per_transaction['p50']} ms, "
+                  f"p99 {per_transaction['p99']} ms, p99.9 {per_transaction['p999']} ms, max {per_transaction['max']} ms")
     emit(args.json, document, human)
 
 
@@ -109,6 +116,7 @@ def produce(args: argparse.Namespace) -> int:
         return done
 
     per_transaction = args.transaction_records
+    transactions_ms: list[float] = []
     transactional_id = f"perf-produce-{os.getpid()}-{time.time_ns()}" if per_transaction else None
     with Producer(bootstrap, acks=ACKS[args.acks], compression=args.compression, transactional_id=transactional_id) as producer:
         if per_transaction:
@@ -121,6 +129,7 @@ def produce(args: argparse.Namespace) -> int:
             if per_transaction:
                 if sent % per_transaction == 0:
                     producer.begin_transaction()
+                    began = time.perf_counter()
                 count = min(count, per_transaction - sent % per_transaction)
             window.acquire()
             future = producer.send_batch(args.topic, partitions[i % len(partitions)], batch[:count] if count < len(batch) else batch)
@@ -130,6 +139,7 @@ def produce(args: argparse.Namespace) -> int:
             i += 1
             if per_transaction and (sent % per_transaction == 0 or sent == args.num_records):
                 producer.commit_transaction()
+                transactions_ms.append((time.perf_counter() - began) * 1000)
             if ticker.due():
                 _progress(sent, args.num_records, ticker)
         producer.flush()
@@ -137,7 +147,7 @@ def produce(args: argparse.Namespace) -> int:
     failed = [f.exception() for f in futures if f.exception() is not None]
     if failed:
         raise ValueError(f"{len(failed)} of {len(futures)} batches failed; first error: {failed[0]}")
-    _report(args, sent, sent * args.record_size, elapsed, percentiles(latencies, weights), len(latencies))
+    _report(args, sent, sent * args.record_size, elapsed, percentiles(latencies, weights), len(latencies), transactions_ms)
     return 0
 
 

@@ -49,3 +49,18 @@ def test_perf_produce_then_consume_report_exactly_what_was_asked(capsys):
         assert sum(broker.end_offsets.values()) == 1_000
         consumed = run_perf(capsys, perf_cmd.consume, broker, num_records=250, timeout_ms=10_000, isolation_level="read_uncommitted")
     assert consumed["records"] == 250  # not the 1,000 the first poll may bring
+
+
+def test_a_transactional_run_reports_each_transaction_from_begin_to_answered_commit(capsys):
+    import argparse
+    import json
+
+    from cli.perf_cmd import _report
+
+    _report(argparse.Namespace(json=True), 300, 30_000, 1.0, percentiles([1.0]), 3, transactions_ms=[4.0, 5.0, 90.0])
+    document = json.loads(capsys.readouterr().out)
+    assert document["transactions"] == 3 and document["transaction_ms"] == {"p50": 5.0, "p99": 90.0, "p999": 90.0, "max": 90.0}
+    _report(argparse.Namespace(json=False), 300, 30_000, 1.0, percentiles([1.0]), 3, transactions_ms=[4.0])
+    assert "1 transactions, begin to answered commit: p50 4.0 ms" in capsys.readouterr().out
+    _report(argparse.Namespace(json=True), 300, 30_000, 1.0, percentiles([1.0]), 3)
+    assert "transactions" not in json.loads(capsys.readouterr().out)
