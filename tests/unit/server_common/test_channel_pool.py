@@ -92,3 +92,34 @@ def test_the_asyncio_pool_shares_channels_and_closes_them(address: str) -> None:
         await pool.close()
 
     asyncio.run(scenario())
+
+
+def test_a_channel_waiting_out_a_failed_connection_is_replaced_once_the_server_is_back() -> None:
+    """The server is down at the first call, then starts on that port. The channel's backoff
+    (10 s here) would fail every call at once with the old "Connection refused"; the pool
+    gives the next caller a new channel, which connects."""
+    from server_common.local_cluster import free_ports
+
+    [port] = free_ports(1)
+    address = f"127.0.0.1:{port}"
+    slow_retry = [("grpc.initial_reconnect_backoff_ms", 10_000), ("grpc.max_reconnect_backoff_ms", 10_000)]
+
+    async def scenario() -> None:
+        pool = AioChannelPool(health_pb2_grpc.HealthStub, options=slow_retry)
+        with pytest.raises(grpc.aio.AioRpcError) as down:
+            await pool.stub(address).Check(CHECK, timeout=5)
+        assert down.value.code() == grpc.StatusCode.UNAVAILABLE
+        server = grpc.aio.server()
+        servicer = health.aio.HealthServicer()
+        await servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+        health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
+        assert server.add_insecure_port(address) == port
+        await server.start()
+        try:
+            answer = await pool.stub(address).Check(CHECK, timeout=5)
+            assert answer.status == health_pb2.HealthCheckResponse.SERVING
+        finally:
+            await pool.close()
+            await server.stop(grace=None)
+
+    asyncio.run(scenario())
