@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import random
 import threading
 import time
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ from pysyncobj.transport import TCPTransport
 from metadata_quorum.controller_directory import OBSERVER, REMOVED, VOTER, ControllerDirectory, EncodedEntry
 from metadata_quorum.endpoints import Voter
 from metadata_quorum.loopback_peers import admitting_transport
+from metadata_quorum.raft_dump import DumpFile, check_readable
 from metadata_quorum.raft_journal import DurableJournal, journals_created_as, syncing_transport
 from metadata_quorum.delta import apply_all, image_from_snapshot
 from metadata_quorum.image import MetadataImage, RecordRejected
@@ -96,7 +98,8 @@ class EntryResult:
 
 class MetadataStateMachine(SyncObjConsumer):
     """The image, changed only by ``apply_entry``. Attributes set before
-    ``SyncObjConsumer.__init__`` are plumbing; ``_serialize``/``_deserialize`` carry the image."""
+    ``SyncObjConsumer.__init__`` are plumbing; ``capture_dump``/``load_dump`` carry the image
+    through pysyncobj's full dump (``raft_dump.py``)."""
 
     def __init__(self, cluster_id: str, on_applied: Callable[[MetadataImage, Sequence[Record], bool], None],
                  on_directory: Callable[[ControllerDirectory | None, frozenset[int]], None]) -> None:
@@ -146,13 +149,22 @@ class MetadataStateMachine(SyncObjConsumer):
         ``SnapshotEncoder.warm``); how many topics it encoded."""
         return self._snapshot.warm(self.image)
 
-    def _serialize(self) -> dict:
-        image = self.image
-        return {"cluster_id": image.cluster_id, "offset": image.offset, "records": self._snapshot.records(image),
-                "controllers": self.directory.encode() if self.directory is not None else None,
-                "caught_up_observers": sorted(self.caught_up_observers)}
+    def capture_dump(self) -> Callable[[], dict]:
+        """On the Raft thread, at the index pysyncobj's dump records: how to encode the state as
+        it is now, later and in another thread (``raft_dump.py``). Images are persistent, and the
+        directory and observers are replaced, never changed, so what is held here stays this
+        point in time while later entries apply."""
+        image, directory, caught_up_observers = self.image, self.directory, self.caught_up_observers
 
-    def _deserialize(self, data: dict) -> None:
+        def encode() -> dict:
+            return {"cluster_id": image.cluster_id, "offset": image.offset, "records": self._snapshot.records(image),
+                    "controllers": directory.encode() if directory is not None else None,
+                    "caught_up_observers": sorted(caught_up_observers)}
+
+        return encode
+
+    def load_dump(self, data: dict) -> None:
+        """Install the state of a dump (``capture_dump``'s encoding, in either file format)."""
         records = [decode(b) for b in data["records"]]
         self.image = image_from_snapshot(data["cluster_id"], records, data["offset"])
         self._snapshot.seed(self.image, data["records"], records)
@@ -277,6 +289,7 @@ class ControllerRaftNode:
         self._caught_up = False
         self._syncobj: SyncObj | None = None
         data_dir.mkdir(parents=True, exist_ok=True)
+        check_readable(data_dir / "raft.dump")
         self._start_raft(observer=all(v.node_id != self_voter.node_id for v in voters))
 
     def _start_raft(self, observer: bool) -> None:
@@ -285,6 +298,7 @@ class ControllerRaftNode:
         self.observer = observer
         self._was_member = self._was_member or self._directory.role_of(self.voter.node_id) != REMOVED
         self.state_machine = MetadataStateMachine(self._cluster_id, self._on_applied, self._on_directory)
+        dump = DumpFile(self._data_dir / "raft.dump", self.state_machine.capture_dump, self._load_dump, durable=self._durable_journal)
         compaction = {"logCompactionMinEntries": 2**62, "logCompactionMinTime": 2**62} if observer else {}  # an observer's dump would name no self
         conf = SyncObjConf(
             journalFile=str(self._data_dir / "raft.journal"),
@@ -297,7 +311,9 @@ class ControllerRaftNode:
             raftMaxTimeout=RAFT_ELECTION_TIMEOUT_MAX_S,
             leaderFallbackTimeout=RAFT_ELECTION_TIMEOUT_MAX_S,
             connectionRetryTime=0.1,
-            useFork=False,  # forking a process that runs gRPC threads is unsafe
+            serializer=dump.serialize,  # off the Raft thread (raft_dump.py); pysyncobj forks for its own, unsafe with gRPC threads
+            serializeChecker=dump.check,
+            deserializer=dump.deserialize,
             onStateChanged=self._on_state_changed,
             dynamicMembershipChange=True,
             **compaction,
@@ -324,6 +340,16 @@ class ControllerRaftNode:
         self._syncobj.addOnTickCallback(self._on_tick)
         log.info("raft started", controller_id=self.voter.node_id, role=OBSERVER if observer else VOTER,
                  voters=[v.node_id for v in self._directory.voters])
+
+    def _load_dump(self, data: dict) -> None:
+        """Runs on pysyncobj's thread: load a dump (at start, or one the leader sent), then
+        give the leader a full election timeout to be heard from. Loading 100,000 partitions
+        takes a second or more, during which no heartbeat is read: without this the node
+        would find its election deadline past and start an election at once, deposing a
+        healthy leader with its higher term. Delaying an election is always safe."""
+        self.state_machine.load_dump(data)
+        syncobj = self.state_machine._syncObj  # set before pysyncobj's thread starts; self._syncobj may not be yet
+        syncobj._SyncObj__raftElectionDeadline = raft_clock() + random.uniform(RAFT_ELECTION_TIMEOUT_MIN_S, RAFT_ELECTION_TIMEOUT_MAX_S)
 
     # ---- membership
 

@@ -66,7 +66,7 @@ def test_a_loaded_snapshot_keeps_its_topics_bytes_so_the_next_compaction_encodes
     source.image = apply_all(cluster_image(4, 5), [ConfigRecord("t1", "retention.ms", "1000"),
                                                    PartitionRecord("pending", 0, (1, 2, 3), (1, 2, 3), 1, 0, 0)])
     loaded = state_machine()
-    loaded._deserialize(source._serialize())
+    loaded.load_dump(source.capture_dump()())
     encoded = encoded_partitions(monkeypatch)
     changed = apply_all(loaded.image, [PartitionChangeRecord("id2", 1, 0, isr=(1, 2))])
     assert loaded._snapshot.records(changed) == [encode(r) for r in image_to_records(changed)]
