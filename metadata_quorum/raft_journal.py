@@ -13,9 +13,9 @@ everything changed since the last message: the fsyncs are batched by pysyncobj's
 (one per append round, however many entries it carries), not one per entry. The term and
 vote are fsynced when stored (rare: elections only).
 
-What is not covered: pysyncobj's full dump (``fullDumpFile``, written at log compaction, which
-then empties the journal) is written with a rename and no fsync; a power failure of every
-controller right after a compaction could lose it. A single-voter quorum commits without
+pysyncobj's full dump (``fullDumpFile``, written at log compaction, which then empties the
+journal) is written by ``raft_dump.py``, which fsyncs it and its rename before the journal is
+emptied behind it when the journal is durable. A single-voter quorum commits without
 sending, so its entries are fsynced at the next message at the latest.
 """
 

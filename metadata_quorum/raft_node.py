@@ -603,9 +603,10 @@ class ControllerRaftNode:
 
     async def keep_snapshot_warm(self) -> None:
         """Every ``SNAPSHOT_WARM_INTERVAL_S``, encode in a worker thread what changed in the
-        image, so that a log compaction, which builds the dump on the Raft thread, finds it
-        encoded: at 100,000 partitions encoding them all there took over a second, longer than
-        the election timeout, and one config change waited 5 s for the election it caused."""
+        image, a little at a time, so that a log compaction's dump writer (``raft_dump.py``)
+        finds it encoded: encoding 100,000 partitions at once is over a second of pure Python,
+        which the Raft thread would wait for in slices of the interpreter lock (when it ran on
+        the Raft thread, one config change waited 5 s for the election it caused)."""
         while True:
             await asyncio.sleep(SNAPSHOT_WARM_INTERVAL_S)  # a timer, not a wait for a condition
             try:

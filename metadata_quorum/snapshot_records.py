@@ -1,9 +1,10 @@
 """The controller's snapshot records, encoded, re-encoding only the partitions that changed.
 
-A log compaction (pysyncobj's full dump) runs ``MetadataStateMachine._serialize`` on the Raft
-thread: encoding every record of 100,000 partitions takes about a second there, longer than
-the election timeout, so the active controller's followers would start an election at every
-compaction (docs/operations.md, Controller sizing). Images are persistent: a topic whose
+A log compaction (pysyncobj's full dump) encodes the image as snapshot records, in the dump's
+writer thread (``raft_dump.py``; it ran on the Raft thread before, where encoding every record
+of 100,000 partitions took about a second, longer than the election timeout: docs/operations.md,
+Controller sizing). Encoding costs CPU, and the writer shares the interpreter lock with the
+Raft thread, so it is kept small too. Images are persistent: a topic whose
 partitions and configs did not change is the same object in the next image, and so is a
 partition that did not change, so their encoded records are kept and reused, and a
 compaction encodes only what moved since the last one.
@@ -28,7 +29,7 @@ TopicPart = tuple[TopicImage, object, list[bytes]]
 
 
 class SnapshotEncoder:
-    """Thread-safe: ``records`` runs on the Raft thread, ``warm`` in a worker thread."""
+    """Thread-safe: ``records`` runs in the dump's writer thread, ``warm`` in another worker thread."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

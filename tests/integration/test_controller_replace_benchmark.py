@@ -50,6 +50,11 @@ def every_partition_led(cluster: TestCluster, names: list[str]) -> bool:
     return all(p.leader >= 0 for t in topics.values() for p in t.partitions.values())
 
 
+def raft_term(client) -> int:
+    """The quorum's current term, the highest any controller reports: each election raises it."""
+    return max(member.raft_term for member in client.describe_quorum())
+
+
 def load() -> str:
     return "load average " + " ".join(f"{x:.1f}" for x in os.getloadavg())
 
@@ -89,8 +94,9 @@ COMPACTION_ENTRIES = 5_000  # pysyncobj compacts its log every 5,000 entries (do
 def test_commit_latency_through_log_compactions(tmp_path: Path, partitions: int) -> None:
     """One config change at a time, awaited, for a little over one compaction interval of
     entries: each change's latency, and how many dumps each controller wrote meanwhile (a
-    compaction builds the dump on the Raft thread, docs/operations.md). Prints p50, p99 and
-    the worst change, the one a compaction stalls."""
+    compaction used to build the dump on the Raft thread, docs/operations.md). Prints p50, p99
+    and the worst change, the one a compaction stalls, and the Raft term before and after: a
+    stall past the election timeout shows as an election."""
     names = [f"compact-{i}" for i in range(partitions // PARTITIONS_PER_TOPIC)]
     with local_cluster(tmp_path, controllers=3, brokers=3) as cluster:
         with cluster.controller_client() as client:
@@ -103,14 +109,16 @@ def test_commit_latency_through_log_compactions(tmp_path: Path, partitions: int)
                 return {name: path.stat().st_mtime if path.exists() else 0.0 for name, path in dumps.items()}
 
             before = dump_times()
+            term_before = raft_term(client)
             latencies_ms = []
             for i in range(COMPACTION_ENTRIES + 500):
                 started = time.monotonic()
                 client.alter_configs(names[i % len(names)], {"retention.ms": str(3_600_000 + i)})
                 latencies_ms.append((time.monotonic() - started) * 1000)
             compacted = [name for name, mtime in dump_times().items() if mtime != before[name]]
+            term_after = raft_term(client)
         latencies_ms.sort()
         print(f"\n{partitions:,} partitions: {len(latencies_ms)} config changes one at a time, p50 {latencies_ms[len(latencies_ms) // 2]:.1f} ms, "
               f"p99 {latencies_ms[len(latencies_ms) * 99 // 100]:.1f} ms, worst {latencies_ms[-1]:.0f} ms; "
-              f"controllers that compacted meanwhile: {', '.join(compacted) or 'none'} ({load()})")
+              f"controllers that compacted meanwhile: {', '.join(compacted) or 'none'}; Raft term {term_before} -> {term_after} ({load()})")
         assert compacted, "no controller compacted its log: the run measured no compaction"
