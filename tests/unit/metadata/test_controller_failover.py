@@ -11,7 +11,7 @@ from pysyncobj.monotonic import monotonic as raft_clock
 
 from metadata_quorum.controller_router import BACKOFF_S_MIN, ControllerRouter
 from metadata_quorum.endpoints import Voter
-from metadata_quorum.raft_node import RAFT_ELECTION_TIMEOUT_MIN_S, ControllerRaftNode, elects_at_once_after_leader_loss
+from metadata_quorum.raft_node import RAFT_ELECTION_TIMEOUT_MAX_S, RAFT_ELECTION_TIMEOUT_MIN_S, ControllerRaftNode, elects_at_once_after_leader_loss
 
 VOTERS = [Voter(i, "127.0.0.1", 9000 + i, 9100 + i) for i in (1, 2, 3)]
 
@@ -74,3 +74,15 @@ def test_the_client_tries_the_next_controller_at_once_then_backs_off():
     router.on_success()
     assert router.on_unreachable() == 0.0
 
+
+
+def test_a_node_that_loaded_a_dump_waits_a_full_election_timeout_for_the_leader():
+    """Loading a 100,000-partition dump takes longer than the election timeout, on the thread
+    that would have read the leader's heartbeats: the deadline it finds past afterwards must not
+    make it start an election (its higher term would depose a healthy leader)."""
+    fake = _FakeSyncObj(VOTERS[1].raft_address, raft_clock() - 1.0)
+    loaded: list[dict] = []
+    node = SimpleNamespace(state_machine=SimpleNamespace(load_dump=loaded.append, _syncObj=fake))
+    ControllerRaftNode._load_dump(node, {"offset": 7})
+    assert loaded == [{"offset": 7}]
+    assert RAFT_ELECTION_TIMEOUT_MIN_S - 0.02 <= _deadline_in(fake) <= RAFT_ELECTION_TIMEOUT_MAX_S
