@@ -6,7 +6,6 @@ still loads, and one in no known format is refused before pysyncobj starts."""
 from __future__ import annotations
 
 import asyncio
-import socket
 import threading
 from pathlib import Path
 
@@ -21,18 +20,12 @@ from metadata_quorum.raft_dump import DUMP_MAGIC, DumpFile, UnreadableDump, read
 from metadata_quorum.raft_node import ControllerRaftNode
 from metadata_quorum.snapshot_records import SnapshotEncoder
 from server_common.waiting import async_wait_for, wait_for
-
-
-def _voter() -> Voter:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    return Voter(1, "127.0.0.1", port, 1)
+from tests.unit.metadata.test_raft_node import _started as leader_started, _voter
 
 
 async def _started(voter: Voter, data_dir: Path) -> ControllerRaftNode:
-    node = ControllerRaftNode(voter, [voter], data_dir, "c", None, asyncio.get_running_loop())
-    await async_wait_for(lambda: node.caught_up, 10, "a single voter to become leader and catch up")
+    node = await leader_started(voter, data_dir)
+    await async_wait_for(lambda: node.caught_up, 10, "a single voter to catch up")
     return node
 
 
