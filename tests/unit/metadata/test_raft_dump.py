@@ -1,12 +1,14 @@
-"""pysyncobj's full dump written off the Raft thread (metadata_quorum/raft_dump.py), on a
-single-voter quorum (loopback, no other processes): the dump is the state at the index
+"""pysyncobj's full dump written off the Raft thread (metadata_quorum/raft_dump.py), on
+quorums in this process (loopback, no other processes): the dump is the state at the index
 pysyncobj records even while entries keep committing, a dump in pysyncobj's older format
-still loads, and one in no known format is refused before pysyncobj starts."""
+still loads, one in no known format is refused before pysyncobj starts, and a voter whose
+load outlasts the election timeout does not depose the leader."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -17,7 +19,7 @@ from metadata_quorum.delta import apply_all
 from metadata_quorum.endpoints import Voter
 from metadata_quorum.image import MetadataImage, image_to_records
 from metadata_quorum.raft_dump import DUMP_MAGIC, DumpFile, UnreadableDump, read_dump
-from metadata_quorum.raft_node import ControllerRaftNode
+from metadata_quorum.raft_node import ControllerRaftNode, MetadataStateMachine
 from metadata_quorum.snapshot_records import SnapshotEncoder
 from server_common.waiting import async_wait_for, wait_for
 from tests.unit.metadata.test_raft_node import _started as leader_started, _voter
@@ -134,3 +136,35 @@ def test_a_damaged_dump_says_so(tmp_path: Path) -> None:
     dump.write_bytes(DUMP_MAGIC + b"not an lz4 frame")
     with pytest.raises(UnreadableDump, match="is damaged.*Replacing a controller"):
         read_dump(dump)
+
+
+def test_a_voter_that_restarts_from_a_slow_dump_load_does_not_depose_the_leader(tmp_path: Path, monkeypatch) -> None:
+    """Three voters in this process. A follower restarts from its dump, and the load takes
+    longer than the election timeout (as 100,000 partitions do; here the load is slowed by
+    1.2 s): it must hear from the leader rather than start an election at once, whose higher
+    term would depose the leader. The term stays the same throughout."""
+    voters = [Voter(i, "127.0.0.1", _voter().raft_port, i) for i in (1, 2, 3)]
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        nodes = {v.node_id: ControllerRaftNode(v, voters, tmp_path / str(v.node_id), "c", None, loop) for v in voters}
+        await async_wait_for(lambda: all(n.caught_up for n in nodes.values()) and any(n.is_leader() for n in nodes.values()), 20,
+                             "three voters to elect a leader and catch up")
+        leader = next(n for n in nodes.values() if n.is_leader())
+        follower = next(n for n in nodes.values() if n is not leader)
+        await leader.propose([r.TopicRecord("a", "ida")])
+        await async_wait_for(lambda: follower.image.offset == leader.image.offset, 10, "the follower to apply the topic")
+        await _compacted(follower, tmp_path / str(follower.voter.node_id) / "raft.dump")
+        follower.destroy()
+
+        load = MetadataStateMachine.load_dump
+        monkeypatch.setattr(MetadataStateMachine, "load_dump", lambda self, data: load(self, data) or time.sleep(1.2))  # a slow load, not a wait
+        term = leader.term()
+        restarted = ControllerRaftNode(follower.voter, voters, tmp_path / str(follower.voter.node_id), "c", None, loop)
+        await async_wait_for(lambda: restarted.caught_up, 20, "the restarted follower to load its dump and catch up")
+        await leader.propose([r.TopicRecord("b", "idb")])
+        assert leader.is_leader() and leader.term() == term and restarted.term() == term
+        for node in (restarted, *(n for n in nodes.values() if n is not follower)):
+            node.destroy()
+
+    asyncio.run(scenario())
