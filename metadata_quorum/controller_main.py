@@ -187,7 +187,7 @@ def run(args: argparse.Namespace) -> int:
     configure_logging(args.log_format)
     try:
         run_loop(serve(args), args.event_loop)
-    except ValueError as exc:  # a malformed --quorum
+    except ValueError as exc:  # a malformed --quorum, or a metadata dump in no format this version reads (raft_dump.py)
         raise SystemExit(f"kraftlog controller: {exc}") from None
     return 0
 

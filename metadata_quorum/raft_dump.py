@@ -59,6 +59,10 @@ class UnreadableDump(ValueError):
     """A dump in neither format: written by a newer kraftlog, or damaged."""
 
 
+_WHAT_TO_DO = ("to bring this controller back, move its data directory aside and replace it with a new controller that catches up "
+               "from the others (docs/operations.md, Replacing a controller); the file is left as it is")
+
+
 def dump_bytes(state: State, raft: RaftPart) -> bytes:
     """The file's contents."""
     return DUMP_MAGIC + lz4.frame.compress(pickle.dumps({"state": state, "raft": raft}, protocol=pickle.HIGHEST_PROTOCOL))
@@ -79,10 +83,6 @@ def read_dump(path: Path) -> tuple[State, RaftPart]:
     raise _unknown_format(path, data[:len(DUMP_MAGIC)])
 
 
-_WHAT_TO_DO = ("the file is left as it is: to bring this controller back, move its data directory aside and replace it with a new "
-               "controller that catches up from the others (docs/operations.md, Replacing a controller)")
-
-
 def check_readable(path: Path) -> None:
     """Refuse, before pysyncobj starts, a dump it would fail to load: pysyncobj logs a failed
     load and goes on with an empty state machine. Checks the format only (the first bytes);
@@ -97,7 +97,7 @@ def check_readable(path: Path) -> None:
 
 def _unknown_format(path: Path, head: bytes) -> UnreadableDump:
     return UnreadableDump(f"the controller's metadata dump {path} is in no format this version reads (it starts {head!r}): "
-                          f"a newer kraftlog may have written it; run that version, or {_WHAT_TO_DO}")
+                          f"a newer kraftlog may have written it, so run that version, or {_WHAT_TO_DO}")
 
 
 class DumpFile:
