@@ -114,6 +114,8 @@ class DumpFile:
         self._durable = durable
         self._writer: threading.Thread | None = None
         self._written = False  # set by the writer before it ends
+        self._loads = 0  # dumps loaded: one loaded while a dump was being written is newer than it
+        self._loads_when_asked = 0
 
     def serialize(self, pysyncobj_tmp_file: str, raft: RaftPart) -> None:
         """Raft thread: take the state and start writing it. pysyncobj renames
@@ -123,6 +125,7 @@ class DumpFile:
         encode = self._capture()
         Path(pysyncobj_tmp_file).unlink(missing_ok=True)
         self._written = False
+        self._loads_when_asked = self._loads
         self._writer = threading.Thread(target=self._write, args=(encode, raft), name="raft-dump-writer", daemon=True)
         self._writer.start()
 
@@ -152,6 +155,9 @@ class DumpFile:
         self._writer = None
         if not self._written:
             return SERIALIZER_STATE.FAILED
+        if self._loads != self._loads_when_asked:  # the leader sent a newer dump meanwhile, now in place: keep it
+            log.info("metadata dump written while a newer one was loaded; dropping it", path=str(self._path))
+            return SERIALIZER_STATE.FAILED
         try:
             os.replace(self._writing, self._path)
             if self._durable:
@@ -170,6 +176,7 @@ class DumpFile:
             log.critical("metadata dump unreadable", error=str(unreadable))
             raise
         self._load(state)
+        self._loads += 1
         log.info("metadata dump loaded", path=file_name, metadata_offset=state["offset"], raft_index=raft[0][1],
                  took_ms=round((time.monotonic() - started) * 1000, 1))
         return raft

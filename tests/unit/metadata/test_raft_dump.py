@@ -12,13 +12,14 @@ import time
 from pathlib import Path
 
 import pytest
+from pysyncobj.config import SERIALIZER_STATE
 from pysyncobj.serializer import Serializer
 
 from metadata_quorum import records as r
 from metadata_quorum.delta import apply_all
 from metadata_quorum.endpoints import Voter
 from metadata_quorum.image import MetadataImage, image_to_records
-from metadata_quorum.raft_dump import DUMP_MAGIC, DumpFile, UnreadableDump, read_dump
+from metadata_quorum.raft_dump import DUMP_MAGIC, DumpFile, UnreadableDump, dump_bytes, read_dump
 from metadata_quorum.raft_node import ControllerRaftNode, MetadataStateMachine
 from metadata_quorum.snapshot_records import SnapshotEncoder
 from server_common.waiting import async_wait_for, wait_for
@@ -168,3 +169,28 @@ def test_a_voter_that_restarts_from_a_slow_dump_load_does_not_depose_the_leader(
             node.destroy()
 
     asyncio.run(scenario())
+
+
+def test_a_dump_written_while_a_newer_one_was_loaded_is_dropped(tmp_path: Path) -> None:
+    """A follower compacting its log when the leader sends it a dump: the leader's, newer, is
+    loaded and put in place while the follower's own is still being written; renaming the
+    older one over it afterwards would put the file behind the journal pysyncobj kept."""
+    path = tmp_path / "raft.dump"
+    release, loaded = threading.Event(), []
+
+    def capture():
+        def encode() -> dict:
+            release.wait(10)
+            return {"offset": 5}
+        return encode
+
+    dump = DumpFile(path, capture, loaded.append, durable=False)
+    dump.serialize(str(tmp_path / "raft.dump.tmp"), ((b"", 6, 1), (b"", 5, 1), set()))
+    assert dump.check() == SERIALIZER_STATE.SERIALIZING
+    newer = dump_bytes({"offset": 9}, ((b"", 10, 2), (b"", 9, 2), set()))
+    path.write_bytes(newer)  # as pysyncobj puts a received dump in place before loading it
+    assert dump.deserialize(str(path))[0] == (b"", 10, 2) and loaded == [{"offset": 9}]
+    release.set()
+    wait_for(lambda: dump.check() != SERIALIZER_STATE.SERIALIZING, 10, "the writer to finish")
+    assert path.read_bytes() == newer
+    assert dump.check() == SERIALIZER_STATE.NOT_SERIALIZING
