@@ -6,9 +6,6 @@ and describe groups, and delete the topic, and kraftlog's own admin client sees 
 from __future__ import annotations
 
 import asyncio
-import io
-import socket
-import struct
 import time
 
 import pytest
@@ -19,15 +16,12 @@ from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, 
 from kafka.admin import KafkaAdminClient, NewPartitions as KafkaPythonNewPartitions  # noqa: E402
 from kafka.admin import ConfigResource as KafkaPythonConfigResource, ConfigResourceType  # noqa: E402
 
-from kio.index import load_response_schema  # noqa: E402
 from kio.schema.offset_for_leader_epoch.v4.request import (OffsetForLeaderEpochRequest, OffsetForLeaderPartition,  # noqa: E402
                                                            OffsetForLeaderTopic)
-from kio.schema.request_header.v2.header import RequestHeader  # noqa: E402
-from kio.schema.response_header.v1.header import ResponseHeader  # noqa: E402
-from kio.serial import entity_reader, entity_writer  # noqa: E402
 
 from data_plane.client import Admin, Producer  # noqa: E402
 from tests.cluster import local_cluster  # noqa: E402
+from tests.integration.kafka_wire import kafka_call  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
@@ -97,31 +91,6 @@ def test_kafka_python_admin_alters_configs_and_adds_partitions(cluster) -> None:
         admin.close()
 
 
-def _kafka_call(address: str, request):
-    """One request to the Kafka listener with kio's entities, its answer decoded the same way."""
-    header = RequestHeader(request_api_key=type(request).__api_key__, request_api_version=type(request).__version__,
-                           correlation_id=7, client_id="test")
-    body = io.BytesIO()
-    entity_writer(RequestHeader)(body, header)
-    entity_writer(type(request))(body, request)
-    host, port = address.split(":")
-    with socket.create_connection((host, int(port)), timeout=TIMEOUT_S) as sock:
-        sock.sendall(struct.pack(">i", len(body.getvalue())) + body.getvalue())
-        answer = memoryview(_read_exactly(sock, struct.unpack(">i", _read_exactly(sock, 4))[0]))
-    header, at = entity_reader(ResponseHeader)(answer, 0)
-    assert header.correlation_id == 7
-    return entity_reader(load_response_schema(type(request).__api_key__, type(request).__version__))(answer, at)[0]
-
-
-def _read_exactly(sock: socket.socket, size: int) -> bytes:
-    data = b""
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        assert chunk, "the listener closed the connection"
-        data += chunk
-    return data
-
-
 def test_records_deleted_and_epochs_asked_through_the_door(cluster) -> None:
     cluster.create_topic("admin-records", partitions=1, replication_factor=3)
     with Producer(cluster.bootstrap, acks="all") as producer:
@@ -135,7 +104,7 @@ def test_records_deleted_and_epochs_asked_through_the_door(cluster) -> None:
 
     leader = cluster.leader("admin-records", 0)
     address = dict(zip((b.node_id for b in cluster.brokers), cluster.kafka_bootstrap.split(",")))[leader]
-    answer = _kafka_call(address, OffsetForLeaderEpochRequest(topics=(OffsetForLeaderTopic(
+    answer = kafka_call(address, OffsetForLeaderEpochRequest(topics=(OffsetForLeaderTopic(
         topic="admin-records", partitions=(OffsetForLeaderPartition(partition=0, leader_epoch=0),)),)))
     [[end]] = [t.partitions for t in answer.topics]
     assert (end.error_code, end.end_offset) == (0, 10), end
