@@ -31,7 +31,7 @@ from data_plane.kafka.batches import ConvertedBatches, KafkaBatchError, to_kraft
 from data_plane.kafka.codec import Request
 from data_plane.kafka.sasl import SASL_SERVED
 from data_plane.kafka.txn_apis import ADD_OFFSETS_TO_TXN, ADD_PARTITIONS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT, TXN_SERVED, TxnApis
-from data_plane.kafka.config_apis import CREATE_PARTITIONS, DESCRIBE_CLUSTER, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS, ConfigApis
+from data_plane.kafka.config_apis import ALTER_CONFIGS, CREATE_PARTITIONS, DESCRIBE_CLUSTER, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS, ConfigApis
 from data_plane.kafka.entities import NO_THROTTLE, build, group_by_topic, millis, response_type, sibling, version
 from data_plane.kafka.error_codes import to_kafka as kafka_code
 from data_plane.kafka.classic_groups import HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, SYNC_GROUP
@@ -74,6 +74,7 @@ SERVED: dict[int, tuple[int, int]] = {
     OFFSET_FOR_LEADER_EPOCH: (2, 4),
     DESCRIBE_CONFIGS: (1, 4),
     INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    ALTER_CONFIGS: (0, 2),  # the legacy whole-set form, which aiokafka's admin client sends
     DESCRIBE_CLUSTER: (0, 1),
     DELETE_TOPICS: (1, 5),
     API_VERSIONS: (0, 3),
@@ -119,7 +120,7 @@ class KafkaApis:
             LEAVE_GROUP: classic.leave_group, DESCRIBE_GROUPS: self.groups.describe_groups, LIST_GROUPS: self.groups.list_groups,
             DELETE_GROUPS: self.groups.delete_groups, OFFSET_DELETE: self.groups.offset_delete, CREATE_TOPICS: self.admin.create, DELETE_TOPICS: self.admin.delete,
             DELETE_RECORDS: self.delete_records, OFFSET_FOR_LEADER_EPOCH: self.epoch_end_offsets, CREATE_PARTITIONS: self.configs.add_partitions, DESCRIBE_CONFIGS: self.configs.describe,
-            INCREMENTAL_ALTER_CONFIGS: self.configs.alter, DESCRIBE_CLUSTER: self.configs.describe_cluster,
+            INCREMENTAL_ALTER_CONFIGS: self.configs.alter, ALTER_CONFIGS: self.configs.replace, DESCRIBE_CLUSTER: self.configs.describe_cluster,
             DESCRIBE_ACLS: self.acls.describe, CREATE_ACLS: self.acls.create, DELETE_ACLS: self.acls.delete,
             ADD_PARTITIONS_TO_TXN: self.txns.add_partitions, ADD_OFFSETS_TO_TXN: self.txns.add_offsets, END_TXN: self.txns.end,
             TXN_OFFSET_COMMIT: self.txns.offset_commit,

@@ -1,4 +1,4 @@
-"""CreatePartitions, DescribeConfigs, IncrementalAlterConfigs and DescribeCluster on the Kafka door.
+"""CreatePartitions, DescribeConfigs, IncrementalAlterConfigs, AlterConfigs and DescribeCluster on the Kafka door.
 
 Changes go to the active controller through the broker's controller link, after the ACL check
 the controller makes of a gRPC caller (ALTER, ALTER_CONFIGS on the topic), made here for the
@@ -10,7 +10,9 @@ resource, as Kafka answers: a refused or failed one does not stop the others.
 Only topics have configs here (a broker's settings are its command-line options): a broker
 resource gets INVALID_REQUEST saying so. IncrementalAlterConfigs takes SET and DELETE (back
 to the default); APPEND and SUBTRACT apply to Kafka's list-valued configs, which kraftlog's
-topics do not have, and are refused with INVALID_CONFIG.
+topics do not have, and are refused with INVALID_CONFIG. The legacy AlterConfigs replaces a
+topic's whole set of configs, as in Kafka: the same call with a DELETE for every key set and
+not given.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from metadata_quorum.image import MetadataImage
 from metadata_quorum.topic_admin import describe_configs
 from server_common.authorization import AccessControl
 
-DESCRIBE_CONFIGS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CLUSTER = 32, 37, 44, 60
+ALTER_CONFIGS, DESCRIBE_CONFIGS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CLUSTER = 33, 32, 37, 44, 60
 TOPIC_RESOURCE = 2
 SET, DELETE = 0, 1  # IncrementalAlterConfigs operations kraftlog takes (APPEND 2, SUBTRACT 3: list configs)
 DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG = 1, 5  # Kafka's ConfigSource values
@@ -81,6 +83,31 @@ class ConfigApis:
         return build(out, throttle_time=NO_THROTTLE, results=tuple(results))
 
     async def alter(self, request):
+        """IncrementalAlterConfigs: each named key SET or DELETEd, the others left alone."""
+        return await self._alter(request, self._incremental_ops)
+
+    async def replace(self, request):
+        """The legacy AlterConfigs (aiokafka's ``alter_configs`` still sends it): the keys given
+        are the topic's whole set, as in Kafka, so every other key set on the topic goes back
+        to its default. Done as one AlterConfigs at the controller, SETs and DELETEs together,
+        against the keys this broker's metadata image shows set."""
+        return await self._alter(request, self._replacing_ops)
+
+    @staticmethod
+    def _incremental_ops(name: str, configs) -> list[controller_pb2.AlterConfigsRequest.Op] | Answer:
+        if (listed := [c.name for c in configs if c.config_operation not in (SET, DELETE)]):
+            return Answer(KafkaError.invalid_config, f"APPEND and SUBTRACT are for list-valued configs and {', '.join(listed)} "
+                          "is not one: SET the whole value instead")
+        return [_op(c.name, (c.value or "") if c.config_operation == SET else None) for c in configs]
+
+    def _replacing_ops(self, name: str, configs) -> list[controller_pb2.AlterConfigsRequest.Op]:
+        [topic] = describe_configs(self.image(), controller_pb2.DescribeConfigsRequest(topics=[name])).topics
+        given = {c.name for c in configs}
+        return [_op(c.name, c.value) for c in configs] + [_op(e.key, None) for e in topic.entries
+                                                           if not e.is_default and e.key not in given]
+
+    async def _alter(self, request, ops_for: Callable[[str, tuple], list[controller_pb2.AlterConfigsRequest.Op] | Answer]):
+        """Per resource, as Kafka answers: a refused one does not stop the others."""
         answers: dict[str, Answer] = {}
         wanted = []
         for resource in request.resources:
@@ -89,14 +116,10 @@ class ConfigApis:
                 answers[name] = Answer(KafkaError.invalid_request, NOT_A_TOPIC)
             elif (refused := self.access.first_refusal("alter_configs", "topic", (name,))) is not None:
                 answers[name] = Answer(kafka_code(refused[0]), refused[1])
-            elif (listed := [c.name for c in resource.configs if c.config_operation not in (SET, DELETE)]):
-                answers[name] = Answer(KafkaError.invalid_config, f"APPEND and SUBTRACT are for list-valued configs and {', '.join(listed)} "
-                                       "is not one: SET the whole value instead")
+            elif isinstance(ops := ops_for(name, resource.configs), Answer):
+                answers[name] = ops
             else:
-                wanted.append(controller_pb2.AlterConfigsRequest.Topic(name=name, ops=[
-                    controller_pb2.AlterConfigsRequest.Op(key=c.name, value=c.value or "", op=(
-                        controller_pb2.AlterConfigsRequest.SET if c.config_operation == SET else controller_pb2.AlterConfigsRequest.DELETE))
-                    for c in resource.configs]))
+                wanted.append(controller_pb2.AlterConfigsRequest.Topic(name=name, ops=ops))
         if wanted:
             answers.update(await forward(self.alter_configs, controller_pb2.AlterConfigsRequest(
                 topics=wanted, validate_only=request.validate_only), [t.name for t in wanted], 10_000))
@@ -121,3 +144,10 @@ class ConfigApis:
                      controller_id=self.broker_id,  # Kafka clients send controller-bound requests here; any broker forwards them
                      brokers=tuple(brokers) if not refused else (), cluster_authorized_operations=-2147483648,
                      endpoint_type=getattr(request, "endpoint_type", 1))
+
+
+def _op(key: str, value: str | None) -> controller_pb2.AlterConfigsRequest.Op:
+    """SET ``key`` to ``value``; None: DELETE it (back to the default)."""
+    if value is None:
+        return controller_pb2.AlterConfigsRequest.Op(key=key, op=controller_pb2.AlterConfigsRequest.DELETE)
+    return controller_pb2.AlterConfigsRequest.Op(key=key, value=value, op=controller_pb2.AlterConfigsRequest.SET)

@@ -25,7 +25,7 @@ import numpy as np
 _MAX_VARINT = 5
 _FITS = 1 << (7 * _MAX_VARINT)
 _PADDING = bytes(_MAX_VARINT)
-_GAP_SPAN = np.array([False, True])  # what the runs of ``_spans`` alternate between
+_VARINT_BOUNDS = np.array([1 << (7 * k) for k in range(1, _MAX_VARINT)], np.int64)  # from each, one byte more
 
 
 class Unfit(Exception):
@@ -49,21 +49,26 @@ def _zigzag(x: np.ndarray) -> np.ndarray:
 
 
 def _varint_sizes(z: np.ndarray) -> np.ndarray:
+    """How many bytes each zigzag value's varint takes: one ``searchsorted`` over the bounds
+    where a varint grows a byte (one call, not a compare per byte: batches of a few hundred
+    records pay numpy's per-call cost more than the work)."""
     if len(z) and int(z.max()) >= _FITS:
         raise Unfit("a varint wider than 32 bits")
-    sizes = np.ones(len(z), np.int64)
-    for k in range(1, _MAX_VARINT):
-        sizes += z >= (1 << (7 * k))
-    return sizes
+    return np.searchsorted(_VARINT_BOUNDS, z, side="right") + 1
 
 
 def _put_varints(out: np.ndarray, at: np.ndarray, z: np.ndarray, sizes: np.ndarray) -> None:
-    for k in range(_MAX_VARINT):
-        here = sizes > k
-        if not here.any():
+    """Writes the zigzag varints ``z`` (of ``sizes`` bytes) at ``at`` in ``out``: the first
+    lane for every varint at once, each further lane only for those still going (most are
+    one byte, so the later lanes touch few)."""
+    out[at] = (z & 0x7F) | ((sizes > 1) << 7)
+    going = np.flatnonzero(sizes > 1)
+    for k in range(1, _MAX_VARINT):
+        if not len(going):
             return
-        lane = ((z >> (7 * k)) & 0x7F) | np.where(sizes > k + 1, 0x80, 0)
-        out[at[here] + k] = lane[here]
+        more = sizes[going] > k + 1
+        out[at[going] + k] = ((z[going] >> (7 * k)) & 0x7F) | (more << 7)
+        going = going[more]
 
 
 def _get_varints(buf: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -91,14 +96,15 @@ def _get_varints(buf: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarra
 def _spans(total: int, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """A mask of ``total`` bytes, True inside each span [start, start + length); the spans are
     disjoint and in order, so a masked copy moves a blob's items to (or from) them in order.
-    Built as runs (gap, span, gap, span, ..., gap) of False and True: one ``np.repeat``."""
+    Built as runs (gap, span, gap, span, ..., gap) of False and True: one ``np.repeat`` of
+    the alternating pattern (odd indices: spans)."""
     runs = np.empty(2 * len(starts) + 1, np.int64)
     ends = starts + lengths
     runs[0] = starts[0]
     runs[1::2] = lengths
     runs[2:-1:2] = starts[1:] - ends[:-1]
     runs[-1] = total - ends[-1]
-    return np.repeat(np.resize(_GAP_SPAN, len(runs)), runs)
+    return np.repeat((np.arange(len(runs)) & 1).astype(bool), runs)
 
 
 def kafka_rows(columns: Columns) -> bytes:

@@ -4,18 +4,31 @@ the gRPC calls (data_plane/transactions/service.py, data_plane/groups/service.py
 coordinator, its two phases, its markers, its ACL checks and KIP-890's verification at the
 partitions are kraftlog's own. FindCoordinator for a transactional id is in group_apis.py.
 
-Kafka clients that send EndTxn v0-4 expect Kafka's transaction version 1: the producer epoch
-stays the same across transactions (their next transaction writes with it). The door asks the
-coordinator to keep it (``EndTxnRequest.keep_epoch``); kraftlog's own clients have theirs
-bumped at every end (KIP-890 part 2), which EndTxn v5 would tell a Kafka client and which is
-not served yet.
+EndTxn's version says which producer epoch rule the client follows. v0-4 are Kafka's
+transaction version 1: the epoch stays the same across transactions (the next one writes with
+it), so the door asks the coordinator to keep it (``EndTxnRequest.keep_epoch``). v5 is KIP-890
+part 2: every end bumps the epoch and the answer carries the producer id and epoch to use next,
+which is what kraftlog's coordinator does for its own clients; the door passes that through.
+A late write of the ended transaction's epoch is then fenced at the partition.
+
+AddPartitionsToTxn v4 and v5 are brokers' calls (Kafka's partition leaders verify a producer's
+first transactional write with them, KIP-890 part 1): several transactions in one request,
+each adding its partitions or, with ``verify_only``, asking whether they are in it. Each goes
+to the coordinator's own AddPartitionsToTxn, the batch as a whole needs CLUSTER_ACTION on the
+cluster, as in Kafka.
+
+Not served: the rest of transaction version 2 (Produce v12 and TxnOffsetCommit v5, where the
+partition leader adds a partition to the transaction without the client's AddPartitionsToTxn),
+so no ``transaction.version`` feature is advertised and a Java client keeps to version 1.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from data_plane.kafka.entities import NO_THROTTLE, build, millis, response_type, sibling
+from kio.schema.errors import ErrorCode as KafkaError
+
+from data_plane.kafka.entities import NO_THROTTLE, build, millis, response_type, sibling, version
 from data_plane.kafka.error_codes import to_kafka as kafka_code
 from data_plane.kafka.group_apis import GroupApis, commit_response, commit_topics
 from data_plane.transactions.service import TransactionCoordinatorService
@@ -25,11 +38,13 @@ from server_common.internal_topics import OFFSETS_TOPIC, offsets_partition
 
 ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
 TXN_SERVED: dict[int, tuple[int, int]] = {
-    ADD_PARTITIONS_TO_TXN: (0, 3),  # v4 on batches several transactional ids: brokers' calls, not clients'
+    ADD_PARTITIONS_TO_TXN: (0, 5),  # v4 on batches several transactional ids: brokers' calls, not clients'
     ADD_OFFSETS_TO_TXN: (0, 3),
-    END_TXN: (0, 4),  # v5 returns the bumped epoch (KIP-890 part 2)
+    END_TXN: (0, 5),  # v5 bumps the epoch at every end and returns it (KIP-890 part 2)
     TXN_OFFSET_COMMIT: (0, 3),
 }
+BATCHED = 4  # AddPartitionsToTxn from this version: several transactions per request, brokers only
+EPOCH_BUMPING = 5  # EndTxn from this version: the epoch bumped at every end and answered
 
 
 @dataclass
@@ -46,17 +61,30 @@ class TxnApis:
 
     async def add_partitions(self, request):
         out = response_type(request)
+        if version(request) >= BATCHED:
+            return await self._add_partitions_batched(request, out)
         topics = request.v3_and_below_topics
+        code = await self._add(request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
+                               request.v3_and_below_producer_epoch, topics, verify_only=False)
+        return build(out, throttle_time=NO_THROTTLE, results_by_topic_v3_and_below=_topic_results(out, topics, code))
+
+    async def _add_partitions_batched(self, request, out):
+        """v4+: each transaction added (or verified) on its own, as Kafka answers a batch."""
+        refused = self.transactions.access.first_refusal("cluster_action", "cluster")
+        if refused is not None:
+            return build(out, throttle_time=NO_THROTTLE, error_code=kafka_code(refused[0]), results_by_transaction=())
+        results = []
+        for txn in request.transactions:
+            code = await self._add(txn.transactional_id, txn.producer_id, txn.producer_epoch, txn.topics, txn.verify_only)
+            results.append(build(sibling(out, "AddPartitionsToTxnResult"), transactional_id=txn.transactional_id,
+                                 topic_results=_topic_results(out, txn.topics, code)))
+        return build(out, throttle_time=NO_THROTTLE, error_code=KafkaError.none, results_by_transaction=tuple(results))
+
+    async def _add(self, transactional_id: str, producer_id: int, producer_epoch: int, topics, verify_only: bool) -> KafkaError:
         answer = await self.transactions.AddPartitionsToTxn(transaction_pb2.AddPartitionsToTxnRequest(
-            transactional_id=request.v3_and_below_transactional_id, producer_id=request.v3_and_below_producer_id,
-            producer_epoch=request.v3_and_below_producer_epoch,
+            transactional_id=transactional_id, producer_id=producer_id, producer_epoch=producer_epoch, verify_only=verify_only,
             topics=[transaction_pb2.TxnTopicPartitions(topic=t.name, partitions=list(t.partitions)) for t in topics]), None)
-        code = kafka_code(answer.error_code)
-        result, topic_result = sibling(out, "AddPartitionsToTxnPartitionResult"), sibling(out, "AddPartitionsToTxnTopicResult")
-        return build(out, throttle_time=NO_THROTTLE, results_by_topic_v3_and_below=tuple(
-            build(topic_result, name=t.name, results_by_partition=tuple(
-                build(result, partition_index=p, partition_error_code=code) for p in t.partitions))
-            for t in topics))
+        return kafka_code(answer.error_code)
 
     async def add_offsets(self, request):
         """The group's `__consumer_offsets` partition joins the transaction, as Kafka's
@@ -69,10 +97,13 @@ class TxnApis:
         return build(response_type(request), throttle_time=NO_THROTTLE, error_code=kafka_code(answer.error_code))
 
     async def end(self, request):
+        bumps = version(request) >= EPOCH_BUMPING
         answer = await self.transactions.EndTxn(transaction_pb2.EndTxnRequest(
             transactional_id=request.transactional_id, producer_id=request.producer_id, producer_epoch=request.producer_epoch,
-            commit=request.committed, keep_epoch=True), None)
-        return build(response_type(request), throttle_time=NO_THROTTLE, error_code=kafka_code(answer.error_code))
+            commit=request.committed, keep_epoch=not bumps), None)
+        done = answer.error_code == ErrorCode.NONE and bumps
+        return build(response_type(request), throttle_time=NO_THROTTLE, error_code=kafka_code(answer.error_code),
+                     producer_id=answer.producer_id if done else -1, producer_epoch=answer.producer_epoch if done else -1)
 
     async def offset_commit(self, request):
         """A classic member's offsets are checked against its generation here (v3 on: before it
@@ -91,3 +122,10 @@ class TxnApis:
         answer = await self.groups.service.TxnOffsetCommit(commit, None) if refusal is None else group_pb2.TxnOffsetCommitResponse()
         return commit_response(request, answer, refusal, "TxnOffsetCommitResponsePartition", "TxnOffsetCommitResponseTopic")
 
+
+
+def _topic_results(out: type, topics, code: KafkaError) -> tuple:
+    """One transaction's answer per partition: the coordinator answers the call as a whole."""
+    result, topic_result = sibling(out, "AddPartitionsToTxnPartitionResult"), sibling(out, "AddPartitionsToTxnTopicResult")
+    return tuple(build(topic_result, name=t.name, results_by_partition=tuple(
+        build(result, partition_index=p, partition_error_code=code) for p in t.partitions)) for t in topics)

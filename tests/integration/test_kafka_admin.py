@@ -1,13 +1,12 @@
 """Kafka's admin clients against kraftlog's Kafka listener (docs/kafka.md): confluent-kafka's
-AdminClient (librdkafka) and kafka-python's KafkaAdminClient create a topic, describe and alter
-its configs, add partitions, describe the cluster and delete the topic, and kraftlog's own
-admin client sees each change."""
+AdminClient (librdkafka), kafka-python's KafkaAdminClient and aiokafka's AIOKafkaAdminClient
+create a topic, describe and alter its configs, add partitions, describe the cluster or list
+and describe groups, and delete the topic, and kraftlog's own admin client sees each change."""
 
 from __future__ import annotations
 
-import io
-import socket
-import struct
+import asyncio
+import time
 
 import pytest
 
@@ -17,15 +16,12 @@ from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, 
 from kafka.admin import KafkaAdminClient, NewPartitions as KafkaPythonNewPartitions  # noqa: E402
 from kafka.admin import ConfigResource as KafkaPythonConfigResource, ConfigResourceType  # noqa: E402
 
-from kio.index import load_response_schema  # noqa: E402
 from kio.schema.offset_for_leader_epoch.v4.request import (OffsetForLeaderEpochRequest, OffsetForLeaderPartition,  # noqa: E402
                                                            OffsetForLeaderTopic)
-from kio.schema.request_header.v2.header import RequestHeader  # noqa: E402
-from kio.schema.response_header.v1.header import ResponseHeader  # noqa: E402
-from kio.serial import entity_reader, entity_writer  # noqa: E402
 
 from data_plane.client import Admin, Producer  # noqa: E402
 from tests.cluster import local_cluster  # noqa: E402
+from tests.integration.kafka_wire import kafka_call  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
@@ -95,31 +91,6 @@ def test_kafka_python_admin_alters_configs_and_adds_partitions(cluster) -> None:
         admin.close()
 
 
-def _kafka_call(address: str, request):
-    """One request to the Kafka listener with kio's entities, its answer decoded the same way."""
-    header = RequestHeader(request_api_key=type(request).__api_key__, request_api_version=type(request).__version__,
-                           correlation_id=7, client_id="test")
-    body = io.BytesIO()
-    entity_writer(RequestHeader)(body, header)
-    entity_writer(type(request))(body, request)
-    host, port = address.split(":")
-    with socket.create_connection((host, int(port)), timeout=TIMEOUT_S) as sock:
-        sock.sendall(struct.pack(">i", len(body.getvalue())) + body.getvalue())
-        answer = memoryview(_read_exactly(sock, struct.unpack(">i", _read_exactly(sock, 4))[0]))
-    header, at = entity_reader(ResponseHeader)(answer, 0)
-    assert header.correlation_id == 7
-    return entity_reader(load_response_schema(type(request).__api_key__, type(request).__version__))(answer, at)[0]
-
-
-def _read_exactly(sock: socket.socket, size: int) -> bytes:
-    data = b""
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        assert chunk, "the listener closed the connection"
-        data += chunk
-    return data
-
-
 def test_records_deleted_and_epochs_asked_through_the_door(cluster) -> None:
     cluster.create_topic("admin-records", partitions=1, replication_factor=3)
     with Producer(cluster.bootstrap, acks="all") as producer:
@@ -133,7 +104,61 @@ def test_records_deleted_and_epochs_asked_through_the_door(cluster) -> None:
 
     leader = cluster.leader("admin-records", 0)
     address = dict(zip((b.node_id for b in cluster.brokers), cluster.kafka_bootstrap.split(",")))[leader]
-    answer = _kafka_call(address, OffsetForLeaderEpochRequest(topics=(OffsetForLeaderTopic(
+    answer = kafka_call(address, OffsetForLeaderEpochRequest(topics=(OffsetForLeaderTopic(
         topic="admin-records", partitions=(OffsetForLeaderPartition(partition=0, leader_epoch=0),)),)))
     [[end]] = [t.partitions for t in answer.topics]
     assert (end.error_code, end.end_offset) == (0, 10), end
+
+
+def test_aiokafka_admin_creates_describes_alters_grows_lists_groups_and_deletes_a_topic(cluster) -> None:
+    """aiokafka's AIOKafkaAdminClient, which alters configs with the legacy AlterConfigs (the
+    keys given become the topic's whole set) and has no ACL calls."""
+    pytest.importorskip("aiokafka", reason="aiokafka is in the test extra: pip install -e '.[test]'")
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka.admin import AIOKafkaAdminClient, NewPartitions as AioNewPartitions, NewTopic as AioNewTopic
+    from aiokafka.admin.config_resource import ConfigResource as AioConfigResource, ConfigResourceType as AioType
+    topic, group = "admin-aio", "admin-aio-group"
+
+    async def run() -> None:
+        admin = AIOKafkaAdminClient(bootstrap_servers=cluster.kafka_bootstrap, request_timeout_ms=TIMEOUT_S * 1000)
+        await admin.start()
+        try:
+            created = await admin.create_topics([AioNewTopic(topic, num_partitions=2, replication_factor=3)])
+            assert [error for _, error, *_ in created.topic_errors] == [0], created
+            [described] = await admin.describe_configs([AioConfigResource(AioType.TOPIC, topic)])
+            [(error, _, _, _, entries)] = [r[:5] for r in described.resources]
+            defaults = {e[0]: e[1] for e in entries}
+            assert error == 0 and defaults["cleanup.policy"] == "delete", described
+
+            async def alter(configs: dict[str, str]) -> dict[str, str]:
+                [altered] = await admin.alter_configs([AioConfigResource(AioType.TOPIC, topic, configs=configs)])
+                assert [r[0] for r in altered.resources] == [0], altered
+                return _kraftlog_view(cluster, topic)[1]
+            assert (await alter({"retention.ms": "60000", "segment.ms": "3600000"}))["retention.ms"] == "60000"
+            after = await alter({"segment.ms": "7200000"})  # the whole set: retention.ms back to its default
+            assert (after["segment.ms"], after["retention.ms"]) == ("7200000", defaults["retention.ms"])
+
+            await admin.create_partitions({topic: AioNewPartitions(total_count=4)})
+            assert _kraftlog_view(cluster, topic)[0] == 4
+
+            member = AIOKafkaConsumer(topic, bootstrap_servers=cluster.kafka_bootstrap, group_id=group)
+            await member.start()
+            try:
+                deadline = time.monotonic() + TIMEOUT_S
+                while not member.assignment() and time.monotonic() < deadline:
+                    await member.getmany(timeout_ms=200)
+                assert member.assignment()
+                assert (group, "consumer") in await admin.list_consumer_groups()
+                [answer] = await admin.describe_consumer_groups([group])
+                [(error, group_id, state, protocol_type, _, members, *_)] = answer.groups
+                assert (error, group_id, state, protocol_type, len(members)) == (0, group, "Stable", "consumer", 1), answer
+            finally:
+                await member.stop()
+
+            deleted = await admin.delete_topics([topic])
+            assert [error for _, error, *_ in deleted.topic_error_codes] == [0], deleted
+        finally:
+            await admin.close()
+    asyncio.run(run())
+    with cluster.controller_client() as client:
+        assert topic not in {t.name for t in client.describe_cluster().topics}

@@ -1,6 +1,7 @@
 """aiokafka (an asyncio Kafka client) against kraftlog's Kafka listener (docs/kafka.md), on real
 processes: keyed records with headers come back record by record, and two members of a
-classic-protocol group share the partitions, read every record once between them and commit."""
+classic-protocol group share the partitions, read every record once between them and commit;
+three members in their own processes survive one SIGKILLed (``kafka_group_kill.py``)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ aiokafka = pytest.importorskip("aiokafka", reason="aiokafka is in the test extra
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition  # noqa: E402
 
 from tests.cluster import cluster_with_topic  # noqa: E402
+from tests.integration import kafka_group_kill as group_kill  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
@@ -91,3 +93,13 @@ def test_aiokafka_produces_and_consumes_and_shares_a_group(cluster):
             for member in members:
                 await member.stop()
     asyncio.run(run())
+
+
+def test_three_aiokafka_members_share_partitions_and_survive_one_killed(cluster, tmp_path):
+    """Three members in their own processes, one SIGKILLed: the other two take its partitions
+    over, every record is processed at least once and no committed offset goes back."""
+    topic, partitions = "aiokafka-kill", 6
+    cluster.create_topic(topic, partitions, 3)
+    cluster.wait_topic_ready(topic, partitions)
+    with group_kill.group_with_one_killed(cluster, "aiokafka", topic, partitions, "aiokafka-three", tmp_path) as run:
+        group_kill.assert_survived(run)

@@ -1,55 +1,32 @@
 """The classic group protocol on the Kafka door (docs/kafka.md), with kafka-python's
 ``subscribe`` on real processes: three members share a topic's partitions; one is SIGKILLed and
-the others take its partitions over; with commits after processing nothing is lost.
+the others take its partitions over; with commits after processing nothing is lost and no
+committed offset goes back (``kafka_group_kill.py``'s checker; librdkafka's classic members
+go through the same check).
 DescribeGroups and ListGroups show the group through Kafka's admin client, and kraftlog's own
 ``groups describe`` and ``groups list`` show it as a classic group with its members' assignments."""
 
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("kafka", reason="kafka-python is in the test extra: pip install -e '.[test]'")
 
-from kafka import KafkaProducer  # noqa: E402
 from kafka.admin import KafkaAdminClient  # noqa: E402
 
-from server_common.waiting import wait_for  # noqa: E402
 from tests.cluster import cluster_with_topic  # noqa: E402
+from tests.integration import kafka_group_kill as group_kill  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
 TOPIC = "classic-groups"
 PARTITIONS = 6
 GROUP = "classic-three"
-
-# One group member: subscribes, writes each record it processed to its file, then commits.
-MEMBER = """
-import json, sys
-from kafka import KafkaConsumer
-bootstrap, topic, group, out = sys.argv[1:]
-consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
-                         auto_offset_reset="earliest", session_timeout_ms=6000, heartbeat_interval_ms=500,
-                         max_poll_interval_ms=20000, client_id=out.rsplit("/", 1)[-1])
-consumer.subscribe([topic])
-with open(out, "a") as f:
-    while True:
-        polled = consumer.poll(timeout_ms=200)
-        f.write(json.dumps({"assigned": sorted(tp.partition for tp in consumer.assignment())}) + "\\n")
-        for batch in polled.values():
-            for r in batch:
-                f.write(json.dumps({"partition": r.partition, "offset": r.offset, "value": r.value.decode()}) + "\\n")
-        f.flush()
-        if polled:
-            consumer.commit()
-"""
 
 
 @pytest.fixture(scope="module")
@@ -58,59 +35,15 @@ def cluster(tmp_path_factory):
         yield cluster
 
 
-def _produce(bootstrap: str, values: list[str]) -> None:
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
-    try:
-        for i, value in enumerate(values):
-            producer.send(TOPIC, value=value.encode(), partition=i % PARTITIONS)
-        producer.flush(timeout=30)
-    finally:
-        producer.close()
-
-
 def _kraftlog_json(*args: str):
     out = subprocess.run([sys.executable, "-m", "cli", *args, "--json"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
 
 
-def _lines(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.endswith("}")]
-
-
-def _last_assignment(path: Path) -> list[int] | None:
-    assigned = [line["assigned"] for line in _lines(path) if "assigned" in line]
-    return assigned[-1] if assigned else None
-
-
 def test_three_kafka_python_members_share_partitions_and_survive_one_killed(cluster, tmp_path):
-    env = {**os.environ, "PYTHONPATH": os.getcwd()}
-    files = [tmp_path / f"member-{i}" for i in range(3)]
-    members = [subprocess.Popen([sys.executable, "-c", MEMBER, cluster.kafka_bootstrap, TOPIC, GROUP, str(f)], env=env)
-               for f in files]
-    try:
-        def shared_by(live: list[Path]) -> bool:
-            assigned = [_last_assignment(f) for f in live]
-            return all(assigned) and sorted(p for a in assigned for p in a) == list(range(PARTITIONS))
-        wait_for(lambda: shared_by(files), 60, "the three members to share the six partitions")
-        first = [f"before-{i}" for i in range(300)]
-        _produce(cluster.kafka_bootstrap, first)
-        processed = lambda: {line["value"] for f in files for line in _lines(f) if "value" in line}  # noqa: E731
-        wait_for(lambda: set(first) <= processed(), 60, "the first records processed")
-
-        victim = members[0]
-        victim_partitions = _last_assignment(files[0])
-        victim.send_signal(signal.SIGKILL)
-        victim.wait()
-        wait_for(lambda: shared_by(files[1:]), 60, "the two survivors to take over the killed member's partitions")
-        assert set(victim_partitions) <= {p for f in files[1:] for p in _last_assignment(f)}
-
-        second = [f"after-{i}" for i in range(300)]
-        _produce(cluster.kafka_bootstrap, second)
-        wait_for(lambda: set(second) <= processed(), 60, "every record after the kill processed by the survivors")
-        assert set(first) | set(second) == processed()  # nothing lost (a record may be processed twice: at least once)
+    with group_kill.group_with_one_killed(cluster, "kafka-python", TOPIC, PARTITIONS, GROUP, tmp_path) as run:
+        group_kill.assert_survived(run)
 
         admin = KafkaAdminClient(bootstrap_servers=cluster.kafka_bootstrap)
         try:
@@ -125,14 +58,18 @@ def test_three_kafka_python_members_share_partitions_and_survive_one_killed(clus
         mine = _kraftlog_json("groups", "describe", GROUP, "--bootstrap", cluster.bootstrap)
         assert (mine["protocol"], mine["state"], len(mine["members"])) == ("classic", "Stable", 2), mine
         assert sorted(p for m in mine["members"] for p in m["assignment"].get(TOPIC, [])) == list(range(PARTITIONS))
-        assert {m["client_id"] for m in mine["members"]} == {f.name for f in files[1:]}
+        assert {m["client_id"] for m in mine["members"]} == {f.name for f in run.files[1:]}
         listed_here = {g["group_id"]: g["protocol"] for g in _kraftlog_json("groups", "list", "--bootstrap", cluster.bootstrap)}
         assert listed_here[GROUP] == "classic"
-    finally:
-        for member in members:
-            if member.poll() is None:
-                member.kill()
-                member.wait()
+
+
+def test_three_librdkafka_members_share_partitions_and_survive_one_killed(cluster, tmp_path):
+    pytest.importorskip("confluent_kafka", reason="confluent-kafka is in the test extra: pip install -e '.[test]'")
+    topic = "classic-librdkafka-kill"
+    cluster.create_topic(topic, PARTITIONS, 3)
+    cluster.wait_topic_ready(topic, PARTITIONS)
+    with group_kill.group_with_one_killed(cluster, "librdkafka", topic, PARTITIONS, "librdkafka-three", tmp_path) as run:
+        group_kill.assert_survived(run)
 
 
 def test_librdkafkas_classic_consumers_share_a_topic_and_commit(cluster):
