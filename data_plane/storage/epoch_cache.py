@@ -49,6 +49,7 @@ class LeaderEpochCache:
         self._entries: list[tuple[int, int]] = list(entries or [])
         self._on_disk = path is not None and path.exists()  # a checkpoint exists: every write must be durable
         self._unflushed = False  # the file was last written without fsync
+        self._pending = False  # entries assigned since the file was last written
         # Wraps every checkpoint write: the partition log's I/O guard, so that a failed write
         # (full disk, no descriptor left) takes the log offline with advice, whoever assigned
         # the epoch (a new leader does it outside any log call).
@@ -90,7 +91,8 @@ class LeaderEpochCache:
                 return
         self._entries = [(e, o) for e, o in self._entries if e < epoch and o < start_offset]
         self._entries.append((epoch, start_offset))
-        self._persist()
+        self._check()
+        self._pending = self.path is not None  # written by the log's next flush, or with the next truncation
 
     def truncate_from_end(self, end_offset: int, *, durable: bool = True) -> None:
         """The log now ends at ``end_offset``: drop epochs that start at or after it.
@@ -121,7 +123,10 @@ class LeaderEpochCache:
         self._persist()
 
     def flush(self) -> None:
-        """Make a checkpoint written without fsync durable (nothing to do otherwise)."""
+        """Make the checkpoint durable: write the entries assigned since the last write, and
+        fsync a checkpoint written without fsync (nothing to do otherwise)."""
+        if self._pending:
+            self._persist()
         if self._unflushed and self.path is not None:
             fsync_file(self.path)
             fsync_dir(self.path.parent)
@@ -133,4 +138,4 @@ class LeaderEpochCache:
             durable = durable and self._on_disk
             with self.write_guard():
                 write_lines(self.path, version=0, lines=[f"{e} {o}" for e, o in self._entries], durable=durable)
-            self._on_disk, self._unflushed = True, not durable
+            self._on_disk, self._unflushed, self._pending = True, not durable, False
