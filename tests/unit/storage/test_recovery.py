@@ -167,3 +167,19 @@ def test_closing_a_log_never_written_needs_no_fsync(tmp_path: Path, monkeypatch:
     fsyncs.clear()
     PartitionLog.open(tmp_path / "written-0", small_settings(), now_ms=0).close()  # loaded from disk: flushed as before
     assert fsyncs
+
+
+def test_a_recovery_point_moved_past_rolled_segments_carries_their_epochs(log_dir: Path) -> None:
+    """Epoch assignments are written by the log's flush; the periodic flush of rolled segments
+    moves the recovery point past records too, so it must write them first: after a crash,
+    recovery only rescans above the recovery point and trusts the checkpoint below."""
+    plog = PartitionLog.open(log_dir, small_settings(), now_ms=0)
+    fill(plog, 2, epoch=1)
+    plog.flush()  # the checkpoint on disk: epoch 1 only
+    fill(plog, 30, epoch=2)  # rolls several segments
+    plog.maybe_flush(now_ms=0)
+    assert plog.recovery_point == plog.active.base_offset > 6
+    entries = plog.leader_epoch_cache.entries
+    crash(plog)
+    again = PartitionLog.open(log_dir, small_settings(), now_ms=0, recovery_point=plog.recovery_point)
+    assert again.leader_epoch_cache.entries == entries == [(1, 0), (2, 6)]
