@@ -138,17 +138,12 @@ class LogSegment:
         for a directory known to hold no file of this segment: a new log's, or one whose
         segments recovery all removed) creates nothing now: its first use of ``fd`` does."""
         segment = cls(directory, base_offset, settings)
-        if lazy:
-            segment.has_file = False
-            return segment
-        segment._create_file()
-        segment.offset_index.clear()
-        segment.time_index.clear()
+        segment.has_file = False
+        if not lazy:
+            segment.pread(0, 0)  # the first use of the descriptor creates the file
+            segment.offset_index.clear()
+            segment.time_index.clear()
         return segment
-
-    def _create_file(self) -> None:
-        self._fd = HANDLES.open(self, self.log_path, os.O_RDWR | os.O_CREAT | os.O_EXCL)
-        self.has_file = True
 
     @classmethod
     def open(
@@ -178,8 +173,9 @@ class LogSegment:
             return fd
         if self._released:
             raise OSError(errno.EBADF, "segment file already closed", str(self.log_path))
-        if not self.has_file:
-            self._create_file()
+        if not self.has_file:  # a lazily created segment's first use: create its file
+            self._fd = HANDLES.open(self, self.log_path, os.O_RDWR | os.O_CREAT | os.O_EXCL)
+            self.has_file = True
             return self._fd
         fd = HANDLES.open(self, self.log_path, os.O_RDWR)
         try:
