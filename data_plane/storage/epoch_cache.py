@@ -44,10 +44,13 @@ class CorruptEpochCheckpointError(ValueError):
 
 
 class LeaderEpochCache:
-    def __init__(self, path: Path | None = None, entries: list[tuple[int, int]] | None = None) -> None:
+    def __init__(self, path: Path | None = None, entries: list[tuple[int, int]] | None = None, *, on_disk: bool | None = None) -> None:
+        """``on_disk``: whether the checkpoint file exists, when the caller knows (a new log's
+        directory holds none: no stat per replica created); looked up when None."""
         self.path = path
         self._entries: list[tuple[int, int]] = list(entries or [])
-        self._on_disk = path is not None and path.exists()  # a checkpoint exists: every write must be durable
+        # a checkpoint exists: every write must be durable
+        self._on_disk = (path is not None and path.exists()) if on_disk is None else on_disk
         self._unflushed = False  # the file was last written without fsync
         self._pending = False  # entries assigned since the file was last written
         # Wraps every checkpoint write: the partition log's I/O guard, so that a failed write
@@ -67,6 +70,8 @@ class LeaderEpochCache:
             raise CorruptEpochCheckpointError(f"{path}: {exc}") from None
 
     def _check(self) -> None:
+        if len(self._entries) < 2:
+            return  # nothing to compare (most logs: every new replica's leader assigns one epoch)
         pairs = zip(self._entries, self._entries[1:])
         if any(a[0] >= b[0] or a[1] >= b[1] for a, b in pairs):
             raise ValueError(f"leader epoch entries must strictly increase in epoch and offset: {self._entries}")

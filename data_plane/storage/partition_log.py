@@ -193,7 +193,7 @@ class PartitionLog:
             pass
         else:  # a new replica: nothing on disk to clean up, read or recover (a broker creates thousands at once)
             segment = LogSegment.create(directory, 0, settings, lazy=True)  # its file comes with the first record
-            plog = cls(directory, settings, [segment], LeaderEpochCache(directory / EPOCH_CHECKPOINT), 0)
+            plog = cls(directory, settings, [segment], LeaderEpochCache(directory / EPOCH_CHECKPOINT, on_disk=False), 0)
             plog._changed_since_flush = False
             return plog
         _remove_strays(directory)
