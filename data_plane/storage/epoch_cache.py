@@ -5,13 +5,19 @@ retention) and checkpoints them. The questions asked of the entries (where does 
 end, where do two logs diverge) are the replication core's, in
 ``data_plane/replication/epoch_history.py``. The entries are (epoch, start_offset) pairs,
 both strictly increasing. The rules follow Kafka's ``LeaderEpochFileCache``. The arithmetic
-is plain list work; with a path, every change is written to ``leader-epoch-checkpoint``
-atomically (temp file, fsync, rename) in Kafka's checkpoint format, except that the first
-checkpoint of a log that had none is written without fsyncs: a crash can only lose it
-whole or tear it, and the log then rebuilds its cache from its batches, as it does for a
-missing checkpoint (``partition_log._load_epochs``). That first write is what a replica
-becoming leader of a new partition pays, so creating thousands of partitions no longer
-costs two fsyncs per led partition. The same holds for the truncation a log does when it
+is plain list work; with a path, the entries are written to ``leader-epoch-checkpoint``
+atomically (temp file, fsync, rename) in Kafka's checkpoint format.
+
+An assignment (``assign``: a new leader's epoch at its log end, a follower's first batch of
+an epoch) writes nothing: ``flush`` writes it, and the log flushes its epoch cache before
+its recovery point passes any record (its full flush and the flush of rolled segments).
+Until then a crash loses nothing, since recovery rescans the batches above the recovery
+point and finds their epochs in the headers, and an epoch with no record yet is dropped at
+every load (``truncate_from_end(log end)``). So a broker creating 50,000 replicas writes
+no checkpoint for the ones it leads. Truncations write at once, pending assignments
+included. The first checkpoint of a log that had none is written without fsyncs: a crash
+can only lose it whole or tear it, and the log then rebuilds its cache from its batches, as
+it does for a missing checkpoint (``partition_log._load_epochs``). The same holds for the truncation a log does when it
 loads (``truncate_from_end(log end, durable=False)``, Kafka's ``truncateFromEndAsyncFlush``,
 KAFKA-15046): it drops an epoch a leader started at its log end and never wrote in, and a
 crash that loses it only brings that entry back, which the next load drops again. A write
