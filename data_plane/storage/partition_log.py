@@ -190,14 +190,17 @@ class PartitionLog:
         try:
             directory.mkdir(parents=True)
         except FileExistsError:
-            pass
-        else:  # a new replica: nothing on disk to clean up, read or recover (a broker creates thousands at once)
+            names = _remove_strays(directory)
+        else:
+            names = []
+        if not names:
+            # A new replica, or one that never got a record (nor a checkpoint): nothing on disk
+            # to read or recover, as a broker creating or reloading 50,000 of them finds.
             segment = LogSegment.create(directory, 0, settings, lazy=True)  # its file comes with the first record
             plog = cls(directory, settings, [segment], LeaderEpochCache(directory / EPOCH_CHECKPOINT, on_disk=False), 0)
             plog._changed_since_flush = False
             return plog
-        _remove_strays(directory)
-        bases = sorted(int(p.name[:20]) for p in directory.iterdir() if _SEGMENT_NAME.match(p.name))
+        bases = sorted(int(name[:20]) for name in names if _SEGMENT_NAME.match(name))
         first_untrusted = len(bases) if clean_shutdown else first_segment_to_recover(bases, recovery_point)
         recorded = read_damage_file(directory)
         segments: list[LogSegment] = []
@@ -894,13 +897,19 @@ def _first_offset(damage: DamagedRange) -> int:
     return damage.first_offset
 
 
-def _remove_strays(directory: Path) -> None:
+def _remove_strays(directory: Path) -> list[str]:
     """Delete temp files, unfinished cleaned segments and indexes whose segment is gone (left by
-    a crash mid-operation)."""
-    for path in directory.iterdir():
-        orphan_index = path.suffix in (".index", ".timeindex") and not path.with_suffix(".log").exists()
-        if path.suffix in (".tmp", CLEANED_SUFFIX) or orphan_index:
-            path.unlink()
+    a crash mid-operation); the names of the files that stay."""
+    names = os.listdir(directory)
+    present, kept = set(names), []
+    for name in names:
+        stem, _, suffix = name.rpartition(".")
+        orphan_index = suffix in ("index", "timeindex") and f"{stem}.log" not in present
+        if f".{suffix}" in (".tmp", CLEANED_SUFFIX) or orphan_index:
+            (directory / name).unlink()
+        else:
+            kept.append(name)
+    return kept
 
 
 def _load_epochs(path: Path) -> tuple[LeaderEpochCache, bool]:
