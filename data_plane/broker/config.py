@@ -163,6 +163,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(power_loss.FLAG, action="store_true", help=power_loss.FLAG_HELP)
     parser.add_argument("--retention-check-interval-ms", type=int, default=BrokerConfig.retention_check_interval_ms, help="how often retention deletes old segments (default: %(default)s)")
     parser.add_argument("--log-format", choices=["console", "json"], default="console", help="console: lines for people, json: one object per line (default: %(default)s)")
+    parser.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="info",
+                        help="lowest level logged; debug adds a line per replica for every metadata change (default: %(default)s)")
     parser.add_argument("--metrics-port", type=int, default=BrokerConfig.metrics_port,
                         help="serve Prometheus metrics at http://LISTEN_HOST:PORT/metrics; https with the --tls-* files and the same "
                              "--tls-client-auth when TLS is on (0: off; default: %(default)s)")

@@ -255,7 +255,7 @@ class Partition:
         leading = state.leader == self.broker_id
         if state.leader_epoch == self.state.leader_epoch and self.is_leader == leading:
             self.state = state
-            self._log.info("partition changed", **self.fields(), isr=list(state.isr), replicas=list(state.replicas))
+            self._log.debug("partition changed", **self.fields(), isr=list(state.isr), replicas=list(state.replicas))
             if self._core is None:
                 return Ready()
             return self._decided(self._core.on_partition_change(
@@ -273,7 +273,7 @@ class Partition:
                            leader=state.leader, log_latest_epoch=log_epoch, log_end_offset=self.log.log_end_offset)
             return ready
         ready = self._become_leader(state, now_ms) if leading else self._become_follower(state)
-        self._log.info(
+        self._log.debug(  # the replica manager logs one line per metadata batch
             f"became {'leader' if leading else 'follower'}", **self.fields(), reason=why, leader=state.leader,
             isr=list(state.isr), log_end_offset=self.log.log_end_offset, high_watermark=self.high_watermark,
         )

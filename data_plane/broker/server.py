@@ -345,7 +345,7 @@ async def serve(config: BrokerConfig) -> None:
 def run(args: argparse.Namespace) -> int:
     from server_common.logging_setup import configure_logging
 
-    configure_logging(args.log_format)
+    configure_logging(args.log_format, args.log_level)
     try:
         config = from_args(args)
     except ValueError as exc:

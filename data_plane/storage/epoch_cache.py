@@ -5,13 +5,19 @@ retention) and checkpoints them. The questions asked of the entries (where does 
 end, where do two logs diverge) are the replication core's, in
 ``data_plane/replication/epoch_history.py``. The entries are (epoch, start_offset) pairs,
 both strictly increasing. The rules follow Kafka's ``LeaderEpochFileCache``. The arithmetic
-is plain list work; with a path, every change is written to ``leader-epoch-checkpoint``
-atomically (temp file, fsync, rename) in Kafka's checkpoint format, except that the first
-checkpoint of a log that had none is written without fsyncs: a crash can only lose it
-whole or tear it, and the log then rebuilds its cache from its batches, as it does for a
-missing checkpoint (``partition_log._load_epochs``). That first write is what a replica
-becoming leader of a new partition pays, so creating thousands of partitions no longer
-costs two fsyncs per led partition. The same holds for the truncation a log does when it
+is plain list work; with a path, the entries are written to ``leader-epoch-checkpoint``
+atomically (temp file, fsync, rename) in Kafka's checkpoint format.
+
+An assignment (``assign``: a new leader's epoch at its log end, a follower's first batch of
+an epoch) writes nothing: ``flush`` writes it, and the log flushes its epoch cache before
+its recovery point passes any record (its full flush and the flush of rolled segments).
+Until then a crash loses nothing, since recovery rescans the batches above the recovery
+point and finds their epochs in the headers, and an epoch with no record yet is dropped at
+every load (``truncate_from_end(log end)``). So a broker creating 50,000 replicas writes
+no checkpoint for the ones it leads. Truncations write at once, pending assignments
+included. The first checkpoint of a log that had none is written without fsyncs: a crash
+can only lose it whole or tear it, and the log then rebuilds its cache from its batches, as
+it does for a missing checkpoint (``partition_log._load_epochs``). The same holds for the truncation a log does when it
 loads (``truncate_from_end(log end, durable=False)``, Kafka's ``truncateFromEndAsyncFlush``,
 KAFKA-15046): it drops an epoch a leader started at its log end and never wrote in, and a
 crash that loses it only brings that entry back, which the next load drops again. A write
@@ -44,11 +50,15 @@ class CorruptEpochCheckpointError(ValueError):
 
 
 class LeaderEpochCache:
-    def __init__(self, path: Path | None = None, entries: list[tuple[int, int]] | None = None) -> None:
+    def __init__(self, path: Path | None = None, entries: list[tuple[int, int]] | None = None, *, on_disk: bool | None = None) -> None:
+        """``on_disk``: whether the checkpoint file exists, when the caller knows (a new log's
+        directory holds none: no stat per replica created); looked up when None."""
         self.path = path
         self._entries: list[tuple[int, int]] = list(entries or [])
-        self._on_disk = path is not None and path.exists()  # a checkpoint exists: every write must be durable
+        # a checkpoint exists: every write must be durable
+        self._on_disk = (path is not None and path.exists()) if on_disk is None else on_disk
         self._unflushed = False  # the file was last written without fsync
+        self._pending = False  # entries assigned since the file was last written
         # Wraps every checkpoint write: the partition log's I/O guard, so that a failed write
         # (full disk, no descriptor left) takes the log offline with advice, whoever assigned
         # the epoch (a new leader does it outside any log call).
@@ -66,6 +76,8 @@ class LeaderEpochCache:
             raise CorruptEpochCheckpointError(f"{path}: {exc}") from None
 
     def _check(self) -> None:
+        if len(self._entries) < 2:
+            return  # nothing to compare (most logs: every new replica's leader assigns one epoch)
         pairs = zip(self._entries, self._entries[1:])
         if any(a[0] >= b[0] or a[1] >= b[1] for a, b in pairs):
             raise ValueError(f"leader epoch entries must strictly increase in epoch and offset: {self._entries}")
@@ -90,7 +102,8 @@ class LeaderEpochCache:
                 return
         self._entries = [(e, o) for e, o in self._entries if e < epoch and o < start_offset]
         self._entries.append((epoch, start_offset))
-        self._persist()
+        self._check()
+        self._pending = self.path is not None  # written by the log's next flush, or with the next truncation
 
     def truncate_from_end(self, end_offset: int, *, durable: bool = True) -> None:
         """The log now ends at ``end_offset``: drop epochs that start at or after it.
@@ -121,7 +134,10 @@ class LeaderEpochCache:
         self._persist()
 
     def flush(self) -> None:
-        """Make a checkpoint written without fsync durable (nothing to do otherwise)."""
+        """Make the checkpoint durable: write the entries assigned since the last write, and
+        fsync a checkpoint written without fsync (nothing to do otherwise)."""
+        if self._pending:
+            self._persist()
         if self._unflushed and self.path is not None:
             fsync_file(self.path)
             fsync_dir(self.path.parent)
@@ -133,4 +149,4 @@ class LeaderEpochCache:
             durable = durable and self._on_disk
             with self.write_guard():
                 write_lines(self.path, version=0, lines=[f"{e} {o}" for e, o in self._entries], durable=durable)
-            self._on_disk, self._unflushed = True, not durable
+            self._on_disk, self._unflushed, self._pending = True, not durable, False

@@ -190,13 +190,17 @@ class PartitionLog:
         try:
             directory.mkdir(parents=True)
         except FileExistsError:
-            pass
-        else:  # a new replica: nothing on disk to clean up, read or recover (a broker creates thousands at once)
-            plog = cls(directory, settings, [LogSegment.create(directory, 0, settings)], LeaderEpochCache(directory / EPOCH_CHECKPOINT), 0)
+            names = _remove_strays(directory)
+        else:
+            names = []
+        if not names:
+            # A new replica, or one that never got a record (nor a checkpoint): nothing on disk
+            # to read or recover, as a broker creating or reloading 50,000 of them finds.
+            segment = LogSegment.create(directory, 0, settings, lazy=True)  # its file comes with the first record
+            plog = cls(directory, settings, [segment], LeaderEpochCache(directory / EPOCH_CHECKPOINT, on_disk=False), 0)
             plog._changed_since_flush = False
             return plog
-        _remove_strays(directory)
-        bases = sorted(int(p.name[:20]) for p in directory.iterdir() if _SEGMENT_NAME.match(p.name))
+        bases = sorted(int(name[:20]) for name in names if _SEGMENT_NAME.match(name))
         first_untrusted = len(bases) if clean_shutdown else first_segment_to_recover(bases, recovery_point)
         recorded = read_damage_file(directory)
         segments: list[LogSegment] = []
@@ -207,8 +211,8 @@ class PartitionLog:
             epochs, epochs_trusted = _load_epochs(directory / EPOCH_CHECKPOINT)
             observe = _epoch_observer(epochs) if epochs_trusted else _ignore_batch
             segments = recover_segments(segments, first_untrusted, observe)
-            if not segments:
-                segments.append(LogSegment.create(directory, 0, settings))
+            if not segments:  # never written to (or every segment was lost): as a new log
+                segments.append(LogSegment.create(directory, 0, settings, lazy=True))
             if not epochs_trusted:
                 _rebuild_epochs(epochs, segments)
         except BaseException:
@@ -356,6 +360,8 @@ class PartitionLog:
                 j += 1
             start = located[i][0]
             fault_injection.check("append")
+            if not self.active.has_file:
+                self._layout += 1  # the append creates the segment's file: the directory needs an fsync
             self.active.append(data[start : start + run_bytes], [(pos - start, h) for pos, h in located[i:j]], now_ms)
             self.log_end_offset = self.active.next_offset
             self._record_epochs(located[i:j])
@@ -406,7 +412,7 @@ class PartitionLog:
         when it already is (or the log is offline). Runs on the loop; the fsyncs do not."""
         if self.is_offline or (self.durable_offset >= self.log_end_offset and self._layout_synced == self._layout):
             return None
-        paths = tuple(segment.log_path for segment in self._segments_from(self.durable_offset))
+        paths = tuple(segment.log_path for segment in self._segments_from(self.durable_offset) if segment.has_file)
         directory = self.directory if self._layout_synced != self._layout else None
         return SyncPlan(self, self.log_end_offset, paths, directory, self._truncations, self._layout)
 
@@ -431,6 +437,7 @@ class PartitionLog:
             with self._io_guard("flush"):
                 for segment in self._segments_from(self.recovery_point)[:-1]:
                     segment.flush()
+                self.leader_epoch_cache.flush()  # the recovery point passes records whose epochs it may not hold yet
                 fsync_dir(self.directory)
             self.recovery_point = self.active.base_offset
 
@@ -890,13 +897,19 @@ def _first_offset(damage: DamagedRange) -> int:
     return damage.first_offset
 
 
-def _remove_strays(directory: Path) -> None:
+def _remove_strays(directory: Path) -> list[str]:
     """Delete temp files, unfinished cleaned segments and indexes whose segment is gone (left by
-    a crash mid-operation)."""
-    for path in directory.iterdir():
-        orphan_index = path.suffix in (".index", ".timeindex") and not path.with_suffix(".log").exists()
-        if path.suffix in (".tmp", CLEANED_SUFFIX) or orphan_index:
-            path.unlink()
+    a crash mid-operation); the names of the files that stay."""
+    names = os.listdir(directory)
+    present, kept = set(names), []
+    for name in names:
+        stem, _, suffix = name.rpartition(".")
+        orphan_index = suffix in ("index", "timeindex") and f"{stem}.log" not in present
+        if f".{suffix}" in (".tmp", CLEANED_SUFFIX) or orphan_index:
+            (directory / name).unlink()
+        else:
+            kept.append(name)
+    return kept
 
 
 def _load_epochs(path: Path) -> tuple[LeaderEpochCache, bool]:
@@ -931,9 +944,12 @@ def _epoch_observer(epochs: LeaderEpochCache) -> Callable[[BatchHeader], None]:
 
 
 def _rebuild_epochs(epochs: LeaderEpochCache, segments: list[LogSegment]) -> None:
-    """Rebuild a lost or unreadable epoch checkpoint from the batch headers."""
+    """Rebuild a lost or unreadable epoch checkpoint from the batch headers, and write it
+    durably at once: the recovery point may already be past these batches, so a crash
+    before the next flush would find the file trusted and short of them."""
     epochs.clear()
     observe = _epoch_observer(epochs)
     for segment in segments:
         for _, header in scan_headers(segment.pread, 0, segment.size_bytes, segment.damaged):
             observe(header)
+    epochs.flush()

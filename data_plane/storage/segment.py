@@ -17,6 +17,12 @@ segment is idle, in which case the next use reopens it (at the file's end, where
 So nothing keeps a descriptor across a call that could open another segment: scans read
 through ``pread``, which asks for the descriptor at every read. The indexes live in memory
 and their files are opened, written and closed at once; no file is memory-mapped.
+
+A new log's first segment is created *without a file* (``create(..., lazy=True)``): its
+``.log`` file is created by the first write that needs the descriptor (an append), and an
+empty segment has nothing to flush, read or scan. A broker creating 50,000 replicas, most of
+which may never see a record, then pays a directory each instead of a file, an open
+descriptor in the budget and the unlinks of two index files.
 """
 
 from __future__ import annotations
@@ -115,6 +121,7 @@ class LogSegment:
         self.log_path = stem.with_suffix(".log")
         self._fd = -1  # -1 while the handle cache has it closed
         self._released = False  # closed for good: a use is an error, not a reopen
+        self.has_file = True  # False until a lazily created segment's first write creates its .log file
         self.settings = settings
         self.offset_index = OffsetIndex(stem.with_suffix(".index"))
         self.time_index = TimeIndex(stem.with_suffix(".timeindex"))
@@ -126,12 +133,16 @@ class LogSegment:
     # ---------------------------------------------------------------- lifecycle
 
     @classmethod
-    def create(cls, directory: Path, base_offset: int, settings: LogSettings) -> "LogSegment":
-        """A new empty segment; fails if its log file already exists."""
+    def create(cls, directory: Path, base_offset: int, settings: LogSettings, *, lazy: bool = False) -> "LogSegment":
+        """A new empty segment; fails if its log file already exists. A ``lazy`` one (only
+        for a directory known to hold no file of this segment: a new log's, or one whose
+        segments recovery all removed) creates nothing now: its first use of ``fd`` does."""
         segment = cls(directory, base_offset, settings)
-        segment._fd = HANDLES.open(segment, segment.log_path, os.O_RDWR | os.O_CREAT | os.O_EXCL)
-        segment.offset_index.clear()
-        segment.time_index.clear()
+        segment.has_file = False
+        if not lazy:
+            segment.pread(0, 0)  # the first use of the descriptor creates the file
+            segment.offset_index.clear()
+            segment.time_index.clear()
         return segment
 
     @classmethod
@@ -162,6 +173,10 @@ class LogSegment:
             return fd
         if self._released:
             raise OSError(errno.EBADF, "segment file already closed", str(self.log_path))
+        if not self.has_file:  # a lazily created segment's first use: create its file
+            self._fd = HANDLES.open(self, self.log_path, os.O_RDWR | os.O_CREAT | os.O_EXCL)
+            self.has_file = True
+            return self._fd
         fd = HANDLES.open(self, self.log_path, os.O_RDWR)
         try:
             os.lseek(fd, 0, os.SEEK_END)  # appends write at the descriptor's position: the file's end
@@ -213,7 +228,9 @@ class LogSegment:
         self.time_index.clear()
 
     def flush(self) -> None:
-        """Make the batches and both indexes durable."""
+        """Make the batches and both indexes durable (a segment with no file yet has none)."""
+        if not self.has_file:
+            return
         os.fdatasync(self.fd)
         self.offset_index.persist(fsync=True)
         self.time_index.persist(fsync=True)

@@ -8,6 +8,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
+import structlog.testing
 
 from data_plane.broker import controller_link
 from data_plane.broker.config import BrokerConfig
@@ -220,3 +221,18 @@ def test_a_new_leader_epoch_under_the_same_leader_makes_the_fetcher_look_at_the_
     step(manager, image, [PartitionChangeRecord("tid", 9, 0, leader=2)])  # the same leader, a new epoch
     assert manager.partitions[("t", 9)].state.leader_epoch == 1 and manager.fetcher_syncs == syncs
     assert manager.rechecked == [{("t", 9)}]
+
+
+def test_one_info_line_per_metadata_batch_and_no_file_per_new_replica(manager: Counting) -> None:
+    """Creating replicas logs one line for the batch, with its counts and metadata offset (each
+    replica's own line is debug), and opens no file: a new replica is a directory until its
+    first record; a leader's epoch waits for its log's first flush."""
+    with structlog.testing.capture_logs() as logs:
+        image = start(manager)
+        step(manager, image, [PartitionChangeRecord("tid", 8, 0, leader=1), PartitionChangeRecord("tid", 9, 0, isr=(2, 1))])
+    info = [entry for entry in logs if entry["log_level"] != "debug"]
+    assert [entry["event"] for entry in info] == ["metadata applied to replicas"] * 2, info
+    assert {k: info[0][k] for k in ("metadata_offset", "created", "changed", "leading", "following")} == {
+        "metadata_offset": image.offset, "created": PARTITIONS, "changed": 0, "leading": 0, "following": PARTITIONS}
+    assert {k: info[1][k] for k in ("created", "changed", "leading", "following")} == {"created": 0, "changed": 2, "leading": 1, "following": 1}
+    assert [path for path in manager.logs.data_dir.glob("t-*/*")] == []

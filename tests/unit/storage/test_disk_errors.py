@@ -156,9 +156,9 @@ def test_injected_eio_fails_appends_or_only_rolls_and_takes_the_partition_offlin
 
 
 def test_a_leader_epoch_checkpoint_that_cannot_be_written_takes_the_log_offline(log_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A new leader assigns its epoch outside any log call; the write failing (no descriptor
-    left for leader-epoch-checkpoint.tmp) must still take the log offline, with advice about
-    descriptors, not escape as a bare OSError."""
+    """A new leader assigns its epoch outside any log call and the log's next flush writes
+    it; the write failing (no descriptor left for leader-epoch-checkpoint.tmp) must take the
+    log offline, with advice about descriptors, not escape as a bare OSError."""
     plog = PartitionLog.open(log_dir, small_settings(), now_ms=0)
     fill(plog, 2)
     real_open = checkpoint_file.os.open
@@ -169,8 +169,9 @@ def test_a_leader_epoch_checkpoint_that_cannot_be_written_takes_the_log_offline(
         return real_open(path, *args)
 
     monkeypatch.setattr(checkpoint_file.os, "open", no_descriptor)
+    plog.leader_epoch_cache.assign(3, plog.log_end_offset)
     with pytest.raises(StorageError, match="leader-epoch-checkpoint.tmp.*ran out of file descriptors.*open-file limit"):
-        plog.leader_epoch_cache.assign(3, plog.log_end_offset)
+        plog.flush()
     assert plog.is_offline and plog.offline_error.errno == errno.EMFILE
 
 

@@ -57,6 +57,8 @@ def test_checkpoint_file_round_trip_and_corruption(tmp_path: Path) -> None:
     c = LeaderEpochCache(path)
     c.assign(0, 0)
     c.assign(3, 17)
+    assert not path.exists()  # assignments wait for the log's next flush
+    c.flush()
     assert path.read_text() == "0\n2\n0 0\n3 17\n"
     assert LeaderEpochCache.load(path).entries == [(0, 0), (3, 17)]
     assert not list(tmp_path.glob("*.tmp"))
@@ -65,10 +67,13 @@ def test_checkpoint_file_round_trip_and_corruption(tmp_path: Path) -> None:
         LeaderEpochCache.load(path)
 
 
-def test_only_the_first_checkpoint_of_a_new_file_skips_fsync(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Losing or tearing the first checkpoint is harmless (the log rebuilds a missing or
-    unreadable one from its batches); every later write replaces a checkpoint a reader
-    trusts, so it must be durable."""
+def test_assignments_wait_for_the_flush_and_only_the_first_file_skips_fsync(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An assignment (a new leader's epoch, a follower's first batch of an epoch) writes
+    nothing: the log's next flush does, durably, before the recovery point passes a record
+    of that epoch (until then recovery finds the epoch again in the batches). Losing or
+    tearing the first checkpoint file is harmless (the log rebuilds a missing or unreadable
+    one from its batches); every later write replaces a checkpoint a reader trusts, so it
+    must be durable."""
     import os
 
     fsyncs: list[int] = []
@@ -77,8 +82,14 @@ def test_only_the_first_checkpoint_of_a_new_file_skips_fsync(tmp_path: Path, mon
     path = tmp_path / "leader-epoch-checkpoint"
     c = LeaderEpochCache(path)
     c.assign(0, 0)
+    c.assign(1, 5)
+    assert not path.exists() and fsyncs == []
+    c.truncate_from_end(5)  # the first file: no fsync
     assert path.read_text() == "0\n1\n0 0\n" and fsyncs == []
     c.assign(1, 5)
+    assert path.read_text() == "0\n1\n0 0\n"
+    c.flush()
+    assert LeaderEpochCache.load(path).entries == [(0, 0), (1, 5)]
     assert len(fsyncs) == 2  # the temp file and the directory
     again = LeaderEpochCache.load(path)
     again.truncate_from_end(5)

@@ -109,7 +109,7 @@ def test_out_of_descriptors_below_the_budget_shrinks_it(tmp_path: Path, monkeypa
         return real_open(path, flags, mode)
 
     monkeypatch.setattr(file_handles.os, "open", emfile_once)
-    PartitionLog.open(tmp_path / "t-new", small_settings(), now_ms=0)
+    fill(PartitionLog.open(tmp_path / "t-new", small_settings(), now_ms=0), 1)  # its first record opens its first file
     assert cache.capacity == 6 and cache.open_count == 6
     assert all(offsets(plog.read(0, 1 << 20).data) == [0, 1, 2] for plog in logs)  # the closed ones reopen
     assert cache.open_count == 6

@@ -64,7 +64,7 @@ def test_recovery_rebuilds_indexes_and_the_epoch_cache(log_dir: Path) -> None:
     _, data, found = crashed_log(log_dir)
     for path in log_dir.glob("*index"):
         path.write_bytes(b"\x01" * 2400)  # longer than the real index: no stale entries may survive
-    (log_dir / "leader-epoch-checkpoint").unlink()
+    (log_dir / "leader-epoch-checkpoint").unlink(missing_ok=True)  # (a log never flushed has none yet)
     again = PartitionLog.open(log_dir, small_settings(), now_ms=0)
     assert again.read(0, 1 << 20).data == data
     assert again.offset_for_timestamp(1020) == found
@@ -138,7 +138,7 @@ def test_a_new_log_whose_first_epoch_checkpoint_was_torn_rebuilds_it(log_dir: Pa
     torn even below an fsynced log, and even a clean load must then rebuild the cache from
     the batches rather than trust it."""
     plog = PartitionLog.open(log_dir, small_settings(), now_ms=0)
-    assert [p.suffix for p in log_dir.iterdir()] == [".log"]  # a new log: its first segment, nothing else yet
+    assert list(log_dir.iterdir()) == []  # a new log: no file until its first record
     fill(plog, 30, epoch=1)
     plog.close()
     assert plog.leader_epoch_cache.entries == [(1, 0)]
@@ -167,3 +167,19 @@ def test_closing_a_log_never_written_needs_no_fsync(tmp_path: Path, monkeypatch:
     fsyncs.clear()
     PartitionLog.open(tmp_path / "written-0", small_settings(), now_ms=0).close()  # loaded from disk: flushed as before
     assert fsyncs
+
+
+def test_a_recovery_point_moved_past_rolled_segments_carries_their_epochs(log_dir: Path) -> None:
+    """Epoch assignments are written by the log's flush; the periodic flush of rolled segments
+    moves the recovery point past records too, so it must write them first: after a crash,
+    recovery only rescans above the recovery point and trusts the checkpoint below."""
+    plog = PartitionLog.open(log_dir, small_settings(), now_ms=0)
+    fill(plog, 2, epoch=1)
+    plog.flush()  # the checkpoint on disk: epoch 1 only
+    fill(plog, 30, epoch=2)  # rolls several segments
+    plog.maybe_flush(now_ms=0)
+    assert plog.recovery_point == plog.active.base_offset > 6
+    entries = plog.leader_epoch_cache.entries
+    crash(plog)
+    again = PartitionLog.open(log_dir, small_settings(), now_ms=0, recovery_point=plog.recovery_point)
+    assert again.leader_epoch_cache.entries == entries == [(1, 0), (2, 6)]
