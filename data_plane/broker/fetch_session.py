@@ -46,7 +46,7 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, AsyncIterator, Callable
 
-from data_plane.partition_errors import to_wire
+from data_plane.partition_errors import PartitionError, to_wire
 from data_plane.broker.partition import Partition
 from data_plane.record_batch import iter_headers
 from data_plane.requests import ReplicaFetchItem, ReplicaFetchResult
@@ -167,9 +167,12 @@ class FetchSession:
         start, end = held.served_end, partition.log_end_offset
         if pushed is None and held.item.fetch_offset != start:
             return False  # behind, truncated, restarted or not served yet: it fetches
-        if end <= start or self._push_room <= 0 or held.item.current_leader_epoch != partition.state.leader_epoch:
+        if start < 0 or end <= start or self._push_room <= 0 or held.item.current_leader_epoch != partition.state.leader_epoch:
             return False
-        data = partition.read(start, self._push_room, end)  # the append's own bytes, from the log's tail
+        try:
+            data = partition.read(start, self._push_room, end)  # the append's own bytes, from the log's tail
+        except PartitionError:
+            return False  # the round serves it and answers the error
         if pushed is None:
             pushed = self._pushed[held.tp] = ReplicaFetchResult(held.tp[0], held.tp[1], data=data)
         else:
