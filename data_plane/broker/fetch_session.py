@@ -96,8 +96,8 @@ class HeldPartition:
         self.item = item
 
     def sent(self, result: ReplicaFetchResult, unsent: bool) -> None:
-        """``result`` goes to the follower: it may now hold every record in it, and when it
-        got records up to our log end it is caught up asking there."""
+        """``result`` (served by the round) goes to the follower: it may now hold every record
+        in it, and when it got records up to our log end it is caught up asking there."""
         served = not result.failed and result.diverging is None and not unsent
         self.served_end = result.log_end_offset if served else -1
         if result.data:
@@ -181,7 +181,7 @@ class FetchSession:
         pushed.high_watermark, pushed.log_start_offset = partition.high_watermark, partition.log_start_offset
         pushed.log_end_offset = end
         unsent = records_end(data) < end
-        held.sent(pushed, unsent)
+        held.served_end = -1 if unsent else end  # where the next append's push starts (-1: none, fetch the rest)
         if unsent:
             self._unsent.add(held.tp)
         self._wake.set()
@@ -231,7 +231,9 @@ class FetchSession:
             pushed, self._pushed = self._pushed, {}
             answer_now = bool(pushed)
             for tp, result in pushed.items():
-                if tp not in due:  # a change since the push is served in full below instead
+                held = self.held.get(tp)
+                if held is not None and tp not in due:  # a change since the push is served in full below instead
+                    held.sent_to = max(held.sent_to, records_end(result.data))
                     answers[tp] = result
                     total += len(result.data)
             now_ms = replicas.clock_ms()
