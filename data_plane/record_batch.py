@@ -410,6 +410,12 @@ def read_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeade
     return BatchHeader._make(_HEADER.unpack_from(buf, pos))
 
 
+def first_base_offset(buf: bytes | bytearray | memoryview) -> int:
+    """The base offset of the first batch in ``buf``; -1 when it holds no whole header (the
+    receiver's checks of the batches themselves come later, at the append)."""
+    return read_header(buf).base_offset if len(buf) >= _HEADER.size else -1
+
+
 def _checked_header(buf: bytes | bytearray | memoryview, pos: int, max_bytes: int | None) -> BatchHeader:
     """Header at ``pos`` after the structural checks (length fits, magic, counts); no CRC."""
     available = len(buf) - pos if max_bytes is None else min(max_bytes, len(buf) - pos)

@@ -17,6 +17,23 @@ so a round costs what changed, never what the session holds:
 - like any fetch it is a long poll: with no records, divergence or error to give it waits
   for the next change of a held partition, at most the request's wait.
 
+Push: while a request is held, an append to a held partition whose follower is caught up
+(it asks at the log end it was last served, in the leader epoch of this replica) builds that
+partition's answer in the appending task itself (`HeldPartition.__call__`, `FetchSession.push`):
+the records are the bytes the append just stamped (the log's tail), the answer waits in the
+session's outbox and the held round hands it to gRPC as it is, serving and reading nothing.
+Appends that come while it waits (before the stream's task runs) are added to the same answer,
+so under load one message still carries every batch appended meanwhile. The follower's next
+request is its acknowledgement, served like any fetch through `FetchServing.serve_follower`
+and the leader core. A follower that is not caught up (behind, restarted, truncated, or a
+leader epoch behind) is served by fetching, as before, and is pushed to again once its request
+reaches the log end. grpc.aio writes only from a coroutine and one at a time per stream, so
+the stream's own task still hands the answer over: that wake-up is the one hop left.
+
+What a follower acknowledges counts only up to what it can hold: where it first asked in this
+session (in its leader epoch), or the end of the records sent to it since
+(`HeldPartition.sent_to`, given to the core as `FollowerFetch.acknowledgeable`).
+
 A partition the session holds but does not serve in a round is still fetched, in Kafka's
 sense: the follower asks again at the same position every round. The leader core learns this
 through the session's lease (`HeldPartition.vouched_until_ms`), read only when its log end
@@ -29,8 +46,9 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, AsyncIterator, Callable
 
-from data_plane.partition_errors import to_wire
+from data_plane.partition_errors import PartitionError, to_wire
 from data_plane.broker.partition import Partition
+from data_plane.record_batch import iter_headers
 from data_plane.requests import ReplicaFetchItem, ReplicaFetchResult
 from data_plane.replication.partition_state import FollowerFetch
 from kraftlog_proto import broker_pb2
@@ -51,9 +69,10 @@ EXPECTING_POLL_S = 0.01
 class HeldPartition:
     """One partition a session holds: the position the follower last named, what this leader
     last answered, the partition being watched, and the lease the leader core reads. Calling
-    it marks the partition changed (it is its partition's watcher)."""
+    it (it is its partition's watcher) pushes what was just appended, or marks the partition
+    changed for the next round."""
 
-    __slots__ = ("tp", "session", "item", "answered", "watched", "released_ms")
+    __slots__ = ("tp", "session", "item", "answered", "watched", "released_ms", "served_end", "sent_to")
 
     def __init__(self, tp: TopicPartition, session: FetchSession, item: ReplicaFetchItem) -> None:
         self.tp = tp
@@ -62,9 +81,27 @@ class HeldPartition:
         self.answered: tuple[int, int] | None = None  # (HW, log start) last answered
         self.watched: Partition | None = None
         self.released_ms: int | None = None
+        self.served_end = -1  # our log end when last served records to the end (-1: not so)
+        self.sent_to = item.fetch_offset  # the furthest offset the follower can hold from this session
 
     def __call__(self) -> None:
-        self.session.mark_changed(self.tp)
+        if not self.session.push(self):
+            self.session.mark_changed(self.tp)
+
+    def renew(self, item: ReplicaFetchItem) -> None:
+        """The follower named the partition again. In a new leader epoch what it can
+        acknowledge starts over where it asks (it may have fetched from another leader)."""
+        if item.current_leader_epoch != self.item.current_leader_epoch:
+            self.sent_to = item.fetch_offset
+        self.item = item
+
+    def sent(self, result: ReplicaFetchResult, unsent: bool) -> None:
+        """``result`` (served by the round) goes to the follower: it may now hold every record
+        in it, and when it got records up to our log end it is caught up asking there."""
+        served = not result.failed and result.diverging is None and not unsent
+        self.served_end = result.log_end_offset if served else -1
+        if result.data:
+            self.sent_to = max(self.sent_to, result.log_end_offset if not unsent else records_end(result.data))
 
     def vouched_until_ms(self) -> int:
         """The session's last round that still held this partition."""
@@ -96,6 +133,9 @@ class FetchSession:
         self._unsent: set[TopicPartition] = set()  # records left out of the last answer
         self._expected: dict[TopicPartition, float] = {}  # partitions this leader now leads, until the follower names them
         self._cut_short = False  # answer the round being held now (a partition was just expected)
+        self._holding = False  # a round waits: an append may push into its answer
+        self._pushed: dict[TopicPartition, ReplicaFetchResult] = {}  # the held round's answers, built by appends
+        self._push_room = 0  # bytes the held round's answer has left
         self._wake = Nudge()
 
     def expect(self, tp: TopicPartition) -> None:
@@ -113,6 +153,39 @@ class FetchSession:
     def mark_changed(self, tp: TopicPartition) -> None:
         self._changed.add(tp)
         self._wake.set()
+
+    def push(self, held: HeldPartition) -> bool:
+        """Called by an append (or any change) to ``held``'s partition, in the appending task:
+        while a round is held and the follower asks at the log end it was last served, in
+        this replica's leader epoch, put the records appended since into the held round's
+        answer (adding to one already waiting there). False when this is no push: the round
+        serves the change itself."""
+        partition = held.watched
+        if not self._holding or partition is None or not partition.is_leader:
+            return False
+        pushed = self._pushed.get(held.tp)
+        start, end = held.served_end, partition.log_end_offset
+        if pushed is None and held.item.fetch_offset != start:
+            return False  # behind, truncated, restarted or not served yet: it fetches
+        if start < 0 or end <= start or self._push_room <= 0 or held.item.current_leader_epoch != partition.state.leader_epoch:
+            return False
+        try:
+            data = partition.read(start, self._push_room, end)  # the append's own bytes, from the log's tail
+        except PartitionError:
+            return False  # the round serves it and answers the error
+        if pushed is None:
+            pushed = self._pushed[held.tp] = ReplicaFetchResult(held.tp[0], held.tp[1], data=data)
+        else:
+            pushed.data += data
+        self._push_room -= len(data)
+        pushed.high_watermark, pushed.log_start_offset = partition.high_watermark, partition.log_start_offset
+        pushed.log_end_offset = end
+        unsent = records_end(data) < end
+        held.served_end = -1 if unsent else end  # where the next append's push starts (-1: none, fetch the rest)
+        if unsent:
+            self._unsent.add(held.tp)
+        self._wake.set()
+        return True
 
     def close(self) -> None:
         """The stream ended: stop watching. The leases stay as they are, frozen at the last
@@ -134,7 +207,7 @@ class FetchSession:
             if held is None:
                 self.held[tp] = HeldPartition(tp, self, item)
             else:
-                held.item = item
+                held.renew(item)
         return set(named)
 
     async def round(self, replica_id: int, broker_epoch: int, max_wait_ms: int, max_bytes: int, full: bool,
@@ -155,7 +228,14 @@ class FetchSession:
             self._wake.clear()
             due |= self._changed
             self._changed = set()
-            answer_now = False
+            pushed, self._pushed = self._pushed, {}
+            answer_now = bool(pushed)
+            for tp, result in pushed.items():
+                held = self.held.get(tp)
+                if held is not None and tp not in due:  # a change since the push is served in full below instead
+                    held.sent_to = max(held.sent_to, records_end(result.data))
+                    answers[tp] = result
+                    total += len(result.data)
             now_ms = replicas.clock_ms()
             broker = replicas.broker_status(replica_id)
             for tp in sorted(due):
@@ -164,9 +244,11 @@ class FetchSession:
                     continue
                 item = held.item
                 fetch = FollowerFetch(replica_id, broker_epoch, item.current_leader_epoch, item.fetch_offset,
-                                      item.last_fetched_epoch, session=held, durable_offset=item.durable_offset)
+                                      item.last_fetched_epoch, session=held, durable_offset=item.durable_offset,
+                                      acknowledgeable=held.sent_to)
                 result, partition, unsent = replicas.reads.serve_follower(tp[0], tp[1], fetch, broker, max_bytes - total, now_ms)
                 held.watch(partition)
+                held.sent(result, unsent)
                 if unsent:
                     self._unsent.add(tp)
                 total += len(result.data)
@@ -180,7 +262,11 @@ class FetchSession:
             self._cut_short = False
             if answer_now or self._unsent or remaining <= 0:
                 break
-            await self._wake.wait(remaining)
+            self._holding, self._push_room = True, max_bytes - total
+            try:
+                await self._wake.wait(remaining)
+            finally:
+                self._holding = False
         for tp, result in answers.items():
             held = self.held.get(tp)
             if held is not None and not result.failed:
@@ -210,6 +296,12 @@ async def serve_stream(replicas: ReplicaManager, requests: AsyncIterator[broker_
         session.close()
         if replica_id is not None:
             replicas.fetch_sessions.remove(replica_id, session)
+
+
+def records_end(data: bytes) -> int:
+    """The offset after the last record of whole batches ``data``."""
+    *_, (_, last) = iter_headers(data)
+    return last.last_offset + 1
 
 
 def to_response(results: list[ReplicaFetchResult]) -> broker_pb2.ReplicaFetchResponse:

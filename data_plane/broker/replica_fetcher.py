@@ -47,6 +47,7 @@ from data_plane.partition_errors import PartitionError
 from data_plane.broker.fetch_round import RoundPlan, plan_round, skip_changes
 from data_plane.broker.partition import Partition
 from data_plane.broker.replica_manager import ReplicaManager, TopicPartition
+from data_plane.record_batch import first_base_offset
 from data_plane.replication.divergence import DivergingEpoch
 from data_plane.replication.follower import (
     Append,
@@ -311,6 +312,7 @@ def leader_answer(answer: broker_pb2.ReplicaFetchPartitionResponse, asked: Fetch
         high_watermark=answer.high_watermark, log_start_offset=answer.log_start_offset,
         log_end_offset=answer.log_end_offset,
         diverging=None if diverging is None else DivergingEpoch(diverging.epoch, diverging.end_offset),
+        records_base_offset=first_base_offset(answer.batches),
     )
 
 

@@ -11,8 +11,10 @@ tests (`tests/unit/replication/`).
 The rules, in the order `decide` applies them:
 
 1. **Stale answers are dropped.** An answer is applied only if the follower still follows the
-   same leader epoch from the same log end it asked with: leadership or the log moved while
-   the answer was in flight (the follower half of leader-epoch fencing).
+   same leader epoch from the same log end it asked with, and its records start at that log
+   end: leadership or the log moved while the answer was in flight (the follower half of
+   leader-epoch fencing), or a pushed answer does not continue this log (the leader pushes
+   what it appends to a follower asking at its log end, `data_plane/broker/fetch_session.py`).
 2. **OFFSET_OUT_OF_RANGE** (Kafka's `AbstractFetcherThread.fetchOffsetAndTruncate`): the
    leader could not place our fetch offset, or could not place our last epoch in its history.
    - The leader's log ends before ours: truncate to its end (the rule Kafka keeps for a
@@ -90,6 +92,7 @@ class LeaderAnswer(NamedTuple, Generic[Records]):
     log_start_offset: int
     log_end_offset: int
     diverging: DivergingEpoch | None = None
+    records_base_offset: int = -1  # where ``records`` start (-1: no records)
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +162,8 @@ def drop_stale_answers(log: FollowerLog, answer: LeaderAnswer) -> str | None:
         return f"asked in leader epoch {answer.asked_leader_epoch}, now following {log.leader_epoch}"
     if answer.asked_fetch_offset != log.log_end_offset:
         return f"asked from offset {answer.asked_fetch_offset}, the log now ends at {log.log_end_offset}"
+    if answer.records_base_offset >= 0 and answer.records_base_offset != log.log_end_offset:
+        return f"records start at offset {answer.records_base_offset}, the log ends at {log.log_end_offset}"
     return None
 
 

@@ -41,6 +41,10 @@ Rules implemented (docs/architecture.md, "Replication"; Kafka `Partition.scala`)
   When our LEO moves past a follower that was at it, the follower counts as caught up until
   the session's last round that still held the partition (`FetchSessionLease`), as if it had
   fetched at our LEO in each of those rounds (Kafka sees one fetch per round instead).
+- Push: a session that pushes appended records to a follower tells how far the follower can
+  hold records from it (`FollowerFetch.acknowledgeable`); a fetch offset past that (or past our
+  log start, where a follower that restarts at it begins) counts only up to it, so a follower
+  acknowledging records it never received moves neither the HW nor its ISR standing.
 """
 
 from dataclasses import dataclass, field
@@ -85,6 +89,7 @@ class FollowerFetch:
     last_fetched_epoch: int
     session: FetchSessionLease | None = None
     durable_offset: int = UNKNOWN_OFFSET  # the follower's log is fsynced below this (fsync durability only)
+    acknowledgeable: int | None = None  # a pushing session's bound on what the follower can hold (None: its word)
 
 
 @dataclass
@@ -306,7 +311,7 @@ class LeaderPartitionState:
         )
         if not isinstance(check, ServeFrom):
             return FetchDecisions(check)
-        self._update_progress(fetch, now_ms)
+        self._update_progress(fetch, self._acknowledged(fetch, log_start_offset), now_ms)
         proposal = self._maybe_expand_isr(fetch.replica_id, broker)
         return FetchDecisions(check, self._advance(now_ms, proposal))
 
@@ -401,16 +406,26 @@ class LeaderPartitionState:
                 vouched_ms = min(now_ms, progress.session.vouched_until_ms())
                 progress.last_caught_up_ms = max(progress.last_caught_up_ms, vouched_ms)
 
-    def _update_progress(self, fetch: FollowerFetch, now_ms: int) -> None:
+    @staticmethod
+    def _acknowledged(fetch: FollowerFetch, log_start_offset: int) -> int:
+        """The follower's log end as far as we know it can hold it: its fetch offset, capped
+        by what a pushing session sent it (a follower restarting at our log start holds
+        nothing below it, so that much always counts)."""
+        if fetch.acknowledgeable is None:
+            return fetch.fetch_offset
+        return min(fetch.fetch_offset, max(fetch.acknowledgeable, log_start_offset))
+
+    def _update_progress(self, fetch: FollowerFetch, reached: int, now_ms: int) -> None:
         """Kafka's `Replica.updateFetchState`: a follower is caught up at the time of a fetch
-        that reached our LEO, or reached the LEO we had at its previous fetch."""
+        that reached our LEO, or reached the LEO we had at its previous fetch. ``reached`` is
+        the fetch offset as far as it counts (`_acknowledged`)."""
         progress = self.progress[fetch.replica_id]
-        if fetch.fetch_offset >= self.log_end_offset:
+        if reached >= self.log_end_offset:
             progress.last_caught_up_ms = max(progress.last_caught_up_ms, now_ms)
-        elif fetch.fetch_offset >= progress.last_fetch_leader_log_end_offset >= 0:
+        elif reached >= progress.last_fetch_leader_log_end_offset >= 0:
             progress.last_caught_up_ms = max(progress.last_caught_up_ms, progress.last_fetch_ms)
-        progress.log_end_offset = fetch.fetch_offset
-        progress.durable_offset = min(fetch.durable_offset, fetch.fetch_offset)
+        progress.log_end_offset = reached
+        progress.durable_offset = min(fetch.durable_offset, reached)
         progress.last_fetch_leader_log_end_offset = self.log_end_offset
         progress.last_fetch_ms = now_ms
         progress.broker_epoch = fetch.broker_epoch

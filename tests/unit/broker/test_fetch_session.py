@@ -112,3 +112,47 @@ def test_a_new_leadership_answers_the_held_poll_of_its_followers_at_once(tmp_pat
 
     asyncio.run(scenario())
     replicas.fetch_sessions.remove(FOLLOWER, session)
+
+
+def test_an_append_pushes_into_a_caught_up_followers_held_round(tmp_path: Path) -> None:
+    """A held round whose follower asks at the log end gets an append's records from the
+    append itself (no serve, no read through the fetch path); appends before the round runs
+    join the same answer; the follower's next request is the acknowledgement that moves the
+    HW. A follower not at the log end is served by fetching."""
+    replicas, led, broker_epoch = leader_with_partitions(tmp_path)
+    session = FetchSession(replicas)
+    tp = led[0]
+
+    async def scenario() -> None:
+        await session.round(FOLLOWER, broker_epoch, WAIT_MS, MIB, True, [at(replicas, p, 0) for p in led])
+        served = recording(replicas)
+        held = asyncio.ensure_future(session.round(FOLLOWER, broker_epoch, 10_000, MIB, False, []))
+        await wait_holding(session)
+        for _ in range(2):
+            [produced] = await replicas.produce(1, 1000, [ProduceItem(*tp, batch(3))])
+            assert not produced.failed, produced.error
+        [answer] = await held
+        assert (answer.topic, answer.partition) == tp and answer.log_end_offset == 6
+        assert replicas.partitions[tp].read(0, MIB, 6) == answer.data  # both batches, in one answer
+        assert served == []  # pushed: the fetch path served nothing
+        answers = await session.round(FOLLOWER, broker_epoch, WAIT_MS, MIB, False, [at(replicas, tp, 6)])
+        assert [(a.topic, a.partition, a.high_watermark) for a in answers] == [(*tp, 6)]
+
+        # behind: asks at 3 of 6 (it dropped part of what it got); an append is fetched, from 3
+        served.clear()
+        first = await session.round(FOLLOWER, broker_epoch, WAIT_MS, MIB, False, [at(replicas, tp, 3)])
+        assert [a.data for a in first] == [replicas.partitions[tp].read(3, MIB, 6)]
+        held = asyncio.ensure_future(session.round(FOLLOWER, broker_epoch, 10_000, MIB, False, []))
+        await wait_holding(session)
+        served.clear()
+        await replicas.produce(1, 1000, [ProduceItem(*tp, batch(3))])
+        [answer] = await held
+        assert served == [tp] and answer.data == replicas.partitions[tp].read(3, MIB, 9)
+
+    asyncio.run(scenario())
+
+
+async def wait_holding(session: FetchSession) -> None:
+    """Until the session's round waits (an event, not a time: the round sets it before its wait)."""
+    while not session._holding:
+        await asyncio.sleep(0)
