@@ -70,6 +70,10 @@ class ChannelPool(_Pool[Stub]):
             channel.close()
 
 
+# How long calls on a replaced channel may go on before it is closed under them.
+REPLACED_CHANNEL_GRACE_S = 30.0
+
+
 class AioChannelPool(_Pool[Stub]):
     """``grpc.aio`` channels; use only from the event loop that opened them.
 
@@ -89,7 +93,7 @@ class AioChannelPool(_Pool[Stub]):
         # and options, so a new channel would inherit the backoff it is meant to skip.
         own_connection = [("grpc.use_local_subchannel_pool", 1)]
         super().__init__(stub_class, [*options, *own_connection], _opener(grpc.aio.insecure_channel, grpc.aio.secure_channel, credentials))
-        self._closing: set[asyncio.Task[None]] = set()
+        self._retired: dict[Any, asyncio.Task[None]] = {}  # replaced channels, closing once their calls end
 
     def stub(self, address: str) -> Stub:
         """The stub for ``address``, on a new channel if its channel is waiting out a failed
@@ -99,15 +103,25 @@ class AioChannelPool(_Pool[Stub]):
             with self._lock:
                 if self._channels.get(address) is channel:
                     del self._channels[address], self._stubs[address]
-            closing = asyncio.get_running_loop().create_task(channel.close())
-            self._closing.add(closing)
-            closing.add_done_callback(self._closing.discard)
+                    self._retire(channel)
         return super().stub(address)
+
+    def _retire(self, channel: grpc.aio.Channel) -> None:
+        """Close a replaced channel once its calls have ended. Calls still on it are failing
+        with its connection (UNAVAILABLE, which callers retry): closed at once, they would
+        end CANCELLED instead, which callers take for a bug."""
+        closing = asyncio.get_running_loop().create_task(channel.close(grace=REPLACED_CHANNEL_GRACE_S))
+        self._retired[channel] = closing
+        closing.add_done_callback(lambda _: self._retired.pop(channel, None))
 
     async def close(self) -> None:
         """Closes every channel, giving in-flight calls no grace period."""
         for channel in self._take_channels():
             await channel.close()
+        retired, self._retired = self._retired, {}
+        for channel, closing in retired.items():
+            closing.cancel()
+            await channel.close()  # a close cut short by the cancel is finished here
 
 
 def _opener(insecure: Callable[..., Any], secure: Callable[..., Any], credentials: grpc.ChannelCredentials | None) -> Callable[..., Any]:
