@@ -179,3 +179,18 @@ def test_controlled_shutdown_hands_leaderships_to_in_sync_replicas_in_one_entry(
     assert decision.response.should_shutdown and after.brokers[1].fenced
     assert all(1 not in after.partition("t", n).isr and after.partition("t", n).leader in (2, 3) for n in range(5))
     assert (after.partition("t", 5).leader, after.partition("t", 5).isr, after.partition("t", 5).eligible_leader_replicas) == (NO_LEADER, (), (1,))
+
+
+def test_rebalance_builds_no_election_for_a_partition_its_preferred_replica_leads(monkeypatch):
+    image = with_topic(cluster((1, 2, 3)), "t", 30, 3)
+    image = change(image, 7, leader=image.partition("t", 7).replicas[1])
+    considered: list[int] = []
+    preferred = election.preferred_election
+
+    def counting(p, usable):
+        considered.append(p.partition)
+        return preferred(p, usable)
+
+    monkeypatch.setattr(election, "preferred_election", counting)
+    decision = election.rebalance_leaders(image)
+    assert decision.response == 1 and considered == [7], "only the partition its preferred replica does not lead"
