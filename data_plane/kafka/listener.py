@@ -41,6 +41,9 @@ from data_plane.kafka.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE, SaslConnect
 from server_common.principal import Identity, set_identity
 
 _SIZE = struct.Struct(">i")
+# Kafka's connection.failed.authentication.delay.ms (default 100): how long a connection whose
+# authentication failed stays open after the refusal, unless the client closes it first.
+FAILED_AUTHENTICATION_CLOSE_DELAY_S = 0.1
 
 
 class Unauthenticated(Exception):
@@ -102,6 +105,7 @@ class KafkaListener:
                     await writer.drain()
                 if sasl.closing:
                     log.warning("kafka connection closed: SASL authentication failed or out of turn")
+                    await _client_closed(reader, FAILED_AUTHENTICATION_CLOSE_DELAY_S)
                     break
         except (asyncio.IncompleteReadError, ConnectionError):
             pass  # the client went away
@@ -151,3 +155,14 @@ class KafkaListener:
         if self._answered is not None:
             self._answered(type(request.body).__name__.removesuffix("Request"), time.perf_counter() - started)
         return response, None if response is None else encode_response(request.correlation_id, response)
+
+
+async def _client_closed(reader: asyncio.StreamReader, timeout_s: float) -> None:
+    """Wait for the client to close its side, at most ``timeout_s``: as Kafka does after a
+    failed authentication. Closing at once can put the refusal and the end of the stream in one
+    read of a client that reads late, and a client may then drop the refusal and report a lost
+    connection instead of bad credentials (kafka-python 3 does), so the user never sees why."""
+    try:
+        await asyncio.wait_for(reader.read(), timeout_s)
+    except (TimeoutError, OSError):
+        pass  # the delay passed, or the connection broke: it closes either way

@@ -226,8 +226,12 @@ def test_a_new_leader_epoch_under_the_same_leader_makes_the_fetcher_look_at_the_
 def test_one_info_line_per_metadata_batch_and_no_file_per_new_replica(manager: Counting) -> None:
     """Creating replicas logs one line for the batch, with its counts and metadata offset (each
     replica's own line is debug), and opens no file: a new replica is a directory until its
-    first record; a leader's epoch waits for its log's first flush."""
+    first record; a leader's epoch waits for its log's first flush. Logging as a fresh process
+    has it: an earlier test may have configured structlog to drop info lines, and a logger it
+    cached would not see ``capture_logs``."""
+    structlog.reset_defaults()
     with structlog.testing.capture_logs() as logs:
+        manager._log = structlog.get_logger("broker.replicas").bind(broker_id=1)
         image = start(manager)
         step(manager, image, [PartitionChangeRecord("tid", 8, 0, leader=1), PartitionChangeRecord("tid", 9, 0, isr=(2, 1))])
     info = [entry for entry in logs if entry["log_level"] != "debug"]
