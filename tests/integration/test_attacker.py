@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from metadata_quorum.security_client import SecurityClient
+from server_common.waiting import wait_for
 from tests.cluster import TestCluster, local_cluster
 from tests.integration.test_authz import issue_app_certificate
 from tests.integration.test_metrics import give_metrics_ports, metrics_port
@@ -48,10 +49,18 @@ def cluster(tmp_path_factory) -> TestCluster:
 
 
 def leadership(cluster: TestCluster) -> tuple[int, int]:
-    """(active controller, its Raft term): any election since changes the term."""
-    with cluster.controller_client() as client:
-        leader = next(m for m in client.describe_quorum() if m.state == "leader")
-    return leader.controller_id, leader.raft_term
+    """(active controller, its Raft term) once every controller follows it in that term: any
+    election since changes the term. A quorum just started may still be settling (a voter
+    that has not heard the first leader yet stands as a candidate): that is not the attack's."""
+    def settled() -> tuple[int, int] | None:
+        with cluster.controller_client() as client:
+            members = client.describe_quorum()
+        leaders = [m for m in members if m.state == "leader"]
+        if len(leaders) != 1 or any(m.state not in ("leader", "follower") or m.raft_term != leaders[0].raft_term for m in members):
+            return None
+        return leaders[0].controller_id, leaders[0].raft_term
+
+    return wait_for(settled, 30, "every controller following one leader in one term")
 
 
 @dataclass
