@@ -301,7 +301,7 @@ async def serve_stream(replicas: ReplicaManager, requests: AsyncIterator[broker_
 def records_end(data: bytes) -> int:
     """The offset after the last record of whole batches ``data``."""
     *_, (_, last) = iter_headers(data)
-    return last.last_offset + 1
+    return last.next_offset
 
 
 def to_response(results: list[ReplicaFetchResult]) -> broker_pb2.ReplicaFetchResponse:
