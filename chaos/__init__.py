@@ -4,3 +4,5 @@
 the ``workload`` recording a ``history``, the ``nemesis`` carrying out a seeded
 ``schedule``, then the ``checker`` and the ``report``.
 """
+
+import server_common  # noqa: F401  (chooses gRPC's transport before grpc loads: server_common/grpc_core.py)

@@ -7,6 +7,8 @@
 See docs/spark.md.
 """
 
+import server_common  # noqa: F401  (chooses gRPC's transport before grpc loads: server_common/grpc_core.py)
+
 
 def register(spark) -> None:
     """Registers the `kraftlog` data source with a SparkSession."""
