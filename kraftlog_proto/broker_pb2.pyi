@@ -23,20 +23,22 @@ READ_UNCOMMITTED: IsolationLevel
 READ_COMMITTED: IsolationLevel
 
 class ProduceRequest(_message.Message):
-    __slots__ = ("acks", "timeout_ms", "topics", "client_id", "transactional_id", "correlation_id")
+    __slots__ = ("acks", "timeout_ms", "topics", "client_id", "transactional_id", "correlation_id", "add_to_transaction")
     ACKS_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
     TRANSACTIONAL_ID_FIELD_NUMBER: _ClassVar[int]
     CORRELATION_ID_FIELD_NUMBER: _ClassVar[int]
+    ADD_TO_TRANSACTION_FIELD_NUMBER: _ClassVar[int]
     acks: int
     timeout_ms: int
     topics: _containers.RepeatedCompositeFieldContainer[TopicProduceData]
     client_id: str
     transactional_id: str
     correlation_id: int
-    def __init__(self, acks: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[TopicProduceData, _Mapping]]] = ..., client_id: _Optional[str] = ..., transactional_id: _Optional[str] = ..., correlation_id: _Optional[int] = ...) -> None: ...
+    add_to_transaction: bool
+    def __init__(self, acks: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[TopicProduceData, _Mapping]]] = ..., client_id: _Optional[str] = ..., transactional_id: _Optional[str] = ..., correlation_id: _Optional[int] = ..., add_to_transaction: _Optional[bool] = ...) -> None: ...
 
 class TopicProduceData(_message.Message):
     __slots__ = ("topic", "partitions")

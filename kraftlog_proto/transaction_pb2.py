@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from kraftlog_proto import common_pb2 as proto_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17proto/transaction.proto\x12\x0bkraftlog.v1\x1a\x12proto/common.proto\"T\n\x18TxnInitProducerIdRequest\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x1e\n\x16transaction_timeout_ms\x18\x02 \x01(\x05\"\x8b\x01\n\x19TxnInitProducerIdResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.kraftlog.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x13\n\x0bproducer_id\x18\x03 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x04 \x01(\x05\"7\n\x12TxnTopicPartitions\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x12\n\npartitions\x18\x02 \x03(\x05\"\xa8\x01\n\x19\x41\x64\x64PartitionsToTxnRequest\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x13\n\x0bproducer_id\x18\x02 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x03 \x01(\x05\x12/\n\x06topics\x18\x04 \x03(\x0b\x32\x1f.kraftlog.v1.TxnTopicPartitions\x12\x13\n\x0bverify_only\x18\x05 \x01(\x08\"_\n\x1a\x41\x64\x64PartitionsToTxnResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.kraftlog.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\"z\n\rEndTxnRequest\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x13\n\x0bproducer_id\x18\x02 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x03 \x01(\x05\x12\x0e\n\x06\x63ommit\x18\x04 \x01(\x08\x12\x12\n\nkeep_epoch\x18\x05 \x01(\x08\"\x80\x01\n\x0e\x45ndTxnResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.kraftlog.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x13\n\x0bproducer_id\x18\x03 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x04 \x01(\x05\"0\n\x17ListTransactionsRequest\x12\x15\n\rstates_filter\x18\x01 \x03(\t\"i\n\x11ListedTransaction\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x13\n\x0bproducer_id\x18\x02 \x01(\x03\x12\r\n\x05state\x18\x03 \x01(\t\x12\x16\n\x0e\x63oordinator_id\x18\x04 \x01(\x05\"\x93\x01\n\x18ListTransactionsResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.kraftlog.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x34\n\x0ctransactions\x18\x03 \x03(\x0b\x32\x1e.kraftlog.v1.ListedTransaction\"8\n\x1b\x44\x65scribeTransactionsRequest\x12\x19\n\x11transactional_ids\x18\x01 \x03(\t\"\xce\x02\n\x14\x44\x65scribedTransaction\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12*\n\nerror_code\x18\x02 \x01(\x0e\x32\x16.kraftlog.v1.ErrorCode\x12\x15\n\rerror_message\x18\x03 \x01(\t\x12\r\n\x05state\x18\x04 \x01(\t\x12\x13\n\x0bproducer_id\x18\x05 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x06 \x01(\x05\x12\x1e\n\x16transaction_timeout_ms\x18\x07 \x01(\x05\x12\x1c\n\x14transaction_start_ms\x18\x08 \x01(\x03\x12/\n\x06topics\x18\t \x03(\x0b\x32\x1f.kraftlog.v1.TxnTopicPartitions\x12\x16\n\x0e\x63oordinator_id\x18\n \x01(\x05\x12\x16\n\x0elast_update_ms\x18\x0b \x01(\x03\"W\n\x1c\x44\x65scribeTransactionsResponse\x12\x37\n\x0ctransactions\x18\x01 \x03(\x0b\x32!.kraftlog.v1.DescribedTransaction2\xf1\x03\n\x16TransactionCoordinator\x12_\n\x0eInitProducerId\x12%.kraftlog.v1.TxnInitProducerIdRequest\x1a&.kraftlog.v1.TxnInitProducerIdResponse\x12\x65\n\x12\x41\x64\x64PartitionsToTxn\x12&.kraftlog.v1.AddPartitionsToTxnRequest\x1a\'.kraftlog.v1.AddPartitionsToTxnResponse\x12\x41\n\x06\x45ndTxn\x12\x1a.kraftlog.v1.EndTxnRequest\x1a\x1b.kraftlog.v1.EndTxnResponse\x12_\n\x10ListTransactions\x12$.kraftlog.v1.ListTransactionsRequest\x1a%.kraftlog.v1.ListTransactionsResponse\x12k\n\x14\x44\x65scribeTransactions\x12(.kraftlog.v1.DescribeTransactionsRequest\x1a).kraftlog.v1.DescribeTransactionsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17proto/transaction.proto\x12\x0bkraftlog.v1\x1a\x12proto/common.proto\"T\n\x18TxnInitProducerIdRequest\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x1e\n\x16transaction_timeout_ms\x18\x02 \x01(\x05\"\x8b\x01\n\x19TxnInitProducerIdResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.kraftlog.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x13\n\x0bproducer_id\x18\x03 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x04 \x01(\x05\"7\n\x12TxnTopicPartitions\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x12\n\npartitions\x18\x02 \x03(\x05\"\xc1\x01\n\x19\x41\x64\x64PartitionsToTxnRequest\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x13\n\x0bproducer_id\x18\x02 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x03 \x01(\x05\x12/\n\x06topics\x18\x04 \x03(\x0b\x32\x1f.kraftlog.v1.TxnTopicPartitions\x12\x13\n\x0bverify_only\x18\x05 \x01(\x08\x12\x17\n\x0f\x61\x64\x64_for_produce\x18\x06 \x01(\x08\"_\n\x1a\x41\x64\x64PartitionsToTxnResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.kraftlog.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\"z\n\rEndTxnRequest\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x13\n\x0bproducer_id\x18\x02 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x03 \x01(\x05\x12\x0e\n\x06\x63ommit\x18\x04 \x01(\x08\x12\x12\n\nkeep_epoch\x18\x05 \x01(\x08\"\x80\x01\n\x0e\x45ndTxnResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.kraftlog.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x13\n\x0bproducer_id\x18\x03 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x04 \x01(\x05\"0\n\x17ListTransactionsRequest\x12\x15\n\rstates_filter\x18\x01 \x03(\t\"i\n\x11ListedTransaction\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x13\n\x0bproducer_id\x18\x02 \x01(\x03\x12\r\n\x05state\x18\x03 \x01(\t\x12\x16\n\x0e\x63oordinator_id\x18\x04 \x01(\x05\"\x93\x01\n\x18ListTransactionsResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.kraftlog.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x34\n\x0ctransactions\x18\x03 \x03(\x0b\x32\x1e.kraftlog.v1.ListedTransaction\"8\n\x1b\x44\x65scribeTransactionsRequest\x12\x19\n\x11transactional_ids\x18\x01 \x03(\t\"\xce\x02\n\x14\x44\x65scribedTransaction\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12*\n\nerror_code\x18\x02 \x01(\x0e\x32\x16.kraftlog.v1.ErrorCode\x12\x15\n\rerror_message\x18\x03 \x01(\t\x12\r\n\x05state\x18\x04 \x01(\t\x12\x13\n\x0bproducer_id\x18\x05 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x06 \x01(\x05\x12\x1e\n\x16transaction_timeout_ms\x18\x07 \x01(\x05\x12\x1c\n\x14transaction_start_ms\x18\x08 \x01(\x03\x12/\n\x06topics\x18\t \x03(\x0b\x32\x1f.kraftlog.v1.TxnTopicPartitions\x12\x16\n\x0e\x63oordinator_id\x18\n \x01(\x05\x12\x16\n\x0elast_update_ms\x18\x0b \x01(\x03\"W\n\x1c\x44\x65scribeTransactionsResponse\x12\x37\n\x0ctransactions\x18\x01 \x03(\x0b\x32!.kraftlog.v1.DescribedTransaction2\xf1\x03\n\x16TransactionCoordinator\x12_\n\x0eInitProducerId\x12%.kraftlog.v1.TxnInitProducerIdRequest\x1a&.kraftlog.v1.TxnInitProducerIdResponse\x12\x65\n\x12\x41\x64\x64PartitionsToTxn\x12&.kraftlog.v1.AddPartitionsToTxnRequest\x1a\'.kraftlog.v1.AddPartitionsToTxnResponse\x12\x41\n\x06\x45ndTxn\x12\x1a.kraftlog.v1.EndTxnRequest\x1a\x1b.kraftlog.v1.EndTxnResponse\x12_\n\x10ListTransactions\x12$.kraftlog.v1.ListTransactionsRequest\x1a%.kraftlog.v1.ListTransactionsResponse\x12k\n\x14\x44\x65scribeTransactions\x12(.kraftlog.v1.DescribeTransactionsRequest\x1a).kraftlog.v1.DescribeTransactionsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -39,25 +39,25 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_TXNTOPICPARTITIONS']._serialized_start=288
   _globals['_TXNTOPICPARTITIONS']._serialized_end=343
   _globals['_ADDPARTITIONSTOTXNREQUEST']._serialized_start=346
-  _globals['_ADDPARTITIONSTOTXNREQUEST']._serialized_end=514
-  _globals['_ADDPARTITIONSTOTXNRESPONSE']._serialized_start=516
-  _globals['_ADDPARTITIONSTOTXNRESPONSE']._serialized_end=611
-  _globals['_ENDTXNREQUEST']._serialized_start=613
-  _globals['_ENDTXNREQUEST']._serialized_end=735
-  _globals['_ENDTXNRESPONSE']._serialized_start=738
-  _globals['_ENDTXNRESPONSE']._serialized_end=866
-  _globals['_LISTTRANSACTIONSREQUEST']._serialized_start=868
-  _globals['_LISTTRANSACTIONSREQUEST']._serialized_end=916
-  _globals['_LISTEDTRANSACTION']._serialized_start=918
-  _globals['_LISTEDTRANSACTION']._serialized_end=1023
-  _globals['_LISTTRANSACTIONSRESPONSE']._serialized_start=1026
-  _globals['_LISTTRANSACTIONSRESPONSE']._serialized_end=1173
-  _globals['_DESCRIBETRANSACTIONSREQUEST']._serialized_start=1175
-  _globals['_DESCRIBETRANSACTIONSREQUEST']._serialized_end=1231
-  _globals['_DESCRIBEDTRANSACTION']._serialized_start=1234
-  _globals['_DESCRIBEDTRANSACTION']._serialized_end=1568
-  _globals['_DESCRIBETRANSACTIONSRESPONSE']._serialized_start=1570
-  _globals['_DESCRIBETRANSACTIONSRESPONSE']._serialized_end=1657
-  _globals['_TRANSACTIONCOORDINATOR']._serialized_start=1660
-  _globals['_TRANSACTIONCOORDINATOR']._serialized_end=2157
+  _globals['_ADDPARTITIONSTOTXNREQUEST']._serialized_end=539
+  _globals['_ADDPARTITIONSTOTXNRESPONSE']._serialized_start=541
+  _globals['_ADDPARTITIONSTOTXNRESPONSE']._serialized_end=636
+  _globals['_ENDTXNREQUEST']._serialized_start=638
+  _globals['_ENDTXNREQUEST']._serialized_end=760
+  _globals['_ENDTXNRESPONSE']._serialized_start=763
+  _globals['_ENDTXNRESPONSE']._serialized_end=891
+  _globals['_LISTTRANSACTIONSREQUEST']._serialized_start=893
+  _globals['_LISTTRANSACTIONSREQUEST']._serialized_end=941
+  _globals['_LISTEDTRANSACTION']._serialized_start=943
+  _globals['_LISTEDTRANSACTION']._serialized_end=1048
+  _globals['_LISTTRANSACTIONSRESPONSE']._serialized_start=1051
+  _globals['_LISTTRANSACTIONSRESPONSE']._serialized_end=1198
+  _globals['_DESCRIBETRANSACTIONSREQUEST']._serialized_start=1200
+  _globals['_DESCRIBETRANSACTIONSREQUEST']._serialized_end=1256
+  _globals['_DESCRIBEDTRANSACTION']._serialized_start=1259
+  _globals['_DESCRIBEDTRANSACTION']._serialized_end=1593
+  _globals['_DESCRIBETRANSACTIONSRESPONSE']._serialized_start=1595
+  _globals['_DESCRIBETRANSACTIONSRESPONSE']._serialized_end=1682
+  _globals['_TRANSACTIONCOORDINATOR']._serialized_start=1685
+  _globals['_TRANSACTIONCOORDINATOR']._serialized_end=2182
 # @@protoc_insertion_point(module_scope)

@@ -435,8 +435,14 @@ class Partition:
         return self._unverified(headers)
 
     def _unverified(self, headers: Iterable[BatchHeader]) -> frozenset[tuple[int, int]]:
-        open_here = self._txns.open_first_offset
-        return frozenset((h.producer_id, h.producer_epoch) for h in headers if h.is_transactional and h.producer_id not in open_here)
+        """A batch of a newer epoch than the producer's transaction open here is the first of
+        its next transaction (every end bumps the epoch), come before the last one's marker (a
+        producer whose leader adds its partitions sends at once): asked about too, so it waits
+        for the coordinator, which answers once that marker is written, instead of joining
+        the transaction the marker is about to close."""
+        open_here, epoch_of = self._txns.open_first_offset, self._producers.epoch_of
+        return frozenset((h.producer_id, h.producer_epoch) for h in headers if h.is_transactional
+                         and (h.producer_id not in open_here or h.producer_epoch != epoch_of(h.producer_id)))
 
     def _require_verified(self, headers: list[BatchHeader], verified: frozenset[tuple[int, int]]) -> None:
         """Refuse a transactional batch that would open a transaction the coordinator did not

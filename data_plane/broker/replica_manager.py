@@ -105,9 +105,13 @@ class ReplicaManager:
         # Told of every marker this broker appends as leader (the group coordinator completes
         # transactional offset commits with them): (topic, partition, producer id, commit, offset).
         self.marker_listeners: list[MarkerListener] = []
-        # Set by the server when --transaction-partition-verification is on (KIP-890 part 1):
-        # a transactional producer's first batch on a partition is checked with its coordinator.
+        # Set by the server: asks transaction coordinators about a producer's first
+        # transactional batch on a partition. ``verify_transactions`` (the broker's
+        # --transaction-partition-verification, KIP-890 part 1): check it with the coordinator;
+        # a producer that leaves adding the partition to the leader (KIP-890 part 2) is asked
+        # for in any case.
         self.txn_verifier: TxnVerifier | None = None
+        self.verify_transactions = True
 
     # ------------------------------------------------------------------ the one driver
 
@@ -356,13 +360,15 @@ class ReplicaManager:
 
     # ------------------------------------------------------------------ produce
 
-    async def produce(self, acks: int, timeout_ms: int, items: Iterable[ProduceItem], transactional_id: str = "") -> list[ProduceResult]:
+    async def produce(self, acks: int, timeout_ms: int, items: Iterable[ProduceItem], transactional_id: str = "",
+                      add_to_transaction: bool = False) -> list[ProduceResult]:
         """Append each partition's batches; with acks=all wait until the HW covers them. A
         transactional producer's first batch on a partition waits for its coordinator's
-        verification first (``txn_verifier``), the partitions of one request concurrently."""
+        verification first (``txn_verifier``), the partitions of one request concurrently;
+        with ``add_to_transaction`` (KIP-890 part 2) the coordinator adds the partition instead."""
         assert timeout_ms >= 0, timeout_ms
         items = list(items)
-        verdicts = await self._verify_transactions(items, transactional_id)
+        verdicts = await self._verify_transactions(items, transactional_id, add_to_transaction)
         results: list[ProduceResult] = []
         waits: list[tuple[ProduceResult, asyncio.Future]] = []
         now = self.clock_ms()
@@ -398,15 +404,18 @@ class ReplicaManager:
                     self.fail(result, _produce_wait_failed(f"{result.topic}-{result.partition}", code, timeout_ms))
         return results
 
-    async def _verify_transactions(self, items: list[ProduceItem], transactional_id: str) -> list[frozenset[tuple[int, int]] | PartitionError | None]:
+    async def _verify_transactions(self, items: list[ProduceItem], transactional_id: str,
+                                   add: bool = False) -> list[frozenset[tuple[int, int]] | PartitionError | None]:
         """Per item: the (producer id, epoch) pairs the coordinator confirmed for its first
         transactional write here, or the PartitionError refusing it; None when not verified
         (verification off). The group coordinator's write of a producer's transactional offsets
         (TxnOffsetCommit) is verified as a client's batch is, as Kafka does since 3.6: without it
         offsets sent without adding the offsets partition to the transaction (or after it ended)
         would stay staged with no marker to complete them. A partition not led here is left to
-        the append's own checks. Re-checked on append: the state may move meanwhile."""
-        verifier = self.txn_verifier
+        the append's own checks. Re-checked on append: the state may move meanwhile. ``add``:
+        the producer left adding the partition to the leader, which asks the coordinator even
+        with verification off (else no marker would close the transaction there)."""
+        verifier = self.txn_verifier if self.verify_transactions or add else None
         if verifier is None:
             return [None] * len(items)
         verdicts: list[frozenset[tuple[int, int]] | PartitionError | None] = []
@@ -416,7 +425,7 @@ class ReplicaManager:
             leads = partition is not None and partition.is_leader
             needed = partition.unverified_transactions(item.batches, item.from_coordinator) if leads else frozenset()
             verdicts.append(needed)
-            questions += [(i, asyncio.ensure_future(verifier.verify(transactional_id, item.topic, item.partition, pid, epoch)))
+            questions += [(i, asyncio.ensure_future(verifier.verify(transactional_id, item.topic, item.partition, pid, epoch, add)))
                           for pid, epoch in sorted(needed)]
         if questions:
             await asyncio.gather(*(q for _, q in questions))

@@ -198,8 +198,8 @@ class BrokerServer:
             self.config, self.replicas, self.lifecycle.create_topics, self.init_producer_id, self.fetchers.broker_address,
             server, self.access)
         self._transactions = transactions.coordinator
-        if self.config.transaction_partition_verification:
-            self.replicas.txn_verifier = TxnVerifier(self.replicas, self.fetchers.broker_address, self.config.peer_credentials())
+        self.replicas.txn_verifier = TxnVerifier(self.replicas, self.fetchers.broker_address, self.config.peer_credentials())
+        self.replicas.verify_transactions = self.config.transaction_partition_verification
         groups = serve_groups(self.config, self.replicas, self.lifecycle.create_topics, server, self.access, transaction_topic)
         self._health = ServingState(
             server, broker_pb2.DESCRIPTOR.services_by_name["Broker"].full_name,

@@ -235,7 +235,8 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             results = [ProduceResult(i.topic, i.partition, refusal) for i in items]
         else:
             results = await serve_authorized(self.access, "write", items, lambda i: (i.topic, i.partition),
-                                             lambda allowed: self.replicas.produce(request.acks, request.timeout_ms, allowed, request.transactional_id),
+                                             lambda allowed: self.replicas.produce(
+                                                 request.acks, request.timeout_ms, allowed, request.transactional_id, request.add_to_transaction),
                                              _refused(ProduceResult))
         response = broker_pb2.ProduceResponse()
         by_topic: dict[str, broker_pb2.TopicProduceResponse] = {}

@@ -14,6 +14,12 @@ question until its marker closes it; so the cost is one round trip per producer,
 and transaction. Questions asked while one is in flight (a producer's pipelined requests)
 share its answer.
 
+KIP-890 part 2: a producer that sets ``ProduceRequest.add_to_transaction`` does not call
+AddPartitionsToTxn for its partitions; the leader asks the coordinator to add the partition
+instead (``add_for_produce``), at the same point and with the same answers, and appends once
+the partition is durably in the transaction. The producer's separate round trip to the
+coordinator, and the leader's verification after it, become this one question.
+
 `produce_error` (pure) turns the coordinator's answer into the produce's; `TxnVerifier` is
 the shell: it finds the coordinator in the broker's metadata image (the leader of
 ``__transaction_state`` partition ``crc32(transactional_id) % N``) and calls it over gRPC (the
@@ -43,7 +49,7 @@ VERIFY_CALL_TIMEOUT_S = 5.0
 NOT_YET = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
                      ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.CONCURRENT_TRANSACTIONS})
 
-Key = tuple[str, str, int, int, int]  # transactional id, topic, partition, producer id, epoch
+Key = tuple[str, str, int, int, int, bool]  # transactional id, topic, partition, producer id, epoch, add
 
 
 def produce_error(partition: str, producer_id: int, producer_epoch: int, code: ErrorCode, detail: str) -> PartitionError | None:
@@ -73,14 +79,16 @@ class TxnVerifier:
         self._in_flight: dict[Key, asyncio.Future[tuple[ErrorCode, str]]] = {}
 
     async def verify(self, transactional_id: str, topic: str, partition: int, producer_id: int,
-                     producer_epoch: int) -> PartitionError | None:
-        """None if the coordinator confirms; otherwise the error to answer the produce with."""
+                     producer_epoch: int, add: bool = False) -> PartitionError | None:
+        """None if the coordinator confirms; otherwise the error to answer the produce with.
+        ``add`` (KIP-890 part 2, the producer asked for it): the coordinator adds the partition
+        to the producer's transaction (a durable write) instead of only checking it is there."""
         name = f"{topic}-{partition}"
         if not transactional_id:
             return PartitionError(ErrorCode.INVALID_TXN_STATE, f"{name}: a transactional batch (producer {producer_id}) in a "
                                   "produce without transactional_id: set the producer's transactional id in the "
                                   "ProduceRequest, so that the leader can check the transaction with its coordinator")
-        key = (transactional_id, topic, partition, producer_id, producer_epoch)
+        key = (transactional_id, topic, partition, producer_id, producer_epoch, add)
         asked = self._in_flight.get(key)
         if asked is None:
             asked = self._in_flight[key] = asyncio.ensure_future(self._ask(*key))
@@ -93,7 +101,7 @@ class TxnVerifier:
         return error
 
     async def _ask(self, transactional_id: str, topic: str, partition: int, producer_id: int,
-                   producer_epoch: int) -> tuple[ErrorCode, str]:
+                   producer_epoch: int, add: bool) -> tuple[ErrorCode, str]:
         index = coordinator_partition(transactional_id, partition_count(self._replicas, TRANSACTION_STATE_TOPIC))
         if index is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{TRANSACTION_STATE_TOPIC} does not exist yet"
@@ -102,7 +110,7 @@ class TxnVerifier:
         if address is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{TRANSACTION_STATE_TOPIC}-{index} has no reachable leader now"
         request = transaction_pb2.AddPartitionsToTxnRequest(
-            transactional_id=transactional_id, producer_id=producer_id, producer_epoch=producer_epoch, verify_only=True,
+            transactional_id=transactional_id, producer_id=producer_id, producer_epoch=producer_epoch, verify_only=not add, add_for_produce=add,
             topics=[transaction_pb2.TxnTopicPartitions(topic=topic, partitions=[partition])])
         try:
             response = await self._channels.stub(address).AddPartitionsToTxn(request, timeout=VERIFY_CALL_TIMEOUT_S)

@@ -103,7 +103,7 @@ class Producer:
         if size > self._max_request_size:
             raise KraftlogError(ErrorCode.MESSAGE_TOO_LARGE, f"record of {size} bytes > max_request_size={self._max_request_size}")
         if self._transactions is not None:
-            self._transactions.before_send((topic, partition))
+            self._transactions.leader_adds((topic, partition))
         self._memory.reserve(size, self._max_block_s)
         if timestamp_ms is None:
             timestamp_ms = time.time_ns() // 1_000_000
@@ -116,7 +116,7 @@ class Producer:
             assert self._sticky is not None, "only sticky appends are aborted on a new batch"
             partition = self._sticky.on_new_batch(topic, partition, count)
             if self._transactions is not None:
-                self._transactions.before_send((topic, partition))
+                self._transactions.leader_adds((topic, partition))
             result = accumulator.append((topic, partition), value, key, headers, timestamp_ms, size, now, on_delivery)
         if self._transactions is not None:
             self._transactions.track(result.batch.result)
@@ -147,27 +147,15 @@ class Producer:
             raise KraftlogError(
                 "MESSAGE_TOO_LARGE", f"batch of {size} bytes > max_request_size={self._max_request_size}: split it"
             )
+        if self._transactions is not None:
+            self._transactions.leader_adds((topic, partition))
         self._memory.reserve(size, self._max_block_s)
         batch = ProducerBatch.bulk((topic, partition), now_ms(), values, keys, size, time.time_ns() // 1_000_000)
-        if self._transactions is None:
-            self._queue_bulk(batch)
-            return batch.result
-        try:  # queued once the partition is in the transaction; the caller does not wait for that
-            self._transactions.when_added((topic, partition), lambda: self._queue_bulk(batch), lambda error: self._drop_bulk(batch, error))
-        except KraftlogError:
-            self._memory.release(size)
-            raise
-        self._transactions.track(batch.result)
-        return batch.result
-
-    def _queue_bulk(self, batch: ProducerBatch) -> None:
+        if self._transactions is not None:
+            self._transactions.track(batch.result)
         self._accumulator.append_bulk(batch)
         self._sender.wakeup()
-
-    def _drop_bulk(self, batch: ProducerBatch, error: KraftlogError) -> None:
-        """A batch whose partition could not be added to the transaction: never sent."""
-        self._memory.release(batch.size_bytes)
-        batch.fail(error)
+        return batch.result
 
     def partitions_for(self, topic: str) -> int:
         """The topic's partition count (waits for metadata up to max_block_ms)."""

@@ -397,7 +397,8 @@ class Sender:
             timeout_ms=int(config.request_timeout_ms),
             topics=list(topics.values()),
             client_id=config.client_id,
-            transactional_id=config.transactional_id or "",  # the leader verifies a first write with the coordinator (KIP-890)
+            transactional_id=config.transactional_id or "",  # the leader adds a first write's partition with the coordinator
+            add_to_transaction=config.transactional,  # (KIP-890 part 2): the producer does not add it itself
         )
         return request, carried
 

@@ -5,18 +5,18 @@ the calls to the transactional id's coordinator, and the rules the producer foll
   with FindCoordinator key_type TRANSACTION). The answer's producer id and epoch fence every
   older producer with the same id; a transaction an older one left open is aborted first
   (CONCURRENT_TRANSACTIONS is retried until its markers are written).
-- Within a transaction, a partition is added (AddPartitionsToTxn) the first time a record
-  goes to it, before its first batch is queued, so the coordinator knows every partition that
-  needs a marker before any of its batches can reach the leader. `send` waits for the add;
-  `send_batch` does not: its batch is queued once the partition is added (`when_added`), and
-  the partitions asked for while an add is in flight go in one request.
+- Within a transaction, a partition is added by its leader (KIP-890 part 2): every produce
+  carries the transactional id and ``add_to_transaction``, and the leader has the coordinator
+  add the partition before appending the transaction's first batch there, so the coordinator
+  knows every partition that needs a marker before any of its batches is in a log, and the
+  batch leaves at once, with no AddPartitionsToTxn round trip before it (`leader_adds`).
   Batches are transactional (attribute bit 4) and numbered under the producer id and epoch.
 - `commit_transaction` flushes, fails if any record of the transaction failed (the
   application then aborts), and sends EndTxn(commit); `abort_transaction` flushes and sends
   EndTxn(abort). The answer carries the bumped epoch: every partition numbers from 0 under it.
 - `send_offsets_to_transaction` (KIP-447, Kafka's AddOffsetsToTxn): the group's
   `__consumer_offsets` partition (server_common/internal_topics.py) is added to the transaction
-  like any partition, so the commit or abort marker lands there too; then TxnOffsetCommit goes
+  with AddPartitionsToTxn (no produce of the producer goes there), so the commit or abort marker lands there too; then TxnOffsetCommit goes
   to the group's coordinator with the producer id and epoch and the consumer's member id and
   epoch. The offsets become the group's committed offsets only when the transaction commits.
 - PRODUCER_FENCED from the coordinator, or INVALID_PRODUCER_EPOCH from a leader (a newer
@@ -112,9 +112,6 @@ class TransactionManager:
         self._retry_backoff_s = retry_backoff_s
         self._max_block_s = max_block_s
         self._lock = threading.Lock()
-        self._adds_done = threading.Condition(self._lock)  # notified when no AddPartitionsToTxn is in flight
-        self._adding: dict[TopicPartition, list[tuple[Callable[[], None], Callable[[KraftlogError], None]]]] = {}
-        self._add_running = False
         self.producer_id = -1
         self.producer_epoch = -1
         self.in_transaction = False
@@ -144,69 +141,28 @@ class TransactionManager:
         with self._lock:
             self.in_transaction, self._added, self._results = True, set(), {}
 
-    def before_send(self, tp: TopicPartition) -> None:
-        """Called by `send` before a record is queued for ``tp``: adds the partition to the
-        transaction the first time (blocking until the coordinator has it)."""
-        added = threading.Event()
-        refused: list[KraftlogError] = []
-        self.when_added(tp, added.set, lambda error: (refused.append(error), added.set()))
-        added.wait()
-        if refused:
-            raise refused[0]
-
-    def when_added(self, tp: TopicPartition, then: Callable[[], None], failed: Callable[[KraftlogError], None]) -> None:
-        """Run ``then`` once ``tp`` is in the transaction: now if it is, else after the
-        AddPartitionsToTxn that adds it, on the adding thread, in call order per partition
-        (``failed`` with the error if the add is refused). The partitions asked for while an
-        add is in flight go together in the next one: a burst of sends to new partitions
-        costs one or two coordinator round trips, and the caller does not wait for them."""
-        self._check_not_fenced()
-        if not self.in_transaction:
-            raise KraftlogError(ErrorCode.INVALID_TXN_STATE, "a transactional producer sends inside a transaction: call begin_transaction() first")
+    def leader_adds(self, tp: TopicPartition) -> None:
+        """Called before a record or batch is queued for ``tp``. Its leader adds the partition
+        to the transaction, through the coordinator, before appending the transaction's first
+        batch there (KIP-890 part 2: the sender sets ``add_to_transaction``), so nothing is
+        called here: the partition is only remembered (the transaction then has something to
+        end). One round trip fewer than adding it first, and the batch leaves at once."""
+        self._require_open("send")
         with self._lock:
-            if tp not in self._added:
-                self._adding.setdefault(tp, []).append((then, failed))
-                if not self._add_running:
-                    self._add_running = True
-                    threading.Thread(target=self._add_pending, name=f"kraftlog-txn-add-{self.transactional_id}", daemon=True).start()
-                return
-        then()
+            self._added.add(tp)
 
-    def _add_pending(self) -> None:
-        """The adding thread: one AddPartitionsToTxn for every partition waiting, until none is."""
-        while True:
-            with self._lock:
-                tps = sorted(self._adding)
-                if not tps:
-                    self._add_running = False
-                    self._adds_done.notify_all()
-                    return
-            error: KraftlogError | None = None
-            try:
-                self._call("AddPartitionsToTxn", pb.AddPartitionsToTxnRequest(
-                    transactional_id=self.transactional_id, producer_id=self.producer_id, producer_epoch=self.producer_epoch,
-                    topics=[pb.TxnTopicPartitions(topic=topic, partitions=[p for t, p in tps if t == topic])
-                            for topic in sorted({t for t, _ in tps})]))
-            except KraftlogError as refused:
-                error = refused
-            except Exception as exc:  # never leave a sender waiting on a partition
-                error = KraftlogError(ErrorCode.UNKNOWN_SERVER_ERROR, f"AddPartitionsToTxn for {self.transactional_id!r} failed: {exc!r}")
-            with self._lock:
-                waiting = [self._adding.pop(tp) for tp in tps]
-            for actions in waiting:  # outside the lock: a batch's callbacks may send again
-                for then, failed in actions:
-                    if error is None:
-                        then()
-                    else:
-                        failed(error)
-            if error is None:  # only now: a send meanwhile waits for another add, so it stays behind these
-                with self._lock:
-                    self._added.update(tps)
-
-    def _wait_for_adds(self) -> None:
-        """Every AddPartitionsToTxn asked for so far answered (and its batches queued)."""
+    def add_partition(self, tp: TopicPartition) -> None:
+        """Add ``tp`` to the transaction with the coordinator now (AddPartitionsToTxn), for a
+        write that does not go through a partition leader's produce: the group's offsets
+        partition, before TxnOffsetCommit."""
+        self._require_open("send_offsets_to_transaction")
+        if tp in self._added:
+            return
+        self._call("AddPartitionsToTxn", pb.AddPartitionsToTxnRequest(
+            transactional_id=self.transactional_id, producer_id=self.producer_id, producer_epoch=self.producer_epoch,
+            topics=[pb.TxnTopicPartitions(topic=tp[0], partitions=[tp[1]])]))
         with self._lock:
-            self._adds_done.wait_for(lambda: not self._add_running)
+            self._added.add(tp)
 
     def track(self, result: concurrent.futures.Future) -> None:
         """Remember a batch's outcome: a commit fails if any batch of the transaction failed."""
@@ -222,7 +178,7 @@ class TransactionManager:
         self._require_open("send_offsets_to_transaction")
         if not offsets:
             return
-        self.before_send((OFFSETS_TOPIC, offsets_partition(group.group_id, offsets_partitions)))
+        self.add_partition((OFFSETS_TOPIC, offsets_partition(group.group_id, offsets_partitions)))
         request = txn_offset_commit_request(self.transactional_id, self.producer_id, self.producer_epoch, offsets, group)
         where = f"TxnOffsetCommit of group {group.group_id!r} for {self.transactional_id!r}"
         link = self._group_links.get(group.group_id)
@@ -247,7 +203,6 @@ class TransactionManager:
         """Deliver every record of the transaction, then commit it. If a record failed, raises
         its error and the transaction stays open: call abort_transaction()."""
         self._require_open("commit_transaction")
-        self._wait_for_adds()
         self._flush(None)
         self._raise_failed_record()
         self._end(commit=True)
@@ -259,7 +214,6 @@ class TransactionManager:
         done with the transaction; it must call init_transactions() before another (which
         would abort the prepared one if it is still open)."""
         self._require_open("prepare_transaction")
-        self._wait_for_adds()
         self._flush(None)
         self._raise_failed_record()
         prepared = (self.producer_id, self.producer_epoch) if self._added else None
@@ -271,7 +225,6 @@ class TransactionManager:
     def abort_transaction(self) -> None:
         """Abort the open transaction: what it wrote is never seen by read_committed readers."""
         self._require_open("abort_transaction")
-        self._wait_for_adds()
         self._flush(None)  # every batch resolved (written or failed) before the markers go out
         self._end(commit=False)
 
@@ -286,7 +239,6 @@ class TransactionManager:
         budget_s = self._max_block_s if timeout_s is None else min(timeout_s, self._max_block_s)
         deadline = time.monotonic() + budget_s
         try:
-            self._wait_for_adds()
             self._flush(budget_s)
             self._end(commit=False, max_block_s=max(deadline - time.monotonic(), 0.001))
         except (KraftlogError, TimeoutError) as error:

@@ -75,25 +75,53 @@ class TransactionCoordinatorService(transaction_pb2_grpc.TransactionCoordinatorS
             return pb.AddPartitionsToTxnResponse(error_code=ErrorCode.INVALID_REQUEST, error_message=problem)
         if request.verify_only:
             return self._verify(request, partitions)
+        if request.add_for_produce:
+            return await self._add_for_produce(request, partitions)
         return await self._answer(pb.AddPartitionsToTxnResponse, tid, lambda: self.coordinator.add_partitions(
             tid, request.producer_id, request.producer_epoch, partitions), tuple(t.topic for t in request.topics))
+
+    def _from_a_leader(self, request: pb.AddPartitionsToTxnRequest, partitions: frozenset[TopicPartition],
+                       flag: str) -> pb.AddPartitionsToTxnResponse | None:
+        """The refusal of a partition leader's question (verify_only, add_for_produce) that is
+        not a broker's (CLUSTER_ACTION) or names nothing; None when it may be answered."""
+        refused = self.access.refused_response(pb.AddPartitionsToTxnResponse, "cluster_action", "cluster")
+        if refused is not None:
+            return refused
+        if not request.transactional_id or not partitions:
+            return pb.AddPartitionsToTxnResponse(error_code=ErrorCode.INVALID_REQUEST, error_message=f"{flag} needs a "
+                                                 "transactional_id and at least one partition: name the ones meant")
+        return None
 
     def _verify(self, request: pb.AddPartitionsToTxnRequest, partitions: frozenset[TopicPartition]) -> pb.AddPartitionsToTxnResponse:
         """verify_only (KIP-890 part 1): a partition leader asks before a producer's first
         transactional batch there; answered from memory (what is in memory is durable), no write."""
-        refused = self.access.refused_response(pb.AddPartitionsToTxnResponse, "cluster_action", "cluster")
+        refused = self._from_a_leader(request, partitions, "verify_only")
         if refused is not None:
             return refused
         tid = request.transactional_id
-        if not tid or not partitions:
-            return pb.AddPartitionsToTxnResponse(error_code=ErrorCode.INVALID_REQUEST, error_message="verify_only needs a "
-                                                 "transactional_id and at least one partition: name the ones to verify")
         try:
             meta = self.coordinator.describe(tid)
         except Refused as refusal:
             return pb.AddPartitionsToTxnResponse(error_code=refusal.code, error_message=refusal.message)
         error = verify_partitions(meta, request.producer_id, request.producer_epoch, partitions)
         return pb.AddPartitionsToTxnResponse(error_code=error, error_message=unverified(error, tid, meta, partitions))
+
+    async def _add_for_produce(self, request: pb.AddPartitionsToTxnRequest,
+                               partitions: frozenset[TopicPartition]) -> pb.AddPartitionsToTxnResponse:
+        """KIP-890 part 2: a partition leader adds the partition of a producer's first
+        transactional batch there. The leader checked the producer's WRITE on the id and the
+        topic; here the caller must be a broker (CLUSTER_ACTION). The decision is the
+        producer's own add (`state_machine.add_partitions`), answered once durable."""
+        refused = self._from_a_leader(request, partitions, "add_for_produce")
+        if refused is not None:
+            return refused
+        tid = request.transactional_id
+        try:
+            decision = await self.coordinator.add_partitions(tid, request.producer_id, request.producer_epoch, partitions)
+        except Refused as refusal:
+            return pb.AddPartitionsToTxnResponse(error_code=refusal.code, error_message=refusal.message)
+        return pb.AddPartitionsToTxnResponse(error_code=decision.error, error_message=explain(
+            decision.error, tid, decision.answer, self.coordinator.settings.max_timeout_ms))
 
     async def EndTxn(self, request: pb.EndTxnRequest, context) -> pb.EndTxnResponse:
         tid = request.transactional_id

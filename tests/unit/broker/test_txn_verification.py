@@ -1,7 +1,8 @@
-"""KIP-890 part 1 on the partition leader, over a real replica manager and partition log with a
+"""KIP-890 parts 1 and 2 on the partition leader, over a real replica manager and partition log with a
 fake coordinator: a transactional producer's first batch on a partition is verified once per
 transaction, an unverified one is refused without touching the log or the LSO, a zombie is
-fenced with PRODUCER_FENCED; pipelined questions share one answer; and retention (the log
+fenced with PRODUCER_FENCED; a producer that leaves the add to the leader has the
+partition added once per transaction; pipelined questions share one answer; and retention (the log
 start moving) trims the aborted-transaction index, across a restart too."""
 
 from __future__ import annotations
@@ -25,12 +26,17 @@ PID = 11
 class FakeVerifier:
     """The coordinator's answer: (producer id, epoch) pairs whose transaction includes the partition."""
 
-    def __init__(self, ongoing: set[tuple[int, int]]) -> None:
+    def __init__(self, ongoing: set[tuple[int, int]], before_answer=lambda: None) -> None:
         self.ongoing = ongoing
-        self.asked: list[tuple[str, int, int]] = []
+        self.asked: list[tuple] = []
+        self.before_answer = before_answer  # what the coordinator finishes first (the last transaction's markers)
 
-    async def verify(self, transactional_id: str, topic: str, partition: int, producer_id: int, epoch: int) -> PartitionError | None:
-        self.asked.append((transactional_id, producer_id, epoch))
+    async def verify(self, transactional_id: str, topic: str, partition: int, producer_id: int, epoch: int,
+                     add: bool = False) -> PartitionError | None:
+        self.asked.append((transactional_id, producer_id, epoch) + (("add",) if add else ()))
+        self.before_answer()
+        if add:  # the coordinator adds the partition (KIP-890 part 2)
+            self.ongoing.add((producer_id, epoch))
         if (producer_id, epoch) in self.ongoing:
             return None
         return produce_error(f"{topic}-{partition}", producer_id, epoch, ErrorCode.INVALID_TXN_STATE, "add the partition first")
@@ -41,8 +47,8 @@ def txn(epoch: int, seq: int, transactional: bool = True) -> bytes:
                                      transactional=transactional)
 
 
-def produce(replicas, data: bytes, transactional_id: str = "tx"):
-    [answer] = asyncio.run(replicas.produce(1, 1000, [ProduceItem(*TP, data)], transactional_id))
+def produce(replicas, data: bytes, transactional_id: str = "tx", add: bool = False):
+    [answer] = asyncio.run(replicas.produce(1, 1000, [ProduceItem(*TP, data)], transactional_id, add))
     return answer
 
 
@@ -57,6 +63,35 @@ def test_the_first_batch_of_each_transaction_is_verified_once(tmp_path: Path) ->
     assert verifier.asked == [("tx", PID, 0), ("tx", PID, 1)]
     plain = record_batch.encode_batch([b"p"], timestamps_ms=T0, producer_id=PID + 1, producer_epoch=0, base_sequence=0)
     assert not produce(replicas, plain, "").failed and len(verifier.asked) == 2  # not transactional: nothing to ask
+
+
+def test_a_producer_that_leaves_the_add_to_the_leader_has_it_asked_for_once_per_transaction(tmp_path: Path) -> None:
+    """KIP-890 part 2: with ``add_to_transaction`` the leader asks the coordinator to add the
+    partition (not only to confirm it), once per transaction, even with verification off."""
+    replicas = leader_alone(tmp_path)
+    verifier = replicas.txn_verifier = FakeVerifier(set())
+    replicas.verify_transactions = False
+    assert not produce(replicas, txn(0, 0), add=True).failed and not produce(replicas, txn(0, 1), add=True).failed
+    assert verifier.asked == [("tx", PID, 0, "add")]
+    assert (latest(replicas, False), latest(replicas, True)) == (2, 0)  # open: the coordinator knows it, a marker closes it
+    mark(replicas, PID, ControlType.COMMIT)
+    assert not produce(replicas, txn(1, 0)).failed  # an older client, verification off: nothing asked
+    assert verifier.asked == [("tx", PID, 0, "add")]
+
+
+def test_the_next_transactions_first_batch_before_the_last_ones_marker_waits_for_the_coordinator(tmp_path: Path) -> None:
+    """A producer whose leader adds its partitions sends its next transaction's first batch
+    (a newer epoch) at once, maybe before the last transaction's marker is here: the leader
+    asks (the coordinator answers once that marker is written) rather than appending it into
+    the transaction the marker closes."""
+    replicas = leader_alone(tmp_path)
+    markers: list[int] = []
+    verifier = replicas.txn_verifier = FakeVerifier(set(), lambda: markers and mark(replicas, PID, ControlType.COMMIT))
+    assert not produce(replicas, txn(0, 0), add=True).failed
+    markers.append(1)  # committed (epoch bumped to 1), its marker not written yet
+    assert not produce(replicas, txn(1, 0), add=True).failed
+    assert verifier.asked == [("tx", PID, 0, "add"), ("tx", PID, 1, "add")]
+    assert (latest(replicas, True), latest(replicas, False)) == (2, 3)  # the marker at 1 closed only the first; the next is open
 
 
 def test_an_unverified_batch_is_refused_and_leaves_the_lso_alone(tmp_path: Path) -> None:

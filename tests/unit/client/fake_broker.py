@@ -10,6 +10,9 @@ original offsets, gaps with OUT_OF_ORDER_SEQUENCE. Faults, one per request, per 
 set, makes Metadata fail with UNAVAILABLE; `fail_produce[tp]` answers an error code without appending; `lose_answer[tp]` appends and
 then answers an error code (the outcome a client cannot know); `on_append(tp)`, when set,
 runs after each append, under the broker's lock (to change faults at an exact point);
+`leader_add(transactional_id, tp, producer_id, epoch)`, when set, is asked before appending a
+produce with ``add_to_transaction`` (a transactional batch's leader adding its partition to the
+transaction, KIP-890 part 2) and answers an error code (NONE: append);
 `list_offsets_error[tp]`, while set, is ListOffsets' answer for tp (a partition whose leader cannot
 answer), `epoch_end_error[tp]` the same for OffsetForLeaderEpoch; `produce_delay_s[tp]` holds every request for tp that long, `delay_next_s[tp]` only the next ones,
 one delay each (so a later request overtakes an earlier one). `overlaps` counts requests
@@ -53,6 +56,7 @@ class FakeBroker(broker_pb2_grpc.BrokerServicer):
         self.produce_delay_s: dict[tuple[str, int], float] = {}
         self.delay_next_s: dict[tuple[str, int], deque[float]] = defaultdict(deque)
         self.on_append: Callable[[tuple[str, int]], None] | None = None
+        self.leader_add: Callable[[str, tuple[str, int], int, int], int] | None = None
         self.overlaps = 0
         self.epoch_ends: dict[tuple[str, int], tuple[int, int]] = {}  # OffsetForLeaderEpoch's answer per partition
         self.list_offsets_error: dict[tuple[str, int], int] = {}  # ListOffsets answers this code for the partition while set
@@ -156,8 +160,25 @@ class FakeBroker(broker_pb2_grpc.BrokerServicer):
             with self._cond:
                 self._handling -= tps
 
+    def _added(self, request) -> dict[tuple[str, int], int]:
+        """Per partition of a produce with ``add_to_transaction``: ``leader_add``'s answer for
+        its transactional batches (asked outside the broker's lock, as a leader awaits it)."""
+        refused: dict[tuple[str, int], int] = {}
+        if self.leader_add is None or not request.add_to_transaction:
+            return refused
+        for topic in request.topics:
+            for data in topic.partitions:
+                tp = (topic.topic, data.partition)
+                for _, header in record_batch.iter_batches(data.batches):
+                    if header.is_transactional and tp not in refused:
+                        code = self.leader_add(request.transactional_id, tp, header.producer_id, header.producer_epoch)
+                        if code != common_pb2.NONE:
+                            refused[tp] = code
+        return refused
+
     def _produce(self, request) -> broker_pb2.ProduceResponse:
         response = broker_pb2.ProduceResponse()
+        refused = self._added(request)
         with self._cond:
             for topic in request.topics:
                 answer_topic = response.topics.add(topic=topic.topic)
@@ -167,6 +188,9 @@ class FakeBroker(broker_pb2_grpc.BrokerServicer):
                     if self.fail_produce[tp]:
                         answer.error_code = self.fail_produce[tp].popleft()
                         answer.current_leader.CopyFrom(self._hint())
+                        continue
+                    if tp in refused:
+                        answer.error_code = refused[tp]
                         continue
                     headers = [header for _, header in record_batch.iter_batches(data.batches)]
                     verdict = self.producers[tp].check_run(headers)

@@ -1,7 +1,9 @@
 """An in-process stand-in for a transaction coordinator, added to a FakeBroker's server: one
 transactional id, decided with the real state machine (data_plane/transactions/state_machine.py),
 markers written at once into the fake broker's producer state. FindCoordinator (any key type)
-names the fake broker. ``events`` records adds and ends next to the broker's appends;
+names the fake broker, whose leader adds a transactional batch's partition through
+``leader_add`` (KIP-890 part 2). ``events`` records adds that changed the transaction and ends
+next to the broker's appends;
 ``concurrent_answers`` answers that many InitProducerId calls CONCURRENT_TRANSACTIONS first;
 TxnOffsetCommit (as the group's coordinator) answers the codes in ``txn_offset_answers`` first,
 then NONE, and records each call in ``events``."""
@@ -30,11 +32,11 @@ class FakeTxnCoordinator(transaction_pb2_grpc.TransactionCoordinatorServicer, gr
         self.txn_offset_answers: list[int] = []  # TxnOffsetCommit answers before NONE
         self.lock = threading.Lock()
         self.add_requests: list[list[str]] = []  # the partitions of each AddPartitionsToTxn, in order
-        self.add_gate: threading.Event | None = None  # set: AddPartitionsToTxn waits for it
-        self.add_arrived = threading.Event()  # an AddPartitionsToTxn reached the coordinator
+        self.leader_adds: list[str] = []  # the partition of each add a leader asked for, in order
         group_pb2_grpc.add_GroupCoordinatorServicer_to_server(self, broker._server)
         transaction_pb2_grpc.add_TransactionCoordinatorServicer_to_server(self, broker._server)
         broker.on_append = lambda tp: self.events.append(f"append {tp[0]}-{tp[1]}")
+        broker.leader_add = self.leader_add
 
     def FindCoordinator(self, request, context):
         return group_pb2.FindCoordinatorResponse(coordinators=[
@@ -67,15 +69,20 @@ class FakeTxnCoordinator(transaction_pb2_grpc.TransactionCoordinatorServicer, gr
                                                              producer_epoch=d.answer.producer_epoch)
 
     def AddPartitionsToTxn(self, request, context):
-        self.add_arrived.set()
-        if self.add_gate is not None:
-            self.add_gate.wait()
+        tps = frozenset(TopicPartition(t.topic, p) for t in request.topics for p in t.partitions)
+        self.add_requests.append([f"{tp.topic}-{tp.partition}" for tp in sorted(tps)])
+        return transaction_pb2.AddPartitionsToTxnResponse(error_code=self._add(request.producer_id, request.producer_epoch, tps))
+
+    def leader_add(self, transactional_id: str, tp: tuple[str, int], producer_id: int, producer_epoch: int) -> int:
+        """The fake broker's leader adding a transactional batch's partition (KIP-890 part 2)."""
+        self.leader_adds.append(f"{tp[0]}-{tp[1]}")
+        return self._add(producer_id, producer_epoch, frozenset({TopicPartition(*tp)}))
+
+    def _add(self, producer_id: int, producer_epoch: int, tps: frozenset[TopicPartition]) -> int:
         with self.lock:
-            tps = frozenset(TopicPartition(t.topic, p) for t in request.topics for p in t.partitions)
-            self.add_requests.append([f"{tp.topic}-{tp.partition}" for tp in sorted(tps)])
-            d = self._apply(sm.add_partitions(self.meta, request.producer_id, request.producer_epoch, tps, 0))
-            self.events += [f"add {tp.topic}-{tp.partition}" for tp in sorted(tps)] if d.error == common_pb2.NONE else []
-            return transaction_pb2.AddPartitionsToTxnResponse(error_code=d.error)
+            d = self._apply(sm.add_partitions(self.meta, producer_id, producer_epoch, tps, 0))
+            self.events += [f"add {tp.topic}-{tp.partition}" for tp in sorted(tps)] if d.log else []
+            return d.error
 
     def EndTxn(self, request, context):
         with self.lock:

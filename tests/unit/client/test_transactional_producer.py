@@ -1,15 +1,14 @@
 """The transactional producer against a fake broker and a fake transaction coordinator that
 decides with the real state machine (data_plane/transactions/state_machine.py) and writes its
 markers into the fake broker's producer state: a partition is added before its first batch
-reaches the leader; batches are transactional, under the coordinator's producer id and epoch;
+reaches the leader (its leader adds it, KIP-890 part 2, and the producer makes no
+AddPartitionsToTxn call for it); batches are transactional, under the coordinator's producer id and epoch;
 after each end the epoch is bumped and every partition numbers from 0 again (the leader
 accepts it); a fenced producer raises ProducerFencedError and stays fenced;
 send_offsets_to_transaction adds the group's offsets partition before TxnOffsetCommit and
 retries retriable answers."""
 
 from __future__ import annotations
-
-import threading
 
 import pytest
 
@@ -74,10 +73,12 @@ def test_a_zombie_is_fenced_for_good(cluster):
         zombie.begin_transaction()
         zombie.send("t", b"old", partition=0)
         successor.init_transactions()  # bumps the epoch: the zombie's open transaction is aborted
-        with pytest.raises(ProducerFencedError):
-            zombie.send("t", b"late", partition=1)  # its AddPartitionsToTxn is refused
+        late = zombie.send("t", b"late", partition=1)  # its leader's add is refused: fenced
         with pytest.raises(ProducerFencedError):
             zombie.commit_transaction()
+        with pytest.raises(ProducerFencedError):
+            zombie.send("t", b"later", partition=1)
+        assert late.exception(timeout=5) is not None
         successor.begin_transaction()
         successor.send("t", b"new", partition=0)
         successor.commit_transaction()
@@ -159,24 +160,22 @@ def test_close_with_no_transaction_open_ends_nothing(cluster):
     assert [e for e in coordinator.events if e.startswith("end")] == ["end commit"]
 
 
-def test_send_batch_does_not_wait_for_adds_and_partitions_asked_meanwhile_go_in_one_add(cluster):
+def test_the_leader_adds_each_partition_before_its_first_batch_and_the_producer_does_not(cluster):
     broker, coordinator = cluster
     with producer(broker) as p:
         p.init_transactions()
-        coordinator.add_gate = threading.Event()
-        p.begin_transaction()
-        futures = [p.send_batch("t", 0, [b"a"])]
-        assert coordinator.add_arrived.wait(5)  # t-0's add is in flight, held by the coordinator
-        futures += [p.send_batch("u", 0, [b"b"]), p.send_batch("u", 1, [b"c"]), p.send_batch("t", 0, [b"d"])]
-        assert not any(f.done() for f in futures) and not any(e.startswith("append") for e in coordinator.events)
-        coordinator.add_gate.set()
-        p.commit_transaction()
-        assert all(f.result().offset >= 0 for f in futures)
-    assert coordinator.add_requests == [["t-0"], ["u-0", "u-1"]]  # asked while t-0's add was in flight: one add for both
+        for _ in range(2):
+            p.begin_transaction()
+            futures = [p.send_batch("t", 0, [b"a"]), p.send_batch("u", 0, [b"b"]), p.send_batch("u", 1, [b"c"]),
+                       p.send_batch("t", 0, [b"d"])]
+            p.commit_transaction()
+            assert all(f.result().offset >= 0 for f in futures)
+    assert coordinator.add_requests == []  # no AddPartitionsToTxn round trip before the batches
+    assert coordinator.events.count("add t-0") == 2  # by its leader, once per transaction
     for tp in ("t-0", "u-0", "u-1"):
         assert coordinator.events.index(f"add {tp}") < coordinator.events.index(f"append {tp}")
     values = [v for b in broker.stored(("t", 0)) for v in b.values]
-    assert values == [b"a", b"d"]  # queued behind the add, in call order
+    assert values == [b"a", b"d"] * 2
     assert coordinator.events[-1] == "end commit"
 
 
@@ -187,8 +186,9 @@ def test_a_refused_add_fails_its_batches_and_the_commit(cluster):
         zombie.begin_transaction()
         successor.init_transactions()  # the zombie's next add is refused: fenced
         future = zombie.send_batch("t", 0, [b"late"])
-        with pytest.raises(ProducerFencedError):
+        with pytest.raises(KraftlogError) as refused:  # its leader's add is refused: fenced
             future.result(timeout=5)
+        assert refused.value.code == "PRODUCER_FENCED"
         with pytest.raises(ProducerFencedError):
             zombie.commit_transaction()
     assert not any(e == "append t-0" for e in coordinator.events)

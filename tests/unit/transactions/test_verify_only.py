@@ -1,5 +1,6 @@
 """AddPartitionsToTxn with verify_only (KIP-890 part 1): the pure query on an id's metadata and
-the service's answer, which changes nothing and is for brokers only."""
+the service's answer, which changes nothing and is for brokers only; and add_for_produce
+(KIP-890 part 2), a leader's add on a producer's behalf, durable, for brokers only."""
 
 from __future__ import annotations
 
@@ -57,4 +58,33 @@ def test_the_service_verifies_without_changing_anything_and_only_for_brokers() -
         locked = TransactionCoordinatorService(coordinator, AccessControl(dict, (), enabled=True))
         refused = await locked.AddPartitionsToTxn(verify(0, 1), None)  # no identity: not a broker
         assert refused.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    asyncio.run(scenario())
+
+
+def test_a_leaders_add_for_produce_adds_durably_and_only_for_brokers() -> None:
+    """KIP-890 part 2: a partition leader adds the partition of a producer's first
+    transactional batch there; the decision is the producer's own add (same answers)."""
+    async def scenario():
+        replicas = FakeReplicas()
+        coordinator = await loaded(replicas)
+        service = TransactionCoordinatorService(coordinator)
+        init = await service.InitProducerId(pb.TxnInitProducerIdRequest(transactional_id="tx", transaction_timeout_ms=5000), None)
+
+        def add(partition: int, epoch: int = 0) -> pb.AddPartitionsToTxnRequest:
+            return pb.AddPartitionsToTxnRequest(transactional_id="tx", producer_id=init.producer_id, producer_epoch=epoch,
+                                                topics=[pb.TxnTopicPartitions(topic="t", partitions=[partition])], add_for_produce=True)
+
+        written = replicas.writes
+        assert (await service.AddPartitionsToTxn(add(0), None)).error_code == ErrorCode.NONE
+        assert coordinator.describe("tx").state is TxnState.ONGOING and coordinator.describe("tx").partitions == frozenset({P0})
+        assert replicas.writes == written + 1  # durable before the answer
+        assert (await service.AddPartitionsToTxn(add(0), None)).error_code == ErrorCode.NONE and replicas.writes == written + 1
+        fenced = await service.AddPartitionsToTxn(add(1, epoch=1), None)
+        assert fenced.error_code == ErrorCode.PRODUCER_FENCED and coordinator.describe("tx").partitions == frozenset({P0})
+        empty = await service.AddPartitionsToTxn(pb.AddPartitionsToTxnRequest(transactional_id="tx", add_for_produce=True), None)
+        assert empty.error_code == ErrorCode.INVALID_REQUEST
+
+        locked = TransactionCoordinatorService(coordinator, AccessControl(dict, (), enabled=True))
+        refused = await locked.AddPartitionsToTxn(add(1), None)  # no identity: not a broker
+        assert refused.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED and coordinator.describe("tx").partitions == frozenset({P0})
     asyncio.run(scenario())
