@@ -492,6 +492,9 @@ NODE_VARIANTS = {
     # a partition leader asks the coordinator whether a partition is in a transaction (KIP-890)
     "TransactionCoordinator.AddPartitionsToTxn(verify_only)": ("TransactionCoordinator.AddPartitionsToTxn", transaction_pb2.AddPartitionsToTxnRequest(
         transactional_id="service-tx", verify_only=True, topics=[transaction_pb2.TxnTopicPartitions(topic=TOPIC, partitions=[0])])),
+    # a partition leader adds a producer's partition to its transaction (KIP-890 part 2)
+    "TransactionCoordinator.AddPartitionsToTxn(add_for_produce)": ("TransactionCoordinator.AddPartitionsToTxn", transaction_pb2.AddPartitionsToTxnRequest(
+        transactional_id="service-tx", add_for_produce=True, topics=[transaction_pb2.TxnTopicPartitions(topic=TOPIC, partitions=[0])])),
 }
 # Every permission a client can be given, short of CLUSTER_ACTION (and ALL on the cluster, which
 # includes it): everything on every topic, group and transactional id, and the cluster's
@@ -506,7 +509,7 @@ def test_node_only_methods_refuse_a_client_with_every_other_permission(cluster: 
     """A password user and a client certificate of the cluster's CA, each allowed everything a
     client can be allowed, are refused every method and variant the cluster's own nodes use
     (RegisterBroker, BrokerHeartbeat, StreamMetadata, BrokerSession, AlterPartition,
-    AllocateProducerIds, ReplicaFetch, WriteTxnMarkers, repair reads, verify_only), from the
+    AllocateProducerIds, ReplicaFetch, WriteTxnMarkers, repair reads, verify_only, add_for_produce), from the
     .proto descriptors; a broker's own identity is served them (the positive control)."""
     with SecurityClient(controllers_of(cluster), security=cluster.client_security) as admin:
         admin.upsert_user("service", "service-secret")

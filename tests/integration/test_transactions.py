@@ -144,7 +144,7 @@ def test_a_zombie_is_fenced_by_a_new_incarnation(cluster: TestCluster) -> None:
         with pytest.raises(ProducerFencedError):
             zombie.commit_transaction()
         with pytest.raises(ProducerFencedError):
-            zombie.send("zombies", b"zombie-2", partition=1)  # fenced for good, here by its AddPartitionsToTxn
+            zombie.send("zombies", b"zombie-2", partition=1)  # fenced for good: refused before it is queued
         successor.begin_transaction()
         successor.send("zombies", b"successor", partition=0)
         successor.commit_transaction()
