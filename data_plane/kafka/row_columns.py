@@ -136,15 +136,63 @@ def kafka_rows(columns: Columns) -> bytes:
     return out.tobytes()
 
 
-def _row_starts(rows: bytes, count: int) -> np.ndarray:
-    """Where each of ``count`` rows begins: each row's length varint says where the next one
-    does. The one per-record Python loop, kept to a few steps (lengths of one or two bytes
-    inline); the caller checks the lengths and where they lead with whole-array checks."""
-    starts = array("q", bytes(8 * count))
-    pos = 0
+def _row_length(rows: bytes, pos: int) -> tuple[int, int]:
+    """(length, varint size) of the row at ``pos``: its zigzag length varint."""
+    z = shift = size = 0
+    while True:
+        if size == _MAX_VARINT:
+            raise Unfit("a row length wider than 32 bits")
+        byte = rows[pos + size]
+        z |= (byte & 0x7F) << shift
+        shift, size = shift + 7, size + 1
+        if byte < 0x80:
+            return z >> 1, size
+
+
+def _same_stride(buf: np.ndarray, pos: int, stride: int, head: bytes, most: int) -> int:
+    """How many of the (at most ``most``) rows after the one at ``pos`` start with the same
+    length varint (``head``) one ``stride`` after another, i.e. take as many bytes: one
+    compare per varint byte over all of them at once."""
+    most = min(most, (len(buf) - _MAX_VARINT - 1 - pos) // stride)
+    if most <= 0:
+        return 0
+    at = pos + stride * np.arange(1, most + 1)
+    same = buf[at] == head[0]
+    for k in range(1, len(head)):
+        same &= buf[at + k] == head[k]
+    return most if same.all() else int(np.argmin(same))
+
+
+# Fixed-stride runs tried per batch, and the shortest that is worth another try: records of
+# one size make a few long runs (a row grows a byte where its offset delta's varint does, at
+# 64 and 8,192); records of many sizes fall back to the loop after one or two tries.
+_RUNS_TRIED = 8
+_RUN_WORTH_IT = 4
+
+
+def _row_starts(rows: bytes, buf: np.ndarray, count: int) -> np.ndarray:
+    """Where each of ``count`` rows begins (``buf``: ``rows`` padded): each row's length
+    varint says where the next one does. Records of one size are the common case a batch is
+    made of (fixed-size values, keys and timestamps' varints of one size), so runs of rows
+    one stride apart are found with whole-array compares (``_same_stride``); the rest is
+    walked row by row in Python. The caller checks the lengths and where they lead with
+    whole-array checks."""
+    starts = np.empty(count, np.int64)
+    i = pos = 0
     try:
-        for i in range(count):
-            starts[i] = pos
+        for _ in range(_RUNS_TRIED):
+            if i == count:
+                break
+            length, size = _row_length(rows, pos)
+            stride = size + length
+            run = 1 + _same_stride(buf, pos, stride, rows[pos:pos + size], count - i - 1)
+            starts[i:i + run] = pos + stride * np.arange(run)
+            i, pos = i + run, pos + stride * run
+            if run < _RUN_WORTH_IT:
+                break
+        rest = array("q", bytes(8 * (count - i)))
+        for j in range(len(rest)):  # the loop's common steps inline: lengths of one or two bytes
+            rest[j] = pos
             byte = rows[pos]
             if byte < 0x80:
                 pos += 1 + (byte >> 1)
@@ -153,19 +201,14 @@ def _row_starts(rows: bytes, count: int) -> np.ndarray:
             if second < 0x80:
                 pos += 2 + (((byte & 0x7F) | (second << 7)) >> 1)
                 continue
-            z, shift, size = (byte & 0x7F) | ((second & 0x7F) << 7), 14, 2
-            while second >= 0x80:
-                if size == _MAX_VARINT:
-                    raise Unfit("a row length wider than 32 bits")
-                second = rows[pos + size]
-                z |= (second & 0x7F) << shift
-                shift, size = shift + 7, size + 1
-            pos += size + (z >> 1)
+            length, size = _row_length(rows, pos)
+            pos += size + length
+        starts[i:] = np.frombuffer(rest, np.int64)
     except IndexError:
         raise Unfit("rows run past the records") from None
     if pos != len(rows):
         raise Unfit("the rows do not end where the records do")
-    return np.frombuffer(starts, np.int64)
+    return starts
 
 
 def kraftlog_columns(rows: bytes, count: int) -> Columns:
@@ -173,8 +216,8 @@ def kraftlog_columns(rows: bytes, count: int) -> Columns:
     ``Unfit`` for anything else."""
     if count < 1:
         raise Unfit("no records")
-    starts = _row_starts(rows, count)
     buf = np.frombuffer(rows + _PADDING, np.uint8)
+    starts = _row_starts(rows, buf, count)
     lengths, sizes = _get_varints(buf, starts)
     ends = starts + sizes + lengths
     if int(lengths.min()) < 0 or not np.array_equal(ends[:-1], starts[1:]):
