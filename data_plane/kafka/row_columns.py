@@ -9,6 +9,12 @@ lane (``_MAX_VARINT`` lanes), keys and values moved between their blobs and the 
 one masked copy each. Only the walk from one row's start to the next (a row's length says
 where the next begins) stays a Python loop, and a short one.
 
+Records of one size are the common case (fixed-size values, keys of one size or none, a
+batch's timestamps milliseconds apart): their rows differ only in the offset and timestamp
+deltas. Such rows are found as runs one stride apart (whole-array compares of their length
+varints) when read, and written as 2-D blocks, a row per line, where every field is a
+column range: one strided write per field for all the rows, no scattered writes or masks.
+
 Records with headers, varints wider than 32 bits, and anything that does not check out are
 not handled here: the functions raise ``Unfit`` and ``batches`` converts that batch row by row,
 which also words the error for bytes that are damaged. Pure: no I/O.
@@ -112,7 +118,11 @@ def kafka_rows(columns: Columns) -> bytes:
     deltas, key_lengths, value_lengths = columns.timestamp_deltas, columns.key_lengths, columns.value_lengths
     n = len(deltas)
     fields = [_zigzag(deltas), np.arange(n, dtype=np.int64) << 1, _zigzag(key_lengths), _zigzag(value_lengths)]
-    sizes = [_varint_sizes(z) for z in fields]
+    delta_sizes = _varint_sizes(fields[0])
+    runs = _layout_runs(delta_sizes, key_lengths, value_lengths)
+    if runs is not None:
+        return _rows_by_layout_runs(runs, fields, delta_sizes, columns)
+    sizes = [delta_sizes] + [_varint_sizes(z) for z in fields[1:]]
     key_bytes, value_bytes = np.maximum(key_lengths, 0), np.maximum(value_lengths, 0)
     row = 2 + sizes[0] + sizes[1] + sizes[2] + key_bytes + sizes[3] + value_bytes  # + attributes and header count
     row_z = row << 1
@@ -134,6 +144,81 @@ def kafka_rows(columns: Columns) -> bytes:
     if columns.values:
         out[_spans(total, at, value_bytes)] = np.frombuffer(columns.values, np.uint8)
     return out.tobytes()
+
+
+# Runs of rows of one layout a batch is written as, at most: records of one size make one to
+# four (offset deltas' varints grow a byte at 64 and 8,192, a timestamp delta's at 64 ms);
+# records of many sizes are written field by field over the whole batch instead.
+_MOST_LAYOUT_RUNS = 8
+_OFFSET_DELTA_GROWS = (64, 8_192, 1 << 20, 1 << 27)  # where an offset delta's zigzag varint takes one byte more
+
+
+def _layout_runs(*per_row: np.ndarray) -> list[int] | None:
+    """Where the runs of rows with one layout begin (rows alike in every ``per_row`` column
+    and in their offset delta's varint size), and the row count at the end; None for more
+    than ``_MOST_LAYOUT_RUNS`` runs."""
+    n = len(per_row[0])
+    change = np.zeros(n, bool)
+    for column in per_row:
+        change[1:] |= column[1:] != column[:-1]
+    begins = np.flatnonzero(change)
+    if len(begins) >= _MOST_LAYOUT_RUNS:
+        return None
+    edges = {0, n, *begins.tolist(), *(grows for grows in _OFFSET_DELTA_GROWS if grows < n)}
+    return sorted(edges) if len(edges) - 1 <= _MOST_LAYOUT_RUNS else None
+
+
+def _rows_by_layout_runs(runs: list[int], fields: list[np.ndarray], delta_sizes: np.ndarray, columns: Columns) -> bytes:
+    """``kafka_rows`` for a batch of a few runs of rows with one layout: each run is a 2-D block
+    of the output, a row per line (``_put_row_block``)."""
+    blocks = []
+    keys, values = np.frombuffer(columns.keys, np.uint8), np.frombuffer(columns.values, np.uint8)
+    key_at = value_at = 0
+    for a, b in zip(runs[:-1], runs[1:]):
+        m = b - a
+        kb, vb = max(int(columns.key_lengths[a]), 0), max(int(columns.value_lengths[a]), 0)
+        sizes = [int(delta_sizes[a])] + [len(_varint_bytes(int(z[a]))) for z in fields[1:]]
+        row = 2 + sum(sizes) + kb + vb
+        block = np.zeros((m, len(_varint_bytes(row << 1)) + row), np.uint8)
+        _put_row_block(block, row << 1, (fields[0][a:b], fields[1][a:b]), (sizes[0], sizes[1]),
+                       int(fields[2][a]), keys[key_at:key_at + m * kb], int(fields[3][a]), values[value_at:value_at + m * vb])
+        blocks.append(block.tobytes())
+        key_at, value_at = key_at + m * kb, value_at + m * vb
+    return b"".join(blocks)
+
+
+def _varint_bytes(z: int) -> np.ndarray:
+    out = bytearray()
+    while z >= 0x80:
+        out.append((z & 0x7F) | 0x80)
+        z >>= 7
+    out.append(z)
+    return np.frombuffer(bytes(out), np.uint8)
+
+
+def _put_row_block(block: np.ndarray, row_z: int, varying: tuple[np.ndarray, np.ndarray],
+                   varying_sizes: tuple[int, int], key_z: int, keys: np.ndarray, value_z: int, values: np.ndarray) -> None:
+    """Rows of one layout, one per line of ``block`` (zeroed): every field is a column range of
+    it, so each is one strided write for all the rows (the length, the key's and the value's
+    length: the same bytes in every row; the timestamp and offset deltas: one write per
+    varint byte; the key and the value: one 2-D copy each) instead of a scattered write per
+    field. ``row_z``, ``key_z``, ``value_z``: the zigzag lengths, alike in every row."""
+    m = len(block)
+    length = _varint_bytes(row_z)
+    block[:, :len(length)] = length
+    col = len(length) + 1  # the attributes: 0
+    for z, size in zip(varying, varying_sizes):
+        for k in range(size):
+            block[:, col + k] = ((z >> (7 * k)) & 0x7F) | (0x80 if k < size - 1 else 0)
+        col += size
+    for item_z, items in ((key_z, keys), (value_z, values)):
+        head = _varint_bytes(item_z)
+        block[:, col:col + len(head)] = head
+        col += len(head)
+        width = len(items) // m
+        if width:
+            block[:, col:col + width] = items.reshape(m, width)
+        col += width
 
 
 def _row_length(rows: bytes, pos: int) -> tuple[int, int]:

@@ -134,3 +134,16 @@ def test_a_damaged_row_length_inside_a_run_of_one_size_is_left_to_the_row_reader
             row_columns.kraftlog_columns(bad, 100)
         with pytest.raises(batches.KafkaBatchError):
             batches._read_rows(bad, 100)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 300), st.sampled_from([None, b"", b"key"]), st.integers(0, 300), st.integers(0, 3),
+       st.lists(st.integers(0, 299), max_size=10))
+def test_stored_records_of_one_layout_are_written_as_the_row_writer_writes_them(count, key, size, delta_step, odd):
+    """Records alike in layout are written as blocks of rows (a run per layout: offset deltas
+    from 64 on and timestamp deltas from 64 ms on take a byte more); a few records of another
+    size make more runs, many make the field-by-field path: the same bytes either way."""
+    values = [bytes(size + 7 if i in odd else size) for i in range(count)]
+    data = record_batch.encode_batch(values, keys=[key] * count, timestamps_ms=[1_700_000_000_000 + i * delta_step for i in range(count)])
+    batch = record_batch.decode_batch(data)
+    assert row_columns.kafka_rows(_columns_of(batch)) == batches._rows(batch)
