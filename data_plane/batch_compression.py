@@ -32,7 +32,7 @@ class BodyCompressionError(ValueError):
 def compress(name: str, body: bytes) -> bytes:
     """``body`` as one frame of codec ``name`` ("none" returns it as is), declaring its size."""
     if name == "lz4":
-        return lz4.frame.compress(body)
+        return lz4.frame.compress(body, block_linked=False)
     if name == "zstd":
         return _zstd_compressor().compress(body)
     return body

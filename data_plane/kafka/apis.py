@@ -2,7 +2,7 @@
 (data_plane/broker/service.py, data_plane/groups/service.py): the same ReplicaManager produce,
 fetch and list-offsets paths, the same ACL checks (``serve_authorized``), the same metadata
 answer, producer-id allocation and group coordinator. Nothing here keeps state of its own but
-the Kafka form of recently fetched batches (``ConvertedBatches``), a cache.
+the Kafka form of recently fetched and produced batches (``ConvertedBatches``), a cache.
 
 Responses are built from one set of fields for every version served (``entities.build``
 keeps the fields the version's kio entity has), so a handler is written once, not per version.
@@ -27,7 +27,7 @@ from data_plane.requests import (DeleteRecordsItem, DeleteRecordsResult, EpochEn
                                         ProduceItem, ProduceResult)
 from data_plane.kafka.acl_apis import CREATE_ACLS, DELETE_ACLS, DESCRIBE_ACLS, AclApis
 from data_plane.kafka.admin_apis import CREATE_TOPICS, DELETE_TOPICS, AdminApis
-from data_plane.kafka.batches import ConvertedBatches, KafkaBatchError, to_kraftlog
+from data_plane.kafka.batches import ConvertedBatches, KafkaBatchError, converted_produce
 from data_plane.kafka.codec import Request
 from data_plane.kafka.sasl import SASL_SERVED
 from data_plane.kafka.txn_apis import ADD_OFFSETS_TO_TXN, ADD_PARTITIONS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT, TXN_SERVED, TxnApis
@@ -170,10 +170,12 @@ class KafkaApis:
         now = self.replicas.clock_ms()
         items: list[ProduceItem] = []
         refused: list[ProduceResult] = []
+        sent: dict[tuple[str, int], list[tuple[bytes, bytes]]] = {}
         for topic in request.topic_data:
             for part in topic.partition_data:
                 try:
-                    items.append(ProduceItem(topic.name, part.index, to_kraftlog(bytes(part.records or b""), now)))
+                    pairs = sent[topic.name, part.index] = converted_produce(bytes(part.records or b""), now)
+                    items.append(ProduceItem(topic.name, part.index, b"".join(stored for _, stored in pairs)))
                 except KafkaBatchError as exc:
                     refused.append(ProduceResult(topic.name, part.index, PartitionError(
                         ErrorCode.INVALID_RECORD, f"{topic.name}-{part.index}: {exc}")))
@@ -187,6 +189,10 @@ class KafkaApis:
             results = await serve_authorized(
                 self.access, "write", items, lambda i: (i.topic, i.partition),
                 lambda allowed: self.replicas.produce(acks, millis(request.timeout), allowed, transactional_id), ProduceResult)
+            for result in results:  # what the client sent is these records' Kafka form: its readers need no conversion
+                if result.error.code == ErrorCode.NONE:
+                    for kafka, stored in sent[result.topic, result.partition]:
+                        self.converted.remember_produced(kafka, stored)
         if acks == 0:
             return None
         out = response_type(request)

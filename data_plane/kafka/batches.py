@@ -30,6 +30,7 @@ MAGIC = 2
 _LENGTH = struct.Struct(">qi")  # base offset, batch length (the bytes after this field)
 _MAGIC_AT = 16
 _PREFIX = struct.Struct(">qii")  # base offset, batch length, partition leader epoch
+_CONTENT_AT = 16  # a stored batch's magic: what follows is its content, what precedes the leader stamps
 _ATTRIBUTES = struct.Struct(">h")
 _ATTRIBUTES_AT = 21  # the first byte the CRC covers
 _CRC_AT = 17
@@ -73,7 +74,13 @@ def split_batches(data: bytes) -> Iterator[bytes]:
 
 def to_kraftlog(data: bytes, now_ms: int) -> bytes:
     """The kraftlog batches for the Kafka batches of one partition's produce."""
-    return b"".join(_one_to_kraftlog(raw, now_ms) for raw in split_batches(data))
+    return b"".join(stored for _, stored in converted_produce(data, now_ms))
+
+
+def converted_produce(data: bytes, now_ms: int) -> list[tuple[bytes, bytes]]:
+    """(the Kafka batch sent, the kraftlog batch for it) for each batch of one partition's
+    produce: the pairs ``ConvertedBatches.remember_produced`` takes once the append succeeded."""
+    return [(raw, _one_to_kraftlog(raw, now_ms)) for raw in split_batches(data)]
 
 
 def _one_to_kraftlog(raw: bytes, now_ms: int) -> bytes:
@@ -199,11 +206,18 @@ def to_kafka(data: bytes) -> bytes:
 
 
 class ConvertedBatches:
-    """``to_kafka`` remembering the Kafka form of the stored batches it converted lately, up to
-    ``max_bytes`` of it, least recently fetched out first: consumers of the same records (several
-    groups on one topic, a consumer reading again) pay for the conversion once. Keyed by the
-    stored batch's bytes themselves, so a hit is the same batch, whatever was truncated,
-    compacted or rewritten since (a dict compares the bytes after their hash)."""
+    """``to_kafka`` remembering the Kafka form of stored batches, up to ``max_bytes`` of it,
+    least recently used out first: consumers of the same records (several groups on one
+    topic, a consumer reading again) pay for the conversion once, and records produced
+    through the door are not converted at all while remembered (``remember_produced``: the
+    client's own batch is their Kafka form, as Kafka's brokers hand out what producers sent).
+
+    Keyed by the stored batch's bytes from its magic on (its content: records, timestamps,
+    producer fields, attributes, under its CRC), not by its base offset and leader epoch,
+    which the leader stamps at the append and which every answer takes from the stored
+    batch. So a hit is the same records whatever was truncated, compacted or rewritten since
+    (a dict compares the bytes after their hash), and a produced batch's key is known before
+    the append gives it its offset."""
 
     def __init__(self, max_bytes: int) -> None:
         self._max_bytes = max_bytes
@@ -218,31 +232,47 @@ class ConvertedBatches:
         snappy batches stored uncompressed), and the client sized its buffers for what it
         receives. Batches cut off here are fetched next: a consumer asks again from the
         offset after the last record it got."""
-        out = []
+        out: list[bytes | memoryview] = []
         total = 0
         for pos, header in record_batch.iter_headers(data):
-            stored = data[pos:pos + header.batch_length]
-            kafka = self._kafka.get(stored)
+            key = data[pos + _CONTENT_AT:pos + header.batch_length]
+            kafka = self._kafka.get(key)
             if kafka is None:
-                kafka = _one_to_kafka(record_batch.decode_batch(stored))
-                self._remember(stored, kafka)
+                kafka = _one_to_kafka(record_batch.decode_batch(data, pos))
+                self._remember(key, kafka)
             else:
-                self._kafka.move_to_end(stored)
+                self._kafka.move_to_end(key)
             total += len(kafka)
             if total > max_bytes and (out or not at_least_one):
                 break
-            out.append(kafka)
+            out.append(_PREFIX.pack(header.base_offset, len(kafka) - _LENGTH.size, header.leader_epoch))
+            out.append(memoryview(kafka)[_PREFIX.size:])
         return b"".join(out)
 
-    def _remember(self, stored: bytes, kafka: bytes) -> None:
-        size = len(stored) + len(kafka)
+    def remember_produced(self, sent: bytes, stored: bytes) -> None:
+        """Remember the Kafka batch a client ``sent`` as the Kafka form of the batch the door
+        ``stored`` for it (``to_kraftlog``), when the two say the same: the same codec (gzip
+        and snappy batches are stored uncompressed, and go out so) and the same producer
+        fields (a batch without a producer id is stored with epoch and sequence -1)."""
+        (_, _, _, _, _, attributes, _, _, _, producer_id, producer_epoch, base_sequence, count) = _KAFKA_HEADER.unpack_from(sent)
+        header = record_batch.read_header(stored)
+        if ((attributes & 0x07) == _KAFKA_CODECS.get(header.compression, 0)
+                and (producer_id, producer_epoch, base_sequence, count)
+                == (header.producer_id, header.producer_epoch, header.base_sequence, header.record_count)):
+            self._remember(stored[_CONTENT_AT:], sent)
+
+    def _remember(self, key: bytes, kafka: bytes) -> None:
+        size = len(key) + len(kafka)
         if size > self._max_bytes:
             return
-        self._kafka[stored] = kafka
+        old = self._kafka.pop(key, None)
+        if old is not None:
+            self._bytes -= len(key) + len(old)
+        self._kafka[key] = kafka
         self._bytes += size
         while self._bytes > self._max_bytes:
-            old_stored, old_kafka = self._kafka.popitem(last=False)
-            self._bytes -= len(old_stored) + len(old_kafka)
+            old_key, old_kafka = self._kafka.popitem(last=False)
+            self._bytes -= len(old_key) + len(old_kafka)
 
 
 def _one_to_kafka(batch: record_batch.DecodedBatch) -> bytes:

@@ -14,7 +14,7 @@ from kafka.record.util import calc_crc32c
 
 from data_plane import record_batch
 from data_plane.control_batch import ControlType, encode_marker
-from data_plane.kafka.batches import ConvertedBatches, KafkaBatchError, split_batches, to_kafka, to_kraftlog
+from data_plane.kafka.batches import ConvertedBatches, KafkaBatchError, converted_produce, split_batches, to_kafka, to_kraftlog
 
 CODECS = {"none": 0, "gzip": 1, "lz4": 3, "zstd": 4}
 
@@ -153,16 +153,34 @@ def test_a_record_that_runs_past_its_batch_is_refused_even_with_a_good_crc():
         to_kraftlog(bytes(out), now_ms=0)
 
 
-def test_converted_batches_are_remembered_up_to_their_budget_and_keyed_by_their_bytes():
+def test_converted_batches_are_remembered_up_to_their_budget_and_keyed_by_their_content():
     one = stored(to_kraftlog(kafka_batch(3), now_ms=0), 0, 0)
-    two = stored(to_kraftlog(kafka_batch(3), now_ms=0), 3, 0)  # the same records at other offsets
+    two = stored(to_kraftlog(kafka_batch(3), now_ms=0), 3, 1)  # the same records at other offsets, another leader epoch
+    other = stored(to_kraftlog(kafka_batch(2), now_ms=0), 6, 1)
     cache = ConvertedBatches(max_bytes=10 * (len(one) + len(to_kafka(one))))
     assert cache.to_kafka(one + two) == to_kafka(one + two)
-    assert cache.to_kafka(one) == to_kafka(one) and cache.to_kafka(two) == to_kafka(two)  # hits, each its own batch
-    assert len(cache._kafka) == 2
+    assert cache.to_kafka(two) == to_kafka(two) and cache.to_kafka(one) == to_kafka(one)  # hits, each at its own offset
+    assert len(cache._kafka) == 1
     small = ConvertedBatches(max_bytes=len(one) + len(to_kafka(one)))
-    assert small.to_kafka(one + two) == to_kafka(one + two)
-    assert list(small._kafka) == [two]  # the least recently fetched went out
+    assert small.to_kafka(one + other) == to_kafka(one + other)
+    assert list(small._kafka) == [other[16:]]  # the least recently fetched went out
+
+
+def test_a_produced_batch_is_fetched_as_the_client_sent_it_at_its_stored_offset():
+    """What a client sent is its records' Kafka form (as Kafka's brokers hand out what producers
+    wrote): remembered at the produce, a fetch answers it with the stored offset and leader
+    epoch and converts nothing; a batch stored other than sent (gzip stored uncompressed, a
+    batch without a producer id stored with epoch and sequence -1) is converted as before."""
+    cache = ConvertedBatches(max_bytes=1 << 20)
+    for sent in (kafka_batch(3, "lz4"), kafka_batch(3), kafka_batch(3, "gzip"), kafka_batch(3, producer=(-1, -1, 0))):
+        ((_, kept),) = converted_produce(sent, now_ms=0)
+        cache.remember_produced(sent, kept)
+        answer = cache.to_kafka(stored(kept, 40, 2))
+        assert DefaultRecordBatch(answer).validate_crc() and [(r.offset, r.key, r.value, r.headers) for r in DefaultRecordBatch(answer)] == [
+            (r.offset, r.key, r.value, r.headers) for r in DefaultRecordBatch(to_kafka(stored(kept, 40, 2)))]
+        assert struct.unpack_from(">qii", answer) == (40, len(answer) - 12, 2)
+        kept_as_sent = sent[22] & 0x07 != 1 and sent[43:51] != bytes.fromhex("ffffffffffffffff")
+        assert (answer[16:] == sent[16:]) == kept_as_sent
 
 
 def test_converted_batches_stop_at_the_bytes_asked_for_but_give_one_batch_to_move_on():

@@ -108,3 +108,42 @@ def test_a_large_batch_goes_through_whole_and_reads_back_the_same(codec, monkeyp
     back = batches.to_kafka(kept)
     assert back[22] & 0x07 == sent[22] & 0x07  # sent back with the codec it came in with
     assert batches._DECODERS[back[22] & 0x07](back[61:]) == expected_rows  # the rows after Kafka's batch header
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 300), st.lists(st.tuples(st.integers(0, 299), st.integers(0, 40)), max_size=12), st.integers(0, 3))
+def test_rows_of_one_size_with_some_of_another_read_as_the_row_reader_reads_them(count, odd_sizes, delta_step):
+    """Fixed-size records are found as runs of rows one stride apart: rows that grow a byte
+    (offset deltas from 64 on), rows of another size among them, and timestamps whose
+    varints grow give the same columns as the row-by-row reader."""
+    sizes = dict(odd_sizes)
+    records = [(i * delta_step, None, bytes(sizes.get(i, 20))) for i in range(count)]
+    _, rows = kafka_rows_of(records)
+    columns = row_columns.kraftlog_columns(rows, count)
+    deltas, keys, values, _ = batches._read_rows(rows, count)
+    assert columns.timestamp_deltas.tolist() == deltas and columns.values == b"".join(values)
+    assert columns.value_lengths.tolist() == [len(v) for v in values] and columns.key_lengths.tolist() == [-1] * count
+
+
+def test_a_damaged_row_length_inside_a_run_of_one_size_is_left_to_the_row_reader():
+    _, rows = kafka_rows_of([(0, None, bytes(20))] * 100)
+    stride = len(rows) // 100
+    for damaged in (bytes([rows[0] + 2]), b"\x01"):  # a row two bytes longer than its neighbours; a negative length
+        bad = rows[:50 * stride] + damaged + rows[50 * stride + 1:]
+        with pytest.raises(row_columns.Unfit):
+            row_columns.kraftlog_columns(bad, 100)
+        with pytest.raises(batches.KafkaBatchError):
+            batches._read_rows(bad, 100)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 300), st.sampled_from([None, b"", b"key"]), st.integers(0, 300), st.integers(0, 3),
+       st.lists(st.integers(0, 299), max_size=10))
+def test_stored_records_of_one_layout_are_written_as_the_row_writer_writes_them(count, key, size, delta_step, odd):
+    """Records alike in layout are written as blocks of rows (a run per layout: offset deltas
+    from 64 on and timestamp deltas from 64 ms on take a byte more); a few records of another
+    size make more runs, many make the field-by-field path: the same bytes either way."""
+    values = [bytes(size + 7 if i in odd else size) for i in range(count)]
+    data = record_batch.encode_batch(values, keys=[key] * count, timestamps_ms=[1_700_000_000_000 + i * delta_step for i in range(count)])
+    batch = record_batch.decode_batch(data)
+    assert row_columns.kafka_rows(_columns_of(batch)) == batches._rows(batch)
