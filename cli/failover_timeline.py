@@ -4,6 +4,9 @@ the signal.
 
 The stages, in the order they happen:
 
+- ``connection_closed``: a surviving follower saw its replication stream from the faulted
+  leader break (``replica fetch stream broke``): the kernel closes a killed process's sockets
+  only after it has freed the process's memory, so this stage is the kernel's;
 - ``noticed``: the active controller saw the faulted broker's session stream close
   (``fencing broker: its session connection closed``);
 - ``committed``: the fence and the elections it made committed in the metadata quorum and
@@ -27,10 +30,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-STAGES = ("noticed", "committed", "leader_applied", "followers_applied", "probe_acked", "producer_acked")
+STAGES = ("connection_closed", "noticed", "committed", "leader_applied", "followers_applied", "probe_acked", "producer_acked")
 NOTICED = "fencing broker: its session connection closed"
 COMMITTED = "broker fenced"
 APPLIED = "metadata applied to replicas"
+STREAM_BROKE = "replica fetch stream broke; reconnecting"
 
 
 @dataclass(frozen=True)
@@ -77,7 +81,9 @@ def round_stages(
 
     applied = {broker: _first_after(lines, signalled_unix, APPLIED) for broker, lines in broker_logs.items() if broker != victim}
     others = [at for broker, at in applied.items() if broker != new_leader]
+    broke = [_first_after(lines, signalled_unix, STREAM_BROKE, leader=victim) for broker, lines in broker_logs.items() if broker != victim]
     return {
+        "connection_closed": after(min((at for at in broke if at is not None), default=None)),
         "noticed": after(_first_after(controller_lines, signalled_unix, NOTICED, broker_id=victim)),
         "committed": after(_first_after(controller_lines, signalled_unix, COMMITTED, broker_id=victim)),
         "leader_applied": after(applied.get(new_leader)),

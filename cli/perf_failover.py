@@ -363,9 +363,9 @@ def run(args: argparse.Namespace) -> int:
                 "first_error": deliveries.first_error,
                 "stall_ms": _p50_max([r.producer_stall_ms for r in rounds]),
             },
-            "rounds": [asdict(r) for r in rounds],
-            "timeline_ms": _timeline(cluster, rounds),
+            "rounds": [asdict(r) | {"stages_ms": stages} for r, stages in zip(rounds, _stages(cluster, rounds))],
         }
+        document["timeline_ms"] = _timeline([r["stages_ms"] for r in document["rounds"]])
         _report(args.json, document)
         if deliveries.failed:  # inside the cluster's block: a throwaway cluster keeps its logs
             raise ValueError(f"{deliveries.failed:,} records of the acks=all producer failed: {deliveries.first_error}")
@@ -377,16 +377,19 @@ def _p50_max(samples_ms: list[float]) -> dict[str, float]:
     return {"p50": figures["p50"], "p99": figures["p99"], "max": figures["max"]}
 
 
-def _timeline(cluster: LocalCluster, rounds: list[Round]) -> dict[str, dict[str, float] | None]:
-    """p50/p99/max of each stage of the failover (``failover_timeline.py``) over the rounds,
-    from the nodes' logs; None for a stage no round's logs showed."""
+def _stages(cluster: LocalCluster, rounds: list[Round]) -> list[dict[str, float | None]]:
+    """Each round's stages (``failover_timeline.py``), from the nodes' logs."""
     def lines(node: Node) -> list[LogLine]:
         path = cluster.log_path(node)
         return parse_lines(path.read_text(errors="replace").splitlines()) if path.exists() else []
 
     controllers = [lines(node) for node in cluster.controllers]
     brokers = {node.node_id: lines(node) for node in cluster.brokers}
-    stages = [round_stages(r.signalled_unix, r.victim, r.new_leader, controllers, brokers, r.failover_ms, r.producer_acked_ms) for r in rounds]
+    return [round_stages(r.signalled_unix, r.victim, r.new_leader, controllers, brokers, r.failover_ms, r.producer_acked_ms) for r in rounds]
+
+
+def _timeline(stages: list[dict[str, float | None]]) -> dict[str, dict[str, float] | None]:
+    """p50/p99/max of each stage over the rounds; None for a stage no round's logs showed."""
     summary: dict[str, dict[str, float] | None] = {}
     for stage in STAGES:
         seen = [s[stage] for s in stages if s[stage] is not None]
