@@ -8,8 +8,8 @@ Each round faults the broker leading partition 0 of the test topic and measures 
 signal to the first acks=all write acknowledged under a newer leader epoch. A probe makes
 that write, not the load producer: it asks a live broker who leads, in a long poll that the
 broker answers as soon as its metadata names a leader newer than the faulted one (as the
-producer's own metadata request does during a failover), and writes only to such a leader, naming that epoch in the request
-(a deposed leader answers UNKNOWN_LEADER_EPOCH to it). So the acknowledgement is known to come
+producer's own metadata request does during a failover), and writes only to such a leader,
+naming that epoch in the request (a deposed leader answers UNKNOWN_LEADER_EPOCH to it). So the acknowledgement is known to come
 from the new leader, and the figure is the cluster's failover, not the producer's retry
 backoff or request timeout. An acks=all producer writes at a steady rate throughout, as
 load and as the application's view: its longest wait between acknowledgements in each round
