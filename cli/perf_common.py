@@ -110,6 +110,12 @@ class DeliveryLog:
         """Whether any acknowledgement arrived after ``since_s`` (monotonic seconds)."""
         return bool(self.acked_at_s) and self.acked_at_s[-1] > since_s
 
+    def first_ack_after(self, since_s: float) -> float | None:
+        """When the first acknowledgement after ``since_s`` arrived (monotonic seconds), or None."""
+        times = self.acked_at_s
+        at = bisect.bisect_right(times, since_s)
+        return times[at] if at < len(times) else None
+
     def longest_gap_ms(self, start_s: float, end_s: float) -> float:
         """The longest time without an acknowledgement between ``start_s`` and ``end_s``:
         what an application writing through the producer saw as an outage."""

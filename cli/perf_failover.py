@@ -6,9 +6,10 @@ leader has acknowledged; ``--namespaces`` runs the other modes on the same kind 
 
 Each round faults the broker leading partition 0 of the test topic and measures from the
 signal to the first acks=all write acknowledged under a newer leader epoch. A probe makes
-that write, not the load producer: every few ms it asks a live broker who leads, and writes
-only to a leader whose epoch is newer than the faulted one, naming that epoch in the request
-(a deposed leader answers UNKNOWN_LEADER_EPOCH to it). So the acknowledgement is known to come
+that write, not the load producer: it asks a live broker who leads, in a long poll that the
+broker answers as soon as its metadata names a leader newer than the faulted one (as the
+producer's own metadata request does during a failover), and writes only to such a leader,
+naming that epoch in the request (a deposed leader answers UNKNOWN_LEADER_EPOCH to it). So the acknowledgement is known to come
 from the new leader, and the figure is the cluster's failover, not the producer's retry
 backoff or request timeout. An acks=all producer writes at a steady rate throughout, as
 load and as the application's view: its longest wait between acknowledgements in each round
@@ -38,6 +39,7 @@ from typing import TYPE_CHECKING
 import grpc
 
 from cli.output import emit, table
+from cli.failover_timeline import STAGES, LogLine, parse_lines, round_stages
 from cli.perf_common import DeliveryLog, Schedule, ensure_one_partition_topic, percentiles
 from server_common.client_security import ClientSecurity
 from kraftlog_proto import broker_pb2, broker_pb2_grpc, common_pb2
@@ -52,8 +54,9 @@ if TYPE_CHECKING:
 
 FAULT_SIGNALS = {"kill": signal.SIGKILL, "pause": signal.SIGSTOP, "shutdown": signal.SIGTERM}
 PARTITION = 0
-PROBE_INTERVAL_S = 0.005  # the resolution of the failover figure
+PROBE_INTERVAL_S = 0.005  # between attempts that found no newer leader (each waited in a long poll first)
 PROBE_RPC_TIMEOUT_S = 0.5  # a broker that does not answer this fast is skipped for this attempt
+PROBE_NEWER_LEADER_WAIT_MS = 200  # a long poll's wait for a newer leader; within PROBE_RPC_TIMEOUT_S
 PROBE_ACK_TIMEOUT_MS = 1000  # how long the probe's acks=all write may wait for the high watermark
 PROBE_VALUE = b"perf-failover-probe"
 LOAD_VALUE = b"perf-failover-load".ljust(100, b".")
@@ -80,6 +83,8 @@ class Round:
     new_epoch: int
     failover_ms: float  # signal to the first acks=all write acknowledged by the new leader
     producer_stall_ms: float  # the load producer's longest wait between acknowledgements
+    signalled_unix: float  # wall clock of the signal: the nodes' log lines are timed against it
+    producer_acked_ms: float | None  # signal to the load producer's first acknowledgement after it
 
 
 class Probe:
@@ -96,10 +101,12 @@ class Probe:
         """Closes the channels (calls still in flight fail)."""
         self._channels.close()
 
-    def leadership(self, skip: frozenset[int] = frozenset()) -> Leadership | None:
-        """Partition 0's leadership from the first broker (not in ``skip``) that answers."""
+    def leadership(self, skip: frozenset[int] = frozenset(), newer_than: int | None = None) -> Leadership | None:
+        """Partition 0's leadership from the first broker (not in ``skip``) that answers;
+        ``newer_than``: a leader epoch the broker waits to see exceeded before it answers (a
+        long poll of up to PROBE_NEWER_LEADER_WAIT_MS)."""
         for broker_id in self._addresses:
-            if broker_id not in skip and (seen := self._leadership_at(broker_id)) is not None:
+            if broker_id not in skip and (seen := self._leadership_at(broker_id, newer_than)) is not None:
                 return seen
         return None
 
@@ -110,8 +117,11 @@ class Probe:
         seen = {self._leadership_at(broker_id) for broker_id in self._addresses}
         return seen.pop() if len(seen) == 1 else None
 
-    def _leadership_at(self, broker_id: int) -> Leadership | None:
+    def _leadership_at(self, broker_id: int, newer_than: int | None = None) -> Leadership | None:
         request = broker_pb2.MetadataRequest(topics=[self.topic])
+        if newer_than is not None:
+            request.newer_leader_than.add(topic=self.topic, partition=PARTITION, leader_epoch=newer_than)
+            request.max_wait_ms = PROBE_NEWER_LEADER_WAIT_MS
         try:
             response = self._channels.stub(self._addresses[broker_id]).Metadata(request, timeout=PROBE_RPC_TIMEOUT_S)
         except grpc.RpcError:
@@ -125,7 +135,7 @@ class Probe:
     def write_under_new_leader(self, old_epoch: int, skip: frozenset[int]) -> tuple[float, Leadership] | None:
         """One attempt: if metadata names a leader with an epoch newer than ``old_epoch``, write
         one record to it with acks=all; returns when it was acknowledged, and by whom."""
-        after = self.leadership(skip)
+        after = self.leadership(skip, newer_than=old_epoch)
         if after is None or after.leader < 0 or after.leader_epoch <= old_epoch or after.leader in skip:
             return None
         request = broker_pb2.ProduceRequest(
@@ -198,7 +208,7 @@ def _round(number: int, cluster: LocalCluster, probe: Probe, deliveries: Deliver
     before = _wait_healthy(cluster, probe, deliveries, time.monotonic(), args.round_timeout_s)
     victim = cluster.node("broker", before.leader)
     victim_only = frozenset({victim.node_id})
-    started = time.monotonic()
+    started, signalled_unix = time.monotonic(), time.time()
     heal = _fault(cluster, victim, args.mode)
     revived = False
     try:
@@ -231,6 +241,8 @@ def _round(number: int, cluster: LocalCluster, probe: Probe, deliveries: Deliver
         after.leader_epoch,
         round((acked_at - started) * 1000, 3),
         deliveries.longest_gap_ms(started, time.monotonic()),
+        signalled_unix,
+        None if (first := deliveries.first_ack_after(started)) is None else round((first - started) * 1000, 3),
     )
 
 
@@ -351,8 +363,9 @@ def run(args: argparse.Namespace) -> int:
                 "first_error": deliveries.first_error,
                 "stall_ms": _p50_max([r.producer_stall_ms for r in rounds]),
             },
-            "rounds": [asdict(r) for r in rounds],
+            "rounds": [asdict(r) | {"stages_ms": stages} for r, stages in zip(rounds, _stages(cluster, rounds))],
         }
+        document["timeline_ms"] = _timeline([r["stages_ms"] for r in document["rounds"]])
         _report(args.json, document)
         if deliveries.failed:  # inside the cluster's block: a throwaway cluster keeps its logs
             raise ValueError(f"{deliveries.failed:,} records of the acks=all producer failed: {deliveries.first_error}")
@@ -361,7 +374,27 @@ def run(args: argparse.Namespace) -> int:
 
 def _p50_max(samples_ms: list[float]) -> dict[str, float]:
     figures = percentiles(samples_ms)
-    return {"p50": figures["p50"], "max": figures["max"]}
+    return {"p50": figures["p50"], "p99": figures["p99"], "max": figures["max"]}
+
+
+def _stages(cluster: LocalCluster, rounds: list[Round]) -> list[dict[str, float | None]]:
+    """Each round's stages (``failover_timeline.py``), from the nodes' logs."""
+    def lines(node: Node) -> list[LogLine]:
+        path = cluster.log_path(node)
+        return parse_lines(path.read_text(errors="replace").splitlines()) if path.exists() else []
+
+    controllers = [lines(node) for node in cluster.controllers]
+    brokers = {node.node_id: lines(node) for node in cluster.brokers}
+    return [round_stages(r.signalled_unix, r.victim, r.new_leader, controllers, brokers, r.failover_ms, r.producer_acked_ms) for r in rounds]
+
+
+def _timeline(stages: list[dict[str, float | None]]) -> dict[str, dict[str, float] | None]:
+    """p50/p99/max of each stage over the rounds; None for a stage no round's logs showed."""
+    summary: dict[str, dict[str, float] | None] = {}
+    for stage in STAGES:
+        seen = [s[stage] for s in stages if s[stage] is not None]
+        summary[stage] = _p50_max(seen) if seen else None
+    return summary
 
 
 def _report(as_json: bool, document: dict) -> None:
@@ -374,8 +407,11 @@ def _report(as_json: bool, document: dict) -> None:
         table(["ROUND", "FAULTED", "EPOCH", "NEW LEADER", "NEW EPOCH", "FAILOVER MS", "PRODUCER STALL MS"], rows)
         + f"\n{document['mode']} of the leader, {document['kills']} rounds, replication factor {document['replication_factor']}, "
         f"min.insync.replicas {document['min_insync_replicas']}:\n"
-        f"failover (signal to the first acks=all write acknowledged by the new leader): p50 {failover['p50']} ms, worst {failover['max']} ms\n"
+        f"failover (signal to the first acks=all write acknowledged by the new leader): p50 {failover['p50']} ms, p99 {failover['p99']} ms, worst {failover['max']} ms\n"
         f"producer at {producer['rate']:,}/s: {producer['acked']:,} acked, {producer['failed']:,} failed; "
-        f"longest stall per round p50 {producer['stall_ms']['p50']} ms, worst {producer['stall_ms']['max']} ms"
+        f"longest stall per round p50 {producer['stall_ms']['p50']} ms, p99 {producer['stall_ms']['p99']} ms, worst {producer['stall_ms']['max']} ms\n"
+        "timeline, ms after the signal (the stages: cli/failover_timeline.py):\n"
+        + table(["STAGE", "P50", "P99", "WORST"], [[stage, *(("-",) * 3 if f is None else (f["p50"], f["p99"], f["max"]))]
+                                                    for stage, f in document["timeline_ms"].items()])
     )
     emit(as_json, document, human)

@@ -68,18 +68,23 @@ class ControllerRouter:
         self._index = (self._index + 1) % len(self.endpoints)
         return self._backoff()
 
+    def point_at(self, target: Endpoint) -> bool:
+        """Make ``target`` the current controller (added if unknown); whether that moved away
+        from another one."""
+        known = [i for i, (_, host, port) in enumerate(self.endpoints) if (host, port) == target[1:]]
+        if known:
+            self.endpoints[known[0]] = target
+            moved = self._index != known[0]
+            self._index = known[0]
+        else:
+            self.endpoints.append(target)
+            self._index, moved = len(self.endpoints) - 1, True
+        return moved
+
     def on_not_controller(self, hint: pb.ActiveControllerHint) -> float:
         """Follow the hint at once when it names someone else; otherwise back off and rotate."""
         if hint.controller_id >= 0 and hint.host:
-            target = (hint.controller_id, hint.host, hint.port)
-            known = [i for i, (node_id, host, port) in enumerate(self.endpoints) if (host, port) == (hint.host, hint.port)]
-            if known:
-                self.endpoints[known[0]] = target
-                moved = self._index != known[0]
-                self._index = known[0]
-            else:
-                self.endpoints.append(target)
-                self._index, moved = len(self.endpoints) - 1, True
+            moved = self.point_at((hint.controller_id, hint.host, hint.port))
             delay = self._backoff()
             # follow a fresh hint at once, but never ping-pong between stale hints without pause
             return 0.0 if moved and self._failures <= len(self.endpoints) else delay

@@ -137,6 +137,8 @@ class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
         outcome = await self.controller.write(lambda image: broker_decisions.disconnected_broker_fencing(image, broker_id, broker_epoch))
         if outcome.error_code != ErrorCode.NONE:
             self._log.warning("could not fence a disconnected broker; its session timeout will", broker_id=broker_id, error=outcome.error_message)
+        elif outcome.decision is not None and outcome.decision.response:  # committed: a failover's timeline reads this line
+            self._log.info("broker fenced", broker_id=broker_id, broker_epoch=broker_epoch, metadata_offset=outcome.first_offset)
 
     async def StreamMetadata(self, request: pb.StreamMetadataRequest, context):
         """A snapshot first when the broker starts from nothing (``from_offset`` ≤ 1) or the ring

@@ -61,6 +61,15 @@ RAFT_ELECTION_TIMEOUT_MAX_S = 1.0
 # can take hundreds of ms (it fsyncs its term and vote first), longer than any stagger that
 # would keep failover short. The others keep their timeouts, which a granted vote restarts.
 PROPOSAL_TIMEOUT_S = 5.0
+# pysyncobj's default (appendEntriesUseBatch) holds a proposal until the thread's next tick
+# (up to autoTickPeriod, 5 ms) and its entry until the next heartbeat round (appendEntriesPeriod,
+# 10 ms), and tells the followers of a commit only at the round after that: a fence and its
+# election took 15-25 ms to reach the brokers, most of a failover. Without it, a proposal wakes
+# the Raft thread (pysyncobj's pipe notifier), its entry goes out at once, and the leader sends
+# the new commit index as soon as it has applied an entry, so a follower controller (which
+# brokers may stream from) applies one round trip later. Nothing is lost to batching: the
+# active controller proposes one entry at a time (its write lock), so an append round carried
+# one entry (and one journal fsync) before as well.
 SNAPSHOT_WARM_INTERVAL_S = 1.0  # how often what changed is encoded ahead of the next compaction (snapshot_records.py)
 
 
@@ -307,6 +316,7 @@ class ControllerRaftNode:
             password=self._password,
             autoTickPeriod=0.005,
             appendEntriesPeriod=0.01,
+            appendEntriesUseBatch=False,  # entries and commit indexes go out at once: see the note on appendEntriesUseBatch at the top
             raftMinTimeout=RAFT_ELECTION_TIMEOUT_MIN_S,
             raftMaxTimeout=RAFT_ELECTION_TIMEOUT_MAX_S,
             leaderFallbackTimeout=RAFT_ELECTION_TIMEOUT_MAX_S,

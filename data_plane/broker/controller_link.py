@@ -4,8 +4,9 @@
 heartbeats, learns whether it is fenced, walks a controlled shutdown, and forwards
 AlterPartition and AllocateProducerIds to the active controller.
 
-``MetadataFollower`` streams metadata records from any controller, starting after the last
-offset it applied, replays each batch into one ``MetadataDelta`` (the replay the controllers
+``MetadataFollower`` streams metadata records from any controller, and moves to the active
+one once the broker's session has found it (``follow_from``), starting after the last offset
+it applied, replays each batch into one ``MetadataDelta`` (the replay the controllers
 use), applies it once, and hands the delta with the image it leads to to the listener
 (listener(delta, image)), which reacts to what the delta says changed.
 
@@ -66,6 +67,7 @@ class BrokerLifecycleManager:
         controller_endpoints: Sequence[Endpoint],
         current_metadata_offset: Callable[[], int],
         *,
+        on_active_controller: Callable[[Endpoint], None] = lambda endpoint: None,
         session_timeout_ms: int,
         heartbeat_interval_ms: int,
         credentials: grpc.ChannelCredentials | None = None,
@@ -81,12 +83,14 @@ class BrokerLifecycleManager:
         whose log went offline, sent with every heartbeat so the controller moves them;
         ``max_replicas``: how many replicas this broker can host, sent at registration (0: no limit);
         ``kafka_endpoint``: host:port of its Kafka listener, registered so every broker's Kafka
-        Metadata names it (empty: none; the server sets it once the listener is bound)."""
+        Metadata names it (empty: none; the server sets it once the listener is bound);
+        ``on_active_controller``: told the active controller each time a session opens with it."""
         assert heartbeat_interval_ms < session_timeout_ms, "heartbeats must come more often than the session timeout"
         self.broker_id = broker_id
         self.host, self.port, self.rack = host, port, rack
         self.incarnation_id = str(uuid.uuid4())
         self._current_metadata_offset = current_metadata_offset
+        self._on_active_controller = on_active_controller
         self._previous_broker_epoch = previous_broker_epoch
         self._offline_replicas = offline_replicas
         self._max_replicas = max_replicas
@@ -161,6 +165,7 @@ class BrokerLifecycleManager:
                         delay = self._router.on_not_controller(event.active_controller)
                         break
                     self._log.info("session opened with the active controller", controller=self._router.describe(target), broker_epoch=broker_epoch)
+                    self._on_active_controller(target)
                 else:
                     delay = self._router.on_unreachable()  # that controller stepped down
             except grpc.aio.AioRpcError:
@@ -321,6 +326,7 @@ class MetadataFollower:
         self._acted_on: MetadataImage | None = None
         self._failed_offset = -1
         self._retry_task: asyncio.Task | None = None
+        self._active: Endpoint | None = None  # the active controller, as the broker's session found it
 
     @property
     def unapplied_since(self) -> int | None:
@@ -330,6 +336,24 @@ class MetadataFollower:
     @property
     def image(self) -> MetadataImage:
         return self._image
+
+    @property
+    def source(self) -> Endpoint:
+        """The controller the stream comes from (or is about to)."""
+        return self._router.current()
+
+    def follow_from(self, active: Endpoint) -> None:
+        """Stream from ``active``, the active controller, from the next batch on. It applies an
+        entry as soon as it is committed, and the other controllers only once it has told them
+        so (one Raft message and one process wake-up later): on a failover's path, its fence
+        and elections reach this broker sooner from it."""
+        self._active = active
+
+    def _moves_to_active(self, target: Endpoint) -> bool:
+        """Whether the stream from ``target`` should end to go to the active controller (which
+        then becomes the router's current one)."""
+        active = self._active
+        return active is not None and active[1:] != target[1:] and self._router.point_at(active)
 
     async def start(self) -> None:
         """Start following in the background (returns at once)."""
@@ -373,9 +397,17 @@ class MetadataFollower:
             catching_up = False
             try:
                 stream = self._channels.stub(grpc_address(target)).StreamMetadata(pb.StreamMetadataRequest(from_offset=self._image.offset + 1))
+                moved = False
                 async for batch in stream:
                     await self._apply(batch)
                     self._router.on_success()
+                    if moved := self._moves_to_active(target):
+                        stream.cancel()
+                        break
+                if moved:
+                    self._log.info("metadata stream moved to the active controller", source=self._router.describe(target),
+                                   active=self._router.describe(self._router.current()), metadata_offset=self._image.offset)
+                    continue
                 reason = "stream ended"
             except grpc.aio.AioRpcError as e:
                 reason = f"{e.code().name} {e.details()}"
@@ -386,6 +418,8 @@ class MetadataFollower:
             except Exception as e:  # a failing listener must not stop metadata: log loudly, resume from the applied offset
                 self._log.exception("applying metadata failed", metadata_offset=self._image.offset)
                 reason = f"{type(e).__name__}: {e}"
+            if self._active is not None and self._active[1:] == target[1:]:
+                self._active = None  # no longer to be trusted as active: the next session names the new one
             delay = self._router.on_unreachable()
             (self._log.info if catching_up else self._log.warning)(
                 "metadata stream broke; switching controller", source=self._router.describe(target), reason=reason,

@@ -254,6 +254,10 @@ class LeaderFetcher:
                 self._carry_out(partition, decision)
                 if isinstance(decision, (Append, SetHighWatermark)):  # a served answer: follow DeleteRecords
                     self.manager.replicas.follow_log_start(partition, answer.log_start_offset)
+                    # and the leader serves the partition now: a backoff it refused earlier
+                    # (a new leader whose metadata lagged this broker's) ends, so the next request
+                    # names it; unnamed, the leader holds that request up to replica.fetch.wait.max.ms
+                    self.backoff_until.pop(tp, None)
                 if isinstance(decision, Append):
                     appended.append(partition)
             except PartitionError as exc:  # the local log went offline; the replica manager logged it

@@ -73,6 +73,7 @@ class BrokerServer:
             port=advertised_port,
             rack=config.rack,
             controller_endpoints=endpoints,
+            on_active_controller=self.metadata.follow_from,
             current_metadata_offset=lambda: self.metadata.image.offset,
             session_timeout_ms=config.session_timeout_ms,
             heartbeat_interval_ms=config.heartbeat_interval_ms,

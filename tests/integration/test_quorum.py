@@ -86,9 +86,11 @@ def quorum(tmp_path: Path) -> Iterator[Quorum]:
 class FakeBroker:
     """A broker that only does the controller protocol, through the real classes."""
 
-    def __init__(self, quorum: Quorum, broker_id: int = 1) -> None:
-        self.follower = MetadataFollower(quorum.endpoints, lambda delta, image: None)
-        self.lifecycle = BrokerLifecycleManager(broker_id, "127.0.0.1", 9999, "", quorum.endpoints, lambda: self.follower.image.offset,
+    def __init__(self, quorum: Quorum, broker_id: int = 1, endpoints: list | None = None) -> None:
+        endpoints = endpoints or quorum.endpoints
+        self.follower = MetadataFollower(endpoints, lambda delta, image: None)
+        self.lifecycle = BrokerLifecycleManager(broker_id, "127.0.0.1", 9999, "", endpoints, lambda: self.follower.image.offset,
+                                                on_active_controller=self.follower.follow_from,
                                                 session_timeout_ms=SESSION_TIMEOUT_MS, heartbeat_interval_ms=200)
 
     async def start(self) -> None:
@@ -125,6 +127,29 @@ def test_topics_survive_sigkill_of_every_controller(quorum: Quorum):
             assert [t.topic_id for t in cluster.topics if t.name == "orders"] == [topic_id]
             assert topic_layout(client, "orders") == before
             assert client.describe_configs(["orders"])["orders"][[e.key for e in client.describe_configs(["orders"])["orders"]].index("retention.ms")].value == "60000"
+
+    asyncio.run(scenario())
+
+
+def test_metadata_streams_from_the_active_controller_and_follows_it_after_a_failover(quorum: Quorum):
+    """A broker streams metadata from whichever controller it reaches first, and moves to the
+    active one (which applies each entry first) once its session has found it; when that
+    controller dies, to the next active one, without going back to the dead one."""
+    async def scenario() -> None:
+        with quorum.client() as client:
+            active = quorum.active_controller(client)
+            # the active controller listed last: the broker's first stream is from another one
+            broker = FakeBroker(quorum, endpoints=sorted(quorum.endpoints, key=lambda e: e[0] == active))
+            await broker.start()
+            await asyncio.to_thread(client.create_topic, "first", 1, 1)  # a batch: the stream moves after one
+            await async_wait_for(lambda: broker.follower.source[0] == active, 10, f"the metadata stream to come from controller {active}")
+
+            quorum.kill(active)
+            successor = await asyncio.to_thread(quorum.active_controller, client)
+            await asyncio.to_thread(client.create_topic, "second", 1, 1)
+            await async_wait_for(lambda: broker.follower.source[0] == successor and "second" in broker.follower.image.topics, 20,
+                                 f"the metadata stream to come from controller {successor}, the new active one, with the new topic")
+            await broker.stop()
 
     asyncio.run(scenario())
 

@@ -8,11 +8,13 @@ construction (`fetcher_rules`).
 
 from __future__ import annotations
 
+import time
 from types import SimpleNamespace
 
 import pytest
 
 from data_plane.broker.config import UnsafeBehaviour
+from data_plane.broker.fetch_round import plan_round
 from data_plane.broker.replica_fetcher import LeaderFetcher, fetcher_rules
 from data_plane.replication.follower import FetchPosition, apply_stale_answers, drop_stale_answers
 from kraftlog_proto import broker_pb2, common_pb2
@@ -103,6 +105,18 @@ def test_refusals_and_unusable_answers_back_the_partition_off() -> None:
     fetcher, _, replicas = _fetcher()
     fetcher._apply(_answer(error_code=common_pb2.OFFSET_OUT_OF_RANGE, log_end_offset=12))
     assert replicas.calls == [] and set(fetcher.backoff_until) == {TP}
+
+
+def test_a_served_answer_ends_the_backoff_of_an_earlier_refusal() -> None:
+    # A new leader whose metadata lags this broker's refuses the first fetch, then (once it
+    # has caught up) serves the partition from the session: the next request must name it, or
+    # the leader holds that request for replica.fetch.wait.max.ms while the partition waits.
+    fetcher, _, replicas = _fetcher()
+    fetcher._apply(_answer(error_code=common_pb2.UNKNOWN_LEADER_EPOCH))
+    assert set(fetcher.backoff_until) == {TP}
+    fetcher._apply(_answer(batches=b"xy", high_watermark=11))
+    assert replicas.calls == [("append", b"xy")] and fetcher.backoff_until == {}
+    assert plan_round({TP: None}, fetcher.backoff_until, time.monotonic()).send == (TP,)  # named in the next round
 
 
 def test_a_stale_answer_changes_nothing() -> None:
