@@ -59,9 +59,9 @@ def read_offset(path: Path) -> int:
 
 def write_offsets(path: Path, offsets: dict[TopicPartition, int]) -> None:
     """``topic partition offset`` lines (recovery points, high watermarks), in ``offsets``'
-    order: readers make a dict of them, and sorting 50,000 entries took most of a broker's
-    GIL while it produced (the HW and recovery-point files are rewritten every 5 s while
-    offsets move; docs/performance.md, "Scale")."""
+    order: readers make a dict of them, and the sort was half the cost of writing 50,000
+    entries, which a producing broker does for both files every 5 s (docs/performance.md,
+    "Scale")."""
     write_lines(path, version=0, lines=[f"{t} {p} {o}" for (t, p), o in offsets.items()])
 
 
