@@ -33,6 +33,7 @@ from metadata_quorum.raft_tls import RaftTlsRelay, raft_tls_files
 from kraftlog_proto import controller_pb2, controller_pb2_grpc, security_pb2_grpc
 from server_common import power_loss
 from server_common.event_loops import run_loop
+from server_common.gc_freeze import freeze_after_full_collections
 from server_common.grpc_standard_services import ServingState
 from server_common.limits import MESSAGE_BYTES_MAX
 from server_common.tls import TlsConfigError, add_port, server_tls_from_args
@@ -185,6 +186,7 @@ def run(args: argparse.Namespace) -> int:
     from server_common.logging_setup import configure_logging
 
     configure_logging(args.log_format)
+    freeze_after_full_collections()  # the image of 50,000 partitions made each full GC a pause of 0.3 s
     try:
         run_loop(serve(args), args.event_loop)
     except ValueError as exc:  # a malformed --quorum, or a metadata dump in no format this version reads (raft_dump.py)

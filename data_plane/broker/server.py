@@ -39,6 +39,7 @@ from data_plane.broker.txn_verification import TxnVerifier
 from kraftlog_proto import broker_pb2, broker_pb2_grpc, group_pb2, transaction_pb2
 from server_common import power_loss
 from server_common.event_loops import run_loop
+from server_common.gc_freeze import freeze_after_full_collections
 from server_common import clock
 from server_common.grpc_standard_services import ServingState
 from server_common.open_files import raise_open_file_limit
@@ -351,6 +352,7 @@ def run(args: argparse.Namespace) -> int:
         config = from_args(args)
     except ValueError as exc:
         raise SystemExit(f"kraftlog broker: {exc}") from None
+    freeze_after_full_collections()  # a full GC of 50,000 replicas' objects stalled the loop for seconds
     run_loop(serve(config), args.event_loop)
     return 0
 

@@ -118,6 +118,7 @@ def test_ten_thousand_partitions_at_rf3(tmp_path: Path) -> None:
 
 FIFTY_K_TOPICS = 20  # x PARTITIONS_PER_TOPIC = 50,000 partitions, 50,000 replicas on each broker at RF 3
 PRODUCE_RECORDS = 500_000
+PRODUCE_RUNS = 3  # in each half, the median compared
 
 
 def perf_produce_records_per_s(cluster: TestCluster, topic: str) -> float:
@@ -129,22 +130,35 @@ def perf_produce_records_per_s(cluster: TestCluster, topic: str) -> float:
     return json.loads(done.stdout)["records_per_sec"]
 
 
+def median_produce(cluster: TestCluster, topic: str, label: str) -> float:
+    """The median of PRODUCE_RUNS `perf_produce_records_per_s` runs, each printed: one run lasts
+    about a second, so one figure on a shared machine is mostly the moment it was taken (the
+    same cluster gave 234,000 to 727,000 records/s three runs in a row at load 8)."""
+    rates = []
+    for _ in range(PRODUCE_RUNS):
+        rates.append(perf_produce_records_per_s(cluster, topic))
+        print(f"{label}: perf produce {rates[-1]:,.0f} records/s ({load()})")
+    return sorted(rates)[len(rates) // 2]
+
+
 @pytest.mark.timeout(3600)
 def test_fifty_thousand_partitions_at_rf3(tmp_path: Path) -> None:
     """The open-file budget's operator scenario at full size: 50,000 partitions at RF 3 on three
     brokers (past the 20,000 open-file limit each), then produce against an empty cluster's
     figure in the same sitting, and a broker's restart after SIGKILL until every ISR is full.
     Goals: created in under 60 s, every ISR full within 60 s of the last creation, under 8 GiB
-    RSS in all, idle brokers under 10% of a core, produce within 20% of the empty cluster's."""
+    RSS in all, idle brokers under 10% of a core, produce within 20% of the empty cluster's
+    (medians of PRODUCE_RUNS runs in each half, on the same topic, leaders and ISRs)."""
     names = [f"scale-{i}" for i in range(FIFTY_K_TOPICS)]
     with local_cluster(tmp_path, controllers=3, brokers=3) as cluster:
         cluster.create_topic("produce-here", partitions=3, replication_factor=REPLICATION_FACTOR)
-        empty_rate = perf_produce_records_per_s(cluster, "produce-here")
-        print(f"\nempty cluster: perf produce {empty_rate:,.0f} records/s ({load()})")
+        print()
+        empty_rate = median_produce(cluster, "produce-here", "empty cluster")
         print(create_until_full(cluster, names, 1200))
         print(idle_report(cluster))
-        full_rate = perf_produce_records_per_s(cluster, "produce-here")
-        print(f"with 50,000 partitions: perf produce {full_rate:,.0f} records/s, {full_rate / empty_rate:.0%} of the empty cluster's ({load()})")
+        full_rate = median_produce(cluster, "produce-here", "with 50,000 partitions")
+        print(f"with 50,000 partitions: median {full_rate:,.0f} records/s, {full_rate / empty_rate:.0%} of the empty cluster's median "
+              f"{empty_rate:,.0f} ({load()})")
 
         broker = cluster.brokers[-1]
         cluster.kill(broker)
