@@ -85,8 +85,9 @@ class HeldPartition:
         self.sent_to = item.fetch_offset  # the furthest offset the follower can hold from this session
 
     def __call__(self) -> None:
-        if not self.session.push(self):
-            self.session.mark_changed(self.tp)
+        session = self.session
+        if not session.push(self) and not session.note_high_watermark(self):
+            session.mark_changed(self.tp)
 
     def renew(self, item: ReplicaFetchItem) -> None:
         """The follower named the partition again. In a new leader epoch what it can
@@ -135,6 +136,7 @@ class FetchSession:
         self._cut_short = False  # answer the round being held now (a partition was just expected)
         self._holding = False  # a round waits: an append may push into its answer
         self._pushed: dict[TopicPartition, ReplicaFetchResult] = {}  # the held round's answers, built by appends
+        self._hw_moved: set[TopicPartition] = set()  # only the HW or log start moved: refreshed when answering
         self._push_room = 0  # bytes the held round's answer has left
         self._wake = Nudge()
 
@@ -186,6 +188,42 @@ class FetchSession:
             self._unsent.add(held.tp)
         self._wake.set()
         return True
+
+    def note_high_watermark(self, held: HeldPartition) -> bool:
+        """Called by a change to ``held``'s partition that `push` did not take: when the
+        follower already has every record (it was last served or pushed up to the log end, in
+        this replica's leader epoch, and the log is online), only the HW or the log start can
+        have moved. Nothing needs serving for that and no answer is due for it: the round
+        answering next carries the values of that moment (`_refresh_high_watermarks`), as a
+        re-serve would have, without waking the held round or going through the leader core
+        again. False for any other change: the round serves it."""
+        partition = held.watched
+        if (partition is None or not partition.is_leader or partition.offline_reason is not None
+                or held.served_end != partition.log_end_offset or held.item.current_leader_epoch != partition.state.leader_epoch):
+            return False
+        self._hw_moved.add(held.tp)
+        return True
+
+    def _refresh_high_watermarks(self, answers: dict[TopicPartition, ReplicaFetchResult]) -> None:
+        """Put the current HW and log start into this round's answers of the partitions whose
+        HW alone moved since they were served (`note_high_watermark`); one not answered yet
+        gets an answer of its own when they differ from what the follower was last told."""
+        moved, self._hw_moved = self._hw_moved, set()
+        for tp in moved:
+            held = self.held.get(tp)
+            partition = held.watched if held is not None else None
+            if (partition is None or not partition.is_leader or partition.offline_reason is not None
+                    or held.item.current_leader_epoch != partition.state.leader_epoch):
+                continue  # a later change was served in full: its answer stands
+            now = (partition.high_watermark, partition.log_start_offset)
+            result = answers.get(tp)
+            if result is None:
+                if held.answered == now:
+                    continue
+                result = answers[tp] = ReplicaFetchResult(tp[0], tp[1], log_end_offset=held.served_end)
+            elif result.failed or result.diverging is not None:
+                continue
+            result.high_watermark, result.log_start_offset = now
 
     def close(self) -> None:
         """The stream ended: stop watching. The leases stay as they are, frozen at the last
@@ -267,6 +305,8 @@ class FetchSession:
                 await self._wake.wait(remaining)
             finally:
                 self._holding = False
+        if self._hw_moved:
+            self._refresh_high_watermarks(answers)
         for tp, result in answers.items():
             held = self.held.get(tp)
             if held is not None and not result.failed:

@@ -156,3 +156,26 @@ async def wait_holding(session: FetchSession) -> None:
     """Until the session's round waits (an event, not a time: the round sets it before its wait)."""
     while not session._holding:
         await asyncio.sleep(0)
+
+
+def test_a_high_watermark_move_alone_is_not_served_again(tmp_path: Path) -> None:
+    """The acknowledgement that moves the HW is served once: the HW move it causes changes
+    nothing a follower with every record needs served (no second pass through the leader
+    core, no wake-up of the held round); the round answering next carries the new HW."""
+    replicas, led, broker_epoch = leader_with_partitions(tmp_path)
+    session = FetchSession(replicas)
+    tp = led[0]
+
+    async def scenario() -> None:
+        await session.round(FOLLOWER, broker_epoch, WAIT_MS, MIB, True, [at(replicas, p, 0) for p in led])
+        held = asyncio.ensure_future(session.round(FOLLOWER, broker_epoch, 10_000, MIB, False, []))
+        await wait_holding(session)
+        [produced] = await replicas.produce(1, 1000, [ProduceItem(*tp, batch(3))])
+        assert not produced.failed, produced.error
+        await held  # the push of offsets 0-2
+        served = recording(replicas)
+        answers = await session.round(FOLLOWER, broker_epoch, WAIT_MS, MIB, False, [at(replicas, tp, 3)])
+        assert served == [tp]  # the acknowledgement, once
+        assert [(a.topic, a.partition, a.high_watermark) for a in answers] == [(*tp, 3)]
+
+    asyncio.run(scenario())
