@@ -10,7 +10,13 @@ so a round costs what changed, never what the session holds:
 - a round serves the partitions the request names, plus those that changed here since they
   were last served (an append, a HW move, a leadership change), plus those whose records did
   not fit in the last answer; each one goes through `FetchServing.serve_follower`, so the
-  follower's progress, the HW and the ISR move exactly as for a fetch that named it;
+  follower's progress, the HW and the ISR move exactly as for a fetch that named it. A HW
+  (or log start) move alone, on a partition whose follower already has every record, is not
+  served again and wakes nothing: the answer the round gives next carries the values of that
+  moment (`note_high_watermark`). Every acks=all write moves the HW once, in the round of the
+  follower whose acknowledgement completed it, and serving that partition again there and in
+  every other follower's held round cost two passes through the leader core and a wake-up
+  per write, for no message;
 - the answer carries every partition the request named, and of the others only those with
   something new: records, a diverging epoch, an error, or a HW or log start other than the
   one last answered;
