@@ -203,9 +203,8 @@ class FetchSession:
         answering next carries the values of that moment (`_refresh_high_watermarks`), as a
         re-serve would have, without waking the held round or going through the leader core
         again. False for any other change: the round serves it."""
-        partition = held.watched
-        if (partition is None or not partition.is_leader or partition.offline_reason is not None
-                or held.served_end != partition.log_end_offset or held.item.current_leader_epoch != partition.state.leader_epoch):
+        partition = _led_as_asked(held)
+        if partition is None or held.served_end != partition.log_end_offset:
             return False
         self._hw_moved.add(held.tp)
         return True
@@ -217,9 +216,8 @@ class FetchSession:
         moved, self._hw_moved = self._hw_moved, set()
         for tp in moved:
             held = self.held.get(tp)
-            partition = held.watched if held is not None else None
-            if (partition is None or not partition.is_leader or partition.offline_reason is not None
-                    or held.item.current_leader_epoch != partition.state.leader_epoch):
+            partition = _led_as_asked(held) if held is not None else None
+            if partition is None:
                 continue  # a later change was served in full: its answer stands
             now = (partition.high_watermark, partition.log_start_offset)
             result = answers.get(tp)
@@ -318,6 +316,16 @@ class FetchSession:
             if held is not None and not result.failed:
                 held.answered = (result.high_watermark, result.log_start_offset)
         return list(answers.values())
+
+
+def _led_as_asked(held: HeldPartition) -> Partition | None:
+    """``held``'s partition while this replica leads it, online, in the leader epoch the
+    follower asks in; else None."""
+    partition = held.watched
+    if (partition is None or not partition.is_leader or partition.offline_reason is not None
+            or held.item.current_leader_epoch != partition.state.leader_epoch):
+        return None
+    return partition
 
 
 async def serve_stream(replicas: ReplicaManager, requests: AsyncIterator[broker_pb2.ReplicaFetchRequest],
