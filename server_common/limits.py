@@ -28,5 +28,17 @@ FETCH_BYTES_MAX_DEFAULT = 50 << 20
 """A fetch's ``max_bytes`` when the request leaves it 0, and the consumer's default: Kafka's
 ``fetch.max.bytes`` default (52428800), which fits in one message with its envelope."""
 
+CONSUME_STREAM_BYTES_MAX = 64 << 20
+"""Bytes a ``Consume`` stream may have outstanding (window x message size): the broker lowers
+the window to fit, and the client, granting its credits in groups, must know the window it
+got (`consume_window`)."""
+
+
+def consume_window(window_messages: int, message_bytes: int) -> int:
+    """The window of a Consume stream asking for ``window_messages`` of ``message_bytes``: a
+    broker whose messages are smaller (its own limit) keeps at least this window."""
+    return min(window_messages, max(CONSUME_STREAM_BYTES_MAX // message_bytes, 1))
+
+
 assert 0 < ENVELOPE_BYTES_MAX < MESSAGE_BYTES_MAX
 assert FETCH_BYTES_MAX_DEFAULT <= BATCH_BYTES_PER_MESSAGE_MAX

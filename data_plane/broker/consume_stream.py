@@ -32,7 +32,7 @@ from data_plane.requests import FetchItem, FetchResult
 from data_plane.wakeups import Wakeups, wait_until_woken, woken_by
 from server_common.errors import ErrorCode
 from kraftlog_proto import broker_pb2, common_pb2
-from server_common.limits import BATCH_BYTES_PER_MESSAGE_MAX
+from server_common.limits import BATCH_BYTES_PER_MESSAGE_MAX, consume_window
 
 if TYPE_CHECKING:
     from data_plane.broker.replica_manager import ReplicaManager
@@ -45,8 +45,6 @@ WINDOW_MESSAGES_MAX = 64
 MESSAGE_BYTES_DEFAULT = 1 << 20
 """Batch bytes in one message when the client leaves ``max_bytes_per_message`` 0: large
 enough that per-message costs vanish, small enough that a window of them is cheap to hold."""
-STREAM_BYTES_MAX = 64 << 20
-"""Bytes a stream may have outstanding (window x message size): the window shrinks to fit."""
 ROUND_WAIT_S = 1.0
 """Longest wait for a wakeup before a stream re-reads anyway (wakeups make this a backstop)."""
 
@@ -126,7 +124,7 @@ def parse_open(request: broker_pb2.ConsumeRequest, request_max_bytes: int) -> St
     if not positions:
         raise MalformedRequest("the open message names no partition: list at least one")
     message_bytes = min(opened.max_bytes_per_message or MESSAGE_BYTES_DEFAULT, BATCH_BYTES_PER_MESSAGE_MAX, request_max_bytes // 2)
-    window = min(opened.window_messages or WINDOW_MESSAGES_DEFAULT, max(STREAM_BYTES_MAX // message_bytes, 1))
+    window = consume_window(opened.window_messages or WINDOW_MESSAGES_DEFAULT, message_bytes)
     return StreamSpec(positions, epochs, opened.format == broker_pb2.RECORDS, message_bytes, window, opened.client_id,
                       committed)
 

@@ -10,7 +10,13 @@ so a round costs what changed, never what the session holds:
 - a round serves the partitions the request names, plus those that changed here since they
   were last served (an append, a HW move, a leadership change), plus those whose records did
   not fit in the last answer; each one goes through `FetchServing.serve_follower`, so the
-  follower's progress, the HW and the ISR move exactly as for a fetch that named it;
+  follower's progress, the HW and the ISR move exactly as for a fetch that named it. A HW
+  (or log start) move alone, on a partition whose follower already has every record, is not
+  served again and wakes nothing: the answer the round gives next carries the values of that
+  moment (`note_high_watermark`). Every acks=all write moves the HW once, in the round of the
+  follower whose acknowledgement completed it, and serving that partition again there and in
+  every other follower's held round cost two passes through the leader core and a wake-up
+  per write, for no message;
 - the answer carries every partition the request named, and of the others only those with
   something new: records, a diverging epoch, an error, or a HW or log start other than the
   one last answered;
@@ -85,8 +91,9 @@ class HeldPartition:
         self.sent_to = item.fetch_offset  # the furthest offset the follower can hold from this session
 
     def __call__(self) -> None:
-        if not self.session.push(self):
-            self.session.mark_changed(self.tp)
+        session = self.session
+        if not session.push(self) and not session.note_high_watermark(self):
+            session.mark_changed(self.tp)
 
     def renew(self, item: ReplicaFetchItem) -> None:
         """The follower named the partition again. In a new leader epoch what it can
@@ -135,6 +142,7 @@ class FetchSession:
         self._cut_short = False  # answer the round being held now (a partition was just expected)
         self._holding = False  # a round waits: an append may push into its answer
         self._pushed: dict[TopicPartition, ReplicaFetchResult] = {}  # the held round's answers, built by appends
+        self._hw_moved: set[TopicPartition] = set()  # only the HW or log start moved: refreshed when answering
         self._push_room = 0  # bytes the held round's answer has left
         self._wake = Nudge()
 
@@ -186,6 +194,40 @@ class FetchSession:
             self._unsent.add(held.tp)
         self._wake.set()
         return True
+
+    def note_high_watermark(self, held: HeldPartition) -> bool:
+        """Called by a change to ``held``'s partition that `push` did not take: when the
+        follower already has every record (it was last served or pushed up to the log end, in
+        this replica's leader epoch, and the log is online), only the HW or the log start can
+        have moved. Nothing needs serving for that and no answer is due for it: the round
+        answering next carries the values of that moment (`_refresh_high_watermarks`), as a
+        re-serve would have, without waking the held round or going through the leader core
+        again. False for any other change: the round serves it."""
+        partition = _led_as_asked(held)
+        if partition is None or held.served_end != partition.log_end_offset:
+            return False
+        self._hw_moved.add(held.tp)
+        return True
+
+    def _refresh_high_watermarks(self, answers: dict[TopicPartition, ReplicaFetchResult]) -> None:
+        """Put the current HW and log start into this round's answers of the partitions whose
+        HW alone moved since they were served (`note_high_watermark`); one not answered yet
+        gets an answer of its own when they differ from what the follower was last told."""
+        moved, self._hw_moved = self._hw_moved, set()
+        for tp in moved:
+            held = self.held.get(tp)
+            partition = _led_as_asked(held) if held is not None else None
+            if partition is None:
+                continue  # a later change was served in full: its answer stands
+            now = (partition.high_watermark, partition.log_start_offset)
+            result = answers.get(tp)
+            if result is None:
+                if held.answered == now:
+                    continue
+                result = answers[tp] = ReplicaFetchResult(tp[0], tp[1], log_end_offset=held.served_end)
+            elif result.failed or result.diverging is not None:
+                continue
+            result.high_watermark, result.log_start_offset = now
 
     def close(self) -> None:
         """The stream ended: stop watching. The leases stay as they are, frozen at the last
@@ -267,11 +309,23 @@ class FetchSession:
                 await self._wake.wait(remaining)
             finally:
                 self._holding = False
+        if self._hw_moved:
+            self._refresh_high_watermarks(answers)
         for tp, result in answers.items():
             held = self.held.get(tp)
             if held is not None and not result.failed:
                 held.answered = (result.high_watermark, result.log_start_offset)
         return list(answers.values())
+
+
+def _led_as_asked(held: HeldPartition) -> Partition | None:
+    """``held``'s partition while this replica leads it, online, in the leader epoch the
+    follower asks in; else None."""
+    partition = held.watched
+    if (partition is None or not partition.is_leader or partition.offline_reason is not None
+            or held.item.current_leader_epoch != partition.state.leader_epoch):
+        return None
+    return partition
 
 
 async def serve_stream(replicas: ReplicaManager, requests: AsyncIterator[broker_pb2.ReplicaFetchRequest],

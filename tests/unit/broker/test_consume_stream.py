@@ -7,13 +7,13 @@ import pytest
 
 from data_plane import record_batch
 from data_plane.broker.consume_stream import (
-    STREAM_BYTES_MAX,
     WINDOW_MESSAGES_DEFAULT,
     CreditWindow,
     MalformedRequest,
     parse_open,
 )
 from kraftlog_proto import broker_pb2
+from server_common.limits import CONSUME_STREAM_BYTES_MAX
 
 
 def opened(partitions=((0, 0),), **fields) -> broker_pb2.ConsumeRequest:
@@ -46,7 +46,7 @@ def test_open_applies_defaults_and_the_brokers_limits() -> None:
     assert spec.positions == {("t", 0): 5, ("t", 1): 7} and spec.epochs == {("t", 0): -1, ("t", 1): -1}
     assert spec.window_messages == WINDOW_MESSAGES_DEFAULT and spec.max_bytes_per_message == 1 << 20 and not spec.records
     big = parse_open(opened(max_bytes_per_message=16 << 20, window_messages=64, format=broker_pb2.RECORDS), 64 << 20)
-    assert big.window_messages * big.max_bytes_per_message <= STREAM_BYTES_MAX and big.records
+    assert big.window_messages * big.max_bytes_per_message <= CONSUME_STREAM_BYTES_MAX and big.records
     assert parse_open(opened(max_bytes_per_message=60 << 20), 8 << 20).max_bytes_per_message == 4 << 20
 
 

@@ -156,3 +156,67 @@ async def wait_holding(session: FetchSession) -> None:
     """Until the session's round waits (an event, not a time: the round sets it before its wait)."""
     while not session._holding:
         await asyncio.sleep(0)
+
+
+def test_a_high_watermark_move_alone_is_not_served_again(tmp_path: Path) -> None:
+    """The acknowledgement that moves the HW is served once: the HW move it causes changes
+    nothing a follower with every record needs served (no second pass through the leader
+    core, no wake-up of the held round); the round answering next carries the new HW."""
+    replicas, led, broker_epoch = leader_with_partitions(tmp_path)
+    session = FetchSession(replicas)
+    tp = led[0]
+
+    async def scenario() -> None:
+        await session.round(FOLLOWER, broker_epoch, WAIT_MS, MIB, True, [at(replicas, p, 0) for p in led])
+        held = asyncio.ensure_future(session.round(FOLLOWER, broker_epoch, 10_000, MIB, False, []))
+        await wait_holding(session)
+        [produced] = await replicas.produce(1, 1000, [ProduceItem(*tp, batch(3))])
+        assert not produced.failed, produced.error
+        await held  # the push of offsets 0-2
+        served = recording(replicas)
+        answers = await session.round(FOLLOWER, broker_epoch, WAIT_MS, MIB, False, [at(replicas, tp, 3)])
+        assert served == [tp]  # the acknowledgement, once
+        assert [(a.topic, a.partition, a.high_watermark) for a in answers] == [(*tp, 3)]
+
+    asyncio.run(scenario())
+
+
+def test_the_high_watermark_reaches_a_held_follower_with_its_next_answer_without_waking_it(tmp_path: Path) -> None:
+    """RF 3: an acks=all write is pushed to both followers; the first acknowledges and its
+    round holds; the second's acknowledgement moves the HW and completes the write. The
+    first follower's held round is not woken to serve the partition again for the HW: it
+    answers when its wait ends (or with the next push), carrying the HW of that moment."""
+    image = with_topic(cluster((1, 2, 3)), "s", 3, 3)
+    replicas = broker(tmp_path)
+    apply(replicas, image)
+    tp = next(tp for tp, p in sorted(replicas.partitions.items()) if p.is_leader)
+    first, second = (FetchSession(replicas), 2), (FetchSession(replicas), 3)
+    epochs = {b: image.brokers[b].epoch for b in (2, 3)}
+
+    async def round_of(follower: tuple[FetchSession, int], wait_ms: int, items: list[ReplicaFetchItem], full: bool = False):
+        session, broker_id = follower
+        return await session.round(broker_id, epochs[broker_id], wait_ms, MIB, full, items)
+
+    async def scenario() -> None:
+        for follower in (first, second):
+            await round_of(follower, WAIT_MS, [at(replicas, tp, 0)], full=True)
+        held = [asyncio.ensure_future(round_of(f, 10_000, [])) for f in (first, second)]
+        for session, _ in (first, second):
+            await wait_holding(session)
+        write = asyncio.ensure_future(replicas.produce(-1, 10_000, [ProduceItem(*tp, batch(3))]))
+        for pushed in held:
+            [answer] = await pushed
+            assert answer.data and answer.log_end_offset == 3 and answer.high_watermark == 0
+        served = recording(replicas)
+        acknowledged = asyncio.ensure_future(round_of(first, 2_000, [at(replicas, tp, 3)]))
+        await wait_holding(first[0])
+        assert served == [tp] and replicas.partitions[tp].high_watermark == 0  # one of two: no HW yet
+        await round_of(second, WAIT_MS, [at(replicas, tp, 3)])
+        [produced] = await write
+        assert not produced.failed and replicas.partitions[tp].high_watermark == 3
+        assert served == [tp, tp] and not acknowledged.done()  # each acknowledgement once; the held round sleeps on
+        [answer] = await acknowledged
+        assert (answer.topic, answer.partition, answer.high_watermark) == (*tp, 3)
+        assert served == [tp, tp]
+
+    asyncio.run(scenario())
