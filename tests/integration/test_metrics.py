@@ -13,7 +13,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from kraftlog_proto import broker_pb2, broker_pb2_grpc, common_pb2
-from server_common.local_cluster import HOST, free_ports
+from server_common.local_cluster import HOST
 from server_common.waiting import wait_for
 from tests.cluster import TestCluster, local_cluster
 
@@ -23,7 +23,9 @@ SESSION = ["--session-timeout-ms", "3000"]
 
 
 def give_metrics_ports(cluster: TestCluster) -> None:
-    for node, port in zip(cluster.nodes, free_ports(len(cluster.nodes))):
+    """A metrics port for every node, none of them a port another node will bind (its gRPC,
+    Raft or Kafka port, picked and released before the nodes start)."""
+    for node, port in zip(cluster.nodes, cluster.spare_ports(len(cluster.nodes))):
         node.extra_args += ["--metrics-port", str(port)]
 
 
