@@ -43,9 +43,17 @@ def test_markers_written_before_the_decision_is_durable_are_caught_by_a_single_s
     """One stall-and-kill per run (6 s, the first fault 2-4 s in): the stall holds the
     coordinator's producers at their commit and releases them once the links are cut, so it
     meets commits whatever the seed. Before that, seeds 2 and 3 (and 5, 6) were missed at this
-    length: the stall caught a transaction only if one happened to reach its commit then."""
-    outcome = _run(tmp_path, "unsafe-txn-markers-before-decision", seed=seed, duration_s=6.0)
-    assert [step.split(":")[0] for step in outcome.steps] == ["stall-and-kill-coordinator"], outcome.steps
+    length: the stall caught a transaction only if one happened to reach its commit then.
+
+    Since partition leaders add a producer's partitions to its transaction (KIP-890 part 2),
+    the cut also holds producers at their first batch, before any commit, and one full-suite
+    run in two missed seed 2. A run that misses therefore runs once more with the same seed: a
+    checker that cannot see markers written before the decision misses both."""
+    for attempt in range(2):
+        outcome = _run(tmp_path / f"attempt-{attempt}", "unsafe-txn-markers-before-decision", seed=seed, duration_s=6.0)
+        assert [step.split(":")[0] for step in outcome.steps] == ["stall-and-kill-coordinator"], outcome.steps
+        if outcome.verdict.outcome is Outcome.CAUGHT:
+            return
     assert outcome.verdict.outcome is Outcome.CAUGHT, outcome.summary
 
 
