@@ -266,18 +266,20 @@ class ConvertedBatches:
         return b"".join(out), len(data)
 
     def convert_ahead(self, data: bytes, records: int) -> Iterator[None]:
-        """Convert and remember ``data``'s first batches not remembered yet, up to ``records``
-        records, one batch per step: the batches after a fetch answer, which a consumer
-        reading on asks for next. Stepped, so the broker's event loop serves other requests
-        between batches; a batch a fetch converted meanwhile is skipped."""
-        converted = 0
+        """Convert and remember the batches of ``data``'s first ``records`` records that are
+        not remembered yet, one batch per step: the batches after a fetch answer, which a
+        consumer reading on asks for next. Stepped, so the broker's event loop serves other
+        requests between batches; a batch a fetch converted meanwhile is skipped, and
+        remembered batches count too, so a read of remembered batches costs a look at a slice
+        of them, not at all that was read."""
+        seen = 0
         for pos, header in record_batch.iter_headers(data):
-            if converted >= records:
+            if seen >= records:
                 return
+            seen += header.record_count
             key = data[pos + _CONTENT_AT:pos + header.batch_length]
             if key not in self._kafka:
                 self._remember(key, _one_to_kafka(record_batch.decode_batch(data, pos)))
-                converted += header.record_count
                 yield
 
     def remember_produced(self, sent: bytes, stored: bytes) -> None:
