@@ -249,6 +249,76 @@ def test_the_next_transaction_waits_for_the_markers_instead_of_being_refused():
     asyncio.run(scenario())
 
 
+def test_the_next_transaction_on_other_partitions_starts_while_the_markers_are_written():
+    async def scenario():
+        replicas = FakeReplicas()
+        markers = FakeMarkers(replicas)
+        markers.gate = asyncio.Event()
+        coordinator = await loaded(replicas, markers)
+        meta = await open_txn(coordinator, frozenset({TP0}))
+        end = await coordinator.end_txn("tx", meta.producer_id, meta.producer_epoch, commit=True)
+        epoch = end.answer.producer_epoch
+        added = await coordinator.add_partitions("tx", meta.producer_id, epoch, frozenset({TP1}))
+        assert added.error == ErrorCode.NONE and added.answer.owed == end.markers  # answered, the marker still unwritten
+        assert replicas.events[2:] == ["log PrepareCommit", "log Ongoing"]
+        ending = asyncio.ensure_future(coordinator.end_txn("tx", meta.producer_id, epoch, commit=True))
+        await until(lambda: markers.rounds >= 1)
+        assert not ending.done()  # its markers must follow the owed ones
+        writes = replicas.writes
+        markers.gate.set()
+        assert (await ending).error == ErrorCode.NONE
+        await settled(coordinator)
+        assert replicas.events[4:] == ["marker commit t-0 epoch 1", "log Ongoing", "log PrepareCommit",
+                                       "marker commit t-1 epoch 2", "log CompleteCommit"]
+        assert replicas.writes == writes + 2  # the owed markers recorded in EndTxn's own write, then CompleteCommit
+        assert coordinator.describe("tx").owed is None
+    asyncio.run(scenario())
+
+
+def test_the_markers_owed_are_recorded_by_the_next_write_not_their_own():
+    async def scenario():
+        replicas = FakeReplicas()
+        markers = FakeMarkers(replicas)
+        markers.gate = asyncio.Event()
+        coordinator = await loaded(replicas, markers)
+        meta = await open_txn(coordinator, frozenset({TP0}))
+        end = await coordinator.end_txn("tx", meta.producer_id, meta.producer_epoch, commit=True)
+        await coordinator.add_partitions("tx", meta.producer_id, end.answer.producer_epoch, frozenset({TP1}))
+        markers.gate.set()
+        await settled(coordinator)
+        writes = replicas.writes
+        assert replicas.events[-2:] == ["log Ongoing", "marker commit t-0 epoch 1"]  # no write of its own: the shard stays free
+        assert coordinator.describe("tx").owed == end.markers
+        again = await coordinator.add_partitions("tx", meta.producer_id, end.answer.producer_epoch, frozenset({TP0}))
+        assert again.error == ErrorCode.NONE and again.answer.owed is None and again.answer.partitions == {TP0, TP1}
+        assert replicas.events[-2:] == ["log Ongoing", "log Ongoing"] and replicas.writes == writes + 1  # cleared, then TP0 added
+    asyncio.run(scenario())
+
+
+def test_a_coordinator_taking_over_writes_the_markers_the_next_transaction_owes():
+    async def scenario():
+        replicas = FakeReplicas()
+        markers = FakeMarkers(replicas)
+        markers.failing[TP0] = 10**6
+        first = await loaded(replicas, markers)
+        meta = await open_txn(first, frozenset({TP0}))
+        end = await first.end_txn("tx", meta.producer_id, meta.producer_epoch, commit=False)
+        await first.add_partitions("tx", meta.producer_id, end.answer.producer_epoch, frozenset({TP1}))
+        replicas.partition.is_leader = False
+        first.sync_leadership()
+        await asyncio.sleep(0)
+        replicas.partition.is_leader, replicas.partition.leader_epoch = True, 2
+        markers.failing.clear()
+        successor = await loaded(replicas, markers)
+        await settled(successor)
+        assert replicas.events[-1] == "marker abort t-0 epoch 1"
+        ended = await successor.end_txn("tx", meta.producer_id, end.answer.producer_epoch, commit=True)
+        assert ended.error == ErrorCode.NONE
+        await settled(successor)
+        assert replicas.events[-4:] == ["log Ongoing", "log PrepareCommit", "marker commit t-1 epoch 2", "log CompleteCommit"]
+    asyncio.run(scenario())
+
+
 def test_markers_slower_than_the_wait_still_answer_concurrent_transactions(monkeypatch):
     monkeypatch.setattr(coordinator_module, "MARKERS_WAIT_MS", 20)
 
