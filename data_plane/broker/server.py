@@ -198,9 +198,10 @@ class BrokerServer:
         broker_pb2_grpc.add_BrokerServicer_to_server(self._service, server)
         transactions, transaction_topic = serve_transactions(
             self.config, self.replicas, self.lifecycle.create_topics, self.init_producer_id, self.fetchers.broker_address,
-            server, self.access)
+            server, self._service.write_markers, self.access)
         self._transactions = transactions.coordinator
-        self.replicas.txn_verifier = TxnVerifier(self.replicas, self.fetchers.broker_address, self.config.peer_credentials())
+        self.replicas.txn_verifier = TxnVerifier(self.replicas, self.fetchers.broker_address, self.config.peer_credentials(),
+                                                 self.config.broker_id, transactions.own_leaders_question)
         self.replicas.verify_transactions = self.config.transaction_partition_verification
         groups = serve_groups(self.config, self.replicas, self.lifecycle.create_topics, server, self.access, transaction_topic)
         self._health = ServingState(

@@ -349,13 +349,20 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         the coordinator counts a marker only when a leader change can no longer lose it. Only
         brokers (CLUSTER_ACTION) may write markers."""
         await self.access.abort_if_refused(context, "cluster_action", "cluster")
-        response = broker_pb2.WriteTxnMarkersResponse()
-        now = self.replicas.clock_ms()
-        try:  # every marker encoded before any is written: a bad one refuses the call, nothing written
-            encoded = [(m, encode_marker(ControlType.COMMIT if m.commit else ControlType.ABORT, m.producer_id,
-                                         m.producer_epoch, m.coordinator_epoch, now)) for m in request.markers]
+        try:
+            return await self.write_markers(request)
         except ValueError as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{exc}; nothing was written")
+
+    async def write_markers(self, request: broker_pb2.WriteTxnMarkersRequest) -> broker_pb2.WriteTxnMarkersResponse:
+        """WriteTxnMarkers without the caller's authorization: the RPC's, and this broker's own
+        transaction coordinator's for the partitions it leads (in process, `MarkerWriter`).
+        Raises ValueError, with nothing written, if a marker cannot be encoded."""
+        response = broker_pb2.WriteTxnMarkersResponse()
+        now = self.replicas.clock_ms()
+        # every marker encoded before any is written: a bad one refuses the call, nothing written
+        encoded = [(m, encode_marker(ControlType.COMMIT if m.commit else ControlType.ABORT, m.producer_id,
+                                     m.producer_epoch, m.coordinator_epoch, now)) for m in request.markers]
         waits: list[tuple[broker_pb2.TxnMarkerResult, Awaitable[None]]] = []
         for m, marker in encoded:
             for index in m.partitions:

@@ -19,7 +19,7 @@ from server_common.errors import ErrorCode
 from data_plane.transactions import record_codec
 from data_plane.transactions import coordinator as coordinator_module
 from data_plane.transactions.coordinator import TransactionCoordinator, TxnSettings
-from data_plane.transactions.markers import marker_requests, written
+from data_plane.transactions.markers import MarkerWriter, marker_requests, written
 from data_plane.transactions.state_machine import MarkerPlan, TopicPartition, TxnState
 from kraftlog_proto import broker_pb2
 from tests.unit.groups.test_coordinator_shell import FakePartition
@@ -210,6 +210,27 @@ def test_marker_requests_group_partitions_by_leader_and_results_are_read_per_par
         broker_pb2.TxnMarkerResult(topic="t", partition=1, error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER, error_message="moved")])
     done, failed = written(answer)
     assert done == {TP0} and failed == {TP1: "NOT_LEADER_OR_FOLLOWER: moved"}
+
+
+def test_markers_to_this_brokers_own_partitions_are_written_in_process_the_others_through_grpc():
+    """One request per leader either way; the partitions this broker leads go to its own
+    broker service in process. Negative control: t-1's leader is another broker (unreachable
+    here), so its marker never reaches the in-process call and stays missing."""
+    asked = []
+
+    async def own(request):
+        asked.append(request)
+        return broker_pb2.WriteTxnMarkersResponse(results=[
+            broker_pb2.TxnMarkerResult(topic=m.topic, partition=p) for m in request.markers for p in m.partitions])
+
+    image = SimpleNamespace(topics={"t": SimpleNamespace(partitions={0: None, 1: None})})
+    replicas = SimpleNamespace(image=image, leader_hint=lambda topic, index: SimpleNamespace(leader_id=1 + index))
+    writer = MarkerWriter(1, replicas, lambda broker: None, None, own)
+    plan = MarkerPlan(7, 2, True, frozenset({TP0, TP1}))
+    done = asyncio.run(writer.write_round(plan, {TP0, TP1}, 5, "tx"))
+    assert done == {TP0}
+    [request] = asked
+    assert [(m.topic, list(m.partitions), m.producer_epoch, m.commit, m.coordinator_epoch) for m in request.markers] == [("t", [0], 2, True, 5)]
 
 
 def test_a_marker_lost_to_a_leader_change_is_written_again_before_the_transaction_completes():
