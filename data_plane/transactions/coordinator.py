@@ -60,6 +60,11 @@ MARKER_BACKOFF_MS = (10, 1000)
 # answered CONCURRENT_TRANSACTIONS (which the producer retries after a backoff): the markers
 # usually take one replication round trip, so the request is decided the moment they are done.
 MARKERS_WAIT_MS = 500
+# How long a decided transaction whose markers are all committed waits for the producer's next
+# request to carry CompleteCommit/CompleteAbort in its write before writing it alone: a producer
+# that goes on sends its next transaction's first batch within a few milliseconds, and a write
+# of its own would hold that request's write behind it (one write in flight per shard).
+COMPLETE_LINGER_MS = 20
 Decide = Callable[[TxnMetadata | None, int, int], Decision]  # (metadata, now, fresh producer id) -> decision
 
 
@@ -82,8 +87,7 @@ class Completion:
     plan: MarkerPlan
     task: asyncio.Task  # done and ``marked``, still here: the next transaction's next write records it
     marked: asyncio.Event = field(default_factory=asyncio.Event)
-    waiters: int = 0  # requests waiting for ``marked``
-    handed_over: asyncio.Event = field(default_factory=asyncio.Event)  # set: no request waits any more
+    recorded: asyncio.Event = field(default_factory=asyncio.Event)  # set: a request's write carried the record
 
 
 @dataclass
@@ -215,9 +219,12 @@ class TransactionCoordinator:
         `Refused` for all (nothing changed)."""
         batch = DecisionBatch(shard.ids)
         answers: list[Decision | Refused] = []
+        recording: list[Completion] = []  # completions whose record this write carries
         for request in requests:
             tid = request.transactional_id
             completed = self._completed(shard, tid, batch.current(tid), request.settling)
+            if completed:
+                recording.append(shard.completing[tid])
             meta = completed[0] if completed else batch.current(tid)
             try:
                 fresh = await self._fresh_producer_id() if sm.needs_fresh_producer_id(meta, request.registering) else sm.NO_PRODUCER_ID
@@ -233,6 +240,8 @@ class TransactionCoordinator:
         if batch.log:
             await self._write(shard, tuple(batch.log))
             self._apply(shard, tuple(batch.log))
+        for completion in recording:
+            completion.recorded.set()
         return answers
 
     async def _markers_done(self, shard: TxnShard, transactional_id: str, adding: frozenset[TopicPartition] | None) -> None:
@@ -247,16 +256,11 @@ class TransactionCoordinator:
             return
         if adding is not None and not adding & completion.plan.partitions:
             return
-        completion.waiters += 1
-        completion.handed_over.clear()
         marked = asyncio.ensure_future(completion.marked.wait())
         try:
             await asyncio.wait([completion.task, marked], timeout=MARKERS_WAIT_MS / 1000, return_when=asyncio.FIRST_COMPLETED)
         finally:
             marked.cancel()
-            completion.waiters -= 1
-            if completion.waiters == 0:
-                completion.handed_over.set()
 
     def _completed(self, shard: TxnShard, transactional_id: str, meta: TxnMetadata | None,
                    settling: bool = False) -> tuple[TxnMetadata, ...]:
@@ -326,8 +330,11 @@ class TransactionCoordinator:
             completion = shard.completing.get(transactional_id)
             if not missing and completion is not None and completion.task is asyncio.current_task():
                 completion.marked.set()
-                if completion.waiters:  # a waiting request's write carries CompleteCommit/CompleteAbort
-                    await completion.handed_over.wait()
+                try:  # the producer's next request, waiting or about to come, carries CompleteCommit/CompleteAbort
+                    await asyncio.wait_for(completion.recorded.wait(), COMPLETE_LINGER_MS / 1000)
+                    return
+                except TimeoutError:
+                    pass
             while shard.active:
                 try:  # a decision changing nothing: `_completed` adds CompleteCommit/CompleteAbort if still owed
                     await self.run(transactional_id, lambda meta, now, fresh: Decision(ErrorCode.NONE, meta), settling=True)
