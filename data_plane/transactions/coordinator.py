@@ -98,7 +98,7 @@ class Request:
     decide: Decide
     registering: bool
     answer: asyncio.Future
-    settling: bool = False  # the marker task's own write: leaves a completion the next transaction owes to that one's write
+    settling: bool = False  # the marker task's own: markers the next transaction owes are left to that one's next write
 
 
 @dataclass
@@ -306,7 +306,7 @@ class TransactionCoordinator:
                 else:
                     shard.ids[meta.transactional_id] = meta
             self._log.info("transaction state", topic=TOPIC, partition=shard.partition, **_fields(meta),
-                           partitions=sorted(f"{tp.topic}-{tp.partition}" for tp in meta.partitions))
+                           partitions=_names(meta.partitions), **({"owed_markers": _names(meta.owed.partitions)} if meta.owed else {}))
 
     # ------------------------------------------------------------------ markers
 
@@ -414,6 +414,10 @@ class TransactionCoordinator:
             self._log.info("transaction timer deferred", transactional_id=transactional_id, reason=refusal.message)
         finally:
             shard.busy.discard(transactional_id)
+
+
+def _names(partitions: frozenset[TopicPartition]) -> list[str]:
+    return sorted(f"{tp.topic}-{tp.partition}" for tp in partitions)
 
 
 def _fields(meta: TxnMetadata) -> dict[str, object]:
