@@ -122,7 +122,10 @@ class BrokerServer:
                        max_replicas=max_replicas, max_replicas_from="--max-replicas" if self.config.max_replicas else "budget")
         return max_replicas
 
-    def metadata_response(self, topics: list[str]) -> broker_pb2.MetadataResponse:
+    def metadata_response(self, topics: list[str] | None) -> broker_pb2.MetadataResponse:
+        """The brokers, the controllers and ``topics`` (None: every topic; empty: none, which a
+        client asks for while it names no topic, so that its answer does not grow with the
+        cluster's partitions)."""
         image = self.metadata.image
         response = broker_pb2.MetadataResponse(
             cluster_id=image.cluster_id or "", metadata_offset=image.offset, answering_broker_id=self.config.broker_id
@@ -132,8 +135,7 @@ class BrokerServer:
         for broker in sorted(image.brokers.values(), key=lambda b: b.broker_id):
             response.brokers.add(broker_id=broker.broker_id, host=broker.host, port=broker.port, rack=broker.rack, fenced=broker.fenced)
         unsafe_leaders = self.replicas.unsafe_leaderships()
-        names = topics or sorted(image.topics)
-        for name in names:
+        for name in sorted(image.topics) if topics is None else topics:
             topic = image.topics.get(name)
             if topic is None:
                 response.topics.add(
