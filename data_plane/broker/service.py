@@ -190,7 +190,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
     def __init__(
         self,
         replicas: ReplicaManager,
-        metadata_response: Callable[[list[str]], broker_pb2.MetadataResponse],
+        metadata_response: Callable[[list[str] | None], broker_pb2.MetadataResponse],
         init_producer_id: Callable[[], "object"],
         access: AccessControl | None = None,
     ) -> None:
@@ -453,7 +453,8 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         if request.newer_leader_than and request.max_wait_ms > 0 and self.newer_leader is not None:
             awaited = {(p.topic, p.partition): p.leader_epoch for p in request.newer_leader_than}
             await self.newer_leader(awaited, min(request.max_wait_ms, self.replicas.config.fetch_max_wait_ms_cap) / 1000)
-        response = describable(self.access, self._metadata_response(list(request.topics)), named=bool(request.topics))
+        topics = [] if request.brokers_only else list(request.topics) or None
+        response = describable(self.access, self._metadata_response(topics), named=bool(topics))
         if not response.brokers:  # no cluster metadata yet: an empty answer would read as "no brokers exist"
             await context.abort(grpc.StatusCode.UNAVAILABLE, f"broker {response.answering_broker_id} has no cluster metadata "
                                 "yet (starting or cut off from the controllers): ask another broker, or retry shortly")
