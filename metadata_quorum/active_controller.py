@@ -39,7 +39,11 @@ from server_common.errors import ErrorCode
 
 R = TypeVar("R")
 
-LEADERSHIP_POLL_S = 0.02
+LEADERSHIP_POLL_S = 0.02  # how often the active controller looks at its role and runs its duties
+# A controller that is not the Raft leader waits for a role change (`ControllerRaftNode.role_changed`)
+# instead of looking every LEADERSHIP_POLL_S: 50 wake-ups a second were most of what an idle
+# follower controller spent (docs/performance.md). The timeout only bounds a missed wake-up.
+FOLLOWER_ROLE_WAIT_S = 1.0
 FENCE_CHECK_INTERVAL_S = 0.1
 ACTIVATION_WAIT_S = 2.0
 ELECTION_POLL_S = 0.005
@@ -179,6 +183,7 @@ class ActiveController:
 
     async def _follow_leadership(self) -> None:
         while True:
+            self.node.role_changed.clear()  # before looking: a change from here on wakes the wait below
             try:
                 if not self.node.is_leader():
                     self._step_down()
@@ -190,7 +195,10 @@ class ActiveController:
             except Exception:  # the role loop must outlive any one bad step: log loudly, step down, go on
                 self._log.exception("active controller step failed")
                 self._step_down()
-            await asyncio.sleep(LEADERSHIP_POLL_S)
+            if self._active_term is None and not self.node.is_leader():
+                await self.node.role_changed.wait(FOLLOWER_ROLE_WAIT_S)
+            else:
+                await asyncio.sleep(LEADERSHIP_POLL_S)
 
     async def _watch_stalls(self) -> None:
         """Wake every STALL_CHECK_S so that a stall is noticed even when nothing else runs."""
