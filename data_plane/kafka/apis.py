@@ -10,6 +10,7 @@ keeps the fields the version's kio entity has), so a handler is written once, no
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import uuid
 from dataclasses import dataclass, field
@@ -46,6 +47,11 @@ from server_common.limits import FETCH_BYTES_MAX_DEFAULT
 # What a broker keeps of fetched batches' Kafka form: the records a few consumers behind the
 # same tail read, at a memory cost small beside the broker's page cache.
 CONVERTED_BYTES = 64 << 20
+# From how many records a partition's fetch answer converts no more (``ConvertedBatches.answer``),
+# and how many the door converts ahead of the consumer after it: a slice the consumer takes in
+# while the door converts the next, a few milliseconds of conversion against the fraction of one
+# a fetch costs to ask again.
+CONVERTED_PER_ANSWER = 25_000
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS, INIT_PRODUCER_ID = 0, 1, 2, 3, 18, 22
 DELETE_RECORDS, OFFSET_FOR_LEADER_EPOCH = 21, 23
 # api key -> (lowest, highest) version served. Produce from v3 and Fetch from v4: record
@@ -104,6 +110,7 @@ class KafkaApis:
     acls: AclApis
     txns: TxnApis
     converted: ConvertedBatches = field(default_factory=lambda: ConvertedBatches(CONVERTED_BYTES))
+    converting_ahead: set[asyncio.Task] = field(default_factory=set)  # held so they run to their end
 
     async def answer(self, request: Request, peer: PeerContext):
         """The response entity (None: acks=0 produce, answered with nothing)."""
@@ -230,15 +237,31 @@ class KafkaApis:
         """Each partition's records in Kafka's form within the bytes the client asked for, per
         partition and in all (KIP-74: the first batch of the first partition with records
         whatever its size). Bounding the converted bytes, not only the stored ones, keeps a
-        response of compressed records to what the client sized its buffers for, and hands it
-        records sooner: it consumes one response while the door converts the next."""
+        response of compressed records to what the client sized its buffers for. A cold
+        partition's answer holds a slice of conversion (``CONVERTED_PER_ANSWER`` records), and
+        what was read after it is converted in the background while the client takes the
+        answer in: its next fetch finds it converted."""
         out: list[bytes] = []
         left = max_bytes
         for result, item in zip(results, items):
-            records = self.converted.to_kafka(result.data, min(item.max_bytes or max_bytes, left), not any(out)) if result.data else b""
+            records, stopped = self.converted.answer(result.data, min(item.max_bytes or max_bytes, left), not any(out),
+                                                     CONVERTED_PER_ANSWER) if result.data else (b"", 0)
+            if stopped < len(result.data):
+                self._convert_ahead(result.data[stopped:])
             left -= len(records)
             out.append(records)
         return out
+
+    def _convert_ahead(self, data: bytes) -> None:
+        """Convert ``data``'s first ``CONVERTED_PER_ANSWER`` records in the background, a batch
+        at a time between the event loop's other work (``ConvertedBatches.convert_ahead``)."""
+        async def convert() -> None:
+            for _ in self.converted.convert_ahead(data, CONVERTED_PER_ANSWER):
+                await asyncio.sleep(0)  # a turn for the loop's other work between batches
+
+        task = asyncio.get_running_loop().create_task(convert())
+        self.converting_ahead.add(task)
+        task.add_done_callback(self.converting_ahead.discard)
 
     async def list_offsets(self, request):
         committed = getattr(request, "isolation_level", 0) == READ_COMMITTED

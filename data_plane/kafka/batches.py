@@ -232,22 +232,55 @@ class ConvertedBatches:
         snappy batches stored uncompressed), and the client sized its buffers for what it
         receives. Batches cut off here are fetched next: a consumer asks again from the
         offset after the last record it got."""
+        return self.answer(data, max_bytes, at_least_one)[0]
+
+    def answer(self, data: bytes, max_bytes: int = _NO_LIMIT, at_least_one: bool = True,
+               convert_from: int = _NO_LIMIT) -> tuple[bytes, int]:
+        """``to_kafka``, and where in ``data`` the answer stopped (``len(data)``: all of it).
+
+        ``convert_from``: an answer holding this many records converts no more; it stops
+        before the next batch not remembered (remembered ones go on to ``max_bytes``). A
+        fetch of a cold partition then answers after a slice of conversion, not after all of
+        what was read (lz4 records compress so well that 1 MiB of them is a whole
+        partition of the benchmark's): the client takes in one slice while the door
+        converts the next (``convert_ahead``), where it otherwise waited for the whole read
+        to be converted before it saw a record."""
         out: list[bytes | memoryview] = []
-        total = 0
+        total = records = 0
         for pos, header in record_batch.iter_headers(data):
             key = data[pos + _CONTENT_AT:pos + header.batch_length]
             kafka = self._kafka.get(key)
             if kafka is None:
+                if records >= convert_from and out:
+                    return b"".join(out), pos
                 kafka = _one_to_kafka(record_batch.decode_batch(data, pos))
                 self._remember(key, kafka)
             else:
                 self._kafka.move_to_end(key)
             total += len(kafka)
             if total > max_bytes and (out or not at_least_one):
-                break
+                return b"".join(out), pos
+            records += header.record_count
             out.append(_PREFIX.pack(header.base_offset, len(kafka) - _LENGTH.size, header.leader_epoch))
             out.append(memoryview(kafka)[_PREFIX.size:])
-        return b"".join(out)
+        return b"".join(out), len(data)
+
+    def convert_ahead(self, data: bytes, records: int) -> Iterator[None]:
+        """Convert and remember the batches of ``data``'s first ``records`` records that are
+        not remembered yet, one batch per step: the batches after a fetch answer, which a
+        consumer reading on asks for next. Stepped, so the broker's event loop serves other
+        requests between batches; a batch a fetch converted meanwhile is skipped, and
+        remembered batches count too, so a read of remembered batches costs a look at a slice
+        of them, not at all that was read."""
+        seen = 0
+        for pos, header in record_batch.iter_headers(data):
+            if seen >= records:
+                return
+            seen += header.record_count
+            key = data[pos + _CONTENT_AT:pos + header.batch_length]
+            if key not in self._kafka:
+                self._remember(key, _one_to_kafka(record_batch.decode_batch(data, pos)))
+                yield
 
     def remember_produced(self, sent: bytes, stored: bytes) -> None:
         """Remember the Kafka batch a client ``sent`` as the Kafka form of the batch the door

@@ -114,8 +114,19 @@ def grpc_produce(cluster: TestCluster, topic: str = TOPIC, records: int = RECORD
         producer.flush()
 
 
+# What a user reading a backlog as fast as it comes sets (docs/kafka.md, "Performance"):
+# librdkafka stops fetching once ``queued.min.messages`` records wait in the consumer's queue
+# (100,000 by default, all partitions together) and then fetches again only after
+# ``fetch.queue.backoff.ms`` (1 s): a consumer that falls 100,000 records behind stalls for a
+# second. The Python consumer's stream bounds what it holds ahead in messages of stored
+# batches, not in records. Raised to a million, librdkafka's queue is bounded by
+# ``queued.max.messages.kbytes`` (64 MiB by default) instead.
+KAFKA_CONSUMER = {"queued.min.messages": 1_000_000}
+
+
 def kafka_consume(cluster: TestCluster, topic: str, records: int = RECORDS) -> None:
-    consumer = confluent_kafka.Consumer({"bootstrap.servers": cluster.kafka_bootstrap, "group.id": "bench", "enable.auto.commit": False})
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": cluster.kafka_bootstrap, "group.id": "bench", "enable.auto.commit": False,
+                                         **KAFKA_CONSUMER})
     # The topic's leaders first, as the Python consumer learns them before it reads: assigned
     # with none known, librdkafka retries its offset query on a 500 ms timer (half a second of
     # a one-second read, whatever the door does).

@@ -19,9 +19,11 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from data_plane.requests import FetchResult, ProduceResult
 from data_plane.kafka.admin_apis import AdminApis
 from data_plane.kafka.apis import KafkaApis
+from data_plane.kafka.batches import to_kafka
 from kraftlog_proto import controller_pb2
 from server_common.authorization import AccessControl
 from server_common.authorizer import AclBinding
+from tests.unit.kafka.test_batches import successive
 
 ALLOWED, REFUSED = "allowed", "refused"
 
@@ -29,9 +31,10 @@ ALLOWED, REFUSED = "allowed", "refused"
 class FakeReplicas:
     """What the door asks of the ReplicaManager, recording which partitions reached it."""
 
-    def __init__(self) -> None:
+    def __init__(self, stored: bytes = b"") -> None:
         self.produced: list[tuple[str, int]] = []
         self.fetched: list[tuple[str, int]] = []
+        self.stored = stored  # what every fetch reads
         self.reads = self
 
     def clock_ms(self) -> int:
@@ -43,7 +46,7 @@ class FakeReplicas:
 
     async def fetch(self, max_wait_ms, min_bytes, max_bytes, items, read_committed=False):
         self.fetched += [(i.topic, i.partition) for i in items]
-        return [FetchResult(i.topic, i.partition, high_watermark=0) for i in items]
+        return [FetchResult(i.topic, i.partition, high_watermark=0, data=self.stored) for i in items]
 
 
 def access(*operations: str) -> AccessControl:
@@ -96,6 +99,23 @@ def test_an_empty_fetch_answer_carries_empty_records_never_null():
     partition over from its reset offset: an answer with nothing new carries zero bytes."""
     response = asyncio.run(apis(FakeReplicas(), access("read")).fetch(fetch_request(ALLOWED)))
     assert response.responses[0].partitions[0].records == b""
+
+
+def test_a_cold_fetch_answers_a_slice_and_converts_the_next_in_the_background(monkeypatch):
+    """An answer holds CONVERTED_PER_ANSWER records of batches it had to convert; the next as
+    many are converted once it is sent, so the consumer's next fetch finds them converted."""
+    monkeypatch.setattr("data_plane.kafka.apis.CONVERTED_PER_ANSWER", 3)
+    batches = successive(4)
+    door = apis(FakeReplicas(b"".join(batches)), access("read"))
+
+    async def fetch_and_wait() -> tuple[bytes, int]:
+        response = await door.fetch(fetch_request(ALLOWED))
+        await asyncio.gather(*door.converting_ahead)
+        return bytes(response.responses[0].partitions[0].records), len(door.converted._kafka)
+
+    assert asyncio.run(fetch_and_wait()) == (to_kafka(batches[0]), 2)  # one batch answered, the next converted
+    assert asyncio.run(fetch_and_wait()) == (to_kafka(b"".join(batches[:2])), 3)  # that one answered unconverted
+    assert asyncio.run(fetch_and_wait())[1] == 4
 
 
 def test_create_topics_refuses_at_the_broker_and_forwards_only_the_allowed():

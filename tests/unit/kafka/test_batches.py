@@ -192,3 +192,37 @@ def test_converted_batches_stop_at_the_bytes_asked_for_but_give_one_batch_to_mov
     assert cache.to_kafka(one + two, max_bytes=2 * size - 1) == to_kafka(one)  # the client fetches from offset 3 next
     assert cache.to_kafka(one + two, max_bytes=1) == to_kafka(one)  # larger than asked, but the consumer moves on
     assert cache.to_kafka(one + two, max_bytes=1, at_least_one=False) == b""  # an earlier partition took the response's bytes
+
+
+
+def successive(count: int) -> list[bytes]:
+    """``count`` stored batches of three records each, one after the other (distinct
+    sequences: each its own content, so its own entry in a cache)."""
+    return [stored(to_kraftlog(kafka_batch(3, producer=(7, 1, 3 * i)), now_ms=0), 3 * i, 0) for i in range(count)]
+
+
+def test_an_answer_converts_no_more_once_it_holds_the_records_asked_for_and_says_where_it_stopped():
+    """A cold partition's answer is a slice of conversion: batches go in while the answer holds
+    fewer than ``convert_from`` records, and remembered batches go on after it (they cost no
+    conversion). Where it stopped is where the door converts ahead from."""
+    batches = successive(4)
+    data, two = b"".join(batches), len(batches[0]) + len(batches[1])
+    cache = ConvertedBatches(max_bytes=1 << 20)
+    assert cache.answer(data, convert_from=4) == (to_kafka(data[:two]), two)
+    assert cache.answer(data, convert_from=1) == (to_kafka(data[:two]), two)  # both remembered, the third not
+    assert cache.answer(data) == (to_kafka(data), len(data))  # no bound: all of it
+    cold = ConvertedBatches(max_bytes=1 << 20)
+    assert cold.answer(data, convert_from=0) == (to_kafka(batches[0]), len(batches[0]))  # the first batch, to move on
+    assert cold.answer(data, max_bytes=1, at_least_one=False) == (b"", 0)
+
+
+def test_converting_ahead_remembers_the_next_records_a_batch_a_step_and_skips_what_a_fetch_converted():
+    batches = successive(5)
+    data = b"".join(batches[:4])
+    cache = ConvertedBatches(max_bytes=1 << 20)
+    cache.answer(batches[1])  # converted by a fetch meanwhile
+    assert len(list(cache.convert_ahead(data, records=6))) == 1  # the first six records: the second batch remembered
+    assert len(list(cache.convert_ahead(data, records=9))) == 1  # the third batch
+    assert len(cache._kafka) == 3
+    assert len(list(cache.convert_ahead(b"".join(batches), records=100))) == 2  # the two not remembered
+    assert cache.answer(b"".join(batches), convert_from=0) == (to_kafka(b"".join(batches)), len(b"".join(batches)))
