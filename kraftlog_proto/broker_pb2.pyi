@@ -311,14 +311,16 @@ class OffsetForLeaderEpochPartitionResponse(_message.Message):
     def __init__(self, partition: _Optional[int] = ..., error_code: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., leader_epoch: _Optional[int] = ..., end_offset: _Optional[int] = ..., current_leader: _Optional[_Union[_common_pb2.LeaderHint, _Mapping]] = ...) -> None: ...
 
 class MetadataRequest(_message.Message):
-    __slots__ = ("topics", "newer_leader_than", "max_wait_ms")
+    __slots__ = ("topics", "newer_leader_than", "max_wait_ms", "brokers_only")
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     NEWER_LEADER_THAN_FIELD_NUMBER: _ClassVar[int]
     MAX_WAIT_MS_FIELD_NUMBER: _ClassVar[int]
+    BROKERS_ONLY_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedScalarFieldContainer[str]
     newer_leader_than: _containers.RepeatedCompositeFieldContainer[PartitionLeaderEpoch]
     max_wait_ms: int
-    def __init__(self, topics: _Optional[_Iterable[str]] = ..., newer_leader_than: _Optional[_Iterable[_Union[PartitionLeaderEpoch, _Mapping]]] = ..., max_wait_ms: _Optional[int] = ...) -> None: ...
+    brokers_only: bool
+    def __init__(self, topics: _Optional[_Iterable[str]] = ..., newer_leader_than: _Optional[_Iterable[_Union[PartitionLeaderEpoch, _Mapping]]] = ..., max_wait_ms: _Optional[int] = ..., brokers_only: _Optional[bool] = ...) -> None: ...
 
 class PartitionLeaderEpoch(_message.Message):
     __slots__ = ("topic", "partition", "leader_epoch")

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fproto/transaction_records.proto\x12\x14kraftlog.v1.internal\"0\n\x14TransactionRecordKey\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\":\n\x15TransactionPartitions\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x12\n\npartitions\x18\x02 \x03(\x05\"\xf4\x01\n\x16TransactionRecordValue\x12\x13\n\x0bproducer_id\x18\x01 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x02 \x01(\x05\x12\x12\n\ntimeout_ms\x18\x03 \x01(\x05\x12\r\n\x05state\x18\x04 \x01(\t\x12?\n\npartitions\x18\x05 \x03(\x0b\x32+.kraftlog.v1.internal.TransactionPartitions\x12\x16\n\x0elast_update_ms\x18\x06 \x01(\x03\x12\x14\n\x0ctxn_start_ms\x18\x07 \x01(\x03\x12\x1b\n\x13last_producer_epoch\x18\x08 \x01(\x05\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fproto/transaction_records.proto\x12\x14kraftlog.v1.internal\"0\n\x14TransactionRecordKey\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\":\n\x15TransactionPartitions\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x12\n\npartitions\x18\x02 \x03(\x05\"\xa5\x02\n\x16TransactionRecordValue\x12\x13\n\x0bproducer_id\x18\x01 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x02 \x01(\x05\x12\x12\n\ntimeout_ms\x18\x03 \x01(\x05\x12\r\n\x05state\x18\x04 \x01(\t\x12?\n\npartitions\x18\x05 \x03(\x0b\x32+.kraftlog.v1.internal.TransactionPartitions\x12\x16\n\x0elast_update_ms\x18\x06 \x01(\x03\x12\x14\n\x0ctxn_start_ms\x18\x07 \x01(\x03\x12\x1b\n\x13last_producer_epoch\x18\x08 \x01(\x05\x12/\n\x04owed\x18\t \x01(\x0b\x32!.kraftlog.v1.internal.OwedMarkers\"\x8b\x01\n\x0bOwedMarkers\x12\x13\n\x0bproducer_id\x18\x01 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x02 \x01(\x05\x12\x0e\n\x06\x63ommit\x18\x03 \x01(\x08\x12?\n\npartitions\x18\x04 \x03(\x0b\x32+.kraftlog.v1.internal.TransactionPartitionsb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,5 +36,7 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_TRANSACTIONPARTITIONS']._serialized_start=107
   _globals['_TRANSACTIONPARTITIONS']._serialized_end=165
   _globals['_TRANSACTIONRECORDVALUE']._serialized_start=168
-  _globals['_TRANSACTIONRECORDVALUE']._serialized_end=412
+  _globals['_TRANSACTIONRECORDVALUE']._serialized_end=461
+  _globals['_OWEDMARKERS']._serialized_start=464
+  _globals['_OWEDMARKERS']._serialized_end=603
 # @@protoc_insertion_point(module_scope)

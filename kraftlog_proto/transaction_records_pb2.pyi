@@ -21,7 +21,7 @@ class TransactionPartitions(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., partitions: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class TransactionRecordValue(_message.Message):
-    __slots__ = ("producer_id", "producer_epoch", "timeout_ms", "state", "partitions", "last_update_ms", "txn_start_ms", "last_producer_epoch")
+    __slots__ = ("producer_id", "producer_epoch", "timeout_ms", "state", "partitions", "last_update_ms", "txn_start_ms", "last_producer_epoch", "owed")
     PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
     PRODUCER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
@@ -30,6 +30,7 @@ class TransactionRecordValue(_message.Message):
     LAST_UPDATE_MS_FIELD_NUMBER: _ClassVar[int]
     TXN_START_MS_FIELD_NUMBER: _ClassVar[int]
     LAST_PRODUCER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    OWED_FIELD_NUMBER: _ClassVar[int]
     producer_id: int
     producer_epoch: int
     timeout_ms: int
@@ -38,4 +39,17 @@ class TransactionRecordValue(_message.Message):
     last_update_ms: int
     txn_start_ms: int
     last_producer_epoch: int
-    def __init__(self, producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., state: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[TransactionPartitions, _Mapping]]] = ..., last_update_ms: _Optional[int] = ..., txn_start_ms: _Optional[int] = ..., last_producer_epoch: _Optional[int] = ...) -> None: ...
+    owed: OwedMarkers
+    def __init__(self, producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., state: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[TransactionPartitions, _Mapping]]] = ..., last_update_ms: _Optional[int] = ..., txn_start_ms: _Optional[int] = ..., last_producer_epoch: _Optional[int] = ..., owed: _Optional[_Union[OwedMarkers, _Mapping]] = ...) -> None: ...
+
+class OwedMarkers(_message.Message):
+    __slots__ = ("producer_id", "producer_epoch", "commit", "partitions")
+    PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    producer_id: int
+    producer_epoch: int
+    commit: bool
+    partitions: _containers.RepeatedCompositeFieldContainer[TransactionPartitions]
+    def __init__(self, producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., commit: _Optional[bool] = ..., partitions: _Optional[_Iterable[_Union[TransactionPartitions, _Mapping]]] = ...) -> None: ...

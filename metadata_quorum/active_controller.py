@@ -39,7 +39,12 @@ from server_common.errors import ErrorCode
 
 R = TypeVar("R")
 
-LEADERSHIP_POLL_S = 0.02
+LEADERSHIP_POLL_S = 0.02  # how soon a Raft leader whose activation failed tries again
+# The role loop sleeps until pysyncobj reports a role change (`ControllerRaftNode.role_changed`),
+# or until the active controller's next duty; it looked every LEADERSHIP_POLL_S on every
+# controller before, and those 50 wake-ups a second were most of what an idle controller spent
+# (docs/performance.md). A follower's timeout only bounds a missed wake-up.
+FOLLOWER_ROLE_WAIT_S = 1.0
 FENCE_CHECK_INTERVAL_S = 0.1
 ACTIVATION_WAIT_S = 2.0
 ELECTION_POLL_S = 0.005
@@ -179,6 +184,7 @@ class ActiveController:
 
     async def _follow_leadership(self) -> None:
         while True:
+            self.node.role_changed.clear()  # before looking: a change from here on wakes the wait below
             try:
                 if not self.node.is_leader():
                     self._step_down()
@@ -190,7 +196,13 @@ class ActiveController:
             except Exception:  # the role loop must outlive any one bad step: log loudly, step down, go on
                 self._log.exception("active controller step failed")
                 self._step_down()
-            await asyncio.sleep(LEADERSHIP_POLL_S)
+            await self.node.role_changed.wait(self._role_wait_s())
+
+    def _role_wait_s(self) -> float:
+        """How long the role loop may sleep when no role change wakes it."""
+        if self._active_term is not None:
+            return FENCE_CHECK_INTERVAL_S  # the next duty: `_periodic_duties` checks the sessions at this pace
+        return LEADERSHIP_POLL_S if self.node.is_leader() else FOLLOWER_ROLE_WAIT_S
 
     async def _watch_stalls(self) -> None:
         """Wake every STALL_CHECK_S so that a stall is noticed even when nothing else runs."""

@@ -15,7 +15,7 @@ from data_plane.groups.coordinator import GroupCoordinator
 from data_plane.groups.membership import GroupSettings, every_topic
 from data_plane.groups.service import GroupCoordinatorService
 from data_plane.transactions.coordinator import TOPIC, TransactionCoordinator, TxnSettings
-from data_plane.transactions.markers import MarkerWriter
+from data_plane.transactions.markers import MarkerWriter, OwnLeader
 from data_plane.transactions.service import TransactionCoordinatorService
 from kraftlog_proto import broker_pb2, group_pb2_grpc, transaction_pb2_grpc
 from server_common.authorization import AccessControl
@@ -46,13 +46,14 @@ def serve_groups(config: BrokerConfig, replicas, create_topics: CreateTopics, se
 def serve_transactions(
     config: BrokerConfig, replicas, create_topics: CreateTopics,
     allocate_producer_id: Callable[[], Awaitable[broker_pb2.InitProducerIdResponse]],
-    broker_address: Callable[[int], str | None], server: grpc.aio.Server, access: AccessControl | None = None,
+    broker_address: Callable[[int], str | None], server: grpc.aio.Server, own_leader: OwnLeader, access: AccessControl | None = None,
 ) -> tuple[TransactionCoordinatorService, InternalTopic]:
-    """The service (its coordinator for the timer, itself for the Kafka door) and the
-    `__transaction_state` topic's finder (for FindCoordinator with key_type TRANSACTION, served
-    by the GroupCoordinator service)."""
+    """The service (its coordinator for the timer, itself for the Kafka door and this broker's
+    leaders) and the `__transaction_state` topic's finder (for FindCoordinator with key_type
+    TRANSACTION, served by the GroupCoordinator service). ``own_leader`` writes markers to the
+    partitions this broker leads, in process."""
     settings = TxnSettings(max_timeout_ms=config.transaction_max_timeout_ms, id_expiration_ms=config.transactional_id_expiration_ms)
-    markers = MarkerWriter(config.broker_id, replicas, broker_address, config.peer_credentials())
+    markers = MarkerWriter(config.broker_id, replicas, broker_address, config.peer_credentials(), own_leader)
     unsafe = config.unsafe is UnsafeBehaviour.MARKERS_BEFORE_DECISION
     coordinator = TransactionCoordinator(config.broker_id, replicas, settings, allocate_producer_id, markers, markers_before_decision=unsafe)
     topic = InternalTopic(config.broker_id, config.transaction_state_partitions, lambda: replicas.image, create_topics, TOPIC)

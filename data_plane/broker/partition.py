@@ -152,7 +152,10 @@ class Partition:
 
     @property
     def high_watermark(self) -> int:
-        return self._core.high_watermark if self._core is not None else self._follower_high_watermark
+        """Read once of ``_core``: the HW checkpoint reads it from a worker thread while the
+        event loop may resign the leadership."""
+        core = self._core
+        return core.high_watermark if core is not None else self._follower_high_watermark
 
     @high_watermark.setter
     def high_watermark(self, value: int) -> None:

@@ -526,15 +526,25 @@ class ReplicaManager:
         for partition in list(due.values()):  # carry_out updates both sets meanwhile
             self.carry_out(partition, partition.on_tick(now, self.config.replica_lag_time_max_ms))
 
-    def high_watermarks(self) -> dict[TopicPartition, int]:
-        return {tp: p.high_watermark for tp, p in self.partitions.items()}
+    def high_watermarks(self, replicas: Iterable[tuple[TopicPartition, Partition]] | None = None) -> dict[TopicPartition, int]:
+        """Each replica's HW: of ``replicas`` (a `checkpoint_replicas` list, which a worker
+        thread may read), or of every replica now (on the event loop)."""
+        return {tp: p.high_watermark for tp, p in (self.partitions.items() if replicas is None else replicas)}
 
-    def high_watermarks_to_checkpoint(self) -> dict[TopicPartition, int] | None:
-        """The HWs to write to the checkpoint, or None when they would say what the last write
-        said (no HW moved, no replica came or went): an idle broker rewrites no file. The
-        caller writes them (in a worker thread: the file is fsynced) and then calls
-        `high_watermarks_checkpointed`."""
-        high_watermarks = self.high_watermarks()
+    def checkpoint_replicas(self) -> list[tuple[TopicPartition, Partition]]:
+        """The replicas as they are now, taken on the event loop for `high_watermarks_to_checkpoint`
+        in a worker thread: one copy of the index, so that the thread never walks a dict the
+        loop changes, while reading 50,000 HWs, the long part, leaves the loop serving."""
+        return list(self.partitions.items())
+
+    def high_watermarks_to_checkpoint(self, replicas: list[tuple[TopicPartition, Partition]]) -> dict[TopicPartition, int] | None:
+        """The HWs of ``replicas`` (`checkpoint_replicas`) to write to the checkpoint, or None when
+        they would say what the last write said (no HW moved, no replica came or went): an idle
+        broker rewrites no file. Runs in the checkpoint's worker thread, one at a time; the
+        caller writes them and then calls `high_watermarks_checkpointed`. Each HW is read as it
+        is when the thread reaches it: a checkpoint says a HW each replica had, never one above
+        its log end at load (the load takes the smaller)."""
+        high_watermarks = self.high_watermarks(replicas)
         return None if high_watermarks == self._checkpointed_high_watermarks else high_watermarks
 
     def high_watermarks_checkpointed(self, high_watermarks: dict[TopicPartition, int]) -> None:

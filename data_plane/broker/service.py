@@ -190,7 +190,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
     def __init__(
         self,
         replicas: ReplicaManager,
-        metadata_response: Callable[[list[str]], broker_pb2.MetadataResponse],
+        metadata_response: Callable[[list[str] | None], broker_pb2.MetadataResponse],
         init_producer_id: Callable[[], "object"],
         access: AccessControl | None = None,
     ) -> None:
@@ -349,13 +349,20 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         the coordinator counts a marker only when a leader change can no longer lose it. Only
         brokers (CLUSTER_ACTION) may write markers."""
         await self.access.abort_if_refused(context, "cluster_action", "cluster")
-        response = broker_pb2.WriteTxnMarkersResponse()
-        now = self.replicas.clock_ms()
-        try:  # every marker encoded before any is written: a bad one refuses the call, nothing written
-            encoded = [(m, encode_marker(ControlType.COMMIT if m.commit else ControlType.ABORT, m.producer_id,
-                                         m.producer_epoch, m.coordinator_epoch, now)) for m in request.markers]
+        try:
+            return await self.write_markers(request)
         except ValueError as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{exc}; nothing was written")
+
+    async def write_markers(self, request: broker_pb2.WriteTxnMarkersRequest) -> broker_pb2.WriteTxnMarkersResponse:
+        """WriteTxnMarkers without the caller's authorization: the RPC's, and this broker's own
+        transaction coordinator's for the partitions it leads (in process, `MarkerWriter`).
+        Raises ValueError, with nothing written, if a marker cannot be encoded."""
+        response = broker_pb2.WriteTxnMarkersResponse()
+        now = self.replicas.clock_ms()
+        # every marker encoded before any is written: a bad one refuses the call, nothing written
+        encoded = [(m, encode_marker(ControlType.COMMIT if m.commit else ControlType.ABORT, m.producer_id,
+                                     m.producer_epoch, m.coordinator_epoch, now)) for m in request.markers]
         waits: list[tuple[broker_pb2.TxnMarkerResult, Awaitable[None]]] = []
         for m, marker in encoded:
             for index in m.partitions:
@@ -446,7 +453,8 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         if request.newer_leader_than and request.max_wait_ms > 0 and self.newer_leader is not None:
             awaited = {(p.topic, p.partition): p.leader_epoch for p in request.newer_leader_than}
             await self.newer_leader(awaited, min(request.max_wait_ms, self.replicas.config.fetch_max_wait_ms_cap) / 1000)
-        response = describable(self.access, self._metadata_response(list(request.topics)), named=bool(request.topics))
+        topics = [] if request.brokers_only else list(request.topics) or None
+        response = describable(self.access, self._metadata_response(topics), named=bool(topics))
         if not response.brokers:  # no cluster metadata yet: an empty answer would read as "no brokers exist"
             await context.abort(grpc.StatusCode.UNAVAILABLE, f"broker {response.answering_broker_id} has no cluster metadata "
                                 "yet (starting or cut off from the controllers): ask another broker, or retry shortly")

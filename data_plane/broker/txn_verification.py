@@ -22,14 +22,15 @@ coordinator, and the leader's verification after it, become this one question.
 
 `produce_error` (pure) turns the coordinator's answer into the produce's; `TxnVerifier` is
 the shell: it finds the coordinator in the broker's metadata image (the leader of
-``__transaction_state`` partition ``crc32(transactional_id) % N``) and calls it over gRPC (the
-local broker too), never blocking the event loop.
+``__transaction_state`` partition ``crc32(transactional_id) % N``) and calls it, never blocking
+the event loop: over gRPC, or in process when the coordinator is this broker (the same
+request and answer, without a round trip through gRPC to itself).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import grpc
 import structlog
@@ -50,6 +51,8 @@ NOT_YET = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILA
                      ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.CONCURRENT_TRANSACTIONS})
 
 Key = tuple[str, str, int, int, int, bool]  # transactional id, topic, partition, producer id, epoch, add
+# This broker's own coordinator, answering a question as the RPC does (TransactionCoordinatorService.own_leaders_question).
+OwnCoordinator = Callable[[transaction_pb2.AddPartitionsToTxnRequest], Awaitable[transaction_pb2.AddPartitionsToTxnResponse]]
 
 
 def produce_error(partition: str, producer_id: int, producer_epoch: int, code: ErrorCode, detail: str) -> PartitionError | None:
@@ -72,9 +75,12 @@ def coordinator_partition(transactional_id: str, partitions: int) -> int | None:
 class TxnVerifier:
     """Asks transaction coordinators whether a partition is in a producer's transaction."""
 
-    def __init__(self, replicas, broker_address: Callable[[int], str | None], credentials: grpc.ChannelCredentials | None) -> None:
+    def __init__(self, replicas, broker_address: Callable[[int], str | None], credentials: grpc.ChannelCredentials | None,
+                 broker_id: int, own_coordinator: OwnCoordinator) -> None:
         self._replicas = replicas  # the metadata image: __transaction_state's size and leaders
         self._broker_address = broker_address
+        self._broker_id = broker_id
+        self._own_coordinator = own_coordinator
         self._channels = AioChannelPool(transaction_pb2_grpc.TransactionCoordinatorStub, [], credentials)
         self._in_flight: dict[Key, asyncio.Future[tuple[ErrorCode, str]]] = {}
 
@@ -106,16 +112,19 @@ class TxnVerifier:
         if index is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{TRANSACTION_STATE_TOPIC} does not exist yet"
         leader = self._replicas.leader_hint(TRANSACTION_STATE_TOPIC, index).leader_id
-        address = self._broker_address(leader) if leader >= 0 else None
-        if address is None:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{TRANSACTION_STATE_TOPIC}-{index} has no reachable leader now"
         request = transaction_pb2.AddPartitionsToTxnRequest(
             transactional_id=transactional_id, producer_id=producer_id, producer_epoch=producer_epoch, verify_only=not add, add_for_produce=add,
             topics=[transaction_pb2.TxnTopicPartitions(topic=topic, partitions=[partition])])
-        try:
-            response = await self._channels.stub(address).AddPartitionsToTxn(request, timeout=VERIFY_CALL_TIMEOUT_S)
-        except grpc.RpcError as err:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"broker {leader} did not answer ({err.code().name}: {err.details()})"
+        if leader == self._broker_id:
+            response = await self._own_coordinator(request)
+        else:
+            address = self._broker_address(leader) if leader >= 0 else None
+            if address is None:
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{TRANSACTION_STATE_TOPIC}-{index} has no reachable leader now"
+            try:
+                response = await self._channels.stub(address).AddPartitionsToTxn(request, timeout=VERIFY_CALL_TIMEOUT_S)
+            except grpc.RpcError as err:
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"broker {leader} did not answer ({err.code().name}: {err.details()})"
         try:
             return ErrorCode(response.error_code), response.error_message
         except ValueError:

@@ -126,7 +126,7 @@ class Admin:
     def controller_endpoints(self) -> list[tuple[int, str, int]]:
         """The controller quorum's (node_id, host, port) endpoints, the form
         `ControllerClient(endpoints)` takes."""
-        response = refresh_sync(self._metadata, self._pool.stub, self._timeout_s, broker_pb2.MetadataRequest())
+        response = refresh_sync(self._metadata, self._pool.stub, self._timeout_s, broker_pb2.MetadataRequest(brokers_only=True))
         return [(c.broker_id, c.host, c.port) for c in response.controllers]
 
     def create_topics(
@@ -158,7 +158,7 @@ class Admin:
         self.close()
 
     def _brokers(self) -> dict[int, str]:
-        refresh_sync(self._metadata, self._pool.stub, self._timeout_s, broker_pb2.MetadataRequest(topics=[]))
+        refresh_sync(self._metadata, self._pool.stub, self._timeout_s, broker_pb2.MetadataRequest(brokers_only=True))
         return dict(self._metadata.snapshot.brokers)
 
     def _controller_client(self) -> Any:

@@ -22,7 +22,7 @@ def ask_every_broker(
     """``call(address)`` starts the RPC at one broker. Returns (broker id -> answer, for every
     broker that answered, even with an error code) and (broker id -> error, for those that
     did not answer or answered with an error)."""
-    refresh_sync(metadata, broker_stub, timeout_s, broker_pb2.MetadataRequest(topics=[]))
+    refresh_sync(metadata, broker_stub, timeout_s, broker_pb2.MetadataRequest(brokers_only=True))
     brokers = dict(metadata.snapshot.brokers)
     futures = {broker_id: call(address) for broker_id, address in brokers.items()}
     answers: dict[int, Any] = {}

@@ -84,7 +84,8 @@ class MetadataCache:
     """Thread-safe holder of the current `ClusterSnapshot` plus what needs refreshing.
 
     `wanted_topics` are the topics this client produces to or consumes from; refreshes ask
-    only for them (an empty set asks for every topic). `stale` turns on when an answer
+    only for them (an empty set for the brokers alone: a producer that has not sent yet asks
+    for no topic, not for every one of a cluster's partitions). `stale` turns on when an answer
     says the view is wrong; whoever drives I/O refreshes and clears it.
     """
 
@@ -145,8 +146,10 @@ class MetadataCache:
                 yield address
 
     def request(self) -> broker_pb2.MetadataRequest:
-        """The Metadata request for the topics this client cares about."""
-        return broker_pb2.MetadataRequest(topics=sorted(self.wanted_topics))
+        """The Metadata request for the topics this client cares about (the brokers alone while
+        it names none)."""
+        wanted = sorted(self.wanted_topics)
+        return broker_pb2.MetadataRequest(topics=wanted, brokers_only=not wanted)
 
     # ------------------------------------------------------------ writes
 

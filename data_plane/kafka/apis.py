@@ -95,7 +95,7 @@ class KafkaApis:
     broker_id: int
     replicas: ReplicaManager
     access: AccessControl
-    metadata_response: Callable[[list[str]], broker_pb2.MetadataResponse]
+    metadata_response: Callable[[list[str] | None], broker_pb2.MetadataResponse]
     init_producer_id: Callable[[], Awaitable[broker_pb2.InitProducerIdResponse]]
     kafka_endpoint: Callable[[int], tuple[str, int] | None]  # broker id -> its Kafka listener, if it has one
     groups: GroupApis
@@ -135,9 +135,7 @@ class KafkaApis:
         names = None if request.topics is None else [self._topic_name(t) for t in request.topics]
         if names == [] and version(request) == 0:
             names = None  # v0: an empty list means every topic
-        answer = describable(self.access, self.metadata_response(names or []), named=bool(names))
-        if names == []:  # v1 on: an empty list asks for brokers only
-            del answer.topics[:]
+        answer = describable(self.access, self.metadata_response(names), named=bool(names))  # v1 on: [] asks for brokers only
         brokers = []
         for b in answer.brokers:
             endpoint = None if b.fenced else self.kafka_endpoint(b.broker_id)

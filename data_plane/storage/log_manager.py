@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterable
 from pathlib import Path
 
 import structlog
@@ -184,10 +185,18 @@ class LogManager:
         """Write every online log's recovery point (atomically)."""
         self.write_recovery_points(self.recovery_points())
 
-    def recovery_points(self) -> dict[TopicPartition, int]:
-        """Every online log's recovery point, to checkpoint (read on the event loop; the write,
-        `write_recovery_points`, may run in a worker thread)."""
-        return {tp: plog.recovery_point for tp, plog in self._logs.items() if not plog.is_offline}
+    def recovery_points(self, logs: Iterable[tuple[TopicPartition, PartitionLog]] | None = None) -> dict[TopicPartition, int]:
+        """Every online log's recovery point, to checkpoint: of ``logs`` (a `checkpoint_logs`
+        list, which the broker reads in a worker thread, as it writes them with
+        `write_recovery_points`), or of every log now."""
+        return {tp: plog.recovery_point for tp, plog in (self._logs.items() if logs is None else logs) if not plog.is_offline}
+
+    def checkpoint_logs(self) -> list[tuple[TopicPartition, PartitionLog]]:
+        """The logs as they are now, for `recovery_points` in a worker thread: one copy of the
+        index taken where logs come and go (the event loop), so the thread never walks it. Each
+        recovery point is read as the thread reaches it: a value the log held, as a read on the
+        loop gave, and the file was always written after it was read."""
+        return list(self._logs.items())
 
     def write_recovery_points(self, points: dict[TopicPartition, int]) -> None:
         write_offsets(self.data_dir / RECOVERY_POINTS, points)

@@ -732,8 +732,10 @@ class PartitionLog:
 
     def apply_retention(self, now_ms: int) -> int:
         """Delete whole old segments by ``retention.ms`` / ``retention.bytes`` (unless the policy is
-        ``compact`` alone); returns how many."""
-        if self.is_offline or not self.settings.deletes:
+        ``compact`` alone); returns how many. A log of one segment is left at once: the active
+        segment is never deleted, and the broker's pass asks every replica, 50,000 of them on a
+        large broker, most with that one segment."""
+        if self.is_offline or not self.settings.deletes or len(self.segments) < 2:
             return 0
         segments = [(segment.size_bytes, segment.max_timestamp) for segment in self.segments]
         doomed = segments_to_delete(segments, now_ms, self.settings.retention_ms, self.settings.retention_bytes)

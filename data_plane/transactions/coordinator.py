@@ -18,7 +18,10 @@ HW → apply → write markers (state_machine.py decides; this module does the I
   every partition's leader (markers.py), retrying with backoff until each is committed, then
   makes CompleteCommit/CompleteAbort durable: in the write of the producer's next request if
   one waits for the markers (it would otherwise be answered CONCURRENT_TRANSACTIONS), else
-  alone. A shard that loads an id in PrepareCommit/PrepareAbort
+  alone. The producer's next transaction does not wait for them unless it adds a partition
+  that owes one: it starts Ongoing with the markers ``owed`` (state_machine.py), and the
+  record clearing them goes in that transaction's next write after they are all committed.
+  A shard that loads an id in PrepareCommit/PrepareAbort, or Ongoing owing markers,
   resumes its markers, so a decision survives the coordinator's failover.
 - **Timers.** `tick` aborts transactions past their timeout (fencing their producer) and
   forgets ids idle past the expiration (a tombstone).
@@ -57,6 +60,11 @@ MARKER_BACKOFF_MS = (10, 1000)
 # answered CONCURRENT_TRANSACTIONS (which the producer retries after a backoff): the markers
 # usually take one replication round trip, so the request is decided the moment they are done.
 MARKERS_WAIT_MS = 500
+# How long a decided transaction whose markers are all committed waits for the producer's next
+# request to carry CompleteCommit/CompleteAbort in its write before writing it alone: a producer
+# that goes on sends its next transaction's first batch within a few milliseconds, and a write
+# of its own would hold that request's write behind it (one write in flight per shard).
+COMPLETE_LINGER_MS = 20
 Decide = Callable[[TxnMetadata | None, int, int], Decision]  # (metadata, now, fresh producer id) -> decision
 
 
@@ -77,10 +85,9 @@ class Completion:
     CompleteAbort in its own write instead of waiting for the task's."""
 
     plan: MarkerPlan
-    task: asyncio.Task
+    task: asyncio.Task  # done and ``marked``, still here: the next transaction's next write records it
     marked: asyncio.Event = field(default_factory=asyncio.Event)
-    waiters: int = 0  # requests waiting for ``marked``
-    handed_over: asyncio.Event = field(default_factory=asyncio.Event)  # set: no request waits any more
+    recorded: asyncio.Event = field(default_factory=asyncio.Event)  # set: a request's write carried the record
 
 
 @dataclass
@@ -91,6 +98,7 @@ class Request:
     decide: Decide
     registering: bool
     answer: asyncio.Future
+    settling: bool = False  # the marker task's own: markers the next transaction owes are left to that one's next write
 
 
 @dataclass
@@ -162,18 +170,20 @@ class TransactionCoordinator:
 
     # ------------------------------------------------------------------ decide, write, apply
 
-    async def run(self, transactional_id: str, decide: Decide, registering: bool = False) -> Decision:
+    async def run(self, transactional_id: str, decide: Decide, registering: bool = False,
+                  adding: frozenset[TopicPartition] | None = None, settling: bool = False) -> Decision:
         """Decide on the id's current metadata, make the decision's log durable, apply it, and
         start its markers: the one path of every change. Decisions queue while the shard's
         previous write replicates and go out together (group commit, decision_batch.py).
-        Raises `Refused` (retriable coordinator errors); the decision's own error is in the
-        returned Decision."""
+        ``adding``: the partitions of an add, which waits for the last transaction's markers
+        only if one of them owes one. Raises `Refused` (retriable coordinator errors); the
+        decision's own error is in the returned Decision."""
         shard = self._shard_for(transactional_id)
-        await self._markers_done(shard, transactional_id)
+        await self._markers_done(shard, transactional_id, adding)
         if not shard.active:
             raise Refused(ErrorCode.NOT_COORDINATOR, f"broker {self.broker_id} stopped coordinating {transactional_id!r}: "
                           "call FindCoordinator and retry")
-        request = Request(transactional_id, decide, registering, asyncio.get_running_loop().create_future())
+        request = Request(transactional_id, decide, registering, asyncio.get_running_loop().create_future(), settling)
         shard.queue.append(request)
         if shard.writer is None or shard.writer.done():
             shard.writer = asyncio.ensure_future(self._write_queued(shard))
@@ -209,9 +219,12 @@ class TransactionCoordinator:
         `Refused` for all (nothing changed)."""
         batch = DecisionBatch(shard.ids)
         answers: list[Decision | Refused] = []
+        recording: list[Completion] = []  # completions whose record this write carries
         for request in requests:
             tid = request.transactional_id
-            completed = self._completed(shard, tid, batch.current(tid))
+            completed = self._completed(shard, tid, batch.current(tid), request.settling)
+            if completed:
+                recording.append(shard.completing[tid])
             meta = completed[0] if completed else batch.current(tid)
             try:
                 fresh = await self._fresh_producer_id() if sm.needs_fresh_producer_id(meta, request.registering) else sm.NO_PRODUCER_ID
@@ -227,33 +240,40 @@ class TransactionCoordinator:
         if batch.log:
             await self._write(shard, tuple(batch.log))
             self._apply(shard, tuple(batch.log))
+        for completion in recording:
+            completion.recorded.set()
         return answers
 
-    async def _markers_done(self, shard: TxnShard, transactional_id: str) -> None:
+    async def _markers_done(self, shard: TxnShard, transactional_id: str, adding: frozenset[TopicPartition] | None) -> None:
         """Wait (up to MARKERS_WAIT_MS) for the id's markers in flight, if any: the state
         machine would answer CONCURRENT_TRANSACTIONS until they are written, and the producer
         retry after a backoff; deciding once they are done answers the same, sooner, and
-        carries CompleteCommit/CompleteAbort in the same write (`_completed`)."""
+        carries CompleteCommit/CompleteAbort in the same write (`_completed`). An add of
+        partitions none of these markers go to (``adding``) does not wait: the state machine
+        starts the next transaction owing them."""
         completion = shard.completing.get(transactional_id)
         if completion is None or completion.task.done() or completion.marked.is_set():
             return
-        completion.waiters += 1
-        completion.handed_over.clear()
+        if adding is not None and not adding & completion.plan.partitions:
+            return
         marked = asyncio.ensure_future(completion.marked.wait())
         try:
             await asyncio.wait([completion.task, marked], timeout=MARKERS_WAIT_MS / 1000, return_when=asyncio.FIRST_COMPLETED)
         finally:
             marked.cancel()
-            completion.waiters -= 1
-            if completion.waiters == 0:
-                completion.handed_over.set()
 
-    def _completed(self, shard: TxnShard, transactional_id: str, meta: TxnMetadata | None) -> tuple[TxnMetadata, ...]:
+    def _completed(self, shard: TxnShard, transactional_id: str, meta: TxnMetadata | None,
+                   settling: bool = False) -> tuple[TxnMetadata, ...]:
         """CompleteCommit/CompleteAbort of the id's transaction (``meta``) if every marker is
         committed but that record is not yet written (it then goes in the same batch as the
-        decision at hand: one replication round trip less before the next transaction), else ()."""
+        decision at hand: one replication round trip less before the next transaction), else ().
+        For an Ongoing transaction that owed them, the record clearing ``owed``: left to that
+        transaction's next write (its EndTxn) when ``settling`` (the marker task's own), so
+        that the shard's writer is free when that write comes."""
         completion = shard.completing.get(transactional_id)
         if completion is None or not completion.marked.is_set() or meta is None or sm.pending_markers(meta) != completion.plan:
+            return ()
+        if settling and meta.state is TxnState.ONGOING:
             return ()
         return (sm.markers_written(meta, self.clock_ms()),)
 
@@ -286,7 +306,7 @@ class TransactionCoordinator:
                 else:
                     shard.ids[meta.transactional_id] = meta
             self._log.info("transaction state", topic=TOPIC, partition=shard.partition, **_fields(meta),
-                           partitions=sorted(f"{tp.topic}-{tp.partition}" for tp in meta.partitions))
+                           partitions=_names(meta.partitions), **({"owed_markers": _names(meta.owed.partitions)} if meta.owed else {}))
 
     # ------------------------------------------------------------------ markers
 
@@ -310,11 +330,14 @@ class TransactionCoordinator:
             completion = shard.completing.get(transactional_id)
             if not missing and completion is not None and completion.task is asyncio.current_task():
                 completion.marked.set()
-                if completion.waiters:  # a waiting request's write carries CompleteCommit/CompleteAbort
-                    await completion.handed_over.wait()
+                try:  # the producer's next request, waiting or about to come, carries CompleteCommit/CompleteAbort
+                    await asyncio.wait_for(completion.recorded.wait(), COMPLETE_LINGER_MS / 1000)
+                    return
+                except TimeoutError:
+                    pass
             while shard.active:
                 try:  # a decision changing nothing: `_completed` adds CompleteCommit/CompleteAbort if still owed
-                    await self.run(transactional_id, lambda meta, now, fresh: Decision(ErrorCode.NONE, meta))
+                    await self.run(transactional_id, lambda meta, now, fresh: Decision(ErrorCode.NONE, meta), settling=True)
                     return
                 except Refused as refusal:
                     self._log.info("completing a transaction deferred", transactional_id=transactional_id, reason=refusal.message)
@@ -326,8 +349,15 @@ class TransactionCoordinator:
             self._log.exception("writing markers failed", transactional_id=transactional_id, topic=TOPIC, partition=shard.partition)
         finally:
             completion = shard.completing.get(transactional_id)
-            if completion is not None and completion.task is asyncio.current_task():
+            if completion is not None and completion.task is asyncio.current_task() and not self._owed(shard, transactional_id, completion):
                 del shard.completing[transactional_id]
+
+    @staticmethod
+    def _owed(shard: TxnShard, transactional_id: str, completion: Completion) -> bool:
+        """Whether the next transaction's record still owes ``completion``'s markers, all
+        committed: kept, so that its next write records them (`_completed`)."""
+        meta = shard.ids.get(transactional_id)
+        return completion.marked.is_set() and meta is not None and sm.pending_markers(meta) == completion.plan
 
     # ------------------------------------------------------------------ the requests
 
@@ -338,7 +368,7 @@ class TransactionCoordinator:
     async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
                              partitions: frozenset[TopicPartition]) -> Decision:
         return await self.run(transactional_id, lambda meta, now, fresh: sm.add_partitions(
-            meta, producer_id, producer_epoch, partitions, now))
+            meta, producer_id, producer_epoch, partitions, now), adding=partitions)
 
     async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool, keep_epoch: bool = False) -> Decision:
         return await self.run(transactional_id, lambda meta, now, fresh: sm.end_txn(
@@ -384,6 +414,10 @@ class TransactionCoordinator:
             self._log.info("transaction timer deferred", transactional_id=transactional_id, reason=refusal.message)
         finally:
             shard.busy.discard(transactional_id)
+
+
+def _names(partitions: frozenset[TopicPartition]) -> list[str]:
+    return sorted(f"{tp.topic}-{tp.partition}" for tp in partitions)
 
 
 def _fields(meta: TxnMetadata) -> dict[str, object]:

@@ -2,9 +2,10 @@
 `WriteTxnMarkers` RPC, until each partition has a committed one.
 
 `marker_requests` (pure) groups the partitions still missing a marker by their leader in the
-broker's metadata image; `MarkerWriter.write_round` sends one request per leader, all at once
-(the local broker is called through gRPC too: one path, authorized like any other broker's
-call), and returns the partitions whose marker is committed. A leader answers a marker only
+broker's metadata image; `MarkerWriter.write_round` sends one request per leader, all at once,
+and returns the partitions whose marker is committed. The request and its answer are the same
+whichever the leader; only the transport differs: gRPC to another broker, an in-process call
+(`BrokerService.write_markers`) for the partitions this broker leads. A leader answers a marker only
 once its HW covers it at the leader epoch it was written under (acks=all), so an answered
 marker survives any leader change; a leader change first answers NOT_LEADER_OR_FOLLOWER and
 the marker is written again (a second marker for the same transaction closes an empty one,
@@ -16,7 +17,7 @@ whose topic no longer exists needs no marker (Kafka drops it too).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 
 import grpc
 import structlog
@@ -30,6 +31,8 @@ log = structlog.get_logger("transactions")
 
 # Above the leader's wait for a marker to be committed (MARKER_REPLICATION_TIMEOUT_MS, data_plane/broker/service.py).
 MARKER_CALL_TIMEOUT_S = 5.0
+# This broker writing markers to the partitions it leads, answering as the RPC does.
+OwnLeader = Callable[[broker_pb2.WriteTxnMarkersRequest], Awaitable[broker_pb2.WriteTxnMarkersResponse]]
 
 
 def marker_requests(plan: MarkerPlan, missing: Iterable[TopicPartition], coordinator_epoch: int,
@@ -71,8 +74,9 @@ class MarkerWriter:
     """Sends marker requests to partition leaders (one channel per broker)."""
 
     def __init__(self, broker_id: int, replicas, broker_address: Callable[[int], str | None],
-                 credentials: grpc.ChannelCredentials | None) -> None:
+                 credentials: grpc.ChannelCredentials | None, own_leader: OwnLeader) -> None:
         self.broker_id = broker_id
+        self._own_leader = own_leader
         self.replicas = replicas  # the metadata image: topics, leaders
         self._broker_address = broker_address
         self._channels = AioChannelPool(broker_pb2_grpc.BrokerStub, [], credentials)
@@ -106,14 +110,17 @@ class MarkerWriter:
         return gone.union(*rounds)
 
     async def _write(self, leader: int, request: broker_pb2.WriteTxnMarkersRequest, fields: dict[str, object]) -> set[TopicPartition]:
-        stub = self._stub(leader)
-        if stub is None:
-            return set()
-        try:
-            response = await stub.WriteTxnMarkers(request, timeout=MARKER_CALL_TIMEOUT_S)
-        except grpc.RpcError as err:
-            self._log.info("marker write failed; will retry", **fields, leader=leader, error=f"{err.code().name}: {err.details()}")
-            return set()
+        if leader == self.broker_id:
+            response = await self._own_leader(request)
+        else:
+            stub = self._stub(leader)
+            if stub is None:
+                return set()
+            try:
+                response = await stub.WriteTxnMarkers(request, timeout=MARKER_CALL_TIMEOUT_S)
+            except grpc.RpcError as err:
+                self._log.info("marker write failed; will retry", **fields, leader=leader, error=f"{err.code().name}: {err.details()}")
+                return set()
         ok, failed = written(response)
         if ok:
             self._log.info("markers written", **fields, leader=leader, partitions=_names(ok))

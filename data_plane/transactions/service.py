@@ -73,31 +73,34 @@ class TransactionCoordinatorService(transaction_pb2_grpc.TransactionCoordinatorS
         partitions = frozenset(TopicPartition(t.topic, p) for t in request.topics for p in t.partitions)
         if (problem := next(filter(None, (negative_partition(tp.topic, tp.partition) for tp in sorted(partitions))), None)) is not None:
             return pb.AddPartitionsToTxnResponse(error_code=ErrorCode.INVALID_REQUEST, error_message=problem)
-        if request.verify_only:
-            return self._verify(request, partitions)
-        if request.add_for_produce:
-            return await self._add_for_produce(request, partitions)
+        if request.verify_only or request.add_for_produce:
+            return self._refused_unless_a_broker() or await self._leaders_question(request, partitions)
         return await self._answer(pb.AddPartitionsToTxnResponse, tid, lambda: self.coordinator.add_partitions(
             tid, request.producer_id, request.producer_epoch, partitions), tuple(t.topic for t in request.topics))
 
-    def _from_a_leader(self, request: pb.AddPartitionsToTxnRequest, partitions: frozenset[TopicPartition],
-                       flag: str) -> pb.AddPartitionsToTxnResponse | None:
+    def _refused_unless_a_broker(self) -> pb.AddPartitionsToTxnResponse | None:
         """The refusal of a partition leader's question (verify_only, add_for_produce) that is
-        not a broker's (CLUSTER_ACTION) or names nothing; None when it may be answered."""
-        refused = self.access.refused_response(pb.AddPartitionsToTxnResponse, "cluster_action", "cluster")
-        if refused is not None:
-            return refused
+        not a broker's (CLUSTER_ACTION); None when it may be answered."""
+        return self.access.refused_response(pb.AddPartitionsToTxnResponse, "cluster_action", "cluster")
+
+    async def own_leaders_question(self, request: pb.AddPartitionsToTxnRequest) -> pb.AddPartitionsToTxnResponse:
+        """A question (verify_only, add_for_produce) of a partition led by this broker, called
+        in process instead of through gRPC to itself (`TxnVerifier`): the broker is its own
+        caller, so there is no principal to authorize; answered exactly as the RPC answers it."""
+        partitions = frozenset(TopicPartition(t.topic, p) for t in request.topics for p in t.partitions)
+        return await self._leaders_question(request, partitions)
+
+    async def _leaders_question(self, request: pb.AddPartitionsToTxnRequest,
+                                partitions: frozenset[TopicPartition]) -> pb.AddPartitionsToTxnResponse:
         if not request.transactional_id or not partitions:
+            flag = "verify_only" if request.verify_only else "add_for_produce"
             return pb.AddPartitionsToTxnResponse(error_code=ErrorCode.INVALID_REQUEST, error_message=f"{flag} needs a "
                                                  "transactional_id and at least one partition: name the ones meant")
-        return None
+        return self._verify(request, partitions) if request.verify_only else await self._add_for_produce(request, partitions)
 
     def _verify(self, request: pb.AddPartitionsToTxnRequest, partitions: frozenset[TopicPartition]) -> pb.AddPartitionsToTxnResponse:
         """verify_only (KIP-890 part 1): a partition leader asks before a producer's first
         transactional batch there; answered from memory (what is in memory is durable), no write."""
-        refused = self._from_a_leader(request, partitions, "verify_only")
-        if refused is not None:
-            return refused
         tid = request.transactional_id
         try:
             meta = self.coordinator.describe(tid)
@@ -112,9 +115,6 @@ class TransactionCoordinatorService(transaction_pb2_grpc.TransactionCoordinatorS
         transactional batch there. The leader checked the producer's WRITE on the id and the
         topic; here the caller must be a broker (CLUSTER_ACTION). The decision is the
         producer's own add (`state_machine.add_partitions`), answered once durable."""
-        refused = self._from_a_leader(request, partitions, "add_for_produce")
-        if refused is not None:
-            return refused
         tid = request.transactional_id
         try:
             decision = await self.coordinator.add_partitions(tid, request.producer_id, request.producer_epoch, partitions)

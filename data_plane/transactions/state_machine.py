@@ -19,6 +19,13 @@ the epoch through PrepareAbort)::
     PrepareEpochFence  <- Ongoing                       (init or timeout while a txn is open)
     Dead               <- Empty, CompleteCommit, CompleteAbort          (id expired)
 
+The next transaction need not wait for the last one's markers: an add on PrepareCommit/
+PrepareAbort (the producer's bumped epoch) of partitions none of those markers go to starts
+it at once, Ongoing with the markers still ``owed`` in its own record, so a coordinator that
+loads it writes them too. The partitions that owe a marker, the end of the new transaction,
+an InitProducerId and the timeout wait for them (CONCURRENT_TRANSACTIONS) until the record
+that clears ``owed`` (`markers_written`) is decided.
+
 Every end of a transaction bumps the producer epoch (KIP-890 part 2): the markers carry the
 new epoch, so a write of the old epoch arriving late is fenced at the partition instead of
 joining the next transaction. A client retrying EndTxn with the epoch it used (one below the
@@ -92,6 +99,7 @@ class TxnMetadata:
     last_update_ms: int = 0
     txn_start_ms: int = -1
     last_producer_epoch: int = NO_PRODUCER_EPOCH
+    owed: "MarkerPlan | None" = None  # the last transaction's markers, decided but not all committed yet
 
     def transition(self, to: TxnState, now_ms: int, **changes: object) -> "TxnMetadata":
         """The next metadata in state ``to``; IllegalTransitionError if the diagram forbids it."""
@@ -169,7 +177,7 @@ def init_producer_id(
     if meta is None or meta.state is S.DEAD:
         new = TxnMetadata(transactional_id, fresh_producer_id, 0, timeout_ms, S.EMPTY, last_update_ms=now_ms)
         return Decision(ErrorCode.NONE, new, (new,))
-    if meta.state in _IN_FLIGHT:
+    if meta.state in _IN_FLIGHT or meta.owed is not None:
         return _refuse(ErrorCode.CONCURRENT_TRANSACTIONS, meta)
     if meta.state is S.ONGOING:
         log = _fence_and_abort(meta, now_ms, fresh_producer_id)
@@ -185,18 +193,42 @@ def _check_request(meta: TxnMetadata | None, producer_id: int, producer_epoch: i
         return ErrorCode.INVALID_PRODUCER_ID_MAPPING
     if producer_epoch != meta.producer_epoch:
         return ErrorCode.PRODUCER_FENCED
-    if meta.state in _IN_FLIGHT:
+    if meta.state in _IN_FLIGHT or meta.owed is not None:
         return ErrorCode.CONCURRENT_TRANSACTIONS
     return ErrorCode.NONE
+
+
+def _owing(meta: TxnMetadata, partitions: frozenset[TopicPartition], now_ms: int) -> TxnMetadata | None:
+    """The metadata an add of ``partitions`` may start from while the last transaction's
+    markers are still being written: that transaction completed, its markers ``owed``. None
+    if the add must wait for them: a partition of the add still owes its marker (the new
+    transaction's first batch there must follow it, or the marker would close that batch's
+    transaction with the last one's outcome), or the markers are a fence's (its producer has
+    no current epoch to add with), or a keeping-epoch EndTxn's (nothing would fence a late
+    write of the last transaction on the partitions of the next)."""
+    if meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT) and meta.last_producer_epoch != NO_PRODUCER_EPOCH \
+            and meta.last_producer_epoch != meta.producer_epoch and not partitions & meta.partitions:
+        return replace(markers_written(meta, now_ms), owed=_markers(meta))
+    if meta.state is S.ONGOING and meta.owed is not None and not partitions & meta.owed.partitions:
+        return meta
+    return None
 
 
 def add_partitions(
     meta: TxnMetadata | None, producer_id: int, producer_epoch: int, partitions: frozenset[TopicPartition], now_ms: int
 ) -> Decision:
     """AddPartitionsToTxn (explicit, or the broker's KIP-890 verification on first write):
-    the transaction becomes Ongoing with these partitions added."""
+    the transaction becomes Ongoing with these partitions added. While the last transaction's
+    markers are written, an add of partitions that owe none starts the next transaction at
+    once (`_owing`); the others are CONCURRENT_TRANSACTIONS until the markers are in."""
     error = _check_request(meta, producer_id, producer_epoch)
-    if error is not ErrorCode.NONE:
+    if error is ErrorCode.CONCURRENT_TRANSACTIONS:
+        assert meta is not None
+        owing = _owing(meta, partitions, now_ms)
+        if owing is None:
+            return _refuse(error, meta)
+        meta = owing
+    elif error is not ErrorCode.NONE:
         return _refuse(error, meta)
     assert meta is not None
     if meta.state is S.ONGOING and partitions <= meta.partitions:
@@ -264,7 +296,7 @@ def end_txn_keeping_epoch(meta: TxnMetadata | None, producer_id: int, producer_e
         return _refuse(error, meta)
     assert meta is not None
     if meta.state is S.ONGOING:
-        prepared = meta.transition(S.PREPARE_COMMIT if commit else S.PREPARE_ABORT, now_ms)
+        prepared = meta.transition(S.PREPARE_COMMIT if commit else S.PREPARE_ABORT, now_ms, last_producer_epoch=NO_PRODUCER_EPOCH)
         return Decision(ErrorCode.NONE, prepared, (prepared,), _markers(prepared))
     if meta.state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
         return _retried_end(meta, commit)
@@ -284,7 +316,10 @@ def _retried_end(meta: TxnMetadata, commit: bool) -> Decision:
 
 def pending_markers(meta: TxnMetadata) -> MarkerPlan | None:
     """The markers still owed by a transaction whose decision is durable (PrepareCommit or
-    PrepareAbort): what a coordinator loading the id must finish writing. None otherwise."""
+    PrepareAbort, or the last transaction's, ``owed`` by the next one): what a coordinator
+    loading the id must finish writing. None otherwise."""
+    if meta.owed is not None:
+        return meta.owed
     return _markers(meta) if meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT) else None
 
 
@@ -299,15 +334,19 @@ def needs_fresh_producer_id(meta: TxnMetadata | None, registering: bool) -> bool
 
 def markers_written(meta: TxnMetadata, now_ms: int) -> TxnMetadata:
     """Every partition has its marker: PrepareCommit -> CompleteCommit, PrepareAbort ->
-    CompleteAbort; the partitions are forgotten (the next transaction starts empty)."""
+    CompleteAbort; the partitions are forgotten (the next transaction starts empty). Of an
+    Ongoing transaction that owed the last one's markers: the same transaction, owing none."""
+    if meta.owed is not None:
+        return meta.transition(meta.state, now_ms, owed=None)
     to = S.COMPLETE_COMMIT if meta.state is S.PREPARE_COMMIT else S.COMPLETE_ABORT
     return meta.transition(to, now_ms, partitions=frozenset(), txn_start_ms=-1)
 
 
 def abort_timed_out(meta: TxnMetadata, now_ms: int, fresh_producer_id: int) -> Decision | None:
     """The coordinator's periodic check: an Ongoing transaction past its timeout is aborted
-    with the epoch bumped, so the producer that opened it is fenced. None if nothing to do."""
-    if not meta.is_timed_out(now_ms):
+    with the epoch bumped, so the producer that opened it is fenced. None if nothing to do
+    (or not yet: the last transaction's markers are still owed, and the abort's must follow them)."""
+    if not meta.is_timed_out(now_ms) or meta.owed is not None:
         return None
     log = _fence_and_abort(meta, now_ms, fresh_producer_id)
     return Decision(ErrorCode.NONE, log[-1], log, _markers(log[-1]))

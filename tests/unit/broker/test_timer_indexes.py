@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -17,6 +18,7 @@ from data_plane.broker.config import BrokerConfig
 from data_plane.partition_errors import PartitionError
 from data_plane.broker.partition import Partition
 from data_plane.broker.replica_manager import ISR_SWEEP_INTERVAL_MS, ReplicaManager
+from data_plane.broker.server import BrokerServer
 from data_plane.requests import ProduceItem
 from data_plane.record_batch import HEADER_SIZE
 from data_plane.replication.partition_state import FollowerFetch
@@ -155,25 +157,33 @@ def test_the_damage_scan_looks_at_every_log_only_after_new_damage(tmp_path: Path
     assert scanned == [TP] * 3
 
 
-def test_the_hw_checkpoint_is_written_only_when_a_high_watermark_moved(tmp_path: Path) -> None:
+def test_the_hw_checkpoint_is_written_only_when_a_high_watermark_moved(tmp_path: Path, monkeypatch) -> None:
+    """The broker's checkpoint (`BrokerServer._write_checkpoints`, the part in its worker thread,
+    from the replicas and logs listed on the event loop) writes each file only when its content
+    changed: the HWs when one moved, the recovery points when a flush moved one."""
     clock = [1_000]
     replicas = leader(tmp_path, clock)
-    written: list[dict] = []
+    written: list[tuple[str, dict]] = []
+    monkeypatch.setattr(replicas.logs, "checkpoint_high_watermarks", lambda hws: written.append(("hw", hws)))
+    monkeypatch.setattr(replicas.logs, "write_recovery_points", lambda points: written.append(("recovery", points)))
+    broker = SimpleNamespace(replicas=replicas, logs=replicas.logs)
+    points = None
 
-    def checkpoint() -> None:  # what the broker's timer does, the write itself aside
-        due = replicas.high_watermarks_to_checkpoint()
-        if due is not None:
-            written.append(due)
-            replicas.high_watermarks_checkpointed(due)
+    def checkpoint() -> None:  # what the broker's timer does
+        nonlocal points
+        points = BrokerServer._write_checkpoints(broker, replicas.checkpoint_replicas(), replicas.logs.checkpoint_logs(), points)
 
     checkpoint()
     checkpoint()
-    assert written == [{TP: 0}]  # the second would have said the same
+    assert written == [("hw", {TP: 0}), ("recovery", {TP: 0})]  # the second would have said the same
 
     asyncio.run(replicas.produce(1, 1000, [ProduceItem(*TP, batch(2))]))
     follower_fetch(replicas, 2, clock[0])  # the follower has both records: the HW moves to 2
     checkpoint()
-    assert written == [{TP: 0}, {TP: 2}]
+    assert written[2:] == [("hw", {TP: 2})]  # no flush yet: the recovery point did not move
+    replicas.partitions[TP].log.flush()
+    checkpoint()
+    assert written[3:] == [("recovery", {TP: 2})]
 
 
 def test_the_scrub_goes_round_logs_with_records_and_leaves_empty_ones_alone(tmp_path: Path, monkeypatch) -> None:

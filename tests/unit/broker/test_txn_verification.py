@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from types import SimpleNamespace
 
 from data_plane import record_batch
 from data_plane.partition_errors import PartitionError
 from data_plane.requests import ProduceItem
 from data_plane.broker.txn_verification import TxnVerifier, coordinator_partition, produce_error
 from data_plane.control_batch import ControlType
-from server_common.internal_topics import offsets_partition
+from server_common.internal_topics import TRANSACTION_STATE_TOPIC, offsets_partition
+from kraftlog_proto import transaction_pb2
 from server_common.errors import ErrorCode
 from data_plane.replication.transaction_index import AbortedTxn
 from tests.unit.broker.test_read_committed import T0, TP, latest, leader_alone, mark
@@ -136,12 +138,16 @@ def test_the_group_coordinators_transactional_offsets_write_is_verified_too(tmp_
     assert not coordinator_write(fresh).failed and (latest(fresh, False), latest(fresh, True)) == (1, 0)
 
 
+async def _never(request):
+    raise AssertionError("not this broker's coordinator")
+
+
 class Gated(TxnVerifier):
     """The real verifier (its sharing of in-flight questions) over a coordinator that answers
     ``code`` once ``gate`` opens, counting the calls."""
 
     def __init__(self, code: ErrorCode = ErrorCode.NONE) -> None:
-        super().__init__(None, lambda broker: None, None)
+        super().__init__(None, lambda broker: None, None, 1, _never)
         self.code = code
         self.calls = 0
         self.gate = asyncio.Event()
@@ -188,6 +194,33 @@ def test_pipelined_questions_share_one_answer() -> None:
         assert all("retry" in a.message for a in answers)
         no_id = await verifier.verify("", "t", 0, PID, 0)
         assert no_id.code is ErrorCode.INVALID_TXN_STATE and "transactional_id" in no_id.message and verifier.calls == 2
+    asyncio.run(scenario())
+
+
+def test_the_question_goes_in_process_to_this_brokers_own_coordinator_and_through_grpc_to_another() -> None:
+    """The same request either way; only the transport follows where the coordinator is. The
+    negative control: the same question when another broker coordinates never reaches the
+    in-process one (and with that broker unreachable it is answered retriable)."""
+    asked = []
+
+    async def own(request):
+        asked.append(request)
+        return transaction_pb2.AddPartitionsToTxnResponse(error_code=ErrorCode.PRODUCER_FENCED, error_message="close it")
+
+    def replicas(coordinator: int):
+        image = SimpleNamespace(topics={TRANSACTION_STATE_TOPIC: SimpleNamespace(partitions={i: None for i in range(3)})})
+        return SimpleNamespace(image=image, leader_hint=lambda topic, index: SimpleNamespace(leader_id=coordinator))
+
+    async def scenario():
+        here = TxnVerifier(replicas(1), lambda broker: None, None, 1, own)
+        fenced = await here.verify("tx", "t", 0, PID, 0, add=True)
+        assert fenced.code is ErrorCode.PRODUCER_FENCED and fenced.message.endswith("close it")
+        [request] = asked
+        assert (request.transactional_id, request.producer_id, request.add_for_produce, request.verify_only) == ("tx", PID, True, False)
+        assert [(t.topic, list(t.partitions)) for t in request.topics] == [("t", [0])]
+        elsewhere = TxnVerifier(replicas(2), lambda broker: None, None, 1, own)
+        unreachable = await elsewhere.verify("tx", "t", 0, PID, 0, add=True)
+        assert unreachable.code is ErrorCode.NOT_ENOUGH_REPLICAS and len(asked) == 1
     asyncio.run(scenario())
 
 

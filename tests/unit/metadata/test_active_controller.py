@@ -7,9 +7,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from metadata_quorum import active_controller
 from metadata_quorum import records as r
 from metadata_quorum.active_controller import ActiveController
 from metadata_quorum.decision import Decision
+from server_common.nudge import Nudge
 from server_common.waiting import async_wait_for
 from tests.unit.metadata.test_raft_node import _started, _voter
 
@@ -97,5 +99,37 @@ def test_a_creation_cut_by_a_new_term_stops_and_is_dropped_whole(tmp_path: Path)
         assert not node.image.pending_partitions and "a" not in node.image.topics
         task.cancel()
         node.destroy()
+
+    asyncio.run(scenario())
+
+
+class _Follower:
+    """A controller node that is not the Raft leader; counts how often the role loop looks."""
+
+    def __init__(self) -> None:
+        self.voter = _voter()
+        self.role_changed = Nudge()
+        self.looks = 0
+
+    def is_leader(self) -> bool:
+        self.looks += 1
+        return False
+
+
+def test_a_follower_looks_at_its_role_only_when_it_changes(tmp_path: Path, monkeypatch) -> None:
+    """A controller that is not the leader sleeps until pysyncobj reports a role change instead
+    of looking every LEADERSHIP_POLL_S (50 wake-ups a second on every idle follower)."""
+    monkeypatch.setattr(active_controller, "FOLLOWER_ROLE_WAIT_S", 30.0)  # only the nudge can wake it here
+
+    async def scenario() -> None:
+        node = _Follower()
+        task = asyncio.create_task(ActiveController(node, session_timeout_ms=9000).run())
+        await async_wait_for(lambda: node.looks > 0, 10, "the role loop to look once")
+        await asyncio.sleep(20 * active_controller.LEADERSHIP_POLL_S)  # an observation window: no look without a change
+        looks = node.looks
+        assert looks <= 2, f"the role loop looked {looks} times with no role change"
+        node.role_changed.set()
+        await async_wait_for(lambda: node.looks > looks, 10, "the role loop to look again after a role change")
+        task.cancel()
 
     asyncio.run(scenario())

@@ -89,3 +89,16 @@ def test_a_fileless_log_restarted_far_ahead_keeps_its_start_across_a_crash(log_d
     crash(plog)
     again = PartitionLog.open(log_dir, small_settings(), now_ms=0, recovery_point=0)
     assert (again.log_start_offset, again.log_end_offset) == (500, 500)
+
+
+def test_retention_does_not_weigh_a_log_of_one_segment(log_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The retention pass visits every replica: one whose only segment is the active one (which
+    retention never deletes) is passed over before its segments are weighed; a log with a closed
+    segment is weighed (the negative control)."""
+    weighed = []
+    monkeypatch.setattr("data_plane.storage.partition_log.segments_to_delete", lambda segments, *rules: weighed.append(segments) or 0)
+    plog = PartitionLog.open(log_dir, small_settings(retention_ms=1), now_ms=0)
+    fill(plog, 1)
+    assert len(plog.segments) == 1 and plog.apply_retention(now_ms=1 << 40) == 0 and weighed == []
+    fill(plog, 20)  # past segment.bytes: rolled
+    assert len(plog.segments) > 1 and plog.apply_retention(now_ms=1 << 40) == 0 and len(weighed) == 1

@@ -19,7 +19,7 @@ from server_common.errors import ErrorCode
 from data_plane.transactions import record_codec
 from data_plane.transactions import coordinator as coordinator_module
 from data_plane.transactions.coordinator import TransactionCoordinator, TxnSettings
-from data_plane.transactions.markers import marker_requests, written
+from data_plane.transactions.markers import MarkerWriter, marker_requests, written
 from data_plane.transactions.state_machine import MarkerPlan, TopicPartition, TxnState
 from kraftlog_proto import broker_pb2
 from tests.unit.groups.test_coordinator_shell import FakePartition
@@ -212,6 +212,27 @@ def test_marker_requests_group_partitions_by_leader_and_results_are_read_per_par
     assert done == {TP0} and failed == {TP1: "NOT_LEADER_OR_FOLLOWER: moved"}
 
 
+def test_markers_to_this_brokers_own_partitions_are_written_in_process_the_others_through_grpc():
+    """One request per leader either way; the partitions this broker leads go to its own
+    broker service in process. Negative control: t-1's leader is another broker (unreachable
+    here), so its marker never reaches the in-process call and stays missing."""
+    asked = []
+
+    async def own(request):
+        asked.append(request)
+        return broker_pb2.WriteTxnMarkersResponse(results=[
+            broker_pb2.TxnMarkerResult(topic=m.topic, partition=p) for m in request.markers for p in m.partitions])
+
+    image = SimpleNamespace(topics={"t": SimpleNamespace(partitions={0: None, 1: None})})
+    replicas = SimpleNamespace(image=image, leader_hint=lambda topic, index: SimpleNamespace(leader_id=1 + index))
+    writer = MarkerWriter(1, replicas, lambda broker: None, None, own)
+    plan = MarkerPlan(7, 2, True, frozenset({TP0, TP1}))
+    done = asyncio.run(writer.write_round(plan, {TP0, TP1}, 5, "tx"))
+    assert done == {TP0}
+    [request] = asked
+    assert [(m.topic, list(m.partitions), m.producer_epoch, m.commit, m.coordinator_epoch) for m in request.markers] == [("t", [0], 2, True, 5)]
+
+
 def test_a_marker_lost_to_a_leader_change_is_written_again_before_the_transaction_completes():
     async def scenario():
         replicas = FakeReplicas()
@@ -246,6 +267,76 @@ def test_the_next_transaction_waits_for_the_markers_instead_of_being_refused():
         assert replicas.events[2:] == ["log PrepareCommit", "marker commit t-0 epoch 1", "marker commit t-1 epoch 1",
                                        "log CompleteCommit", "log Ongoing"]
         assert replicas.writes == writes + 1  # CompleteCommit went in the add's own write
+    asyncio.run(scenario())
+
+
+def test_the_next_transaction_on_other_partitions_starts_while_the_markers_are_written():
+    async def scenario():
+        replicas = FakeReplicas()
+        markers = FakeMarkers(replicas)
+        markers.gate = asyncio.Event()
+        coordinator = await loaded(replicas, markers)
+        meta = await open_txn(coordinator, frozenset({TP0}))
+        end = await coordinator.end_txn("tx", meta.producer_id, meta.producer_epoch, commit=True)
+        epoch = end.answer.producer_epoch
+        added = await coordinator.add_partitions("tx", meta.producer_id, epoch, frozenset({TP1}))
+        assert added.error == ErrorCode.NONE and added.answer.owed == end.markers  # answered, the marker still unwritten
+        assert replicas.events[2:] == ["log PrepareCommit", "log Ongoing"]
+        ending = asyncio.ensure_future(coordinator.end_txn("tx", meta.producer_id, epoch, commit=True))
+        await until(lambda: markers.rounds >= 1)
+        assert not ending.done()  # its markers must follow the owed ones
+        writes = replicas.writes
+        markers.gate.set()
+        assert (await ending).error == ErrorCode.NONE
+        await settled(coordinator)
+        assert replicas.events[4:] == ["marker commit t-0 epoch 1", "log Ongoing", "log PrepareCommit",
+                                       "marker commit t-1 epoch 2", "log CompleteCommit"]
+        assert replicas.writes == writes + 2  # the owed markers recorded in EndTxn's own write, then CompleteCommit
+        assert coordinator.describe("tx").owed is None
+    asyncio.run(scenario())
+
+
+def test_the_markers_owed_are_recorded_by_the_next_write_not_their_own():
+    async def scenario():
+        replicas = FakeReplicas()
+        markers = FakeMarkers(replicas)
+        markers.gate = asyncio.Event()
+        coordinator = await loaded(replicas, markers)
+        meta = await open_txn(coordinator, frozenset({TP0}))
+        end = await coordinator.end_txn("tx", meta.producer_id, meta.producer_epoch, commit=True)
+        await coordinator.add_partitions("tx", meta.producer_id, end.answer.producer_epoch, frozenset({TP1}))
+        markers.gate.set()
+        await settled(coordinator)
+        writes = replicas.writes
+        assert replicas.events[-2:] == ["log Ongoing", "marker commit t-0 epoch 1"]  # no write of its own: the shard stays free
+        assert coordinator.describe("tx").owed == end.markers
+        again = await coordinator.add_partitions("tx", meta.producer_id, end.answer.producer_epoch, frozenset({TP0}))
+        assert again.error == ErrorCode.NONE and again.answer.owed is None and again.answer.partitions == {TP0, TP1}
+        assert replicas.events[-2:] == ["log Ongoing", "log Ongoing"] and replicas.writes == writes + 1  # cleared, then TP0 added
+    asyncio.run(scenario())
+
+
+def test_a_coordinator_taking_over_writes_the_markers_the_next_transaction_owes():
+    async def scenario():
+        replicas = FakeReplicas()
+        markers = FakeMarkers(replicas)
+        markers.failing[TP0] = 10**6
+        first = await loaded(replicas, markers)
+        meta = await open_txn(first, frozenset({TP0}))
+        end = await first.end_txn("tx", meta.producer_id, meta.producer_epoch, commit=False)
+        await first.add_partitions("tx", meta.producer_id, end.answer.producer_epoch, frozenset({TP1}))
+        replicas.partition.is_leader = False
+        first.sync_leadership()
+        await asyncio.sleep(0)
+        replicas.partition.is_leader, replicas.partition.leader_epoch = True, 2
+        markers.failing.clear()
+        successor = await loaded(replicas, markers)
+        await settled(successor)
+        assert replicas.events[-1] == "marker abort t-0 epoch 1"
+        ended = await successor.end_txn("tx", meta.producer_id, end.answer.producer_epoch, commit=True)
+        assert ended.error == ErrorCode.NONE
+        await settled(successor)
+        assert replicas.events[-4:] == ["log Ongoing", "log PrepareCommit", "marker commit t-1 epoch 2", "log CompleteCommit"]
     asyncio.run(scenario())
 
 

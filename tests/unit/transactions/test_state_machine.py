@@ -21,7 +21,10 @@ from data_plane.transactions.state_machine import (
     expire_transactional_id,
     init_producer_id,
     markers_written,
+    pending_markers,
+    verify_partitions,
 )
+from data_plane.transactions import record_codec
 
 S = TxnState
 TP0, TP1 = TopicPartition("t", 0), TopicPartition("t", 1)
@@ -120,6 +123,61 @@ def test_commit_path_add_prepare_markers_complete() -> None:
     nxt = add_partitions(done, 7, 4, frozenset({TP0}), 300)
     assert nxt.answer.state == S.ONGOING and nxt.answer.partitions == {TP0}
     assert end_txn(nxt.answer, 7, 3, True, 310, FRESH).error == ErrorCode.PRODUCER_FENCED
+
+
+def _committing(partitions=frozenset({TP0})):
+    """A transaction of epoch 3 on ``partitions`` whose commit is durable (epoch now 4), its markers not yet written."""
+    ongoing = add_partitions(meta(S.EMPTY), 7, 3, frozenset(partitions), 100).answer
+    return end_txn(ongoing, 7, 3, True, 200, FRESH)
+
+
+def test_the_next_transaction_starts_owing_the_last_ones_markers_on_other_partitions() -> None:
+    end = _committing()
+    nxt = add_partitions(end.answer, 7, 4, frozenset({TP1}), 300)
+    assert nxt.error == ErrorCode.NONE and nxt.markers is None
+    assert nxt.log == (nxt.answer,)  # one record: CompleteCommit is not written on its own
+    assert (nxt.answer.state, nxt.answer.partitions, nxt.answer.txn_start_ms) == (S.ONGOING, {TP1}, 300)
+    assert nxt.answer.owed == end.markers and pending_markers(nxt.answer) == end.markers  # a loading coordinator writes them
+    assert record_codec.decode(*record_codec.encode(nxt.answer))[1] == nxt.answer  # the owed markers are in the record
+    assert verify_partitions(nxt.answer, 7, 4, frozenset({TP1})) == ErrorCode.NONE
+    more = add_partitions(nxt.answer, 7, 4, frozenset({TopicPartition("u", 0)}), 310)
+    assert more.error == ErrorCode.NONE and more.answer.owed == end.markers  # still owed, whatever else is added
+
+
+def test_a_partition_owing_the_last_transactions_marker_waits_for_it() -> None:
+    """Negative control of the above: the new transaction's first batch on a partition must
+    follow that partition's marker, so an add of it waits, before and after the next started."""
+    end = _committing(frozenset({TP0, TP1}))
+    assert add_partitions(end.answer, 7, 4, frozenset({TP1}), 300).error == ErrorCode.CONCURRENT_TRANSACTIONS
+    nxt = add_partitions(_committing().answer, 7, 4, frozenset({TP1}), 300).answer
+    refused = add_partitions(nxt, 7, 4, frozenset({TP0}), 310)
+    assert refused.error == ErrorCode.CONCURRENT_TRANSACTIONS and refused.log == ()
+    cleared = markers_written(nxt, 320)
+    assert (cleared.state, cleared.partitions, cleared.owed, pending_markers(cleared)) == (S.ONGOING, {TP1}, None, None)
+    assert add_partitions(cleared, 7, 4, frozenset({TP0}), 330).answer.partitions == {TP0, TP1}
+
+
+def test_nothing_but_adds_goes_ahead_of_owed_markers() -> None:
+    """The end of the next transaction, a new incarnation and the timeout would write markers
+    of their own, which must follow the owed ones: they wait until the owed are recorded."""
+    nxt = add_partitions(_committing().answer, 7, 4, frozenset({TP1}), 300).answer
+    assert end_txn(nxt, 7, 4, True, 400, FRESH).error == ErrorCode.CONCURRENT_TRANSACTIONS
+    assert end_txn(nxt, 7, 4, False, 400, FRESH).error == ErrorCode.CONCURRENT_TRANSACTIONS
+    assert init_producer_id(nxt, "tx", 1000, 60_000, 400, FRESH).error == ErrorCode.CONCURRENT_TRANSACTIONS
+    assert abort_timed_out(nxt, 300 + 1001, FRESH) is None
+    cleared = markers_written(nxt, 500)
+    end = end_txn(cleared, 7, 4, True, 510, FRESH)
+    assert end.error == ErrorCode.NONE and end.answer.owed is None and end.markers.partitions == {TP1}
+    assert abort_timed_out(cleared, 300 + 1001, FRESH) is not None
+
+
+def test_a_fence_or_a_kept_epoch_leaves_the_next_transaction_waiting_for_the_markers() -> None:
+    ongoing = add_partitions(meta(S.EMPTY), 7, 3, frozenset({TP0}), 100).answer
+    fenced = init_producer_id(ongoing, "tx", 1000, 60_000, 200, FRESH).answer
+    assert fenced.state is S.PREPARE_ABORT
+    assert add_partitions(fenced, 7, fenced.producer_epoch, frozenset({TP1}), 300).error == ErrorCode.CONCURRENT_TRANSACTIONS
+    kept = end_txn(ongoing, 7, 3, True, 200, FRESH, keep_epoch=True).answer
+    assert add_partitions(kept, 7, 3, frozenset({TP1}), 300).error == ErrorCode.CONCURRENT_TRANSACTIONS
 
 
 def test_abort_path_and_abort_with_nothing_open() -> None:
