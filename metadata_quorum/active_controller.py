@@ -124,7 +124,7 @@ class ActiveController:
             first_offset = -1
             term = self._active_term
             for i, entry in enumerate(decision.entries()):
-                if i and self._active_term != term:  # leadership moved meanwhile: the new term abandons what was begun
+                if i and not self._still_in(term):  # leadership moved meanwhile: the new term abandons what was begun
                     result = EntryResult(ErrorCode.NOT_CONTROLLER, f"leadership changed after {i} of the decision's entries")
                     break
                 result: EntryResult = await self.node.propose(entry)
@@ -136,6 +136,15 @@ class ActiveController:
         if result.error_code == ErrorCode.NOT_CONTROLLER:
             return WriteOutcome(ErrorCode.NOT_CONTROLLER, f"{result.error_message}; {self.not_controller_message()}")
         return WriteOutcome(result.error_code, result.error_message, decision, first_offset)
+
+    def _still_in(self, term: int) -> bool:
+        """Whether the Raft term a write began in is still this controller's. The role loop
+        notices a new term only at its next look (up to FENCE_CHECK_INTERVAL_S later): if
+        leadership went to another controller and came back meanwhile, that controller's
+        activation dropped the creation's first entries, and a write that went on would end in
+        a TopicRecord missing them. So the write also asks Raft itself before each entry after
+        the first."""
+        return self._active_term == term and self.node.term() == term
 
     async def _abandon_pending_topics(self) -> None:
         """Drop half-committed topic creations. Called holding the write lock: only a decision

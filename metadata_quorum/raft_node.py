@@ -77,7 +77,7 @@ PROPOSAL_TIMEOUT_S = 5.0
 # message ends the poll, and the next tick at once works out the commit and sends it. They set
 # only what an idle quorum costs: at 5 ms and 10 ms (pysyncobj's defaults are 50 ms and 100 ms)
 # three idle controllers used 10-12% of a core on two cores, every tick a pass of pysyncobj's
-# Python and every heartbeat a message and its answer; at 50 ms and 50 ms, 5-7%
+# Python and every heartbeat a message and its answer; at 50 ms and 50 ms, about 5%
 # (docs/performance.md). Ten heartbeats still fit in the shortest election timeout.
 RAFT_TICK_S = 0.05
 RAFT_HEARTBEAT_S = 0.05

@@ -11,6 +11,8 @@ from metadata_quorum import active_controller
 from metadata_quorum import records as r
 from metadata_quorum.active_controller import ActiveController
 from metadata_quorum.decision import Decision
+from metadata_quorum.topic_admin import abandon_pending_topics
+from server_common.errors import ErrorCode
 from server_common.nudge import Nudge
 from server_common.waiting import async_wait_for
 from tests.unit.metadata.test_raft_node import _started, _voter
@@ -97,6 +99,40 @@ def test_a_creation_cut_by_a_new_term_stops_and_is_dropped_whole(tmp_path: Path)
         assert outcome.error_code != 0
         assert "would miss partitions" not in outcome.error_message
         assert not node.image.pending_partitions and "a" not in node.image.topics
+        task.cancel()
+        node.destroy()
+
+    asyncio.run(scenario())
+
+
+def test_a_term_the_role_loop_has_not_seen_yet_stops_a_creation_too(tmp_path: Path) -> None:
+    """Leadership goes to another controller and comes back between two entries of a
+    creation, faster than the role loop looks: the other controller's activation dropped the
+    first entry, and the write must stop at its next entry (NOT_CONTROLLER, which clients
+    retry) instead of ending in a TopicRecord that misses partitions."""
+
+    async def scenario() -> None:
+        node = await _started(_voter(), tmp_path)
+        controller, task = await _active(node)
+        entries = [PENDING[:1], PENDING[1:2], [*PENDING[2:], r.TopicRecord("a", "id-new")]]
+        decision = Decision(tuple(rec for entry in entries for rec in entry), None, entry_starts=(1, 2))
+        propose, term = node.propose, node.term
+        terms: list[int] = []
+
+        async def propose_then_lose_and_regain_leadership(records, *args, **kwargs):
+            result = await propose(records, *args, **kwargs)
+            if not terms:  # after the first entry: another term came and went, unseen by the role loop
+                assert (await propose(abandon_pending_topics(node.image).records)).error_code == 0
+                terms.append(term() + 2)
+                node.term = lambda: terms[0]
+            return result
+
+        node.propose = propose_then_lose_and_regain_leadership
+        outcome = await controller.write(lambda image: decision)
+        node.propose, node.term = propose, term
+        assert outcome.error_code == ErrorCode.NOT_CONTROLLER, outcome.error_message
+        assert "would miss partitions" not in outcome.error_message
+        assert "a" not in node.image.topics and not node.image.pending_partitions
         task.cancel()
         node.destroy()
 
