@@ -126,6 +126,18 @@ async def open_txn(coordinator: TransactionCoordinator, partitions=frozenset({TP
     return init.answer
 
 
+async def committed_with_markers_held(partitions=frozenset({TP0, TP1})):
+    """A transaction over ``partitions`` whose commit is durable and whose markers are held
+    (``markers.gate``) until the test lets them go."""
+    replicas = FakeReplicas()
+    markers = FakeMarkers(replicas)
+    markers.gate = asyncio.Event()
+    coordinator = await loaded(replicas, markers)
+    meta = await open_txn(coordinator, partitions)
+    end = await coordinator.end_txn("tx", meta.producer_id, meta.producer_epoch, commit=True)
+    return replicas, markers, coordinator, meta, end
+
+
 def test_commit_is_durable_before_its_markers_and_complete_after_all_of_them():
     async def scenario():
         replicas = FakeReplicas()
@@ -249,12 +261,7 @@ def test_a_marker_lost_to_a_leader_change_is_written_again_before_the_transactio
 
 def test_the_next_transaction_waits_for_the_markers_instead_of_being_refused():
     async def scenario():
-        replicas = FakeReplicas()
-        markers = FakeMarkers(replicas)
-        markers.gate = asyncio.Event()
-        coordinator = await loaded(replicas, markers)
-        meta = await open_txn(coordinator)
-        end = await coordinator.end_txn("tx", meta.producer_id, meta.producer_epoch, commit=True)
+        replicas, markers, coordinator, meta, end = await committed_with_markers_held()
         epoch = end.answer.producer_epoch
         add = asyncio.ensure_future(coordinator.add_partitions("tx", meta.producer_id, epoch, frozenset({TP0})))
         await until(lambda: markers.rounds >= 1)
@@ -272,12 +279,7 @@ def test_the_next_transaction_waits_for_the_markers_instead_of_being_refused():
 
 def test_the_next_transaction_on_other_partitions_starts_while_the_markers_are_written():
     async def scenario():
-        replicas = FakeReplicas()
-        markers = FakeMarkers(replicas)
-        markers.gate = asyncio.Event()
-        coordinator = await loaded(replicas, markers)
-        meta = await open_txn(coordinator, frozenset({TP0}))
-        end = await coordinator.end_txn("tx", meta.producer_id, meta.producer_epoch, commit=True)
+        replicas, markers, coordinator, meta, end = await committed_with_markers_held(frozenset({TP0}))
         epoch = end.answer.producer_epoch
         added = await coordinator.add_partitions("tx", meta.producer_id, epoch, frozenset({TP1}))
         assert added.error == ErrorCode.NONE and added.answer.owed == end.markers  # answered, the marker still unwritten
@@ -298,12 +300,7 @@ def test_the_next_transaction_on_other_partitions_starts_while_the_markers_are_w
 
 def test_the_markers_owed_are_recorded_by_the_next_write_not_their_own():
     async def scenario():
-        replicas = FakeReplicas()
-        markers = FakeMarkers(replicas)
-        markers.gate = asyncio.Event()
-        coordinator = await loaded(replicas, markers)
-        meta = await open_txn(coordinator, frozenset({TP0}))
-        end = await coordinator.end_txn("tx", meta.producer_id, meta.producer_epoch, commit=True)
+        replicas, markers, coordinator, meta, end = await committed_with_markers_held(frozenset({TP0}))
         await coordinator.add_partitions("tx", meta.producer_id, end.answer.producer_epoch, frozenset({TP1}))
         markers.gate.set()
         await settled(coordinator)
@@ -344,12 +341,7 @@ def test_markers_slower_than_the_wait_still_answer_concurrent_transactions(monke
     monkeypatch.setattr(coordinator_module, "MARKERS_WAIT_MS", 20)
 
     async def scenario():
-        replicas = FakeReplicas()
-        markers = FakeMarkers(replicas)
-        markers.gate = asyncio.Event()
-        coordinator = await loaded(replicas, markers)
-        meta = await open_txn(coordinator)
-        end = await coordinator.end_txn("tx", meta.producer_id, meta.producer_epoch, commit=True)
+        replicas, markers, coordinator, meta, end = await committed_with_markers_held()
         added = await coordinator.add_partitions("tx", meta.producer_id, end.answer.producer_epoch, frozenset({TP0}))
         assert added.error == ErrorCode.CONCURRENT_TRANSACTIONS and coordinator.describe("tx").state is S.PREPARE_COMMIT
         markers.gate.set()
