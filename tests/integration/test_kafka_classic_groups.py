@@ -93,8 +93,11 @@ def test_librdkafkas_classic_consumers_share_a_topic_and_commit(cluster):
         for member in members:
             member.subscribe([topic])
         read: list[set] = [set(), set()]
+        everything = {p: count // partitions for p in range(partitions)}
+        every_partition = [confluent_kafka.TopicPartition(topic, p) for p in range(partitions)]
+        committed: dict[int, int] = {}
         deadline = time.monotonic() + 60
-        while (sum(map(len, read)) < count or not all(m.assignment() for m in members)) and time.monotonic() < deadline:
+        while committed != everything and time.monotonic() < deadline:
             for mine, member in zip(read, members):
                 messages = member.consume(100, 0.2)
                 for message in messages:
@@ -102,23 +105,29 @@ def test_librdkafkas_classic_consumers_share_a_topic_and_commit(cluster):
                     mine.add((message.partition(), message.offset()))
                 if messages:
                     _commit(confluent_kafka, member)
+            if sum(map(len, read)) >= count and all(m.assignment() for m in members):
+                for member in members:  # what each read since a commit a rebalance refused
+                    read_to = [tp for tp in member.position(member.assignment()) if tp.offset >= 0]
+                    if read_to:
+                        _commit(confluent_kafka, member, read_to)
+                committed = {tp.partition: tp.offset for tp in members[0].committed(every_partition, timeout=10)}
         assignments = [{tp.partition for tp in m.assignment()} for m in members]
         assert assignments[0] and assignments[1] and assignments[0] | assignments[1] == set(range(partitions))
         assert len(read[0] | read[1]) == count
-        for member in members:  # what each read since its last refused commit
-            member.commit(offsets=member.position(member.assignment()), asynchronous=False)
-        committed = members[0].committed([confluent_kafka.TopicPartition(topic, p) for p in range(partitions)], timeout=10)
-        assert {tp.partition: tp.offset for tp in committed} == {p: count // partitions for p in range(partitions)}
+        assert committed == everything
     finally:
         for member in members:
             member.close()
 
 
-def _commit(confluent_kafka, member) -> None:
+def _commit(confluent_kafka, member, offsets=None) -> None:
     """Commit what ``member`` read; a commit between a rebalance's join and sync is refused,
     as Kafka refuses it (the member's partitions may move: the next owner reads from the last
     commit, so a record is read at least once)."""
     try:
-        member.commit(asynchronous=False)
+        if offsets is None:
+            member.commit(asynchronous=False)
+        else:
+            member.commit(offsets=offsets, asynchronous=False)
     except confluent_kafka.KafkaException as exc:
         assert exc.args[0].code() == confluent_kafka.KafkaError.REBALANCE_IN_PROGRESS, exc
