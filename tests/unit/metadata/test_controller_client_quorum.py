@@ -34,7 +34,7 @@ class _Controller:
 
 
 def _create_fails(monkeypatch: pytest.MonkeyPatch, up: list[bool]) -> str:
-    client = ControllerClient(",".join(ADDRESSES), timeout_s=0.5)
+    client = ControllerClient(",".join(ADDRESSES), timeout_s=2.0)  # time for a loaded machine to try all three
     controllers = {address: _Controller(u) for address, u in zip(ADDRESSES, up)}
     monkeypatch.setattr(client, "_stub", lambda endpoint: controllers[f"{endpoint[1]}:{endpoint[2]}"])
     monkeypatch.setattr(client._router, "_backoff", lambda: 0.01)  # the router still moves from controller to controller
