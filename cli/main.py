@@ -270,7 +270,7 @@ def _add_perf_commands(sub: argparse._SubParsersAction) -> None:
     pe2e.add_argument("--duration", type=float, default=30, help="seconds of sending")
     pe2e.add_argument("--acks", choices=["all", "1", "0"], default="all", help="all: wait for the in-sync replicas, 1: the leader only, 0: do not wait (default: %(default)s)")
     pe2e.add_argument("--record-size", type=int, default=100, help="bytes per record value (default: %(default)s)")
-    pe2e.add_argument("--linger-ms", type=float, default=0, help="producer linger (0, as Kafka's latency tool: at 1000/s a linger adds itself to every record)")
+    pe2e.add_argument("--linger-ms", type=float, default=None, help="producer linger (default: the producer's, 5 ms; it holds only records that arrive while their partition has a request in flight; 0 sends each record at once, as Kafka's latency tool does)")
     pe2e.add_argument("--max-in-flight-per-partition", type=int, default=None, help="requests that may carry one partition at once (default: the producer's, 5 with idempotence)")
     _client_options(pe2e)
     pe2e.set_defaults(func=perf_e2e.run)

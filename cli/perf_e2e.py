@@ -148,9 +148,11 @@ def _progress(ticker: Ticker, sent: int, acks: DeliveryLog, receipts: Receipts, 
 
 def run(args: argparse.Namespace) -> int:
     from data_plane.client import Producer
+    from data_plane.client.producer_options import ProducerOptions
 
     configure_logging(level="WARNING")  # client logs go to stderr, never into --json output
-    if args.duration <= 0 or args.record_size < VALUE_HEADER.size or args.linger_ms < 0:
+    linger_ms = ProducerOptions.linger_ms if args.linger_ms is None else args.linger_ms
+    if args.duration <= 0 or args.record_size < VALUE_HEADER.size or linger_ms < 0:
         raise ValueError(f"--duration must be positive, --record-size at least {VALUE_HEADER.size}, --linger-ms >= 0")
     bootstrap = resolve_bootstrap(args.bootstrap, args.data_dir)
     tps = [(args.topic, p) for p in topic_partitions(bootstrap, args.topic)]
@@ -166,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
         Producer(
             bootstrap,
             acks=ACKS[args.acks],
-            linger_ms=args.linger_ms,
+            linger_ms=linger_ms,
             max_in_flight_per_partition=args.max_in_flight_per_partition,
         ) as producer,
     ):
@@ -204,7 +206,7 @@ def run(args: argparse.Namespace) -> int:
         "rate": args.rate,
         "duration_s": args.duration,
         "record_size": args.record_size,
-        "linger_ms": args.linger_ms,
+        "linger_ms": linger_ms,
         "max_in_flight_per_partition": args.max_in_flight_per_partition,
         "load_average_1m": round(os.getloadavg()[0], 2),
         "sent": sent,
