@@ -25,7 +25,8 @@ class ProducerOptions:
 
     acks: "all" (the batch is below the high watermark, on min.insync.replicas replicas),
         1 (on the leader) or 0 (sent; futures get offset -1); held as -1, 1 or 0.
-    linger_ms: how long a batch waits for more records before it is sent.
+    linger_ms: how long a batch waits for more records before it is sent, while its partition
+        already has a request in flight (a partition with none sends at once).
     batch_size: bytes after which a batch is sent without waiting for linger_ms.
     compression: "none", "lz4" or "zstd", per batch, done on the sender thread.
     retries: attempts after the first for retriable errors, bounded by delivery_timeout_ms.
