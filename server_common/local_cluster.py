@@ -544,7 +544,7 @@ def _pid_alive(pid: int) -> bool:
 def live_brokers(address: str, credentials: grpc.ChannelCredentials | None = None) -> int:
     """How many registered, unfenced brokers the broker at ``address`` knows of."""
     with open_channel(address, credentials) as channel:
-        response = broker_pb2_grpc.BrokerStub(channel).Metadata(broker_pb2.MetadataRequest(), timeout=2)
+        response = broker_pb2_grpc.BrokerStub(channel).Metadata(broker_pb2.MetadataRequest(brokers_only=True), timeout=2)
     return sum(1 for b in response.brokers if not b.fenced)
 
 
