@@ -125,9 +125,6 @@ def _commit(confluent_kafka, member, offsets=None) -> None:
     as Kafka refuses it (the member's partitions may move: the next owner reads from the last
     commit, so a record is read at least once)."""
     try:
-        if offsets is None:
-            member.commit(asynchronous=False)
-        else:
-            member.commit(offsets=offsets, asynchronous=False)
+        member.commit(offsets=offsets, asynchronous=False)  # None: the offsets stored for what it consumed
     except confluent_kafka.KafkaException as exc:
         assert exc.args[0].code() == confluent_kafka.KafkaError.REBALANCE_IN_PROGRESS, exc
