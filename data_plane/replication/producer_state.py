@@ -123,6 +123,7 @@ def _resized(written: BatchMetadata, record_count: int) -> str:
 class _ProducerEntry:
     epoch: int
     batches: list[BatchMetadata]
+    marker_offset: int = -1  # the marker this epoch came from (-1: it came from a batch)
 
 
 class ProducerState:
@@ -244,17 +245,20 @@ class ProducerState:
         self.next_offset = offset + 1
         entry = self._producers.get(producer_id)
         if entry is None or producer_epoch > entry.epoch:
-            self._producers[producer_id] = _ProducerEntry(producer_epoch, [])
+            self._producers[producer_id] = _ProducerEntry(producer_epoch, [], offset)
 
     def truncate_to(self, offset: int) -> None:
         """Forget batches at or after `offset` (the log was truncated there, at a batch
-        boundary). A producer left with no remembered batch is forgotten entirely."""
+        boundary). A producer left with no remembered batch is forgotten entirely, unless the
+        marker its epoch came from is still in the log: that epoch then stands, with no batch
+        (its next batch starts at sequence 0), so a transactional producer's new epoch keeps
+        being checked from its first batch (client/idempotence.py counts on it)."""
         for producer_id, entry in list(self._producers.items()):
             for batch in entry.batches:
                 assert not batch.first_offset < offset <= batch.last_offset, (
                     "truncation inside a batch", offset, batch)
             entry.batches = [b for b in entry.batches if b.last_offset < offset]
-            if not entry.batches:
+            if not entry.batches and not 0 <= entry.marker_offset < offset:
                 del self._producers[producer_id]
         self.next_offset = min(self.next_offset, offset)
 
@@ -284,6 +288,7 @@ class ProducerState:
                         [b.first_seq, b.last_seq, b.first_offset, b.last_offset]
                         for b in entry.batches
                     ],
+                    **({"marker_offset": entry.marker_offset} if entry.marker_offset >= 0 else {}),
                 }
                 for pid, entry in sorted(self._producers.items())
             },
@@ -299,5 +304,5 @@ class ProducerState:
             batches = [BatchMetadata(*map(int, b)) for b in entry["batches"]]
             assert len(batches) <= BATCHES_RETAINED, (pid, batches)  # none: the epoch came from a marker
             assert all(b.last_offset < state.next_offset for b in batches), (pid, batches)
-            state._producers[int(pid)] = _ProducerEntry(int(entry["epoch"]), batches)
+            state._producers[int(pid)] = _ProducerEntry(int(entry["epoch"]), batches, int(entry.get("marker_offset", -1)))
         return state

@@ -4,7 +4,9 @@
 The accumulator is the pure core the sender drives (record_accumulator.py, idempotence.py);
 here a simulated network drives it instead: requests reach the leader in any order (gRPC does
 not promise otherwise), the leader may refuse a batch before appending it, append it and lose
-the answer, or never see the request; answers come back in any order; queued batches expire.
+the answer, or never see the request; answers come back in any order; queued batches expire;
+and, with nothing in flight, a transaction ends (its markers bump the producer's epoch on the
+partitions it wrote, KIP-890) or the producer gets a new id (InitProducerId).
 `Client.receive` does with an answer what Sender._settle does: asks the producer's pure
 decision (produce_answers.decide) and carries it out.
 Whatever the interleaving, every partition's log holds its records in send order, each once,
@@ -34,6 +36,7 @@ from server_common.errors import ErrorCode
 from data_plane.replication.producer_state import Duplicate, ProducerState, Rejected
 
 TPS = [("t", 0), ("t", 1)]
+MARKER = -1  # a marker's place in a simulated log (values are never negative)
 DELIVERY_TIMEOUT_MS = 1_000
 RETRIES = 50
 RULES = RetryRules(retries=RETRIES, retry_backoff_ms=0, retry_backoff_max_ms=0, delivery_timeout_ms=DELIVERY_TIMEOUT_MS, idempotent=True)
@@ -87,6 +90,12 @@ class Leader:
             self.state[tp].on_appended(s.producer_id, s.producer_epoch, s.base_sequence, first, first + s.record_count - 1)
         return ("REQUEST_TIMED_OUT" if fault == "lose" else None), base
 
+    def write_marker(self, tp: tuple, producer_id: int, producer_epoch: int) -> None:
+        """A transaction marker with the producer's next epoch (the coordinator's, at a
+        transaction's end): one offset in the log, no value."""
+        self.state[tp].on_marker(producer_id, producer_epoch, len(self.log[tp]))
+        self.log[tp].append((MARKER, producer_id))
+
 
 class Client:
     """The accumulator plus what the sender does around it, with a clock and a network."""
@@ -103,8 +112,8 @@ class Client:
         self.answers: list[tuple[list[Sent], dict[tuple, tuple[str | None, int]]]] = []
         self.acked: dict[int, tuple[tuple, int]] = {}  # value -> (tp, offset); values unique across tps
         self.failed: dict[int, bool] = {}  # value -> outcome unknown
-        self.numbers_of: dict[int, tuple[int, int]] = {}  # id(batch) -> numbers of its last attempt
-        self.first_sequences: dict[tuple, list[tuple[int, int]]] = defaultdict(list)
+        self.numbers_of: dict[int, tuple[int, int, int]] = {}  # id(batch) -> numbers of its last attempt
+        self.first_sequences: dict[tuple, list[int]] = defaultdict(list)
 
     def send(self, tp: tuple) -> None:
         value = self.next_value[tp] * len(TPS) + TPS.index(tp)  # unique, increasing per partition
@@ -117,10 +126,10 @@ class Client:
             self.on_wire.append([self._sent(b) for b in batches])
 
     def _sent(self, batch: ProducerBatch) -> Sent:
-        numbers = (batch.producer_id, batch.base_sequence)
+        numbers = (batch.producer_id, batch.producer_epoch, batch.base_sequence)
         before = self.numbers_of.get(id(batch))
         if before is None:
-            self.first_sequences[(batch.tp, batch.producer_id)].append(batch.base_sequence)
+            self.first_sequences[(batch.tp, batch.producer_id, batch.producer_epoch)].append(batch.base_sequence)
         elif before != numbers:  # renumbered: only once it cannot be in the log under the old ones
             assert not any(v in self.logged_values(batch.tp) for v in self.values(batch)), (batch.tp, before, numbers)
         self.numbers_of[id(batch)] = numbers
@@ -131,7 +140,7 @@ class Client:
         return tuple(batch.timestamps)  # the test stores each record's value as its timestamp
 
     def logged_values(self, tp: tuple) -> set[int]:
-        return {v for v, _ in self.leader.log[tp]}
+        return {v for v, _ in self.leader.log[tp] if v != MARKER}
 
     def deliver(self, pick: int, fault: str) -> None:
         """The request `pick` reaches the leader (or is lost on the way)."""
@@ -189,6 +198,24 @@ class Client:
         for v in self.values(batch):
             self.failed[v] = batch.outcome_unknown
 
+    def idle(self) -> bool:
+        return not self.acc.has_incomplete() and not self.on_wire and not self.answers
+
+    def end_transaction(self, marked: int) -> None:
+        """The transaction ends: markers with the next epoch go to the partitions picked by the
+        bits of ``marked`` that the leader knows the producer on, then the accumulator starts
+        the epoch (TransactionManager._end)."""
+        producer_id, epoch = self.acc.producer_id, self.acc.producer_epoch + 1
+        for i, tp in enumerate(TPS):
+            if marked >> i & 1 and self.leader.state[tp].epoch_of(producer_id) is not None:
+                self.leader.write_marker(tp, producer_id, epoch)
+        self.acc.start_epoch(producer_id, epoch)
+
+    def init_producer_id(self) -> None:
+        """InitProducerId answered with a new producer id."""
+        self.acc.start_epoch(self.next_producer_id, 0)
+        self.next_producer_id += 1
+
     def tick(self, ms: float) -> None:
         self.now += ms
         for batch in self.acc.expire(self.now, DELIVERY_TIMEOUT_MS):
@@ -201,21 +228,21 @@ class Client:
 def check(client: Client, leader: Leader) -> None:
     """What must hold after every step."""
     for tp in TPS:
-        values = [v for v, _ in leader.log[tp]]
+        values = [v for v, _ in leader.log[tp] if v != MARKER]
         assert values == sorted(set(values)), f"{tp}: reordered or duplicated: {values}"
         state = client.acc._sequences.get(tp)
         if state is not None:
             assert len(state.window) <= BATCHES_UNRESOLVED_MAX
         assert client.acc._in_flight.get(tp, 0) <= client.in_flight
-    for (tp, producer_id), firsts in client.first_sequences.items():
-        assert firsts == sorted(firsts), f"{tp}: first attempts under {producer_id} out of order: {firsts}"
+    for (tp, producer_id, epoch), firsts in client.first_sequences.items():
+        assert firsts == sorted(firsts), f"{tp}: first attempts under {producer_id} (epoch {epoch}) out of order: {firsts}"
     for v, (tp, offset) in client.acked.items():
         assert leader.log[tp][offset][0] == v, (v, tp, offset)
 
 
 OPS = st.lists(
     st.tuples(
-        st.sampled_from(["send", "send", "send", "drain", "drain", "deliver", "deliver", "receive", "receive", "tick"]),
+        st.sampled_from(["send", "send", "send", "drain", "drain", "deliver", "deliver", "receive", "receive", "tick", "end", "init"]),
         st.integers(0, 7),
         st.sampled_from(["ok", "ok", "refuse", "lose", "unreachable"]),
     ),
@@ -238,6 +265,10 @@ def run(ops, in_flight: int) -> tuple[Client, Leader]:
             client.receive(pick)
         elif op == "tick":
             client.tick(pick * 100)
+        elif op == "end" and client.idle():
+            client.end_transaction(pick)
+        elif op == "init" and client.idle():
+            client.init_producer_id()
         check(client, leader)
     # the faults stop: everything settles (new producer ids, retries, expiry)
     for _ in range(10_000):
@@ -285,6 +316,68 @@ def test_five_requests_go_out_before_the_first_answer_once_the_leader_knows_the_
     client.send(TPS[0])
     client.drain()
     assert len(client.on_wire) == 5  # a sixth waits: the leader checks a retry against five batches
+
+
+def test_a_transactions_next_epoch_sends_its_first_batches_together_where_the_leader_knows_the_producer():
+    """KIP-890 bumps the epoch at every transaction's end; a partition the producer id was
+    acknowledged on keeps five in flight from the next epoch's first batch, and a batch that
+    overtakes that first one is refused as out of order (a newer epoch starts at sequence 0)."""
+    leader = Leader()
+    client = Client(5, leader)
+    client.send(TPS[0])
+    client.drain()
+    client.deliver(0, "ok")
+    client.receive(0)
+    client.end_transaction(marked=0b01)
+    for tp in (TPS[0], TPS[0], TPS[0], TPS[1], TPS[1]):
+        client.send(tp)
+        client.drain()
+    assert sorted(len(r) for r in client.on_wire) == [1, 1, 1, 1]  # three for TPS[0]; TPS[1]'s first goes alone
+    client.deliver(1, "ok")  # TPS[0]'s second batch reaches the leader first
+    assert client.answers[-1][1][TPS[0]] == ("OUT_OF_ORDER_SEQUENCE", -1)
+    client.receive(0)
+    while client.acc.has_incomplete():
+        client.drain()
+        while client.on_wire:
+            client.deliver(0, "ok")
+        while client.answers:
+            client.receive(0)
+        check(client, leader)
+    assert [v for v, _ in leader.log[TPS[0]]] == [0, MARKER, 2, 4, 6]
+
+
+def test_a_new_producer_id_starts_every_partition_over_with_one_batch():
+    leader = Leader()
+    client = Client(5, leader)
+    client.send(TPS[0])
+    client.drain()
+    client.deliver(0, "ok")
+    client.receive(0)
+    client.init_producer_id()
+    client.send(TPS[0])
+    client.drain()
+    client.send(TPS[0])
+    client.drain()
+    assert len(client.on_wire) == 1  # the leader does not know the new id: any sequence would do for it
+
+
+def test_carrying_what_the_leader_knows_to_a_new_producer_id_reorders(monkeypatch):
+    """Negative control: a new producer id that starts with five in flight, as if the leader
+    knew it, lets a batch that went out behind a refused first one be written ahead of it."""
+    from data_plane.client import record_accumulator
+    from data_plane.client.idempotence import PartitionSequence
+
+    def start_epoch(self, producer_id, producer_epoch):
+        self.producer_id, self.producer_epoch = producer_id, producer_epoch
+        self._sequences = {tp: PartitionSequence(producer_id, producer_epoch, acknowledged=s.acknowledged)
+                           for tp, s in self._sequences.items()}
+
+    monkeypatch.setattr(record_accumulator.RecordAccumulator, "start_epoch", start_epoch)
+    ops = [("send", 0, "ok"), ("drain", 0, "ok"), ("deliver", 0, "ok"), ("receive", 0, "ok"), ("init", 0, "ok"),
+           ("send", 0, "ok"), ("drain", 0, "ok"), ("send", 0, "ok"), ("drain", 0, "ok"),
+           ("deliver", 0, "refuse"), ("deliver", 0, "ok"), ("receive", 0, "ok"), ("receive", 0, "ok")]
+    with pytest.raises(AssertionError, match="reordered"):
+        run(ops, 5)
 
 
 def test_a_batch_that_overtook_an_earlier_one_is_retried_without_a_reset():

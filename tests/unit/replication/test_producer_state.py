@@ -132,6 +132,24 @@ def test_truncate_to_forgets_batches_at_or_after_the_offset() -> None:
         state_with((0, 0, 4))[0].truncate_to(2)             # inside a batch: a caller bug
 
 
+def test_truncation_keeps_an_epoch_whose_marker_stays_in_the_log() -> None:
+    """A marker's epoch survives a truncation past it (with or without the epoch's batches
+    after it): the producer's next batch must still start at sequence 0. A truncation that
+    removes the marker forgets the producer, as it forgets one whose batches all went."""
+    state, _ = state_with((0, 0, 2))
+    state.on_marker(PID, 1, 2)
+    state.on_appended(PID, 1, 0, 3, 4)
+    state.truncate_to(3)
+    assert state.epoch_of(PID) == 1
+    assert state.check(PID, 1, 2, 1) == Rejected(E.OUT_OF_ORDER_SEQUENCE)  # overtook the epoch's first batch
+    assert state.check(PID, 1, 0, 2) == APPEND
+    restored = ProducerState.from_snapshot(json.loads(json.dumps(state.snapshot())))
+    restored.truncate_to(3)
+    assert restored.epoch_of(PID) == 1
+    state.truncate_to(2)
+    assert state.epoch_of(PID) is None and state.check(PID, 1, 2, 1) == APPEND
+
+
 def test_a_replicated_batch_with_a_sequence_gap_restarts_the_history() -> None:
     """A follower or a rebuild replays what the log holds: a gap there (a leader that had lost
     the producer's history accepted it) restarts the history instead of failing."""
