@@ -19,11 +19,7 @@ of that bargain here, as Kafka's `TransactionManager` and `RecordAccumulator` do
 - Until a partition has one batch acknowledged under its producer id, that batch goes alone:
   a leader that holds no batch of a producer id accepts any sequence for it (KIP-360: its
   history may have been removed by retention), so a second batch that overtook the first, or
-  went out while the first was refused, would be written ahead of it. A transactional
-  producer's new epoch (every transaction's end bumps it, KIP-890) does not start that over:
-  the leader still holds the producer id there, from the acknowledged batch and the marker
-  after it, and takes a newer epoch only from sequence 0 (producer_state.py), so a batch that
-  overtook the first is refused as out of order. The epoch's first batches leave together.
+  went out while the first was refused, would be written ahead of it.
 - A batch that comes back for a retry goes back into its queue in sequence order, and a retry is
   sent only when it is the partition's first unresolved batch, alone in its request: while
   earlier batches are retried, later ones wait (in effect one request in flight until the
@@ -82,7 +78,7 @@ class PartitionSequence:
     needs_reset: bool = False
     window: list[ProducerBatch] = field(default_factory=list)
     settled: set[ProducerBatch] = field(default_factory=set)  # resolved, but still in the window
-    acknowledged: bool = False  # the leader holds this producer id (a batch of ours, this epoch or an earlier): it checks our sequences
+    acknowledged: bool = False  # the leader holds a batch of ours: it checks our sequences
 
     def take(self, record_count: int) -> int:
         """The base sequence of the next batch of `record_count` records."""
@@ -102,7 +98,7 @@ class PartitionSequence:
 
     def room(self) -> int:
         """How many more batches may be numbered now: the window holds at most five, and
-        one until the leader has acknowledged a batch under this producer id (in any epoch)."""
+        one until the leader has acknowledged a batch under this producer id."""
         return (BATCHES_UNRESOLVED_MAX if self.acknowledged else 1) - len(self.window)
 
     def sent(self, batch: ProducerBatch) -> None:
@@ -122,11 +118,6 @@ class PartitionSequence:
         self.acknowledged = self.acknowledged or delivered
         while self.window and self.window[0] in self.settled:
             self.settled.discard(self.window.pop(0))
-
-    def next_epoch(self, producer_epoch: int) -> PartitionSequence:
-        """This partition's numbering under ``producer_epoch`` of the same producer id: from 0,
-        nothing in flight, and still known to the leader if it was."""
-        return PartitionSequence(self.producer_id, producer_epoch, acknowledged=self.acknowledged)
 
     def is_first_unresolved(self, batch: ProducerBatch) -> bool:
         return next((b for b in self.window if b not in self.settled), None) is batch

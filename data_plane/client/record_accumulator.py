@@ -277,15 +277,10 @@ class RecordAccumulator:
     def start_epoch(self, producer_id: int, producer_epoch: int) -> None:
         """A transactional producer's id or epoch changed (init, or a transaction's end bumps the
         epoch, KIP-890): every partition numbers from 0 under it, as the leader expects after the
-        marker with the new epoch. Under the same producer id a partition whose leader knows the
-        id keeps that (its first batches need not go alone, idempotence.py), unless its
-        numbering had to reset (the leader may have lost track of us); a new id starts every
-        partition over. Called with nothing queued or in flight."""
+        marker with the new epoch. Called with nothing queued or in flight."""
         with self._lock:
-            same_id = producer_id == self.producer_id
             self.producer_id, self.producer_epoch = producer_id, producer_epoch
-            self._sequences = {tp: state.next_epoch(producer_epoch) for tp, state in self._sequences.items()
-                               if same_id and state.producer_id == producer_id and state.acknowledged and not state.needs_reset}
+            self._sequences.clear()
 
     def needs_new_producer_id(self) -> bool:
         """True when some partition must reset and the newest producer id is its own."""

@@ -251,8 +251,8 @@ class ProducerState:
         """Forget batches at or after `offset` (the log was truncated there, at a batch
         boundary). A producer left with no remembered batch is forgotten entirely, unless the
         marker its epoch came from is still in the log: that epoch then stands, with no batch
-        (its next batch starts at sequence 0), so a transactional producer's new epoch keeps
-        being checked from its first batch (client/idempotence.py counts on it)."""
+        (its next batch starts at sequence 0, and an older epoch's late write is still a
+        zombie's)."""
         for producer_id, entry in list(self._producers.items()):
             for batch in entry.batches:
                 assert not batch.first_offset < offset <= batch.last_offset, (

@@ -318,34 +318,6 @@ def test_five_requests_go_out_before_the_first_answer_once_the_leader_knows_the_
     assert len(client.on_wire) == 5  # a sixth waits: the leader checks a retry against five batches
 
 
-def test_a_transactions_next_epoch_sends_its_first_batches_together_where_the_leader_knows_the_producer():
-    """KIP-890 bumps the epoch at every transaction's end; a partition the producer id was
-    acknowledged on keeps five in flight from the next epoch's first batch, and a batch that
-    overtakes that first one is refused as out of order (a newer epoch starts at sequence 0)."""
-    leader = Leader()
-    client = Client(5, leader)
-    client.send(TPS[0])
-    client.drain()
-    client.deliver(0, "ok")
-    client.receive(0)
-    client.end_transaction(marked=0b01)
-    for tp in (TPS[0], TPS[0], TPS[0], TPS[1], TPS[1]):
-        client.send(tp)
-        client.drain()
-    assert sorted(len(r) for r in client.on_wire) == [1, 1, 1, 1]  # three for TPS[0]; TPS[1]'s first goes alone
-    client.deliver(1, "ok")  # TPS[0]'s second batch reaches the leader first
-    assert client.answers[-1][1][TPS[0]] == ("OUT_OF_ORDER_SEQUENCE", -1)
-    client.receive(0)
-    while client.acc.has_incomplete():
-        client.drain()
-        while client.on_wire:
-            client.deliver(0, "ok")
-        while client.answers:
-            client.receive(0)
-        check(client, leader)
-    assert [v for v, _ in leader.log[TPS[0]]] == [0, MARKER, 2, 4, 6]
-
-
 def test_a_new_producer_id_starts_every_partition_over_with_one_batch():
     leader = Leader()
     client = Client(5, leader)
