@@ -7,16 +7,23 @@ a unary call (what a Produce is), once as a message each way on an open bidirect
 interceptors, no protobuf beyond raw bytes. `kraftlog perf latency` prints these beside the
 broker's figures, so a reader sees how far a replicated write is from the language's limit.
 
-    python -m cli.grpc_floor PORT [uvloop|asyncio]   # the server (the benchmark starts it)
+The measuring client runs in a process of its own too (`measure_floor` starts it): a process
+that used gRPC on another event loop before (`perf latency`'s producer, whose sender thread
+has its own loop) would otherwise lend the floor its gRPC state, and gRPC answers a closed
+loop's leftovers with tracebacks on the next one.
+
+    python -m cli.grpc_floor PORT [uvloop|asyncio]                 # the server (the client starts it)
+    python -m cli.grpc_floor measure COUNT BYTES [uvloop|asyncio]  # the client: prints its figures as JSON
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import grpc
 
@@ -85,7 +92,17 @@ async def _measure(port: int, count: int, message_bytes: int) -> FloorFigures:
     return FloorFigures(percentiles(unary_ms), percentiles(stream_ms))
 
 
-def measure_floor(count: int = 3000, message_bytes: int = 100, loop: str = "asyncio") -> FloorFigures:
+def measure_floor(count: int = 3000, message_bytes: int = 100, loop: str = "uvloop") -> FloorFigures:
+    """The floor, measured by a client process of its own against the bare server's. ``loop``:
+    the event loop both run (uvloop, as kraftlog's processes do by default)."""
+    done = subprocess.run([sys.executable, "-m", "cli.grpc_floor", "measure", str(count), str(message_bytes), loop],
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"the gRPC floor measurement failed (exit code {done.returncode}): {done.stderr.strip()[-2000:]}")
+    return FloorFigures(**json.loads(done.stdout))
+
+
+def _measure_here(count: int, message_bytes: int, loop: str) -> FloorFigures:
     """Start the bare server in its own process, measure from this one, stop it."""
     (port,) = free_ports(1)
     server = subprocess.Popen([sys.executable, "-m", "cli.grpc_floor", str(port), loop], stdout=subprocess.PIPE, text=True)
@@ -100,4 +117,7 @@ def measure_floor(count: int = 3000, message_bytes: int = 100, loop: str = "asyn
 
 
 if __name__ == "__main__":
-    run_loop(_serve(int(sys.argv[1])), sys.argv[2] if len(sys.argv) > 2 else "asyncio")
+    if sys.argv[1] == "measure":
+        print(json.dumps(asdict(_measure_here(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]))))
+    else:
+        run_loop(_serve(int(sys.argv[1])), sys.argv[2] if len(sys.argv) > 2 else "asyncio")

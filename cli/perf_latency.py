@@ -9,7 +9,7 @@ them (docs/performance.md keeps the results):
   topic is created if missing);
 - **floor**: a bare ``grpc.aio`` server in another process answering the same bytes, as a
   unary call (what a Produce is) and as a message each way on an open stream (what a
-  replication round is) (`cli/grpc_floor.py`);
+  replication round is), both sides on uvloop as kraftlog's processes are (`cli/grpc_floor.py`);
 - **peer** (``--peer nats``): NATS JetStream R3 with file storage, sync publish
   (`cli/nats_peer.py`; needs Debian's nats-server).
 """
@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     bootstrap = resolve_bootstrap(args.bootstrap, args.data_dir)
     print(f"kraftlog: {args.count:,} records of {args.record_size} bytes, acks=all, one at a time ...", file=sys.stderr, flush=True)
     document: dict = {"count": args.count, "record_size": args.record_size, "kraftlog_ms": _kraftlog(bootstrap, args.topic, args.count, args.record_size)}
-    print("floor: bare grpc.aio server and client ...", file=sys.stderr, flush=True)
+    print("floor: bare grpc.aio server and client (uvloop) ...", file=sys.stderr, flush=True)
     floor = measure_floor(args.count, args.record_size)
     document["floor_unary_ms"], document["floor_stream_ms"] = floor.unary_ms, floor.stream_ms
     if args.peer == "nats":

@@ -78,9 +78,15 @@ class _Stream:
             if not future.done():
                 future.set_exception(exc)
 
-    def close(self) -> None:
+    async def close(self) -> None:
+        """Cancel the call and wait until gRPC has finished with it: an operation of it still
+        pending when the sender's loop closes would be answered on a closed loop (a
+        "RuntimeError: Event loop is closed" traceback from gRPC's poller, in whatever loop
+        of the process uses gRPC next)."""
         self.call.cancel()
         self.reader.cancel()
+        await asyncio.gather(self.reader, return_exceptions=True)
+        await self.call.code()
 
 
 def _time_out(future: asyncio.Future, timeout_s: float) -> None:
@@ -128,8 +134,7 @@ class ProduceStreams:
             if future.done() and not future.cancelled():
                 future.exception()  # retrieved: a break that raced the write is reported once, above
 
-    def close(self) -> None:
+    async def close(self) -> None:
         """Close every stream; requests still waiting fail."""
         streams, self._streams = self._streams, {}
-        for stream in streams.values():
-            stream.close()
+        await asyncio.gather(*(stream.close() for stream in streams.values()))

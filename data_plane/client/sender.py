@@ -184,7 +184,8 @@ class Sender:
             await asyncio.gather(*self._tasks, return_exceptions=True)
             if self._refresh is not None:
                 self._refresh.cancel()
-            self._streams.close()
+                await asyncio.gather(self._refresh, return_exceptions=True)
+            await self._streams.close()
             await self._pool.close()
 
     def _done(self) -> bool:

@@ -20,9 +20,11 @@ LATENCY_KEYS = {"p50", "p99", "p999", "max"}
 
 
 def kraftlog_json(*args: str, timeout: float) -> dict:
-    """Runs ``kraftlog ... --json`` and returns its report (failing with stderr on a non-zero exit)."""
+    """Runs ``kraftlog ... --json`` and returns its report (failing with stderr on a non-zero
+    exit, or on a traceback printed on the way)."""
     done = subprocess.run([sys.executable, "-m", "cli", *args, "--json"], capture_output=True, timeout=timeout)
     assert done.returncode == 0, done.stderr.decode()
+    assert b"Traceback" not in done.stderr, done.stderr.decode()
     return json.loads(done.stdout)
 
 
