@@ -13,7 +13,7 @@ has its own loop) would otherwise lend the floor its gRPC state, and gRPC answer
 loop's leftovers with tracebacks on the next one.
 
     python -m cli.grpc_floor PORT [uvloop|asyncio]                 # the server (the client starts it)
-    python -m cli.grpc_floor measure COUNT BYTES [uvloop|asyncio]  # the client: prints its figures as JSON
+    python -m cli.grpc_floor measure COUNT BYTES uvloop|asyncio PAUSE_S  # the client: prints its figures as JSON
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ class FloorFigures:
     stream_ms: dict[str, float]
 
 
-async def _measure(port: int, count: int, message_bytes: int) -> FloorFigures:
+async def _measure(port: int, count: int, message_bytes: int, pause_s: float) -> FloorFigures:
     payload = bytes(message_bytes)
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
         unary = channel.unary_unary(f"/{_SERVICE}/Echo", *_IDENTITY)
@@ -79,6 +79,7 @@ async def _measure(port: int, count: int, message_bytes: int) -> FloorFigures:
             await unary(payload)
             if i >= count // 10:
                 unary_ms.append((time.perf_counter() - started) * 1000)
+                await _pause(pause_s)
         call = channel.stream_stream(f"/{_SERVICE}/PingPong", *_IDENTITY)()
         stream_ms = []
         for i in range(count + count // 10):
@@ -87,22 +88,30 @@ async def _measure(port: int, count: int, message_bytes: int) -> FloorFigures:
             await call.read()
             if i >= count // 10:
                 stream_ms.append((time.perf_counter() - started) * 1000)
+                await _pause(pause_s)
         await call.done_writing()
         await call.code()  # the call ends before the channel and the loop close, leaving gRPC no callback for a closed loop
     return FloorFigures(percentiles(unary_ms), percentiles(stream_ms))
 
 
-def measure_floor(count: int = 3000, message_bytes: int = 100, loop: str = "uvloop") -> FloorFigures:
+async def _pause(pause_s: float) -> None:
+    """The gap between one measured message and the next (`perf latency --pause-ms`): pacing, not a wait for anything."""
+    if pause_s > 0:
+        await asyncio.sleep(pause_s)
+
+
+def measure_floor(count: int = 3000, message_bytes: int = 100, loop: str = "uvloop", pause_s: float = 0.0) -> FloorFigures:
     """The floor, measured by a client process of its own against the bare server's. ``loop``:
-    the event loop both run (uvloop, as kraftlog's processes do by default)."""
-    done = subprocess.run([sys.executable, "-m", "cli.grpc_floor", "measure", str(count), str(message_bytes), loop],
+    the event loop both run (uvloop, as kraftlog's processes do by default); ``pause_s``: the
+    gap after each measured message."""
+    done = subprocess.run([sys.executable, "-m", "cli.grpc_floor", "measure", str(count), str(message_bytes), loop, str(pause_s)],
                           capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"the gRPC floor measurement failed (exit code {done.returncode}): {done.stderr.strip()[-2000:]}")
     return FloorFigures(**json.loads(done.stdout))
 
 
-def _measure_here(count: int, message_bytes: int, loop: str) -> FloorFigures:
+def _measure_here(count: int, message_bytes: int, loop: str, pause_s: float) -> FloorFigures:
     """Start the bare server in its own process, measure from this one, stop it."""
     (port,) = free_ports(1)
     server = subprocess.Popen([sys.executable, "-m", "cli.grpc_floor", str(port), loop], stdout=subprocess.PIPE, text=True)
@@ -110,7 +119,7 @@ def _measure_here(count: int, message_bytes: int, loop: str) -> FloorFigures:
         assert server.stdout is not None
         if server.stdout.readline().strip() != "ready":
             raise RuntimeError(f"the gRPC floor server did not start (exit code {server.poll()})")
-        return run_loop(_measure(port, count, message_bytes), loop)
+        return run_loop(_measure(port, count, message_bytes, pause_s), loop)
     finally:
         server.kill()
         server.wait()
@@ -118,6 +127,6 @@ def _measure_here(count: int, message_bytes: int, loop: str) -> FloorFigures:
 
 if __name__ == "__main__":
     if sys.argv[1] == "measure":
-        print(json.dumps(asdict(_measure_here(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]))))
+        print(json.dumps(asdict(_measure_here(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], float(sys.argv[5])))))
     else:
         run_loop(_serve(int(sys.argv[1])), sys.argv[2] if len(sys.argv) > 2 else "asyncio")

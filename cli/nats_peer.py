@@ -31,7 +31,7 @@ def nats_server_path() -> str | None:
     return shutil.which(NATS_SERVER) or shutil.which(NATS_SERVER, path="/usr/sbin:/usr/local/sbin")
 
 
-async def _publish_loop(urls: list[str], count: int, message_bytes: int) -> list[float]:
+async def _publish_loop(urls: list[str], count: int, message_bytes: int, pause_s: float) -> list[float]:
     import nats  # nats-py, from the test extra
 
     client = await nats.connect(servers=urls)
@@ -54,13 +54,15 @@ async def _publish_loop(urls: list[str], count: int, message_bytes: int) -> list
             started = time.perf_counter()
             await jetstream.publish("bench", payload)
             latencies_ms.append((time.perf_counter() - started) * 1000)
+            if pause_s > 0:
+                await asyncio.sleep(pause_s)  # pacing (`perf latency --pause-ms`), not a wait for anything
         return latencies_ms
     finally:
         await client.close()
 
 
-def measure_jetstream(count: int = 3000, message_bytes: int = 100) -> dict[str, float]:
-    """p50/p99/p99.9/max (ms) of JetStream R3 sync publishes on a fresh local cluster."""
+def measure_jetstream(count: int = 3000, message_bytes: int = 100, pause_s: float = 0.0) -> dict[str, float]:
+    """p50/p99/p99.9/max (ms) of JetStream R3 sync publishes on a fresh local cluster, ``pause_s`` apart."""
     binary = nats_server_path()
     if binary is None:
         raise FileNotFoundError("nats-server is not installed: apt-get install nats-server (Debian), or leave out --peer")
@@ -80,7 +82,7 @@ def measure_jetstream(count: int = 3000, message_bytes: int = 100) -> dict[str, 
             for i in range(SERVERS)
         ]
         try:
-            samples = asyncio.run(_publish_loop([f"nats://127.0.0.1:{p}" for p in client_ports], count, message_bytes))
+            samples = asyncio.run(_publish_loop([f"nats://127.0.0.1:{p}" for p in client_ports], count, message_bytes, pause_s))
         finally:
             for server in servers:
                 server.kill()

@@ -29,7 +29,7 @@ from server_common.logging_setup import configure_logging
 WARM_UP_FRACTION = 10  # the first count/10 sends open channels and fill caches; not recorded
 
 
-def _kraftlog(bootstrap: str, topic: str, count: int, record_size: int) -> dict[str, float]:
+def _kraftlog(bootstrap: str, topic: str, count: int, record_size: int, pause_s: float) -> dict[str, float]:
     from data_plane.client import Producer
 
     ensure_one_partition_topic(bootstrap, topic, 3, {"min.insync.replicas": "2"})
@@ -41,6 +41,8 @@ def _kraftlog(bootstrap: str, topic: str, count: int, record_size: int) -> dict[
             producer.send(topic, value, partition=0).result()
             if i >= count // WARM_UP_FRACTION:
                 samples_ms.append((time.perf_counter() - started) * 1000)
+                if pause_s > 0:
+                    time.sleep(pause_s)  # pacing (--pause-ms), not a wait for anything
     return percentiles(samples_ms)
 
 
@@ -52,19 +54,22 @@ def run(args: argparse.Namespace) -> int:
     from cli.grpc_floor import measure_floor
 
     configure_logging(level="WARNING")
-    if args.count < 10 or args.record_size < 1:
-        raise ValueError("--count must be at least 10 and --record-size at least 1")
+    if args.count < 10 or args.record_size < 1 or args.pause_ms < 0:
+        raise ValueError("--count must be at least 10, --record-size at least 1 and --pause-ms at least 0")
     bootstrap = resolve_bootstrap(args.bootstrap, args.data_dir)
-    print(f"kraftlog: {args.count:,} records of {args.record_size} bytes, acks=all, one at a time ...", file=sys.stderr, flush=True)
-    document: dict = {"count": args.count, "record_size": args.record_size, "kraftlog_ms": _kraftlog(bootstrap, args.topic, args.count, args.record_size)}
+    pause_s = args.pause_ms / 1000
+    apart = f", {args.pause_ms:g} ms apart" if args.pause_ms else ""
+    print(f"kraftlog: {args.count:,} records of {args.record_size} bytes, acks=all, one at a time{apart} ...", file=sys.stderr, flush=True)
+    document: dict = {"count": args.count, "record_size": args.record_size, "pause_ms": args.pause_ms,
+                      "kraftlog_ms": _kraftlog(bootstrap, args.topic, args.count, args.record_size, pause_s)}
     print("floor: bare grpc.aio server and client (uvloop) ...", file=sys.stderr, flush=True)
-    floor = measure_floor(args.count, args.record_size)
+    floor = measure_floor(args.count, args.record_size, pause_s=pause_s)
     document["floor_unary_ms"], document["floor_stream_ms"] = floor.unary_ms, floor.stream_ms
     if args.peer == "nats":
         from cli.nats_peer import measure_jetstream
 
         print("peer: NATS JetStream R3, sync publish ...", file=sys.stderr, flush=True)
-        document["nats_jetstream_r3_ms"] = measure_jetstream(args.count, args.record_size)
+        document["nats_jetstream_r3_ms"] = measure_jetstream(args.count, args.record_size, pause_s)
         document["ratio_to_nats"] = _ratio(document["kraftlog_ms"], document["nats_jetstream_r3_ms"])
     document["load_average_1m"] = round(os.getloadavg()[0], 2)
     rows = [("kraftlog acks=all RF=3", document["kraftlog_ms"]), ("floor: gRPC unary", floor.unary_ms),
@@ -87,6 +92,10 @@ def add_parser(perf: argparse._SubParsersAction, client_options) -> None:
     parser.add_argument("--topic", default="perf-latency", help="one-partition topic, RF=3, min.insync.replicas=2; created if missing (default: %(default)s)")
     parser.add_argument("--count", type=int, default=3000, help="records (and floor messages, and peer publishes) measured (default: %(default)s)")
     parser.add_argument("--record-size", type=int, default=100, help="bytes per record (default: %(default)s)")
+    parser.add_argument("--pause-ms", type=float, default=0.0,
+                        help="pause after each measured write (and floor message, and peer publish): 0 measures back to back; "
+                             "a pause shows what a sporadic write costs once every process on its path has gone idle "
+                             "(default: %(default)s)")
     parser.add_argument("--peer", choices=["nats", "none"], default="nats",
                         help="nats: also measure NATS JetStream R3 (needs nats-server: apt-get install nats-server); none: skip (default: %(default)s)")
     client_options(parser)

@@ -76,8 +76,8 @@ def test_perf_failover_reports_each_round_on_its_own_cluster(mode: str) -> None:
 
 def test_perf_latency_reports_kraftlog_beside_the_grpc_floor(tmp_path) -> None:
     with local_cluster(tmp_path, controllers=1, brokers=3) as cluster:
-        report = kraftlog_json("perf", "latency", "--count", "50", "--peer", "none", "--bootstrap", cluster.bootstrap, timeout=120)
-    assert report["count"] == 50 and report["record_size"] == 100
+        report = kraftlog_json("perf", "latency", "--count", "50", "--pause-ms", "1", "--peer", "none", "--bootstrap", cluster.bootstrap, timeout=120)
+    assert report["count"] == 50 and report["record_size"] == 100 and report["pause_ms"] == 1
     for figures in ("kraftlog_ms", "floor_unary_ms", "floor_stream_ms"):
         assert_ordered_latencies(report[figures])
     assert "nats_jetstream_r3_ms" not in report
