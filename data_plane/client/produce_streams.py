@@ -84,8 +84,7 @@ class _Stream:
         "RuntimeError: Event loop is closed" traceback from gRPC's poller, in whatever loop
         of the process uses gRPC next)."""
         self.call.cancel()
-        self.reader.cancel()
-        await asyncio.gather(self.reader, return_exceptions=True)
+        await asyncio.gather(self.reader, return_exceptions=True)  # its read ends with the call (CANCELLED)
         await self.call.code()
 
 
