@@ -318,13 +318,19 @@ def test_five_requests_go_out_before_the_first_answer_once_the_leader_knows_the_
     assert len(client.on_wire) == 5  # a sixth waits: the leader checks a retry against five batches
 
 
-def test_a_new_producer_id_starts_every_partition_over_with_one_batch():
+def one_batch_acknowledged() -> tuple[Leader, Client]:
+    """A client (five in flight) whose first batch on TPS[0] the leader has acknowledged."""
     leader = Leader()
     client = Client(5, leader)
     client.send(TPS[0])
     client.drain()
     client.deliver(0, "ok")
     client.receive(0)
+    return leader, client
+
+
+def test_a_new_producer_id_starts_every_partition_over_with_one_batch():
+    _, client = one_batch_acknowledged()
     client.init_producer_id()
     client.send(TPS[0])
     client.drain()
@@ -353,12 +359,7 @@ def test_carrying_what_the_leader_knows_to_a_new_producer_id_reorders(monkeypatc
 
 
 def test_a_batch_that_overtook_an_earlier_one_is_retried_without_a_reset():
-    leader = Leader()
-    client = Client(5, leader)
-    client.send(TPS[0])
-    client.drain()
-    client.deliver(0, "ok")
-    client.receive(0)
+    leader, client = one_batch_acknowledged()
     for _ in range(2):
         client.send(TPS[0])
         client.drain()
