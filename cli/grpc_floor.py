@@ -7,10 +7,12 @@ a unary call (what a Produce is), once as a message each way on an open bidirect
 interceptors, no protobuf beyond raw bytes. `kraftlog perf latency` prints these beside the
 broker's figures, so a reader sees how far a replicated write is from the language's limit.
 
-The measuring client runs in a process of its own too (`measure_floor` starts it): a process
-that used gRPC on another event loop before (`perf latency`'s producer, whose sender thread
-has its own loop) would otherwise lend the floor its gRPC state, and gRPC answers a closed
-loop's leftovers with tracebacks on the next one.
+The measuring client runs in a process of its own too (`measure_floor` starts it). gRPC hands
+each completion to the event loop its call was made on, even once that loop has closed, and
+then raises "Event loop is closed" in whichever loop of the process runs gRPC next: the
+producer that `perf latency` closed just before waits for its calls to end (sender.py), but
+on a busy machine a late completion of a cancelled call can still come, and the floor would
+print its traceback. A fresh process has no such past.
 
     python -m cli.grpc_floor PORT [uvloop|asyncio]                 # the server (the client starts it)
     python -m cli.grpc_floor measure COUNT BYTES uvloop|asyncio PAUSE_S  # the client: prints its figures as JSON
@@ -18,7 +20,6 @@ loop's leftovers with tracebacks on the next one.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import subprocess
 import sys
@@ -27,7 +28,7 @@ from dataclasses import asdict, dataclass
 
 import grpc
 
-from cli.perf_common import percentiles
+from cli.perf_common import pace, percentiles
 from server_common.event_loops import run_loop
 from server_common.local_cluster import free_ports
 
@@ -79,7 +80,7 @@ async def _measure(port: int, count: int, message_bytes: int, pause_s: float) ->
             await unary(payload)
             if i >= count // 10:
                 unary_ms.append((time.perf_counter() - started) * 1000)
-                await _pause(pause_s)
+                await pace(pause_s)
         call = channel.stream_stream(f"/{_SERVICE}/PingPong", *_IDENTITY)()
         stream_ms = []
         for i in range(count + count // 10):
@@ -88,16 +89,10 @@ async def _measure(port: int, count: int, message_bytes: int, pause_s: float) ->
             await call.read()
             if i >= count // 10:
                 stream_ms.append((time.perf_counter() - started) * 1000)
-                await _pause(pause_s)
+                await pace(pause_s)
         await call.done_writing()
         await call.code()  # the call ends before the channel and the loop close, leaving gRPC no callback for a closed loop
     return FloorFigures(percentiles(unary_ms), percentiles(stream_ms))
-
-
-async def _pause(pause_s: float) -> None:
-    """The gap between one measured message and the next (`perf latency --pause-ms`): pacing, not a wait for anything."""
-    if pause_s > 0:
-        await asyncio.sleep(pause_s)
 
 
 def measure_floor(count: int = 3000, message_bytes: int = 100, loop: str = "uvloop", pause_s: float = 0.0) -> FloorFigures:

@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from cli.perf_common import percentiles
+from cli.perf_common import pace, percentiles
 from server_common.local_cluster import free_ports
 
 SERVERS = 3
@@ -54,8 +54,7 @@ async def _publish_loop(urls: list[str], count: int, message_bytes: int, pause_s
             started = time.perf_counter()
             await jetstream.publish("bench", payload)
             latencies_ms.append((time.perf_counter() - started) * 1000)
-            if pause_s > 0:
-                await asyncio.sleep(pause_s)  # pacing (`perf latency --pause-ms`), not a wait for anything
+            await pace(pause_s)
         return latencies_ms
     finally:
         await client.close()

@@ -7,6 +7,7 @@ how far the loop fell behind its schedule is reported rather than silently absor
 
 from __future__ import annotations
 
+import asyncio
 import bisect
 import threading
 import time
@@ -16,6 +17,13 @@ from collections.abc import Callable, Iterator, Sequence
 from server_common.errors import ErrorCode
 
 PROGRESS_INTERVAL_S = 2.0
+
+
+async def pace(pause_s: float) -> None:
+    """The gap after one measured message before the next (`perf latency --pause-ms`): pacing,
+    not a wait for anything."""
+    if pause_s > 0:
+        await asyncio.sleep(pause_s)
 
 
 def percentiles(samples_ms: Sequence[float], weights: Sequence[int] | None = None) -> dict[str, float]:

@@ -79,10 +79,11 @@ class _Stream:
                 future.set_exception(exc)
 
     async def close(self) -> None:
-        """Cancel the call and wait until gRPC has finished with it: an operation of it still
-        pending when the sender's loop closes would be answered on a closed loop (a
-        "RuntimeError: Event loop is closed" traceback from gRPC's poller, in whatever loop
-        of the process uses gRPC next)."""
+        """Cancel the call and wait until its read and status are back: gRPC hands a
+        completion to the loop its call was made on even after that loop closed, and then
+        raises "Event loop is closed" in whichever loop of the process runs gRPC next. This
+        leaves it none of this stream's (a late completion of a cancelled call can still come
+        on a busy machine: cli/grpc_floor.py)."""
         self.call.cancel()
         await asyncio.gather(self.reader, return_exceptions=True)  # its read ends with the call (CANCELLED)
         await self.call.code()
