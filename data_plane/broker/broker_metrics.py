@@ -39,6 +39,7 @@ class PartitionFigures:
     min_insync_replicas: int
     size_bytes: int
     follower_lag: tuple[tuple[int, int], ...]  # (follower id, records behind the leader's log end), leaders only
+    producer_ids: int = 0  # producer ids whose idempotence state the replica keeps
 
 
 def figures_of(partition: Partition) -> PartitionFigures:
@@ -58,6 +59,7 @@ def figures_of(partition: Partition) -> PartitionFigures:
         min_insync_replicas=partition.log.settings.min_insync_replicas,
         size_bytes=partition.size_bytes if partition.offline_reason is None else 0,
         follower_lag=lag,
+        producer_ids=partition.producer_id_count,
     )
 
 
@@ -72,10 +74,13 @@ def partition_families(figures: Iterable[PartitionFigures]) -> list[GaugeMetricF
     size = GaugeMetricFamily("kraftlog_log_size_bytes", "Bytes of a partition replica's log on disk", labels=["topic", "partition"])
     lag = GaugeMetricFamily("kraftlog_replica_lag_records", "Records a follower is behind the leader's log end, as the leader knows it",
                             labels=["topic", "partition", "follower"])
-    counts = {"replicas": 0, "leaders": 0, "under": 0, "under_min": 0, "offline": 0}
+    producers = GaugeMetricFamily("kraftlog_producer_ids", "Producer ids whose idempotence state this broker's replicas keep, "
+                                  "summed over replicas (each is forgotten after --producer-id-expiration-ms idle)")
+    counts = {"replicas": 0, "leaders": 0, "under": 0, "under_min": 0, "offline": 0, "producers": 0}
     for f in figures:
         counts["replicas"] += 1
         counts["offline"] += f.offline
+        counts["producers"] += f.producer_ids
         part = str(f.partition)
         size.add_metric([f.topic, part], f.size_bytes)
         if not f.leader:
@@ -90,7 +95,8 @@ def partition_families(figures: Iterable[PartitionFigures]) -> list[GaugeMetricF
     under.add_metric([], counts["under"])
     under_min.add_metric([], counts["under_min"])
     offline.add_metric([], counts["offline"])
-    return [replicas, leaders, under, under_min, offline, size, lag]
+    producers.add_metric([], counts["producers"])
+    return [replicas, leaders, under, under_min, offline, producers, size, lag]
 
 
 def group_lag_families(lag: BoundedLag) -> list[GaugeMetricFamily]:

@@ -111,6 +111,8 @@ class BrokerConfig:
     transaction_state_partitions: int = 50  # Kafka's transaction.state.log.num.partitions; used when the topic is first created
     transaction_max_timeout_ms: int = 900_000  # Kafka's transaction.max.timeout.ms: the longest timeout a producer may ask for
     transactional_id_expiration_ms: int = 604_800_000  # Kafka's transactional.id.expiration.ms (7 days idle)
+    producer_id_expiration_ms: int = 86_400_000  # Kafka's producer.id.expiration.ms (1 day idle): a partition forgets the producer
+    producer_id_expiration_check_interval_ms: int = 600_000  # Kafka's producer.id.expiration.check.interval.ms
     # Kafka's transaction.partition.verification.enable (KIP-890 part 1): a transactional
     # producer's first batch on a partition is checked with its coordinator before it is appended.
     transaction_partition_verification: bool = True
@@ -204,6 +206,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the longest transaction timeout a producer may ask for (default: %(default)s)")
     parser.add_argument("--transactional-id-expiration-ms", type=int, default=BrokerConfig.transactional_id_expiration_ms,
                         help="a transactional id idle this long with no transaction open is forgotten (default: %(default)s)")
+    parser.add_argument("--producer-id-expiration-ms", type=int, default=BrokerConfig.producer_id_expiration_ms,
+                        help="a partition forgets an idempotent producer that has written nothing to it for this long (its "
+                             "duplicate detection and epoch); it may write again as a new producer (default: %(default)s)")
+    parser.add_argument("--producer-id-expiration-check-interval-ms", type=int,
+                        default=BrokerConfig.producer_id_expiration_check_interval_ms,
+                        help="how often partitions are checked for expired producer ids (default: %(default)s)")
     parser.add_argument("--transaction-partition-verification", action=argparse.BooleanOptionalAction,
                         default=BrokerConfig.transaction_partition_verification,
                         help="check a transactional producer's first batch on a partition with its transaction coordinator "
@@ -227,6 +235,9 @@ def from_args(args: argparse.Namespace) -> BrokerConfig:
     if min(args.transaction_state_partitions, args.transaction_max_timeout_ms, args.transactional_id_expiration_ms) < 1:
         raise ValueError("--transaction-state-partitions, --transaction-max-timeout-ms and --transactional-id-expiration-ms "
                          "must be at least 1")
+    if min(args.producer_id_expiration_ms, args.producer_id_expiration_check_interval_ms) < 1:
+        raise ValueError(f"--producer-id-expiration-ms and --producer-id-expiration-check-interval-ms must be at least 1, got "
+                         f"{args.producer_id_expiration_ms} and {args.producer_id_expiration_check_interval_ms}")
     if args.max_replicas < 0:
         raise ValueError(f"--max-replicas must be 0 (from the open-file budget) or positive, got {args.max_replicas}")
     if not 0 < args.group_heartbeat_interval_ms < args.group_session_timeout_ms:
@@ -274,5 +285,7 @@ def from_args(args: argparse.Namespace) -> BrokerConfig:
         transaction_state_partitions=args.transaction_state_partitions,
         transaction_max_timeout_ms=args.transaction_max_timeout_ms,
         transactional_id_expiration_ms=args.transactional_id_expiration_ms,
+        producer_id_expiration_ms=args.producer_id_expiration_ms,
+        producer_id_expiration_check_interval_ms=args.producer_id_expiration_check_interval_ms,
         transaction_partition_verification=args.transaction_partition_verification,
     )

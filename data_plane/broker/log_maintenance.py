@@ -1,5 +1,5 @@
 """Work on every log of the broker that no request asks for: retention, log compaction, flushes, the CRC
-scrub, and carrying out damage repair (which ranges wait for a copy, from whom, writing the
+scrub, forgetting idle producer ids, and carrying out damage repair (which ranges wait for a copy, from whom, writing the
 copy in, declaring a range lost). Timers in ``server.py`` and the `DamageRepairer` call it;
 a log that fails here goes offline through the replica manager like anywhere else.
 """
@@ -53,6 +53,14 @@ class LogMaintenance:
             if deleted:
                 self._log.info("retention deleted segments", **partition.fields(), segments=deleted,
                                log_start_offset=partition.log_start_offset)
+
+    def run_producer_id_expiry(self) -> None:
+        """Each replica forgets the producers idle for ``producer_id_expiration_ms`` (each
+        replica by its own clock, as in Kafka: a follower that still remembers a producer its
+        leader forgot takes the leader's batch as the log's truth, ProducerState.on_appended)."""
+        now = self._replicas.clock_ms()
+        for partition in self._online():
+            partition.expire_producer_ids(now, self.config.producer_id_expiration_ms)
 
     async def run_cleaner(self) -> None:
         """The broker's log cleaner: every ``cleaner_interval_ms``, one pass over each compacted

@@ -538,7 +538,7 @@ class Partition:
             )
         if target > self.log.log_start_offset:
             self.log.advance_log_start(target)
-            self._txns.remove_before(self.log.log_start_offset)
+            self._log_start_moved()
             self._log.info("records deleted", **self.fields(), log_start_offset=target)
             self.notify_waiters()
         return self.log.log_start_offset
@@ -552,7 +552,7 @@ class Partition:
         target = min(leader_log_start, self.high_watermark)
         if target > self.log.log_start_offset:
             self.log.advance_log_start(target)
-            self._txns.remove_before(self.log.log_start_offset)
+            self._log_start_moved()
             self._log.info("log start follows the leader", **self.fields(), log_start_offset=target)
 
     def _require_min_isr(self, core: LeaderPartitionState, acks: int) -> None:
@@ -653,13 +653,31 @@ class Partition:
         return self.log.scrub(budget_bytes)
 
     def apply_retention(self, now_ms: int) -> int:
-        """Delete segments past retention; the transaction index forgets what lay in them and
-        the LSO moves up to the new log start at least (on open the index is rebuilt from the
-        log start, so the trim holds across restarts)."""
+        """Delete segments past retention (see `_log_start_moved` for what follows)."""
         deleted = self.log.apply_retention(now_ms)
         if deleted:
-            self._txns.remove_before(self.log.log_start_offset)
+            self._log_start_moved()
         return deleted
+
+    def _log_start_moved(self) -> None:
+        """The log start moved up: the transaction index forgets what lay below it and the LSO
+        moves up to it at least, and producers with nothing left in the log are forgotten. On
+        open both are rebuilt from the log start, so the trim holds across restarts."""
+        self._txns.remove_before(self.log.log_start_offset)
+        self._producers.remove_before(self.log.log_start_offset)
+
+    def expire_producer_ids(self, now_ms: int, expiration_ms: int) -> int:
+        """Forget producers idle for ``expiration_ms`` (`ProducerState.expire`); answers how many."""
+        expired = self._producers.expire(now_ms, expiration_ms, self._txns.open_first_offset)
+        if expired:
+            self._log.info("producer ids expired", **self.fields(), expired=len(expired), remembered=len(self._producers),
+                           expiration_ms=expiration_ms)
+        return len(expired)
+
+    @property
+    def producer_id_count(self) -> int:
+        """Producer ids whose idempotence state this replica keeps."""
+        return len(self._producers)
 
     def maybe_flush(self, now_ms: int) -> None:
         self.log.maybe_flush(now_ms)

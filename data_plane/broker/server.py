@@ -232,6 +232,8 @@ class BrokerServer:
             asyncio.create_task(self._checkpoints()),
             asyncio.create_task(self._every(self.config.retention_check_interval_ms, self.replicas.maintenance.run_retention)),
             asyncio.create_task(self._every(self.config.flush_check_interval_ms, self.replicas.maintenance.run_flush)),
+            asyncio.create_task(self._every(self.config.producer_id_expiration_check_interval_ms,
+                                            self.replicas.maintenance.run_producer_id_expiry)),
             asyncio.create_task(self.replicas.maintenance.run_cleaner()),
             asyncio.create_task(self.replicas.group_commit.run()),
             asyncio.create_task(self.replicas.follower_commit.run()),

@@ -33,6 +33,15 @@ remembered (KIP-890: the coordinator bumps the epoch at each transaction's end, 
 the older epoch arriving late is refused as a zombie's, and the next one starts at sequence 0).
 Open transactions and the LSO are `transaction_index`'s.
 
+A producer id is remembered while the log holds its writes and it has written within
+`producer.id.expiration.ms` (Kafka's rule, KIP-854): `remove_before` forgets producers whose
+last batch and marker the log start has passed (retention, DeleteRecords), as a restart,
+which rebuilds from the log start, would; `expire` forgets producers whose newest batch or
+marker timestamp is that old, unless a transaction of theirs is open on the partition. A
+forgotten producer that writes again is a new one (any sequence, KIP-360 above). Without
+both, a partition written by many short-lived producers (a task per batch, a process per
+request) would keep an entry for every producer id it ever saw until the broker restarts.
+
 The group coordinator's transactional offset writes (KIP-447) carry the producer's id and
 epoch but no sequence of the producer's own (the producer never numbered them): they are
 checked with `check_epoch` alone, as Kafka checks coordinator appends, and remembered like
@@ -40,7 +49,7 @@ any batch (a batch the log holds is never refused on replay or on a follower).
 """
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Protocol, Sequence
+from typing import Any, Container, Iterable, Protocol, Sequence
 
 from server_common.errors import ErrorCode
 
@@ -61,6 +70,7 @@ class BatchHeader(Protocol):
     record_count: int
     is_control: bool
     is_transactional: bool
+    max_timestamp: int
 
 
 @dataclass(frozen=True)
@@ -124,6 +134,7 @@ class _ProducerEntry:
     epoch: int
     batches: list[BatchMetadata]
     marker_offset: int = -1  # the marker this epoch came from (-1: it came from a batch)
+    last_timestamp_ms: int = -1  # the newest max timestamp of its batches and markers: for `expire`
 
 
 class ProducerState:
@@ -216,10 +227,12 @@ class ProducerState:
         base_sequence: int,
         first_offset: int,
         last_offset: int,
+        max_timestamp_ms: int = -1,
     ) -> None:
         """Remember a batch now in the log (leader after `check` said APPEND, or follower
         after replicating it). Offsets are dense within a batch, so its record count is
-        `last_offset - first_offset + 1`."""
+        `last_offset - first_offset + 1`; ``max_timestamp_ms`` is the batch header's, what
+        `expire` measures a producer's idleness by."""
         assert first_offset >= self.next_offset, (first_offset, self.next_offset)
         assert last_offset >= first_offset, (first_offset, last_offset)
         self.next_offset = last_offset + 1
@@ -232,6 +245,7 @@ class ProducerState:
             # The log is the truth: a batch a leader accepted after it lost this producer's
             # history (KIP-360) starts the history over instead of breaking replication.
             entry = self._producers[producer_id] = _ProducerEntry(producer_epoch, [])
+        entry.last_timestamp_ms = max(entry.last_timestamp_ms, max_timestamp_ms)
         entry.batches.append(
             BatchMetadata(
                 base_sequence, last_sequence(base_sequence, record_count), first_offset, last_offset
@@ -239,13 +253,14 @@ class ProducerState:
         )
         del entry.batches[:-BATCHES_RETAINED]
 
-    def on_marker(self, producer_id: int, producer_epoch: int, offset: int) -> None:
+    def on_marker(self, producer_id: int, producer_epoch: int, offset: int, timestamp_ms: int = -1) -> None:
         """Remember a transaction marker now in the log at ``offset`` (one record)."""
         assert offset >= self.next_offset and producer_id >= 0, (offset, self.next_offset, producer_id)
         self.next_offset = offset + 1
         entry = self._producers.get(producer_id)
         if entry is None or producer_epoch > entry.epoch:
-            self._producers[producer_id] = _ProducerEntry(producer_epoch, [], offset)
+            entry = self._producers[producer_id] = _ProducerEntry(producer_epoch, [], offset)
+        entry.last_timestamp_ms = max(entry.last_timestamp_ms, timestamp_ms)
 
     def truncate_to(self, offset: int) -> None:
         """Forget batches at or after `offset` (the log was truncated there, at a batch
@@ -262,11 +277,35 @@ class ProducerState:
                 del self._producers[producer_id]
         self.next_offset = min(self.next_offset, offset)
 
+    def remove_before(self, log_start_offset: int) -> None:
+        """The log start moved to ``log_start_offset`` (retention, DeleteRecords): forget each
+        producer whose last batch and marker lie below it (Kafka's `evictUnretainedProducers`).
+        A producer with a batch at or past it keeps all it remembers."""
+        self._producers = {
+            producer_id: entry for producer_id, entry in self._producers.items()
+            if (entry.batches and entry.batches[-1].last_offset >= log_start_offset) or entry.marker_offset >= log_start_offset
+        }
+
+    def expire(self, now_ms: int, expiration_ms: int, open_transactions: Container[int]) -> list[int]:
+        """Forget the producers that have written nothing here for ``expiration_ms`` (their newest
+        batch or marker timestamp), except those in ``open_transactions``: a transaction still
+        open on the partition needs its producer's epoch to fence a zombie. Answers the ids
+        forgotten."""
+        expired = [producer_id for producer_id, entry in self._producers.items()
+                   if now_ms - entry.last_timestamp_ms >= expiration_ms and producer_id not in open_transactions]
+        for producer_id in expired:
+            del self._producers[producer_id]
+        return expired
+
+    def __len__(self) -> int:
+        """How many producer ids this partition remembers."""
+        return len(self._producers)
+
     def rebuild_from_batches(self, headers: Iterable[BatchHeader]) -> None:
         """Replay batch headers read from the log, in offset order, from `next_offset` on."""
         for header in headers:
             if header.is_control:
-                self.on_marker(header.producer_id, header.producer_epoch, header.base_offset)
+                self.on_marker(header.producer_id, header.producer_epoch, header.base_offset, header.max_timestamp)
                 continue
             self.on_appended(
                 header.producer_id,
@@ -274,6 +313,7 @@ class ProducerState:
                 header.base_sequence,
                 header.base_offset,
                 header.last_offset,
+                header.max_timestamp,
             )
 
     def snapshot(self) -> dict[str, Any]:
@@ -289,6 +329,7 @@ class ProducerState:
                         for b in entry.batches
                     ],
                     **({"marker_offset": entry.marker_offset} if entry.marker_offset >= 0 else {}),
+                    **({"last_timestamp_ms": entry.last_timestamp_ms} if entry.last_timestamp_ms >= 0 else {}),
                 }
                 for pid, entry in sorted(self._producers.items())
             },
@@ -304,5 +345,6 @@ class ProducerState:
             batches = [BatchMetadata(*map(int, b)) for b in entry["batches"]]
             assert len(batches) <= BATCHES_RETAINED, (pid, batches)  # none: the epoch came from a marker
             assert all(b.last_offset < state.next_offset for b in batches), (pid, batches)
-            state._producers[int(pid)] = _ProducerEntry(int(entry["epoch"]), batches, int(entry.get("marker_offset", -1)))
+            state._producers[int(pid)] = _ProducerEntry(int(entry["epoch"]), batches, int(entry.get("marker_offset", -1)),
+                                                        int(entry.get("last_timestamp_ms", -1)))
         return state

@@ -32,16 +32,17 @@ class Header:
     last_offset: int
     is_control: bool = False
     is_transactional: bool = False
+    max_timestamp: int = -1
 
 
-def state_with(*batches: tuple[int, int, int]) -> tuple[ProducerState, list[Header]]:
+def state_with(*batches: tuple[int, int, int], timestamp_ms: int = -1) -> tuple[ProducerState, list[Header]]:
     """Append (epoch, base_sequence, record_count) batches for PID at consecutive offsets."""
     state, headers = ProducerState(), []
     for epoch, base_seq, count in batches:
         assert state.check(PID, epoch, base_seq, count) == APPEND
         first = state.next_offset
-        state.on_appended(PID, epoch, base_seq, first, first + count - 1)
-        headers.append(Header(PID, epoch, base_seq, first, first + count - 1))
+        state.on_appended(PID, epoch, base_seq, first, first + count - 1, timestamp_ms)
+        headers.append(Header(PID, epoch, base_seq, first, first + count - 1, max_timestamp=timestamp_ms))
     return state, headers
 
 
@@ -192,8 +193,8 @@ def test_snapshot_restore_and_rebuild_from_log_agree_with_live_state(steps) -> N
         epochs[pid], next_seq[pid] = epoch, (seq + count) % (SEQUENCE_MAX + 1)
         assert live.check(pid, epoch, seq, count) == APPEND
         first = live.next_offset
-        live.on_appended(pid, epoch, seq, first, first + count - 1)
-        headers.append(Header(pid, epoch, seq, first, first + count - 1))
+        live.on_appended(pid, epoch, seq, first, first + count - 1, 1_000 + first)
+        headers.append(Header(pid, epoch, seq, first, first + count - 1, max_timestamp=1_000 + first))
         if len(headers) == len(steps) // 2:
             midway = live.snapshot()
 
@@ -205,3 +206,58 @@ def test_snapshot_restore_and_rebuild_from_log_agree_with_live_state(steps) -> N
         resumed = ProducerState.from_snapshot(midway)
         resumed.rebuild_from_batches(h for h in headers if h.base_offset >= resumed.next_offset)
         assert resumed.snapshot() == live.snapshot()
+
+
+EXPIRATION_MS = 60_000
+WRITTEN_AT = 1_000_000
+
+
+def test_a_producer_idle_for_the_expiration_is_forgotten_and_writes_again_as_a_new_one() -> None:
+    """Kafka's producer.id.expiration.ms: idleness is measured from the newest batch's max
+    timestamp; once forgotten, the producer's retry is no longer recognised and any sequence
+    is taken (KIP-360), as for a producer never seen."""
+    state, _ = state_with((0, 0, 5), (0, 5, 5), timestamp_ms=WRITTEN_AT)
+    assert state.expire(WRITTEN_AT + EXPIRATION_MS - 1, EXPIRATION_MS, ()) == [] and len(state) == 1
+    assert state.check(PID, 0, 5, 5) == Duplicate(5, 9)
+    assert state.expire(WRITTEN_AT + EXPIRATION_MS, EXPIRATION_MS, ()) == [PID] and len(state) == 0
+    assert state.epoch_of(PID) is None
+    assert state.check(PID, 0, 5, 5) == APPEND and state.check(PID, 0, 77, 1) == APPEND
+
+
+def test_only_idle_producers_expire_and_a_newer_write_or_marker_renews_one() -> None:
+    state, _ = state_with((0, 0, 1), timestamp_ms=WRITTEN_AT)
+    state.on_appended(7, 0, 0, 1, 1, WRITTEN_AT + 10)
+    state.on_marker(PID, 1, 2, WRITTEN_AT + 20)  # the end of PID's transaction: activity too
+    state.on_appended(8, 0, 0, 3, 3, WRITTEN_AT + 5)
+    state.on_appended(8, 0, 1, 4, 4, WRITTEN_AT - 50)  # an older CreateTime does not make it idler
+    assert sorted(state.expire(WRITTEN_AT + 10 + EXPIRATION_MS, EXPIRATION_MS, ())) == [7, 8]
+    assert state.epoch_of(PID) == 1 and len(state) == 1
+
+
+def test_a_producer_with_a_transaction_open_on_the_partition_does_not_expire() -> None:
+    """Its epoch must still fence a zombie of the transaction the coordinator will end."""
+    state, _ = state_with((0, 0, 1), timestamp_ms=WRITTEN_AT)
+    state.on_appended(7, 0, 0, 1, 1, WRITTEN_AT)
+    assert state.expire(WRITTEN_AT + 2 * EXPIRATION_MS, EXPIRATION_MS, {PID: 0}) == [7]
+    assert state.epoch_of(PID) == 0
+
+
+def test_the_log_start_passing_a_producers_last_write_forgets_it_as_a_restart_would() -> None:
+    """Retention or DeleteRecords moving the log start past every batch and the marker of a
+    producer forgets it (Kafka's evictUnretainedProducers); the producers a rebuild from the
+    new log start would find are the ones kept, with what they remembered."""
+    state = ProducerState()
+    headers = [Header(1, 0, 0, 0, 1), Header(2, 0, 0, 2, 2), Header(1, 0, 2, 3, 3), Header(3, 4, -1, 4, 4, is_control=True),
+               Header(2, 0, 1, 5, 6)]
+    state.rebuild_from_batches(headers)
+    for log_start, kept in [(3, {1, 2, 3}), (4, {2, 3}), (5, {2}), (7, set())]:
+        state.remove_before(log_start)
+        after = ProducerState()
+        after.rebuild_from_batches(h for h in headers if h.last_offset >= log_start)
+        assert {p for p in (1, 2, 3) if state.epoch_of(p) is not None} == kept == {
+            p for p in (1, 2, 3) if after.epoch_of(p) is not None}, log_start
+        assert len(state) == len(kept)
+    kept_whole = ProducerState()
+    kept_whole.rebuild_from_batches(headers)
+    kept_whole.remove_before(6)
+    assert kept_whole.check(2, 0, 0, 1) == Duplicate(2, 2)  # a kept producer keeps its older batches
