@@ -125,11 +125,12 @@ class _BulkSender:
 
     def __init__(self, producer: Producer) -> None:
         self.producer = producer
-        self.partitioner = StickyPartitioner()
+        self.partitioner = StickyPartitioner(producer.options.batch_size)
 
     def send(self, rows: _Rows) -> list:
         """Queues every row; returns one future per chunk. Rows of one Arrow batch without a
-        key or partition all go to their topic's sticky partition, which then moves on."""
+        key or partition all go to their topic's sticky partition, which moves on once the
+        producer's `batch_size` went there (its chunks are closed batches: full, for the rule)."""
         sticky: dict[str, int] = {}
         groups: dict[tuple[str, int], list[int]] = {}
         if not (rows.topics or rows.partitions or rows.keys):
@@ -147,6 +148,7 @@ class _BulkSender:
                         partition = sticky[topic] = self._sticky(topic)
                 groups.setdefault((topic, partition), []).append(i)
         futures = []
+        sent_bytes: dict[tuple[str, int], int] = {}
         for (topic, partition), indexes in groups.items():
             if len(indexes) == rows.count:  # every row to one partition (rows without keys): no copy
                 values, keys = rows.values, rows.keys
@@ -156,8 +158,9 @@ class _BulkSender:
             for start, end in _chunks(values, keys):
                 chunk_keys = keys[start:end] if keys else None
                 futures.append(self.producer.send_batch(topic, partition, values[start:end], chunk_keys))
+            sent_bytes[(topic, partition)] = sum(_lengths(values)) + (sum(_lengths(keys)) if keys else 0)
         for topic, partition in sticky.items():
-            self.partitioner.on_new_batch(topic, partition, self.producer.partitions_for(topic))
+            self.partitioner.on_append(topic, partition, sent_bytes[(topic, partition)], True, self.producer.partitions_for(topic))
         return futures
 
     def _sticky(self, topic: str) -> int:

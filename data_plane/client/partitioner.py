@@ -3,9 +3,14 @@
 `sticky` (the default, Kafka's default): keyed records use the same function as Kafka's Java
 client (murmur2, seed 0x9747b28c, sign bit cleared, modulo the partition count), so a key
 lands on the same partition number whichever client wrote it. Records without a key stick
-to one partition until its open batch is closed, then move on (KIP-480): batches fill up
-instead of every partition getting a sliver of each linger period, which means fewer,
-larger requests.
+to one partition until `batch_size` bytes have gone to it, then move on to another at random
+(Kafka's uniform sticky partitioner, KIP-794): the move waits for the partition's open batch
+to fill, or for twice `batch_size`, so that no half-filled batch is left behind. Moving on
+each time a batch closed (KIP-480, its predecessor) spread a stream of lone records over
+every partition at once: each record found a partition with nothing in flight and went as a
+request of its own, where sticking to one partition lets the records that arrive during its
+request's round trip leave together in the next (record_accumulator.py), fewer requests for
+the same records.
 
 `round-robin` (Kafka's RoundRobinPartitioner): every record, keyed or not, goes to the
 topic's next partition in turn, for an even spread record by record when keys are skewed or
@@ -16,6 +21,7 @@ from __future__ import annotations
 
 import random
 import struct
+from dataclasses import dataclass
 
 _M = 0x5BD1E995
 _MASK = 0xFFFFFFFF
@@ -51,35 +57,51 @@ def partition_for_key(key: bytes, partition_count: int) -> int:
     return (murmur2(key) & 0x7FFFFFFF) % partition_count
 
 
-class StickyPartitioner:
-    """Keyed records by hash; unkeyed records to a per-topic partition that changes only
-    when `on_new_batch` reports that the current one's batch was closed."""
+@dataclass
+class _Stint:
+    """A topic's sticky partition and the bytes of unkeyed records sent to it so far."""
 
-    def __init__(self, rng: random.Random | None = None) -> None:
+    partition: int
+    produced_bytes: int = 0
+
+
+class StickyPartitioner:
+    """Keyed records by hash; unkeyed records to a per-topic partition that moves on once
+    `batch_size` bytes went to it (`on_append`)."""
+
+    def __init__(self, batch_size: int, rng: random.Random | None = None) -> None:
+        assert batch_size > 0, batch_size
+        self._batch_size = batch_size
         self._rng = rng or random.Random()
-        self._sticky: dict[str, int] = {}
+        self._stints: dict[str, _Stint] = {}
 
     def partition(self, topic: str, key: bytes | None, partition_count: int) -> int:
         """The partition for a record of `topic` with `key`."""
         if key is not None:
             return partition_for_key(key, partition_count)
-        current = self._sticky.get(topic)
-        if current is None or current >= partition_count:
-            current = self._sticky[topic] = self._rng.randrange(partition_count)
-        return current
+        stint = self._stints.get(topic)
+        if stint is None or stint.partition >= partition_count:
+            stint = self._stints[topic] = _Stint(self._rng.randrange(partition_count))
+        return stint.partition
 
-    def on_new_batch(self, topic: str, previous: int, partition_count: int) -> int:
-        """Moves the topic's sticky partition off `previous` (whose batch just closed)."""
-        current = self._sticky.get(topic)
-        if current is not None and current != previous:
-            return current  # someone already moved on since `previous` was chosen
-        if partition_count > 1:
-            choice = self._rng.randrange(partition_count - 1)
-            current = choice if choice < previous else choice + 1
-        else:
-            current = 0
-        self._sticky[topic] = current
-        return current
+    def on_append(self, topic: str, partition: int, size_bytes: int, batch_full: bool, partition_count: int) -> None:
+        """Counts ``size_bytes`` of unkeyed records appended to ``partition`` (which `partition`
+        chose) and moves the topic on once `batch_size` bytes went there and ``batch_full``
+        (the batch they went into is full), or once twice that went there in any case
+        (Kafka's `BuiltInPartitioner.updatePartitionInfo`)."""
+        stint = self._stints.get(topic)
+        if stint is None or stint.partition != partition:
+            return  # someone already moved on since `partition` was chosen
+        stint.produced_bytes += size_bytes
+        if stint.produced_bytes >= 2 * self._batch_size or (batch_full and stint.produced_bytes >= self._batch_size):
+            self._stints[topic] = _Stint(self._another(partition, partition_count))
+
+    def _another(self, previous: int, partition_count: int) -> int:
+        """A partition other than ``previous`` at random (``previous`` when it is the only one)."""
+        if partition_count <= 1:
+            return 0
+        choice = self._rng.randrange(partition_count - 1)
+        return choice if choice < previous else choice + 1
 
 
 class RoundRobinPartitioner:
@@ -96,11 +118,14 @@ class RoundRobinPartitioner:
         return turn % partition_count
 
 
-PARTITIONERS = {"sticky": StickyPartitioner, "round-robin": RoundRobinPartitioner}
+PARTITIONERS = ("sticky", "round-robin")
 
 
-def make_partitioner(name: str) -> StickyPartitioner | RoundRobinPartitioner:
-    """The partitioner a producer's `partitioner=` names; a clear error for any other name."""
-    if name not in PARTITIONERS:
-        raise ValueError(f"partitioner={name!r}: use one of {sorted(PARTITIONERS)}")
-    return PARTITIONERS[name]()
+def make_partitioner(name: str, batch_size: int) -> StickyPartitioner | RoundRobinPartitioner:
+    """The partitioner a producer's `partitioner=` names (``batch_size``: the producer's, for
+    the sticky one); a clear error for any other name."""
+    if name == "sticky":
+        return StickyPartitioner(batch_size)
+    if name == "round-robin":
+        return RoundRobinPartitioner()
+    raise ValueError(f"partitioner={name!r}: use one of {sorted(PARTITIONERS)}")

@@ -63,8 +63,8 @@ class Producer:
         self._max_block_s = options.max_block_ms / 1000.0
         self._max_request_size = options.max_request_size
         self._metadata = MetadataCache(bootstrap, resolve_security(security))
-        self._partitioner = make_partitioner(options.partitioner)
-        # Only the sticky partitioner moves unkeyed records on when their batch is full.
+        self._partitioner = make_partitioner(options.partitioner, options.batch_size)
+        # Only the sticky partitioner counts what it sent where (it moves on by bytes, KIP-794).
         self._sticky = self._partitioner if isinstance(self._partitioner, StickyPartitioner) else None
         self._memory = BufferMemory(options.buffer_memory)
         self._accumulator = RecordAccumulator(options)
@@ -94,7 +94,7 @@ class Producer:
         """
         self._check_open()
         count = self._metadata.snapshot.partition_counts.get(topic) or self._wait_for_topic(topic)
-        sticky = partition is None and key is None and self._sticky is not None
+        sticky = self._sticky if partition is None and key is None else None
         if partition is None:
             partition = self._partitioner.partition(topic, key, count)
         elif not 0 <= partition < count:
@@ -108,16 +108,9 @@ class Producer:
         if timestamp_ms is None:
             timestamp_ms = time.time_ns() // 1_000_000
         now = now_ms()
-        accumulator = self._accumulator
-        result = accumulator.append(
-            (topic, partition), value, key, headers, timestamp_ms, size, now, on_delivery, abort_on_new_batch=sticky
-        )
-        if result is None:
-            assert self._sticky is not None, "only sticky appends are aborted on a new batch"
-            partition = self._sticky.on_new_batch(topic, partition, count)
-            if self._transactions is not None:
-                self._transactions.leader_adds((topic, partition))
-            result = accumulator.append((topic, partition), value, key, headers, timestamp_ms, size, now, on_delivery)
+        result = self._accumulator.append((topic, partition), value, key, headers, timestamp_ms, size, now, on_delivery)
+        if sticky is not None:
+            sticky.on_append(topic, partition, size, result.batch.size_bytes >= self.options.batch_size, count)
         if self._transactions is not None:
             self._transactions.track(result.batch.result)
         if result.wake_sender:

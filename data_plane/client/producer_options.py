@@ -51,8 +51,9 @@ class ProducerOptions:
         default) means on with acks='all' and off otherwise, as in Kafka.
     client_id: shown in broker logs.
     partitioner: where records sent without a partition go: "sticky" (keyed records by
-        Kafka's murmur2 hash of the key, unkeyed ones to one partition per batch) or
-        "round-robin" (every record to the topic's next partition in turn, key ignored).
+        Kafka's murmur2 hash of the key, unkeyed ones to one partition until batch_size bytes
+        went there, KIP-794) or "round-robin" (every record to the topic's next partition in
+        turn, key ignored).
     transactional_id: makes the producer transactional (KIP-98; needs acks='all' and
         idempotence): call `init_transactions` once, then send records between
         `begin_transaction` and `commit_transaction`/`abort_transaction`

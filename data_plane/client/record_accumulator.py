@@ -78,13 +78,8 @@ class RecordAccumulator:
         size_bytes: int,
         now_ms: float,
         callback: DeliveryCallback | None = None,
-        abort_on_new_batch: bool = False,
-    ) -> AppendResult | None:
-        """Adds a record to the partition's open batch, opening a new one when it is full.
-
-        With `abort_on_new_batch` returns None instead of opening a batch, so that the
-        sticky partitioner can move to another partition first.
-        """
+    ) -> AppendResult:
+        """Adds a record to the partition's open batch, opening a new one when it is full."""
         with self._lock:
             queue = self._queues.get(tp)
             if queue is None:
@@ -96,8 +91,6 @@ class RecordAccumulator:
                 or (batch.record_count > 0 and batch.size_bytes + size_bytes > self.batch_size_bytes)
             )
             if new_batch:
-                if abort_on_new_batch:
-                    return None
                 batch = ProducerBatch(tp, now_ms)
                 queue.append(batch)
                 self._incomplete.add(batch)

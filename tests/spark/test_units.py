@@ -12,6 +12,7 @@ from data_plane import record_batch
 from data_plane.client.consumer import cut_batch
 from data_plane.client.partitioner import partition_for_key
 from data_plane.client.producer_batch import RECORD_OVERHEAD_BYTES
+from data_plane.client.producer_options import ProducerOptions
 from spark_source import offsets
 from spark_source.arrow_rows import arrow_schema, to_record_batch
 from spark_source.options import OptionError, parse_sink, parse_source
@@ -196,6 +197,7 @@ class _RecordingProducer:
 
     def __init__(self, partitions: int) -> None:
         self.partitions = partitions
+        self.options = ProducerOptions()
         self.sent: list[tuple[str, int, list, list | None]] = []
 
     def partitions_for(self, topic: str) -> int:
@@ -274,6 +276,23 @@ def test_bulk_writer_chunks_unkeyed_rows_and_moves_on_per_arrow_batch():
     first = producer.sent[0][1]
     sender.send(_Rows(batch, "out"))
     assert producer.sent[-1][1] != first  # the next Arrow batch moved on
+
+
+def test_bulk_writer_keeps_small_arrow_batches_on_one_partition_until_batch_size_went_there():
+    """KIP-794 with the Arrow batch as the unit: batches far below the producer's batch_size
+    share a partition (fuller requests), and it moves on once batch_size bytes went there."""
+    producer = _RecordingProducer(partitions=3)
+    sender = _BulkSender(producer)
+    value = b"x" * 1000
+    small = pa.RecordBatch.from_pydict({"value": pa.array([value] * 10, pa.binary())})
+    per_batch = 10 * len(value)
+    for _ in range(ProducerOptions().batch_size // per_batch):
+        sender.send(_Rows(small, "out"))
+    assert len({p for _, p, _, _ in producer.sent}) == 1
+    first = producer.sent[0][1]
+    sender.send(_Rows(small, "out"))  # batch_size bytes have now gone to it
+    sender.send(_Rows(small, "out"))
+    assert producer.sent[-1][1] != first
 
 
 @pytest.mark.parametrize(

@@ -31,40 +31,62 @@ def test_key_partition_is_stable_and_in_range(key, count):
     assert partition_for_key(key, count) == partition_for_key(bytes(key), count)
 
 
+BATCH = 1000
+
+
 def test_keyed_records_ignore_stickiness():
-    partitioner = StickyPartitioner(random.Random(1))
+    partitioner = StickyPartitioner(BATCH, random.Random(1))
     assert partitioner.partition("t", b"k", 12) == partition_for_key(b"k", 12)
 
 
-def test_unkeyed_records_stick_until_a_new_batch():
-    partitioner = StickyPartitioner(random.Random(1))
+def test_unkeyed_records_stick_until_batch_size_bytes_went_there_and_their_batch_is_full():
+    """KIP-794: a batch closing is no reason to move (a stream of lone records would then go
+    to every partition at once); the bytes sent there are."""
+    partitioner = StickyPartitioner(BATCH, random.Random(1))
     first = partitioner.partition("t", None, 6)
-    assert all(partitioner.partition("t", None, 6) == first for _ in range(100))
-    moved = partitioner.on_new_batch("t", first, 6)
+    for _ in range(9):
+        partitioner.on_append("t", first, 100, False, 6)
+    partitioner.on_append("t", first, 99, True, 6)  # a full batch, but 999 bytes went there
+    assert all(partitioner.partition("t", None, 6) == first for _ in range(10))
+    partitioner.on_append("t", first, 1, False, 6)  # 1,000 bytes, its batch not yet full: stays
+    assert partitioner.partition("t", None, 6) == first
+    partitioner.on_append("t", first, 1, True, 6)
+    moved = partitioner.partition("t", None, 6)
     assert moved != first
-    assert partitioner.partition("t", None, 6) == moved
 
 
-def test_on_new_batch_for_a_stale_partition_keeps_the_current_choice():
-    partitioner = StickyPartitioner(random.Random(2))
+def test_twice_batch_size_moves_on_even_with_the_batch_open():
+    partitioner = StickyPartitioner(BATCH, random.Random(5))
     first = partitioner.partition("t", None, 6)
-    second = partitioner.on_new_batch("t", first, 6)
-    assert partitioner.on_new_batch("t", first, 6) == second
+    partitioner.on_append("t", first, 2 * BATCH - 1, False, 6)
+    assert partitioner.partition("t", None, 6) == first
+    partitioner.on_append("t", first, 1, False, 6)
+    assert partitioner.partition("t", None, 6) != first
+
+
+def test_an_append_to_a_partition_the_topic_has_left_counts_for_nothing():
+    partitioner = StickyPartitioner(BATCH, random.Random(2))
+    first = partitioner.partition("t", None, 6)
+    partitioner.on_append("t", first, 2 * BATCH, True, 6)
+    second = partitioner.partition("t", None, 6)
+    partitioner.on_append("t", first, 2 * BATCH, True, 6)  # a thread that chose `first` before the move
+    assert partitioner.partition("t", None, 6) == second
 
 
 def test_single_partition_topic():
-    partitioner = StickyPartitioner(random.Random(3))
+    partitioner = StickyPartitioner(BATCH, random.Random(3))
     assert partitioner.partition("t", None, 1) == 0
-    assert partitioner.on_new_batch("t", 0, 1) == 0
+    partitioner.on_append("t", 0, 2 * BATCH, True, 1)
+    assert partitioner.partition("t", None, 1) == 0
 
 
 def test_sticky_spreads_over_partitions():
-    partitioner = StickyPartitioner(random.Random(4))
-    current = partitioner.partition("t", None, 4)
-    seen = {current}
+    partitioner = StickyPartitioner(BATCH, random.Random(4))
+    seen = set()
     for _ in range(100):
-        current = partitioner.on_new_batch("t", current, 4)
+        current = partitioner.partition("t", None, 4)
         seen.add(current)
+        partitioner.on_append("t", current, BATCH, True, 4)
     assert seen == {0, 1, 2, 3}
 
 
@@ -91,7 +113,7 @@ def test_round_robin_spreads_evenly(keys, count):
 
 
 def test_partitioners_by_name():
-    assert isinstance(make_partitioner("sticky"), StickyPartitioner)
-    assert isinstance(make_partitioner("round-robin"), RoundRobinPartitioner)
+    assert isinstance(make_partitioner("sticky", BATCH), StickyPartitioner)
+    assert isinstance(make_partitioner("round-robin", BATCH), RoundRobinPartitioner)
     with pytest.raises(ValueError, match=r"use one of \['round-robin', 'sticky'\]"):
-        make_partitioner("murmur")
+        make_partitioner("murmur", BATCH)
