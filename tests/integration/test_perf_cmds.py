@@ -1,4 +1,4 @@
-"""``kraftlog perf e2e``, ``perf latency`` and ``perf failover`` run end to end and report what they promise.
+"""``kraftlog perf e2e``, ``perf latency``, ``perf failover`` and ``perf consume`` run end to end and report what they promise.
 
 Benchmarks, not timed tests: tiny parameters on replication factor 1, and assertions on the
 shape and consistency of the JSON report, never on how fast anything was.
@@ -12,6 +12,7 @@ import sys
 
 import pytest
 
+from data_plane.client import Producer
 from tests.cluster import local_cluster
 
 pytestmark = pytest.mark.integration
@@ -49,6 +50,21 @@ def test_perf_e2e_reports_every_record_received_with_latencies(tmp_path) -> None
     stages = report["stages_ms"]
     assert 0 < stages["broker"]["p50"] <= stages["request"]["p50"], stages  # the leader says what it spent
     assert stages["network_and_grpc"]["p50"] > 0, stages
+
+
+def test_perf_consume_of_a_topic_holding_fewer_records_reports_those(tmp_path) -> None:
+    """Once every partition is read to its high watermark, `perf consume` reports what it read
+    instead of failing after --timeout-ms without data (here a minute: the test's own timeout
+    would end first)."""
+    with local_cluster(tmp_path, controllers=1, brokers=1) as cluster:
+        cluster.create_topic("perf-consume", partitions=2)
+        with Producer(cluster.bootstrap) as producer:
+            for i in range(300):
+                producer.send("perf-consume", b"v%d" % i, partition=i % 2)
+            producer.flush()
+        report = kraftlog_json("perf", "consume", "--topic", "perf-consume", "--num-records", "1000", "--timeout-ms", "60000",
+                               "--bootstrap", cluster.bootstrap, timeout=50)
+    assert report["records"] == 300 and report["records_per_sec"] > 0
 
 
 @pytest.mark.parametrize("mode", ["kill", "pause", "shutdown"])
