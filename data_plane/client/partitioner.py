@@ -5,7 +5,10 @@ client (murmur2, seed 0x9747b28c, sign bit cleared, modulo the partition count),
 lands on the same partition number whichever client wrote it. Records without a key stick
 to one partition until `batch_size` bytes have gone to it, then move on to another at random
 (Kafka's uniform sticky partitioner, KIP-794): the move waits for the partition's open batch
-to fill, or for twice `batch_size`, so that no half-filled batch is left behind. Moving on
+to fill, or for twice `batch_size`, so that no half-filled batch is left behind. The next
+partition is one with a known leader, the ones with fewer batches waiting more likely (KIP-794's
+adaptive choice: a slow or failing broker's partitions, whose batches pile up, get fewer new
+records; a partition with no leader gets none while another has one). Moving on
 each time a batch closed (KIP-480, its predecessor) spread a stream of lone records over
 every partition at once: each record found a partition with nothing in flight and went as a
 request of its own, where sticking to one partition lets the records that arrive during its
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import random
 import struct
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 _M = 0x5BD1E995
@@ -65,13 +69,18 @@ class _Stint:
     produced_bytes: int = 0
 
 
+# Per partition of a topic: the batches waiting to be sent, or None when it has no known leader.
+PartitionLoads = Callable[[str, int], Sequence[int | None]]
+
+
 class StickyPartitioner:
     """Keyed records by hash; unkeyed records to a per-topic partition that moves on once
-    `batch_size` bytes went to it (`on_append`)."""
+    `batch_size` bytes went to it (`on_append`), to one chosen by ``loads`` (none: any)."""
 
-    def __init__(self, batch_size: int, rng: random.Random | None = None) -> None:
+    def __init__(self, batch_size: int, loads: PartitionLoads | None = None, rng: random.Random | None = None) -> None:
         assert batch_size > 0, batch_size
         self._batch_size = batch_size
+        self._loads = loads
         self._rng = rng or random.Random()
         self._stints: dict[str, _Stint] = {}
 
@@ -81,7 +90,7 @@ class StickyPartitioner:
             return partition_for_key(key, partition_count)
         stint = self._stints.get(topic)
         if stint is None or stint.partition >= partition_count:
-            stint = self._stints[topic] = _Stint(self._rng.randrange(partition_count))
+            stint = self._stints[topic] = _Stint(self._next(topic, -1, partition_count))
         return stint.partition
 
     def on_append(self, topic: str, partition: int, size_bytes: int, batch_full: bool, partition_count: int) -> None:
@@ -94,14 +103,21 @@ class StickyPartitioner:
             return  # someone already moved on since `partition` was chosen
         stint.produced_bytes += size_bytes
         if stint.produced_bytes >= 2 * self._batch_size or (batch_full and stint.produced_bytes >= self._batch_size):
-            self._stints[topic] = _Stint(self._another(partition, partition_count))
+            self._stints[topic] = _Stint(self._next(topic, partition, partition_count))
 
-    def _another(self, previous: int, partition_count: int) -> int:
-        """A partition other than ``previous`` at random (``previous`` when it is the only one)."""
+    def _next(self, topic: str, previous: int, partition_count: int) -> int:
+        """A partition other than ``previous`` (unless it is the only one), at random among those
+        with a known leader (any, when none has one), weighted by the most batches waiting at
+        any of them plus one, less its own (Kafka's `BuiltInPartitioner.nextPartition`)."""
         if partition_count <= 1:
             return 0
-        choice = self._rng.randrange(partition_count - 1)
-        return choice if choice < previous else choice + 1
+        loads = self._loads(topic, partition_count) if self._loads is not None else [0] * partition_count
+        others = [p for p in range(partition_count) if p != previous]
+        led = [p for p in others if loads[p] is not None]
+        if not led:
+            return self._rng.choice(others)
+        most = max(loads[p] or 0 for p in led)
+        return self._rng.choices(led, [most + 1 - (loads[p] or 0) for p in led])[0]
 
 
 class RoundRobinPartitioner:
@@ -121,11 +137,11 @@ class RoundRobinPartitioner:
 PARTITIONERS = ("sticky", "round-robin")
 
 
-def make_partitioner(name: str, batch_size: int) -> StickyPartitioner | RoundRobinPartitioner:
-    """The partitioner a producer's `partitioner=` names (``batch_size``: the producer's, for
-    the sticky one); a clear error for any other name."""
+def make_partitioner(name: str, batch_size: int, loads: PartitionLoads | None = None) -> StickyPartitioner | RoundRobinPartitioner:
+    """The partitioner a producer's `partitioner=` names (``batch_size`` and ``loads``: the
+    producer's, for the sticky one); a clear error for any other name."""
     if name == "sticky":
-        return StickyPartitioner(batch_size)
+        return StickyPartitioner(batch_size, loads)
     if name == "round-robin":
         return RoundRobinPartitioner()
     raise ValueError(f"partitioner={name!r}: use one of {sorted(PARTITIONERS)}")

@@ -63,7 +63,7 @@ class Producer:
         self._max_block_s = options.max_block_ms / 1000.0
         self._max_request_size = options.max_request_size
         self._metadata = MetadataCache(bootstrap, resolve_security(security))
-        self._partitioner = make_partitioner(options.partitioner, options.batch_size)
+        self._partitioner = make_partitioner(options.partitioner, options.batch_size, self._partition_loads)
         # Only the sticky partitioner counts what it sent where (it moves on by bytes, KIP-794).
         self._sticky = self._partitioner if isinstance(self._partitioner, StickyPartitioner) else None
         self._memory = BufferMemory(options.buffer_memory)
@@ -116,6 +116,12 @@ class Producer:
         if result.wake_sender:
             self._sender.wakeup()
         return RecordFuture(result.batch, result.index)
+
+    def _partition_loads(self, topic: str, partition_count: int) -> list[int | None]:
+        """For the sticky partitioner's next choice: per partition, the batches waiting to be
+        sent, or None while it has no known leader."""
+        queued = self._accumulator.queued_batches(topic, partition_count)
+        return [queued[p] if self._metadata.leader((topic, p)) is not None else None for p in range(partition_count)]
 
     def send_batch(
         self, topic: str, partition: int, values: list[bytes | None], keys: list[bytes | None] | None = None

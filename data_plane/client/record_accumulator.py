@@ -98,6 +98,11 @@ class RecordAccumulator:
             full = batch.size_bytes >= self.batch_size_bytes
             return AppendResult(batch, index, new_batch or full)
 
+    def queued_batches(self, topic: str, partition_count: int) -> list[int]:
+        """Batches waiting to be sent, per partition of ``topic`` (in flight ones not counted)."""
+        with self._lock:
+            return [len(self._queues.get((topic, p), ())) for p in range(partition_count)]
+
     def append_bulk(self, batch: ProducerBatch) -> None:
         """Queues a closed batch built by the caller (`Producer.send_batch`)."""
         assert batch.closed and batch.record_count > 0

@@ -35,14 +35,14 @@ BATCH = 1000
 
 
 def test_keyed_records_ignore_stickiness():
-    partitioner = StickyPartitioner(BATCH, random.Random(1))
+    partitioner = StickyPartitioner(BATCH, rng=random.Random(1))
     assert partitioner.partition("t", b"k", 12) == partition_for_key(b"k", 12)
 
 
 def test_unkeyed_records_stick_until_batch_size_bytes_went_there_and_their_batch_is_full():
     """KIP-794: a batch closing is no reason to move (a stream of lone records would then go
     to every partition at once); the bytes sent there are."""
-    partitioner = StickyPartitioner(BATCH, random.Random(1))
+    partitioner = StickyPartitioner(BATCH, rng=random.Random(1))
     first = partitioner.partition("t", None, 6)
     for _ in range(9):
         partitioner.on_append("t", first, 100, False, 6)
@@ -56,7 +56,7 @@ def test_unkeyed_records_stick_until_batch_size_bytes_went_there_and_their_batch
 
 
 def test_twice_batch_size_moves_on_even_with_the_batch_open():
-    partitioner = StickyPartitioner(BATCH, random.Random(5))
+    partitioner = StickyPartitioner(BATCH, rng=random.Random(5))
     first = partitioner.partition("t", None, 6)
     partitioner.on_append("t", first, 2 * BATCH - 1, False, 6)
     assert partitioner.partition("t", None, 6) == first
@@ -65,7 +65,7 @@ def test_twice_batch_size_moves_on_even_with_the_batch_open():
 
 
 def test_an_append_to_a_partition_the_topic_has_left_counts_for_nothing():
-    partitioner = StickyPartitioner(BATCH, random.Random(2))
+    partitioner = StickyPartitioner(BATCH, rng=random.Random(2))
     first = partitioner.partition("t", None, 6)
     partitioner.on_append("t", first, 2 * BATCH, True, 6)
     second = partitioner.partition("t", None, 6)
@@ -74,20 +74,42 @@ def test_an_append_to_a_partition_the_topic_has_left_counts_for_nothing():
 
 
 def test_single_partition_topic():
-    partitioner = StickyPartitioner(BATCH, random.Random(3))
+    partitioner = StickyPartitioner(BATCH, rng=random.Random(3))
     assert partitioner.partition("t", None, 1) == 0
     partitioner.on_append("t", 0, 2 * BATCH, True, 1)
     assert partitioner.partition("t", None, 1) == 0
 
 
 def test_sticky_spreads_over_partitions():
-    partitioner = StickyPartitioner(BATCH, random.Random(4))
+    partitioner = StickyPartitioner(BATCH, rng=random.Random(4))
     seen = set()
     for _ in range(100):
         current = partitioner.partition("t", None, 4)
         seen.add(current)
         partitioner.on_append("t", current, BATCH, True, 4)
     assert seen == {0, 1, 2, 3}
+
+
+def test_the_next_partition_has_a_leader_and_a_long_queue_makes_one_less_likely():
+    """KIP-794's adaptive choice: weight = most batches waiting + 1 - a partition's own, and a
+    partition with no known leader is never chosen while another has one."""
+    loads = [0, None, 10, 0]  # partition 1: no leader; partition 2: ten batches waiting
+    partitioner = StickyPartitioner(BATCH, lambda topic, count: loads, rng=random.Random(6))
+    chosen = []
+    for _ in range(2000):
+        current = partitioner.partition("t", None, 4)
+        chosen.append(current)
+        partitioner.on_append("t", current, 2 * BATCH, True, 4)
+    assert 1 not in chosen
+    assert 0 < chosen.count(2) < 0.15 * len(chosen) < chosen.count(0)  # weights 11, 1, 11 (less the one just left)
+    assert all(a != b for a, b in zip(chosen, chosen[1:]))  # always another partition
+
+
+def test_with_no_leader_known_anywhere_any_other_partition_will_do():
+    partitioner = StickyPartitioner(BATCH, lambda topic, count: [None] * count, rng=random.Random(7))
+    first = partitioner.partition("t", None, 3)
+    partitioner.on_append("t", first, 2 * BATCH, True, 3)
+    assert partitioner.partition("t", None, 3) != first
 
 
 def test_round_robin_cycles_per_topic_and_ignores_keys():
