@@ -315,6 +315,12 @@ class GroupMembership:
         self.state = MemberState.FATAL
         self.fatal_error = (code, message)
 
+    @property
+    def fence_count(self) -> int:
+        """How often the member has been fenced: a commit made before a fence speaks for
+        partitions the member lost, which others may since have read on and committed."""
+        return self._fence_count
+
     def fence(self) -> None:
         """The coordinator no longer knows this member (or its epoch): drop what it owns,
         then rejoin with epoch 0. Also the shell's answer to a session it knows has expired."""

@@ -66,6 +66,15 @@ class OwnedPartitions:
     last_epochs: Mapping[TopicPartition, int]  # the leader epoch of the record before each position
 
 
+class _Commit(NamedTuple):
+    """One OffsetCommit to send: the request, what it commits, and the member's fence count
+    when it was made (`GroupSession._recommit`)."""
+
+    request: group_pb2.OffsetCommitRequest
+    committed: dict[TopicPartition, CommittedOffset]
+    fence_count: int
+
+
 class GroupSession:
     """The group side of one Consumer."""
 
@@ -154,10 +163,10 @@ class GroupSession:
     ) -> Future:
         """Queues a commit of ``offsets`` (default: every owned partition's position); the
         future holds what was committed or the error; ``callback`` gets both."""
-        request, committed = self._commit_request(offsets)
-        future = self._committer.submit(self._send_commit, request, committed)
+        commit = self._commit_request(offsets)
+        future = self._committer.submit(self._send_commit, commit)
         if callback is not None:
-            future.add_done_callback(lambda f: callback(committed, f.exception()))
+            future.add_done_callback(lambda f: callback(commit.committed, f.exception()))
         return future
 
     def commit(self, offsets: dict[TopicPartition, int] | None) -> dict[TopicPartition, CommittedOffset]:
@@ -274,24 +283,64 @@ class GroupSession:
 
     # ------------------------------------------------------------ commits (commit thread)
 
-    def _commit_request(self, offsets: dict[TopicPartition, int] | None) -> tuple[group_pb2.OffsetCommitRequest, dict[TopicPartition, CommittedOffset]]:
+    def _commit_request(self, offsets: dict[TopicPartition, int] | None) -> _Commit:
         positions = self._partitions.committable_positions() if offsets is None else dict(offsets)
         epochs = self._partitions.last_epochs
         committed = {tp: CommittedOffset(pos, epochs.get(tp, -1), "") for tp, pos in positions.items()}
         with self._lock:
-            member_id, epoch = self._core.member_id, self._core.member_epoch
-        request = offset_commit_request(self.group_id, member_id, epoch, {tp: (c.offset, c.leader_epoch) for tp, c in committed.items()})
-        return request, committed
+            member_id, epoch, fence_count = self._core.member_id, self._core.member_epoch, self._core.fence_count
+        return _Commit(self._offset_commit(member_id, epoch, committed), committed, fence_count)
 
-    def _send_commit(self, request: group_pb2.OffsetCommitRequest, committed: dict[TopicPartition, CommittedOffset]) -> dict[TopicPartition, CommittedOffset]:
-        if not committed:
-            return committed
-        answer = self.link.call("OffsetCommit", request)
+    def _offset_commit(self, member_id: str, epoch: int, committed: dict[TopicPartition, CommittedOffset]) -> group_pb2.OffsetCommitRequest:
+        return offset_commit_request(self.group_id, member_id, epoch, {tp: (c.offset, c.leader_epoch) for tp, c in committed.items()})
+
+    def _send_commit(self, commit: _Commit) -> dict[TopicPartition, CommittedOffset]:
+        """Sends one commit. A STALE_MEMBER_EPOCH refusal raced an assignment change: the
+        coordinator gave the member a newer epoch (in a heartbeat answer, which reaches this
+        member too) after the request was made. The commit goes again with that epoch, for the
+        partitions the member still owns (they stay its until it reports them revoked, so their
+        positions are still its to commit), as Kafka's consumer does; within request_timeout_ms.
+        Not after a fence: the member lost its partitions, and their next owners may have read
+        on and committed further. A revocation of this member's own cannot pass meanwhile: its
+        commit waits behind this one on the commit thread. Without the retry a commit at
+        close, or the last auto-commit before a revocation, could be lost to a rebalance
+        elsewhere in the group, and the next owner would read again what this member had
+        already read."""
+        if not commit.committed:
+            return commit.committed
+        deadline = time.monotonic() + self._request_timeout_s
+        while True:
+            answer = self.link.call("OffsetCommit", commit.request)
+            if answer.error_code != ErrorCode.STALE_MEMBER_EPOCH:
+                break
+            again = self._recommit(commit, deadline)
+            if again is None:
+                break
+            commit = again
+        request = commit.request
         where = f"OffsetCommit of group {self.group_id!r} (member {request.member_id} epoch {request.member_epoch})"
         if answer.error_code in FENCING_CODES or answer.error_code == ErrorCode.STALE_MEMBER_EPOCH:
             where += "; the member's partitions moved to another member, whose commits now count"
         raise_commit_errors(answer, where)
-        return committed
+        return commit.committed
+
+    def _recommit(self, commit: _Commit, deadline: float) -> _Commit | None:
+        """The commit again at the member's newer epoch, once its heartbeat has learnt one, for
+        the partitions it still owns; None when there is none by ``deadline``, the member was
+        fenced since the commit was made, or it owns none of them any more."""
+        while True:
+            with self._lock:
+                member_id, epoch, owned = self._core.member_id, self._core.member_epoch, self._core.owned
+                fenced = self._core.fence_count != commit.fence_count
+            if fenced or member_id != commit.request.member_id or epoch <= 0:
+                return None
+            if epoch > commit.request.member_epoch:
+                break
+            if time.monotonic() + self._retry_backoff_s > deadline:
+                return None
+            time.sleep(self._retry_backoff_s)  # the heartbeat answer with the new epoch is on its way
+        kept = {tp: c for tp, c in commit.committed.items() if tp in owned}
+        return _Commit(self._offset_commit(member_id, epoch, kept), kept, commit.fence_count) if kept else None
 
     def _log_commit_failure(self, committed: dict, error: Exception | None) -> None:
         if error is not None:

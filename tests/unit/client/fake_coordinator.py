@@ -33,6 +33,7 @@ class FakeMember:
     owned: frozenset = frozenset()
     sent: frozenset | None = None
     target: frozenset = frozenset()
+    previous_epoch: int = -1  # a heartbeat may still carry it (it crossed the answer with the new one)
 
 
 @dataclass
@@ -43,6 +44,7 @@ class FakeCoordinator(group_pb2_grpc.GroupCoordinatorServicer):
     offsets: dict[tuple[str, int], int] = field(default_factory=dict)
     epoch: int = 0
     not_coordinator: int = 0
+    bump_before_commits: int = 0  # this many commits find the member's epoch just bumped (stale): a rebalance raced them
     unstable_answers: int = 0
     require_stable_seen: list[bool] = field(default_factory=list)
     address: str = ""
@@ -101,7 +103,7 @@ class FakeCoordinator(group_pb2_grpc.GroupCoordinatorServicer):
                 self._rebalance()
             elif member is None:
                 return group_pb2.ConsumerGroupHeartbeatResponse(error_code=common_pb2.UNKNOWN_MEMBER_ID)
-            elif request.member_epoch != member.epoch:
+            elif request.member_epoch not in (member.epoch, member.previous_epoch):
                 return group_pb2.ConsumerGroupHeartbeatResponse(error_code=common_pb2.FENCED_MEMBER_EPOCH)
             if request.owned_changed:
                 member.owned = from_topic_partitions(request.owned_partitions)
@@ -131,6 +133,10 @@ class FakeCoordinator(group_pb2_grpc.GroupCoordinatorServicer):
                     return group_pb2.OffsetCommitResponse(error_code=common_pb2.NON_EMPTY_GROUP)
             elif member is None:
                 return group_pb2.OffsetCommitResponse(error_code=common_pb2.UNKNOWN_MEMBER_ID)
+            elif self.bump_before_commits > 0 and request.member_epoch == member.epoch:
+                self.bump_before_commits -= 1
+                member.previous_epoch, member.epoch = member.epoch, member.epoch + 1
+                return group_pb2.OffsetCommitResponse(error_code=common_pb2.STALE_MEMBER_EPOCH)
             elif request.member_epoch != member.epoch:
                 return group_pb2.OffsetCommitResponse(error_code=common_pb2.STALE_MEMBER_EPOCH)
             for t in request.topics:

@@ -108,6 +108,22 @@ def test_not_coordinator_answers_are_ridden_out_and_a_stale_commit_is_refused(cl
             c.commit()
 
 
+def test_a_commit_that_crossed_an_epoch_bump_goes_again_at_the_new_epoch(cluster):
+    """The coordinator moved the member to a newer epoch (a rebalance elsewhere in the group)
+    while its commit was on the way: refused as stale, it is sent again once the member's
+    heartbeat has the new epoch, for the partitions it still owns, and lands."""
+    broker, coordinator, bootstrap = cluster
+    produce(broker.address, 20)
+    with member(bootstrap, enable_auto_commit=False) as c:
+        c.subscribe(["t"])
+        poll_until([c], {}, 20)
+        epoch = c.group.member_epoch
+        coordinator.bump_before_commits = 2
+        c.commit()
+        assert coordinator.offsets == {("t", p): 5 for p in range(PARTITIONS)}
+        assert c.group.member_epoch == epoch + 2 and coordinator.bump_before_commits == 0
+
+
 def test_assign_is_refused_for_a_group_member_and_group_calls_without_group(cluster):
     _, _, bootstrap = cluster
     with member(bootstrap) as c, pytest.raises(KraftlogError, match="subscribe"):
