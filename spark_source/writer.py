@@ -158,7 +158,8 @@ class _BulkSender:
             for start, end in _chunks(values, keys):
                 chunk_keys = keys[start:end] if keys else None
                 futures.append(self.producer.send_batch(topic, partition, values[start:end], chunk_keys))
-            sent_bytes[(topic, partition)] = sum(_lengths(values)) + (sum(_lengths(keys)) if keys else 0)
+            if sticky.get(topic) == partition:  # what the sticky partitioner counts
+                sent_bytes[(topic, partition)] = sum(_lengths(values)) + (sum(_lengths(keys)) if keys else 0)
         for topic, partition in sticky.items():
             self.partitioner.on_append(topic, partition, sent_bytes[(topic, partition)], True, self.producer.partitions_for(topic))
         return futures

@@ -666,13 +666,12 @@ class Partition:
         self._txns.remove_before(self.log.log_start_offset)
         self._producers.remove_before(self.log.log_start_offset)
 
-    def expire_producer_ids(self, now_ms: int, expiration_ms: int) -> int:
-        """Forget producers idle for ``expiration_ms`` (`ProducerState.expire`); answers how many."""
+    def expire_producer_ids(self, now_ms: int, expiration_ms: int) -> None:
+        """Forget producers idle for ``expiration_ms`` (`ProducerState.expire`), logging how many."""
         expired = self._producers.expire(now_ms, expiration_ms, self._txns.open_first_offset)
         if expired:
             self._log.info("producer ids expired", **self.fields(), expired=len(expired), remembered=len(self._producers),
                            expiration_ms=expiration_ms)
-        return len(expired)
 
     @property
     def producer_id_count(self) -> int:

@@ -92,6 +92,7 @@ class GroupSession:
             rebalance_timeout_ms=rebalance_timeout_ms, assignor=assignor, session_timeout_ms=session_timeout_ms,
         )
         self._lock = threading.Lock()
+        self._heartbeat_answered = threading.Condition(self._lock)  # `_recommit` waits for a newer epoch on it
         self._wake = threading.Event()
         self._pool = coordinator_channels(security, client_id)
         self.link = CoordinatorLink(group_id, metadata, self._pool, request_timeout_s, retry_backoff_s)
@@ -328,17 +329,15 @@ class GroupSession:
         """The commit again at the member's newer epoch, once its heartbeat has learnt one, for
         the partitions it still owns; None when there is none by ``deadline``, the member was
         fenced since the commit was made, or it owns none of them any more."""
-        while True:
-            with self._lock:
-                member_id, epoch, owned = self._core.member_id, self._core.member_epoch, self._core.owned
-                fenced = self._core.fence_count != commit.fence_count
-            if fenced or member_id != commit.request.member_id or epoch <= 0:
-                return None
-            if epoch > commit.request.member_epoch:
-                break
-            if time.monotonic() + self._retry_backoff_s > deadline:
-                return None
-            time.sleep(self._retry_backoff_s)  # the heartbeat answer with the new epoch is on its way
+        core, asked = self._core, commit.request
+        with self._lock:  # the heartbeat answer with the newer epoch is usually on its way already
+            self._heartbeat_answered.wait_for(
+                lambda: core.fence_count != commit.fence_count or core.member_epoch != asked.member_epoch,
+                timeout=max(deadline - time.monotonic(), 0.0))
+            member_id, epoch, owned = core.member_id, core.member_epoch, core.owned
+            fenced = core.fence_count != commit.fence_count
+        if fenced or member_id != asked.member_id or epoch <= asked.member_epoch:
+            return None
         kept = {tp: c for tp, c in commit.committed.items() if tp in owned}
         return _Commit(self._offset_commit(member_id, epoch, kept), kept, commit.fence_count) if kept else None
 
@@ -384,6 +383,7 @@ class GroupSession:
                 elif self._core.session_lost(time.monotonic() * 1000):
                     log.warning("group_session_lost", group=self.group_id, member=self.member_id,
                                 session_timeout_ms=self._core.session_timeout_ms, error=str(err))
+                self._heartbeat_answered.notify_all()
             return self._retry_backoff_s
         with self._lock:
             before = (self._core.member_epoch, self._core.state)
@@ -394,6 +394,7 @@ class GroupSession:
                 log.warning("group_session_lost", group=self.group_id, member=self.member_id,
                             session_timeout_ms=self._core.session_timeout_ms, error=answer.error_code)
             after = (self._core.member_epoch, self._core.state)
+            self._heartbeat_answered.notify_all()
         if before != after or answer.has_assignment or answer.error_code != ErrorCode.NONE:
             log.info(
                 "group_heartbeat", group=self.group_id, member=self.member_id, coordinator=self.link.coordinator_id,
